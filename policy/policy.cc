@@ -1,0 +1,265 @@
+// Policy loading and merging. Unknown keys and wrong types are errors naming file and line;
+// shipped/system/user/cli layers override in order; the project layer can only tighten.
+#include "policy/policy.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "runner/fs.h"
+#include "runner/hash.h"
+
+namespace cordon {
+namespace {
+
+std::string Where(const std::string& source, const toml::node& node) {
+  return source + ":" + std::to_string(node.source().begin.line);
+}
+
+struct LimitField {
+  const char* key;
+  std::int64_t Limits::*member;
+};
+constexpr LimitField kLimitFields[] = {
+    {"timeout_secs", &Limits::timeout_secs},       {"max_output_bytes", &Limits::max_output_bytes},
+    {"max_results", &Limits::max_results},         {"max_line_chars", &Limits::max_line_chars},
+    {"max_read_lines", &Limits::max_read_lines},   {"max_file_bytes", &Limits::max_file_bytes},
+    {"max_input_bytes", &Limits::max_input_bytes},
+};
+
+int FsyncStrictness(std::string_view mode) {
+  if (mode == "always") return 2;
+  if (mode == "per_call") return 1;
+  return 0;
+}
+
+Result<std::vector<std::string>> StringArray(const toml::node& node, const std::string& source,
+                                             const std::string& key) {
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) {
+    return Fail(Code::kInvalidInput, Where(source, node) + ": " + key + " must be an array of strings");
+  }
+  std::vector<std::string> out;
+  for (const toml::node& item : *arr) {
+    auto s = item.value<std::string>();
+    if (!item.is_string() || !s) {
+      return Fail(Code::kInvalidInput, Where(source, item) + ": " + key + " entries must be strings");
+    }
+    out.push_back(*s);
+  }
+  return out;
+}
+
+Status UnknownKey(const std::string& source, const toml::node& node, const std::string& key) {
+  return Fail(Code::kInvalidInput, Where(source, node) + ": unknown key \"" + key + "\"");
+}
+
+}  // namespace
+
+bool IsKnownScope(std::string_view scope) {
+  return std::find(std::begin(kAllScopes), std::end(kAllScopes), scope) != std::end(kAllScopes);
+}
+
+std::string Policy::CanonicalJson() const {
+  nlohmann::json j;
+  for (const auto& f : kLimitFields) j["limits"][f.key] = limits.*(f.member);
+  j["scopes"] = scopes;
+  j["redact"]["values_count"] = redact_values.size();
+  j["redact"]["env_names"] = redact_env_names;
+  j["audit"]["fsync"] = audit_fsync;
+  return j.dump();
+}
+
+std::string Policy::Sha256() const { return Sha256Hex(CanonicalJson()); }
+
+bool IsProtectedPath(std::string_view rel) {
+  static constexpr std::string_view kDirs[] = {".cordon", ".thndrs", ".vscode", ".claude"};
+  static constexpr std::string_view kFiles[] = {
+      ".mcp.json",  ".bashrc",   ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+      ".zshrc",     ".zshenv",   ".zprofile",     ".zlogin",     ".zlogout",     ".inputrc",
+      ".envrc",     ".cshrc",    ".tcshrc",       ".kshrc",      ".config/fish/config.fish"};
+  std::vector<std::string_view> parts;
+  std::string_view rest = rel;
+  while (!rest.empty()) {
+    std::size_t slash = rest.find('/');
+    parts.push_back(rest.substr(0, slash));
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    std::string_view p = parts[i];
+    if (std::find(std::begin(kDirs), std::end(kDirs), p) != std::end(kDirs)) return true;
+    if (std::find(std::begin(kFiles), std::end(kFiles), p) != std::end(kFiles)) return true;
+    if (p == ".git" && i + 1 < parts.size() && (parts[i + 1] == "config" || parts[i + 1] == "hooks")) {
+      return true;
+    }
+    if (p == ".config" && i + 2 < parts.size() && parts[i + 1] == "fish") return true;
+  }
+  return false;
+}
+
+Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source,
+                       bool tighten_only) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    return Fail(Code::kInvalidInput, source + ":" + std::to_string(e.source().begin.line) + ": " +
+                                         std::string(e.description()));
+  }
+  for (auto&& [k, node] : root) {
+    std::string key(k.str());
+    const toml::table* table = node.as_table();
+    if (key != "limits" && key != "scopes" && key != "redact" && key != "audit" &&
+        key != "examples") {
+      return UnknownKey(source, node, key);
+    }
+    if (table == nullptr) {
+      return Fail(Code::kInvalidInput, Where(source, node) + ": [" + key + "] must be a table");
+    }
+    for (auto&& [sk, sub] : *table) {
+      std::string name = key + "." + std::string(sk.str());
+      std::string where = Where(source, sub);
+      if (key == "limits") {
+        const LimitField* field = nullptr;
+        for (const auto& f : kLimitFields) {
+          if (sk.str() == f.key) field = &f;
+        }
+        if (field == nullptr) return UnknownKey(source, sub, name);
+        auto v = sub.value<std::int64_t>();
+        if (!sub.is_integer() || !v || *v <= 0) {
+          return Fail(Code::kInvalidInput, where + ": " + name + " must be a positive integer");
+        }
+        std::int64_t& slot = policy.limits.*(field->member);
+        if (tighten_only && *v > slot) {
+          policy.notes.push_back(where + ": a project file cannot raise " + name + " to " +
+                                 std::to_string(*v) + "; kept " + std::to_string(slot));
+          continue;
+        }
+        slot = *v;
+        policy.provenance[name] = where;
+      } else if (key == "scopes") {
+        if (sk.str() != "grant") return UnknownKey(source, sub, name);
+        ASSIGN_OR_RETURN(auto grant, StringArray(sub, source, name));
+        std::set<std::string> next;
+        for (const auto& s : grant) {
+          if (!IsKnownScope(s)) {
+            return Fail(Code::kInvalidInput, where + ": unknown scope \"" + s + "\"");
+          }
+          if (tighten_only && !policy.Grants(s)) {
+            policy.notes.push_back(where + ": a project file cannot grant scope " + s +
+                                   "; it stays denied");
+            continue;
+          }
+          next.insert(s);
+        }
+        policy.scopes = std::move(next);
+        policy.provenance[name] = where;
+      } else if (key == "redact") {
+        ASSIGN_OR_RETURN(auto values, StringArray(sub, source, name));
+        if (sk.str() == "values") {
+          // Adding redaction only ever tightens, so every layer may add values.
+          for (auto& v : values) policy.redact_values.push_back(std::move(v));
+        } else if (sk.str() == "env_names") {
+          for (auto& v : values) policy.redact_env_names.push_back(std::move(v));
+        } else {
+          return UnknownKey(source, sub, name);
+        }
+        policy.provenance[name] = where;
+      } else if (key == "audit") {
+        if (sk.str() != "fsync") return UnknownKey(source, sub, name);
+        auto v = sub.value<std::string>();
+        if (!sub.is_string() || !v || (*v != "always" && *v != "per_call" && *v != "never")) {
+          return Fail(Code::kInvalidInput,
+                      where + ": audit.fsync must be \"always\", \"per_call\" or \"never\"");
+        }
+        if (tighten_only && FsyncStrictness(*v) < FsyncStrictness(policy.audit_fsync)) {
+          policy.notes.push_back(where + ": a project file cannot weaken audit.fsync to " + *v);
+          continue;
+        }
+        policy.audit_fsync = *v;
+        policy.provenance[name] = where;
+      } else if (key == "examples") {
+        // Examples are checked when the file loads: a policy that contradicts them is refused.
+        bool want_protected = sk.str() == "protected";
+        if (!want_protected && sk.str() != "writable") return UnknownKey(source, sub, name);
+        ASSIGN_OR_RETURN(auto paths, StringArray(sub, source, name));
+        for (const auto& p : paths) {
+          auto rel = NormalizeWorkspacePath("/", p);
+          if (!rel) return Fail(Code::kInvalidInput, where + ": example " + p + ": " + rel.error().message);
+          if (IsProtectedPath(*rel) != want_protected) {
+            return Fail(Code::kInvalidInput, where + ": example fails: " + p + " should be " +
+                                                 (want_protected ? "protected" : "writable"));
+          }
+        }
+      }
+    }
+  }
+  return {};
+}
+
+PolicySources DefaultPolicySources(const std::string& shipped_dir, const std::string& workspace) {
+  PolicySources s;
+  s.dirs.push_back(shipped_dir);
+  s.dirs.push_back("/etc/cordon/policies.d");
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x != nullptr && x[0] == '/') {
+    s.dirs.push_back(std::string(x) + "/cordon/policies.d");
+  } else if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') {
+    s.dirs.push_back(std::string(h) + "/.config/cordon/policies.d");
+  }
+  if (!workspace.empty()) s.project_file = workspace + "/.cordon/policy.toml";
+  return s;
+}
+
+namespace {
+
+Status LoadFile(Policy& policy, const std::string& path, const std::string& layer,
+                bool tighten_only, bool must_exist) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (must_exist) return Fail(Code::kNotFound, "cannot read policy file " + path, errno, path);
+    return {};
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  policy.files.push_back({path, Sha256Hex(text), layer});
+  return ApplyPolicyText(policy, text, path, tighten_only);
+}
+
+}  // namespace
+
+Result<Policy> LoadPolicy(const PolicySources& sources) {
+  Policy policy;
+  // Built-in defaults: everything a coding agent needs, nothing else.
+  policy.scopes = {"fs:read", "fs:write", "process:run", "process:operate", "mcp:call"};
+  policy.provenance["scopes.grant"] = "built-in default";
+  for (const auto& f : kLimitFields) policy.provenance[std::string("limits.") + f.key] = "built-in default";
+  policy.provenance["audit.fsync"] = "built-in default";
+  static const char* kLayers[] = {"shipped", "system", "user"};
+  for (std::size_t i = 0; i < sources.dirs.size(); ++i) {
+    const std::string& dir = sources.dirs[i];
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".toml" && n[0] != '.') names.push_back(n);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) {
+      TRY(LoadFile(policy, dir + "/" + n, i < 3 ? kLayers[i] : "user", false, true));
+    }
+  }
+  for (const auto& f : sources.extra_files) TRY(LoadFile(policy, f, "cli", false, true));
+  if (sources.project_file) TRY(LoadFile(policy, *sources.project_file, "project", true, false));
+  return policy;
+}
+
+}  // namespace cordon

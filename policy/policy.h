@@ -1,0 +1,78 @@
+// The policy model: limits, scopes, redaction values and audit durability, with the file that
+// decided each value. Loaded from TOML layers; a project layer may only tighten.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runner/error.h"
+
+namespace cordon {
+
+// Scopes a tool may need. Their names are stable and appear in policy files.
+inline constexpr std::string_view kAllScopes[] = {"fs:read",         "fs:write", "process:run",
+                                                  "process:operate", "mcp:call",
+                                                  "diagnostics:read"};
+bool IsKnownScope(std::string_view scope);
+
+struct Limits {
+  std::int64_t timeout_secs = 30;
+  std::int64_t max_output_bytes = 65536;
+  std::int64_t max_results = 1000;
+  std::int64_t max_line_chars = 2000;
+  std::int64_t max_read_lines = 2000;
+  std::int64_t max_file_bytes = 16 << 20;
+  std::int64_t max_input_bytes = 8 << 20;
+};
+
+struct PolicyFile {
+  std::string path;
+  std::string sha256;
+  std::string layer;  // shipped | system | user | cli | project
+};
+
+struct Policy {
+  Limits limits;
+  std::set<std::string> scopes;
+  std::vector<std::string> redact_values;
+  std::vector<std::string> redact_env_names;
+  std::string audit_fsync = "per_call";
+  std::vector<PolicyFile> files;
+  // key ("limits.timeout_secs") -> where its value came from ("policies.d/00-default.toml:4").
+  std::map<std::string, std::string> provenance;
+  // Things the loader noticed but did not apply, e.g. a project file trying to raise a limit.
+  std::vector<std::string> notes;
+
+  bool Grants(std::string_view scope) const { return scopes.count(std::string(scope)) > 0; }
+  // The canonical JSON of the effective values (not provenance), and its SHA-256.
+  std::string CanonicalJson() const;
+  std::string Sha256() const;
+};
+
+// Where policy layers come from, in merge order.
+struct PolicySources {
+  std::vector<std::string> dirs;          // shipped, system, user policies.d (lexical per dir)
+  std::vector<std::string> extra_files;   // --policy FILE, in order
+  std::optional<std::string> project_file;  // ${WORKSPACE}/.cordon/policy.toml: tighten-only
+};
+
+// The default sources: the shipped dir, /etc/cordon/policies.d, $XDG_CONFIG_HOME/cordon/policies.d.
+PolicySources DefaultPolicySources(const std::string& shipped_dir, const std::string& workspace);
+
+Result<Policy> LoadPolicy(const PolicySources& sources);
+
+// Applies one TOML text as a layer. `tighten_only` is the project rule. Exposed for tests.
+Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source_name,
+                       bool tighten_only);
+
+// Paths inside a writable workspace that the agent may never write, nested repos included:
+// .git/config, .git/hooks, .cordon/, .thndrs/, .mcp.json, .vscode/, .claude/, shell dotfiles.
+// `rel` is a normalized workspace-relative path.
+bool IsProtectedPath(std::string_view rel);
+
+}  // namespace cordon

@@ -1,0 +1,372 @@
+// The audit log: O_APPEND writes under flock, each line chained to the SHA-256 (or HMAC) of the
+// line before it, so edits, reordering, cuts and a missing head are all detectable.
+#include "runner/audit.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "runner/hash.h"
+
+namespace cordon {
+namespace {
+
+const std::string kZeroHash(64, '0');
+
+Status MkdirParents(const std::string& path) {
+  std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) return {};
+  std::string dir = path.substr(0, slash);
+  for (std::size_t i = 1; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      std::string part = dir.substr(0, i);
+      if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+        return SysFail(Code::kInternal, "mkdir", part);
+      }
+    }
+  }
+  return {};
+}
+
+Status WriteAll(int fd, std::string_view data, const std::string& where) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SysFail(Code::kInternal, "write", where);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+class FileLock {
+ public:
+  explicit FileLock(int fd) : fd_(fd) {
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~FileLock() { ::flock(fd_, LOCK_UN); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+Result<FsyncMode> ParseFsyncMode(std::string_view name) {
+  if (name == "always") return FsyncMode::kAlways;
+  if (name == "per_call") return FsyncMode::kPerCall;
+  if (name == "never") return FsyncMode::kNever;
+  return Fail(Code::kInvalidInput,
+              "audit fsync must be \"always\", \"per_call\" or \"never\", not \"" +
+                  std::string(name) + "\"");
+}
+
+std::string_view FsyncModeName(FsyncMode mode) {
+  switch (mode) {
+    case FsyncMode::kAlways: return "always";
+    case FsyncMode::kPerCall: return "per_call";
+    case FsyncMode::kNever: return "never";
+  }
+  return "per_call";
+}
+
+std::string NewSessionId() {
+  unsigned char b[16];
+  std::size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::abort();
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  char out[37];
+  std::snprintf(out, sizeof out,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return out;
+}
+
+std::string NowRfc3339() {
+  auto now = std::chrono::system_clock::now();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
+std::string DefaultAuditLogPath(const std::string& session_id) {
+  std::string base;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && x[0] == '/') {
+    base = x;
+  } else if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') {
+    base = std::string(h) + "/.local/state";
+  } else {
+    base = "/tmp";
+  }
+  std::string ts = NowRfc3339();
+  for (char& c : ts) {
+    if (c == ':') c = '-';
+  }
+  return base + "/cordon/sessions/" + ts + "-" + session_id.substr(0, 8) + ".jsonl";
+}
+
+Result<AuditWriter> AuditWriter::Open(const std::string& path, std::string session_id,
+                                      FsyncMode fsync, std::optional<std::string> hmac_key,
+                                      const Redactor* redactor) {
+  TRY(MkdirParents(path));
+  int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return SysFail(Code::kInternal, "open audit log", path);
+  AuditWriter w;
+  w.fd_ = UniqueFd(fd);
+  w.path_ = path;
+  w.session_ = std::move(session_id);
+  w.fsync_ = fsync;
+  w.key_ = std::move(hmac_key);
+  w.redactor_ = redactor;
+  return w;
+}
+
+std::string AuditWriter::ChainHash(std::string_view line) const {
+  return key_ ? HmacSha256Hex(*key_, line) : Sha256Hex(line);
+}
+
+Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
+  *torn = false;
+  struct stat st{};
+  if (::fstat(fd_.get(), &st) != 0) return SysFail(Code::kInternal, "fstat", path_);
+  if (st.st_size == known_size_) return {};
+  if (st.st_size == 0) {
+    prev_hash_ = kZeroHash;
+    known_size_ = 0;
+    return {};
+  }
+  // Read backwards until the start of the last line.
+  std::string tail;
+  off_t end = st.st_size;
+  constexpr off_t kBlock = 65536;
+  bool ends_with_newline = false;
+  std::size_t line_start = std::string::npos;
+  while (end > 0) {
+    off_t start = end > kBlock ? end - kBlock : 0;
+    std::string block(static_cast<std::size_t>(end - start), '\0');
+    ssize_t n = ::pread(fd_.get(), block.data(), block.size(), start);
+    if (n != static_cast<ssize_t>(block.size())) return SysFail(Code::kInternal, "pread", path_);
+    tail = block + tail;
+    if (end == st.st_size) ends_with_newline = !tail.empty() && tail.back() == '\n';
+    std::size_t search_end = ends_with_newline ? tail.size() - 1 : tail.size();
+    std::size_t nl = search_end == 0 ? std::string::npos : tail.rfind('\n', search_end - 1);
+    end = start;
+    if (nl != std::string::npos) {
+      line_start = nl + 1;
+      break;
+    }
+    if (start == 0) line_start = 0;
+  }
+  std::string last = tail.substr(line_start);
+  if (ends_with_newline) {
+    last.pop_back();
+  } else {
+    *torn = true;
+    *torn_line = last;
+  }
+  prev_hash_ = ChainHash(last);
+  known_size_ = st.st_size;
+  return {};
+}
+
+Status AuditWriter::Append(std::string_view type, Json fields, bool durable) {
+  FileLock lock(fd_.get());
+  bool torn = false;
+  std::string torn_line;
+  TRY(SyncTail(&torn, &torn_line));
+  if (torn) {
+    // A crash tore the last line. Keep it as evidence, end it, and chain a record to it.
+    TRY(WriteAll(fd_.get(), "\n", path_));
+    nlohmann::ordered_json rec;
+    rec["v"] = 1;
+    rec["seq"] = ++seq_;
+    rec["ts"] = NowRfc3339();
+    rec["session"] = session_;
+    rec["type"] = "log_recovered";
+    rec["prev"] = prev_hash_;
+    rec["torn_bytes"] = torn_line.size();
+    std::string line = rec.dump(-1, ' ', false, Json::error_handler_t::replace);
+    TRY(WriteAll(fd_.get(), line + "\n", path_));
+    prev_hash_ = ChainHash(line);
+  }
+  std::size_t redactions = redactor_ != nullptr ? redactor_->RedactJson(fields) : 0;
+  nlohmann::ordered_json rec;
+  rec["v"] = 1;
+  rec["seq"] = ++seq_;
+  rec["ts"] = NowRfc3339();
+  rec["session"] = session_;
+  rec["type"] = type;
+  rec["prev"] = prev_hash_;
+  if (fields.is_object()) {
+    for (auto& [k, v] : fields.items()) rec[k] = v;
+  }
+  if (redactions > 0) rec["redactions"] = redactions;
+  std::string line = rec.dump(-1, ' ', false, Json::error_handler_t::replace);
+  TRY(WriteAll(fd_.get(), line + "\n", path_));
+  prev_hash_ = ChainHash(line);
+  struct stat st{};
+  if (::fstat(fd_.get(), &st) == 0) known_size_ = st.st_size;
+  if (fsync_ == FsyncMode::kAlways || (fsync_ == FsyncMode::kPerCall && durable)) {
+    if (::fdatasync(fd_.get()) != 0) return SysFail(Code::kInternal, "fdatasync", path_);
+  }
+  return {};
+}
+
+Result<VerifyReport> VerifyAuditLog(const std::string& path,
+                                    const std::optional<std::string>& hmac_key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  VerifyReport r;
+  r.bytes = data.size();
+  auto chain = [&](std::string_view line) {
+    return hmac_key ? HmacSha256Hex(*hmac_key, line) : Sha256Hex(line);
+  };
+  auto broken = [&](std::uint64_t line_no, std::string why) {
+    r.verdict = VerifyReport::Verdict::kBroken;
+    r.first_bad_line = line_no;
+    r.problem = std::move(why);
+    return r;
+  };
+  std::string expected_prev = kZeroHash;
+  std::map<std::string, std::uint64_t> session_seq;
+  std::uint64_t line_no = 0;
+  std::size_t pos = 0;
+  bool pending_torn = false;  // the previous line was torn and must be followed by log_recovered
+  while (pos < data.size()) {
+    ++line_no;
+    std::size_t nl = data.find('\n', pos);
+    const bool terminated = nl != std::string::npos;
+    std::string_view line(data.data() + pos, (terminated ? nl : data.size()) - pos);
+    pos = terminated ? nl + 1 : data.size();
+    Json rec = Json::parse(line, nullptr, false);
+    if (rec.is_discarded() || !rec.is_object()) {
+      if (!terminated) {
+        r.verdict = VerifyReport::Verdict::kTornTail;
+        r.first_bad_line = line_no;
+        r.problem = "line " + std::to_string(line_no) +
+                    " is torn (no newline, not a whole record): the writer was interrupted";
+        return r;
+      }
+      if (pending_torn) return broken(line_no, "two unreadable lines in a row");
+      pending_torn = true;
+      expected_prev = chain(line);
+      continue;
+    }
+    if (!terminated) {
+      r.verdict = VerifyReport::Verdict::kTornTail;
+      r.first_bad_line = line_no;
+      r.problem = "line " + std::to_string(line_no) + " has no final newline: torn write";
+      return r;
+    }
+    auto str = [&](const char* k) -> std::string {
+      auto it = rec.find(k);
+      return it != rec.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (!rec.contains("v") || rec["v"] != 1) return broken(line_no, "missing or unknown \"v\"");
+    std::string type = str("type"), session = str("session");
+    if (type.empty() || session.empty() || str("ts").empty()) {
+      return broken(line_no, "record lacks type, session or ts");
+    }
+    if (pending_torn) {
+      if (type != "log_recovered") {
+        return broken(line_no - 1, "line " + std::to_string(line_no - 1) +
+                                       " is not a record and no log_recovered record follows");
+      }
+      r.warnings.push_back("line " + std::to_string(line_no - 1) +
+                           " was torn by a crash and recovered at line " +
+                           std::to_string(line_no));
+      pending_torn = false;
+    }
+    if (str("prev") != expected_prev) {
+      if (line_no == 1) return broken(1, "first record does not start a chain (head cut off?)");
+      return broken(line_no, hmac_key && line_no == 2 && rec.value("prev", "") != ""
+                                 ? "chain mismatch (wrong key, or the line before was edited)"
+                                 : "chain mismatch: the line before was edited, removed or "
+                                   "reordered");
+    }
+    if (!rec.contains("seq") || !rec["seq"].is_number_unsigned()) {
+      return broken(line_no, "record lacks seq");
+    }
+    std::uint64_t seq = rec["seq"].get<std::uint64_t>();
+    auto [it, fresh] = session_seq.emplace(session, 0);
+    if (fresh) ++r.sessions;
+    if (seq != it->second + 1) {
+      return broken(line_no, "seq " + std::to_string(seq) + " follows " +
+                                 std::to_string(it->second) + " in session " + session);
+    }
+    it->second = seq;
+    if (fresh && type != "session_started" && type != "log_recovered") {
+      r.warnings.push_back("session " + session + " has no session_started record");
+    }
+    if (rec.contains("chain") && rec["chain"] == "hmac-sha256" && !hmac_key) {
+      return broken(line_no, "this log is HMAC-chained: pass --key-file");
+    }
+    expected_prev = chain(line);
+    ++r.records;
+  }
+  if (pending_torn) {
+    r.verdict = VerifyReport::Verdict::kTornTail;
+    r.first_bad_line = line_no;
+    r.problem = "last line " + std::to_string(line_no) + " is not a whole record: torn write";
+  }
+  return r;
+}
+
+Result<std::string> ShowAuditLog(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
+  std::ostringstream out;
+  std::string line;
+  std::uint64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    Json rec = Json::parse(line, nullptr, false);
+    if (rec.is_discarded() || !rec.is_object()) {
+      out << "line " << n << ": (not a record, " << line.size() << " bytes)\n";
+      continue;
+    }
+    std::string ts = rec.value("ts", std::string());
+    std::string session = rec.value("session", std::string()).substr(0, 8);
+    std::string type = rec.value("type", std::string());
+    out << ts << "  " << session << "  #" << rec.value("seq", 0) << "  " << type;
+    for (const char* k : {"tool", "status", "code", "op", "path", "scope", "reason",
+                          "elapsed_ms", "output_bytes", "truncated", "bytes_before",
+                          "bytes_after", "workspace", "redactions"}) {
+      if (rec.contains(k)) out << "  " << k << "=" << DumpJson(rec[k]);
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace cordon

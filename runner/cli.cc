@@ -1,0 +1,317 @@
+// Subcommands: call, tools, policy show, audit verify/show. Options end at "--".
+#include "runner/cli.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runner/audit.h"
+#include "runner/session.h"
+#include "tools/registry.h"
+
+#ifndef CORDON_SHIPPED_POLICY_DIR
+#define CORDON_SHIPPED_POLICY_DIR "/usr/share/cordon/policies.d"
+#endif
+
+namespace cordon {
+namespace {
+
+constexpr const char* kUsage = R"(usage: cordon COMMAND [OPTIONS] [-- ARGS]
+
+commands:
+  call TOOL --json JSON|@FILE   run one tool; prints the CallToolResult JSON
+  tools [--format mcp|openai|anthropic]
+                                print the tool catalog the policy allows
+  policy show [--json]          print the effective policy and where each value came from
+  audit verify LOG [--key-file K]
+                                check a log's hash chain (exit 0 intact, 1 broken, 4 torn tail)
+  audit show LOG                print a readable timeline of a log
+  version                       print the version
+
+common options (before any "--"):
+  --workspace DIR        the workspace (default: the current directory)
+  --audit-log PATH       audit log (default: $XDG_STATE_HOME/cordon/sessions/...)
+  --audit-key-file K     make the audit chain an HMAC-SHA-256 chain keyed by K
+  --policy FILE          an extra policy layer (may be repeated)
+
+exit codes: 0 ok, 1 tool error, 2 usage error, 3 cordon could not start, 4 torn audit tail
+)";
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> options;
+  std::vector<std::string> after_dashdash;
+  bool has(const std::string& k) const { return options.count(k) > 0; }
+  std::string get(const std::string& k, std::string def = {}) const {
+    auto it = options.find(k);
+    return it == options.end() || it->second.empty() ? def : it->second.back();
+  }
+};
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "cordon: %s\n\n%s", why.c_str(), kUsage);
+  return kExitUsage;
+}
+
+// Parses options; `flags` take no value. Unknown options are usage errors.
+std::optional<Args> Parse(int argc, char** argv, int from, const std::vector<std::string>& valued,
+                          const std::vector<std::string>& flags, std::string* err) {
+  Args a;
+  for (int i = from; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--") {
+      for (++i; i < argc; ++i) a.after_dashdash.push_back(argv[i]);
+      break;
+    }
+    if (s.rfind("--", 0) == 0) {
+      std::string name = s, value;
+      bool inline_value = false;
+      if (auto eq = s.find('='); eq != std::string::npos) {
+        name = s.substr(0, eq);
+        value = s.substr(eq + 1);
+        inline_value = true;
+      }
+      if (std::find(flags.begin(), flags.end(), name) != flags.end() && !inline_value) {
+        a.options[name].push_back("true");
+      } else if (std::find(valued.begin(), valued.end(), name) != valued.end()) {
+        if (!inline_value) {
+          if (i + 1 >= argc) {
+            *err = name + " needs a value";
+            return std::nullopt;
+          }
+          value = argv[++i];
+        }
+        a.options[name].push_back(value);
+      } else {
+        *err = "unknown option " + name;
+        return std::nullopt;
+      }
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+std::string ShippedPolicyDir() {
+  std::string dir = CORDON_SHIPPED_POLICY_DIR;
+  if (::access(dir.c_str(), R_OK) == 0) return dir;
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string p(exe, static_cast<std::size_t>(n));
+    p = p.substr(0, p.find_last_of('/'));
+    return p + "/../share/cordon/policies.d";
+  }
+  return dir;
+}
+
+SessionOptions SessionOptionsFrom(const Args& a, const std::string& client) {
+  SessionOptions o;
+  o.workspace = a.get("--workspace", ".");
+  o.audit_log = a.get("--audit-log");
+  if (a.has("--audit-key-file")) o.audit_key_file = a.get("--audit-key-file");
+  if (a.has("--policy")) o.policy_files = a.options.at("--policy");
+  o.shipped_policy_dir = ShippedPolicyDir();
+  o.client = client;
+  return o;
+}
+
+Result<Policy> LoadEffectivePolicy(const SessionOptions& o) {
+  ASSIGN_OR_RETURN(Workspace ws, Workspace::Open(o.workspace));
+  PolicySources sources = DefaultPolicySources(o.shipped_policy_dir, ws.root());
+  sources.extra_files = o.policy_files;
+  return LoadPolicy(sources);
+}
+
+const std::vector<std::string> kSessionOptions = {"--workspace", "--audit-log",
+                                                  "--audit-key-file", "--policy"};
+
+std::vector<std::string> With(std::vector<std::string> base, std::vector<std::string> more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+int CmdCall(int argc, char** argv, char** envp) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--json"}), {}, &err);
+  if (!a) return Usage(err);
+  if (a->positional.size() != 1) return Usage("call takes exactly one TOOL name");
+  if (!a->has("--json")) return Usage("call needs --json '{...}' or --json @FILE");
+  std::string text = a->get("--json");
+  if (!text.empty() && text[0] == '@') {
+    std::ifstream in(text.substr(1), std::ios::binary);
+    if (!in) return Usage("cannot read " + text.substr(1));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  auto session = Session::Start(SessionOptionsFrom(*a, "cli"), envp);
+  if (!session) {
+    std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
+    return kExitStart;
+  }
+  Json result = (*session)->CallJsonText(a->positional[0], text);
+  (*session)->Finish();
+  std::cout << DumpJson(result) << std::endl;
+  return result["isError"].get<bool>() ? kExitToolError : kExitOk;
+}
+
+int CmdTools(int argc, char** argv, char** envp) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--format"}), {}, &err);
+  if (!a) return Usage(err);
+  if (!a->positional.empty()) return Usage("tools takes no arguments");
+  auto format = ParseCatalogFormat(a->get("--format", "mcp"));
+  if (!format) return Usage(format.error().message);
+  // Listing tools has no side effect, so it opens no session and writes no log.
+  auto policy = LoadEffectivePolicy(SessionOptionsFrom(*a, "cli"));
+  if (!policy) {
+    std::fprintf(stderr, "cordon: cannot start: %s\n", policy.error().ToString().c_str());
+    return kExitStart;
+  }
+  (void)envp;
+  Json tools = Json::array();
+  for (const ToolSpec* t : GrantedTools(*policy)) tools.push_back(CatalogEntry(*t, *format));
+  std::cout << DumpJson(*format == CatalogFormat::kMcp ? Json{{"tools", tools}} : tools, 2)
+            << std::endl;
+  return kExitOk;
+}
+
+int CmdPolicy(int argc, char** argv, char** envp) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, kSessionOptions, {"--json"}, &err);
+  if (!a) return Usage(err);
+  if (a->positional.size() != 1 || a->positional[0] != "show") return Usage("try: policy show");
+  auto policy = LoadEffectivePolicy(SessionOptionsFrom(*a, "cli"));
+  if (!policy) {
+    std::fprintf(stderr, "cordon: policy: %s\n", policy.error().ToString().c_str());
+    return kExitStart;
+  }
+  (void)envp;
+  Json effective = Json::parse(policy->CanonicalJson());
+  Json files = Json::array();
+  for (const auto& f : policy->files) {
+    files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
+  }
+  if (a->has("--json")) {
+    std::cout << DumpJson({{"effective", effective},
+                           {"decided_by", policy->provenance},
+                           {"files", files},
+                           {"notes", policy->notes},
+                           {"sha256", policy->Sha256()}},
+                          2)
+              << std::endl;
+    return kExitOk;
+  }
+  std::cout << "# effective policy (sha256 " << policy->Sha256() << ")\n";
+  for (const auto& [k, v] : effective["limits"].items()) {
+    std::string key = "limits." + k;
+    std::cout << key << " = " << v.dump() << "    # " << policy->provenance[key] << "\n";
+  }
+  std::cout << "scopes.grant = " << effective["scopes"].dump() << "    # "
+            << policy->provenance["scopes.grant"] << "\n";
+  std::cout << "audit.fsync = \"" << policy->audit_fsync << "\"    # "
+            << policy->provenance["audit.fsync"] << "\n";
+  std::cout << "redact.values = (" << policy->redact_values.size() << " values, not shown)\n";
+  std::cout << "redact.env_names = " << Json(policy->redact_env_names).dump() << "\n";
+  std::cout << "\n# files read, in order\n";
+  for (const auto& f : policy->files) {
+    std::cout << f.layer << "  " << f.path << "  sha256:" << f.sha256 << "\n";
+  }
+  for (const auto& n : policy->notes) std::cout << "note: " << n << "\n";
+  return kExitOk;
+}
+
+Result<std::string> ReadKey(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Code::kNotFound, "cannot read key file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string key = ss.str();
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  return key;
+}
+
+int CmdAudit(int argc, char** argv) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, {"--key-file"}, {"--json"}, &err);
+  if (!a) return Usage(err);
+  if (a->positional.size() != 2) return Usage("try: audit verify LOG | audit show LOG");
+  const std::string& verb = a->positional[0];
+  const std::string& log = a->positional[1];
+  if (verb == "show") {
+    auto text = ShowAuditLog(log);
+    if (!text) {
+      std::fprintf(stderr, "cordon: %s\n", text.error().ToString().c_str());
+      return kExitStart;
+    }
+    std::cout << *text;
+    return kExitOk;
+  }
+  if (verb != "verify") return Usage("unknown audit command " + verb);
+  std::optional<std::string> key;
+  if (a->has("--key-file")) {
+    auto k = ReadKey(a->get("--key-file"));
+    if (!k) {
+      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
+      return kExitStart;
+    }
+    key = *k;
+  }
+  auto report = VerifyAuditLog(log, key);
+  if (!report) {
+    std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
+    return kExitStart;
+  }
+  for (const auto& w : report->warnings) std::cout << "warning: " << w << "\n";
+  switch (report->verdict) {
+    case VerifyReport::Verdict::kIntact:
+      std::cout << "ok: " << report->records << " records, " << report->sessions
+                << " sessions, chain " << (key ? "hmac-sha256" : "sha256") << " intact\n";
+      return kExitOk;
+    case VerifyReport::Verdict::kTornTail:
+      std::cout << "torn: " << report->problem << "; the " << report->records
+                << " records before it are intact\n";
+      return kExitTornTail;
+    case VerifyReport::Verdict::kBroken:
+      std::cout << "BROKEN at line " << report->first_bad_line << ": " << report->problem << "\n";
+      return kExitToolError;
+  }
+  return kExitToolError;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv, char** envp) {
+  if (argc < 2) return Usage("no command");
+  std::string cmd = argv[1];
+  try {
+    if (cmd == "call") return CmdCall(argc, argv, envp);
+    if (cmd == "tools") return CmdTools(argc, argv, envp);
+    if (cmd == "policy") return CmdPolicy(argc, argv, envp);
+    if (cmd == "audit") return CmdAudit(argc, argv);
+    if (cmd == "version" || cmd == "--version") {
+      std::cout << "cordon 0.1.0\n";
+      return kExitOk;
+    }
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+      std::cout << kUsage;
+      return kExitOk;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cordon: internal error: %s\n", e.what());
+    return kExitStart;
+  }
+  return Usage("unknown command " + cmd);
+}
+
+}  // namespace cordon

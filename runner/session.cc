@@ -1,0 +1,217 @@
+// The dispatch path, in DESIGN.md's order; every call leaves tool_started and tool_finished.
+#include "runner/session.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "runner/hash.h"
+#include "runner/probe.h"
+#include "tools/schema.h"
+
+namespace cordon {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+// Summarizes tool arguments for the audit log: file contents never enter a record.
+Json SummarizeArgs(const Json& args) {
+  if (args.is_string()) {
+    const auto& s = args.get_ref<const std::string&>();
+    if (s.size() <= 256) return args;
+    return {{"bytes", s.size()}, {"sha256", Sha256Hex(s)}};
+  }
+  if (args.is_array()) {
+    Json out = Json::array();
+    for (const auto& a : args) out.push_back(SummarizeArgs(a));
+    return out;
+  }
+  if (args.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : args.items()) {
+      if ((k == "content" || k == "old_string" || k == "new_string") && v.is_string()) {
+        const auto& s = v.get_ref<const std::string&>();
+        out[k] = {{"bytes", s.size()}, {"sha256", Sha256Hex(s)}};
+      } else {
+        out[k] = SummarizeArgs(v);
+      }
+    }
+    return out;
+  }
+  return args;
+}
+
+Result<std::string> ReadKeyFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Code::kNotFound, "cannot read audit key file " + path, errno, path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string key = ss.str();
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  if (key.size() < 16) {
+    return Fail(Code::kInvalidInput, "audit key file " + path + " holds fewer than 16 bytes");
+  }
+  return key;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, char** envp) {
+  auto s = std::unique_ptr<Session>(new Session());
+  ASSIGN_OR_RETURN(s->workspace_, Workspace::Open(options.workspace));
+  PolicySources sources = DefaultPolicySources(options.shipped_policy_dir, s->workspace_.root());
+  sources.extra_files = options.policy_files;
+  ASSIGN_OR_RETURN(s->policy_, LoadPolicy(sources));
+  s->redactor_.AddSecretEnvironment(envp);
+  for (const auto& v : s->policy_.redact_values) s->redactor_.AddValue("policy", v);
+  for (const auto& name : s->policy_.redact_env_names) {
+    for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+      std::string_view entry(*e);
+      if (entry.size() > name.size() && entry.substr(0, name.size()) == name &&
+          entry[name.size()] == '=') {
+        s->redactor_.AddValue("env", std::string(entry.substr(name.size() + 1)));
+      }
+    }
+  }
+  std::optional<std::string> key;
+  if (options.audit_key_file) {
+    ASSIGN_OR_RETURN(key, ReadKeyFile(*options.audit_key_file));
+  }
+  const std::string session_id = NewSessionId();
+  const std::string path =
+      options.audit_log.empty() ? DefaultAuditLogPath(session_id) : options.audit_log;
+  ASSIGN_OR_RETURN(FsyncMode fsync, ParseFsyncMode(s->policy_.audit_fsync));
+  ASSIGN_OR_RETURN(AuditWriter writer,
+                   AuditWriter::Open(path, session_id, fsync, std::move(key), &s->redactor_));
+  s->audit_.emplace(std::move(writer));
+  Json files = Json::array();
+  for (const auto& f : s->policy_.files) {
+    files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
+  }
+  Json fields = {{"cordon_version", kVersion},
+                 {"client", options.client},
+                 {"workspace", s->workspace_.root()},
+                 {"chain", s->audit_->keyed() ? "hmac-sha256" : "sha256"},
+                 {"policy_sha256", s->policy_.Sha256()},
+                 {"policy_files", files},
+                 {"policy_notes", s->policy_.notes},
+                 {"scopes", s->policy_.scopes},
+                 {"confinement", ConfinementJson(ProbeConfinement())}};
+  s->Audit("session_started", std::move(fields), true);
+  return s;
+}
+
+Session::~Session() { Finish(); }
+
+void Session::Finish() {
+  if (finished_ || !audit_) return;
+  finished_ = true;
+  Audit("session_finished", {{"calls", calls_}, {"errors", errors_}}, true);
+}
+
+void Session::Audit(std::string_view type, Json fields, bool durable) {
+  if (!audit_) return;
+  if (auto st = audit_->Append(type, std::move(fields), durable); !st) {
+    // Losing the audit trail must be loud; the call result still reaches the caller.
+    std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
+  }
+}
+
+std::vector<const ToolSpec*> Session::Catalog() const { return GrantedTools(policy_); }
+
+Json Session::CallJsonText(const std::string& tool, std::string_view input_text) {
+  ParseLimits limits;
+  limits.max_bytes = static_cast<std::size_t>(policy_.limits.max_input_bytes);
+  auto parsed = ParseJsonBounded(input_text, limits);
+  if (!parsed) {
+    ++calls_;
+    ++errors_;
+    Audit("tool_started", {{"tool", tool}, {"input_bytes", input_text.size()}}, false);
+    Audit("tool_finished",
+          {{"tool", tool}, {"status", "error"}, {"code", CodeName(parsed.error().code)},
+           {"message", parsed.error().message}, {"output_bytes", 0}, {"truncated", false},
+           {"elapsed_ms", 0}},
+          true);
+    return MakeErrorResult(parsed.error());
+  }
+  return Call(tool, *parsed);
+}
+
+Json Session::Call(const std::string& tool, const Json& input) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ++calls_;
+  const std::uint64_t call_id = calls_;
+  const ToolSpec* spec = FindTool(tool);
+  Json started = {{"call", call_id}, {"tool", tool}, {"args", SummarizeArgs(input)}};
+  if (spec != nullptr) {
+    started["scope"] = spec->scope;
+    started["effect"] = EffectName(spec->effect);
+  }
+  Audit("tool_started", std::move(started), false);
+
+  Result<Json> outcome = [&]() -> Result<Json> {
+    if (spec == nullptr) {
+      return Fail(Code::kInvalidInput, "unknown tool \"" + tool + "\"");
+    }
+    if (!input.is_object()) {
+      return Fail(Code::kInvalidInput, "tool input must be a JSON object");
+    }
+    if (std::string err = ValidateAgainstSchema(spec->input_schema, input); !err.empty()) {
+      return Fail(Code::kInvalidInput, "input does not match the " + tool + " schema: " + err);
+    }
+    if (!policy_.Grants(spec->scope)) {
+      std::string decided = policy_.provenance.count("scopes.grant")
+                                ? policy_.provenance.at("scopes.grant")
+                                : "built-in default";
+      Audit("policy_denied",
+            {{"call", call_id}, {"tool", tool}, {"scope", spec->scope}, {"rule", "scopes.grant"},
+             {"decided_by", decided}},
+            true);
+      return Fail(Code::kDeniedByPolicy,
+                  tool + " needs scope " + spec->scope + ", which the policy does not grant");
+    }
+    ToolContext ctx{workspace_, policy_, [&](Json rec) {
+                      rec["call"] = call_id;
+                      rec["tool"] = tool;
+                      Audit("file_write", std::move(rec), true);
+                    }};
+    try {
+      return spec->run(input, ctx);
+    } catch (const std::exception& e) {
+      return Fail(Code::kInternal, std::string("internal error in ") + tool + ": " + e.what());
+    }
+  }();
+
+  Json result;
+  std::size_t redactions = 0;
+  bool truncated = false;
+  if (outcome) {
+    Json structured = std::move(*outcome);
+    redactions = redactor_.RedactJson(structured);
+    truncated = structured.value("truncated", false);
+    result = MakeCallToolResult(std::move(structured), false);
+  } else {
+    Error e = outcome.error();
+    redactions = redactor_.Redact(e.message);
+    ++errors_;
+    result = MakeErrorResult(e);
+  }
+  const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - t0).count();
+  Json finished = {{"call", call_id},
+                   {"tool", tool},
+                   {"status", outcome ? "ok" : "error"},
+                   {"output_bytes", result["content"][0]["text"].get_ref<const std::string&>().size()},
+                   {"truncated", truncated},
+                   {"elapsed_ms", static_cast<double>(elapsed) / 1000.0}};
+  if (!outcome) {
+    finished["code"] = CodeName(outcome.error().code);
+    finished["message"] = result["structuredContent"]["error"]["message"];
+  }
+  if (redactions > 0) finished["output_redactions"] = redactions;
+  Audit("tool_finished", std::move(finished), true);
+  return result;
+}
+
+}  // namespace cordon

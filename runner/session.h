@@ -1,0 +1,60 @@
+// Session: one agent session's dispatch path (lookup, validate, policy, audit, execute, redact).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+#include "runner/audit.h"
+#include "runner/fs.h"
+#include "runner/redact.h"
+#include "tools/registry.h"
+
+namespace cordon {
+
+struct SessionOptions {
+  std::string workspace = ".";
+  std::string audit_log;                    // empty: DefaultAuditLogPath
+  std::optional<std::string> audit_key_file;
+  std::vector<std::string> policy_files;    // --policy
+  std::string shipped_policy_dir;           // the repo's / install's policies.d
+  std::string client = "cli";               // who drives the session (cli, mcp, ...)
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> Start(const SessionOptions& options, char** envp);
+  ~Session();
+
+  // Runs one tool call; always returns a CallToolResult (errors are isError results).
+  Json Call(const std::string& tool, const Json& input);
+  // As Call, but parses the JSON text first (bounded: size, depth).
+  Json CallJsonText(const std::string& tool, std::string_view input_text);
+
+  // The tools whose scopes the policy grants.
+  std::vector<const ToolSpec*> Catalog() const;
+
+  const Policy& policy() const { return policy_; }
+  const Workspace& workspace() const { return workspace_; }
+  const std::string& audit_path() const { return audit_->path(); }
+  const Redactor& redactor() const { return redactor_; }
+
+  // Writes session_finished (also done by the destructor if not called).
+  void Finish();
+
+ private:
+  Session() = default;
+  void Audit(std::string_view type, Json fields, bool durable);
+
+  Policy policy_;
+  Workspace workspace_;
+  Redactor redactor_;
+  std::optional<AuditWriter> audit_;
+  std::uint64_t calls_ = 0;
+  std::uint64_t errors_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace cordon

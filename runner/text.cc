@@ -1,0 +1,133 @@
+// UTF-8 repair and bounded JSON parsing; pure functions, table-tested in tests/text_test.cc.
+#include "runner/text.h"
+
+#include <algorithm>
+
+namespace cordon {
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is invalid.
+std::size_t ValidSeqLen(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;  // no surrogates
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k) {
+    if (b(i + k) < 0x80 || b(i + k) > 0xbf) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string RepairUtf8(std::string_view in, bool* changed) {
+  std::string out;
+  out.reserve(in.size());
+  bool any = false;
+  for (std::size_t i = 0; i < in.size();) {
+    std::size_t n = ValidSeqLen(in, i);
+    if (n == 0) {
+      out += "\xef\xbf\xbd";
+      any = true;
+      ++i;
+    } else {
+      out.append(in.substr(i, n));
+      i += n;
+    }
+  }
+  if (changed != nullptr) *changed = any;
+  return out;
+}
+
+bool CutLine(std::string& line, std::size_t max_chars) {
+  std::size_t chars = 0;
+  std::size_t cut_at = std::string::npos;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xc0) != 0x80) {
+      if (chars == max_chars) {
+        cut_at = i;
+        break;
+      }
+      ++chars;
+    }
+  }
+  if (cut_at == std::string::npos) return false;
+  std::size_t dropped = 0;
+  for (std::size_t i = cut_at; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xc0) != 0x80) ++dropped;
+  }
+  line.resize(cut_at);
+  line += " [cordon: line cut, " + std::to_string(dropped) + " more characters]";
+  return true;
+}
+
+std::size_t JsonNestingDepth(std::string_view text) {
+  std::size_t depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+Result<Json> ParseJsonBounded(std::string_view text, const ParseLimits& limits) {
+  if (text.size() > limits.max_bytes) {
+    return Fail(Code::kTooLarge, "JSON input is " + std::to_string(text.size()) +
+                                     " bytes; the limit is " + std::to_string(limits.max_bytes));
+  }
+  if (std::size_t d = JsonNestingDepth(text); d > limits.max_depth) {
+    return Fail(Code::kInvalidInput, "JSON input nests " + std::to_string(d) +
+                                         " levels deep; the limit is " +
+                                         std::to_string(limits.max_depth));
+  }
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Re-parse with exceptions only to obtain the position for the message.
+    try {
+      Json again = Json::parse(text);
+      again.clear();
+    } catch (const Json::parse_error& e) {
+      return Fail(Code::kInvalidInput, std::string("malformed JSON: ") + e.what());
+    }
+    return Fail(Code::kInvalidInput, "malformed JSON");
+  }
+  return j;
+}
+
+std::string DumpJson(const Json& j, int indent) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace cordon

@@ -1,0 +1,67 @@
+// The tool registry: every built-in tool's name, schemas, effect, scope, example and executor.
+// The provider catalog is derived from it, so no tool is exposed without an executor.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "policy/policy.h"
+#include "runner/error.h"
+#include "runner/fs.h"
+#include "runner/text.h"
+
+namespace cordon {
+
+enum class Effect { kNone, kFileWrite, kProcess };
+std::string_view EffectName(Effect effect);
+
+struct ToolContext {
+  const Workspace& workspace;
+  const Policy& policy;
+  // Appends a durable file_write audit record (op, path, hashes, byte counts, status).
+  std::function<void(Json record)> record_file_write;
+};
+
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  std::string scope;
+  Effect effect = Effect::kNone;
+  Json input_schema;
+  Json output_schema;   // what the catalog shows: success fields, or {"error":{...}}
+  Json success_schema;  // the success shape alone, with its required fields
+  Json example;
+  // Files the example expects in its workspace: (relative path, content).
+  std::vector<std::pair<std::string, std::string>> example_files;
+  std::function<Result<Json>(const Json& input, ToolContext& ctx)> run;
+};
+
+const std::vector<ToolSpec>& BuiltinTools();
+const ToolSpec* FindTool(std::string_view name);
+// The tools whose scopes `policy` grants: what tools/list and `cordon tools` show.
+std::vector<const ToolSpec*> GrantedTools(const Policy& policy);
+
+enum class CatalogFormat { kMcp, kOpenAi, kAnthropic };
+Result<CatalogFormat> ParseCatalogFormat(std::string_view name);
+Json CatalogEntry(const ToolSpec& spec, CatalogFormat format);
+
+// The MCP CallToolResult shape, used everywhere: text is the JSON rendering of structured.
+Json MakeCallToolResult(Json structured, bool is_error);
+Json MakeErrorResult(const Error& error);
+
+// Tool constructors, one per file.
+ToolSpec MakeReadFileRangeTool();
+ToolSpec MakeCreateFileTool();
+ToolSpec MakeReplaceRangeTool();
+ToolSpec MakeWritePatchTool();
+
+// Shared by the write tools: normalizes `path`, refuses protected paths (denied_by_policy).
+Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::string& path);
+// The error schema every tool's output schema admits.
+Json ErrorOutputSchema();
+// Sets spec.success_schema and spec.output_schema from the success properties.
+void SetOutputSchemas(ToolSpec& spec, Json success_properties, Json required);
+
+}  // namespace cordon
