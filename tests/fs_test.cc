@@ -1,0 +1,164 @@
+// Workspace containment: normalization table, then the kernel's answer for symlinks, "..",
+// special files, and atomic install semantics.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "runner/fs.h"
+#include "tests/test_util.h"
+
+namespace cordon {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+TEST(NormalizeWorkspacePath, Table) {
+  struct Case {
+    std::string in;
+    std::optional<std::string> out;
+    Code code;
+  };
+  const Case cases[] = {
+      {"a/b.txt", "a/b.txt", Code::kInternal},
+      {"./a//b/./c", "a/b/c", Code::kInternal},
+      {"a/../b", "b", Code::kInternal},
+      {".", ".", Code::kInternal},
+      {"/ws/root/x", "x", Code::kInternal},
+      {"/ws/root", ".", Code::kInternal},
+      {"/ws/rootx/y", std::nullopt, Code::kOutsideWorkspace},
+      {"/etc/passwd", std::nullopt, Code::kOutsideWorkspace},
+      {"..", std::nullopt, Code::kOutsideWorkspace},
+      {"a/../../b", std::nullopt, Code::kOutsideWorkspace},
+      {"", std::nullopt, Code::kInvalidInput},
+      {std::string("a\0b", 3), std::nullopt, Code::kInvalidInput},
+      {std::string(5000, 'a'), std::nullopt, Code::kInvalidInput},
+  };
+  for (const auto& c : cases) {
+    auto r = NormalizeWorkspacePath("/ws/root", c.in);
+    if (c.out) {
+      ASSERT_TRUE(r) << c.in << ": " << r.error().message;
+      EXPECT_EQ(*r, *c.out);
+    } else {
+      ASSERT_FALSE(r) << c.in;
+      EXPECT_EQ(r.error().code, c.code) << c.in;
+    }
+  }
+}
+
+class WorkspaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile(dir_ / "ws/a.txt", "alpha\n");
+    WriteFile(dir_ / "outside/secret.txt", "secret\n");
+    auto ws = Workspace::Open(dir_ / "ws");
+    ASSERT_TRUE(ws);
+    ws_ = std::move(*ws);
+  }
+  TempDir dir_;
+  Workspace ws_;
+};
+
+TEST_F(WorkspaceTest, ReadsRegularFiles) {
+  auto fc = ws_.ReadRegular("a.txt", 1 << 20);
+  ASSERT_TRUE(fc);
+  EXPECT_EQ(fc->data, "alpha\n");
+}
+
+TEST_F(WorkspaceTest, SymlinkToOutsideIsRefusedByTheKernel) {
+  ASSERT_EQ(::symlink((dir_ / "outside/secret.txt").c_str(), (dir_ / "ws/link").c_str()), 0);
+  ASSERT_EQ(::symlink("../outside", (dir_ / "ws/dirlink").c_str()), 0);
+  ASSERT_EQ(::symlink("a.txt", (dir_ / "ws/inner").c_str()), 0);
+  for (const char* p : {"link", "dirlink/secret.txt", "inner"}) {
+    auto r = ws_.ReadRegular(p, 1 << 20);
+    ASSERT_FALSE(r) << p;
+    EXPECT_EQ(r.error().code, Code::kInvalidInput) << p;
+    EXPECT_NE(r.error().message.find("symbolic link"), std::string::npos);
+  }
+}
+
+TEST_F(WorkspaceTest, WritesThroughSymlinkedParentAreRefused) {
+  ASSERT_EQ(::symlink("../outside", (dir_ / "ws/dirlink").c_str()), 0);
+  auto r = ws_.CreateExclusive("dirlink/new.txt", "x");
+  ASSERT_FALSE(r);
+  EXPECT_FALSE(testing::Exists(dir_ / "outside/new.txt"));
+  // A symlink as the final component is not replaced either.
+  ASSERT_EQ(::symlink((dir_ / "outside/secret.txt").c_str(), (dir_ / "ws/leaf").c_str()), 0);
+  auto c = ws_.CreateExclusive("leaf", "x");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, Code::kAlreadyExists);
+  EXPECT_EQ(testing::ReadFile(dir_ / "outside/secret.txt"), "secret\n");
+}
+
+TEST_F(WorkspaceTest, SpecialFilesAreRefusedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo((dir_ / "ws/fifo").c_str(), 0600), 0);
+  auto r = ws_.ReadRegular("fifo", 1 << 20);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kUnsupportedFileType);
+  int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string sp = dir_ / "ws/sock";
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sp.c_str());
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  auto rs = ws_.ReadRegular("sock", 1 << 20);
+  ::close(s);
+  ASSERT_FALSE(rs);
+  EXPECT_EQ(rs.error().code, Code::kUnsupportedFileType);
+  auto rd = ws_.ReadRegular(".", 1 << 20);
+  ASSERT_FALSE(rd);
+  EXPECT_EQ(rd.error().code, Code::kUnsupportedFileType);
+}
+
+TEST_F(WorkspaceTest, TooLargeIsReported) {
+  auto r = ws_.ReadRegular("a.txt", 3);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kTooLarge);
+}
+
+TEST_F(WorkspaceTest, CreateNeverClobbers) {
+  auto r = ws_.CreateExclusive("a.txt", "new");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kAlreadyExists);
+  EXPECT_EQ(testing::ReadFile(dir_ / "ws/a.txt"), "alpha\n");
+  auto ok = ws_.CreateExclusive("deep/er/b.txt", "beta");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(testing::ReadFile(dir_ / "ws/deep/er/b.txt"), "beta");
+  EXPECT_FALSE(ok->existed);
+}
+
+TEST_F(WorkspaceTest, ReplacePreservesModeAndLeavesNoTemp) {
+  ASSERT_EQ(::chmod((dir_ / "ws/a.txt").c_str(), 0751), 0);
+  auto fc = ws_.ReadRegular("a.txt", 1 << 20);
+  ASSERT_TRUE(fc);
+  auto w = ws_.AtomicReplace("a.txt", "beta\n", *fc);
+  ASSERT_TRUE(w) << w.error().message;
+  struct stat st{};
+  ASSERT_EQ(::stat((dir_ / "ws/a.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0751u);
+  EXPECT_EQ(testing::ReadFile(dir_ / "ws/a.txt"), "beta\n");
+  EXPECT_EQ(w->bytes_before, 6u);
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "ws")) {
+    EXPECT_EQ(e.path().filename().string().find(".cordon-tmp"), std::string::npos);
+  }
+}
+
+TEST_F(WorkspaceTest, ReplaceDetectsAConcurrentChange) {
+  auto fc = ws_.ReadRegular("a.txt", 1 << 20);
+  ASSERT_TRUE(fc);
+  WriteFile(dir_ / "ws/a.txt", "someone else wrote this, longer\n");
+  auto w = ws_.AtomicReplace("a.txt", "mine\n", *fc);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code, Code::kConflict);
+  EXPECT_EQ(testing::ReadFile(dir_ / "ws/a.txt"), "someone else wrote this, longer\n");
+}
+
+TEST_F(WorkspaceTest, ParentThatIsAFileIsNotFound) {
+  auto r = ws_.CreateExclusive("a.txt/child", "x");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace cordon
