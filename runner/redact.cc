@@ -154,7 +154,29 @@ std::size_t Redactor::RedactJson(Json& j) const {
   std::size_t count = 0;
   if (j.is_string()) {
     count += Redact(j.get_ref<std::string&>());
-  } else if (j.is_array() || j.is_object()) {
+  } else if (j.is_array()) {
+    // A private key block split over consecutive strings (lines of a file) is redacted whole:
+    // after an unterminated BEGIN, every string up to the END line is redacted.
+    bool in_key_block = false;
+    for (auto& item : j) {
+      if (in_key_block && item.is_string()) {
+        std::string& s = item.get_ref<std::string&>();
+        bool ends = s.find("-----END ") != std::string::npos;
+        s = "[REDACTED:private_key]";
+        ++count;
+        in_key_block = !ends;
+        continue;
+      }
+      if (item.is_string()) {
+        const std::string& before = item.get_ref<const std::string&>();
+        std::size_t begin = before.find("-----BEGIN ");
+        in_key_block = begin != std::string::npos &&
+                       before.find("PRIVATE KEY-----", begin) != std::string::npos &&
+                       before.find("-----END ", begin) == std::string::npos;
+      }
+      count += RedactJson(item);
+    }
+  } else if (j.is_object()) {
     for (auto& item : j) count += RedactJson(item);
   }
   return count;

@@ -68,3 +68,18 @@ TEST(Redactor, JsonStringsAndDeterminism) {
 
 }  // namespace
 }  // namespace cordon
+
+namespace cordon {
+namespace {
+
+TEST(Redactor, PrivateKeyBlockSplitAcrossLines) {
+  Redactor r;
+  Json lines = {"before", "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA", "abcdef",
+                "-----END RSA PRIVATE KEY-----", "after"};
+  EXPECT_EQ(r.RedactJson(lines), 4u);
+  EXPECT_EQ(lines, Json({"before", "[REDACTED:private_key]", "[REDACTED:private_key]",
+                         "[REDACTED:private_key]", "[REDACTED:private_key]", "after"}));
+}
+
+}  // namespace
+}  // namespace cordon

@@ -1,0 +1,418 @@
+// The tool contract: every example runs and matches its output schema; every tool rejects what
+// its schema rejects; file tool behaviour, caps and errors; scopes; redaction end to end.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "runner/hash.h"
+#include "runner/session.h"
+#include "tests/test_util.h"
+#include "tools/registry.h"
+#include "tools/schema.h"
+
+namespace cordon {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+class ToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Keep the user's own policies out of the tests.
+    ::setenv("XDG_CONFIG_HOME", (dir_ / "config").c_str(), 1);
+    std::filesystem::create_directories(dir_ / "ws");
+  }
+  std::unique_ptr<Session> Start(std::vector<std::string> policy_files = {}) {
+    SessionOptions o;
+    o.workspace = dir_ / "ws";
+    o.audit_log = dir_ / "audit.jsonl";
+    o.shipped_policy_dir = testing::ShippedPolicyDir();
+    o.policy_files = std::move(policy_files);
+    auto s = Session::Start(o, environ);
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? std::move(*s) : nullptr;
+  }
+  std::string Ws(const std::string& rel) { return dir_ / ("ws/" + rel); }
+  static std::string CodeOf(const Json& result) {
+    return result["isError"].get<bool>() ? result["structuredContent"]["error"]["code"].get<std::string>()
+                                         : "ok";
+  }
+  TempDir dir_;
+};
+
+void ExpectWellFormed(const ToolSpec& spec, const Json& result) {
+  ASSERT_TRUE(result.contains("content") && result.contains("structuredContent") &&
+              result.contains("isError"));
+  ASSERT_EQ(result["content"].size(), 1u);
+  EXPECT_EQ(result["content"][0]["type"], "text");
+  // The text is the JSON rendering of the structured content: the same value.
+  EXPECT_EQ(Json::parse(result["content"][0]["text"].get<std::string>()),
+            result["structuredContent"]);
+  const Json& sc = result["structuredContent"];
+  EXPECT_EQ(ValidateAgainstSchema(spec.output_schema, sc), "") << sc.dump();
+  if (result["isError"].get<bool>()) {
+    EXPECT_EQ(ValidateAgainstSchema(ErrorOutputSchema(), sc["error"]), "");
+  } else {
+    EXPECT_EQ(ValidateAgainstSchema(spec.success_schema, sc), "") << sc.dump();
+  }
+}
+
+TEST_F(ToolsTest, SchemasUseOnlySupportedKeywords) {
+  for (const auto& t : BuiltinTools()) {
+    std::string why;
+    EXPECT_TRUE(SchemaIsSupported(t.input_schema, &why)) << t.name << ": " << why;
+    EXPECT_TRUE(SchemaIsSupported(t.output_schema, &why)) << t.name << ": " << why;
+    EXPECT_TRUE(SchemaIsSupported(t.success_schema, &why)) << t.name << ": " << why;
+    EXPECT_EQ(ValidateAgainstSchema(t.input_schema, t.example), "") << t.name;
+    EXPECT_FALSE(t.description.empty());
+    EXPECT_TRUE(IsKnownScope(t.scope)) << t.name;
+    EXPECT_TRUE(static_cast<bool>(t.run)) << t.name;
+  }
+}
+
+TEST_F(ToolsTest, EveryExampleRunsAndMatchesItsOutputSchema) {
+  for (const auto& t : BuiltinTools()) {
+    TempDir ws;
+    for (const auto& [rel, content] : t.example_files) WriteFile(ws / rel, content);
+    SessionOptions o;
+    o.workspace = ws.path();
+    o.audit_log = dir_ / "examples.jsonl";
+    o.shipped_policy_dir = testing::ShippedPolicyDir();
+    auto s = Session::Start(o, environ);
+    ASSERT_TRUE(s);
+    Json r = (*s)->Call(t.name, t.example);
+    EXPECT_FALSE(r["isError"].get<bool>()) << t.name << ": " << r.dump();
+    ExpectWellFormed(t, r);
+  }
+}
+
+// Inputs the schema rejects, generated from the schema itself.
+std::vector<std::pair<std::string, Json>> BadInputs(const Json& schema, const Json& good) {
+  std::vector<std::pair<std::string, Json>> out;
+  out.push_back({"array instead of object", Json::array()});
+  out.push_back({"string instead of object", "x"});
+  out.push_back({"null", nullptr});
+  Json extra = good;
+  extra["zz_unknown_field"] = 1;
+  out.push_back({"unknown field", extra});
+  for (const auto& req : schema["required"]) {
+    Json missing = good;
+    missing.erase(req.get<std::string>());
+    out.push_back({"missing " + req.get<std::string>(), missing});
+  }
+  for (const auto& [name, prop] : schema["properties"].items()) {
+    const std::string type = prop["type"].get<std::string>();
+    Json wrong = good;
+    if (type == "string") wrong[name] = 42;
+    if (type == "integer") wrong[name] = "7";
+    if (type == "array") wrong[name] = Json::object();
+    if (type == "boolean") wrong[name] = "true";
+    out.push_back({"wrong type for " + name, wrong});
+    if (type == "integer") {
+      Json frac = good;
+      frac[name] = 1.5;
+      out.push_back({"fraction for " + name, frac});
+    }
+    if (type == "array" && prop.contains("items") && prop["items"].contains("properties")) {
+      for (const auto& [bad_name, bad_item] : BadInputs(prop["items"], good[name][0])) {
+        Json nested = good;
+        nested[name][0] = bad_item;
+        out.push_back({name + "[0]: " + bad_name, nested});
+      }
+      Json empty = good;
+      empty[name] = Json::array();
+      out.push_back({"empty " + name, empty});
+    }
+  }
+  return out;
+}
+
+TEST_F(ToolsTest, EveryToolRejectsWhatItsSchemaRejects) {
+  auto s = Start();
+  int checked = 0;
+  for (const auto& t : BuiltinTools()) {
+    for (const auto& [what, input] : BadInputs(t.input_schema, t.example)) {
+      EXPECT_NE(ValidateAgainstSchema(t.input_schema, input), "") << t.name << ": " << what;
+      Json r = s->Call(t.name, input);
+      EXPECT_EQ(CodeOf(r), "invalid_input") << t.name << ": " << what << " -> " << r.dump();
+      ExpectWellFormed(t, r);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 40);
+}
+
+TEST_F(ToolsTest, UnknownToolIsInvalidInput) {
+  auto s = Start();
+  Json r = s->Call("rm_rf", Json::object());
+  EXPECT_EQ(CodeOf(r), "invalid_input");
+}
+
+TEST_F(ToolsTest, ReadFileRangeBehaviour) {
+  WriteFile(Ws("f.txt"), "one\r\ntwo\nthree");  // CRLF and no final newline
+  auto s = Start();
+  Json r = s->Call("read_file_range", {{"path", "f.txt"}, {"start_line", 2}});
+  ASSERT_EQ(CodeOf(r), "ok") << r.dump();
+  EXPECT_EQ(r["structuredContent"]["lines"], Json({"two", "three"}));
+  EXPECT_EQ(r["structuredContent"]["total_lines"], 3);
+  r = s->Call("read_file_range", {{"path", "f.txt"}, {"start_line", 1}, {"end_line", 1}});
+  EXPECT_EQ(r["structuredContent"]["lines"], Json({"one"}));
+  EXPECT_EQ(r["structuredContent"]["next_start_line"], 2);
+  r = s->Call("read_file_range", {{"path", "f.txt"}, {"start_line", 9}});
+  EXPECT_EQ(CodeOf(r), "invalid_input");
+  r = s->Call("read_file_range", {{"path", "f.txt"}, {"start_line", 3}, {"end_line", 2}});
+  EXPECT_EQ(CodeOf(r), "invalid_input");
+  WriteFile(Ws("empty.txt"), "");
+  r = s->Call("read_file_range", {{"path", "empty.txt"}, {"start_line", 1}});
+  EXPECT_EQ(r["structuredContent"]["total_lines"], 0);
+  r = s->Call("read_file_range", {{"path", "missing.txt"}, {"start_line", 1}});
+  EXPECT_EQ(CodeOf(r), "not_found");
+}
+
+TEST_F(ToolsTest, ReadFileRangeCapsLinesCharsAndBytes) {
+  std::string many;
+  for (int i = 1; i <= 5000; ++i) many += "line " + std::to_string(i) + "\n";
+  WriteFile(Ws("many.txt"), many);
+  WriteFile(Ws("long.txt"), "short\n" + std::string(30u << 20, 'x') + "\nafter\n");  // 30 MB line
+  WriteFile(Ws("bad.txt"), "ok\nbad \xff\xfe here\n");
+  std::string binary = "text";
+  binary += '\0';
+  binary += "more";
+  WriteFile(Ws("bin.dat"), binary);
+  auto s = Start();
+  Json r = s->Call("read_file_range", {{"path", "many.txt"}, {"start_line", 1}, {"end_line", 5000}});
+  EXPECT_EQ(r["structuredContent"]["lines"].size(), 2000u);
+  EXPECT_TRUE(r["structuredContent"]["truncated"].get<bool>());
+  EXPECT_EQ(r["structuredContent"]["next_start_line"], 2001);
+  EXPECT_EQ(r["structuredContent"]["total_lines"], 5000);
+
+  r = s->Call("read_file_range", {{"path", "long.txt"}, {"start_line", 1}});
+  ASSERT_EQ(CodeOf(r), "ok");
+  const auto& lines = r["structuredContent"]["lines"];
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1].get<std::string>().substr(0, 2000), std::string(2000, 'x'));
+  EXPECT_NE(lines[1].get<std::string>().find("[cordon: line cut, " +
+                                             std::to_string((30u << 20) - 2000) + " more characters]"),
+            std::string::npos);
+  EXPECT_EQ(r["structuredContent"]["cut_lines"], 1);
+
+  r = s->Call("read_file_range", {{"path", "bad.txt"}, {"start_line", 1}});
+  ASSERT_EQ(CodeOf(r), "ok");
+  EXPECT_TRUE(r["structuredContent"]["invalid_utf8"].get<bool>());
+  EXPECT_EQ(r["structuredContent"]["lines"][1], "bad \xef\xbf\xbd\xef\xbf\xbd here");
+
+  r = s->Call("read_file_range", {{"path", "bin.dat"}, {"start_line", 1}});
+  EXPECT_EQ(CodeOf(r), "binary_file");
+  EXPECT_EQ(r.dump().find("more"), std::string::npos);
+
+  // A tighter policy caps bytes per result.
+  WriteFile(dir_ / "tight.toml", "[limits]\nmax_output_bytes = 100\n");
+  auto tight = Start({dir_ / "tight.toml"});
+  r = tight->Call("read_file_range", {{"path", "many.txt"}, {"start_line", 1}});
+  EXPECT_TRUE(r["structuredContent"]["truncated"].get<bool>());
+  std::size_t bytes = 0;
+  for (const auto& l : r["structuredContent"]["lines"]) bytes += l.get<std::string>().size();
+  EXPECT_LE(bytes, 100u);
+  EXPECT_EQ(r["structuredContent"]["next_start_line"],
+            r["structuredContent"]["end_line"].get<int>() + 1);
+}
+
+TEST_F(ToolsTest, ContainmentErrors) {
+  WriteFile(dir_ / "outside.txt", "outside\n");
+  ASSERT_EQ(::symlink((dir_ / "outside.txt").c_str(), Ws("link").c_str()), 0);
+  auto s = Start();
+  struct Case {
+    std::string tool;
+    Json input;
+    std::string code;
+  };
+  const Case cases[] = {
+      {"read_file_range", {{"path", "../outside.txt"}, {"start_line", 1}}, "outside_workspace"},
+      {"read_file_range", {{"path", dir_ / "outside.txt"}, {"start_line", 1}}, "outside_workspace"},
+      {"read_file_range", {{"path", "link"}, {"start_line", 1}}, "invalid_input"},
+      {"read_file_range", {{"path", std::string("a\0b", 3)}, {"start_line", 1}}, "invalid_input"},
+      {"create_file", {{"path", "../escape.txt"}, {"content", "x"}}, "outside_workspace"},
+      {"create_file", {{"path", "link"}, {"content", "x"}}, "already_exists"},
+      {"create_file", {{"path", "link/x"}, {"content", "x"}}, "invalid_input"},
+      {"replace_range", {{"path", "link"}, {"old_string", "o"}, {"new_string", "x"}}, "invalid_input"},
+      {"write_patch", {{"patches", {{{"op", "replace"}, {"path", "link"}, {"content", "x"}}}}}, "invalid_input"},
+      {"create_file", {{"path", ".git/hooks/pre-commit"}, {"content", "x"}}, "denied_by_policy"},
+      {"create_file", {{"path", "sub/.git/config"}, {"content", "x"}}, "denied_by_policy"},
+      {"create_file", {{"path", ".cordon/policy.toml"}, {"content", "x"}}, "denied_by_policy"},
+      {"create_file", {{"path", "a/../.mcp.json"}, {"content", "x"}}, "denied_by_policy"},
+      {"create_file", {{"path", ".bashrc"}, {"content", "x"}}, "denied_by_policy"},
+      {"create_file", {{"path", "."}, {"content", "x"}}, "invalid_input"},
+  };
+  for (const auto& c : cases) {
+    Json r = s->Call(c.tool, c.input);
+    EXPECT_EQ(CodeOf(r), c.code) << c.tool << " " << c.input.dump() << " -> " << r.dump();
+  }
+  EXPECT_EQ(ReadFile(dir_ / "outside.txt"), "outside\n");
+  EXPECT_FALSE(testing::Exists(dir_ / "escape.txt"));
+  EXPECT_FALSE(testing::Exists(Ws(".git")));
+  // .git/objects stays writable.
+  Json r = s->Call("create_file", {{"path", ".git/objects/ab/cdef"}, {"content", "blob"}});
+  EXPECT_EQ(CodeOf(r), "ok") << r.dump();
+}
+
+TEST_F(ToolsTest, ReplaceRangeErrorsLeaveTheFileUntouched) {
+  const std::string original = "aaa\nbeta\ngamma\n";
+  WriteFile(Ws("f.txt"), original);
+  std::string bin = "x";
+  bin += '\0';
+  WriteFile(Ws("bin"), bin);
+  auto s = Start();
+  struct Case {
+    Json input;
+    std::string code;
+  };
+  const Case cases[] = {
+      {{{"path", "f.txt"}, {"old_string", "delta"}, {"new_string", "x"}}, "not_found"},
+      {{{"path", "f.txt"}, {"old_string", "a"}, {"new_string", "x"}}, "not_unique"},
+      {{{"path", "f.txt"}, {"old_string", "aa"}, {"new_string", "x"}}, "not_unique"},  // overlapping
+      {{{"path", "f.txt"}, {"old_string", "beta"}, {"new_string", "x"},
+        {"expected_sha256", std::string(64, '0')}}, "conflict"},
+      {{{"path", "f.txt"}, {"old_string", ""}, {"new_string", "x"}}, "invalid_input"},
+      {{{"path", "bin"}, {"old_string", "x"}, {"new_string", "y"}}, "binary_file"},
+      {{{"path", "nope"}, {"old_string", "x"}, {"new_string", "y"}}, "not_found"},
+  };
+  for (const auto& c : cases) {
+    Json r = s->Call("replace_range", c.input);
+    EXPECT_EQ(CodeOf(r), c.code) << c.input.dump() << " -> " << r.dump();
+    EXPECT_EQ(ReadFile(Ws("f.txt")), original);
+  }
+  Json ok = s->Call("replace_range", {{"path", "f.txt"}, {"old_string", "beta"},
+                                      {"new_string", "BETA"}, {"expected_sha256", Sha256Hex(original)}});
+  ASSERT_EQ(CodeOf(ok), "ok") << ok.dump();
+  EXPECT_EQ(ReadFile(Ws("f.txt")), "aaa\nBETA\ngamma\n");
+  EXPECT_EQ(ok["structuredContent"]["sha256_before"], Sha256Hex(original));
+}
+
+TEST_F(ToolsTest, WritePatchValidatesEverythingFirst) {
+  const std::string original = "one\ntwo\nthree\n";
+  WriteFile(Ws("f.txt"), original);
+  WriteFile(Ws("g.txt"), "g\n");
+  auto s = Start();
+  auto edit = [](std::string path, std::string o, std::string n) {
+    return Json{{"op", "edit"}, {"path", path}, {"old_string", o}, {"new_string", n}};
+  };
+  struct Case {
+    std::string name;
+    Json patches;
+    std::string code;
+  };
+  const Case cases[] = {
+      {"second edit missing", {edit("f.txt", "one", "1"), edit("f.txt", "four", "4")}, "not_found"},
+      {"edits match the original only", {edit("f.txt", "one", "uno"), edit("f.txt", "uno", "x")}, "not_found"},
+      {"overlap", {edit("f.txt", "one\ntwo", "x"), edit("f.txt", "two\nthree", "y")}, "invalid_input"},
+      {"two files", {edit("f.txt", "one", "1"), edit("g.txt", "g", "G")}, "invalid_input"},
+      {"mixed ops", {edit("f.txt", "one", "1"), {{"op", "create"}, {"path", "h"}, {"content", "h"}}}, "invalid_input"},
+      {"create with old_string", {{{"op", "create"}, {"path", "h"}, {"content", "h"}, {"old_string", "x"}}}, "invalid_input"},
+      {"edit without new_string", {{{"op", "edit"}, {"path", "f.txt"}, {"old_string", "one"}}}, "invalid_input"},
+      {"create over existing", {{{"op", "create"}, {"path", "f.txt"}, {"content", "x"}}}, "already_exists"},
+      {"replace missing", {{{"op", "replace"}, {"path", "nope.txt"}, {"content", "x"}}}, "not_found"},
+      {"bad op", {{{"op", "delete"}, {"path", "f.txt"}}}, "invalid_input"},
+  };
+  for (const auto& c : cases) {
+    Json r = s->Call("write_patch", {{"patches", c.patches}});
+    EXPECT_EQ(CodeOf(r), c.code) << c.name << " -> " << r.dump();
+    EXPECT_EQ(ReadFile(Ws("f.txt")), original) << c.name;
+  }
+  Json ok = s->Call("write_patch", {{"patches", {edit("f.txt", "three", "3"), edit("f.txt", "one", "1")}}});
+  ASSERT_EQ(CodeOf(ok), "ok") << ok.dump();
+  EXPECT_EQ(ReadFile(Ws("f.txt")), "1\ntwo\n3\n");
+  EXPECT_EQ(ok["structuredContent"]["edits_applied"], 2);
+  ok = s->Call("write_patch", {{"patches", {{{"op", "replace"}, {"path", "g.txt"}, {"content", "new g\n"}}}}});
+  ASSERT_EQ(CodeOf(ok), "ok") << ok.dump();
+  EXPECT_EQ(ReadFile(Ws("g.txt")), "new g\n");
+  ok = s->Call("write_patch", {{"patches", {{{"op", "create"}, {"path", "n/new.txt"}, {"content", ""}}}}});
+  ASSERT_EQ(CodeOf(ok), "ok") << ok.dump();
+  EXPECT_TRUE(testing::Exists(Ws("n/new.txt")));
+}
+
+TEST_F(ToolsTest, HugeContentIsTooLarge) {
+  WriteFile(dir_ / "small.toml", "[limits]\nmax_file_bytes = 1024\n");
+  WriteFile(Ws("big.txt"), std::string(4096, 'b'));
+  auto s = Start({dir_ / "small.toml"});
+  Json r = s->Call("create_file", {{"path", "x.txt"}, {"content", std::string(2048, 'x')}});
+  EXPECT_EQ(CodeOf(r), "too_large");
+  EXPECT_FALSE(testing::Exists(Ws("x.txt")));
+  r = s->Call("replace_range", {{"path", "big.txt"}, {"old_string", "b"}, {"new_string", "c"}});
+  EXPECT_EQ(CodeOf(r), "too_large");
+}
+
+TEST_F(ToolsTest, ScopesFilterTheCatalogAndDenyCalls) {
+  WriteFile(dir_ / "ro.toml", "[scopes]\ngrant = [\"fs:read\"]\n");
+  auto s = Start({dir_ / "ro.toml"});
+  std::vector<std::string> names;
+  for (const ToolSpec* t : s->Catalog()) names.push_back(t->name);
+  EXPECT_EQ(names, std::vector<std::string>{"read_file_range"});
+  Json r = s->Call("create_file", {{"path", "x.txt"}, {"content", "x"}});
+  EXPECT_EQ(CodeOf(r), "denied_by_policy");
+  EXPECT_FALSE(testing::Exists(Ws("x.txt")));
+  s->Finish();
+  std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("\"type\":\"policy_denied\""), std::string::npos);
+  EXPECT_NE(log.find("\"decided_by\":\"" + (dir_ / "ro.toml") + ":2\""), std::string::npos);
+}
+
+TEST_F(ToolsTest, AuditRecordsEverySideEffectWithoutContents) {
+  auto s = Start();
+  const std::string content = "the file body must never reach the log\n";
+  Json r = s->Call("create_file", {{"path", "a.txt"}, {"content", content}});
+  ASSERT_EQ(CodeOf(r), "ok");
+  r = s->Call("replace_range", {{"path", "a.txt"}, {"old_string", "never"}, {"new_string", "NEVER"}});
+  ASSERT_EQ(CodeOf(r), "ok");
+  s->Finish();
+  std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_EQ(log.find("must never reach"), std::string::npos);
+  std::vector<std::string> types;
+  std::size_t pos = 0;
+  while (pos < log.size()) {
+    std::size_t nl = log.find('\n', pos);
+    Json rec = Json::parse(log.substr(pos, nl - pos));
+    types.push_back(rec["type"]);
+    if (rec["type"] == "file_write") {
+      EXPECT_EQ(rec["path"], "a.txt");
+      EXPECT_EQ(rec["status"], "written");
+      EXPECT_TRUE(rec.contains("sha256_after") && rec.contains("bytes_after") &&
+                  rec.contains("sha256_before") && rec.contains("bytes_before") && rec.contains("op"));
+    }
+    pos = nl + 1;
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"session_started", "tool_started", "file_write",
+                                             "tool_finished", "tool_started", "file_write",
+                                             "tool_finished", "session_finished"}));
+}
+
+TEST_F(ToolsTest, PlantedSecretsReachNeitherOutputNorLog) {
+  const std::string env_secret = "env-planted-secret-9f8e7d";
+  ::setenv("CORDON_TEST_API_TOKEN", env_secret.c_str(), 1);
+  WriteFile(dir_ / "redact.toml", "[redact]\nvalues = [\"policy-planted-value-42\"]\n");
+  const std::string aws = "AKIAABCDEFGHIJKLMNOP";
+  const std::string gh = "ghp_" + std::string(36, 'Z');
+  WriteFile(Ws("leak.txt"), "token " + env_secret + "\naws " + aws + "\ngh " + gh +
+                                "\nAuthorization: Bearer abcdefghijklmnop\n"
+                                "policy-planted-value-42\n"
+                                "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----\n");
+  auto s = Start({dir_ / "redact.toml"});
+  Json r = s->Call("read_file_range", {{"path", "leak.txt"}, {"start_line", 1}});
+  Json r2 = s->Call("read_file_range", {{"path", gh + ".txt"}, {"start_line", 1}});  // secret in args
+  s->Finish();
+  ::unsetenv("CORDON_TEST_API_TOKEN");
+  const std::string out = r.dump() + r2.dump();
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  for (const std::string& secret : {env_secret, aws, gh, std::string("abcdefghijklmnop"),
+                                    std::string("policy-planted-value-42"), std::string("MHcCAQEE")}) {
+    EXPECT_EQ(out.find(secret), std::string::npos) << secret;
+    EXPECT_EQ(log.find(secret), std::string::npos) << secret;
+  }
+  EXPECT_NE(out.find("[REDACTED:env]"), std::string::npos);
+  EXPECT_NE(out.find("[REDACTED:private_key]"), std::string::npos);
+  EXPECT_NE(log.find("\"output_redactions\":"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cordon
