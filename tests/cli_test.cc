@@ -1,0 +1,196 @@
+// The real binary: exit codes, bad JSON, deep nesting, huge input, unknown tools, catalog
+// formats, policy show, audit verify/show, and the default audit location.
+#include <gtest/gtest.h>
+
+#include "runner/text.h"
+#include "tests/test_util.h"
+
+namespace cordon {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile(dir_ / "ws/hello.txt", "hello\nworld\n");
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
+  }
+  testing::RunResult Cordon(std::vector<std::string> args, const std::string& stdin_data = {}) {
+    args.insert(args.begin(), testing::CordonBin());
+    return testing::Run(args, env_, stdin_data);
+  }
+  testing::RunResult Call(const std::string& tool, const std::string& json) {
+    return Cordon({"call", tool, "--workspace", dir_ / "ws", "--audit-log", log(), "--json", json});
+  }
+  std::string log() { return dir_ / "audit.jsonl"; }
+  static std::string CodeOf(const testing::RunResult& r) {
+    Json j = Json::parse(r.out, nullptr, false);
+    if (j.is_discarded()) return "unparseable: " + r.out;
+    return j["isError"].get<bool>() ? j["structuredContent"]["error"]["code"].get<std::string>() : "ok";
+  }
+  TempDir dir_;
+  std::vector<std::string> env_;
+};
+
+TEST_F(CliTest, SuccessfulCallPrintsCallToolResultAndExitsZero) {
+  auto r = Call("read_file_range", R"({"path":"hello.txt","start_line":1})");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(CodeOf(r), "ok");
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["structuredContent"]["lines"], Json({"hello", "world"}));
+}
+
+TEST_F(CliTest, BadInputGetsStableCodesAndNeverCrashes) {
+  struct Case {
+    std::string name, tool, json, code;
+  };
+  const Case cases[] = {
+      {"malformed", "read_file_range", R"({"path":)", "invalid_input"},
+      {"single quotes", "read_file_range", "{'path':'x'}", "invalid_input"},
+      {"not an object", "read_file_range", "[1,2,3]", "invalid_input"},
+      {"wrong type", "read_file_range", R"({"path":7,"start_line":1})", "invalid_input"},
+      {"deep nesting", "read_file_range", std::string(200000, '[') + std::string(200000, ']'),
+       "invalid_input"},
+      {"huge input", "create_file",
+       R"({"path":"big.txt","content":")" + std::string(9u << 20, 'x') + "\"}", "too_large"},
+      {"unknown tool", "format_disk", "{}", "invalid_input"},
+      {"invalid utf-8 in json", "read_file_range", "{\"path\":\"\xff\xfe\",\"start_line\":1}",
+       "invalid_input"},
+  };
+  for (const auto& c : cases) {
+    std::string json_file = dir_ / "input.json";
+    WriteFile(json_file, c.json);
+    auto r = Call(c.tool, "@" + json_file);
+    EXPECT_EQ(r.signal, 0) << c.name;
+    EXPECT_EQ(r.exit_code, 1) << c.name << ": " << r.err;
+    EXPECT_EQ(CodeOf(r), c.code) << c.name;
+    EXPECT_LT(r.out.size(), 4096u) << c.name << ": the error must not echo the input";
+  }
+  EXPECT_FALSE(testing::Exists(dir_ / "ws/big.txt"));
+  auto verify = Cordon({"audit", "verify", log()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out;
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {},
+           {"frobnicate"},
+           {"call", "read_file_range"},
+           {"call", "--json", "{}"},
+           {"call", "read_file_range", "--json", "{}", "--bogus"},
+           {"call", "read_file_range", "--json"},
+           {"tools", "--format", "xml"},
+           {"audit", "verify"},
+           {"policy", "edit"}}) {
+    auto r = Cordon(args);
+    EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args);
+    EXPECT_NE(r.err.find("usage:"), std::string::npos);
+  }
+}
+
+TEST_F(CliTest, StartFailuresExitThreeWithAClearMessage) {
+  auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "missing", "--json", "{}"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("missing"), std::string::npos);
+  WriteFile(dir_ / "bad.toml", "[limits]\ntimeout_secs = 5\nmax_bogus = 1\n");
+  r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--policy", dir_ / "bad.toml",
+              "--json", "{}"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("bad.toml:3: unknown key \"limits.max_bogus\""), std::string::npos) << r.err;
+  WriteFile(dir_ / "short.key", "short");
+  r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-key-file",
+              dir_ / "short.key", "--json", "{}"});
+  EXPECT_EQ(r.exit_code, 3);
+}
+
+TEST_F(CliTest, CatalogInEachProviderFormat) {
+  auto mcp = Cordon({"tools", "--workspace", dir_ / "ws"});
+  ASSERT_EQ(mcp.exit_code, 0) << mcp.err;
+  Json m = Json::parse(mcp.out);
+  ASSERT_EQ(m["tools"].size(), 4u);
+  EXPECT_TRUE(m["tools"][0].contains("inputSchema") && m["tools"][0].contains("outputSchema"));
+  Json o = Json::parse(Cordon({"tools", "--format", "openai", "--workspace", dir_ / "ws"}).out);
+  EXPECT_EQ(o[0]["type"], "function");
+  EXPECT_TRUE(o[0]["function"].contains("parameters"));
+  Json a = Json::parse(Cordon({"tools", "--format", "anthropic", "--workspace", dir_ / "ws"}).out);
+  EXPECT_TRUE(a[0].contains("input_schema"));
+  // A read-only policy shows only the read tool.
+  WriteFile(dir_ / "ws/.cordon/policy.toml", "[scopes]\ngrant = [\"fs:read\"]\n");
+  Json ro = Json::parse(Cordon({"tools", "--workspace", dir_ / "ws"}).out);
+  ASSERT_EQ(ro["tools"].size(), 1u);
+  EXPECT_EQ(ro["tools"][0]["name"], "read_file_range");
+}
+
+TEST_F(CliTest, PolicyShowNamesTheDecidingFile) {
+  WriteFile(dir_ / "ws/.cordon/policy.toml", "[limits]\ntimeout_secs = 5\nmax_results = 99999\n");
+  auto r = Cordon({"policy", "show", "--workspace", dir_ / "ws", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["effective"]["limits"]["timeout_secs"], 5);
+  EXPECT_EQ(j["effective"]["limits"]["max_results"], 1000);
+  EXPECT_EQ(j["decided_by"]["limits.timeout_secs"], dir_ / "ws/.cordon/policy.toml:2");
+  EXPECT_NE(j["decided_by"]["limits.max_results"].get<std::string>().find("00-default.toml"),
+            std::string::npos);
+  EXPECT_EQ(j["notes"].size(), 1u);
+  auto text = Cordon({"policy", "show", "--workspace", dir_ / "ws"});
+  EXPECT_NE(text.out.find("limits.timeout_secs = 5    # " + (dir_ / "ws/.cordon/policy.toml:2")),
+            std::string::npos)
+      << text.out;
+}
+
+TEST_F(CliTest, AuditVerifyExitCodesAndShow) {
+  ASSERT_EQ(Call("read_file_range", R"({"path":"hello.txt","start_line":1})").exit_code, 0);
+  ASSERT_EQ(Call("create_file", R"({"path":"new.txt","content":"x"})").exit_code, 0);
+  auto ok = Cordon({"audit", "verify", log()});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("ok: 9 records, 2 sessions"), std::string::npos) << ok.out;
+  auto show = Cordon({"audit", "show", log()});
+  EXPECT_EQ(show.exit_code, 0);
+  EXPECT_NE(show.out.find("file_write"), std::string::npos);
+  EXPECT_NE(show.out.find("path=\"new.txt\""), std::string::npos);
+
+  std::string text = ReadFile(log());
+  std::string edited = text;
+  edited.replace(edited.find("new.txt"), 7, "old.txt");
+  WriteFile(log(), edited);
+  auto bad = Cordon({"audit", "verify", log()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("BROKEN at line 7"), std::string::npos) << bad.out;
+
+  WriteFile(log(), text.substr(0, text.size() - 10));
+  auto torn = Cordon({"audit", "verify", log()});
+  EXPECT_EQ(torn.exit_code, 4) << torn.out;
+  EXPECT_NE(torn.out.find("torn"), std::string::npos);
+  auto missing = Cordon({"audit", "verify", dir_ / "nope.jsonl"});
+  EXPECT_EQ(missing.exit_code, 3);
+}
+
+TEST_F(CliTest, KeyedChain) {
+  WriteFile(dir_ / "audit.key", "a-long-enough-secret-key-for-hmac\n");
+  auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+                   "--audit-key-file", dir_ / "audit.key", "--json",
+                   R"({"path":"hello.txt","start_line":1})"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Cordon({"audit", "verify", log(), "--key-file", dir_ / "audit.key"}).exit_code, 0);
+  EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 1);
+  // The key never appears in the log.
+  EXPECT_EQ(ReadFile(log()).find("a-long-enough-secret"), std::string::npos);
+}
+
+TEST_F(CliTest, DefaultAuditLogLivesOutsideTheWorkspace) {
+  auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--json",
+                   R"({"path":"hello.txt","start_line":1})"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int logs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "state/cordon/sessions")) {
+    ++logs;
+    EXPECT_EQ(Cordon({"audit", "verify", e.path().string()}).exit_code, 0);
+  }
+  EXPECT_EQ(logs, 1);
+}
+
+}  // namespace
+}  // namespace cordon
