@@ -1,0 +1,206 @@
+// Foundation benchmarks, each beside a bare baseline doing the least work the same job needs.
+// bench/run.sh prints the ratios. Data lives in $CORDON_BENCH_DIR (default /tmp/cordon-bench).
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "runner/audit.h"
+#include "runner/hash.h"
+#include "runner/session.h"
+
+extern char** environ;
+
+namespace cordon {
+namespace {
+
+std::string BenchDir() {
+  const char* d = std::getenv("CORDON_BENCH_DIR");
+  std::string dir = d != nullptr ? d : "/tmp/cordon-bench";
+  std::filesystem::create_directories(dir + "/ws");
+  return dir;
+}
+
+// 100 MB of 100-byte lines: 1,048,576 lines.
+const std::string& BigFile() {
+  static const std::string path = [] {
+    std::string p = BenchDir() + "/ws/big.txt";
+    struct stat st{};
+    if (::stat(p.c_str(), &st) != 0 || st.st_size != 100 * 1048576) {
+      std::ofstream out(p, std::ios::binary | std::ios::trunc);
+      std::string line(99, 'x');
+      for (int i = 0; i < 1048576; ++i) {
+        std::string num = std::to_string(i);
+        std::memcpy(line.data(), num.data(), num.size());
+        out << line << '\n';
+      }
+    }
+    return p;
+  }();
+  return path;
+}
+
+std::unique_ptr<Session> StartSession(const std::string& log) {
+  ::setenv("XDG_CONFIG_HOME", (BenchDir() + "/config").c_str(), 1);
+  SessionOptions o;
+  o.workspace = BenchDir() + "/ws";
+  o.audit_log = BenchDir() + "/" + log;
+  o.shipped_policy_dir = CORDON_POLICY_DIR;
+  auto s = Session::Start(o, environ);
+  if (!s) std::abort();
+  return std::move(*s);
+}
+
+void BM_ReadFileRange_100MB(benchmark::State& state) {
+  BigFile();
+  auto s = StartSession("bench-read.jsonl");
+  const Json input = {{"path", "big.txt"}, {"start_line", 700000}, {"end_line", 700099}};
+  for (auto _ : state) {
+    Json r = s->Call("read_file_range", input);
+    if (r["isError"].get<bool>() || r["structuredContent"]["lines"].size() != 100) std::abort();
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_ReadFileRange_100MB)->Unit(benchmark::kMillisecond);
+
+// Baseline: read() + memchr over the whole file, copying the same 100 lines (no JSON, no audit).
+void BM_Baseline_ScanLines_100MB(benchmark::State& state) {
+  const std::string& path = BigFile();
+  std::string buf(1 << 20, '\0');
+  for (auto _ : state) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    long line = 1;
+    std::string out, cur;
+    ssize_t n;
+    while ((n = ::read(fd, buf.data(), buf.size())) > 0) {
+      const char* p = buf.data();
+      const char* end = p + n;
+      while (p < end) {
+        const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+        const char* stop = nl ? nl : end;
+        if (line >= 700000 && line <= 700099) out.append(p, stop);
+        if (nl) ++line;
+        p = nl ? nl + 1 : end;
+      }
+    }
+    ::close(fd);
+    benchmark::DoNotOptimize(out);
+    benchmark::DoNotOptimize(line);
+  }
+}
+BENCHMARK(BM_Baseline_ScanLines_100MB)->Unit(benchmark::kMillisecond);
+
+void BM_ReplaceRange_Fsync(benchmark::State& state) {
+  const std::string path = BenchDir() + "/ws/edit.txt";
+  std::ofstream(path, std::ios::trunc) << std::string(4000, 'a') << "\nTOKEN_A\n";
+  auto s = StartSession("bench-replace.jsonl");
+  bool flip = false;
+  for (auto _ : state) {
+    Json r = s->Call("replace_range", {{"path", "edit.txt"},
+                                       {"old_string", flip ? "TOKEN_B" : "TOKEN_A"},
+                                       {"new_string", flip ? "TOKEN_A" : "TOKEN_B"}});
+    if (r["isError"].get<bool>()) std::abort();
+    flip = !flip;
+  }
+}
+BENCHMARK(BM_ReplaceRange_Fsync)->Unit(benchmark::kMicrosecond);
+
+// Baseline: the bare durable replace: write temp, fsync, rename, fsync dir (no read, no audit).
+void BM_Baseline_WriteFsyncRename(benchmark::State& state) {
+  const std::string dir = BenchDir() + "/ws";
+  const std::string content = std::string(4000, 'a') + "\nTOKEN_A\n";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  for (auto _ : state) {
+    int fd = ::openat(dfd, "base.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (::write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size())) std::abort();
+    ::fsync(fd);
+    ::close(fd);
+    ::renameat(dfd, "base.tmp", dfd, "base.txt");
+    ::fsync(dfd);
+  }
+  ::close(dfd);
+}
+BENCHMARK(BM_Baseline_WriteFsyncRename)->Unit(benchmark::kMicrosecond);
+
+const Json kRecordFields = {{"call", 12},
+                            {"tool", "read_file_range"},
+                            {"status", "ok"},
+                            {"output_bytes", 4096},
+                            {"truncated", false},
+                            {"elapsed_ms", 0.42}};
+
+void BM_AuditAppend(benchmark::State& state, FsyncMode mode) {
+  const std::string log = BenchDir() + "/bench-append.jsonl";
+  std::filesystem::remove(log);
+  auto w = AuditWriter::Open(log, NewSessionId(), mode, std::nullopt, nullptr);
+  if (!w) std::abort();
+  for (auto _ : state) {
+    if (!w->Append("tool_finished", kRecordFields, true)) std::abort();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK_CAPTURE(BM_AuditAppend, no_fsync, FsyncMode::kNever);
+BENCHMARK_CAPTURE(BM_AuditAppend, fsync_each, FsyncMode::kAlways);
+
+// Baseline: write() of a same-size line to an O_APPEND file (no hash, no JSON, no lock).
+void BM_Baseline_AppendLine(benchmark::State& state) {
+  const std::string log = BenchDir() + "/bench-append-base.jsonl";
+  int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const std::string line(300, 'r');
+  for (auto _ : state) {
+    if (::write(fd, line.data(), line.size()) < 0) std::abort();
+  }
+  ::close(fd);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Baseline_AppendLine);
+
+const std::string& VerifyLog() {
+  static const std::string path = [] {
+    std::string p = BenchDir() + "/bench-verify.jsonl";
+    std::filesystem::remove(p);
+    auto w = AuditWriter::Open(p, NewSessionId(), FsyncMode::kNever, std::nullopt, nullptr);
+    if (!w) std::abort();
+    for (int i = 0; i < 200000; ++i) {
+      if (!w->Append("tool_finished", kRecordFields)) std::abort();
+    }
+    return p;
+  }();
+  return path;
+}
+
+void BM_AuditVerify(benchmark::State& state) {
+  const std::string& log = VerifyLog();
+  for (auto _ : state) {
+    auto r = VerifyAuditLog(log, std::nullopt);
+    if (!r || r->verdict != VerifyReport::Verdict::kIntact) std::abort();
+    state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(r->bytes));
+  }
+}
+BENCHMARK(BM_AuditVerify)->Unit(benchmark::kMillisecond);
+
+// Baseline: SHA-256 of every line of the same file (what any chain check must at least do).
+void BM_Baseline_Sha256Lines(benchmark::State& state) {
+  std::ifstream in(VerifyLog(), std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (auto _ : state) {
+    std::size_t pos = 0;
+    while (pos < data.size()) {
+      std::size_t nl = data.find('\n', pos);
+      benchmark::DoNotOptimize(Sha256Hex(std::string_view(data).substr(pos, nl - pos)));
+      pos = nl + 1;
+    }
+    state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(data.size()));
+  }
+}
+BENCHMARK(BM_Baseline_Sha256Lines)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace cordon
+
+BENCHMARK_MAIN();

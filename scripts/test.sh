@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds, and runs every test. This is the README's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+cd "${BUILD_DIR:-build}"
+ctest --output-on-failure -j2
