@@ -30,8 +30,26 @@ constexpr LimitField kLimitFields[] = {
     {"timeout_secs", &Limits::timeout_secs},       {"max_output_bytes", &Limits::max_output_bytes},
     {"max_results", &Limits::max_results},         {"max_line_chars", &Limits::max_line_chars},
     {"max_read_lines", &Limits::max_read_lines},   {"max_file_bytes", &Limits::max_file_bytes},
-    {"max_input_bytes", &Limits::max_input_bytes},
+    {"max_input_bytes", &Limits::max_input_bytes}, {"memory_bytes", &Limits::memory_bytes},
+    {"pids", &Limits::pids},                       {"cpu_secs", &Limits::cpu_secs},
+    {"file_size_bytes", &Limits::file_size_bytes}, {"open_files", &Limits::open_files},
 };
+
+const LimitField* FindLimit(std::string_view key) {
+  for (const auto& f : kLimitFields) {
+    if (key == f.key) return &f;
+  }
+  return nullptr;
+}
+
+int NetworkStrictness(NetworkMode m) {
+  switch (m) {
+    case NetworkMode::kNone: return 2;
+    case NetworkMode::kLoopback: return 1;
+    case NetworkMode::kAllow: return 0;
+  }
+  return 2;
+}
 
 int FsyncStrictness(std::string_view mode) {
   if (mode == "always") return 2;
@@ -73,10 +91,66 @@ std::string Policy::CanonicalJson() const {
   j["redact"]["values_count"] = redact_values.size();
   j["redact"]["env_names"] = redact_env_names;
   j["audit"]["fsync"] = audit_fsync;
+  j["filesystem"]["read"] = filesystem.read;
+  j["filesystem"]["write"] = filesystem.write;
+  j["filesystem"]["deny"] = filesystem.deny;
+  j["network"]["mode"] = NetworkModeName(network);
+  j["seccomp"]["deny"] = seccomp_deny;
+  j["sandbox"]["allow_weaker"] = allow_weaker_sandbox;
+  for (const auto& [name, o] : tools) {
+    j["tools"][name]["limits"] = o.limits;
+    if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);
+  }
   return j.dump();
 }
 
 std::string Policy::Sha256() const { return Sha256Hex(CanonicalJson()); }
+
+Limits Policy::LimitsFor(std::string_view tool) const {
+  Limits l = limits;
+  if (auto it = tools.find(std::string(tool)); it != tools.end()) {
+    for (const auto& [k, v] : it->second.limits) {
+      if (const LimitField* f = FindLimit(k)) l.*(f->member) = v;
+    }
+  }
+  return l;
+}
+
+NetworkMode Policy::NetworkFor(std::string_view tool) const {
+  if (auto it = tools.find(std::string(tool)); it != tools.end() && it->second.network) {
+    return *it->second.network;
+  }
+  return network;
+}
+
+std::string_view NetworkModeName(NetworkMode mode) {
+  switch (mode) {
+    case NetworkMode::kNone: return "none";
+    case NetworkMode::kLoopback: return "loopback";
+    case NetworkMode::kAllow: return "allow";
+  }
+  return "none";
+}
+
+Result<NetworkMode> ParseNetworkMode(std::string_view name) {
+  if (name == "none") return NetworkMode::kNone;
+  if (name == "loopback") return NetworkMode::kLoopback;
+  if (name == "allow") return NetworkMode::kAllow;
+  return Fail(Code::kInvalidInput,
+              "network mode must be \"none\", \"loopback\" or \"allow\", not \"" +
+                  std::string(name) + "\"");
+}
+
+std::string ExpandPath(std::string_view path, const std::string& workspace,
+                       const std::string& home) {
+  std::string out(path);
+  if (out == "~" || out.rfind("~/", 0) == 0) out = home + out.substr(1);
+  for (std::size_t pos; (pos = out.find("${WORKSPACE}")) != std::string::npos;) {
+    out.replace(pos, 12, workspace);
+  }
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
 
 bool IsProtectedPath(std::string_view rel) {
   static constexpr std::string_view kDirs[] = {".cordon", ".thndrs", ".vscode", ".claude"};
@@ -116,7 +190,8 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
     std::string key(k.str());
     const toml::table* table = node.as_table();
     if (key != "limits" && key != "scopes" && key != "redact" && key != "audit" &&
-        key != "examples") {
+        key != "examples" && key != "filesystem" && key != "network" && key != "seccomp" &&
+        key != "sandbox" && key != "tools") {
       return UnknownKey(source, node, key);
     }
     if (table == nullptr) {
@@ -184,6 +259,106 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
         }
         policy.audit_fsync = *v;
         policy.provenance[name] = where;
+      } else if (key == "filesystem") {
+        ASSIGN_OR_RETURN(auto paths, StringArray(sub, source, name));
+        std::vector<std::string>* list = sk.str() == "read"    ? &policy.filesystem.read
+                                         : sk.str() == "write" ? &policy.filesystem.write
+                                         : sk.str() == "deny"  ? &policy.filesystem.deny
+                                                               : nullptr;
+        if (list == nullptr) return UnknownKey(source, sub, name);
+        for (const auto& path : paths) {
+          if (path.empty() || (path[0] != '/' && path[0] != '~' && path.rfind("${WORKSPACE}", 0) != 0)) {
+            return Fail(Code::kInvalidInput, where + ": " + name + " entry \"" + path +
+                                                 "\" must be absolute, start with ~ or ${WORKSPACE}");
+          }
+        }
+        if (sk.str() == "deny") {
+          // More denial only ever tightens: every layer adds.
+          for (auto& p : paths) list->push_back(std::move(p));
+        } else if (tighten_only) {
+          // A project may narrow read/write lists to a subset, never add to them.
+          std::vector<std::string> kept;
+          for (auto& p : paths) {
+            if (std::find(list->begin(), list->end(), p) != list->end()) {
+              kept.push_back(std::move(p));
+            } else {
+              policy.notes.push_back(where + ": a project file cannot add " + p + " to " + name);
+            }
+          }
+          *list = std::move(kept);
+        } else {
+          *list = std::move(paths);
+        }
+        policy.provenance[name] = where;
+      } else if (key == "network") {
+        if (sk.str() != "mode") return UnknownKey(source, sub, name);
+        auto v = sub.value<std::string>();
+        auto mode = ParseNetworkMode(v.value_or(""));
+        if (!sub.is_string() || !mode) {
+          return Fail(Code::kInvalidInput, where + ": network.mode must be \"none\", \"loopback\" or \"allow\"");
+        }
+        if (tighten_only && NetworkStrictness(*mode) < NetworkStrictness(policy.network)) {
+          policy.notes.push_back(where + ": a project file cannot open the network to " + *v);
+          continue;
+        }
+        policy.network = *mode;
+        policy.provenance[name] = where;
+      } else if (key == "seccomp") {
+        if (sk.str() != "deny") return UnknownKey(source, sub, name);
+        ASSIGN_OR_RETURN(auto calls, StringArray(sub, source, name));
+        if (tighten_only) {
+          for (auto& c : calls) policy.seccomp_deny.push_back(std::move(c));  // add only
+        } else {
+          policy.seccomp_deny = std::move(calls);
+        }
+        policy.provenance[name] = where;
+      } else if (key == "sandbox") {
+        if (sk.str() != "allow_weaker") return UnknownKey(source, sub, name);
+        auto v = sub.value<bool>();
+        if (!sub.is_boolean() || !v) {
+          return Fail(Code::kInvalidInput, where + ": sandbox.allow_weaker must be true or false");
+        }
+        if (tighten_only && *v && !policy.allow_weaker_sandbox) {
+          policy.notes.push_back(where + ": a project file cannot allow a weaker sandbox");
+          continue;
+        }
+        policy.allow_weaker_sandbox = *v;
+        policy.provenance[name] = where;
+      } else if (key == "tools") {
+        const toml::table* tool = sub.as_table();
+        if (tool == nullptr) {
+          return Fail(Code::kInvalidInput, where + ": [tools." + std::string(sk.str()) + "] must be a table");
+        }
+        const std::string tool_name(sk.str());
+        for (auto&& [tk, tv] : *tool) {
+          std::string tkey = name + "." + std::string(tk.str());
+          std::string twhere = Where(source, tv);
+          if (tk.str() == "network") {
+            auto mode = ParseNetworkMode(tv.value<std::string>().value_or(""));
+            if (!tv.is_string() || !mode) {
+              return Fail(Code::kInvalidInput, twhere + ": " + tkey + " must be \"none\", \"loopback\" or \"allow\"");
+            }
+            if (tighten_only && NetworkStrictness(*mode) < NetworkStrictness(policy.NetworkFor(tool_name))) {
+              policy.notes.push_back(twhere + ": a project file cannot open the network for " + tool_name);
+              continue;
+            }
+            policy.tools[tool_name].network = *mode;
+            policy.provenance[tkey] = twhere;
+            continue;
+          }
+          const LimitField* field = FindLimit(tk.str());
+          if (field == nullptr) return UnknownKey(source, tv, tkey);
+          auto v = tv.value<std::int64_t>();
+          if (!tv.is_integer() || !v || *v <= 0) {
+            return Fail(Code::kInvalidInput, twhere + ": " + tkey + " must be a positive integer");
+          }
+          if (tighten_only && *v > policy.LimitsFor(tool_name).*(field->member)) {
+            policy.notes.push_back(twhere + ": a project file cannot raise " + tkey);
+            continue;
+          }
+          policy.tools[tool_name].limits[std::string(tk.str())] = *v;
+          policy.provenance[tkey] = twhere;
+        }
       } else if (key == "examples") {
         // Examples are checked when the file loads: a policy that contradicts them is refused.
         bool want_protected = sk.str() == "protected";

@@ -22,12 +22,35 @@ bool IsKnownScope(std::string_view scope);
 
 struct Limits {
   std::int64_t timeout_secs = 30;
+  // Limits on confined processes (cgroup where delegable, rlimits otherwise).
+  std::int64_t memory_bytes = 4ll << 30;
+  std::int64_t pids = 512;
+  std::int64_t cpu_secs = 600;
+  std::int64_t file_size_bytes = 1ll << 30;
+  std::int64_t open_files = 1024;
   std::int64_t max_output_bytes = 65536;
   std::int64_t max_results = 1000;
   std::int64_t max_line_chars = 2000;
   std::int64_t max_read_lines = 2000;
   std::int64_t max_file_bytes = 16 << 20;
   std::int64_t max_input_bytes = 8 << 20;
+};
+
+enum class NetworkMode { kNone, kLoopback, kAllow };
+std::string_view NetworkModeName(NetworkMode mode);
+Result<NetworkMode> ParseNetworkMode(std::string_view name);
+
+struct FilesystemPolicy {
+  // Paths as written in policy files; ${WORKSPACE} and ~ are expanded by ExpandPath at launch.
+  std::vector<std::string> read;
+  std::vector<std::string> write;
+  std::vector<std::string> deny;
+};
+
+// A per-tool section ([tools.NAME]): limit overrides and a network mode.
+struct ToolOverride {
+  std::map<std::string, std::int64_t> limits;
+  std::optional<NetworkMode> network;
 };
 
 struct PolicyFile {
@@ -42,6 +65,11 @@ struct Policy {
   std::vector<std::string> redact_values;
   std::vector<std::string> redact_env_names;
   std::string audit_fsync = "per_call";
+  FilesystemPolicy filesystem;
+  NetworkMode network = NetworkMode::kNone;
+  std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
+  bool allow_weaker_sandbox = false;      // [sandbox] allow_weaker: Landlock+seccomp without bwrap
+  std::map<std::string, ToolOverride> tools;
   std::vector<PolicyFile> files;
   // key ("limits.timeout_secs") -> where its value came from ("policies.d/00-default.toml:4").
   std::map<std::string, std::string> provenance;
@@ -49,6 +77,9 @@ struct Policy {
   std::vector<std::string> notes;
 
   bool Grants(std::string_view scope) const { return scopes.count(std::string(scope)) > 0; }
+  // Limits and network for one tool: the global values with its [tools.NAME] overrides.
+  Limits LimitsFor(std::string_view tool) const;
+  NetworkMode NetworkFor(std::string_view tool) const;
   // The canonical JSON of the effective values (not provenance), and its SHA-256.
   std::string CanonicalJson() const;
   std::string Sha256() const;
@@ -69,6 +100,9 @@ Result<Policy> LoadPolicy(const PolicySources& sources);
 // Applies one TOML text as a layer. `tighten_only` is the project rule. Exposed for tests.
 Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source_name,
                        bool tighten_only);
+
+// Expands ${WORKSPACE} and a leading ~ (the invoking user's HOME) in a policy path.
+std::string ExpandPath(std::string_view path, const std::string& workspace, const std::string& home);
 
 // Paths inside a writable workspace that the agent may never write, nested repos included:
 // .git/config, .git/hooks, .cordon/, .thndrs/, .mcp.json, .vscode/, .claude/, shell dotfiles.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runner/audit.h"
+#include "runner/launch.h"
 #include "runner/session.h"
 #include "tools/registry.h"
 
@@ -28,6 +29,9 @@ constexpr const char* kUsage = R"(usage: cordon COMMAND [OPTIONS] [-- ARGS]
 
 commands:
   call TOOL --json JSON|@FILE   run one tool; prints the CallToolResult JSON
+  exec [--network none|loopback|allow] [--timeout S] -- CMD ARGS...
+                                run one command confined; stdio and exit code pass through
+                                (124 timeout, 125 sandbox failure, 127 command not found)
   tools [--format mcp|openai|anthropic]
                                 print the tool catalog the policy allows
   policy show [--json]          print the effective policy and where each value came from
@@ -165,6 +169,57 @@ int CmdCall(int argc, char** argv, char** envp) {
   return result["isError"].get<bool>() ? kExitToolError : kExitOk;
 }
 
+// exec: one command, confined, with cordon's own stdio; the exit code passes through.
+int CmdExec(int argc, char** argv, char** envp) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--network", "--timeout"}), {}, &err);
+  if (!a) return Usage(err);
+  if (!a->positional.empty()) return Usage("exec takes its command after --");
+  if (a->after_dashdash.empty()) return Usage("exec needs a command: cordon exec [OPTIONS] -- CMD ARGS...");
+  ProcessRequest req;
+  req.argv = a->after_dashdash;
+  req.tool = "exec";
+  req.kind = "foreground";
+  req.inherit_stdio = true;
+  if (a->has("--network")) {
+    auto mode = ParseNetworkMode(a->get("--network"));
+    if (!mode) return Usage(mode.error().message);
+    req.network = *mode;
+  }
+  if (a->has("--timeout")) {
+    char* end = nullptr;
+    long t = std::strtol(a->get("--timeout").c_str(), &end, 10);
+    if (end == nullptr || *end != '\0' || t <= 0) return Usage("--timeout takes a positive number of seconds");
+    req.timeout_secs = t;
+  }
+  auto session = Session::Start(SessionOptionsFrom(*a, "exec"), envp);
+  if (!session) {
+    std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
+    return kExitStart;
+  }
+  req.cwd = (*session)->workspace().root();
+  if (req.timeout_secs) {
+    // The user on the command line may give exec more time than the default tool limit.
+    req.timeout_secs = std::min<std::int64_t>(*req.timeout_secs, 7 * 24 * 3600);
+  }
+  auto proc = (*session)->processes().RunForeground(req, nullptr);
+  if (!proc) {
+    std::fprintf(stderr, "cordon: %s\n", proc.error().ToString().c_str());
+    return 125;
+  }
+  ProcessOutcome o = (*proc)->outcome();
+  if (o.error) {
+    std::fprintf(stderr, "cordon: %s: %s\n", std::string(CodeName(o.error->code)).c_str(), o.error->message.c_str());
+    return o.error->code == Code::kNotFound ? 127 : 125;
+  }
+  if (o.status == "timeout") {
+    std::fprintf(stderr, "cordon: timed out; the sandbox was terminated\n");
+    return 124;
+  }
+  if (o.signal) return 128 + *o.signal;
+  return o.exit_code.value_or(125);
+}
+
 int CmdTools(int argc, char** argv, char** envp) {
   std::string err;
   auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--format"}), {}, &err);
@@ -297,6 +352,7 @@ int RunCli(int argc, char** argv, char** envp) {
   try {
     if (cmd == "call") return CmdCall(argc, argv, envp);
     if (cmd == "tools") return CmdTools(argc, argv, envp);
+    if (cmd == "exec") return CmdExec(argc, argv, envp);
     if (cmd == "policy") return CmdPolicy(argc, argv, envp);
     if (cmd == "audit") return CmdAudit(argc, argv);
     if (cmd == "version" || cmd == "--version") {

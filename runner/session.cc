@@ -98,7 +98,16 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                  {"policy_notes", s->policy_.notes},
                  {"scopes", s->policy_.scopes},
                  {"confinement", ConfinementJson(ProbeConfinement())}};
+  {
+    auto host = PrepareSandboxHost(s->policy_, options.shim_path);
+    fields["sandbox"] = host ? host->ToJson()
+                             : Json{{"available", false}, {"error", host.error().message}};
+  }
   s->Audit("session_started", std::move(fields), true);
+  Session* raw = s.get();
+  s->processes_ = std::make_unique<ProcessHost>(
+      s->policy_, s->workspace_, options.shim_path, envp,
+      [raw](std::string_view type, Json f, bool durable) { raw->Audit(type, std::move(f), durable); });
   return s;
 }
 
@@ -107,11 +116,13 @@ Session::~Session() { Finish(); }
 void Session::Finish() {
   if (finished_ || !audit_) return;
   finished_ = true;
+  processes_.reset();  // cancels and reaps background jobs; their records come first
   Audit("session_finished", {{"calls", calls_}, {"errors", errors_}}, true);
 }
 
 void Session::Audit(std::string_view type, Json fields, bool durable) {
   if (!audit_) return;
+  std::lock_guard<std::mutex> lock(audit_mu_);
   if (auto st = audit_->Append(type, std::move(fields), durable); !st) {
     // Losing the audit trail must be loud; the call result still reaches the caller.
     std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
@@ -138,7 +149,7 @@ Json Session::CallJsonText(const std::string& tool, std::string_view input_text)
   return Call(tool, *parsed);
 }
 
-Json Session::Call(const std::string& tool, const Json& input) {
+Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
   ++calls_;
   const std::uint64_t call_id = calls_;
@@ -175,7 +186,8 @@ Json Session::Call(const std::string& tool, const Json& input) {
                       rec["call"] = call_id;
                       rec["tool"] = tool;
                       Audit("file_write", std::move(rec), true);
-                    }};
+                    },
+                    processes_.get(), cancel};
     try {
       return spec->run(input, ctx);
     } catch (const std::exception& e) {

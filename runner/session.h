@@ -9,6 +9,7 @@
 #include "policy/policy.h"
 #include "runner/audit.h"
 #include "runner/fs.h"
+#include "runner/processes.h"
 #include "runner/redact.h"
 #include "tools/registry.h"
 
@@ -21,6 +22,7 @@ struct SessionOptions {
   std::vector<std::string> policy_files;    // --policy
   std::string shipped_policy_dir;           // the repo's / install's policies.d
   std::string client = "cli";               // who drives the session (cli, mcp, ...)
+  std::string shim_path;                    // empty: next to the binary
 };
 
 class Session {
@@ -29,7 +31,8 @@ class Session {
   ~Session();
 
   // Runs one tool call; always returns a CallToolResult (errors are isError results).
-  Json Call(const std::string& tool, const Json& input);
+  Json Call(const std::string& tool, const Json& input,
+            const std::atomic<bool>* cancel = nullptr);
   // As Call, but parses the JSON text first (bounded: size, depth).
   Json CallJsonText(const std::string& tool, std::string_view input_text);
 
@@ -43,15 +46,18 @@ class Session {
 
   // Writes session_finished (also done by the destructor if not called).
   void Finish();
+  ProcessHost& processes() { return *processes_; }
+  void Audit(std::string_view type, Json fields, bool durable);
 
  private:
   Session() = default;
-  void Audit(std::string_view type, Json fields, bool durable);
 
   Policy policy_;
   Workspace workspace_;
   Redactor redactor_;
   std::optional<AuditWriter> audit_;
+  std::mutex audit_mu_;
+  std::unique_ptr<ProcessHost> processes_;
   std::uint64_t calls_ = 0;
   std::uint64_t errors_ = 0;
   bool finished_ = false;

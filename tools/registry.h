@@ -2,6 +2,7 @@
 // The provider catalog is derived from it, so no tool is exposed without an executor.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <utility>
@@ -14,6 +15,8 @@
 
 namespace cordon {
 
+class ProcessHost;
+
 enum class Effect { kNone, kFileWrite, kProcess };
 std::string_view EffectName(Effect effect);
 
@@ -22,6 +25,8 @@ struct ToolContext {
   const Policy& policy;
   // Appends a durable file_write audit record (op, path, hashes, byte counts, status).
   std::function<void(Json record)> record_file_write;
+  ProcessHost* processes = nullptr;              // confined processes of this session
+  const std::atomic<bool>* cancel = nullptr;     // set when the caller cancels the call
 };
 
 struct ToolSpec {

@@ -1,0 +1,68 @@
+// The bwrap layer: BuildBwrapArgv turns a sandbox layout (decisions plus host facts) into the
+// argv of bwrap; nothing here touches the kernel, so plans compare in unit tests.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "policy/policy.h"
+#include "runner/error.h"
+
+namespace cordon {
+
+enum class PathKind { kMissing, kDir, kFile, kSymlink, kOther };
+
+struct HostPath {
+  std::string path;
+  PathKind kind = PathKind::kMissing;
+  std::string symlink_target;  // for kSymlink
+};
+
+struct ProtectedEntry {
+  std::string path;  // absolute
+  PathKind kind = PathKind::kMissing;
+  bool want_dir = false;  // for a missing entry: an empty read-only dir rather than /dev/null
+};
+
+struct SandboxLayout {
+  std::string bwrap = "bwrap";
+  std::string workspace;
+  bool workspace_writable = true;
+  std::vector<HostPath> read;
+  std::vector<HostPath> write;  // beyond the workspace
+  std::vector<HostPath> deny;
+  std::vector<ProtectedEntry> protect;
+  std::vector<std::string> pins;  // ancestors of protected paths: bound onto themselves
+  NetworkMode network = NetworkMode::kNone;
+  std::string shim;               // host path of cordon-shim
+  std::string cwd;
+  std::vector<std::pair<std::string, std::string>> env;
+  int spec_fd = -1;
+  int status_fd = -1;
+  int json_status_fd = -1;
+};
+
+inline constexpr const char* kShimInSandbox = "/run/cordon/cordon-shim";
+
+std::vector<std::string> BuildBwrapArgv(const SandboxLayout& layout);
+
+// The environment a confined process gets: a fixed allowlist, never a secret-looking name.
+std::vector<std::pair<std::string, std::string>> SandboxEnvironment(
+    char** host_env, const std::string& workspace);
+
+// Protected paths present in (or missing from) the workspace, and the directories to pin so
+// that no ancestor of a protected path can be renamed. Fails closed on a protected symlink.
+struct ProtectedScan {
+  std::vector<ProtectedEntry> protect;
+  std::vector<std::string> pins;
+  std::size_t scanned = 0;
+  bool truncated = false;
+};
+Result<ProtectedScan> ScanProtectedPaths(const std::string& workspace, std::size_t max_entries = 20000,
+                                         int max_depth = 4);
+
+HostPath DescribeHostPath(const std::string& path);
+
+}  // namespace cordon

@@ -1,0 +1,38 @@
+// CappedStream: bounded capture of a process's output. Beyond the cap it keeps the head and the
+// tail, counts what it dropped, and keeps the error-looking lines from the dropped middle.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runner/text.h"
+
+namespace cordon {
+
+class CappedStream {
+ public:
+  explicit CappedStream(std::size_t cap) : cap_(cap < 64 ? 64 : cap) {}
+  void Append(std::string_view data);
+  std::uint64_t total() const { return total_; }
+  std::uint64_t dropped() const { return dropped_; }
+  bool truncated() const { return dropped_ > 0; }
+  // head, a marker with the dropped count and kept error lines, then the tail; valid UTF-8.
+  std::string Text() const;
+  // The last max_chars characters of the retained text (for process_output).
+  std::string Tail(std::size_t max_chars) const;
+  const std::vector<std::string>& error_lines() const { return error_lines_; }
+
+ private:
+  void Evict(std::string_view gone);
+  std::size_t cap_;
+  std::string head_, tail_, partial_;
+  std::uint64_t total_ = 0, dropped_ = 0;
+  std::vector<std::string> error_lines_;
+};
+
+// Removes ANSI/VT escape sequences (CSI, OSC, two-byte ESC) and other C0 controls but \n and \t.
+std::string StripEscapes(std::string_view text);
+
+}  // namespace cordon

@@ -1,0 +1,184 @@
+// cgroup discovery from /proc/self/cgroup and /proc/self/mountinfo; per-call directories are
+// removed when the call ends (after the pid namespace, and so every process, is gone).
+#include "runner/cgroup.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace cordon {
+namespace {
+
+std::string ReadSmall(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool WriteSmall(const std::string& path, const std::string& value) {
+  std::ofstream out(path);
+  out << value;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// controller ("memory", "pids", or "" for v2) -> (mount point, our path below it)
+std::map<std::string, std::pair<std::string, std::string>> Hierarchies() {
+  std::map<std::string, std::string> rel;
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {
+    std::size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (ctrls.empty()) {
+      rel[""] = path;
+      continue;
+    }
+    std::stringstream ss(ctrls);
+    for (std::string c; std::getline(ss, c, ',');) rel[c] = path;
+  }
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  std::ifstream mi("/proc/self/mountinfo");
+  while (std::getline(mi, line)) {
+    std::size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::stringstream pre(line.substr(0, dash)), post(line.substr(dash + 3));
+    std::string f[5], fstype, source, opts;
+    for (auto& x : f) pre >> x;
+    post >> fstype >> source >> opts;
+    const std::string& mnt = f[4];
+    if (fstype == "cgroup2" && rel.count("")) out[""] = {mnt, rel[""]};
+    if (fstype == "cgroup") {
+      std::stringstream os(opts);
+      for (std::string o; std::getline(os, o, ',');) {
+        if ((o == "memory" || o == "pids") && rel.count(o)) out[o] = {mnt, rel[o]};
+      }
+    }
+  }
+  return out;
+}
+
+bool HasWord(const std::string& list, const std::string& word) {
+  std::stringstream ss(list);
+  for (std::string w; ss >> w;) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+std::atomic<int> g_counter{0};
+
+}  // namespace
+
+CgroupSupport ProbeCgroups() {
+  CgroupSupport s;
+  auto h = Hierarchies();
+  if (auto it = h.find(""); it != h.end()) {
+    std::string own = it->second.first + it->second.second;
+    std::string ctrls = ReadSmall(own + "/cgroup.controllers");
+    if (HasWord(ctrls, "pids") && HasWord(ctrls, "memory") && ::access(own.c_str(), W_OK) == 0 &&
+        ::access((own + "/cgroup.subtree_control").c_str(), W_OK) == 0) {
+      s.mode = "v2";
+      s.reason = "cgroup v2 delegated at " + own;
+      return s;
+    }
+    s.reason = "cgroup v2 at " + own + " is not delegated with the pids and memory controllers (" +
+               (ctrls.empty() ? std::string("no controllers") : "controllers: " + ctrls) + ")";
+  }
+  auto mem = h.find("memory"), pids = h.find("pids");
+  if (mem != h.end() && pids != h.end()) {
+    std::string m = mem->second.first + mem->second.second, p = pids->second.first + pids->second.second;
+    if (::access(m.c_str(), W_OK) == 0 && ::access(p.c_str(), W_OK) == 0) {
+      s.mode = "v1";
+      s.reason = "cgroup v1 memory and pids hierarchies are writable";
+      return s;
+    }
+    s.reason += (s.reason.empty() ? "" : "; ") + std::string("cgroup v1 memory/pids not writable");
+  }
+  s.mode = "none";
+  s.remedy =
+      "run cordon in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes cordon ...`; "
+      "until then memory and process counts are limited by RLIMIT_AS and RLIMIT_NPROC";
+  return s;
+}
+
+Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support, const Limits& limits) {
+  if (support.mode == "none") return std::optional<CgroupJob>();
+  auto h = Hierarchies();
+  CgroupJob job;
+  job.mode_ = support.mode;
+  const std::string name = "cordon-" + std::to_string(::getpid()) + "-" + std::to_string(++g_counter);
+  auto make = [&](const std::string& dir) -> Status {
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return SysFail(Code::kSandboxUnavailable, "mkdir cgroup", dir);
+    }
+    job.dirs_.push_back(dir);
+    return {};
+  };
+  if (support.mode == "v2") {
+    std::string own = h[""].first + h[""].second;
+    const std::string leaf = "/cordon-supervisor";
+    if (own.size() > leaf.size() && own.compare(own.size() - leaf.size(), leaf.size(), leaf) == 0) {
+      own.resize(own.size() - leaf.size());  // already moved by an earlier call
+    } else {
+      // Processes may only live in leaves: move ourselves into one, then enable controllers.
+      std::string sup = own + leaf;
+      if (::mkdir(sup.c_str(), 0755) != 0 && errno != EEXIST) {
+        return SysFail(Code::kSandboxUnavailable, "mkdir", sup);
+      }
+      if (!WriteSmall(sup + "/cgroup.procs", "0")) return SysFail(Code::kSandboxUnavailable, "join", sup);
+    }
+    if (!WriteSmall(own + "/cgroup.subtree_control", "+pids +memory")) {
+      return SysFail(Code::kSandboxUnavailable, "enable controllers", own);
+    }
+    std::string dir = own + "/" + name;
+    TRY(make(dir));
+    if (!WriteSmall(dir + "/pids.max", std::to_string(limits.pids)) ||
+        !WriteSmall(dir + "/memory.max", std::to_string(limits.memory_bytes))) {
+      return SysFail(Code::kSandboxUnavailable, "set limits", dir);
+    }
+    WriteSmall(dir + "/memory.swap.max", "0");
+    job.procs_files_.push_back(dir + "/cgroup.procs");
+  } else {
+    std::string mem = h["memory"].first + h["memory"].second + "/" + name;
+    std::string pids = h["pids"].first + h["pids"].second + "/" + name;
+    TRY(make(mem));
+    TRY(make(pids));
+    if (!WriteSmall(pids + "/pids.max", std::to_string(limits.pids)) ||
+        !WriteSmall(mem + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes))) {
+      return SysFail(Code::kSandboxUnavailable, "set limits", name);
+    }
+    job.procs_files_ = {mem + "/cgroup.procs", pids + "/cgroup.procs"};
+  }
+  return std::optional<CgroupJob>(std::move(job));
+}
+
+CgroupJob::CgroupJob(CgroupJob&& o) noexcept
+    : mode_(std::move(o.mode_)), dirs_(std::move(o.dirs_)), procs_files_(std::move(o.procs_files_)) {
+  o.dirs_.clear();
+}
+
+CgroupJob::~CgroupJob() {
+  for (const auto& d : dirs_) ::rmdir(d.c_str());
+}
+
+Json CgroupJob::Stats() const {
+  Json s = {{"mode", mode_}};
+  for (const auto& d : dirs_) {
+    for (const char* f : {"memory.peak", "memory.max_usage_in_bytes", "pids.events", "memory.events"}) {
+      std::string v = ReadSmall(d + "/" + f);
+      if (!v.empty()) s[f] = v;
+    }
+  }
+  return s;
+}
+
+}  // namespace cordon

@@ -1,0 +1,46 @@
+// Per-call cgroups: memory and pids limits plus accounting where a cgroup can be had (v2 when
+// delegated to us, v1 as root on hybrid hosts); otherwise callers fall back to rlimits.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+#include "runner/error.h"
+#include "runner/text.h"
+
+namespace cordon {
+
+struct CgroupSupport {
+  std::string mode = "none";  // "v2", "v1" or "none"
+  std::string reason;         // why, for doctor and session records
+  std::string remedy;
+};
+
+CgroupSupport ProbeCgroups();
+
+class CgroupJob {
+ public:
+  // Creates a cgroup for one call with memory and pids limits. nullopt when unsupported.
+  static Result<std::optional<CgroupJob>> Create(const CgroupSupport& support, const Limits& limits);
+  CgroupJob(CgroupJob&&) noexcept;
+  CgroupJob& operator=(CgroupJob&&) = delete;
+  CgroupJob(const CgroupJob&) = delete;
+  ~CgroupJob();
+
+  // Files a child writes "0" into (from the child, before exec) to join.
+  const std::vector<std::string>& procs_files() const { return procs_files_; }
+  // Peak memory and pids events, as far as the controller reports them.
+  Json Stats() const;
+  const std::string& mode() const { return mode_; }
+
+ private:
+  CgroupJob() = default;
+  std::string mode_;
+  std::vector<std::string> dirs_;
+  std::vector<std::string> procs_files_;
+};
+
+}  // namespace cordon

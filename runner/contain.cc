@@ -1,0 +1,76 @@
+// The confinement steps, in the order they must run. seccomp is last: once it is loaded the
+// filter would refuse the syscalls the earlier steps need, and nothing runs between it and
+// execve except fork.
+#include "runner/contain.h"
+
+#include <cap-ng.h>
+#include <sys/prctl.h>
+
+namespace cordon {
+
+Json ContainSpecJson(const ContainSpec& s) {
+  return {{"rlimits", RlimitsJson(s.rlimits)},
+          {"landlock", s.landlock ? LandlockSpecJson(*s.landlock) : Json(nullptr)},
+          {"seccomp", SeccompRulesJson(s.seccomp)},
+          {"argv", s.argv},
+          {"cwd", s.cwd}};
+}
+
+Result<ContainSpec> ContainSpecFromJson(const Json& j) {
+  ContainSpec s;
+  if (!j.is_object()) return Fail(Code::kSandboxUnavailable, "spec is not an object");
+  ASSIGN_OR_RETURN(s.rlimits, RlimitsFromJson(j.value("rlimits", Json::array())));
+  if (j.contains("landlock") && !j["landlock"].is_null()) {
+    ASSIGN_OR_RETURN(s.landlock, LandlockSpecFromJson(j["landlock"]));
+  }
+  ASSIGN_OR_RETURN(s.seccomp, SeccompRulesFromJson(j.value("seccomp", Json::array())));
+  try {
+    s.argv = j.at("argv").get<std::vector<std::string>>();
+    s.cwd = j.value("cwd", "");
+  } catch (const std::exception& e) {
+    return Fail(Code::kSandboxUnavailable, std::string("bad spec: ") + e.what());
+  }
+  if (s.argv.empty()) return Fail(Code::kSandboxUnavailable, "spec has an empty argv");
+  return s;
+}
+
+Status DropAllCapabilities() {
+  capng_clear(CAPNG_SELECT_ALL);
+  if (capng_apply(CAPNG_SELECT_ALL) != 0) {
+    return Fail(Code::kSandboxUnavailable, "capng_apply failed to drop capabilities");
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+    return SysFail(Code::kSandboxUnavailable, "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", "");
+  }
+  // Verify rather than trust: the bounding set must be empty, or an exec could regain caps.
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
+    if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1) {
+      return Fail(Code::kSandboxUnavailable,
+                  "capability " + std::to_string(cap) + " is still in the bounding set");
+    }
+  }
+  if (capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE) {
+    return Fail(Code::kSandboxUnavailable, "capabilities remain after the drop");
+  }
+  return {};
+}
+
+std::optional<ContainFailure> Contain(const ContainSpec& spec) {
+  // 1. Resource limits (core dumps off, files, file size, CPU; memory/pids without a cgroup).
+  if (auto st = ApplyRlimits(spec.rlimits); !st) return ContainFailure{"rlimits", st.error()};
+  // 2. no_new_privs: no setuid/file-capability gains across execve; Landlock needs it.
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    return ContainFailure{"no_new_privs", SysFail(Code::kSandboxUnavailable, "prctl(PR_SET_NO_NEW_PRIVS)", "").error()};
+  }
+  // 3. Every capability, the bounding and ambient sets included.
+  if (auto st = DropAllCapabilities(); !st) return ContainFailure{"capabilities", st.error()};
+  // 4. Landlock: filesystem, TCP and scoping, as far as the kernel's ABI goes.
+  if (spec.landlock) {
+    if (auto st = ApplyLandlock(*spec.landlock); !st) return ContainFailure{"landlock", st.error()};
+  }
+  // 5. seccomp, last.
+  if (auto st = ApplySeccomp(spec.seccomp); !st) return ContainFailure{"seccomp", st.error()};
+  return std::nullopt;
+}
+
+}  // namespace cordon

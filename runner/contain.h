@@ -1,0 +1,36 @@
+// Contain(): the ordered confinement steps the shim applies inside bwrap before execve.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/landlock.h"
+#include "policy/seccomp.h"
+#include "runner/rlimits.h"
+
+namespace cordon {
+
+struct ContainSpec {
+  std::vector<RlimitSpec> rlimits;
+  std::optional<LandlockSpec> landlock;  // nullopt only in the explicit weaker mode w/o Landlock
+  std::vector<SeccompRule> seccomp;
+  std::vector<std::string> argv;
+  std::string cwd;
+};
+
+Json ContainSpecJson(const ContainSpec& spec);
+Result<ContainSpec> ContainSpecFromJson(const Json& j);
+
+// Applies rlimits, no_new_privs, the capability drop, Landlock and seccomp, in that order.
+// Returns the step that failed; the caller must then not exec anything.
+struct ContainFailure {
+  std::string step;
+  Error error;
+};
+std::optional<ContainFailure> Contain(const ContainSpec& spec);
+
+// Drops every capability: effective, permitted, inheritable, ambient and the bounding set.
+Status DropAllCapabilities();
+
+}  // namespace cordon

@@ -1,0 +1,114 @@
+// Launch: builds the confinement plan for one process (bwrap argv, Landlock, seccomp, rlimits,
+// environment) and supervises it with a pidfd: output caps, timeout, termination of the whole
+// sandbox, and the real exit status reported by the shim.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+#include "runner/bwrap.h"
+#include "runner/capture.h"
+#include "runner/cgroup.h"
+#include "runner/contain.h"
+#include "runner/fs.h"
+#include "runner/unique_fd.h"
+
+namespace cordon {
+
+// What this host can do, probed once per session.
+struct SandboxHost {
+  std::string bwrap;           // empty when bwrap is missing
+  std::string shim;            // cordon-shim next to the cordon binary
+  int landlock_abi = 0;
+  bool weaker = false;         // no bwrap: Landlock + seccomp only (policy allowed it)
+  std::string weaker_reason;
+  CgroupSupport cgroups;
+  Json ToJson() const;
+};
+
+// Fails closed with sandbox_unavailable unless the policy allows the weaker mode.
+Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& shim_path);
+std::string DefaultShimPath();
+
+struct ProcessRequest {
+  std::vector<std::string> argv;
+  std::string cwd;                // absolute, inside the workspace
+  std::string tool;               // for [tools.NAME] limits and network
+  std::string kind = "foreground";  // foreground | background | mcp_server
+  std::optional<std::int64_t> timeout_secs;
+  std::optional<NetworkMode> network;
+  bool workspace_writable = true;
+  std::size_t max_output_bytes = 65536;
+  bool inherit_stdio = false;     // cordon exec: the command uses cordon's own stdin/out/err
+};
+
+// The plan as data: everything needed to launch, comparable in tests without a kernel.
+struct LaunchPlan {
+  SandboxLayout layout;
+  ContainSpec contain;
+  Limits limits;
+  NetworkMode network = NetworkMode::kNone;
+  std::vector<std::string> created_stubs;  // protected stubs bwrap will create on the host
+  Json confinement;                        // what the audit record says was applied
+};
+
+Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy,
+                                   const std::string& workspace, const ProcessRequest& req,
+                                   char** host_env);
+
+struct ProcessOutcome {
+  std::string status = "running";  // exited | signaled | timeout | cancelled | failed
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<Error> error;       // sandbox failures (shim step, bwrap, exec)
+  double elapsed_ms = 0;
+  double cpu_ms = 0;
+  std::int64_t max_rss_kb = 0;
+  Json cgroup;
+};
+
+class ConfinedProcess {
+ public:
+  static Result<std::unique_ptr<ConfinedProcess>> Start(const LaunchPlan& plan, const ProcessRequest& req,
+                                                        const std::string& workspace);
+  ~ConfinedProcess();
+
+  // Pumps output until the process ends, the timeout passes, or *cancel becomes true.
+  void Run(const std::atomic<bool>* cancel);
+  bool finished() const;
+  ProcessOutcome outcome() const;
+  std::string StdoutText() const;
+  std::string StderrText() const;
+  Json OutputJson() const;               // stdout/stderr text, truncation, dropped bytes
+  std::string Tail(std::size_t max_chars) const;  // combined tail, escapes stripped
+  const ProcessRequest& request() const { return req_; }
+  const Json& confinement() const { return confinement_; }
+
+ private:
+  ConfinedProcess(std::size_t cap) : out_(cap), err_(cap) {}
+  void Terminate();
+  void CleanupStubs();
+  ProcessRequest req_;
+  std::string workspace_;
+  std::vector<std::string> stubs_;
+  UniqueFd stub_lock_;
+  Json confinement_;
+  pid_t pid_ = -1;
+  UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_;
+  pid_t sandbox_init_ = -1;
+  std::string status_buf_, json_buf_;
+  std::optional<CgroupJob> cgroup_;
+  std::int64_t timeout_ms_ = 0;
+  double started_ms_ = 0;
+  mutable std::mutex mu_;
+  CappedStream out_, err_;
+  ProcessOutcome outcome_;
+  bool done_ = false;
+};
+
+}  // namespace cordon

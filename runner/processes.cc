@@ -1,0 +1,154 @@
+// Foreground and background confined processes, and their audit records.
+#include "runner/processes.h"
+
+#include <signal.h>
+#include <string.h>
+
+namespace cordon {
+
+ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path,
+                         char** envp, std::function<void(std::string_view, Json, bool)> audit)
+    : policy_(policy), workspace_(workspace), shim_path_(std::move(shim_path)), envp_(envp),
+      audit_(std::move(audit)) {}
+
+ProcessHost::~ProcessHost() {
+  std::map<std::string, std::unique_ptr<Job>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs.swap(jobs_);
+  }
+  // Quitting reaps every owned child: cancel what still runs and wait for it.
+  for (auto& [id, job] : jobs) job->cancel = true;
+  for (auto& [id, job] : jobs) {
+    if (job->thread.joinable()) job->thread.join();
+  }
+}
+
+Result<const SandboxHost*> ProcessHost::Host() {
+  if (!host_) host_.emplace(PrepareSandboxHost(policy_, shim_path_));
+  if (!*host_) return std::unexpected(host_->error());
+  return &**host_;
+}
+
+Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req) {
+  ASSIGN_OR_RETURN(const SandboxHost* host, Host());
+  return BuildLaunchPlan(*host, policy_, workspace_.root(), req, envp_);
+}
+
+Json ProcessHost::ResultJson(const ConfinedProcess& p) {
+  ProcessOutcome o = p.outcome();
+  Json j = p.OutputJson();
+  j["status"] = o.status;
+  j["exit_code"] = o.exit_code ? Json(*o.exit_code) : Json(nullptr);
+  j["signal"] = o.signal ? Json(*o.signal) : Json(nullptr);
+  const char* name = o.signal ? ::sigabbrev_np(*o.signal) : nullptr;
+  j["signal_name"] = name != nullptr ? Json(std::string("SIG") + name) : Json(nullptr);
+  j["timed_out"] = o.status == "timeout";
+  j["cancelled"] = o.status == "cancelled";
+  j["elapsed_ms"] = o.elapsed_ms;
+  j["cpu_ms"] = o.cpu_ms;
+  j["max_rss_kb"] = o.max_rss_kb;
+  return j;
+}
+
+void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested) {
+  ProcessOutcome o = p.outcome();
+  const ProcessRequest& r = p.request();
+  Json rec = {{"argv", r.argv},
+              {"cwd", r.cwd},
+              {"kind", r.kind},
+              {"tool", r.tool},
+              {"status", o.status},
+              {"exit_code", o.exit_code ? Json(*o.exit_code) : Json(nullptr)},
+              {"signal", o.signal ? Json(*o.signal) : Json(nullptr)},
+              {"elapsed_ms", o.elapsed_ms},
+              {"cpu_ms", o.cpu_ms},
+              {"max_rss_kb", o.max_rss_kb},
+              {"confinement", p.confinement()}};
+  if (!o.cgroup.is_null()) rec["cgroup"] = o.cgroup;
+  if (!job_id.empty()) {
+    rec["job"] = job_id;
+    rec["cancel_requested"] = cancel_requested;
+  }
+  if (o.error) rec["error"] = {{"code", CodeName(o.error->code)}, {"message", o.error->message}};
+  Json out = p.OutputJson();
+  rec["stdout_bytes"] = out["stdout_bytes"];
+  rec["stderr_bytes"] = out["stderr_bytes"];
+  rec["truncated"] = out["truncated"];
+  audit_("process", std::move(rec), true);
+}
+
+Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(const ProcessRequest& req,
+                                                                    const std::atomic<bool>* cancel) {
+  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req));
+  ASSIGN_OR_RETURN(auto proc, ConfinedProcess::Start(plan, req, workspace_.root()));
+  proc->Run(cancel);
+  Record(*proc, "", false);
+  return proc;
+}
+
+Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
+  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req));
+  ASSIGN_OR_RETURN(auto proc, ConfinedProcess::Start(plan, req, workspace_.root()));
+  auto job = std::make_unique<Job>();
+  Job* raw = job.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job->id = "job-" + std::to_string(++next_job_);
+    job->proc = std::move(proc);
+    jobs_[job->id] = std::move(job);
+  }
+  raw->thread = std::thread([this, raw] {
+    raw->proc->Run(&raw->cancel);
+    Record(*raw->proc, raw->id, raw->cancel.load());
+  });
+  return Json{{"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};
+}
+
+Json ProcessHost::List() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Json jobs = Json::array();
+  for (const auto& [id, job] : jobs_) {
+    ProcessOutcome o = job->proc->outcome();
+    Json j = {{"id", id},
+              {"argv", job->proc->request().argv},
+              {"state", job->proc->finished() ? o.status : std::string("running")},
+              {"exit_code", o.exit_code ? Json(*o.exit_code) : Json(nullptr)},
+              {"signal", o.signal ? Json(*o.signal) : Json(nullptr)},
+              {"elapsed_ms", o.elapsed_ms},
+              {"cpu_ms", o.cpu_ms},
+              {"max_rss_kb", o.max_rss_kb},
+              {"cancel_requested", job->cancel.load()}};
+    jobs.push_back(std::move(j));
+  }
+  return Json{{"jobs", jobs}};
+}
+
+Result<Json> ProcessHost::Output(const std::string& id, std::size_t max_chars) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Fail(Code::kNotFound, "no job " + id + " in this session");
+  const auto& p = *it->second->proc;
+  std::string tail = p.Tail(max_chars);
+  return Json{{"id", id},
+              {"state", p.finished() ? p.outcome().status : std::string("running")},
+              {"output", tail},
+              {"chars", tail.size()}};
+}
+
+Result<Json> ProcessHost::Cancel(const std::string& id) {
+  Job* job = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return Fail(Code::kNotFound, "no job " + id + " in this session");
+    job = it->second.get();
+  }
+  const bool was_running = !job->proc->finished();
+  job->cancel = true;
+  if (job->thread.joinable()) job->thread.join();
+  ProcessOutcome o = job->proc->outcome();
+  return Json{{"id", id}, {"was_running", was_running}, {"state", o.status}};
+}
+
+}  // namespace cordon

@@ -1,0 +1,59 @@
+// ProcessHost: the session's owner of confined processes. Foreground calls run to completion;
+// background jobs run on their own thread and are listed, read and cancelled by id. Every
+// process ends in one `process` audit record.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runner/launch.h"
+
+namespace cordon {
+
+class ProcessHost {
+ public:
+  ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path, char** envp,
+              std::function<void(std::string_view, Json, bool)> audit);
+  ~ProcessHost();
+  ProcessHost(const ProcessHost&) = delete;
+  ProcessHost& operator=(const ProcessHost&) = delete;
+
+  Result<const SandboxHost*> Host();
+  Result<LaunchPlan> Plan(const ProcessRequest& req);
+
+  // Runs to completion (or timeout/cancel) and writes the process record.
+  Result<std::unique_ptr<ConfinedProcess>> RunForeground(const ProcessRequest& req,
+                                                         const std::atomic<bool>* cancel);
+  Result<Json> StartBackground(const ProcessRequest& req);
+  Json List();
+  Result<Json> Output(const std::string& id, std::size_t max_chars);
+  Result<Json> Cancel(const std::string& id);
+
+  // The JSON every process result shares: exit, signal, timing, output, confinement.
+  static Json ResultJson(const ConfinedProcess& p);
+
+ private:
+  struct Job {
+    std::string id;
+    std::unique_ptr<ConfinedProcess> proc;
+    std::atomic<bool> cancel{false};
+    std::thread thread;
+  };
+  void Record(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested);
+
+  const Policy& policy_;
+  const Workspace& workspace_;
+  std::string shim_path_;
+  char** envp_;
+  std::function<void(std::string_view, Json, bool)> audit_;
+  std::optional<Result<SandboxHost>> host_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;
+  int next_job_ = 0;
+};
+
+}  // namespace cordon

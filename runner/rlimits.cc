@@ -1,0 +1,54 @@
+// rlimits: core dumps off always; files, file size and CPU always; memory and process count
+// only where no cgroup enforces them.
+#include "runner/rlimits.h"
+
+#include <sys/resource.h>
+
+namespace cordon {
+
+std::vector<RlimitSpec> BuildRlimits(const Limits& l, bool cgroup_memory, bool cgroup_pids) {
+  std::vector<RlimitSpec> out = {
+      {"RLIMIT_CORE", RLIMIT_CORE, 0},
+      {"RLIMIT_NOFILE", RLIMIT_NOFILE, static_cast<std::uint64_t>(l.open_files)},
+      {"RLIMIT_FSIZE", RLIMIT_FSIZE, static_cast<std::uint64_t>(l.file_size_bytes)},
+      {"RLIMIT_CPU", RLIMIT_CPU, static_cast<std::uint64_t>(l.cpu_secs)},
+  };
+  if (!cgroup_memory) out.push_back({"RLIMIT_AS", RLIMIT_AS, static_cast<std::uint64_t>(l.memory_bytes)});
+  if (!cgroup_pids) out.push_back({"RLIMIT_NPROC", RLIMIT_NPROC, static_cast<std::uint64_t>(l.pids)});
+  return out;
+}
+
+Json RlimitsJson(const std::vector<RlimitSpec>& specs) {
+  Json out = Json::array();
+  for (const auto& s : specs) out.push_back({{"name", s.name}, {"resource", s.resource}, {"value", s.value}});
+  return out;
+}
+
+Result<std::vector<RlimitSpec>> RlimitsFromJson(const Json& j) {
+  std::vector<RlimitSpec> out;
+  try {
+    for (const auto& s : j) {
+      out.push_back({s.at("name").get<std::string>(), s.at("resource").get<int>(),
+                     s.at("value").get<std::uint64_t>()});
+    }
+  } catch (const std::exception& e) {
+    return Fail(Code::kSandboxUnavailable, std::string("bad rlimit spec: ") + e.what());
+  }
+  return out;
+}
+
+Status ApplyRlimits(const std::vector<RlimitSpec>& specs) {
+  for (const auto& s : specs) {
+    struct rlimit rl{s.value, s.value};
+    struct rlimit cur{};
+    if (::getrlimit(s.resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < s.value) {
+      rl.rlim_cur = rl.rlim_max = cur.rlim_max;  // never try to raise a hard limit
+    }
+    if (::setrlimit(s.resource, &rl) != 0) {
+      return SysFail(Code::kSandboxUnavailable, "setrlimit", s.name);
+    }
+  }
+  return {};
+}
+
+}  // namespace cordon

@@ -1,0 +1,28 @@
+// The rlimit layer: BuildRlimits turns limits into a plain list; ApplyRlimits sets them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+#include "runner/error.h"
+#include "runner/text.h"
+
+namespace cordon {
+
+struct RlimitSpec {
+  std::string name;  // RLIMIT_CORE, ...
+  int resource = 0;
+  std::uint64_t value = 0;  // soft = hard
+  bool operator==(const RlimitSpec&) const = default;
+};
+
+// `cgroup_memory`/`cgroup_pids`: a cgroup enforces these, so the rlimit fallback is left out
+// (RLIMIT_AS breaks runtimes that reserve address space, and root ignores RLIMIT_NPROC).
+std::vector<RlimitSpec> BuildRlimits(const Limits& limits, bool cgroup_memory, bool cgroup_pids);
+Json RlimitsJson(const std::vector<RlimitSpec>& specs);
+Result<std::vector<RlimitSpec>> RlimitsFromJson(const Json& j);
+Status ApplyRlimits(const std::vector<RlimitSpec>& specs);
+
+}  // namespace cordon

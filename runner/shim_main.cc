@@ -1,0 +1,122 @@
+// cordon-shim: started by bwrap inside the sandbox. Reads its spec from an inherited memfd,
+// applies Contain() (rlimits, no_new_privs, capabilities, Landlock, seccomp), then forks: the
+// child execs the command in a new session; the shim waits and reports the real exit status and
+// resource use on the status fd. It never runs the command if any step fails.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "runner/contain.h"
+
+namespace {
+
+int g_status_fd = -1;
+
+void Report(const cordon::Json& j) {
+  if (g_status_fd < 0) return;
+  std::string line = j.dump() + "\n";
+  ssize_t n = ::write(g_status_fd, line.data(), line.size());
+  (void)n;
+}
+
+[[noreturn]] void Die(const std::string& step, const cordon::Error& e) {
+  Report({{"error", {{"step", step}, {"code", cordon::CodeName(e.code)}, {"message", e.message}, {"errno", e.err}}}});
+  std::fprintf(stderr, "cordon-shim: %s: %s\n", step.c_str(), e.message.c_str());
+  _exit(125);
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int spec_fd = -1;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--spec-fd") == 0) spec_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--status-fd") == 0) g_status_fd = std::atoi(argv[i + 1]);
+  }
+  if (g_status_fd >= 0) {
+    // Keep the status fd out of reach of the command (CLOEXEC) and at a high number.
+    int fd = ::fcntl(g_status_fd, F_DUPFD_CLOEXEC, 100);
+    ::close(g_status_fd);
+    g_status_fd = fd;
+  }
+  if (spec_fd < 0) Die("spec", {cordon::Code::kSandboxUnavailable, "no --spec-fd", 0, {}});
+  std::string text = ReadAll(spec_fd);
+  ::close(spec_fd);
+  // Nothing else cordon or bwrap passed down is the command's business.
+  for (int fd = 3; fd < 100; ++fd) {
+    if (fd != g_status_fd) ::close(fd);
+  }
+  auto parsed = cordon::ParseJsonBounded(text);
+  if (!parsed) Die("spec", parsed.error());
+  auto spec = cordon::ContainSpecFromJson(*parsed);
+  if (!spec) Die("spec", spec.error());
+  if (auto failure = cordon::Contain(*spec)) Die(failure->step, failure->error);
+
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) Die("pipe", {cordon::Code::kInternal, "pipe2 failed", errno, {}});
+  pid_t child = ::fork();
+  if (child < 0) Die("fork", {cordon::Code::kInternal, std::strerror(errno), errno, {}});
+  if (child == 0) {
+    ::close(exec_pipe[0]);
+    ::setsid();  // its own session: no controlling terminal to inject into, one group to signal
+    std::vector<char*> args;
+    for (auto& a : spec->argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    int e = errno;
+    ssize_t n = ::write(exec_pipe[1], &e, sizeof e);
+    (void)n;
+    _exit(127);
+  }
+  ::close(exec_pipe[1]);
+  // The shim must outlive the command to report it; termination reaches it via the namespace.
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  int exec_errno = 0;
+  bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  int status = 0;
+  struct rusage ru{};
+  while (::wait4(child, &status, 0, &ru) < 0 && errno == EINTR) {
+  }
+  if (exec_failed) {
+    Report({{"error", {{"step", "execve"}, {"code", "not_found"}, {"message", std::strerror(exec_errno)},
+                       {"errno", exec_errno}}}});
+    _exit(127);
+  }
+  struct rusage all{};
+  ::getrusage(RUSAGE_CHILDREN, &all);
+  double cpu_ms = (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000.0 +
+                  (all.ru_utime.tv_usec + all.ru_stime.tv_usec) / 1000.0;
+  cordon::Json report = {{"cpu_ms", cpu_ms}, {"max_rss_kb", all.ru_maxrss}};
+  if (WIFEXITED(status)) {
+    report["exit_code"] = WEXITSTATUS(status);
+    Report(report);
+    _exit(WEXITSTATUS(status));
+  }
+  report["signal"] = WTERMSIG(status);
+  report["core_dumped"] = WCOREDUMP(status) != 0;
+  Report(report);
+  _exit(128 + WTERMSIG(status));
+}
