@@ -13,8 +13,11 @@ std::string_view EffectName(Effect effect) {
 }
 
 const std::vector<ToolSpec>& BuiltinTools() {
-  static const std::vector<ToolSpec> tools = {MakeReadFileRangeTool(), MakeCreateFileTool(),
-                                              MakeReplaceRangeTool(), MakeWritePatchTool()};
+  static const std::vector<ToolSpec> tools = {
+      MakeFindFilesTool(),   MakeListSearchableFilesTool(), MakeReadFileRangeTool(),
+      MakeSearchTextTool(),  MakeCreateFileTool(),          MakeReplaceRangeTool(),
+      MakeWritePatchTool(),  MakeRunShellTool(),            MakeProcessListTool(),
+      MakeProcessOutputTool(), MakeProcessCancelTool()};
   return tools;
 }
 

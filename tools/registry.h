@@ -40,6 +40,8 @@ struct ToolSpec {
   Json example;
   // Files the example expects in its workspace: (relative path, content).
   std::vector<std::pair<std::string, std::string>> example_files;
+  // Anything else the example needs first (e.g. a background job to read or cancel).
+  std::function<Status(ToolContext& ctx)> example_setup;
   std::function<Result<Json>(const Json& input, ToolContext& ctx)> run;
 };
 
@@ -61,6 +63,13 @@ ToolSpec MakeReadFileRangeTool();
 ToolSpec MakeCreateFileTool();
 ToolSpec MakeReplaceRangeTool();
 ToolSpec MakeWritePatchTool();
+ToolSpec MakeRunShellTool();
+ToolSpec MakeProcessListTool();
+ToolSpec MakeProcessOutputTool();
+ToolSpec MakeProcessCancelTool();
+ToolSpec MakeSearchTextTool();
+ToolSpec MakeFindFilesTool();
+ToolSpec MakeListSearchableFilesTool();
 
 // Shared by the write tools: normalizes `path`, refuses protected paths (denied_by_policy).
 Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::string& path);

@@ -1,0 +1,191 @@
+// run_shell and the jobs tools. run_shell takes an argv array only: cordon never adds a shell;
+// `sh -c` runs only when the agent names it.
+#include "runner/processes.h"
+#include "tools/registry.h"
+
+namespace cordon {
+namespace {
+
+Json ProcessResultProperties() {
+  return {{"status", {{"type", "string"}}},
+          {"id", {{"type", "string"}}},
+          {"argv", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+          {"cwd", {{"type", "string"}}},
+          {"exit_code", {{"type", {"integer", "null"}}}},
+          {"signal", {{"type", {"integer", "null"}}}},
+          {"signal_name", {{"type", {"string", "null"}}}},
+          {"timed_out", {{"type", "boolean"}}},
+          {"cancelled", {{"type", "boolean"}}},
+          {"stdout", {{"type", "string"}}},
+          {"stderr", {{"type", "string"}}},
+          {"stdout_bytes", {{"type", "integer"}}},
+          {"stderr_bytes", {{"type", "integer"}}},
+          {"stdout_dropped_bytes", {{"type", "integer"}}},
+          {"stderr_dropped_bytes", {{"type", "integer"}}},
+          {"truncated", {{"type", "boolean"}}},
+          {"elapsed_ms", {{"type", "number"}}},
+          {"cpu_ms", {{"type", "number"}}},
+          {"max_rss_kb", {{"type", "integer"}}},
+          {"confinement", {{"type", "object"}}}};
+}
+
+Result<std::string> ResolveCwd(const ToolContext& ctx, const Json& in) {
+  if (!in.contains("cwd")) return ctx.workspace.root();
+  ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(in["cwd"].get<std::string>()));
+  // The kernel checks it is a directory beneath the workspace, without following symlinks.
+  auto probe = ctx.workspace.OpenRegular(rel);
+  if (probe) return Fail(Code::kInvalidInput, "cwd " + rel + " is a file, not a directory");
+  if (probe.error().code != Code::kUnsupportedFileType) return std::unexpected(probe.error());
+  return rel == "." ? ctx.workspace.root() : ctx.workspace.root() + "/" + rel;
+}
+
+Result<Json> RunShell(const Json& in, ToolContext& ctx) {
+  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  ProcessRequest req;
+  req.argv.push_back(in["program"].get<std::string>());
+  for (const auto& a : in.value("args", Json::array())) req.argv.push_back(a.get<std::string>());
+  for (const auto& a : req.argv) {
+    if (a.find('\0') != std::string::npos) return Fail(Code::kInvalidInput, "argv contains a NUL byte");
+  }
+  ASSIGN_OR_RETURN(req.cwd, ResolveCwd(ctx, in));
+  req.tool = "run_shell";
+  req.max_output_bytes = static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
+  if (in.contains("timeout_secs")) req.timeout_secs = in["timeout_secs"].get<std::int64_t>();
+  if (in.value("background", false)) {
+    req.kind = "background";
+    return ctx.processes->StartBackground(req);
+  }
+  ASSIGN_OR_RETURN(auto proc, ctx.processes->RunForeground(req, ctx.cancel));
+  ProcessOutcome o = proc->outcome();
+  if (o.error) return std::unexpected(*o.error);
+  std::string tail = proc->Tail(600);
+  if (o.status == "timeout") {
+    return Fail(Code::kTimeout, "the command ran past its time limit; the sandbox was terminated. "
+                                "Last output:\n" + tail);
+  }
+  if (o.status == "cancelled") return Fail(Code::kCancelled, "the call was cancelled; the sandbox was terminated");
+  Json out = ProcessHost::ResultJson(*proc);
+  out["argv"] = req.argv;
+  out["cwd"] = req.cwd;
+  out["confinement"] = proc->confinement();
+  return out;
+}
+
+Result<Json> ProcessList(const Json&, ToolContext& ctx) {
+  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  return ctx.processes->List();
+}
+
+Result<Json> ProcessOutput(const Json& in, ToolContext& ctx) {
+  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  return ctx.processes->Output(in["id"].get<std::string>(),
+                               static_cast<std::size_t>(in.value("max_chars", 16000)));
+}
+
+Result<Json> ProcessCancel(const Json& in, ToolContext& ctx) {
+  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  return ctx.processes->Cancel(in["id"].get<std::string>());
+}
+
+Json IdSchema() {
+  return {{"type", "string"}, {"minLength", 1}, {"maxLength", 64}, {"description", "A job id from run_shell."}};
+}
+
+}  // namespace
+
+ToolSpec MakeRunShellTool() {
+  ToolSpec t;
+  t.name = "run_shell";
+  t.description =
+      "Run one program with an argv array inside cordon's sandbox (no network by default, "
+      "workspace writable, rest of the host read-only or absent). No shell is added: name sh "
+      "and -c yourself if you need shell syntax. Foreground by default, with a timeout; "
+      "background: true returns a job id at once.";
+  t.scope = "process:run";
+  t.effect = Effect::kProcess;
+  t.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"program", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
+        {"args", {{"type", "array"}, {"maxItems", 4096}, {"items", {{"type", "string"}, {"maxLength", 131072}}}}},
+        {"cwd", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096},
+                 {"description", "Working directory inside the workspace (default: its root)."}}},
+        {"timeout_secs", {{"type", "integer"}, {"minimum", 1}, {"maximum", 86400},
+                          {"description", "At most the policy's timeout."}}},
+        {"background", {{"type", "boolean"}}}}},
+      {"required", {"program"}},
+      {"additionalProperties", false}};
+  SetOutputSchemas(t, ProcessResultProperties(), {"status"});
+  t.example = {{"program", "sh"}, {"args", {"-c", "echo hello; echo oops >&2; exit 3"}}};
+  t.run = RunShell;
+  return t;
+}
+
+ToolSpec MakeProcessListTool() {
+  ToolSpec t;
+  t.name = "process_list";
+  t.description = "List this session's background jobs: argv, state, exit, elapsed, CPU and memory.";
+  t.scope = "process:operate";
+  t.input_schema = {{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+  SetOutputSchemas(t, {{"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}}}, {"jobs"});
+  t.example = Json::object();
+  t.run = ProcessList;
+  return t;
+}
+
+ToolSpec MakeProcessOutputTool() {
+  ToolSpec t;
+  t.name = "process_output";
+  t.description =
+      "The tail of a background job's retained output, escape sequences stripped (default "
+      "16000 characters, at most 64000).";
+  t.scope = "process:operate";
+  t.input_schema = {{"type", "object"},
+                    {"properties",
+                     {{"id", IdSchema()},
+                      {"max_chars", {{"type", "integer"}, {"minimum", 1}, {"maximum", 64000}}}}},
+                    {"required", {"id"}},
+                    {"additionalProperties", false}};
+  SetOutputSchemas(t,
+                   {{"id", {{"type", "string"}}},
+                    {"state", {{"type", "string"}}},
+                    {"output", {{"type", "string"}}},
+                    {"chars", {{"type", "integer"}}}},
+                   {"id", "state", "output", "chars"});
+  t.example = {{"id", "job-1"}};
+  t.example_setup = [](ToolContext& ctx) -> Status {
+    ProcessRequest req;
+    req.argv = {"sh", "-c", "echo started; sleep 30"};
+    req.cwd = ctx.workspace.root();
+    req.tool = "run_shell";
+    req.kind = "background";
+    TRY(ctx.processes->StartBackground(req));
+    return {};
+  };
+  t.run = ProcessOutput;
+  return t;
+}
+
+ToolSpec MakeProcessCancelTool() {
+  ToolSpec t;
+  t.name = "process_cancel";
+  t.description =
+      "Cancel a background job of this session: SIGTERM to everything in its sandbox, then "
+      "SIGKILL after a grace period. Ids of other sessions are not_found.";
+  t.scope = "process:operate";
+  t.input_schema = {{"type", "object"},
+                    {"properties", {{"id", IdSchema()}}},
+                    {"required", {"id"}},
+                    {"additionalProperties", false}};
+  SetOutputSchemas(t,
+                   {{"id", {{"type", "string"}}},
+                    {"was_running", {{"type", "boolean"}}},
+                    {"state", {{"type", "string"}}}},
+                   {"id", "was_running", "state"});
+  t.example = {{"id", "job-1"}};
+  t.example_setup = MakeProcessOutputTool().example_setup;
+  t.run = ProcessCancel;
+  return t;
+}
+
+}  // namespace cordon

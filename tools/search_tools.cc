@@ -1,0 +1,409 @@
+// search_text (rg --json), find_files (fd, falling back to find) and list_searchable_files
+// (fd, rg --files, find). Each runs confined with the workspace read-only and no network; the
+// agent's pattern always follows -e or --, so it is never read as an option.
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "runner/probe.h"
+#include "runner/processes.h"
+#include "tools/registry.h"
+
+namespace cordon {
+namespace {
+
+constexpr std::size_t kSearchCapture = 32u << 20;  // raw tool output cordon parses
+
+Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std::string& tool,
+                                                     std::vector<std::string> argv) {
+  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  ProcessRequest req;
+  req.argv = std::move(argv);
+  req.cwd = ctx.workspace.root();
+  req.tool = tool;
+  req.workspace_writable = false;
+  req.network = NetworkMode::kNone;
+  req.max_output_bytes = kSearchCapture;
+  ASSIGN_OR_RETURN(auto proc, ctx.processes->RunForeground(req, ctx.cancel));
+  ProcessOutcome o = proc->outcome();
+  if (o.error) return std::unexpected(*o.error);
+  if (o.status == "timeout") return Fail(Code::kTimeout, tool + " ran past its time limit");
+  if (o.status == "cancelled") return Fail(Code::kCancelled, "the call was cancelled");
+  return proc;
+}
+
+std::vector<std::string_view> Lines(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    out.push_back(text.substr(0, nl));
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+  }
+  return out;
+}
+
+std::string DecodeBase64(std::string_view in) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  int bits = 0, acc = 0;
+  for (char c : in) {
+    int v = val(c);
+    if (v < 0) continue;
+    acc = (acc << 6) | v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+// rg's {"text": …} or {"bytes": base64} value as valid UTF-8.
+std::string RgText(const Json& v) {
+  if (v.contains("text")) return v["text"].get<std::string>();
+  if (v.contains("bytes")) return RepairUtf8(DecodeBase64(v["bytes"].get<std::string>()));
+  return {};
+}
+
+std::string StripDotSlash(std::string p) {
+  if (p.rfind("./", 0) == 0) p.erase(0, 2);
+  return p;
+}
+
+std::int64_t ResultCap(const ToolContext& ctx, const std::string& tool, const Json& in) {
+  std::int64_t cap = ctx.policy.LimitsFor(tool).max_results;
+  if (in.contains("max_results")) cap = std::min(cap, in["max_results"].get<std::int64_t>());
+  return cap;
+}
+
+Result<Json> SearchText(const Json& in, ToolContext& ctx) {
+  std::string rg = FindOnPath("rg");
+  if (rg.empty()) return Fail(Code::kSandboxUnavailable, "ripgrep (rg) is not installed (apt-get install ripgrep)");
+  std::vector<std::string> argv = {rg, "--json", "--no-config", "--no-follow"};
+  if (in.value("case_insensitive", false)) argv.push_back("--ignore-case");
+  if (in.value("fixed_strings", false)) argv.push_back("--fixed-strings");
+  if (in.value("include_hidden", false)) argv.push_back("--hidden");
+  if (in.contains("context_lines")) {
+    argv.insert(argv.end(), {"--context", std::to_string(in["context_lines"].get<int>())});
+  }
+  if (in.contains("glob")) argv.insert(argv.end(), {"--glob", in["glob"].get<std::string>()});
+  for (const auto& e : in.value("extensions", Json::array())) {
+    argv.insert(argv.end(), {"--glob", "*." + e.get<std::string>()});
+  }
+  argv.insert(argv.end(), {"-e", in["pattern"].get<std::string>(), "--", "."});
+  ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "search_text", argv));
+  ProcessOutcome o = proc->outcome();
+  const std::string err = proc->StderrText();
+  if (o.exit_code && *o.exit_code == 2 && err.find("regex") != std::string::npos) {
+    return Fail(Code::kInvalidInput, "invalid pattern: " + err.substr(0, 800));
+  }
+  if (!o.exit_code || (*o.exit_code != 0 && *o.exit_code != 1 && *o.exit_code != 2)) {
+    return Fail(Code::kInternal, "rg failed (" + o.status + "): " + err.substr(0, 800));
+  }
+  const std::int64_t cap = ResultCap(ctx, "search_text", in);
+  const std::size_t max_chars = static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_line_chars);
+  const std::size_t max_bytes = static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_output_bytes);
+  Json records = Json::array();
+  std::int64_t matches = 0;
+  std::size_t bytes = 0;
+  bool truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+  std::set<std::string> files;
+  const std::string out = proc->StdoutText();
+  for (std::string_view line : Lines(out)) {
+    Json ev = Json::parse(line, nullptr, false);
+    if (!ev.is_object()) continue;
+    const std::string type = ev.value("type", "");
+    if (type != "match" && type != "context") continue;
+    const Json& d = ev["data"];
+    if (type == "match") ++matches;
+    if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) {
+      truncated = true;
+      continue;
+    }
+    std::string text = RgText(d["lines"]);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    bool cut = CutLine(text, max_chars);
+    Json subs = Json::array();
+    for (const auto& s : d.value("submatches", Json::array())) {
+      subs.push_back({{"text", RgText(s["match"])}, {"start", s["start"]}, {"end", s["end"]}});
+    }
+    std::string path = StripDotSlash(RgText(d["path"]));
+    files.insert(path);
+    Json rec = {{"kind", type},
+                {"path", path},
+                {"line", d.value("line_number", 0)},
+                {"column", subs.empty() ? Json(nullptr) : Json(subs[0]["start"].get<int>() + 1)},
+                {"text", text},
+                {"line_cut", cut},
+                {"submatches", subs}};
+    bytes += text.size() + path.size() + 64;
+    records.push_back(std::move(rec));
+  }
+  return Json{{"matches", records},
+              {"total_matches", matches},
+              {"files_with_matches", files.size()},
+              {"truncated", truncated},
+              {"tool", "rg"}};
+}
+
+Json FilesOutput(std::vector<std::string> files, std::int64_t cap, bool truncated, const std::string& tool) {
+  std::sort(files.begin(), files.end());
+  if (static_cast<std::int64_t>(files.size()) > cap) {
+    files.resize(static_cast<std::size_t>(cap));
+    truncated = true;
+  }
+  return Json{{"files", files}, {"count", files.size()}, {"truncated", truncated}, {"tool", tool}};
+}
+
+std::string FdBinary() {
+  std::string fd = FindOnPath("fd");
+  return fd.empty() ? FindOnPath("fdfind") : fd;
+}
+
+bool HiddenComponent(const std::string& rel) {
+  std::size_t pos = 0;
+  while (pos < rel.size()) {
+    if (rel[pos] == '.') return true;
+    std::size_t slash = rel.find('/', pos);
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  return false;
+}
+
+// Lists files with find (the fallback): hidden paths pruned unless asked for.
+Result<std::vector<std::string>> FindFallback(ToolContext& ctx, const std::string& tool, bool hidden,
+                                              std::optional<int> depth, bool files_only, bool* truncated) {
+  std::vector<std::string> argv = {"find", "."};
+  argv.insert(argv.end(), {"-mindepth", "1"});
+  if (depth) argv.insert(argv.end(), {"-maxdepth", std::to_string(*depth)});
+  if (files_only) argv.insert(argv.end(), {"-type", "f"});
+  argv.push_back("-print");
+  ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, tool, argv));
+  *truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+  std::vector<std::string> out;
+  for (auto line : Lines(proc->StdoutText())) {
+    std::string p = StripDotSlash(std::string(line));
+    if (p.empty() || (!hidden && HiddenComponent(p))) continue;
+    out.push_back(p);
+  }
+  return out;
+}
+
+Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
+  const bool hidden = in.value("include_hidden", false);
+  std::optional<int> depth;
+  if (in.contains("max_depth")) depth = in["max_depth"].get<int>();
+  const std::string pattern = in.value("pattern", "");
+  std::optional<std::regex> re;
+  try {
+    if (!pattern.empty()) re.emplace(pattern, std::regex::ECMAScript | std::regex::optimize);
+  } catch (const std::regex_error& e) {
+    return Fail(Code::kInvalidInput, std::string("invalid pattern: ") + e.what());
+  }
+  const std::int64_t cap = ResultCap(ctx, "find_files", in);
+  bool truncated = false;
+  std::vector<std::string> raw;
+  std::string used;
+  const std::string fd = FdBinary();
+  if (!fd.empty()) {
+    used = "fd";
+    std::vector<std::string> argv = {fd, "--color", "never", "--no-follow"};
+    argv.back() = in.value("follow_symlinks", false) ? "--follow" : "--no-follow";
+    if (hidden) argv.push_back("--hidden");
+    if (depth) argv.insert(argv.end(), {"--max-depth", std::to_string(*depth)});
+    for (const auto& e : in.value("extensions", Json::array())) {
+      argv.insert(argv.end(), {"--extension", e.get<std::string>()});
+    }
+    if (in.contains("glob")) {
+      argv.insert(argv.end(), {"--glob", "--", in["glob"].get<std::string>(), "."});
+    } else {
+      argv.insert(argv.end(), {"--", pattern, "."});
+    }
+    ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "find_files", argv));
+    ProcessOutcome o = proc->outcome();
+    if (o.exit_code.value_or(1) != 0) {
+      return Fail(Code::kInvalidInput, "fd failed: " + proc->StderrText().substr(0, 800));
+    }
+    truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+    for (auto line : Lines(proc->StdoutText())) raw.push_back(StripDotSlash(std::string(line)));
+  } else {
+    used = "find";
+    ASSIGN_OR_RETURN(raw, FindFallback(ctx, "find_files", hidden, depth, false, &truncated));
+  }
+  std::vector<std::string> files;
+  for (auto& p : raw) {
+    if (p.empty()) continue;
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    std::string base = p.substr(p.find_last_of('/') + 1);
+    if (in.contains("glob") && ::fnmatch(in["glob"].get<std::string>().c_str(), base.c_str(), 0) != 0 &&
+        ::fnmatch(in["glob"].get<std::string>().c_str(), p.c_str(), 0) != 0) {
+      continue;
+    }
+    if (re && (used == "find" || in.contains("glob")) && !std::regex_search(base, *re)) continue;
+    if (used == "find" && in.contains("extensions")) {
+      bool ok = false;
+      for (const auto& e : in["extensions"]) ok = ok || (base.size() > e.get<std::string>().size() + 1 &&
+                                                         base.ends_with("." + e.get<std::string>()));
+      if (!ok) continue;
+    }
+    files.push_back(std::move(p));
+  }
+  return FilesOutput(std::move(files), cap, truncated, used);
+}
+
+Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
+  const bool hidden = in.value("include_hidden", false);
+  const std::int64_t cap = ResultCap(ctx, "list_searchable_files", in);
+  std::vector<std::string> argv;
+  std::string used;
+  if (std::string fd = FdBinary(); !fd.empty()) {
+    used = "fd";
+    argv = {fd, "--type", "file", "--color", "never"};
+    if (hidden) argv.push_back("--hidden");
+    if (in.contains("glob")) {
+      argv.insert(argv.end(), {"--glob", "--", in["glob"].get<std::string>(), "."});
+    } else {
+      argv.insert(argv.end(), {"--", ".", "."});
+    }
+  } else if (std::string rg = FindOnPath("rg"); !rg.empty()) {
+    used = "rg";
+    argv = {rg, "--files", "--no-config"};
+    if (hidden) argv.push_back("--hidden");
+    if (in.contains("glob")) argv.insert(argv.end(), {"--glob", in["glob"].get<std::string>()});
+    argv.insert(argv.end(), {"--", "."});
+  }
+  bool truncated = false;
+  std::vector<std::string> files;
+  if (used.empty()) {
+    used = "find";
+    ASSIGN_OR_RETURN(files, FindFallback(ctx, "list_searchable_files", hidden, std::nullopt, true, &truncated));
+    if (in.contains("glob")) {
+      std::erase_if(files, [&](const std::string& p) {
+        return ::fnmatch(in["glob"].get<std::string>().c_str(), p.c_str(), 0) != 0;
+      });
+    }
+  } else {
+    ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "list_searchable_files", argv));
+    if (proc->outcome().exit_code.value_or(2) > 1) {
+      return Fail(Code::kInvalidInput, used + " failed: " + proc->StderrText().substr(0, 800));
+    }
+    truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+    for (auto line : Lines(proc->StdoutText())) {
+      if (!line.empty()) files.push_back(StripDotSlash(std::string(line)));
+    }
+  }
+  return FilesOutput(std::move(files), cap, truncated, used);
+}
+
+Json ExtensionsSchema() {
+  return {{"type", "array"}, {"maxItems", 64},
+          {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 32}}},
+          {"description", "File extensions without the dot, e.g. [\"rs\", \"toml\"]."}};
+}
+
+Json FilesProperties() {
+  return {{"files", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+          {"count", {{"type", "integer"}}},
+          {"truncated", {{"type", "boolean"}}},
+          {"tool", {{"type", "string"}}}};
+}
+
+}  // namespace
+
+ToolSpec MakeSearchTextTool() {
+  ToolSpec t;
+  t.name = "search_text";
+  t.description =
+      "Search file contents in the workspace with ripgrep, returning structured match records "
+      "{path, line, column, text, submatches}. Hidden and ignored files are skipped unless asked "
+      "for; no matches is an empty result, not an error.";
+  t.scope = "fs:read";
+  t.effect = Effect::kProcess;
+  t.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"pattern", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096},
+                     {"description", "A regular expression (or a literal with fixed_strings)."}}},
+        {"glob", {{"type", "string"}, {"minLength", 1}, {"maxLength", 1024}}},
+        {"extensions", ExtensionsSchema()},
+        {"context_lines", {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}}},
+        {"include_hidden", {{"type", "boolean"}}},
+        {"max_results", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}},
+        {"case_insensitive", {{"type", "boolean"}}},
+        {"fixed_strings", {{"type", "boolean"}}}}},
+      {"required", {"pattern"}},
+      {"additionalProperties", false}};
+  SetOutputSchemas(t,
+                   {{"matches", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                    {"total_matches", {{"type", "integer"}}},
+                    {"files_with_matches", {{"type", "integer"}}},
+                    {"truncated", {{"type", "boolean"}}},
+                    {"tool", {{"type", "string"}}}},
+                   {"matches", "total_matches", "files_with_matches", "truncated", "tool"});
+  t.example = {{"pattern", "fn main"}, {"extensions", {"rs"}}};
+  t.example_files = {{"src/main.rs", "fn main() {\n    println!(\"hi\");\n}\n"}};
+  t.run = SearchText;
+  return t;
+}
+
+ToolSpec MakeFindFilesTool() {
+  ToolSpec t;
+  t.name = "find_files";
+  t.description =
+      "Find paths in the workspace by name: pattern is a regular expression on the file name, "
+      "glob a shell glob. Uses fd (ignore files respected), falling back to find. Hidden files "
+      "are left out unless include_hidden.";
+  t.scope = "fs:read";
+  t.effect = Effect::kProcess;
+  t.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"pattern", {{"type", "string"}, {"maxLength", 1024}}},
+        {"glob", {{"type", "string"}, {"minLength", 1}, {"maxLength", 1024}}},
+        {"extensions", ExtensionsSchema()},
+        {"max_depth", {{"type", "integer"}, {"minimum", 1}, {"maximum", 64}}},
+        {"include_hidden", {{"type", "boolean"}}},
+        {"follow_symlinks", {{"type", "boolean"}}},
+        {"max_results", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}}}},
+      {"required", {"pattern"}},
+      {"additionalProperties", false}};
+  SetOutputSchemas(t, FilesProperties(), {"files", "count", "truncated", "tool"});
+  t.example = {{"pattern", "main"}, {"extensions", {"c"}}};
+  t.example_files = {{"src/main.c", "int main(void) { return 0; }\n"}, {"src/util.c", "\n"}};
+  t.run = FindFiles;
+  return t;
+}
+
+ToolSpec MakeListSearchableFilesTool() {
+  ToolSpec t;
+  t.name = "list_searchable_files";
+  t.description =
+      "List the files that are reasonable candidates for content search (fd --type file, "
+      "rg --files, or find, in that order); hidden and ignored files are left out by default.";
+  t.scope = "fs:read";
+  t.effect = Effect::kProcess;
+  t.input_schema = {{"type", "object"},
+                    {"properties",
+                     {{"glob", {{"type", "string"}, {"minLength", 1}, {"maxLength", 1024}}},
+                      {"include_hidden", {{"type", "boolean"}}},
+                      {"max_results", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}}}},
+                    {"additionalProperties", false}};
+  SetOutputSchemas(t, FilesProperties(), {"files", "count", "truncated", "tool"});
+  t.example = {{"glob", "*.md"}};
+  t.example_files = {{"README.md", "# x\n"}, {"docs/guide.md", "guide\n"}, {"main.go", "package main\n"}};
+  t.run = ListSearchable;
+  return t;
+}
+
+}  // namespace cordon
