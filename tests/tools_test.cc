@@ -74,6 +74,7 @@ TEST_F(ToolsTest, SchemasUseOnlySupportedKeywords) {
 
 TEST_F(ToolsTest, EveryExampleRunsAndMatchesItsOutputSchema) {
   for (const auto& t : BuiltinTools()) {
+    SCOPED_TRACE(t.name);
     TempDir ws;
     for (const auto& [rel, content] : t.example_files) WriteFile(ws / rel, content);
     SessionOptions o;
@@ -82,6 +83,10 @@ TEST_F(ToolsTest, EveryExampleRunsAndMatchesItsOutputSchema) {
     o.shipped_policy_dir = testing::ShippedPolicyDir();
     auto s = Session::Start(o, environ);
     ASSERT_TRUE(s);
+    if (t.example_setup) {
+      ToolContext ctx{(*s)->workspace(), (*s)->policy(), nullptr, &(*s)->processes(), nullptr};
+      ASSERT_TRUE(t.example_setup(ctx)) << t.name;
+    }
     Json r = (*s)->Call(t.name, t.example);
     EXPECT_FALSE(r["isError"].get<bool>()) << t.name << ": " << r.dump();
     ExpectWellFormed(t, r);
@@ -97,12 +102,14 @@ std::vector<std::pair<std::string, Json>> BadInputs(const Json& schema, const Js
   Json extra = good;
   extra["zz_unknown_field"] = 1;
   out.push_back({"unknown field", extra});
-  for (const auto& req : schema["required"]) {
+  const Json required = schema.contains("required") ? schema["required"] : Json::array();
+  const Json properties = schema.contains("properties") ? schema["properties"] : Json::object();
+  for (const auto& req : required) {
     Json missing = good;
     missing.erase(req.get<std::string>());
     out.push_back({"missing " + req.get<std::string>(), missing});
   }
-  for (const auto& [name, prop] : schema["properties"].items()) {
+  for (const auto& [name, prop] : properties.items()) {
     const std::string type = prop["type"].get<std::string>();
     Json wrong = good;
     if (type == "string") wrong[name] = 42;
@@ -348,10 +355,14 @@ TEST_F(ToolsTest, ScopesFilterTheCatalogAndDenyCalls) {
   auto s = Start({dir_ / "ro.toml"});
   std::vector<std::string> names;
   for (const ToolSpec* t : s->Catalog()) names.push_back(t->name);
-  EXPECT_EQ(names, std::vector<std::string>{"read_file_range"});
+  EXPECT_EQ(names, (std::vector<std::string>{"find_files", "list_searchable_files", "read_file_range",
+                                              "search_text"}));
   Json r = s->Call("create_file", {{"path", "x.txt"}, {"content", "x"}});
   EXPECT_EQ(CodeOf(r), "denied_by_policy");
   EXPECT_FALSE(testing::Exists(Ws("x.txt")));
+  r = s->Call("run_shell", {{"program", "touch"}, {"args", {"y.txt"}}});
+  EXPECT_EQ(CodeOf(r), "denied_by_policy");
+  EXPECT_FALSE(testing::Exists(Ws("y.txt")));
   s->Finish();
   std::string log = ReadFile(dir_ / "audit.jsonl");
   EXPECT_NE(log.find("\"type\":\"policy_denied\""), std::string::npos);

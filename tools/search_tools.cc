@@ -192,7 +192,8 @@ Result<std::vector<std::string>> FindFallback(ToolContext& ctx, const std::strin
   ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, tool, argv));
   *truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
   std::vector<std::string> out;
-  for (auto line : Lines(proc->StdoutText())) {
+  const std::string stdout_text = proc->StdoutText();
+    for (auto line : Lines(stdout_text)) {
     std::string p = StripDotSlash(std::string(line));
     if (p.empty() || (!hidden && HiddenComponent(p))) continue;
     out.push_back(p);
@@ -236,7 +237,8 @@ Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
       return Fail(Code::kInvalidInput, "fd failed: " + proc->StderrText().substr(0, 800));
     }
     truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
-    for (auto line : Lines(proc->StdoutText())) raw.push_back(StripDotSlash(std::string(line)));
+    const std::string stdout_text = proc->StdoutText();
+    for (auto line : Lines(stdout_text)) raw.push_back(StripDotSlash(std::string(line)));
   } else {
     used = "find";
     ASSIGN_OR_RETURN(raw, FindFallback(ctx, "find_files", hidden, depth, false, &truncated));
@@ -299,7 +301,8 @@ Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
       return Fail(Code::kInvalidInput, used + " failed: " + proc->StderrText().substr(0, 800));
     }
     truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
-    for (auto line : Lines(proc->StdoutText())) {
+    const std::string stdout_text = proc->StdoutText();
+    for (auto line : Lines(stdout_text)) {
       if (!line.empty()) files.push_back(StripDotSlash(std::string(line)));
     }
   }
