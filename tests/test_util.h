@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +59,7 @@ inline bool Exists(const std::string& path) {
 }
 
 struct RunResult {
+  long max_rss_kb = 0;
   int exit_code = -1;
   int signal = 0;
   std::string out;
@@ -77,7 +79,15 @@ inline RunResult Run(const std::vector<std::string>& argv, const std::vector<std
   posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) envs.emplace_back(*e);
+  auto overridden = [&](std::string_view entry) {
+    for (const auto& e : env) {
+      if (entry.substr(0, entry.find('=') + 1) == e.substr(0, e.find('=') + 1)) return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!overridden(*e)) envs.emplace_back(*e);
+  }
   for (const auto& e : env) envs.push_back(e);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
@@ -88,8 +98,10 @@ inline RunResult Run(const std::vector<std::string>& argv, const std::vector<std
   RunResult r;
   if (posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data()) == 0) {
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    struct rusage ru{};
+    while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
     }
+    r.max_rss_kb = ru.ru_maxrss;
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   }
@@ -101,7 +113,12 @@ inline RunResult Run(const std::vector<std::string>& argv, const std::vector<std
   return r;
 }
 
-inline std::string CordonBin() { return CORDON_BIN; }
-inline std::string ShippedPolicyDir() { return CORDON_POLICY_DIR; }
+// The environment may point the tests at a copy of the build (the unprivileged CI pass does).
+inline std::string FromEnv(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? v : fallback;
+}
+inline std::string CordonBin() { return FromEnv("CORDON_TEST_BIN", CORDON_BIN); }
+inline std::string ShippedPolicyDir() { return FromEnv("CORDON_TEST_POLICY_DIR", CORDON_POLICY_DIR); }
 
 }  // namespace cordon::testing

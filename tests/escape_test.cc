@@ -1,0 +1,311 @@
+// Escape attempts against the real cordon binary, the real kernel and real bwrap. Each test is
+// one promise of SECURITY.md and fails when that promise breaks. Missing kernel features skip
+// loudly, naming the feature.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <dirent.h>
+
+#include "runner/probe.h"
+#include "runner/text.h"
+#include "tests/test_util.h"
+
+namespace cordon {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string ProbeBin() { return testing::FromEnv("CORDON_TEST_PROBE", CORDON_PROBE); }
+
+class EscapeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (FindOnPath("bwrap").empty()) {
+      GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed, so cordon fails closed; "
+                      "install bubblewrap to run the escape tests";
+    }
+    std::ifstream userns("/proc/sys/user/max_user_namespaces");
+    long max = 0;
+    if (!(userns >> max) || max <= 0) {
+      GTEST_SKIP() << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
+    }
+    ws_ = dir_ / "ws";
+    std::filesystem::create_directories(ws_ + "/.git/hooks");
+    std::filesystem::create_directories(ws_ + "/.git/objects");
+    WriteFile(ws_ + "/.git/config", "[core]\n");
+    WriteFile(ws_ + "/.git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    std::filesystem::copy_file(ProbeBin(), ws_ + "/probe");
+    ::chmod((ws_ + "/probe").c_str(), 0755);
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
+  }
+  testing::RunResult Exec(std::vector<std::string> cmd, std::vector<std::string> opts = {},
+                          std::vector<std::string> extra_env = {}) {
+    std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws_,
+                                     "--audit-log", dir_ / "audit.jsonl"};
+    argv.insert(argv.end(), opts.begin(), opts.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    auto env = env_;
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    return testing::Run(argv, env);
+  }
+  testing::RunResult Probe(std::vector<std::string> args, std::vector<std::string> opts = {}) {
+    args.insert(args.begin(), ws_ + "/probe");
+    return Exec(args, opts);
+  }
+  testing::RunResult Call(const std::string& tool, const Json& input) {
+    return testing::Run({testing::CordonBin(), "call", tool, "--workspace", ws_, "--audit-log",
+                         dir_ / "audit.jsonl", "--json", input.dump()},
+                        env_);
+  }
+  void ExpectRefused(const testing::RunResult& r, const std::string& what) {
+    EXPECT_EQ(r.exit_code, 1) << what << "\nstdout: " << r.out << "\nstderr: " << r.err;
+    EXPECT_NE(r.out.find("refused"), std::string::npos) << what << ": " << r.out << r.err;
+    EXPECT_EQ(r.out.find("ESCAPED"), std::string::npos) << what;
+  }
+  TempDir dir_;
+  std::string ws_;
+  std::vector<std::string> env_;
+};
+
+TEST_F(EscapeTest, ShadowAndHostHomeAreUnreadable) {
+  ExpectRefused(Probe({"read", "/etc/shadow"}), "/etc/shadow");
+  ExpectRefused(Probe({"read", "/etc/gshadow"}), "/etc/gshadow");
+  // A file in the invoking user's home, outside the workspace.
+  const char* home = std::getenv("HOME");
+  ASSERT_NE(home, nullptr);
+  std::string secret = std::string(home) + "/.cordon-escape-test-" + std::to_string(::getpid());
+  WriteFile(secret, "host home secret\n");
+  auto r = Probe({"read", secret});
+  std::filesystem::remove(secret);
+  ExpectRefused(r, "host home file");
+}
+
+TEST_F(EscapeTest, WritesOutsideTheWritableRootsFailAndTheHostIsUnchanged) {
+  TempDir outside;
+  WriteFile(outside / "victim.txt", "original\n");
+  ExpectRefused(Probe({"write", outside / "victim.txt"}), "file outside the workspace");
+  ExpectRefused(Probe({"write", "/etc/cordon-escape"}), "/etc");
+  ExpectRefused(Probe({"write", "/usr/bin/cordon-escape"}), "/usr/bin");
+  EXPECT_EQ(ReadFile(outside / "victim.txt"), "original\n");
+  EXPECT_FALSE(testing::Exists("/etc/cordon-escape"));
+  // The sandbox's /tmp is private: a write there never reaches the host's /tmp.
+  std::string name = "/tmp/cordon-escape-" + std::to_string(::getpid());
+  auto r = Probe({"write", name});
+  EXPECT_FALSE(testing::Exists(name)) << r.out;
+  // And the workspace itself is writable.
+  auto ok = Probe({"write", ws_ + "/allowed.txt"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_EQ(ReadFile(ws_ + "/allowed.txt"), "pwned\n");
+}
+
+TEST_F(EscapeTest, SymlinkInTheWorkspaceCannotWriteOutside) {
+  TempDir outside;
+  WriteFile(outside / "target.txt", "original\n");
+  ASSERT_EQ(::symlink(outside.path().c_str(), (ws_ + "/out").c_str()), 0);
+  ASSERT_EQ(::symlink((outside / "target.txt").c_str(), (ws_ + "/file-link").c_str()), 0);
+  ExpectRefused(Probe({"write", ws_ + "/out/new.txt"}), "through a directory symlink");
+  ExpectRefused(Probe({"write", ws_ + "/file-link"}), "through a file symlink");
+  EXPECT_EQ(ReadFile(outside / "target.txt"), "original\n");
+  EXPECT_FALSE(testing::Exists(outside / "new.txt"));
+}
+
+TEST_F(EscapeTest, GitHooksAndConfigAreReadOnlyButObjectsAreWritable) {
+  ExpectRefused(Probe({"write", ws_ + "/.git/hooks/pre-commit"}), ".git/hooks/pre-commit");
+  ExpectRefused(Probe({"write", ws_ + "/.git/hooks/post-checkout"}), "new hook");
+  ExpectRefused(Probe({"write", ws_ + "/.git/config"}), ".git/config");
+  auto ok = Probe({"write", ws_ + "/.git/objects/ab"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_EQ(ReadFile(ws_ + "/.git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+  EXPECT_EQ(ReadFile(ws_ + "/.git/config"), "[core]\n");
+  // Nested repositories too.
+  std::filesystem::create_directories(ws_ + "/vendor/lib/.git/hooks");
+  WriteFile(ws_ + "/vendor/lib/.git/config", "[core]\n");
+  ExpectRefused(Probe({"write", ws_ + "/vendor/lib/.git/hooks/pre-commit"}), "nested hook");
+  ExpectRefused(Probe({"write", ws_ + "/vendor/lib/.git/config"}), "nested config");
+}
+
+TEST_F(EscapeTest, MissingProtectedPathsCannotBeCreated) {
+  for (const char* p : {"/.mcp.json", "/.vscode/tasks.json", "/.cordon/policy.toml", "/.claude/settings.json"}) {
+    ExpectRefused(Probe({"write", ws_ + p}), p);
+  }
+  // The stubs cordon mounted are gone from the host afterwards.
+  EXPECT_FALSE(testing::Exists(ws_ + "/.mcp.json"));
+  EXPECT_FALSE(testing::Exists(ws_ + "/.vscode"));
+  // A workspace without a repository cannot have one planted.
+  TempDir plain;
+  std::filesystem::create_directories(plain / "src");
+  auto r = testing::Run({testing::CordonBin(), "exec", "--workspace", plain.path(), "--audit-log",
+                         dir_ / "a2.jsonl", "--", "sh", "-c", "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit"},
+                        env_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(testing::Exists(plain / ".git/hooks/pre-commit"));
+}
+
+TEST_F(EscapeTest, SymlinkReplacementOfAProtectedDirectoryFails) {
+  TempDir evil;
+  auto r = Exec({"sh", "-c", "rm -rf .git/hooks; ln -s " + evil.path() + " .git/hooks; echo x > .git/hooks/pre-commit"});
+  struct stat st{};
+  ASSERT_EQ(::lstat((ws_ + "/.git/hooks").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode)) << ".git/hooks was replaced on the host";
+  EXPECT_EQ(ReadFile(ws_ + "/.git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+  EXPECT_FALSE(testing::Exists(evil / "pre-commit"));
+}
+
+TEST_F(EscapeTest, RenamingAnAncestorOfAProtectedPathFails) {
+  ExpectRefused(Probe({"rename", ws_ + "/.git", ws_ + "/.git2"}), "rename .git");
+  ExpectRefused(Probe({"rename", ws_ + "/.git/hooks", ws_ + "/.git/h2"}), "rename .git/hooks");
+  std::filesystem::create_directories(ws_ + "/sub/.git/hooks");
+  ExpectRefused(Probe({"rename", ws_ + "/sub", ws_ + "/sub2"}), "rename a nested repo's parent");
+  EXPECT_TRUE(testing::Exists(ws_ + "/.git/hooks/pre-commit"));
+  EXPECT_TRUE(testing::Exists(ws_ + "/sub/.git/hooks"));
+  // Then recreate-and-write is impossible too.
+  auto r = Exec({"sh", "-c", "mv .git .git2; mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit"});
+  EXPECT_EQ(ReadFile(ws_ + "/.git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/.git2"));
+}
+
+TEST_F(EscapeTest, NoNetworkReachesAHostLoopbackListener) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(s, 16), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  ExpectRefused(Probe({"connect", port}), "connect with network none");
+  auto bash = Exec({"bash", "-c", "echo hi > /dev/tcp/127.0.0.1/" + port});
+  EXPECT_NE(bash.exit_code, 0);
+  if (!FindOnPath("curl").empty()) {
+    auto curl = Exec({"curl", "-sS", "--max-time", "3", "http://127.0.0.1:" + port + "/"});
+    EXPECT_NE(curl.exit_code, 0);
+  }
+  // loopback mode is a loopback of the sandbox's own, not the host's.
+  ExpectRefused(Probe({"connect", port}, {"--network", "loopback"}), "connect with network loopback");
+  EXPECT_LT(::accept(s, nullptr, nullptr), 0) << "a connection reached the host listener";
+  ::close(s);
+}
+
+TEST_F(EscapeTest, ProcStatusShowsNoNewPrivsSeccompAndNoCapabilities) {
+  auto r = Exec({"cat", "/proc/self/status"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("NoNewPrivs:\t1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Seccomp:\t2"), std::string::npos) << r.out;
+  for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
+    EXPECT_NE(r.out.find(std::string(set) + ":\t0000000000000000"), std::string::npos) << set << "\n" << r.out;
+  }
+}
+
+TEST_F(EscapeTest, UnshareCloneNamespacesAndPtraceFail) {
+  ExpectRefused(Probe({"unshare"}), "unshare(CLONE_NEWUSER)");
+  ExpectRefused(Probe({"clone-newns"}), "clone(CLONE_NEWNS)");
+  auto u = Exec({"unshare", "-r", "true"});
+  EXPECT_NE(u.exit_code, 0) << u.out << u.err;
+  // ptrace of the sandbox's own init, of a sibling, and of a host pid.
+  ExpectRefused(Probe({"ptrace", "1"}), "ptrace pid 1");
+  auto sib = Exec({"sh", "-c", "sleep 5 & exec " + ws_ + "/probe ptrace $!"});
+  ExpectRefused(sib, "ptrace a sibling");
+}
+
+TEST_F(EscapeTest, HostPidsAreInvisible) {
+  const std::string me = std::to_string(::getpid());
+  ExpectRefused(Probe({"kill", me}), "signal a host pid");
+  auto ps = Exec({"sh", "-c", "ls /proc | grep -c '^[0-9]'"});
+  ASSERT_EQ(ps.exit_code, 0) << ps.err;
+  EXPECT_LT(std::stoi(ps.out), 10) << "the sandbox sees host processes";
+}
+
+TEST_F(EscapeTest, TiocstiIsFilteredIncludingTheHighBitVariant) {
+  ExpectRefused(Probe({"tiocsti"}), "TIOCSTI");
+  ExpectRefused(Probe({"tiocsti-high"}), "TIOCSTI | 1<<32 (CVE-2019-10063)");
+}
+
+TEST_F(EscapeTest, ForkFloodIsStoppedByThePidsLimitAndTheHostIsUnharmed) {
+  WriteFile(dir_ / "pids.toml", "[limits]\npids = 64\ntimeout_secs = 60\n");
+  auto r = Probe({"fork-flood"}, {"--policy", dir_ / "pids.toml"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  int forked = -1;
+  std::sscanf(r.out.c_str(), "forked %d", &forked);
+  EXPECT_GE(forked, 0) << r.out;
+  EXPECT_LT(forked, 64) << r.out;
+  // The host still forks, and none of the flood survived.
+  auto after = testing::Run({"/bin/true"});
+  EXPECT_EQ(after.exit_code, 0);
+  std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("\"type\":\"process\""), std::string::npos);
+}
+
+TEST_F(EscapeTest, OutputFloodIsCappedAndCordonMemoryStaysBounded) {
+  auto r = Call("run_shell", {{"program", "sh"}, {"args", {"-c", "head -c 300000000 /dev/zero | tr '\\0' a; echo; echo fatal: the end >&2"}},
+                              {"timeout_secs", 120}});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 500);
+  Json j = Json::parse(r.out);
+  const Json& sc = j["structuredContent"];
+  EXPECT_TRUE(sc["truncated"].get<bool>());
+  EXPECT_EQ(sc["stdout_bytes"], 300000001);
+  EXPECT_GT(sc["stdout_dropped_bytes"].get<std::uint64_t>(), 299000000u);
+  EXPECT_LT(sc["stdout"].get<std::string>().size(), 70000u);
+  EXPECT_NE(sc["stderr"].get<std::string>().find("fatal: the end"), std::string::npos);
+  EXPECT_LT(r.max_rss_kb, 150 * 1024) << "cordon's peak RSS grew with the flood";
+}
+
+TEST_F(EscapeTest, TimeoutLeavesNoProcessBehind) {
+  auto r = Call("run_shell", {{"program", "sh"},
+                              {"args", {"-c", "sleep 313 & sleep 313 & (sleep 313 &) ; sleep 313"}},
+                              {"timeout_secs", 1}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("\"code\":\"timeout\""), std::string::npos) << r.out;
+  int survivors = 0;
+  DIR* d = ::opendir("/proc");
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
+    if (cmd == std::string("sleep\0313\0", 10)) ++survivors;
+  }
+  ::closedir(d);
+  EXPECT_EQ(survivors, 0);
+}
+
+TEST_F(EscapeTest, HostEnvironmentSecretsAreAbsentInside) {
+  const std::string token = "ghp_" + std::string(36, 'Q');
+  auto r = Exec({"env"}, {}, {"GITHUB_TOKEN=" + token, "MY_DB_PASSWORD=hunter2-hunter2",
+                              "AWS_SECRET_ACCESS_KEY=abcdEFGHijklMNOP", "UNRELATED_VAR=visible-or-not"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(token), std::string::npos);
+  EXPECT_EQ(r.out.find("hunter2-hunter2"), std::string::npos);
+  EXPECT_EQ(r.out.find("abcdEFGHijklMNOP"), std::string::npos);
+  EXPECT_EQ(r.out.find("UNRELATED_VAR"), std::string::npos) << "the environment is an allowlist";
+  EXPECT_NE(r.out.find("CORDON_SANDBOX=1"), std::string::npos);
+}
+
+TEST_F(EscapeTest, OptionInjectionIntoSearchToolsIsText) {
+  WriteFile(ws_ + "/notes.txt", "look: --pre=/bin/sh here\n");
+  auto r = Call("search_text", {{"pattern", "--pre=/bin/sh"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["structuredContent"]["total_matches"], 1);
+  std::string marker = dir_ / "pwned";
+  auto f = Call("find_files", {{"pattern", "--exec=touch " + marker}});
+  EXPECT_FALSE(testing::Exists(marker));
+  Json fj = Json::parse(f.out);
+  EXPECT_FALSE(fj["isError"].get<bool>()) << f.out;
+}
+
+TEST_F(EscapeTest, WithoutBwrapCordonFailsClosed) {
+  TempDir empty_path;
+  auto r = testing::Run({testing::CordonBin(), "exec", "--workspace", ws_, "--audit-log",
+                         dir_ / "audit.jsonl", "--", "true"},
+                        {"PATH=" + empty_path.path(), "XDG_CONFIG_HOME=" + (dir_ / "config")});
+  EXPECT_EQ(r.exit_code, 125) << r.out << r.err;
+  EXPECT_NE(r.err.find("sandbox_unavailable"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bwrap"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace cordon
