@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runner/audit.h"
+#include "runner/doctor.h"
 #include "runner/launch.h"
 #include "runner/session.h"
 #include "tools/registry.h"
@@ -32,6 +33,8 @@ commands:
   exec [--network none|loopback|allow] [--timeout S] -- CMD ARGS...
                                 run one command confined; stdio and exit code pass through
                                 (124 timeout, 125 sandbox failure, 127 command not found)
+  doctor [--json]               preflight of bwrap, user namespaces, Landlock, seccomp, cgroups,
+                                rg and fd, with the remedy for each missing piece
   tools [--format mcp|openai|anthropic]
                                 print the tool catalog the policy allows
   policy show [--json]          print the effective policy and where each value came from
@@ -220,6 +223,27 @@ int CmdExec(int argc, char** argv, char** envp) {
   return o.exit_code.value_or(125);
 }
 
+int CmdDoctor(int argc, char** argv) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, {}, {"--json"}, &err);
+  if (!a) return Usage(err);
+  Json report;
+  bool ok = RunDoctor(&report, "");
+  if (a->has("--json")) {
+    std::cout << DumpJson(report, 2) << std::endl;
+  } else {
+    for (const auto& c : report["checks"]) {
+      const bool pass = c["ok"].get<bool>();
+      std::cout << (pass ? "ok    " : (c["required"].get<bool>() ? "FAIL  " : "warn  "))
+                << c["name"].get<std::string>() << ": " << c["detail"].get<std::string>() << "\n";
+      if (!pass) std::cout << "      remedy: " << c["remedy"].get<std::string>() << "\n";
+    }
+    std::cout << (ok ? "cordon can confine processes on this host\n"
+                     : "cordon cannot confine processes here: calls fail with sandbox_unavailable\n");
+  }
+  return ok ? kExitOk : kExitToolError;
+}
+
 int CmdTools(int argc, char** argv, char** envp) {
   std::string err;
   auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--format"}), {}, &err);
@@ -353,6 +377,7 @@ int RunCli(int argc, char** argv, char** envp) {
     if (cmd == "call") return CmdCall(argc, argv, envp);
     if (cmd == "tools") return CmdTools(argc, argv, envp);
     if (cmd == "exec") return CmdExec(argc, argv, envp);
+    if (cmd == "doctor") return CmdDoctor(argc, argv);
     if (cmd == "policy") return CmdPolicy(argc, argv, envp);
     if (cmd == "audit") return CmdAudit(argc, argv);
     if (cmd == "version" || cmd == "--version") {

@@ -2,7 +2,10 @@
 // formats, policy show, audit verify/show, and the default audit location.
 #include <gtest/gtest.h>
 
+#include "runner/probe.h"
 #include "runner/text.h"
+
+#include <set>
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -178,6 +181,48 @@ TEST_F(CliTest, KeyedChain) {
   EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 1);
   // The key never appears in the log.
   EXPECT_EQ(ReadFile(log()).find("a-long-enough-secret"), std::string::npos);
+}
+
+TEST_F(CliTest, DoctorReportsEveryLayer) {
+  auto r = Cordon({"doctor", "--json"});
+  Json j = Json::parse(r.out);
+  std::set<std::string> names;
+  for (const auto& c : j["checks"]) {
+    names.insert(c["name"].get<std::string>());
+    if (!c["ok"].get<bool>()) {
+      EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
+    }
+  }
+  for (const char* n : {"bwrap", "user_namespaces", "landlock", "seccomp", "cgroup", "ripgrep", "fd"}) {
+    EXPECT_TRUE(names.count(n)) << n;
+  }
+  EXPECT_EQ(r.exit_code, j["ok"].get<bool>() ? 0 : 1);
+  // Without bwrap, doctor says so and names the package.
+  auto none = testing::Run({testing::CordonBin(), "doctor"}, {"PATH=/nonexistent"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("apt-get install bubblewrap"), std::string::npos) << none.out;
+}
+
+TEST_F(CliTest, ExecPassesThroughStdioAndExitCode) {
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  auto r = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "sh", "-c",
+                   "cat hello.txt; echo to-stderr >&2; exit 7"});
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_EQ(r.out, "hello\nworld\n");
+  EXPECT_EQ(r.err, "to-stderr\n");
+  auto sig = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(sig.exit_code, 128 + 15);
+  auto missing = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "no-such-program-x"});
+  EXPECT_EQ(missing.exit_code, 127);
+  auto slow = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--timeout", "1", "--", "sleep", "30"});
+  EXPECT_EQ(slow.exit_code, 124);
+  // Options after "--" belong to the command, untouched.
+  auto opts = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "echo", "--workspace", "--"});
+  EXPECT_EQ(opts.out, "--workspace --\n");
+  std::string text = ReadFile(log());
+  EXPECT_NE(text.find("\"type\":\"process\""), std::string::npos);
+  EXPECT_NE(text.find("\"status\":\"timeout\""), std::string::npos);
+  EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
 }
 
 TEST_F(CliTest, DefaultAuditLogLivesOutsideTheWorkspace) {

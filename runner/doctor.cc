@@ -1,0 +1,145 @@
+// Preflight checks. Each probe is real: bwrap is run, a user namespace is made, a confined
+// `true` is launched through the same path tool calls use.
+#include "runner/doctor.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "policy/landlock.h"
+#include "runner/cgroup.h"
+#include "runner/launch.h"
+#include "runner/probe.h"
+
+extern char** environ;
+
+namespace cordon {
+namespace {
+
+// Runs argv (no shell) and returns exit status and combined output (bounded).
+std::pair<int, std::string> Capture(const std::vector<std::string>& argv) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return {-1, "pipe failed"};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+  std::vector<char*> a;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(p[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0 && out.size() < 8192) out.append(buf, static_cast<std::size_t>(n));
+  ::close(p[0]);
+  if (rc != 0) return {-1, "cannot run " + argv[0]};
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+bool RunDoctor(Json* report, const std::string& shim_path) {
+  Json checks = Json::array();
+  bool ok = true;
+  auto add = [&](std::string name, bool pass, bool required, std::string detail, std::string remedy) {
+    if (required && !pass) ok = false;
+    checks.push_back({{"name", std::move(name)}, {"ok", pass}, {"required", required},
+                      {"detail", std::move(detail)}, {"remedy", pass ? std::string() : std::move(remedy)}});
+  };
+  const std::string bwrap = FindOnPath("bwrap");
+  if (bwrap.empty()) {
+    add("bwrap", false, true, "bwrap is not on PATH", "apt-get install bubblewrap");
+  } else {
+    auto [rc, ver] = Capture({bwrap, "--version"});
+    add("bwrap", rc == 0, true, ver + " (" + bwrap + ")", "reinstall bubblewrap");
+    auto [urc, uout] = Capture({bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind",
+                                "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"});
+    std::string remedy =
+        "unprivileged user namespaces are blocked. On Ubuntu 23.10+: sysctl -w "
+        "kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile for bwrap); "
+        "elsewhere: sysctl -w user.max_user_namespaces=15000 (and kernel.unprivileged_userns_clone=1 "
+        "on older Debian kernels). Inside Docker, the default seccomp profile blocks unshare/clone: "
+        "run with --security-opt seccomp=unconfined or a profile that allows them";
+    add("user_namespaces", urc == 0, true, urc == 0 ? "bwrap made user, pid and net namespaces" : uout, remedy);
+  }
+  const int abi = LandlockAbi();
+  add("landlock", abi >= 1, false,
+      abi >= 1 ? "ABI " + std::to_string(abi) + (abi >= 4 ? " (filesystem + TCP" : " (filesystem") +
+                     (abi >= 6 ? " + scoping)" : ")")
+               : "Landlock is unavailable",
+      "boot a kernel >= 5.13 with CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= list");
+  const bool seccomp = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
+  std::string mode;
+  {
+    std::ifstream st("/proc/self/status");
+    for (std::string line; std::getline(st, line);) {
+      if (line.rfind("Seccomp:", 0) == 0) mode = line;
+    }
+  }
+  add("seccomp", seccomp, true, seccomp ? "available (" + mode + ")" : "prctl(PR_GET_SECCOMP) failed",
+      "boot a kernel with CONFIG_SECCOMP_FILTER=y");
+  CgroupSupport cg = ProbeCgroups();
+  add("cgroup", cg.mode != "none", false, cg.mode + ": " + cg.reason, cg.remedy);
+  const std::string rg = FindOnPath("rg");
+  add("ripgrep", !rg.empty(), false, rg.empty() ? "rg not on PATH" : Capture({rg, "--version"}).second.substr(0, Capture({rg, "--version"}).second.find('\n')),
+      "apt-get install ripgrep (search_text needs it)");
+  std::string fd = FindOnPath("fd");
+  if (fd.empty()) fd = FindOnPath("fdfind");
+  add("fd", !fd.empty(), false, fd.empty() ? "fd/fdfind not on PATH: find is the fallback" : fd,
+      "apt-get install fd-find (find_files falls back to find without it)");
+  std::string shim = shim_path.empty() ? DefaultShimPath() : shim_path;
+  add("cordon-shim", ::access(shim.c_str(), X_OK) == 0, true, shim, "reinstall cordon: cordon-shim must sit next to cordon");
+  // End to end: a confined `true` through the same path every tool call takes.
+  if (ok) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "cordon-doctor-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) != nullptr) {
+      Policy policy;
+      policy.filesystem.read = {"/usr", "/bin", "/lib", "/lib64", "/etc"};
+      policy.filesystem.write = {"${WORKSPACE}"};
+      auto host = PrepareSandboxHost(policy, shim);
+      ProcessRequest req;
+      req.argv = {"true"};
+      req.cwd = tmpl;
+      req.tool = "doctor";
+      bool pass = false;
+      std::string detail;
+      if (host) {
+        auto plan = BuildLaunchPlan(*host, policy, tmpl, req, environ);
+        if (plan) {
+          auto proc = ConfinedProcess::Start(*plan, req, tmpl);
+          if (proc) {
+            (*proc)->Run(nullptr);
+            ProcessOutcome o = (*proc)->outcome();
+            pass = o.exit_code && *o.exit_code == 0;
+            detail = pass ? "a confined `true` ran (" + std::to_string(static_cast<int>(o.elapsed_ms)) + " ms)"
+                          : (o.error ? o.error->message : o.status);
+          } else {
+            detail = proc.error().message;
+          }
+        } else {
+          detail = plan.error().message;
+        }
+      } else {
+        detail = host.error().message;
+      }
+      std::filesystem::remove_all(tmpl);
+      add("sandbox_smoke_test", pass, true, detail, "see the failed checks above");
+    }
+  }
+  *report = {{"ok", ok}, {"checks", checks}};
+  return ok;
+}
+
+}  // namespace cordon

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the escape tests a second time as an ordinary user (created if missing), against a copy
+# of the build laid out as an install: bin/cordon, bin/cordon-shim, share/cordon/policies.d.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+user=${CORDON_TEST_USER:-cordon-ci}
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test-unprivileged: needs root to create the test user; running as $(id -un) already"
+  exec "$build/tests/escape_test"
+fi
+id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/sh "$user"
+dest=$(mktemp -d /tmp/cordon-unpriv-XXXXXX)
+mkdir -p "$dest/bin" "$dest/share/cordon"
+cp "$build/cordon" "$build/cordon-shim" "$build/tests/escape_test" "$build/tests/cordon-probe" "$dest/bin/"
+cp -r policies.d "$dest/share/cordon/policies.d"
+chmod -R a+rX "$dest"
+home=$(getent passwd "$user" | cut -d: -f6)
+rc=0
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
+  TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
+  "$dest/bin/escape_test" "$@" || rc=$?
+rm -rf "$dest"
+exit $rc
