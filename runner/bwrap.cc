@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <functional>
 #include <set>
 
@@ -144,7 +145,20 @@ Result<ProtectedScan> ScanProtectedPaths(const std::string& ws, std::size_t max_
     return {};
   };
   for (const char* d : kRootDirs) TRY(add(d, kind_of(d), true));
-  for (const char* f : kRootFiles) TRY(add(f, kind_of(f), false));
+  // A missing shell dotfile matters only where a shell reads it: in a workspace that is the
+  // user's home. Elsewhere only existing ones are protected (no stub is mounted).
+  const char* home = std::getenv("HOME");
+  const bool is_home = home != nullptr && DescribeHostPath(home).kind == PathKind::kDir &&
+                       ::realpath(home, nullptr) != nullptr && [&] {
+                         char* real = ::realpath(home, nullptr);
+                         bool same = real != nullptr && ws == real;
+                         std::free(real);
+                         return same;
+                       }();
+  for (const char* f : kRootFiles) {
+    PathKind k = kind_of(f);
+    if (k != PathKind::kMissing || is_home || std::string_view(f) == ".mcp.json") TRY(add(f, k, false));
+  }
   TRY(add_git("", true));
   // Nested repositories and protected names below the root, within a bounded walk.
   std::function<Status(const std::string&, int)> walk = [&](const std::string& rel, int depth) -> Status {

@@ -60,8 +60,8 @@ struct ProtectedScan {
   std::size_t scanned = 0;
   bool truncated = false;
 };
-Result<ProtectedScan> ScanProtectedPaths(const std::string& workspace, std::size_t max_entries = 20000,
-                                         int max_depth = 4);
+Result<ProtectedScan> ScanProtectedPaths(const std::string& workspace, std::size_t max_entries = 5000,
+                                         int max_depth = 3);
 
 HostPath DescribeHostPath(const std::string& path);
 

@@ -252,7 +252,12 @@ TEST_F(EscapeTest, OutputFloodIsCappedAndCordonMemoryStaysBounded) {
   EXPECT_GT(sc["stdout_dropped_bytes"].get<std::uint64_t>(), 299000000u);
   EXPECT_LT(sc["stdout"].get<std::string>().size(), 70000u);
   EXPECT_NE(sc["stderr"].get<std::string>().find("fatal: the end"), std::string::npos);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's shadow memory and quarantine make RSS meaningless; the release build checks it.
+  (void)r.max_rss_kb;
+#else
   EXPECT_LT(r.max_rss_kb, 150 * 1024) << "cordon's peak RSS grew with the flood";
+#endif
 }
 
 TEST_F(EscapeTest, TimeoutLeavesNoProcessBehind) {

@@ -120,6 +120,14 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
   std::set<std::string> files;
   const std::string out = proc->StdoutText();
   for (std::string_view line : Lines(out)) {
+    if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) {
+      // Past the caps only the count matters: no need to parse the record.
+      if (line.starts_with("{\"type\":\"match\"")) {
+        ++matches;
+        truncated = true;
+      }
+      continue;
+    }
     Json ev = Json::parse(line, nullptr, false);
     if (!ev.is_object()) continue;
     const std::string type = ev.value("type", "");
