@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <set>
 
 #include "runner/redact.h"
@@ -147,14 +148,11 @@ Result<ProtectedScan> ScanProtectedPaths(const std::string& ws, std::size_t max_
   for (const char* d : kRootDirs) TRY(add(d, kind_of(d), true));
   // A missing shell dotfile matters only where a shell reads it: in a workspace that is the
   // user's home. Elsewhere only existing ones are protected (no stub is mounted).
-  const char* home = std::getenv("HOME");
-  const bool is_home = home != nullptr && DescribeHostPath(home).kind == PathKind::kDir &&
-                       ::realpath(home, nullptr) != nullptr && [&] {
-                         char* real = ::realpath(home, nullptr);
-                         bool same = real != nullptr && ws == real;
-                         std::free(real);
-                         return same;
-                       }();
+  bool is_home = false;
+  if (const char* home = std::getenv("HOME"); home != nullptr) {
+    std::unique_ptr<char, decltype(&std::free)> real(::realpath(home, nullptr), &std::free);
+    is_home = real != nullptr && ws == real.get();
+  }
   for (const char* f : kRootFiles) {
     PathKind k = kind_of(f);
     if (k != PathKind::kMissing || is_home || std::string_view(f) == ".mcp.json") TRY(add(f, k, false));

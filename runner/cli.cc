@@ -190,10 +190,12 @@ int CmdExec(int argc, char** argv, char** envp) {
     req.network = *mode;
   }
   if (a->has("--timeout")) {
+    const std::string text = a->get("--timeout");
     char* end = nullptr;
-    long t = std::strtol(a->get("--timeout").c_str(), &end, 10);
+    long t = std::strtol(text.c_str(), &end, 10);
     if (end == nullptr || *end != '\0' || t <= 0) return Usage("--timeout takes a positive number of seconds");
     req.timeout_secs = t;
+    req.timeout_from_user = true;  // the person or CI script running cordon, not the agent
   }
   auto session = Session::Start(SessionOptionsFrom(*a, "exec"), envp);
   if (!session) {
@@ -201,10 +203,6 @@ int CmdExec(int argc, char** argv, char** envp) {
     return kExitStart;
   }
   req.cwd = (*session)->workspace().root();
-  if (req.timeout_secs) {
-    // The user on the command line may give exec more time than the default tool limit.
-    req.timeout_secs = std::min<std::int64_t>(*req.timeout_secs, 7 * 24 * 3600);
-  }
   auto proc = (*session)->processes().RunForeground(req, nullptr);
   if (!proc) {
     std::fprintf(stderr, "cordon: %s\n", proc.error().ToString().c_str());

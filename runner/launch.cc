@@ -134,7 +134,11 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
   if (req.argv.empty() || req.argv[0].empty()) return Fail(Code::kInvalidInput, "argv is empty");
   LaunchPlan plan;
   plan.limits = policy.LimitsFor(req.tool);
-  if (req.timeout_secs) plan.limits.timeout_secs = std::min(*req.timeout_secs, plan.limits.timeout_secs);
+  if (req.timeout_secs) {
+    // An agent may only shorten the policy's timeout; the person running cordon may set any.
+    plan.limits.timeout_secs = req.timeout_from_user ? *req.timeout_secs
+                                                     : std::min(*req.timeout_secs, plan.limits.timeout_secs);
+  }
   plan.network = req.network.value_or(policy.NetworkFor(req.tool));
   const char* home_env = std::getenv("HOME");
   const std::string home = home_env != nullptr ? home_env : "/nonexistent";

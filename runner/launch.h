@@ -41,6 +41,7 @@ struct ProcessRequest {
   std::string tool;               // for [tools.NAME] limits and network
   std::string kind = "foreground";  // foreground | background | mcp_server
   std::optional<std::int64_t> timeout_secs;
+  bool timeout_from_user = false;  // set by the CLI user: may exceed the policy's timeout
   std::optional<NetworkMode> network;
   bool workspace_writable = true;
   std::size_t max_output_bytes = 65536;

@@ -266,12 +266,14 @@ TEST_F(EscapeTest, TimeoutLeavesNoProcessBehind) {
                               {"timeout_secs", 1}});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("\"code\":\"timeout\""), std::string::npos) << r.out;
+  // "sleep", NUL, "313", NUL: spelled out so no octal escape can swallow the digits.
+  const std::string kSleepCmdline = std::string("sleep") + '\0' + "313" + '\0';
   int survivors = 0;
   DIR* d = ::opendir("/proc");
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     std::string cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
-    if (cmd == std::string("sleep\0313\0", 10)) ++survivors;
+    if (cmd == kSleepCmdline) ++survivors;
   }
   ::closedir(d);
   EXPECT_EQ(survivors, 0);
