@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "mcp/server.h"
 #include "runner/audit.h"
 #include "runner/doctor.h"
 #include "runner/launch.h"
@@ -33,6 +34,7 @@ commands:
   exec [--network none|loopback|allow] [--timeout S] -- CMD ARGS...
                                 run one command confined; stdio and exit code pass through
                                 (124 timeout, 125 sandbox failure, 127 command not found)
+  serve                         an MCP server on stdio exposing the tools the policy grants
   doctor [--json]               preflight of bwrap, user namespaces, Landlock, seccomp, cgroups,
                                 rg and fd, with the remedy for each missing piece
   tools [--format mcp|openai|anthropic]
@@ -221,6 +223,24 @@ int CmdExec(int argc, char** argv, char** envp) {
   return o.exit_code.value_or(125);
 }
 
+// serve: an MCP server over stdio exposing the granted tools. Logs go to stderr only.
+int CmdServe(int argc, char** argv, char** envp) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, kSessionOptions, {}, &err);
+  if (!a) return Usage(err);
+  if (!a->positional.empty()) return Usage("serve takes no arguments");
+  auto session = Session::Start(SessionOptionsFrom(*a, "mcp"), envp);
+  if (!session) {
+    std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
+    return kExitStart;
+  }
+  std::fprintf(stderr, "cordon: serving MCP on stdio for %s (audit log %s)\n",
+               (*session)->workspace().root().c_str(), (*session)->audit_path().c_str());
+  int rc = mcp::ServeStdio(**session, 0, 1);
+  (*session)->Finish();
+  return rc;
+}
+
 int CmdDoctor(int argc, char** argv) {
   std::string err;
   auto a = Parse(argc, argv, 2, {}, {"--json"}, &err);
@@ -376,6 +396,7 @@ int RunCli(int argc, char** argv, char** envp) {
     if (cmd == "tools") return CmdTools(argc, argv, envp);
     if (cmd == "exec") return CmdExec(argc, argv, envp);
     if (cmd == "doctor") return CmdDoctor(argc, argv);
+    if (cmd == "serve") return CmdServe(argc, argv, envp);
     if (cmd == "policy") return CmdPolicy(argc, argv, envp);
     if (cmd == "audit") return CmdAudit(argc, argv);
     if (cmd == "version" || cmd == "--version") {

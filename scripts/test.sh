@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/install-mcp-peers.sh
 scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j2

@@ -1,0 +1,43 @@
+// JSON-RPC 2.0 framing for MCP: one message per line, bounded in size and depth. A bad message
+// becomes the JSON-RPC error response to send back; the process never dies of its input.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "runner/text.h"
+
+namespace cordon::mcp {
+
+enum RpcErrorCode : int {
+  kParseError = -32700,
+  kInvalidRequest = -32600,
+  kMethodNotFound = -32601,
+  kInvalidParams = -32602,
+  kInternalError = -32603,
+};
+
+struct Message {
+  enum class Kind { kRequest, kNotification, kResponse };
+  Kind kind = Kind::kRequest;
+  Json id;          // string or integer; null for notifications
+  std::string method;
+  Json params;      // object, array or null
+  Json result;      // responses
+  Json error;       // responses
+};
+
+inline constexpr std::size_t kMaxMessageBytes = 8u << 20;
+inline constexpr std::size_t kMaxMessageDepth = 64;
+
+// Parses one message. On failure returns the error response (with id null, or the id when it
+// could be read) that the peer must receive.
+std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_bytes = kMaxMessageBytes);
+
+Json MakeResult(const Json& id, Json result);
+Json MakeError(const Json& id, int code, std::string message, Json data = nullptr);
+Json MakeNotification(std::string method, Json params);
+
+}  // namespace cordon::mcp
