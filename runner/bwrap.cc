@@ -52,8 +52,9 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
       a.insert(a.end(), {how, p.path, p.path});
     }
   };
-  for (const auto& p : l.read) bind("--ro-bind", p);
+  // The private /tmp first, so a read path below /tmp is bound on top of it, not hidden by it.
   a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/home"});
+  for (const auto& p : l.read) bind("--ro-bind", p);
   a.insert(a.end(), {l.workspace_writable ? "--bind" : "--ro-bind", l.workspace, l.workspace});
   for (const auto& p : l.write) bind("--bind", p);
   if (l.workspace_writable) {

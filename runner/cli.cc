@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mcp/server.h"
+#include "mcp/wrap.h"
 #include "runner/audit.h"
 #include "runner/doctor.h"
 #include "runner/launch.h"
@@ -35,6 +36,9 @@ commands:
                                 run one command confined; stdio and exit code pass through
                                 (124 timeout, 125 sandbox failure, 127 command not found)
   serve                         an MCP server on stdio exposing the tools the policy grants
+  wrap [--network M] [--read DIR]... -- CMD ARGS...
+                                run one stdio MCP server confined and proxy it, with audit
+                                records, caps and redaction (tool names are not prefixed)
   doctor [--json]               preflight of bwrap, user namespaces, Landlock, seccomp, cgroups,
                                 rg and fd, with the remedy for each missing piece
   tools [--format mcp|openai|anthropic]
@@ -241,6 +245,40 @@ int CmdServe(int argc, char** argv, char** envp) {
   return rc;
 }
 
+// wrap: one stdio MCP server, confined, proxied with audit records, caps and redaction.
+int CmdWrap(int argc, char** argv, char** envp) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--network", "--read"}), {}, &err);
+  if (!a) return Usage(err);
+  if (!a->positional.empty() || a->after_dashdash.empty()) {
+    return Usage("wrap needs a server command: cordon wrap [OPTIONS] -- CMD ARGS...");
+  }
+  ProcessRequest req;
+  req.argv = a->after_dashdash;
+  if (a->has("--network")) {
+    auto mode = ParseNetworkMode(a->get("--network"));
+    if (!mode) return Usage(mode.error().message);
+    req.network = *mode;
+  }
+  if (a->has("--read")) {
+    for (const auto& r : a->options.at("--read")) {
+      char* real = ::realpath(r.c_str(), nullptr);
+      if (real == nullptr) return Usage("--read " + r + ": no such path");
+      req.extra_read.push_back(real);
+      std::free(real);
+    }
+  }
+  auto session = Session::Start(SessionOptionsFrom(*a, "wrap"), envp);
+  if (!session) {
+    std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
+    return kExitStart;
+  }
+  req.cwd = (*session)->workspace().root();
+  int rc = mcp::RunWrap(**session, req, 0, 1);
+  (*session)->Finish();
+  return rc;
+}
+
 int CmdDoctor(int argc, char** argv) {
   std::string err;
   auto a = Parse(argc, argv, 2, {}, {"--json"}, &err);
@@ -397,6 +435,7 @@ int RunCli(int argc, char** argv, char** envp) {
     if (cmd == "exec") return CmdExec(argc, argv, envp);
     if (cmd == "doctor") return CmdDoctor(argc, argv);
     if (cmd == "serve") return CmdServe(argc, argv, envp);
+    if (cmd == "wrap") return CmdWrap(argc, argv, envp);
     if (cmd == "policy") return CmdPolicy(argc, argv, envp);
     if (cmd == "audit") return CmdAudit(argc, argv);
     if (cmd == "version" || cmd == "--version") {

@@ -134,6 +134,7 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
   if (req.argv.empty() || req.argv[0].empty()) return Fail(Code::kInvalidInput, "argv is empty");
   LaunchPlan plan;
   plan.limits = policy.LimitsFor(req.tool);
+  if (req.no_timeout) plan.limits.timeout_secs = 100ll * 365 * 24 * 3600;
   if (req.timeout_secs) {
     // An agent may only shorten the policy's timeout; the person running cordon may set any.
     plan.limits.timeout_secs = req.timeout_from_user ? *req.timeout_secs
@@ -168,6 +169,10 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
     if (Under(p, workspace)) continue;
     HostPath hp = DescribeHostPath(p);
     if (hp.kind != PathKind::kMissing) l.read.push_back(hp);
+  }
+  for (const auto& r : req.extra_read) {
+    HostPath hp = DescribeHostPath(r);
+    if (hp.kind != PathKind::kMissing && !Under(r, workspace)) l.read.push_back(hp);
   }
   for (const auto& d : policy.filesystem.deny) {
     HostPath hp = DescribeHostPath(ExpandPath(d, workspace, home));
@@ -252,12 +257,14 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
       ::lseek(spec_fd.get(), 0, SEEK_SET) != 0) {
     return SysFail(Code::kSandboxUnavailable, "memfd spec", "");
   }
-  int out[2], err[2], st[2], js[2];
-  if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(st, O_CLOEXEC) || ::pipe2(js, O_CLOEXEC)) {
+  int out[2], err[2], st[2], js[2], in[2];
+  if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(st, O_CLOEXEC) || ::pipe2(js, O_CLOEXEC) ||
+      ::pipe2(in, O_CLOEXEC)) {
     return SysFail(Code::kSandboxUnavailable, "pipe2", "");
   }
   UniqueFd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]), st_r(st[0]), st_w(st[1]),
-      js_r(js[0]), js_w(js[1]);
+      js_r(js[0]), js_w(js[1]), in_r(in[0]), in_w(in[1]);
+  const bool pipe_in = req.pipe_stdin;
   std::vector<std::string> argv = weaker ? std::vector<std::string>{plan.layout.shim, "--spec-fd",
                                                                     std::to_string(kSpecFd), "--status-fd",
                                                                     std::to_string(kStatusFd)}
@@ -287,7 +294,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
       ::close(fd);
     }
     if (!inherit) ::setsid();  // exec keeps the caller's terminal session; bwrap still isolates
-    int devnull = inherit ? 0 : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int devnull = inherit ? 0 : pipe_in ? in_r.get() : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     int hi[6] = {::fcntl(devnull, F_DUPFD_CLOEXEC, 64), ::fcntl(inherit ? 1 : out_w.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(inherit ? 2 : err_w.get(), F_DUPFD_CLOEXEC, 64), ::fcntl(spec_fd.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(st_w.get(), F_DUPFD_CLOEXEC, 64), ::fcntl(js_w.get(), F_DUPFD_CLOEXEC, 64)};
@@ -315,6 +322,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   proc->err_fd_ = std::move(err_r);
   proc->status_fd_ = std::move(st_r);
   proc->json_fd_ = std::move(js_r);
+  if (req.pipe_stdin) proc->in_fd_ = std::move(in_w);
   proc->stubs_ = plan.created_stubs;
   proc->stub_lock_ = std::move(stub_lock);
   for (int fd : {proc->out_fd_.get(), proc->err_fd_.get(), proc->status_fd_.get(), proc->json_fd_.get()}) {
@@ -380,7 +388,8 @@ void ConfinedProcess::CleanupStubs() {
   stubs_.clear();
 }
 
-void ConfinedProcess::Run(const std::atomic<bool>* cancel) {
+void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
+  bool extra_open = hooks != nullptr && hooks->extra_fd >= 0;
   char buf[65536];
   bool exited = false, out_open = !req_.inherit_stdio, err_open = !req_.inherit_stdio;
   int wstatus = 0;
@@ -393,6 +402,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel) {
     if (status_fd_.valid()) fds.push_back({status_fd_.get(), POLLIN, 0});
     if (json_fd_.valid()) fds.push_back({json_fd_.get(), POLLIN, 0});
     if (!exited) fds.push_back({pidfd_.get(), POLLIN, 0});
+    if (extra_open && !exited) fds.push_back({hooks->extra_fd, POLLIN, 0});
     if (exited && ((!out_open && !err_open) || NowMs() > drain_until)) break;
     double now = NowMs();
     if (!exited && reason.empty()) {
@@ -406,6 +416,10 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel) {
     ::poll(fds.data(), fds.size(), 100);
     for (const auto& p : fds) {
       if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (extra_open && p.fd == hooks->extra_fd) {
+        extra_open = hooks->on_extra_readable();
+        continue;
+      }
       if (p.fd == pidfd_.get()) {
         if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
           exited = true;
@@ -417,7 +431,9 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel) {
       ssize_t n = ::read(p.fd, buf, sizeof buf);
       if (n > 0) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (p.fd == out_fd_.get()) out_.Append({buf, static_cast<std::size_t>(n)});
+        if (p.fd == out_fd_.get() && hooks != nullptr && hooks->on_stdout) {
+          hooks->on_stdout({buf, static_cast<std::size_t>(n)});
+        } else if (p.fd == out_fd_.get()) out_.Append({buf, static_cast<std::size_t>(n)});
         else if (p.fd == err_fd_.get()) err_.Append({buf, static_cast<std::size_t>(n)});
         else if (p.fd == status_fd_.get()) status_buf_.append(buf, static_cast<std::size_t>(n));
         else if (p.fd == json_fd_.get()) {

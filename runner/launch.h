@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -46,6 +47,16 @@ struct ProcessRequest {
   bool workspace_writable = true;
   std::size_t max_output_bytes = 65536;
   bool inherit_stdio = false;     // cordon exec: the command uses cordon's own stdin/out/err
+  bool pipe_stdin = false;        // cordon wrap: cordon writes the command's stdin
+  bool no_timeout = false;        // a long-lived server: its lifetime is not a call's
+  std::vector<std::string> extra_read;  // read-only paths the CLI user added (--read)
+};
+
+// Hooks for a process whose stdout is a protocol rather than output to capture.
+struct RunHooks {
+  std::function<void(std::string_view)> on_stdout;  // stdout bypasses the capture when set
+  int extra_fd = -1;                                  // polled beside the process's fds
+  std::function<bool()> on_extra_readable;            // false: stop polling extra_fd
 };
 
 // The plan as data: everything needed to launch, comparable in tests without a kernel.
@@ -80,7 +91,10 @@ class ConfinedProcess {
   ~ConfinedProcess();
 
   // Pumps output until the process ends, the timeout passes, or *cancel becomes true.
-  void Run(const std::atomic<bool>* cancel);
+  void Run(const std::atomic<bool>* cancel, RunHooks* hooks = nullptr);
+  // The write end of the command's stdin (pipe_stdin), and closing it (EOF for the command).
+  int stdin_fd() const { return in_fd_.get(); }
+  void CloseStdin() { in_fd_.Reset(); }
   bool finished() const;
   ProcessOutcome outcome() const;
   std::string StdoutText() const;
@@ -100,7 +114,7 @@ class ConfinedProcess {
   UniqueFd stub_lock_;
   Json confinement_;
   pid_t pid_ = -1;
-  UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_;
+  UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;
   pid_t sandbox_init_ = -1;
   std::string status_buf_, json_buf_;
   std::optional<CgroupJob> cgroup_;

@@ -87,6 +87,17 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(const Proces
   return proc;
 }
 
+Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
+    const ProcessRequest& req, RunHooks& hooks, const std::atomic<bool>* cancel,
+    const std::function<void(ConfinedProcess&)>& started) {
+  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req));
+  ASSIGN_OR_RETURN(auto proc, ConfinedProcess::Start(plan, req, workspace_.root()));
+  if (started) started(*proc);
+  proc->Run(cancel, &hooks);
+  Record(*proc, "", false);
+  return proc;
+}
+
 Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req));
   ASSIGN_OR_RETURN(auto proc, ConfinedProcess::Start(plan, req, workspace_.root()));

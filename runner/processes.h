@@ -29,6 +29,10 @@ class ProcessHost {
   Result<std::unique_ptr<ConfinedProcess>> RunForeground(const ProcessRequest& req,
                                                          const std::atomic<bool>* cancel);
   Result<Json> StartBackground(const ProcessRequest& req);
+  // Runs with protocol hooks (cordon wrap); `started` sees the process before it is pumped.
+  Result<std::unique_ptr<ConfinedProcess>> RunWithHooks(
+      const ProcessRequest& req, RunHooks& hooks, const std::atomic<bool>* cancel,
+      const std::function<void(ConfinedProcess&)>& started);
   Json List();
   Result<Json> Output(const std::string& id, std::size_t max_chars);
   Result<Json> Cancel(const std::string& id);

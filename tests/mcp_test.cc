@@ -189,5 +189,70 @@ TEST_F(McpPeersTest, InspectorCliCallsReadFileRange) {
   EXPECT_EQ(j["structuredContent"]["lines"], Json({"alpha", "beta"}));
 }
 
+class WrapTest : public McpPeersTest {
+ protected:
+  Json Client(const std::string& tool, const Json& args, const std::vector<std::string>& server) {
+    std::vector<std::string> argv = {FindOnPath("node"), scripts_ + "/sdk-client.mjs", "--full-env", "--call", tool,
+                                     "--args", args.dump(), "--", cordon::testing::CordonBin(), "wrap",
+                                     "--workspace", dir_ / "ws", "--audit-log", dir_ / "wrap.jsonl", "--read", peers_,
+                                     "--"};
+    argv.insert(argv.end(), server.begin(), server.end());
+    auto r = cordon::testing::Run(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
+    Json j = Json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+    return j;
+  }
+  std::vector<std::string> Everything() {
+    return {FindOnPath("node"), peers_ + "/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"};
+  }
+  std::vector<std::string> Filesystem() {
+    return {FindOnPath("node"), peers_ + "/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/"};
+  }
+};
+
+TEST_F(WrapTest, ServerEverythingRunsConfinedAndUnprefixed) {
+  Json echo = Client("echo", {{"message", "through cordon"}}, Everything());
+  ASSERT_TRUE(echo["ok"].get<bool>()) << echo.dump();
+  EXPECT_GE(echo["tools"].size(), 10u);
+  for (const auto& t : echo["tools"]) EXPECT_EQ(t["name"].get<std::string>().find("mcp__"), std::string::npos);
+  EXPECT_EQ(echo["call"]["result"]["content"][0]["text"], "Echo: through cordon");
+  Json sum = Client("get-sum", {{"a", 2}, {"b", 40}}, Everything());
+  ASSERT_TRUE(sum["ok"].get<bool>()) << sum.dump();
+  EXPECT_NE(sum["call"]["result"].dump().find("42"), std::string::npos);
+  std::string log = cordon::testing::ReadFile(dir_ / "wrap.jsonl");
+  EXPECT_NE(log.find("\"kind\":\"mcp_server\""), std::string::npos);
+  EXPECT_NE(log.find("\"tool\":\"get-sum\""), std::string::npos);
+  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"}).exit_code, 0);
+}
+
+TEST_F(WrapTest, FilesystemServerAllowedSlashIsStillRefusedByTheSandbox) {
+  TempDir outside;
+  WriteFile(outside / "victim.txt", "original\n");
+  Json shadow = Client("read_text_file", {{"path", "/etc/shadow"}}, Filesystem());
+  ASSERT_TRUE(shadow["ok"].get<bool>()) << shadow.dump();
+  EXPECT_TRUE(shadow["call"]["result"].value("isError", false)) << shadow.dump();
+  Json write = Client("write_file", {{"path", outside / "victim.txt"}, {"content", "pwned"}}, Filesystem());
+  EXPECT_TRUE(write["call"]["result"].value("isError", false)) << write.dump();
+  EXPECT_EQ(cordon::testing::ReadFile(outside / "victim.txt"), "original\n");
+  Json inside = Client("write_file", {{"path", dir_ / "ws/new.txt"}, {"content", "inside"}}, Filesystem());
+  EXPECT_FALSE(inside["call"]["result"].value("isError", false)) << inside.dump();
+  EXPECT_EQ(cordon::testing::ReadFile(dir_ / "ws/new.txt"), "inside");
+}
+
+TEST_F(McpServerTest, WrapDropsGarbageAndSurvivesACrashingServer) {
+  WriteFile(dir_ / "ws/bad-server.sh",
+            "read line\necho 'this is not json'\necho '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}'\nexit 3\n");
+  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})";
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+                                 dir_ / "bad.jsonl", "--", "sh", dir_ / "ws/bad-server.sh"},
+                                {"XDG_CONFIG_HOME=" + (dir_ / "config")}, init + "\n");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out.find("not json"), std::string::npos) << "garbage reached the client";
+  EXPECT_NE(r.out.find("\"id\":1"), std::string::npos) << r.out;
+  std::string log = cordon::testing::ReadFile(dir_ / "bad.jsonl");
+  EXPECT_NE(log.find("mcp_diagnostic"), std::string::npos);
+  EXPECT_NE(log.find("\"exit_code\":3"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cordon::mcp

@@ -1,0 +1,191 @@
+// The wrap proxy. Client lines go to the server's stdin; server lines go to the client. Requests
+// named tools/call open a tool_started record that the matching response closes; responses are
+// redacted; non-JSON and oversized server output is dropped and recorded as a diagnostic.
+#include "mcp/wrap.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "mcp/jsonrpc.h"
+#include "runner/hash.h"
+
+namespace cordon::mcp {
+namespace {
+
+bool WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+// Splits a byte stream into lines, bounded: an oversized line is reported once and skipped.
+class LineSplitter {
+ public:
+  template <typename OnLine, typename OnOversized>
+  void Feed(std::string_view data, OnLine on_line, OnOversized on_oversized) {
+    buf_.append(data);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (skipping_) {
+        skipping_ = false;
+        continue;
+      }
+      std::string_view line(buf_.data() + start, nl - start);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!line.empty()) on_line(line);
+    }
+    buf_.erase(0, start);
+    if (buf_.size() > kMaxMessageBytes) {
+      if (!skipping_) on_oversized(buf_.size());
+      skipping_ = true;
+      buf_.clear();
+    }
+  }
+
+ private:
+  std::string buf_;
+  bool skipping_ = false;
+};
+
+struct PendingCall {
+  std::string tool;
+  std::chrono::steady_clock::time_point started;
+};
+
+}  // namespace
+
+int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out) {
+  req.kind = "mcp_server";
+  req.tool = "wrap";
+  req.pipe_stdin = true;
+  req.no_timeout = true;
+  std::map<std::string, PendingCall> pending;  // request id (as JSON text) -> call
+  LineSplitter from_client, from_server;
+  ConfinedProcess* proc = nullptr;
+  std::atomic<bool> cancel{false};
+  std::thread reaper;
+
+  auto to_client = [&](std::string_view line) { WriteAll(client_out, std::string(line) + "\n"); };
+
+  RunHooks hooks;
+  hooks.on_stdout = [&](std::string_view chunk) {
+    from_server.Feed(
+        chunk,
+        [&](std::string_view line) {
+          auto parsed = ParseMessage(line);
+          if (std::holds_alternative<Json>(parsed)) {
+            // Garbage on a server's stdout would break the client: drop it, say so.
+            session.Audit("mcp_diagnostic",
+                          {{"server", "wrapped"}, {"reason", "non-JSON-RPC line on stdout dropped"},
+                           {"bytes", line.size()}},
+                          false);
+            return;
+          }
+          const Message& m = std::get<Message>(parsed);
+          Json msg = Json::parse(line);
+          const std::size_t redactions = session.redactor().RedactJson(msg);
+          if (m.kind == Message::Kind::kResponse) {
+            auto it = pending.find(m.id.dump());
+            if (it != pending.end()) {
+              const auto elapsed = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - it->second.started).count();
+              const bool is_error = !m.error.is_null() ||
+                                    (m.result.is_object() && m.result.value("isError", false));
+              Json rec = {{"server", "wrapped"},
+                          {"tool", it->second.tool},
+                          {"status", is_error ? "error" : "ok"},
+                          {"output_bytes", line.size()},
+                          {"truncated", false},
+                          {"elapsed_ms", elapsed}};
+              if (redactions > 0) rec["output_redactions"] = redactions;
+              session.Audit("tool_finished", std::move(rec), true);
+              pending.erase(it);
+            }
+          }
+          if (redactions > 0) {
+            to_client(DumpJson(msg));
+          } else {
+            to_client(line);
+          }
+        },
+        [&](std::size_t bytes) {
+          session.Audit("mcp_diagnostic",
+                        {{"server", "wrapped"}, {"reason", "oversized message from the server dropped"},
+                         {"bytes", bytes}},
+                        false);
+        });
+  };
+  hooks.extra_fd = client_in;
+  hooks.on_extra_readable = [&]() -> bool {
+    char buf[65536];
+    ssize_t n = ::read(client_in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) return true;
+    if (n <= 0) {
+      // The client left: EOF for the server, and a bounded wait for it to exit.
+      if (proc != nullptr) proc->CloseStdin();
+      reaper = std::thread([&cancel] {
+        // Up to 3 s for the server to exit by itself; RunWrap sets `cancel` when it has.
+        for (int i = 0; i < 30 && !cancel.load(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        cancel = true;
+      });
+      return false;
+    }
+    from_client.Feed(
+        {buf, static_cast<std::size_t>(n)},
+        [&](std::string_view line) {
+          auto parsed = ParseMessage(line);
+          if (std::holds_alternative<Json>(parsed)) {
+            to_client(DumpJson(std::get<Json>(parsed)));  // answered here, never forwarded
+            return;
+          }
+          const Message& m = std::get<Message>(parsed);
+          if (m.kind == Message::Kind::kRequest && m.method == "tools/call" && m.params.is_object()) {
+            std::string tool = m.params.value("name", "");
+            Json args = m.params.value("arguments", Json::object());
+            session.Audit("tool_started",
+                          {{"server", "wrapped"}, {"tool", tool}, {"args_bytes", args.dump().size()},
+                           {"args_sha256", Sha256Hex(args.dump())}},
+                          false);
+            pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
+          }
+          if (proc != nullptr && proc->stdin_fd() >= 0) {
+            WriteAll(proc->stdin_fd(), std::string(line) + "\n");
+          }
+        },
+        [&](std::size_t bytes) {
+          to_client(DumpJson(MakeError(nullptr, kInvalidRequest,
+                                       "message of " + std::to_string(bytes) + " bytes exceeds the limit")));
+        });
+    return true;
+  };
+  auto result = session.processes().RunWithHooks(req, hooks, &cancel,
+                                                 [&](ConfinedProcess& p) { proc = &p; });
+  cancel = true;
+  if (reaper.joinable()) reaper.join();
+  if (!result) {
+    std::fprintf(stderr, "cordon wrap: %s\n", result.error().ToString().c_str());
+    return 125;
+  }
+  ProcessOutcome o = (*result)->outcome();
+  std::string err = (*result)->StderrText();
+  if (!err.empty()) WriteAll(2, err);
+  if (o.error) {
+    std::fprintf(stderr, "cordon wrap: %s\n", o.error->message.c_str());
+    return 125;
+  }
+  if (o.signal) return 128 + *o.signal;
+  return o.exit_code.value_or(0);
+}
+
+}  // namespace cordon::mcp
