@@ -2,7 +2,10 @@
 // tools/call (through Session::Call, so limits, redaction and audit apply), logging/setLevel.
 #include "mcp/server.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 
@@ -88,6 +91,9 @@ std::optional<Json> McpServer::Handle(const Message& m) {
   if (m.method == "tools/list") {
     Json tools = Json::array();
     for (const ToolSpec* t : session_.Catalog()) tools.push_back(CatalogEntry(*t, CatalogFormat::kMcp));
+    if (session_.external_tools() != nullptr && session_.policy().Grants("mcp:call")) {
+      for (auto& t : session_.external_tools()->Catalog()) tools.push_back(std::move(t));
+    }
     return MakeResult(m.id, {{"tools", tools}});
   }
   if (m.method == "tools/call") {
@@ -110,12 +116,24 @@ std::vector<Json> McpServer::HandleLine(std::string_view line) {
   return {std::move(*reply)};
 }
 
+namespace {
+volatile std::sig_atomic_t g_terminate = 0;
+void OnTerminate(int) { g_terminate = 1; }
+}  // namespace
+
 int ServeStdio(Session& session, int in_fd, int out_fd) {
+  // SIGTERM/SIGINT/SIGHUP end the loop (read gets EINTR: no SA_RESTART) so that servers and
+  // background jobs are stopped and recorded before cordon exits.
+  struct sigaction sa{};
+  sa.sa_handler = OnTerminate;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   McpServer server(session);
   std::string buf;
   bool discarding = false;  // inside an oversized line: drop bytes up to its newline
   char chunk[65536];
   while (true) {
+    if (g_terminate) break;
     ssize_t n = ::read(in_fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

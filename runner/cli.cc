@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "mcp/hub.h"
 #include "mcp/server.h"
 #include "mcp/wrap.h"
 #include "runner/audit.h"
@@ -39,6 +40,9 @@ commands:
   wrap [--network M] [--read DIR]... -- CMD ARGS...
                                 run one stdio MCP server confined and proxy it, with audit
                                 records, caps and redaction (tool names are not prefixed)
+  mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME [--json-output]
+                                configured MCP servers (~/.cordon/mcp.toml, .cordon/mcp.toml,
+                                thndrs' mcp.toml, .mcp.json); they run confined
   doctor [--json]               preflight of bwrap, user namespaces, Landlock, seccomp, cgroups,
                                 rg and fd, with the remedy for each missing piece
   tools [--format mcp|openai|anthropic]
@@ -238,9 +242,20 @@ int CmdServe(int argc, char** argv, char** envp) {
     std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
     return kExitStart;
   }
-  std::fprintf(stderr, "cordon: serving MCP on stdio for %s (audit log %s)\n",
-               (*session)->workspace().root().c_str(), (*session)->audit_path().c_str());
-  int rc = mcp::ServeStdio(**session, 0, 1);
+  auto config = mcp::LoadMcpConfig(mcp::DefaultConfigSources((*session)->workspace().root()),
+                                   (*session)->workspace().root());
+  if (!config) {
+    std::fprintf(stderr, "cordon: mcp config: %s\n", config.error().ToString().c_str());
+    return kExitStart;
+  }
+  int rc = 0;
+  {
+    // The hub's servers are stopped (and their process records written) before the session ends.
+    mcp::McpHub hub(**session, *config);
+    std::fprintf(stderr, "cordon: serving MCP on stdio for %s (audit log %s)\n",
+                 (*session)->workspace().root().c_str(), (*session)->audit_path().c_str());
+    rc = mcp::ServeStdio(**session, 0, 1);
+  }
   (*session)->Finish();
   return rc;
 }
@@ -277,6 +292,107 @@ int CmdWrap(int argc, char** argv, char** envp) {
   int rc = mcp::RunWrap(**session, req, 0, 1);
   (*session)->Finish();
   return rc;
+}
+
+// mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME
+int CmdMcp(int argc, char** argv, char** envp) {
+  std::string err;
+  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--json"}), {"--json-output"}, &err);
+  if (!a) return Usage(err);
+  if (a->positional.empty()) return Usage("try: mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME");
+  const std::string verb = a->positional[0];
+  SessionOptions o = SessionOptionsFrom(*a, "mcp-cli");
+  if (verb != "call" && o.audit_log.empty()) o.audit_log = DefaultAuditLogPath(NewSessionId());
+  auto session = Session::Start(o, envp);
+  if (!session) {
+    std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
+    return kExitStart;
+  }
+  const std::string ws = (*session)->workspace().root();
+  auto config = mcp::LoadMcpConfig(mcp::DefaultConfigSources(ws), ws);
+  if (!config) {
+    std::fprintf(stderr, "cordon: mcp config: %s\n", config.error().ToString().c_str());
+    return kExitStart;
+  }
+  mcp::McpHub hub(**session, *config);
+  auto need = [&](std::size_t n) { return a->positional.size() == n; };
+  auto server_or_fail = [&](const std::string& name) -> const mcp::ServerConfig* {
+    const mcp::ServerConfig* s = hub.Find(name);
+    if (s == nullptr) std::fprintf(stderr, "cordon: no enabled server named %s (see cordon mcp list)\n", name.c_str());
+    return s;
+  };
+  if (verb == "list" && need(1)) {
+    Json out = Json::array();
+    for (const auto& s : hub.config().servers) {
+      out.push_back({{"name", s.name}, {"enabled", true}, {"transport", s.transport}, {"source", s.source},
+                     {"trust", hub.TrustState(s)}});
+    }
+    for (const auto& d : hub.config().diagnostics) std::fprintf(stderr, "cordon: %s\n", DumpJson(d).c_str());
+    if (a->has("--json-output")) {
+      std::cout << DumpJson(out, 2) << std::endl;
+    } else {
+      for (const auto& s : out) {
+        std::cout << s["name"].get<std::string>() << "  enabled  " << s["transport"].get<std::string>() << "  "
+                  << s["source"].get<std::string>() << "  " << s["trust"].get<std::string>() << "\n";
+      }
+    }
+    return kExitOk;
+  }
+  if ((verb == "test" || verb == "tools" || verb == "trust") && need(2)) {
+    const mcp::ServerConfig* s = server_or_fail(a->positional[1]);
+    if (s == nullptr) return kExitToolError;
+    if (verb == "trust") {
+      // Trust covers this definition and the tools it lists now.
+      mcp::ServerConfig provisional = *s;
+      provisional.project = false;
+      auto client = mcp::StdioClient::Connect(**session, provisional);
+      if (!client) {
+        std::fprintf(stderr, "cordon: %s\n", client.error().ToString().c_str());
+        return kExitToolError;
+      }
+      auto tools = (*client)->ListTools();
+      if (!tools) {
+        std::fprintf(stderr, "cordon: %s\n", tools.error().ToString().c_str());
+        return kExitToolError;
+      }
+      if (auto st = mcp::Trust(ws, *s, *tools); !st) {
+        std::fprintf(stderr, "cordon: %s\n", st.error().ToString().c_str());
+        return kExitToolError;
+      }
+      (*session)->Audit("mcp_trust", {{"server", s->name}, {"source", s->source},
+                                      {"definition_sha256", s->definition_sha256}, {"tools", tools->size()}}, true);
+      std::cout << "trusted " << s->name << " (" << tools->size() << " tools pinned)\n";
+      return kExitOk;
+    }
+    auto tools = hub.Tools(*s);
+    if (!tools) {
+      std::fprintf(stderr, "cordon: %s: %s\n", s->name.c_str(), tools.error().ToString().c_str());
+      return kExitToolError;
+    }
+    if (verb == "test") {
+      auto client = hub.Client(*s);
+      Json r = {{"server", s->name}, {"ready", true},
+                {"protocolVersion", (*client)->initialize_result().value("protocolVersion", "")},
+                {"tools", tools->first.size()}, {"hidden_tools", tools->second.size()}};
+      std::cout << (a->has("--json-output") ? DumpJson(r, 2) : s->name + ": ready, protocol " +
+                                                                  r["protocolVersion"].get<std::string>() + ", " +
+                                                                  std::to_string(tools->first.size()) + " tools")
+                << std::endl;
+      return kExitOk;
+    }
+    for (const auto& t : tools->first) {
+      std::cout << "mcp__" << s->name << "__" << t.value("name", "") << "  " << t.value("description", "") << "\n";
+    }
+    return kExitOk;
+  }
+  if (verb == "call" && need(3)) {
+    if (server_or_fail(a->positional[1]) == nullptr) return kExitToolError;
+    Json result = (*session)->CallJsonText("mcp__" + a->positional[1] + "__" + a->positional[2],
+                                           a->get("--json", "{}"));
+    std::cout << DumpJson(result) << std::endl;
+    return result["isError"].get<bool>() ? kExitToolError : kExitOk;
+  }
+  return Usage("try: mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME");
 }
 
 int CmdDoctor(int argc, char** argv) {
@@ -436,6 +552,7 @@ int RunCli(int argc, char** argv, char** envp) {
     if (cmd == "doctor") return CmdDoctor(argc, argv);
     if (cmd == "serve") return CmdServe(argc, argv, envp);
     if (cmd == "wrap") return CmdWrap(argc, argv, envp);
+    if (cmd == "mcp") return CmdMcp(argc, argv, envp);
     if (cmd == "policy") return CmdPolicy(argc, argv, envp);
     if (cmd == "audit") return CmdAudit(argc, argv);
     if (cmd == "version" || cmd == "--version") {

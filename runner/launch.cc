@@ -150,6 +150,7 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
   l.shim = host.shim;
   l.cwd = req.cwd.empty() ? workspace : req.cwd;
   l.env = SandboxEnvironment(host_env, workspace);
+  for (const auto& kv : req.extra_env) l.env.push_back(kv);
   l.spec_fd = kSpecFd;
   l.status_fd = kStatusFd;
   l.json_status_fd = kJsonStatusFd;

@@ -50,6 +50,7 @@ struct ProcessRequest {
   bool pipe_stdin = false;        // cordon wrap: cordon writes the command's stdin
   bool no_timeout = false;        // a long-lived server: its lifetime is not a call's
   std::vector<std::string> extra_read;  // read-only paths the CLI user added (--read)
+  std::vector<std::pair<std::string, std::string>> extra_env;  // from the user's own config
 };
 
 // Hooks for a process whose stdout is a protocol rather than output to capture.

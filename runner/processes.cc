@@ -2,9 +2,19 @@
 #include "runner/processes.h"
 
 #include <signal.h>
+#include <pthread.h>
 #include <string.h>
 
 namespace cordon {
+
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
 
 ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path,
                          char** envp, std::function<void(std::string_view, Json, bool)> audit)
@@ -110,6 +120,7 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
     jobs_[job->id] = std::move(job);
   }
   raw->thread = std::thread([this, raw] {
+    BlockTerminationSignals();
     raw->proc->Run(&raw->cancel);
     Record(*raw->proc, raw->id, raw->cancel.load());
   });

@@ -14,6 +14,10 @@
 
 namespace cordon {
 
+// Worker threads call this so that SIGTERM/SIGINT/SIGHUP reach the main thread, which turns them
+// into an orderly shutdown (cordon serve).
+void BlockTerminationSignals();
+
 class ProcessHost {
  public:
   ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path, char** envp,

@@ -149,11 +149,73 @@ Json Session::CallJsonText(const std::string& tool, std::string_view input_text)
   return Call(tool, *parsed);
 }
 
+Json Session::CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Audit("tool_started", {{"call", call_id}, {"tool", tool}, {"scope", "mcp:call"}, {"effect", "process"},
+                         {"args", SummarizeArgs(input)}}, false);
+  Json record;
+  Result<Json> outcome = [&]() -> Result<Json> {
+    if (!input.is_object()) return Fail(Code::kInvalidInput, "tool input must be a JSON object");
+    if (!policy_.Grants("mcp:call")) {
+      Audit("policy_denied", {{"call", call_id}, {"tool", tool}, {"scope", "mcp:call"}, {"rule", "scopes.grant"}}, true);
+      return Fail(Code::kDeniedByPolicy, tool + " needs scope mcp:call, which the policy does not grant");
+    }
+    return external_->Call(tool, input, &record);
+  }();
+  Json result;
+  std::size_t redactions = 0;
+  bool truncated = false;
+  if (outcome && outcome->is_object() && outcome->contains("content")) {
+    result = std::move(*outcome);
+    // The same output cap as built-in tools: each text item is cut at max_output_bytes.
+    const auto cap = static_cast<std::size_t>(policy_.limits.max_output_bytes);
+    for (auto& item : result["content"]) {
+      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") && item["text"].is_string()) {
+        std::string& text = item["text"].get_ref<std::string&>();
+        if (text.size() > cap) {
+          const std::size_t dropped = text.size() - cap;
+          text = RepairUtf8(std::string_view(text).substr(0, cap)) +
+                 "\n[cordon: " + std::to_string(dropped) + " bytes of output dropped]";
+          truncated = true;
+        }
+      }
+    }
+    if (result.contains("structuredContent") && result["structuredContent"].dump().size() > cap * 4) {
+      result.erase("structuredContent");
+      truncated = true;
+    }
+    redactions = redactor_.RedactJson(result);
+    if (!result.contains("isError")) result["isError"] = false;
+  } else {
+    Error e = outcome ? Error{Code::kServerUnavailable, "the server returned no CallToolResult", 0, {}} : outcome.error();
+    redactions = redactor_.Redact(e.message);
+    result = MakeErrorResult(e);
+  }
+  if (result["isError"].get<bool>()) ++errors_;
+  const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  Json finished = {{"call", call_id},
+                   {"tool", tool},
+                   {"status", result["isError"].get<bool>() ? "error" : "ok"},
+                   {"output_bytes", DumpJson(result).size()},
+                   {"truncated", truncated},
+                   {"elapsed_ms", static_cast<double>(elapsed) / 1000.0}};
+  for (const auto& [k, v] : record.items()) finished[k] = v;
+  if (result.contains("structuredContent") && result["structuredContent"].contains("error")) {
+    finished["code"] = result["structuredContent"]["error"].value("code", "");
+  }
+  if (redactions > 0) finished["output_redactions"] = redactions;
+  Audit("tool_finished", std::move(finished), true);
+  return result;
+}
+
 Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
   ++calls_;
   const std::uint64_t call_id = calls_;
   const ToolSpec* spec = FindTool(tool);
+  if (spec == nullptr && external_ != nullptr && external_->Handles(tool)) {
+    return CallExternal(tool, input, call_id);
+  }
   Json started = {{"call", call_id}, {"tool", tool}, {"args", SummarizeArgs(input)}};
   if (spec != nullptr) {
     started["scope"] = spec->scope;

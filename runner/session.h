@@ -15,6 +15,17 @@
 
 namespace cordon {
 
+// Tools that come from outside the registry (configured MCP servers): mcp__{server}__{tool}.
+class ExternalTools {
+ public:
+  virtual ~ExternalTools() = default;
+  virtual bool Handles(std::string_view tool) = 0;
+  // MCP-format entries of the visible (trusted, pinned) tools.
+  virtual std::vector<Json> Catalog() = 0;
+  // Returns the server's CallToolResult; *record gets {server, server_tool}.
+  virtual Result<Json> Call(const std::string& tool, const Json& input, Json* record) = 0;
+};
+
 struct SessionOptions {
   std::string workspace = ".";
   std::string audit_log;                    // empty: DefaultAuditLogPath
@@ -47,6 +58,8 @@ class Session {
   // Writes session_finished (also done by the destructor if not called).
   void Finish();
   ProcessHost& processes() { return *processes_; }
+  void SetExternalTools(ExternalTools* external) { external_ = external; }
+  ExternalTools* external_tools() { return external_; }
   void Audit(std::string_view type, Json fields, bool durable);
 
  private:
@@ -58,6 +71,8 @@ class Session {
   std::optional<AuditWriter> audit_;
   std::mutex audit_mu_;
   std::unique_ptr<ProcessHost> processes_;
+  ExternalTools* external_ = nullptr;
+  Json CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id);
   std::uint64_t calls_ = 0;
   std::uint64_t errors_ = 0;
   bool finished_ = false;

@@ -1,0 +1,188 @@
+// Request/response over a confined server's pipes. The pump thread runs the process and routes
+// its stdout lines; server-to-client requests are answered at once, never left hanging.
+#include "mcp/client.h"
+
+#include <unistd.h>
+
+#include "mcp/jsonrpc.h"
+
+namespace cordon::mcp {
+
+Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, const ServerConfig& config) {
+  if (config.transport != "stdio") {
+    return Fail(Code::kServerUnavailable, "server " + config.name + ": transport " + config.transport +
+                                              " is not supported yet (stdio only)");
+  }
+  auto c = std::unique_ptr<StdioClient>(new StdioClient(session, config));
+  ProcessRequest req;
+  req.argv.push_back(config.command);
+  req.argv.insert(req.argv.end(), config.args.begin(), config.args.end());
+  req.cwd = session.workspace().root();
+  req.tool = "mcp__" + config.name;
+  req.kind = "mcp_server";
+  req.pipe_stdin = true;
+  req.no_timeout = true;
+  req.network = config.network;
+  req.extra_read = config.read;
+  for (const auto& kv : config.env) req.extra_env.push_back(kv);
+  StdioClient* raw = c.get();
+  raw->pump_ = std::thread([raw, req] {
+    BlockTerminationSignals();
+    RunHooks hooks;
+    hooks.on_stdout = [raw](std::string_view chunk) {
+      raw->line_buf_.append(chunk);
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = raw->line_buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+        raw->OnLine(std::string_view(raw->line_buf_).substr(start, nl - start));
+      }
+      raw->line_buf_.erase(0, start);
+      if (raw->line_buf_.size() > kMaxMessageBytes) {
+        raw->session_.Audit("mcp_diagnostic", {{"server", raw->config_.name}, {"reason", "oversized message dropped"},
+                                               {"bytes", raw->line_buf_.size()}}, false);
+        raw->line_buf_.clear();
+      }
+    };
+    auto result = raw->session_.processes().RunWithHooks(req, hooks, &raw->cancel_, [raw](ConfinedProcess& p) {
+      std::lock_guard<std::mutex> lock(raw->mu_);
+      raw->proc_ = &p;
+      raw->started_ = true;
+      raw->cv_.notify_all();
+    });
+    std::lock_guard<std::mutex> lock(raw->mu_);
+    if (!result) raw->start_error_ = result.error();
+    raw->exited_ = true;
+    raw->started_ = true;
+    raw->proc_ = nullptr;
+    raw->cv_.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(raw->mu_);
+    raw->cv_.wait(lock, [raw] { return raw->started_; });
+    if (raw->start_error_) return std::unexpected(*raw->start_error_);
+  }
+  auto init = raw->Request("initialize", {{"protocolVersion", "2025-11-25"},
+                                          {"capabilities", {{"roots", {{"listChanged", false}}}}},
+                                          {"clientInfo", {{"name", "cordon"}, {"version", "0.1.0"}}}});
+  if (!init) {
+    session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "initialize failed"},
+                                     {"message", init.error().message}, {"stderr", raw->StderrTail()}}, true);
+    return std::unexpected(init.error());
+  }
+  raw->init_ = *init;
+  const std::string version = init->value("protocolVersion", "");
+  bool supported = false;
+  for (const char* v : {"2025-11-25", "2025-06-18", "2025-03-26"}) supported = supported || version == v;
+  if (!supported) {
+    session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "protocol version mismatch"},
+                                     {"protocolVersion", version}}, true);
+  }
+  raw->Send(MakeNotification("notifications/initialized", nullptr));
+  return c;
+}
+
+StdioClient::~StdioClient() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (proc_ != nullptr) proc_->CloseStdin();
+  }
+  // A server gets 1 s to leave after EOF; then its sandbox is terminated (SIGTERM, then SIGKILL).
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return exited_; })) cancel_ = true;
+  lock.unlock();
+  if (pump_.joinable()) pump_.join();
+}
+
+void StdioClient::Send(const Json& msg) {
+  std::string line = DumpJson(msg) + "\n";
+  int fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (proc_ != nullptr) fd = proc_->stdin_fd();
+  }
+  std::string_view rest(line);
+  while (fd >= 0 && !rest.empty()) {
+    ssize_t n = ::write(fd, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+void StdioClient::OnLine(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.empty()) return;
+  auto parsed = ParseMessage(line);
+  if (std::holds_alternative<Json>(parsed)) {
+    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "non-JSON-RPC line on stdout"},
+                                      {"bytes", line.size()}}, false);
+    return;
+  }
+  const Message& m = std::get<Message>(parsed);
+  if (m.kind == Message::Kind::kResponse && m.id.is_number_integer()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    responses_[m.id.get<std::int64_t>()] = m.error.is_null() ? Json{{"result", m.result}} : Json{{"error", m.error}};
+    cv_.notify_all();
+    return;
+  }
+  if (m.kind == Message::Kind::kRequest) {
+    // Answered at once: ping, roots (the workspace); sampling and elicitation are refused.
+    if (m.method == "ping") {
+      Send(MakeResult(m.id, Json::object()));
+    } else if (m.method == "roots/list") {
+      Send(MakeResult(m.id, {{"roots", {{{"uri", "file://" + session_.workspace().root()}, {"name", "workspace"}}}}}));
+    } else {
+      Send(MakeError(m.id, kMethodNotFound, "cordon does not offer " + m.method + " to servers"));
+    }
+  }
+}
+
+Result<Json> StdioClient::Request(const std::string& method, Json params) {
+  std::int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = ++next_id_;
+  }
+  Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}});
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool got = cv_.wait_for(lock, std::chrono::seconds(config_.timeout_secs),
+                                [&] { return responses_.count(id) > 0 || exited_; });
+  if (responses_.count(id) == 0) {
+    lock.unlock();
+    const std::string why = got ? "the server exited" : "no answer within " + std::to_string(config_.timeout_secs) + " s";
+    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", why}, {"method", method},
+                                      {"stderr", StderrTail()}}, true);
+    return Fail(got ? Code::kServerUnavailable : Code::kTimeout, "server " + config_.name + ": " + method + ": " + why);
+  }
+  Json r = std::move(responses_[id]);
+  responses_.erase(id);
+  if (r.contains("error")) {
+    return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + ": " +
+                                              r["error"].value("message", std::string("error")));
+  }
+  return r["result"];
+}
+
+Result<Json> StdioClient::ListTools() {
+  Json all = Json::array();
+  Json params = Json::object();
+  for (int page = 0; page < 100; ++page) {
+    ASSIGN_OR_RETURN(Json r, Request("tools/list", params));
+    for (auto& t : r.value("tools", Json::array())) all.push_back(std::move(t));
+    if (!r.contains("nextCursor") || !r["nextCursor"].is_string()) break;
+    params["cursor"] = r["nextCursor"];
+  }
+  return all;
+}
+
+Result<Json> StdioClient::CallTool(const std::string& name, const Json& arguments) {
+  return Request("tools/call", {{"name", name}, {"arguments", arguments}});
+}
+
+std::string StdioClient::StderrTail() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (proc_ == nullptr) return {};
+  std::string e = proc_->StderrText();
+  return e.size() > 2000 ? e.substr(e.size() - 2000) : e;
+}
+
+}  // namespace cordon::mcp

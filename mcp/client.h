@@ -1,0 +1,50 @@
+// A client for one configured stdio MCP server, which runs confined like any tool process.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "mcp/config.h"
+#include "runner/session.h"
+
+namespace cordon::mcp {
+
+class StdioClient {
+ public:
+  // Launches the server confined and completes the initialize handshake within its timeout.
+  static Result<std::unique_ptr<StdioClient>> Connect(Session& session, const ServerConfig& config);
+  ~StdioClient();
+  StdioClient(const StdioClient&) = delete;
+  StdioClient& operator=(const StdioClient&) = delete;
+
+  Result<Json> Request(const std::string& method, Json params);
+  Result<Json> ListTools();  // all pages
+  Result<Json> CallTool(const std::string& name, const Json& arguments);
+  const Json& initialize_result() const { return init_; }
+  std::string StderrTail();
+
+ private:
+  explicit StdioClient(Session& session, ServerConfig config) : session_(session), config_(std::move(config)) {}
+  void OnLine(std::string_view line);
+  void Send(const Json& msg);
+
+  Session& session_;
+  ServerConfig config_;
+  std::thread pump_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  ConfinedProcess* proc_ = nullptr;
+  bool started_ = false, exited_ = false;
+  std::optional<Error> start_error_;
+  std::map<std::int64_t, Json> responses_;
+  std::int64_t next_id_ = 0;
+  std::string line_buf_;
+  std::atomic<bool> cancel_{false};
+  Json init_;
+};
+
+}  // namespace cordon::mcp

@@ -1,0 +1,61 @@
+// Configured MCP servers: ~/.thndrs/mcp.toml, ~/.cordon/mcp.toml (global), then the project's
+// .mcp.json, .thndrs/mcp.toml and .cordon/mcp.toml; later files override earlier ones by name.
+// A project-level server is a repository asking to run code: it needs the user's trust.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+#include "runner/error.h"
+#include "runner/text.h"
+
+namespace cordon::mcp {
+
+struct ServerConfig {
+  std::string name;
+  std::string transport = "stdio";  // stdio | streamable_http
+  std::string command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::string url;
+  std::map<std::string, std::string> headers;
+  bool enabled = true;
+  std::int64_t timeout_secs = 20;
+  std::optional<NetworkMode> network;  // [servers.NAME.sandbox] network
+  std::vector<std::string> read;       // [servers.NAME.sandbox] read
+  std::string source;                  // the file that defined it
+  bool project = false;                // defined inside the workspace
+  std::string definition_sha256;       // what trust is recorded against
+};
+
+struct McpConfig {
+  std::vector<ServerConfig> servers;   // enabled and resolved, in name order
+  std::vector<Json> diagnostics;       // skipped servers and why (secrets redacted)
+};
+
+bool IsValidServerName(std::string_view name);
+
+// Expands ${NAME} from the environment plus CORDON_WORKSPACE/THNDRS_WORKSPACE; nullopt (and
+// the missing name in *missing) when a variable is unset.
+std::optional<std::string> ExpandVars(std::string_view in, const std::string& workspace, std::string* missing);
+
+struct ConfigSources {
+  std::vector<std::pair<std::string, bool>> files;  // (path, is_project), lowest precedence first
+};
+ConfigSources DefaultConfigSources(const std::string& workspace);
+
+Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string& workspace);
+
+// Trust of project-level servers, stored outside the workspace.
+std::string TrustStorePath();
+bool IsTrusted(const std::string& workspace, const ServerConfig& server);
+// Records the definition's hash and, per tool, the hash of its name, description and schemas.
+Status Trust(const std::string& workspace, const ServerConfig& server, const Json& tools);
+// tool name -> pinned hash, empty when the server's tools were never pinned.
+std::map<std::string, std::string> PinnedTools(const std::string& workspace, const std::string& server);
+std::string ToolHash(const Json& tool);
+
+}  // namespace cordon::mcp

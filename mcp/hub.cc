@@ -1,0 +1,116 @@
+// Namespacing, trust and pinning for configured servers.
+#include "mcp/hub.h"
+
+namespace cordon::mcp {
+
+McpHub::McpHub(Session& session, McpConfig config) : session_(session), config_(std::move(config)) {
+  for (const auto& d : config_.diagnostics) session_.Audit("mcp_diagnostic", d, false);
+  session_.SetExternalTools(this);
+}
+
+McpHub::~McpHub() {
+  session_.SetExternalTools(nullptr);
+  clients_.clear();
+}
+
+const ServerConfig* McpHub::Find(std::string_view name) const {
+  for (const auto& s : config_.servers) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::string McpHub::TrustState(const ServerConfig& server) const {
+  if (!server.project) return "trusted (user config)";
+  if (IsTrusted(session_.workspace().root(), server)) return "trusted";
+  return PinnedTools(session_.workspace().root(), server.name).empty() ? "untrusted" : "changed";
+}
+
+Result<StdioClient*> McpHub::Client(const ServerConfig& server) {
+  if (!IsTrusted(session_.workspace().root(), server)) {
+    return Fail(Code::kDeniedByPolicy, "server " + server.name + " is defined by the project (" + server.source +
+                                           ") and is not trusted; review it, then run: cordon mcp trust " + server.name);
+  }
+  auto it = clients_.find(server.name);
+  if (it != clients_.end()) return it->second.get();
+  ASSIGN_OR_RETURN(auto client, StdioClient::Connect(session_, server));
+  StdioClient* raw = client.get();
+  clients_[server.name] = std::move(client);
+  return raw;
+}
+
+Result<std::pair<Json, Json>> McpHub::Tools(const ServerConfig& server) {
+  ASSIGN_OR_RETURN(StdioClient * client, Client(server));
+  ASSIGN_OR_RETURN(Json tools, client->ListTools());
+  auto pins = PinnedTools(session_.workspace().root(), server.name);
+  Json visible = Json::array(), hidden = Json::array();
+  for (auto& t : tools) {
+    const std::string name = t.value("name", "");
+    auto pin = pins.find(name);
+    if (!pins.empty() && (pin == pins.end() || pin->second != ToolHash(t))) {
+      hidden.push_back(t);
+      continue;
+    }
+    visible.push_back(t);
+  }
+  if (!hidden.empty()) {
+    Json names = Json::array();
+    for (const auto& t : hidden) names.push_back(t.value("name", ""));
+    session_.Audit("mcp_diagnostic", {{"server", server.name}, {"reason", "tools changed since they were trusted; hidden"},
+                                      {"tools", names}}, true);
+  }
+  return std::make_pair(visible, hidden);
+}
+
+bool McpHub::Handles(std::string_view tool) {
+  if (!tool.starts_with("mcp__")) return false;
+  for (const auto& s : config_.servers) {
+    if (tool.size() > 5 + s.name.size() + 2 && tool.substr(5, s.name.size()) == s.name &&
+        tool.substr(5 + s.name.size(), 2) == "__") {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<Json> McpHub::Catalog() {
+  std::vector<Json> out;
+  for (const auto& s : config_.servers) {
+    auto tools = Tools(s);
+    if (!tools) {
+      session_.Audit("mcp_diagnostic", {{"server", s.name}, {"reason", "tools/list failed"},
+                                        {"message", tools.error().message}}, true);
+      continue;
+    }
+    for (auto t : tools->first) {
+      t["name"] = "mcp__" + s.name + "__" + t.value("name", "");
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+Result<Json> McpHub::Call(const std::string& tool, const Json& input, Json* record) {
+  const ServerConfig* server = nullptr;
+  for (const auto& s : config_.servers) {
+    if (tool.substr(5, s.name.size()) == s.name && tool.substr(5 + s.name.size(), 2) == "__" &&
+        (server == nullptr || s.name.size() > server->name.size())) {
+      server = &s;
+    }
+  }
+  if (server == nullptr) return Fail(Code::kInvalidInput, "unknown tool " + tool);
+  const std::string original = tool.substr(5 + server->name.size() + 2);
+  (*record)["server"] = server->name;
+  (*record)["server_tool"] = original;
+  ASSIGN_OR_RETURN(auto tools, Tools(*server));
+  for (const auto& t : tools.second) {
+    if (t.value("name", "") == original) {
+      return Fail(Code::kDeniedByPolicy, "tool " + original + " of server " + server->name +
+                                             " changed since it was trusted; run cordon mcp trust " + server->name);
+    }
+  }
+  ASSIGN_OR_RETURN(StdioClient * client, Client(*server));
+  return client->CallTool(original, input);
+}
+
+}  // namespace cordon::mcp

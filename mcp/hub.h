@@ -1,0 +1,37 @@
+// McpHub: the session's configured MCP servers as external tools mcp__{server}__{tool}. Servers
+// start on demand, confined; project servers need trust; tools whose schema changed since they
+// were pinned are hidden until trusted again.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "mcp/client.h"
+#include "mcp/config.h"
+#include "runner/session.h"
+
+namespace cordon::mcp {
+
+class McpHub : public ExternalTools {
+ public:
+  McpHub(Session& session, McpConfig config);
+  ~McpHub() override;
+
+  bool Handles(std::string_view tool) override;
+  std::vector<Json> Catalog() override;
+  Result<Json> Call(const std::string& tool, const Json& input, Json* record) override;
+
+  const McpConfig& config() const { return config_; }
+  const ServerConfig* Find(std::string_view name) const;
+  std::string TrustState(const ServerConfig& server) const;  // trusted | untrusted | changed
+  Result<StdioClient*> Client(const ServerConfig& server);
+  // The server's tools split into visible ones and ones hidden by a changed pin.
+  Result<std::pair<Json, Json>> Tools(const ServerConfig& server);
+
+ private:
+  Session& session_;
+  McpConfig config_;
+  std::map<std::string, std::unique_ptr<StdioClient>> clients_;
+};
+
+}  // namespace cordon::mcp
