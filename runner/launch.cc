@@ -430,11 +430,12 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         continue;
       }
       ssize_t n = ::read(p.fd, buf, sizeof buf);
-      if (n > 0) {
+      if (n > 0 && p.fd == out_fd_.get() && hooks != nullptr && hooks->on_stdout) {
+        // Outside mu_: the hook may take its own locks and call back into this process.
+        hooks->on_stdout({buf, static_cast<std::size_t>(n)});
+      } else if (n > 0) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (p.fd == out_fd_.get() && hooks != nullptr && hooks->on_stdout) {
-          hooks->on_stdout({buf, static_cast<std::size_t>(n)});
-        } else if (p.fd == out_fd_.get()) out_.Append({buf, static_cast<std::size_t>(n)});
+        if (p.fd == out_fd_.get()) out_.Append({buf, static_cast<std::size_t>(n)});
         else if (p.fd == err_fd_.get()) err_.Append({buf, static_cast<std::size_t>(n)});
         else if (p.fd == status_fd_.get()) status_buf_.append(buf, static_cast<std::size_t>(n));
         else if (p.fd == json_fd_.get()) {
