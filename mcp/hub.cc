@@ -27,6 +27,7 @@ std::string McpHub::TrustState(const ServerConfig& server) const {
 }
 
 Result<StdioClient*> McpHub::Client(const ServerConfig& server) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!IsTrusted(session_.workspace().root(), server)) {
     return Fail(Code::kDeniedByPolicy, "server " + server.name + " is defined by the project (" + server.source +
                                            ") and is not trusted; review it, then run: cordon mcp trust " + server.name);
@@ -40,6 +41,7 @@ Result<StdioClient*> McpHub::Client(const ServerConfig& server) {
 }
 
 Result<std::pair<Json, Json>> McpHub::Tools(const ServerConfig& server) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   ASSIGN_OR_RETURN(StdioClient * client, Client(server));
   ASSIGN_OR_RETURN(Json tools, client->ListTools());
   auto pins = PinnedTools(session_.workspace().root(), server.name);

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "mcp/client.h"
 #include "mcp/config.h"
@@ -32,6 +33,7 @@ class McpHub : public ExternalTools {
   Session& session_;
   McpConfig config_;
   std::map<std::string, std::unique_ptr<StdioClient>> clients_;
+  std::recursive_mutex mu_;  // serve may call tools concurrently
 };
 
 }  // namespace cordon::mcp

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "runner/hash.h"
+#include "runner/processes.h"
 
 namespace cordon::mcp {
 namespace {
@@ -78,11 +79,86 @@ Json McpServer::Initialize(const Json& params) {
   return result;
 }
 
+McpServer::~McpServer() { Drain(true); }
+
+void McpServer::Reap() {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    if (it->second->done) {
+      if (it->second->worker.joinable()) it->second->worker.join();
+      it = calls_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void McpServer::Drain(bool cancel) {
+  std::map<std::string, std::unique_ptr<ActiveCall>> calls;
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    if (cancel) {
+      for (auto& [id, c] : calls_) c->cancel = true;
+    }
+    calls.swap(calls_);
+  }
+  for (auto& [id, c] : calls) {
+    if (c->worker.joinable()) c->worker.join();
+  }
+}
+
+void McpServer::StartCall(const Message& m, Json args) {
+  Reap();
+  auto call = std::make_unique<ActiveCall>();
+  ActiveCall* raw = call.get();
+  const std::string key = m.id.dump();
+  const Json id = m.id;
+  const std::string name = m.params["name"].get<std::string>();
+  Json token = nullptr;
+  if (m.params.contains("_meta") && m.params["_meta"].is_object() && m.params["_meta"].contains("progressToken")) {
+    token = m.params["_meta"]["progressToken"];
+  }
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    if (calls_.count(key)) {
+      send_(MakeError(id, kInvalidRequest, "a request with this id is still running"));
+      return;
+    }
+    calls_[key] = std::move(call);
+  }
+  raw->worker = std::thread([this, raw, id, name, args = std::move(args), token] {
+    BlockTerminationSignals();
+    std::thread ticker;
+    if (!token.is_null()) {
+      // A long call reports progress about once a second until it ends.
+      ticker = std::thread([this, raw, token] {
+        BlockTerminationSignals();
+        for (int tick = 1; !raw->done.load(); ++tick) {
+          for (int i = 0; i < 10 && !raw->done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          if (raw->done.load()) break;
+          send_(MakeNotification("notifications/progress",
+                                 {{"progressToken", token}, {"progress", tick}, {"message", "running"}}));
+        }
+      });
+    }
+    Json result = session_.Call(name, args, &raw->cancel);
+    raw->done = true;
+    if (ticker.joinable()) ticker.join();
+    // A cancelled request gets no response, as the protocol asks.
+    if (!raw->cancel.load()) send_(MakeResult(id, std::move(result)));
+  });
+}
+
 std::optional<Json> McpServer::Handle(const Message& m) {
   if (m.kind == Message::Kind::kResponse) return std::nullopt;  // cordon sends no requests yet
   if (m.kind == Message::Kind::kNotification) {
     if (m.method == "notifications/initialized") initialized_ = true;
-    return std::nullopt;  // cancelled/progress/roots notifications need no answer
+    if (m.method == "notifications/cancelled" && m.params.is_object() && m.params.contains("requestId")) {
+      std::lock_guard<std::mutex> lock(calls_mu_);
+      auto it = calls_.find(m.params["requestId"].dump());
+      if (it != calls_.end()) it->second->cancel = true;
+    }
+    return std::nullopt;  // progress/roots notifications need no answer
   }
   const Json& p = m.params;
   if (m.method == "initialize") return MakeResult(m.id, Initialize(p));
@@ -103,6 +179,10 @@ std::optional<Json> McpServer::Handle(const Message& m) {
     Json args = p.value("arguments", Json::object());
     if (!args.is_object()) return MakeError(m.id, kInvalidParams, "params.arguments must be an object");
     // Unknown or ungranted tools come back as isError results, as the tool contract says.
+    if (send_) {
+      StartCall(m, std::move(args));
+      return std::nullopt;
+    }
     return MakeResult(m.id, session_.Call(p["name"].get<std::string>(), args));
   }
   return MakeError(m.id, kMethodNotFound, "method not found: " + m.method);
@@ -128,7 +208,12 @@ int ServeStdio(Session& session, int in_fd, int out_fd) {
   sa.sa_handler = OnTerminate;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
-  McpServer server(session);
+  std::mutex out_mu;
+  bool out_ok = true;
+  McpServer server(session, [&](const Json& msg) {
+    std::lock_guard<std::mutex> lock(out_mu);
+    if (out_ok) out_ok = WriteLine(out_fd, msg);
+  });
   std::string buf;
   bool discarding = false;  // inside an oversized line: drop bytes up to its newline
   char chunk[65536];
@@ -147,12 +232,14 @@ int ServeStdio(Session& session, int in_fd, int out_fd) {
       }
       if (line.empty() || line == "\r") continue;
       for (const Json& out : server.HandleLine(line)) {
+        std::lock_guard<std::mutex> lock(out_mu);
         if (!WriteLine(out_fd, out)) return 1;
       }
     }
     buf.erase(0, start);
     if (buf.size() > kMaxMessageBytes) {
       if (!discarding) {
+        std::lock_guard<std::mutex> lock(out_mu);
         WriteLine(out_fd, MakeError(nullptr, kInvalidRequest,
                                     "message exceeds " + std::to_string(kMaxMessageBytes) + " bytes"));
       }
@@ -160,6 +247,8 @@ int ServeStdio(Session& session, int in_fd, int out_fd) {
       buf.clear();
     }
   }
+  // EOF: running calls finish and answer; a termination signal cancels them.
+  server.Drain(g_terminate != 0);
   return 0;
 }
 

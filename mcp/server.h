@@ -1,7 +1,13 @@
 // The MCP server side of cordon: exposes the session's granted tools over JSON-RPC (stdio).
 #pragma once
 
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,17 +24,34 @@ std::string NegotiateVersion(const Json& requested);
 
 class McpServer {
  public:
-  explicit McpServer(Session& session) : session_(session) {}
-  // Handles one line from the client; returns what to send back (possibly nothing).
+  // Without `send`, tools/call runs inline and its result is returned from Handle. With it,
+  // each tools/call runs on its own thread, can be cancelled (notifications/cancelled), reports
+  // progress when the client sent a progressToken, and answers through `send`.
+  explicit McpServer(Session& session, std::function<void(const Json&)> send = {})
+      : session_(session), send_(std::move(send)) {}
+  ~McpServer();
+  // Handles one line from the client; returns what to send back now (possibly nothing).
   std::vector<Json> HandleLine(std::string_view line);
   std::optional<Json> Handle(const Message& m);
+  // Cancels every running call and waits for all of them.
+  void Drain(bool cancel);
 
  private:
+  struct ActiveCall {
+    std::atomic<bool> cancel{false};
+    std::atomic<bool> done{false};
+    std::thread worker;
+  };
   Json Initialize(const Json& params);
   Json Instructions();
+  void StartCall(const Message& m, Json args);
+  void Reap();
   Session& session_;
+  std::function<void(const Json&)> send_;
   bool initialized_ = false;
   std::string version_;
+  std::mutex calls_mu_;
+  std::map<std::string, std::unique_ptr<ActiveCall>> calls_;  // by request id (JSON text)
 };
 
 // Serves until EOF on in_fd; logs only to stderr. Returns 0 on a clean EOF.

@@ -35,6 +35,7 @@ ProcessHost::~ProcessHost() {
 }
 
 Result<const SandboxHost*> ProcessHost::Host() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (!host_) host_.emplace(PrepareSandboxHost(policy_, shim_path_));
   if (!*host_) return std::unexpected(host_->error());
   return &**host_;

@@ -117,7 +117,7 @@ void Session::Finish() {
   if (finished_ || !audit_) return;
   finished_ = true;
   processes_.reset();  // cancels and reaps background jobs; their records come first
-  Audit("session_finished", {{"calls", calls_}, {"errors", errors_}}, true);
+  Audit("session_finished", {{"calls", calls_.load()}, {"errors", errors_.load()}}, true);
 }
 
 void Session::Audit(std::string_view type, Json fields, bool durable) {
@@ -210,8 +210,7 @@ Json Session::CallExternal(const std::string& tool, const Json& input, std::uint
 
 Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
-  ++calls_;
-  const std::uint64_t call_id = calls_;
+  const std::uint64_t call_id = ++calls_;
   const ToolSpec* spec = FindTool(tool);
   if (spec == nullptr && external_ != nullptr && external_->Handles(tool)) {
     return CallExternal(tool, input, call_id);

@@ -1,6 +1,7 @@
 // Session: one agent session's dispatch path (lookup, validate, policy, audit, execute, redact).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,8 +74,8 @@ class Session {
   std::unique_ptr<ProcessHost> processes_;
   ExternalTools* external_ = nullptr;
   Json CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id);
-  std::uint64_t calls_ = 0;
-  std::uint64_t errors_ = 0;
+  std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
+  std::atomic<std::uint64_t> errors_{0};
   bool finished_ = false;
 };
 

@@ -137,8 +137,10 @@ TEST_F(McpClientTest, CrashingHangingAndGarbageServersDoNotTakeCordonDown) {
 TEST_F(McpClientTest, ConfiguredServerToolsAppearNamespacedThroughServe) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
   const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
-  if (FindOnPath("node").empty() || !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
-    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node or server-everything missing; run scripts/install-mcp-peers.sh";
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything") ||
+      !cordon::testing::Exists(scripts + "/sdk-client.mjs")) {
+    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, server-everything or " << scripts
+                 << "/sdk-client.mjs missing; run scripts/install-mcp-peers.sh";
   }
   WriteFile(dir_ / "home/.cordon/mcp.toml",
             "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +

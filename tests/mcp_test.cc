@@ -139,6 +139,48 @@ TEST_F(McpServerTest, StdioSurvivesGarbageAndOversizedLinesAndExitsOnEof) {
   EXPECT_TRUE(replies[2].contains("result"));
 }
 
+TEST_F(McpServerTest, CancellationKillsTheConfinedProcessAndProgressIsReported) {
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})";
+  const std::string slow = R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["317"]}}})";
+  const std::string cancel = R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}})";
+  const std::string progress = R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["2.5"]},"_meta":{"progressToken":"tok-1"}}})";
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                                 dir_ / "serve.jsonl"},
+                                {"XDG_CONFIG_HOME=" + (dir_ / "config")},
+                                init + "\n" + slow + "\n" + cancel + "\n" + progress + "\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  int progress_notes = 0;
+  bool answered_2 = false, answered_3 = false;
+  std::size_t pos = 0;
+  while (pos < r.out.size()) {
+    std::size_t nl = r.out.find('\n', pos);
+    Json j = Json::parse(r.out.substr(pos, nl - pos));
+    pos = nl + 1;
+    if (j.value("method", "") == "notifications/progress") {
+      EXPECT_EQ(j["params"]["progressToken"], "tok-1");
+      ++progress_notes;
+    }
+    if (j.contains("id") && j["id"] == 2) answered_2 = true;
+    if (j.contains("id") && j["id"] == 3) {
+      answered_3 = true;
+      EXPECT_EQ(j["result"]["structuredContent"]["exit_code"], 0) << j.dump();
+    }
+  }
+  EXPECT_FALSE(answered_2) << "a cancelled request gets no response";
+  EXPECT_TRUE(answered_3);
+  EXPECT_GE(progress_notes, 1);
+  const std::string log = cordon::testing::ReadFile(dir_ / "serve.jsonl");
+  EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos);
+  // Nothing of the cancelled call survives.
+  const std::string cmd = std::string("sleep") + '\0' + "317" + '\0';
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string n = e.path().filename().string();
+    if (n[0] < '0' || n[0] > '9') continue;
+    EXPECT_NE(cordon::testing::ReadFile(e.path().string() + "/cmdline"), cmd);
+  }
+}
+
 // Real peers from the npm registry, installed by scripts/install-mcp-peers.sh.
 class McpPeersTest : public McpServerTest {
  protected:
