@@ -4,9 +4,19 @@
 
 #include <unistd.h>
 
+#include "mcp/http_client.h"
 #include "mcp/jsonrpc.h"
 
 namespace cordon::mcp {
+
+Result<std::unique_ptr<McpConnection>> ConnectServer(Session& session, const ServerConfig& config) {
+  if (config.transport == "streamable_http") {
+    ASSIGN_OR_RETURN(auto http, HttpClient::Connect(session, config));
+    return std::unique_ptr<McpConnection>(std::move(http));
+  }
+  ASSIGN_OR_RETURN(auto stdio, StdioClient::Connect(session, config));
+  return std::unique_ptr<McpConnection>(std::move(stdio));
+}
 
 Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, const ServerConfig& config) {
   if (config.transport != "stdio") {
@@ -162,7 +172,7 @@ Result<Json> StdioClient::Request(const std::string& method, Json params) {
   return r["result"];
 }
 
-Result<Json> StdioClient::ListTools() {
+Result<Json> McpConnection::ListTools() {
   Json all = Json::array();
   Json params = Json::object();
   for (int page = 0; page < 100; ++page) {
@@ -174,7 +184,7 @@ Result<Json> StdioClient::ListTools() {
   return all;
 }
 
-Result<Json> StdioClient::CallTool(const std::string& name, const Json& arguments) {
+Result<Json> McpConnection::CallTool(const std::string& name, const Json& arguments) {
   return Request("tools/call", {{"name", name}, {"arguments", arguments}});
 }
 

@@ -13,19 +13,31 @@
 
 namespace cordon::mcp {
 
-class StdioClient {
+// One connection to a configured server, whatever its transport.
+class McpConnection {
+ public:
+  virtual ~McpConnection() = default;
+  virtual Result<Json> Request(const std::string& method, Json params) = 0;
+  virtual const Json& initialize_result() const = 0;
+  virtual std::string StderrTail() { return {}; }
+  Result<Json> ListTools();  // all pages
+  Result<Json> CallTool(const std::string& name, const Json& arguments);
+};
+
+// Connects with the server's transport (stdio, confined; or Streamable HTTP).
+Result<std::unique_ptr<McpConnection>> ConnectServer(Session& session, const ServerConfig& config);
+
+class StdioClient : public McpConnection {
  public:
   // Launches the server confined and completes the initialize handshake within its timeout.
   static Result<std::unique_ptr<StdioClient>> Connect(Session& session, const ServerConfig& config);
-  ~StdioClient();
+  ~StdioClient() override;
   StdioClient(const StdioClient&) = delete;
   StdioClient& operator=(const StdioClient&) = delete;
 
-  Result<Json> Request(const std::string& method, Json params);
-  Result<Json> ListTools();  // all pages
-  Result<Json> CallTool(const std::string& name, const Json& arguments);
-  const Json& initialize_result() const { return init_; }
-  std::string StderrTail();
+  Result<Json> Request(const std::string& method, Json params) override;
+  const Json& initialize_result() const override { return init_; }
+  std::string StderrTail() override;
 
  private:
   explicit StdioClient(Session& session, ServerConfig config) : session_(session), config_(std::move(config)) {}

@@ -26,7 +26,7 @@ std::string McpHub::TrustState(const ServerConfig& server) const {
   return PinnedTools(session_.workspace().root(), server.name).empty() ? "untrusted" : "changed";
 }
 
-Result<StdioClient*> McpHub::Client(const ServerConfig& server) {
+Result<McpConnection*> McpHub::Client(const ServerConfig& server) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!IsTrusted(session_.workspace().root(), server)) {
     return Fail(Code::kDeniedByPolicy, "server " + server.name + " is defined by the project (" + server.source +
@@ -34,15 +34,15 @@ Result<StdioClient*> McpHub::Client(const ServerConfig& server) {
   }
   auto it = clients_.find(server.name);
   if (it != clients_.end()) return it->second.get();
-  ASSIGN_OR_RETURN(auto client, StdioClient::Connect(session_, server));
-  StdioClient* raw = client.get();
+  ASSIGN_OR_RETURN(auto client, ConnectServer(session_, server));
+  McpConnection* raw = client.get();
   clients_[server.name] = std::move(client);
   return raw;
 }
 
 Result<std::pair<Json, Json>> McpHub::Tools(const ServerConfig& server) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  ASSIGN_OR_RETURN(StdioClient * client, Client(server));
+  ASSIGN_OR_RETURN(McpConnection * client, Client(server));
   ASSIGN_OR_RETURN(Json tools, client->ListTools());
   auto pins = PinnedTools(session_.workspace().root(), server.name);
   Json visible = Json::array(), hidden = Json::array();
@@ -111,7 +111,7 @@ Result<Json> McpHub::Call(const std::string& tool, const Json& input, Json* reco
                                              " changed since it was trusted; run cordon mcp trust " + server->name);
     }
   }
-  ASSIGN_OR_RETURN(StdioClient * client, Client(*server));
+  ASSIGN_OR_RETURN(McpConnection * client, Client(*server));
   return client->CallTool(original, input);
 }
 

@@ -25,14 +25,14 @@ class McpHub : public ExternalTools {
   const McpConfig& config() const { return config_; }
   const ServerConfig* Find(std::string_view name) const;
   std::string TrustState(const ServerConfig& server) const;  // trusted | untrusted | changed
-  Result<StdioClient*> Client(const ServerConfig& server);
+  Result<McpConnection*> Client(const ServerConfig& server);
   // The server's tools split into visible ones and ones hidden by a changed pin.
   Result<std::pair<Json, Json>> Tools(const ServerConfig& server);
 
  private:
   Session& session_;
   McpConfig config_;
-  std::map<std::string, std::unique_ptr<StdioClient>> clients_;
+  std::map<std::string, std::unique_ptr<McpConnection>> clients_;
   std::recursive_mutex mu_;  // serve may call tools concurrently
 };
 

@@ -345,7 +345,7 @@ int CmdMcp(int argc, char** argv, char** envp) {
       // Trust covers this definition and the tools it lists now.
       mcp::ServerConfig provisional = *s;
       provisional.project = false;
-      auto client = mcp::StdioClient::Connect(**session, provisional);
+      auto client = mcp::ConnectServer(**session, provisional);
       if (!client) {
         std::fprintf(stderr, "cordon: %s\n", client.error().ToString().c_str());
         return kExitToolError;

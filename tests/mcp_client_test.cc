@@ -1,6 +1,13 @@
 // Configured MCP servers: config files and precedence, ${NAME} expansion, trust of project
 // servers, schema pinning, faults (crash, hang, garbage) and the catalog through cordon serve.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
 
 #include "mcp/config.h"
 #include "runner/probe.h"
@@ -165,6 +172,55 @@ TEST_F(McpClientTest, ConfiguredServerToolsAppearNamespacedThroughServe) {
   std::string log = ReadFile(dir_ / "serve.jsonl");
   EXPECT_NE(log.find("\"server_tool\":\"echo\""), std::string::npos);
   EXPECT_NE(log.find("\"kind\":\"mcp_server\""), std::string::npos);
+}
+
+TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/loopback-only.mjs") ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
+    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, server-everything or the loopback preload missing";
+  }
+  // server-everything in Streamable HTTP mode, bound to 127.0.0.1 only, on a free port.
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  ::close(s);
+  const std::string node = FindOnPath("node");
+  const std::string se = peers + "/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+  const std::string loopback = scripts + "/loopback-only.mjs";
+  const std::string port_env = "PORT=" + std::to_string(port);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("PORT", std::to_string(port).c_str(), 1);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(node.c_str(), node.c_str(), "--import", loopback.c_str(), se.c_str(), "streamableHttp", nullptr);
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  WriteFile(dir_ / "home/.cordon/mcp.toml", "[servers.web]\ntransport = \"streamable_http\"\nurl = \"http://127.0.0.1:" +
+                                                 std::to_string(port) + "/mcp\"\ntimeout_secs = 10\n");
+  cordon::testing::RunResult test;
+  for (int i = 0; i < 50; ++i) {  // wait (bounded) for the server to listen
+    test = Cordon({"mcp", "test", "web"});
+    if (test.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  auto call = Cordon({"mcp", "call", "web", "get-sum", "--json", R"({"a":20,"b":22})"});
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  ASSERT_EQ(test.exit_code, 0) << test.out << test.err;
+  EXPECT_NE(test.out.find("ready"), std::string::npos);
+  EXPECT_EQ(call.exit_code, 0) << call.out << call.err;
+  EXPECT_NE(call.out.find("42"), std::string::npos) << call.out;
+  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("\"server\":\"web\""), std::string::npos);
 }
 
 }  // namespace

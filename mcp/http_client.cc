@@ -1,0 +1,203 @@
+// A deliberately small Streamable HTTP client: one request at a time, the response read from
+// the POST (JSON, or an SSE stream in which server requests are answered and refused properly).
+#include "mcp/http_client.h"
+
+#include <curl/curl.h>
+
+#include <cctype>
+#include <mutex>
+
+#include "mcp/jsonrpc.h"
+
+namespace cordon::mcp {
+namespace {
+
+constexpr std::size_t kMaxBody = kMaxMessageBytes * 4;
+
+struct Capture {
+  std::string body;
+  std::string content_type;
+  std::string session_id;
+  bool too_big = false;
+};
+
+std::size_t OnBody(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* c = static_cast<Capture*>(user);
+  if (c->body.size() + size * n > kMaxBody) {
+    c->too_big = true;
+    return 0;  // aborts the transfer
+  }
+  c->body.append(data, size * n);
+  return size * n;
+}
+
+std::size_t OnHeader(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* c = static_cast<Capture*>(user);
+  std::string line(data, size * n);
+  std::size_t colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string name = line.substr(0, colon);
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ')) value.erase(0, 1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
+    if (name == "content-type") c->content_type = value;
+    if (name == "mcp-session-id") c->session_id = value;
+  }
+  return size * n;
+}
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// The JSON payloads of an SSE body ("data:" lines joined per event).
+std::vector<std::string> SseEvents(const std::string& body) {
+  std::vector<std::string> events;
+  std::string data;
+  std::size_t pos = 0;
+  while (pos <= body.size()) {
+    std::size_t nl = body.find('\n', pos);
+    std::string line = body.substr(pos, (nl == std::string::npos ? body.size() : nl) - pos);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) {
+      if (!data.empty()) events.push_back(data);
+      data.clear();
+    } else if (line.rfind("data:", 0) == 0) {
+      std::string d = line.substr(5);
+      if (!d.empty() && d[0] == ' ') d.erase(0, 1);
+      if (!data.empty()) data += "\n";
+      data += d;
+    }
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  if (!data.empty()) events.push_back(data);
+  return events;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session, const ServerConfig& config) {
+  GlobalInit();
+  auto c = std::unique_ptr<HttpClient>(new HttpClient(session, config));
+  ASSIGN_OR_RETURN(c->init_, c->Request("initialize", {{"protocolVersion", "2025-11-25"},
+                                                       {"capabilities", Json::object()},
+                                                       {"clientInfo", {{"name", "cordon"}, {"version", "0.1.0"}}}}));
+  c->version_ = c->init_.value("protocolVersion", "");
+  bool supported = false;
+  for (const char* v : {"2025-11-25", "2025-06-18", "2025-03-26"}) supported = supported || c->version_ == v;
+  if (!supported) {
+    session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "protocol version mismatch"},
+                                     {"protocolVersion", c->version_}}, true);
+  }
+  TRY(c->Notify("notifications/initialized", nullptr));
+  return c;
+}
+
+HttpClient::~HttpClient() {
+  if (session_id_.empty()) return;
+  // Ends the server's session; failures here change nothing for the caller.
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) return;
+  curl_slist* headers = curl_slist_append(nullptr, ("Mcp-Session-Id: " + session_id_).c_str());
+  curl_easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_perform(curl);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+}
+
+Result<HttpClient::Reply> HttpClient::Post(const Json& message) {
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) return Fail(Code::kInternal, "curl_easy_init failed");
+  const std::string body = DumpJson(message);
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Content-Type: application/json");
+  headers = curl_slist_append(headers, "Accept: application/json, text/event-stream");
+  if (!session_id_.empty()) headers = curl_slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
+  if (!version_.empty()) headers = curl_slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
+  for (const auto& [k, v] : config_.headers) headers = curl_slist_append(headers, (k + ": " + v).c_str());
+  Capture cap;
+  curl_easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_POST, 1L);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &cap);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &cap);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, static_cast<long>(config_.timeout_secs));
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  CURLcode rc = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  if (cap.too_big) return Fail(Code::kTooLarge, "server " + config_.name + ": response larger than " + std::to_string(kMaxBody) + " bytes");
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    return Fail(Code::kTimeout, "server " + config_.name + ": no answer within " + std::to_string(config_.timeout_secs) + " s");
+  }
+  if (rc != CURLE_OK) {
+    return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + curl_easy_strerror(rc));
+  }
+  if (!cap.session_id.empty()) session_id_ = cap.session_id;
+  return Reply{status, cap.content_type, std::move(cap.body), cap.session_id};
+}
+
+Status HttpClient::Notify(const std::string& method, Json params) {
+  ASSIGN_OR_RETURN(Reply r, Post(MakeNotification(method, std::move(params))));
+  if (r.status != 202 && r.status != 200 && r.status != 204) {
+    return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + " got HTTP " + std::to_string(r.status));
+  }
+  return {};
+}
+
+Result<Json> HttpClient::Request(const std::string& method, Json params) {
+  const std::int64_t id = ++next_id_;
+  ASSIGN_OR_RETURN(Reply r, Post({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}}));
+  if (r.status == 404 && !session_id_.empty()) {
+    return Fail(Code::kServerUnavailable, "server " + config_.name + ": the session expired (HTTP 404)");
+  }
+  if (r.status < 200 || r.status >= 300) {
+    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "HTTP " + std::to_string(r.status)},
+                                      {"method", method}, {"body", r.body.substr(0, 500)}}, true);
+    return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + " got HTTP " + std::to_string(r.status));
+  }
+  std::vector<std::string> payloads;
+  if (r.content_type.rfind("text/event-stream", 0) == 0) {
+    payloads = SseEvents(r.body);
+  } else {
+    payloads.push_back(r.body);
+  }
+  for (const auto& p : payloads) {
+    auto parsed = ParseMessage(p);
+    if (std::holds_alternative<Json>(parsed)) continue;
+    const Message& m = std::get<Message>(parsed);
+    if (m.kind == Message::Kind::kRequest) {
+      // Server requests in the stream: ping and roots answered, the rest refused, never ignored.
+      Json reply = m.method == "ping" ? MakeResult(m.id, Json::object())
+                   : m.method == "roots/list"
+                       ? MakeResult(m.id, {{"roots", {{{"uri", "file://" + session_.workspace().root()}, {"name", "workspace"}}}}})
+                       : MakeError(m.id, kMethodNotFound, "cordon does not offer " + m.method + " to servers");
+      (void)Post(reply);
+      continue;
+    }
+    if (m.kind == Message::Kind::kResponse && m.id == id) {
+      if (!m.error.is_null()) {
+        return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + ": " +
+                                                  m.error.value("message", std::string("error")));
+      }
+      return m.result;
+    }
+  }
+  return Fail(Code::kServerUnavailable, "server " + config_.name + ": no response to " + method + " in the HTTP reply");
+}
+
+}  // namespace cordon::mcp

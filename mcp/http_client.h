@@ -1,0 +1,34 @@
+// Streamable HTTP transport for configured servers (libcurl): POST with Accept JSON and SSE,
+// Mcp-Session-Id and MCP-Protocol-Version headers, 202 for notifications, DELETE at the end.
+#pragma once
+
+#include "mcp/client.h"
+
+namespace cordon::mcp {
+
+class HttpClient : public McpConnection {
+ public:
+  static Result<std::unique_ptr<HttpClient>> Connect(Session& session, const ServerConfig& config);
+  ~HttpClient() override;
+  Result<Json> Request(const std::string& method, Json params) override;
+  const Json& initialize_result() const override { return init_; }
+
+ private:
+  HttpClient(Session& session, ServerConfig config) : session_(session), config_(std::move(config)) {}
+  struct Reply {
+    long status = 0;
+    std::string content_type;
+    std::string body;
+    std::string session_id;
+  };
+  Result<Reply> Post(const Json& message);
+  Status Notify(const std::string& method, Json params);
+  Session& session_;
+  ServerConfig config_;
+  std::string session_id_;
+  std::string version_;
+  std::int64_t next_id_ = 0;
+  Json init_;
+};
+
+}  // namespace cordon::mcp
