@@ -1,6 +1,8 @@
 // Subcommands: call, tools, policy show, audit verify/show. Options end at "--".
 #include "runner/cli.h"
 
+#include <fcntl.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "mcp/http_server.h"
 #include "mcp/hub.h"
 #include "mcp/server.h"
 #include "mcp/wrap.h"
@@ -36,7 +39,9 @@ commands:
   exec [--network none|loopback|allow] [--timeout S] -- CMD ARGS...
                                 run one command confined; stdio and exit code pass through
                                 (124 timeout, 125 sandbox failure, 127 command not found)
-  serve                         an MCP server on stdio exposing the tools the policy grants
+  serve [--http 127.0.0.1:PORT (--token-file F | --no-auth)]
+                                an MCP server (stdio, or Streamable HTTP on loopback) exposing
+                                the tools the policy grants
   wrap [--network M] [--read DIR]... -- CMD ARGS...
                                 run one stdio MCP server confined and proxy it, with audit
                                 records, caps and redaction (tool names are not prefixed)
@@ -234,9 +239,41 @@ int CmdExec(int argc, char** argv, char** envp) {
 // serve: an MCP server over stdio exposing the granted tools. Logs go to stderr only.
 int CmdServe(int argc, char** argv, char** envp) {
   std::string err;
-  auto a = Parse(argc, argv, 2, kSessionOptions, {}, &err);
+  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--http", "--token-file"}), {"--no-auth"}, &err);
   if (!a) return Usage(err);
   if (!a->positional.empty()) return Usage("serve takes no arguments");
+  std::optional<mcp::HttpServeOptions> http;
+  if (a->has("--http")) {
+    auto o = mcp::ParseListenAddress(a->get("--http"));
+    if (!o) return Usage(o.error().message);
+    if (a->has("--no-auth") == a->has("--token-file")) {
+      return Usage("serve --http needs --token-file FILE (created with a new token when missing) or --no-auth");
+    }
+    if (a->has("--token-file")) {
+      const std::string path = a->get("--token-file");
+      std::ifstream in(path);
+      std::string token;
+      std::getline(in, token);
+      if (token.empty()) {
+        unsigned char raw[24];
+        if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) return kExitStart;
+        static constexpr char kDigits[] = "0123456789abcdef";
+        for (unsigned char c : raw) {
+          token += kDigits[c >> 4];
+          token += kDigits[c & 0xf];
+        }
+        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || ::write(fd, (token + "\n").data(), token.size() + 1) != static_cast<ssize_t>(token.size() + 1)) {
+          std::fprintf(stderr, "cordon: cannot write token file %s\n", path.c_str());
+          return kExitStart;
+        }
+        ::close(fd);
+        std::fprintf(stderr, "cordon: wrote a new bearer token to %s\n", path.c_str());
+      }
+      o->token = token;
+    }
+    http = *o;
+  }
   auto session = Session::Start(SessionOptionsFrom(*a, "mcp"), envp);
   if (!session) {
     std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
@@ -252,9 +289,9 @@ int CmdServe(int argc, char** argv, char** envp) {
   {
     // The hub's servers are stopped (and their process records written) before the session ends.
     mcp::McpHub hub(**session, *config);
-    std::fprintf(stderr, "cordon: serving MCP on stdio for %s (audit log %s)\n",
+    std::fprintf(stderr, "cordon: serving MCP on %s for %s (audit log %s)\n", http ? "HTTP" : "stdio",
                  (*session)->workspace().root().c_str(), (*session)->audit_path().c_str());
-    rc = mcp::ServeStdio(**session, 0, 1);
+    rc = http ? mcp::ServeHttp(**session, *http) : mcp::ServeStdio(**session, 0, 1);
   }
   (*session)->Finish();
   return rc;

@@ -8,7 +8,7 @@ pkgs=(
   build-essential g++ cmake ninja-build pkg-config
   nlohmann-json3-dev libssl-dev libtomlplusplus-dev libgtest-dev libbenchmark-dev
   libseccomp-dev libcap-ng-dev libcurl4-openssl-dev
-  libcpp-httplib-dev
+  libmicrohttpd-dev
   bubblewrap ripgrep fd-find util-linux procps python3 curl
 )
 missing=()

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -221,6 +222,118 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
   EXPECT_EQ(call.exit_code, 0) << call.out << call.err;
   EXPECT_NE(call.out.find("42"), std::string::npos) << call.out;
   EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("\"server\":\"web\""), std::string::npos);
+}
+
+int FreeLoopbackPort() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+// Starts `cordon serve --http` in the background; stops it (SIGTERM) on destruction.
+class HttpServeProcess {
+ public:
+  HttpServeProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      int devnull = ::open("/dev/null", O_RDWR);
+      ::dup2(devnull, 0);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      std::vector<char*> a;
+      for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      _exit(127);
+    }
+  }
+  ~HttpServeProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      exited_cleanly_ = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+  }
+  pid_t pid() const { return pid_; }
+  bool exited_cleanly_ = false;
+
+ private:
+  pid_t pid_ = -1;
+};
+
+TEST_F(McpClientTest, ServeHttpRequiresTheTokenAndRefusesRebinding) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  WriteFile(dir_ / "ws/a.txt", "alpha\n");
+  const int port = FreeLoopbackPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                               dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--token-file",
+                               dir_ / "token"},
+      env_);
+  auto curl = [&](std::vector<std::string> extra, const std::string& body) {
+    std::vector<std::string> argv = {FindOnPath("curl"), "-s", "-o", "/dev/stderr", "-w", "%{http_code}", "-X", "POST",
+                                     url, "-H", "Content-Type: application/json", "-H",
+                                     "Accept: application/json, text/event-stream", "-d", body};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return cordon::testing::Run(argv);
+  };
+  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
+  cordon::testing::RunResult first;
+  for (int i = 0; i < 50 && (first = curl({}, init)).out != "401"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(first.out, "401") << "no token must be refused";
+  const std::string token = ReadFile(dir_ / "token").substr(0, 48);
+  ASSERT_EQ(token.size(), 48u);
+  const std::string auth = "Authorization: Bearer " + token;
+  EXPECT_EQ(curl({"-H", "Authorization: Bearer wrong"}, init).out, "401");
+  EXPECT_EQ(curl({"-H", auth, "-H", "Host: evil.example:" + std::to_string(port)}, init).out, "403");
+  EXPECT_EQ(curl({"-H", auth, "-H", "Origin: http://evil.example"}, init).out, "403");
+  auto ok = curl({"-H", auth, "-H", "Origin: http://127.0.0.1:" + std::to_string(port)}, init);
+  EXPECT_EQ(ok.out, "200");
+  EXPECT_NE(ok.err.find("\"protocolVersion\":\"2025-06-18\""), std::string::npos) << ok.err;
+  EXPECT_EQ(curl({"-H", auth}, R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})").out, "400") << "session id required";
+  EXPECT_EQ(curl({"-H", auth, "-H", "Mcp-Session-Id: nope"}, R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})").out, "404");
+  EXPECT_EQ(curl({"-H", auth}, "{broken").out, "400");
+  server.reset();
+  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"}).exit_code, 0);
+}
+
+TEST_F(McpClientTest, ServeHttpWithTheOfficialSdkClient) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/sdk-client.mjs") ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/sdk")) {
+    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, the SDK or the peer scripts are missing";
+  }
+  WriteFile(dir_ / "ws/a.txt", "alpha\nbeta\n");
+  const int port = FreeLoopbackPort();
+  HttpServeProcess server({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                           dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+                          env_);
+  auto env = env_;
+  env.push_back("MCP_PEERS_DIR=" + peers);
+  cordon::testing::RunResult r;
+  for (int i = 0; i < 30; ++i) {
+    r = cordon::testing::Run({FindOnPath("node"), scripts + "/sdk-client.mjs", "--call", "read_file_range", "--args",
+                              R"({"path":"a.txt","start_line":2})", "http://127.0.0.1:" + std::to_string(port) + "/mcp"},
+                             env);
+    if (r.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["transport"], "streamable-http");
+  EXPECT_EQ(j["call"]["result"]["structuredContent"]["lines"], Json({"beta"}));
 }
 
 }  // namespace

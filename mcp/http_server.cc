@@ -1,0 +1,197 @@
+// The HTTP side of cordon serve, on libmicrohttpd: POST /mcp carries one JSON-RPC message and
+// gets a JSON response (202 for notifications); DELETE ends an MCP session; GET is 405.
+#include "mcp/http_server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/server.h"
+
+namespace cordon::mcp {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnStop(int) { g_stop = 1; }
+
+struct Pending {
+  std::string body;
+  bool too_big = false;
+};
+
+struct HttpState {
+  Session* session;
+  HttpServeOptions options;
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<McpServer>> sessions;
+};
+
+std::string RandomHex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (::getrandom(raw.data(), raw.size(), 0) != static_cast<ssize_t>(raw.size())) std::abort();
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 0xf];
+  }
+  return out;
+}
+
+bool ConstantTimeEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+MHD_Result Reply(MHD_Connection* c, unsigned status, const std::string& body,
+                 const std::map<std::string, std::string>& headers = {}) {
+  MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (!body.empty()) MHD_add_response_header(r, "Content-Type", "application/json");
+  for (const auto& [k, v] : headers) MHD_add_response_header(r, k.c_str(), v.c_str());
+  MHD_Result ret = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+MHD_Result ReplyRpcError(MHD_Connection* c, unsigned status, int code, const std::string& message) {
+  return Reply(c, status, DumpJson(MakeError(nullptr, code, message)));
+}
+
+std::string Header(MHD_Connection* c, const char* name) {
+  const char* v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+  return v != nullptr ? v : "";
+}
+
+MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
+                  const char* upload, size_t* upload_size, void** con_cls) {
+  auto* st = static_cast<HttpState*>(cls);
+  if (*con_cls == nullptr) {
+    *con_cls = new Pending();
+    return MHD_YES;
+  }
+  auto* pending = static_cast<Pending*>(*con_cls);
+  if (*upload_size > 0) {
+    if (pending->body.size() + *upload_size > kMaxMessageBytes) {
+      pending->too_big = true;
+    } else {
+      pending->body.append(upload, *upload_size);
+    }
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  const std::string port = std::to_string(st->options.port);
+  if (std::string(url) != "/mcp") return ReplyRpcError(c, 404, kInvalidRequest, "not found: use /mcp");
+  // DNS rebinding: a browser page on another origin must not reach this server.
+  const std::string host = Header(c, "Host");
+  if (host != "127.0.0.1:" + port && host != "localhost:" + port) {
+    return ReplyRpcError(c, 403, kInvalidRequest, "Host header not allowed");
+  }
+  const std::string origin = Header(c, "Origin");
+  if (!origin.empty() && origin != "http://127.0.0.1:" + port && origin != "http://localhost:" + port) {
+    return ReplyRpcError(c, 403, kInvalidRequest, "Origin not allowed");
+  }
+  if (!st->options.token.empty() &&
+      !ConstantTimeEqual(Header(c, "Authorization"), "Bearer " + st->options.token)) {
+    return Reply(c, 401, DumpJson(MakeError(nullptr, kInvalidRequest, "a bearer token is required")),
+                 {{"WWW-Authenticate", "Bearer"}});
+  }
+  const std::string m = method;
+  const std::string sid = Header(c, "Mcp-Session-Id");
+  if (m == "DELETE") {
+    std::lock_guard<std::mutex> lock(st->mu);
+    return st->sessions.erase(sid) > 0 ? Reply(c, 200, "") : ReplyRpcError(c, 404, kInvalidRequest, "unknown session");
+  }
+  if (m != "POST") return Reply(c, 405, "", {{"Allow", "POST, DELETE"}});
+  if (pending->too_big) return ReplyRpcError(c, 413, kInvalidRequest, "message too large");
+  auto parsed = ParseMessage(pending->body);
+  if (std::holds_alternative<Json>(parsed)) return Reply(c, 400, DumpJson(std::get<Json>(parsed)));
+  const Message& msg = std::get<Message>(parsed);
+  McpServer* server = nullptr;
+  std::string session_id = sid;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (msg.kind == Message::Kind::kRequest && msg.method == "initialize") {
+      session_id = RandomHex(16);
+      st->sessions[session_id] = std::make_unique<McpServer>(*st->session);
+    } else if (sid.empty()) {
+      return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
+    }
+    auto it = st->sessions.find(session_id);
+    if (it == st->sessions.end()) return ReplyRpcError(c, 404, kInvalidRequest, "unknown or ended session");
+    server = it->second.get();
+  }
+  std::optional<Json> reply = server->Handle(msg);
+  if (!reply) return Reply(c, 202, "", {{"Mcp-Session-Id", session_id}});
+  return Reply(c, 200, DumpJson(*reply), {{"Mcp-Session-Id", session_id}});
+}
+
+void Completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
+  delete static_cast<Pending*>(*con_cls);
+  *con_cls = nullptr;
+}
+
+}  // namespace
+
+Result<HttpServeOptions> ParseListenAddress(const std::string& spec) {
+  std::size_t colon = spec.rfind(':');
+  if (colon == std::string::npos) return Fail(Code::kInvalidInput, "--http takes 127.0.0.1:PORT");
+  HttpServeOptions o;
+  o.host = spec.substr(0, colon);
+  if (o.host == "localhost") o.host = "127.0.0.1";
+  if (o.host != "127.0.0.1") {
+    return Fail(Code::kInvalidInput, "--http binds to 127.0.0.1 only (got " + o.host + ")");
+  }
+  char* end = nullptr;
+  long port = std::strtol(spec.c_str() + colon + 1, &end, 10);
+  if (end == nullptr || *end != '\0' || port < 1 || port > 65535) {
+    return Fail(Code::kInvalidInput, "--http: bad port in " + spec);
+  }
+  o.port = static_cast<int>(port);
+  return o;
+}
+
+int ServeHttp(Session& session, const HttpServeOptions& options) {
+  HttpState st{&session, options, {}, {}};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(options.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct sigaction sa{};
+  sa.sa_handler = OnStop;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  // Worker threads inherit a mask without these signals, so the main thread receives them.
+  BlockTerminationSignals();
+  MHD_Daemon* d = MHD_start_daemon(
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(options.port), nullptr, nullptr,
+      &Handle, &st, MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_THREAD_POOL_SIZE, 4u,
+      MHD_OPTION_NOTIFY_COMPLETED, &Completed, nullptr, MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&unblock, sig);
+  pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
+  if (d == nullptr) {
+    std::fprintf(stderr, "cordon: cannot listen on 127.0.0.1:%d\n", options.port);
+    return 3;
+  }
+  std::fprintf(stderr, "cordon: listening on http://127.0.0.1:%d/mcp%s\n", options.port,
+               options.token.empty() ? " (WITHOUT a bearer token: --no-auth)" : "");
+  while (!g_stop) ::pause();
+  MHD_stop_daemon(d);
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.sessions.clear();
+  return 0;
+}
+
+}  // namespace cordon::mcp
