@@ -336,5 +336,34 @@ TEST_F(McpClientTest, ServeHttpWithTheOfficialSdkClient) {
   EXPECT_EQ(j["call"]["result"]["structuredContent"]["lines"], Json({"beta"}));
 }
 
+TEST_F(McpClientTest, ConformanceServerScenariosThatApply) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/run-conformance.sh") ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/conformance")) {
+    GTEST_SKIP() << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or its runner is missing";
+  }
+  const int port = FreeLoopbackPort();
+  HttpServeProcess server({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                           dir_ / "conf.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+                          env_);
+  auto env = env_;
+  env.push_back("MCP_PEERS_DIR=" + peers);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  // docs/conformance.md lists the scenarios that do not apply to cordon's catalog, and why.
+  for (const char* scenario : {"server-initialize", "ping", "logging-set-level", "tools-list", "tools-call-error",
+                               "dns-rebinding-protection"}) {
+    cordon::testing::RunResult r;
+    for (int attempt = 0; attempt < 3; ++attempt) {  // the first attempt may race the server's start
+      r = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "server", url, "--scenario", scenario,
+                                "-o", dir_ / ("conformance-" + std::string(scenario))},
+                               env);
+      if (r.exit_code == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    EXPECT_EQ(r.exit_code, 0) << scenario << "\n" << r.out.substr(0, 3000) << r.err.substr(0, 2000);
+  }
+}
+
 }  // namespace
 }  // namespace cordon::mcp
