@@ -46,6 +46,8 @@ commands:
                                 run one stdio MCP server confined and proxy it, with audit
                                 records, caps and redaction (tool names are not prefixed)
   mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME [--json-output]
+  mcp probe URL [--call TOOL --json J]
+                                a Streamable HTTP client mode: initialize, list tools, call
                                 configured MCP servers (~/.cordon/mcp.toml, .cordon/mcp.toml,
                                 thndrs' mcp.toml, .mcp.json); they run confined
   doctor [--json]               preflight of bwrap, user namespaces, Landlock, seccomp, cgroups,
@@ -334,7 +336,7 @@ int CmdWrap(int argc, char** argv, char** envp) {
 // mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME
 int CmdMcp(int argc, char** argv, char** envp) {
   std::string err;
-  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--json"}), {"--json-output"}, &err);
+  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--json", "--call"}), {"--json-output"}, &err);
   if (!a) return Usage(err);
   if (a->positional.empty()) return Usage("try: mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME");
   const std::string verb = a->positional[0];
@@ -420,6 +422,38 @@ int CmdMcp(int argc, char** argv, char** envp) {
     for (const auto& t : tools->first) {
       std::cout << "mcp__" << s->name << "__" << t.value("name", "") << "  " << t.value("description", "") << "\n";
     }
+    return kExitOk;
+  }
+  if (verb == "probe" && need(2)) {
+    // A small client mode: initialize a Streamable HTTP server at URL, list its tools, and
+    // optionally call one (--call NAME --json ARGS).
+    mcp::ServerConfig probe;
+    probe.name = "probe";
+    probe.transport = "streamable_http";
+    probe.url = a->positional[1];
+    auto client = mcp::ConnectServer(**session, probe);
+    if (!client) {
+      std::fprintf(stderr, "cordon: %s\n", client.error().ToString().c_str());
+      return kExitToolError;
+    }
+    Json out = {{"protocolVersion", (*client)->initialize_result().value("protocolVersion", "")},
+                {"serverInfo", (*client)->initialize_result().value("serverInfo", Json::object())}};
+    auto tools = (*client)->ListTools();
+    out["tools"] = Json::array();
+    if (tools) {
+      for (const auto& t : *tools) out["tools"].push_back(t.value("name", ""));
+    }
+    if (a->has("--call")) {
+      auto args = ParseJsonBounded(a->get("--json", "{}"));
+      if (!args) return Usage("--json: " + args.error().message);
+      auto r = (*client)->CallTool(a->get("--call"), *args);
+      if (!r) {
+        std::fprintf(stderr, "cordon: %s\n", r.error().ToString().c_str());
+        return kExitToolError;
+      }
+      out["call"] = *r;
+    }
+    std::cout << DumpJson(out, 2) << std::endl;
     return kExitOk;
   }
   if (verb == "call" && need(3)) {

@@ -365,5 +365,27 @@ TEST_F(McpClientTest, ConformanceServerScenariosThatApply) {
   }
 }
 
+TEST_F(McpClientTest, ConformanceClientScenariosAgainstMcpProbe) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/run-conformance.sh") ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/conformance")) {
+    GTEST_SKIP() << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or its runner is missing";
+  }
+  auto env = env_;
+  env.push_back("MCP_PEERS_DIR=" + peers);
+  const std::string probe = cordon::testing::CordonBin() + " mcp probe --workspace " + (dir_ / "ws") +
+                            " --audit-log " + (dir_ / "probe.jsonl");
+  auto init = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "client", probe, "--scenario",
+                                    "initialize", "-o", dir_ / "conf-client"},
+                                   env);
+  EXPECT_EQ(init.exit_code, 0) << init.out.substr(0, 3000) << init.err.substr(0, 2000);
+  auto call = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "client",
+                                    probe + " --call add_numbers --json '{\"a\":2,\"b\":3}'", "--scenario",
+                                    "tools_call", "-o", dir_ / "conf-client2"},
+                                   env);
+  EXPECT_EQ(call.exit_code, 0) << call.out.substr(0, 3000) << call.err.substr(0, 2000);
+}
+
 }  // namespace
 }  // namespace cordon::mcp
