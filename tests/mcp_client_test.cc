@@ -387,5 +387,30 @@ TEST_F(McpClientTest, ConformanceClientScenariosAgainstMcpProbe) {
   EXPECT_EQ(call.exit_code, 0) << call.out.substr(0, 3000) << call.err.substr(0, 2000);
 }
 
+TEST_F(McpClientTest, ConformanceServerScenariosThroughWrapOfTheFixtureServer) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/fixture-server.mjs") ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/conformance")) {
+    GTEST_SKIP() << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or the fixture server is missing";
+  }
+  auto env = env_;
+  env.push_back("MCP_PEERS_DIR=" + peers);
+  char* real_scripts = ::realpath(scripts.c_str(), nullptr);
+  ASSERT_NE(real_scripts, nullptr);
+  const std::string scripts_dir = real_scripts;
+  std::free(real_scripts);
+  // Logging, progress, sampling and elicitation all cross the proxy unchanged.
+  for (const char* scenario : {"tools-call-simple-text", "tools-call-with-logging", "tools-call-with-progress",
+                               "tools-call-sampling", "tools-call-elicitation"}) {
+    auto r = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "server-stdio", "--scenario", scenario,
+                                   "--", cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws",
+                                   "--audit-log", dir_ / "wrap.jsonl", "--read", peers, "--read", scripts_dir, "--",
+                                   FindOnPath("node"), scripts_dir + "/fixture-server.mjs"},
+                                  env);
+    EXPECT_EQ(r.exit_code, 0) << scenario << "\n" << r.out.substr(0, 3000) << r.err.substr(0, 2000);
+  }
+}
+
 }  // namespace
 }  // namespace cordon::mcp
