@@ -45,7 +45,8 @@ commands:
   wrap [--network M] [--read DIR]... -- CMD ARGS...
                                 run one stdio MCP server confined and proxy it, with audit
                                 records, caps and redaction (tool names are not prefixed)
-  mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME [--json-output]
+  mcp list | test NAME | tools NAME | trust NAME [--json]
+  mcp call NAME TOOL --json J
   mcp probe URL [--call TOOL --json J]
                                 a Streamable HTTP client mode: initialize, list tools, call
                                 configured MCP servers (~/.cordon/mcp.toml, .cordon/mcp.toml,
@@ -287,6 +288,10 @@ int CmdServe(int argc, char** argv, char** envp) {
     std::fprintf(stderr, "cordon: mcp config: %s\n", config.error().ToString().c_str());
     return kExitStart;
   }
+  for (const auto& srv : config->servers) {
+    for (const auto& [k, v] : srv.env) (*session)->AddRedaction("mcp_config", v);
+    for (const auto& [k, v] : srv.headers) (*session)->AddRedaction("mcp_config", v);
+  }
   int rc = 0;
   {
     // The hub's servers are stopped (and their process records written) before the session ends.
@@ -336,8 +341,13 @@ int CmdWrap(int argc, char** argv, char** envp) {
 // mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME
 int CmdMcp(int argc, char** argv, char** envp) {
   std::string err;
-  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--json", "--call"}), {"--json-output"}, &err);
+  // --json is the arguments of `call`/`probe --call`, and an output flag for the other verbs.
+  const std::string first = argc > 2 ? argv[2] : "";
+  const bool json_is_flag = first != "call" && first != "probe";
+  auto a = json_is_flag ? Parse(argc, argv, 2, With(kSessionOptions, {"--call"}), {"--json", "--json-output"}, &err)
+                        : Parse(argc, argv, 2, With(kSessionOptions, {"--json", "--call"}), {"--json-output"}, &err);
   if (!a) return Usage(err);
+  if (json_is_flag && a->has("--json")) a->options["--json-output"] = {"true"};
   if (a->positional.empty()) return Usage("try: mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME");
   const std::string verb = a->positional[0];
   SessionOptions o = SessionOptionsFrom(*a, "mcp-cli");
@@ -352,6 +362,10 @@ int CmdMcp(int argc, char** argv, char** envp) {
   if (!config) {
     std::fprintf(stderr, "cordon: mcp config: %s\n", config.error().ToString().c_str());
     return kExitStart;
+  }
+  for (const auto& srv : config->servers) {
+    for (const auto& [k, v] : srv.env) (*session)->AddRedaction("mcp_config", v);
+    for (const auto& [k, v] : srv.headers) (*session)->AddRedaction("mcp_config", v);
   }
   mcp::McpHub hub(**session, *config);
   auto need = [&](std::size_t n) { return a->positional.size() == n; };

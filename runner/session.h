@@ -60,6 +60,8 @@ class Session {
   void Finish();
   ProcessHost& processes() { return *processes_; }
   void SetExternalTools(ExternalTools* external) { external_ = external; }
+  // Adds a value (e.g. an MCP server's configured header) to redact from output and records.
+  void AddRedaction(std::string rule, std::string value) { redactor_.AddValue(std::move(rule), std::move(value)); }
   ExternalTools* external_tools() { return external_; }
   void Audit(std::string_view type, Json fields, bool durable);
 

@@ -55,14 +55,14 @@ TEST(KillMidWrite, TargetIsAlwaysWholeOldOrWholeNew) {
   auto t0 = std::chrono::steady_clock::now();
   auto full = testing::Run(argv_for(1), env);
   ASSERT_EQ(full.exit_code, 0) << full.err;
-  const auto span_us = std::max<long>(
+  auto span_us = std::max<long>(
       2000, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
   ASSERT_EQ(ReadFile(target), contents[1]);
 
   std::mt19937 rng(20261130);
   int current = 1, killed = 0, completed = 0;
-  // Keep going until at least 200 writers died by SIGKILL (bounded at 600 attempts).
-  for (int i = 0; i < 600 && killed < 200; ++i) {
+  // Keep going until at least 200 writers died by SIGKILL (bounded at 1500 attempts).
+  for (int i = 0; i < 1500 && killed < 200; ++i) {
     const int next = 1 - current;
     pid_t pid = Spawn(argv_for(next), env);
     ASSERT_GT(pid, 0);
@@ -71,7 +71,13 @@ TEST(KillMidWrite, TargetIsAlwaysWholeOldOrWholeNew) {
     ::kill(pid, SIGKILL);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    if (WIFSIGNALED(status)) ++killed; else ++completed;
+    if (WIFSIGNALED(status)) {
+      ++killed;
+    } else {
+      // The writer finished first (a loaded machine changes timings): aim earlier next time.
+      ++completed;
+      span_us = std::max<long>(500, span_us * 3 / 4);
+    }
     const std::string now = ReadFile(target);
     ASSERT_TRUE(now == contents[0] || now == contents[1])
         << "iteration " << i << ": target holds " << now.size() << " bytes, neither whole version";

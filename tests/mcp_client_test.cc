@@ -269,6 +269,28 @@ class HttpServeProcess {
   pid_t pid_ = -1;
 };
 
+TEST_F(McpClientTest, ConfiguredSecretsAreRedactedFromOutputAndRecords) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
+    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node or server-everything missing";
+  }
+  // A value passed only through the server's configured env (its name looks harmless).
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
+                "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\n"
+                "env = { PLAIN_NAME = \"config-secret-value-987\" }\n"
+                "[servers.everything.sandbox]\nread = [\"" + peers + "\"]\n");
+  auto r = Cordon({"mcp", "call", "everything", "get-env", "--json", "{}"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("PLAIN_NAME"), std::string::npos) << "the server did see its configured env";
+  EXPECT_EQ(r.out.find("config-secret-value-987"), std::string::npos);
+  EXPECT_NE(r.out.find("[REDACTED:mcp_config]"), std::string::npos);
+  EXPECT_EQ(ReadFile(dir_ / "audit.jsonl").find("config-secret-value-987"), std::string::npos);
+  auto list = Cordon({"mcp", "list", "--json"});
+  EXPECT_EQ(list.out.find("config-secret-value-987"), std::string::npos);
+  EXPECT_EQ(Json::parse(list.out)[0]["name"], "everything");
+}
+
 TEST_F(McpClientTest, ServeHttpRequiresTheTokenAndRefusesRebinding) {
   if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
   WriteFile(dir_ / "ws/a.txt", "alpha\n");
