@@ -128,6 +128,10 @@ void StdioClient::OnLine(std::string_view line) {
     return;
   }
   const Message& m = std::get<Message>(parsed);
+  if (m.kind == Message::Kind::kNotification && m.method == "notifications/tools/list_changed") {
+    if (on_tools_changed) on_tools_changed();
+    return;
+  }
   if (m.kind == Message::Kind::kResponse && m.id.is_number_integer()) {
     std::lock_guard<std::mutex> lock(mu_);
     responses_[m.id.get<std::int64_t>()] = m.error.is_null() ? Json{{"result", m.result}} : Json{{"error", m.error}};

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,8 @@ class McpConnection {
   virtual Result<Json> Request(const std::string& method, Json params) = 0;
   virtual const Json& initialize_result() const = 0;
   virtual std::string StderrTail() { return {}; }
+  // Called (from the transport's thread) when the server announces tools/list_changed.
+  std::function<void()> on_tools_changed;
   Result<Json> ListTools();  // all pages
   Result<Json> CallTool(const std::string& name, const Json& arguments);
 };

@@ -23,6 +23,8 @@ class McpHub : public ExternalTools {
   Result<Json> Call(const std::string& tool, const Json& input, Json* record) override;
 
   const McpConfig& config() const { return config_; }
+  // Set by serve: called when any server's tool set changes.
+  std::function<void()> on_tools_changed;
   const ServerConfig* Find(std::string_view name) const;
   std::string TrustState(const ServerConfig& server) const;  // trusted | untrusted | changed
   Result<McpConnection*> Client(const ServerConfig& server);

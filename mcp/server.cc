@@ -69,7 +69,8 @@ Json McpServer::Instructions() {
 Json McpServer::Initialize(const Json& params) {
   version_ = NegotiateVersion(params.is_object() ? params.value("protocolVersion", Json()) : Json());
   Json result = {{"protocolVersion", version_},
-                 {"capabilities", {{"tools", {{"listChanged", false}}}, {"logging", Json::object()}}},
+                 {"capabilities", {{"tools", {{"listChanged", session_.external_tools() != nullptr}}},
+                                   {"logging", Json::object()}}},
                  {"serverInfo", {{"name", "cordon"}, {"version", "0.1.0"}}}};
   Json instructions = Instructions();
   if (!instructions.is_null()) result["instructions"] = instructions;
@@ -201,7 +202,8 @@ volatile std::sig_atomic_t g_terminate = 0;
 void OnTerminate(int) { g_terminate = 1; }
 }  // namespace
 
-int ServeStdio(Session& session, int in_fd, int out_fd) {
+int ServeStdio(Session& session, int in_fd, int out_fd,
+               const std::function<void(std::function<void()>)>& on_tools_changed) {
   // SIGTERM/SIGINT/SIGHUP end the loop (read gets EINTR: no SA_RESTART) so that servers and
   // background jobs are stopped and recorded before cordon exits.
   struct sigaction sa{};
@@ -210,10 +212,14 @@ int ServeStdio(Session& session, int in_fd, int out_fd) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   std::mutex out_mu;
   bool out_ok = true;
-  McpServer server(session, [&](const Json& msg) {
+  auto send = [&](const Json& msg) {
     std::lock_guard<std::mutex> lock(out_mu);
     if (out_ok) out_ok = WriteLine(out_fd, msg);
-  });
+  };
+  McpServer server(session, send);
+  if (on_tools_changed) {
+    on_tools_changed([send] { send(MakeNotification("notifications/tools/list_changed", nullptr)); });
+  }
   std::string buf;
   bool discarding = false;  // inside an oversized line: drop bytes up to its newline
   char chunk[65536];

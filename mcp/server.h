@@ -54,7 +54,9 @@ class McpServer {
   std::map<std::string, std::unique_ptr<ActiveCall>> calls_;  // by request id (JSON text)
 };
 
-// Serves until EOF on in_fd; logs only to stderr. Returns 0 on a clean EOF.
-int ServeStdio(Session& session, int in_fd, int out_fd);
+// Serves until EOF on in_fd; logs only to stderr. Returns 0 on a clean EOF. `on_tools_changed`
+// receives a function that sends notifications/tools/list_changed to the client.
+int ServeStdio(Session& session, int in_fd, int out_fd,
+               const std::function<void(std::function<void()>)>& on_tools_changed = {});
 
 }  // namespace cordon::mcp

@@ -298,7 +298,10 @@ int CmdServe(int argc, char** argv, char** envp) {
     mcp::McpHub hub(**session, *config);
     std::fprintf(stderr, "cordon: serving MCP on %s for %s (audit log %s)\n", http ? "HTTP" : "stdio",
                  (*session)->workspace().root().c_str(), (*session)->audit_path().c_str());
-    rc = http ? mcp::ServeHttp(**session, *http) : mcp::ServeStdio(**session, 0, 1);
+    rc = http ? mcp::ServeHttp(**session, *http)
+              : mcp::ServeStdio(**session, 0, 1, [&hub](std::function<void()> notify) {
+                  hub.on_tools_changed = std::move(notify);
+                });
   }
   (*session)->Finish();
   return rc;

@@ -169,6 +169,10 @@ TEST_F(McpClientTest, ConfiguredServerToolsAppearNamespacedThroughServe) {
     namespaced = namespaced || t["name"] == "mcp__everything__echo";
   }
   EXPECT_TRUE(builtin && namespaced) << j["tools"].dump().substr(0, 500);
+  // server-everything announces tools/list_changed after initialization; serve passes it on.
+  EXPECT_TRUE(j["serverCapabilities"]["tools"]["listChanged"].get<bool>());
+  EXPECT_NE(j["notifications"].dump().find("notifications/tools/list_changed"), std::string::npos)
+      << j["notifications"].dump();
   EXPECT_EQ(j["call"]["result"]["content"][0]["text"], "Echo: namespaced");
   std::string log = ReadFile(dir_ / "serve.jsonl");
   EXPECT_NE(log.find("\"server_tool\":\"echo\""), std::string::npos);
