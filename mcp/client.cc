@@ -34,6 +34,26 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, cons
   req.no_timeout = true;
   req.network = config.network;
   req.extra_read = config.read;
+  if (config.project) {
+    // A repository may not widen its own server's sandbox beyond the user's policy.
+    const NetworkMode allowed = session.policy().NetworkFor(req.tool);
+    auto strictness = [](NetworkMode m) { return m == NetworkMode::kNone ? 2 : m == NetworkMode::kLoopback ? 1 : 0; };
+    if (config.network && strictness(*config.network) < strictness(allowed)) {
+      session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "project config cannot open the network; kept " +
+                                                                                std::string(NetworkModeName(allowed))}}, true);
+      req.network = allowed;
+    }
+    std::vector<std::string> kept;
+    const std::string ws = session.workspace().root();
+    for (const auto& r : config.read) {
+      if (r == ws || r.rfind(ws + "/", 0) == 0) {
+        kept.push_back(r);
+      } else {
+        session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "project config cannot expose " + r}}, true);
+      }
+    }
+    req.extra_read = kept;
+  }
   for (const auto& kv : config.env) req.extra_env.push_back(kv);
   StdioClient* raw = c.get();
   raw->pump_ = std::thread([raw, req] {

@@ -398,10 +398,9 @@ int CmdMcp(int argc, char** argv, char** envp) {
     const mcp::ServerConfig* s = server_or_fail(a->positional[1]);
     if (s == nullptr) return kExitToolError;
     if (verb == "trust") {
-      // Trust covers this definition and the tools it lists now.
-      mcp::ServerConfig provisional = *s;
-      provisional.project = false;
-      auto client = mcp::ConnectServer(**session, provisional);
+      // Trust covers this definition and the tools it lists now. The server starts with the
+      // same clamped sandbox as any project server (ConnectServer does not check trust).
+      auto client = mcp::ConnectServer(**session, *s);
       if (!client) {
         std::fprintf(stderr, "cordon: %s\n", client.error().ToString().c_str());
         return kExitToolError;

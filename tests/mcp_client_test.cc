@@ -123,6 +123,20 @@ TEST_F(McpClientTest, ProjectServerNeedsTrustAndChangedToolsAreHidden) {
   EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "audit.jsonl"}).exit_code, 0);
 }
 
+TEST_F(McpClientTest, ProjectServerCannotWidenItsSandbox) {
+  if (FindOnPath("python3").empty() || FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: python3 and bwrap are needed";
+  WritePyServer("Upper-cases text.");
+  WriteFile(dir_ / "ws/.cordon/mcp.toml", ReadFile(dir_ / "ws/.cordon/mcp.toml") +
+                                              "[servers.py.sandbox]\nnetwork = \"allow\"\nread = [\"/var\"]\n");
+  ASSERT_EQ(Cordon({"mcp", "trust", "py"}).exit_code, 0);
+  auto call = Cordon({"mcp", "call", "py", "shout", "--json", R"({"text":"hi"})"});
+  ASSERT_EQ(call.exit_code, 0) << call.out << call.err;
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("project config cannot open the network"), std::string::npos);
+  EXPECT_NE(log.find("project config cannot expose /var"), std::string::npos);
+  EXPECT_NE(log.find("\"network\":\"none\""), std::string::npos) << "the process record shows the clamped network";
+}
+
 TEST_F(McpClientTest, CrashingHangingAndGarbageServersDoNotTakeCordonDown) {
   WriteFile(dir_ / "home/.cordon/mcp.toml",
             "[servers.crash]\ncommand = \"sh\"\nargs = [\"-c\", \"echo boom-on-stderr >&2; exit 1\"]\ntimeout_secs = 5\n"
