@@ -170,7 +170,7 @@ void StdioClient::OnLine(std::string_view line) {
   }
 }
 
-Result<Json> StdioClient::Request(const std::string& method, Json params) {
+Result<Json> StdioClient::Request(const std::string& method, Json params, const std::atomic<bool>* cancel) {
   std::int64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -178,8 +178,17 @@ Result<Json> StdioClient::Request(const std::string& method, Json params) {
   }
   Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}});
   std::unique_lock<std::mutex> lock(mu_);
-  const bool got = cv_.wait_for(lock, std::chrono::seconds(config_.timeout_secs),
-                                [&] { return responses_.count(id) > 0 || exited_; });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.timeout_secs);
+  bool got = false;
+  while (!got && std::chrono::steady_clock::now() < deadline) {
+    got = cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return responses_.count(id) > 0 || exited_; });
+    if (!got && cancel != nullptr && cancel->load()) {
+      lock.unlock();
+      Send(MakeNotification("notifications/cancelled", {{"requestId", id}, {"reason", "cancelled by cordon's client"}}));
+      session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "request cancelled"}, {"method", method}}, false);
+      return Fail(Code::kCancelled, "server " + config_.name + ": " + method + " was cancelled");
+    }
+  }
   if (responses_.count(id) == 0) {
     lock.unlock();
     const std::string why = got ? "the server exited" : "no answer within " + std::to_string(config_.timeout_secs) + " s";
@@ -208,8 +217,9 @@ Result<Json> McpConnection::ListTools() {
   return all;
 }
 
-Result<Json> McpConnection::CallTool(const std::string& name, const Json& arguments) {
-  return Request("tools/call", {{"name", name}, {"arguments", arguments}});
+Result<Json> McpConnection::CallTool(const std::string& name, const Json& arguments,
+                                     const std::atomic<bool>* cancel) {
+  return Request("tools/call", {{"name", name}, {"arguments", arguments}}, cancel);
 }
 
 std::string StdioClient::StderrTail() {

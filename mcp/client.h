@@ -18,13 +18,17 @@ namespace cordon::mcp {
 class McpConnection {
  public:
   virtual ~McpConnection() = default;
-  virtual Result<Json> Request(const std::string& method, Json params) = 0;
+  // With `cancel`, a request whose flag turns true is abandoned and the server is sent
+  // notifications/cancelled for it.
+  virtual Result<Json> Request(const std::string& method, Json params,
+                               const std::atomic<bool>* cancel = nullptr) = 0;
   virtual const Json& initialize_result() const = 0;
   virtual std::string StderrTail() { return {}; }
   // Called (from the transport's thread) when the server announces tools/list_changed.
   std::function<void()> on_tools_changed;
   Result<Json> ListTools();  // all pages
-  Result<Json> CallTool(const std::string& name, const Json& arguments);
+  Result<Json> CallTool(const std::string& name, const Json& arguments,
+                        const std::atomic<bool>* cancel = nullptr);
 };
 
 // Connects with the server's transport (stdio, confined; or Streamable HTTP).
@@ -38,7 +42,8 @@ class StdioClient : public McpConnection {
   StdioClient(const StdioClient&) = delete;
   StdioClient& operator=(const StdioClient&) = delete;
 
-  Result<Json> Request(const std::string& method, Json params) override;
+  Result<Json> Request(const std::string& method, Json params,
+                       const std::atomic<bool>* cancel = nullptr) override;
   const Json& initialize_result() const override { return init_; }
   std::string StderrTail() override;
 

@@ -112,7 +112,7 @@ HttpClient::~HttpClient() {
   curl_easy_cleanup(curl);
 }
 
-Result<HttpClient::Reply> HttpClient::Post(const Json& message) {
+Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomic<bool>* cancel) {
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return Fail(Code::kInternal, "curl_easy_init failed");
   const std::string body = DumpJson(message);
@@ -135,12 +135,22 @@ Result<HttpClient::Reply> HttpClient::Post(const Json& message) {
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, static_cast<long>(config_.timeout_secs));
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (cancel != nullptr) {
+    // A cancelled call aborts its transfer.
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(cancel));
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION,
+                     +[](void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> int {
+                       return static_cast<std::atomic<bool>*>(flag)->load() ? 1 : 0;
+                     });
+  }
   CURLcode rc = curl_easy_perform(curl);
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   if (cap.too_big) return Fail(Code::kTooLarge, "server " + config_.name + ": response larger than " + std::to_string(kMaxBody) + " bytes");
+  if (rc == CURLE_ABORTED_BY_CALLBACK) return Fail(Code::kCancelled, "server " + config_.name + ": cancelled");
   if (rc == CURLE_OPERATION_TIMEDOUT) {
     return Fail(Code::kTimeout, "server " + config_.name + ": no answer within " + std::to_string(config_.timeout_secs) + " s");
   }
@@ -159,9 +169,14 @@ Status HttpClient::Notify(const std::string& method, Json params) {
   return {};
 }
 
-Result<Json> HttpClient::Request(const std::string& method, Json params) {
+Result<Json> HttpClient::Request(const std::string& method, Json params, const std::atomic<bool>* cancel) {
   const std::int64_t id = ++next_id_;
-  ASSIGN_OR_RETURN(Reply r, Post({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}}));
+  auto posted = Post({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}}, cancel);
+  if (!posted && posted.error().code == Code::kCancelled) {
+    (void)Notify("notifications/cancelled", {{"requestId", id}, {"reason", "cancelled by cordon's client"}});
+    return std::unexpected(posted.error());
+  }
+  ASSIGN_OR_RETURN(Reply r, std::move(posted));
   if (r.status == 404 && !session_id_.empty()) {
     return Fail(Code::kServerUnavailable, "server " + config_.name + ": the session expired (HTTP 404)");
   }

@@ -10,7 +10,8 @@ class HttpClient : public McpConnection {
  public:
   static Result<std::unique_ptr<HttpClient>> Connect(Session& session, const ServerConfig& config);
   ~HttpClient() override;
-  Result<Json> Request(const std::string& method, Json params) override;
+  Result<Json> Request(const std::string& method, Json params,
+                       const std::atomic<bool>* cancel = nullptr) override;
   const Json& initialize_result() const override { return init_; }
 
  private:
@@ -21,7 +22,7 @@ class HttpClient : public McpConnection {
     std::string body;
     std::string session_id;
   };
-  Result<Reply> Post(const Json& message);
+  Result<Reply> Post(const Json& message, const std::atomic<bool>* cancel = nullptr);
   Status Notify(const std::string& method, Json params);
   Session& session_;
   ServerConfig config_;

@@ -97,7 +97,8 @@ std::vector<Json> McpHub::Catalog() {
   return out;
 }
 
-Result<Json> McpHub::Call(const std::string& tool, const Json& input, Json* record) {
+Result<Json> McpHub::Call(const std::string& tool, const Json& input, Json* record,
+                          const std::atomic<bool>* cancel) {
   const ServerConfig* server = nullptr;
   for (const auto& s : config_.servers) {
     if (tool.substr(5, s.name.size()) == s.name && tool.substr(5 + s.name.size(), 2) == "__" &&
@@ -117,7 +118,7 @@ Result<Json> McpHub::Call(const std::string& tool, const Json& input, Json* reco
     }
   }
   ASSIGN_OR_RETURN(McpConnection * client, Client(*server));
-  return client->CallTool(original, input);
+  return client->CallTool(original, input, cancel);
 }
 
 }  // namespace cordon::mcp

@@ -20,7 +20,8 @@ class McpHub : public ExternalTools {
 
   bool Handles(std::string_view tool) override;
   std::vector<Json> Catalog() override;
-  Result<Json> Call(const std::string& tool, const Json& input, Json* record) override;
+  Result<Json> Call(const std::string& tool, const Json& input, Json* record,
+                    const std::atomic<bool>* cancel) override;
 
   const McpConfig& config() const { return config_; }
   // Set by serve: called when any server's tool set changes.

@@ -149,7 +149,8 @@ Json Session::CallJsonText(const std::string& tool, std::string_view input_text)
   return Call(tool, *parsed);
 }
 
-Json Session::CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id) {
+Json Session::CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id,
+                           const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
   Audit("tool_started", {{"call", call_id}, {"tool", tool}, {"scope", "mcp:call"}, {"effect", "process"},
                          {"args", SummarizeArgs(input)}}, false);
@@ -160,7 +161,7 @@ Json Session::CallExternal(const std::string& tool, const Json& input, std::uint
       Audit("policy_denied", {{"call", call_id}, {"tool", tool}, {"scope", "mcp:call"}, {"rule", "scopes.grant"}}, true);
       return Fail(Code::kDeniedByPolicy, tool + " needs scope mcp:call, which the policy does not grant");
     }
-    return external_->Call(tool, input, &record);
+    return external_->Call(tool, input, &record, cancel);
   }();
   Json result;
   std::size_t redactions = 0;
@@ -213,7 +214,7 @@ Json Session::Call(const std::string& tool, const Json& input, const std::atomic
   const std::uint64_t call_id = ++calls_;
   const ToolSpec* spec = FindTool(tool);
   if (spec == nullptr && external_ != nullptr && external_->Handles(tool)) {
-    return CallExternal(tool, input, call_id);
+    return CallExternal(tool, input, call_id, cancel);
   }
   Json started = {{"call", call_id}, {"tool", tool}, {"args", SummarizeArgs(input)}};
   if (spec != nullptr) {

@@ -24,7 +24,8 @@ class ExternalTools {
   // MCP-format entries of the visible (trusted, pinned) tools.
   virtual std::vector<Json> Catalog() = 0;
   // Returns the server's CallToolResult; *record gets {server, server_tool}.
-  virtual Result<Json> Call(const std::string& tool, const Json& input, Json* record) = 0;
+  virtual Result<Json> Call(const std::string& tool, const Json& input, Json* record,
+                            const std::atomic<bool>* cancel) = 0;
 };
 
 struct SessionOptions {
@@ -75,7 +76,8 @@ class Session {
   std::mutex audit_mu_;
   std::unique_ptr<ProcessHost> processes_;
   ExternalTools* external_ = nullptr;
-  Json CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id);
+  Json CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id,
+                    const std::atomic<bool>* cancel);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
   std::atomic<std::uint64_t> errors_{0};
   bool finished_ = false;

@@ -193,6 +193,35 @@ TEST_F(McpClientTest, ConfiguredServerToolsAppearNamespacedThroughServe) {
   EXPECT_NE(log.find("\"kind\":\"mcp_server\""), std::string::npos);
 }
 
+TEST_F(McpClientTest, CancellingAnMcpCallReachesTheUpstreamServer) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
+    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node or server-everything missing";
+  }
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
+                "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\ntimeout_secs = 60\n"
+                "[servers.everything.sandbox]\nread = [\"" + peers + "\"]\n");
+  WriteFile(dir_ / "in1.txt",
+            R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+            "\n"
+            R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__everything__trigger-long-running-operation","arguments":{"duration":20,"steps":10}}})"
+            "\n");
+  WriteFile(dir_ / "in2.txt", R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}})" "\n");
+  const std::string script = "(cat '" + (dir_ / "in1.txt") + "'; sleep 3; cat '" + (dir_ / "in2.txt") + "') | '" +
+                             cordon::testing::CordonBin() + "' serve --workspace '" + (dir_ / "ws") +
+                             "' --audit-log '" + (dir_ / "cancel.jsonl") + "'";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = cordon::testing::Run({"/bin/sh", "-c", script}, env_);
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("\"id\":2"), std::string::npos) << "a cancelled request gets no response: " << r.out;
+  EXPECT_LT(seconds, 15.0) << "the 20 s operation was not cut short";
+  const std::string log = ReadFile(dir_ / "cancel.jsonl");
+  EXPECT_NE(log.find("\"reason\":\"request cancelled\""), std::string::npos);
+  EXPECT_NE(log.find("\"code\":\"cancelled\""), std::string::npos);
+}
+
 TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
   const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
