@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include <toml++/toml.h>
+#include "policy/toml_parse.h"
 
 #include "runner/hash.h"
 #include "runner/redact.h"
@@ -34,14 +34,8 @@ Json DefinitionJson(const ServerConfig& s) {
           {"network", s.network ? Json(NetworkModeName(*s.network)) : Json(nullptr)}, {"read", s.read}};
 }
 
-Result<std::vector<ServerConfig>> ParseToml(const std::string& text, const std::string& source) {
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return Fail(Code::kInvalidInput, source + ":" + std::to_string(e.source().begin.line) + ": " +
-                                         std::string(e.description()));
-  }
+Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text, const std::string& source) {
+  ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   std::vector<ServerConfig> out;
   for (auto&& [k, node] : root) {
     if (k.str() != "servers") {
@@ -209,7 +203,7 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
     std::string text = ReadText(path, &exists);
     if (!exists) continue;
     const bool is_json = path.size() > 5 && path.substr(path.size() - 5) == ".json";
-    auto parsed = is_json ? ParseMcpJson(text, path) : ParseToml(text, path);
+    auto parsed = is_json ? ParseMcpJson(text, path) : ParseServersToml(text, path);
     if (!parsed) return std::unexpected(parsed.error());
     for (auto& s : *parsed) {
       s.project = project;

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
-#include <toml++/toml.h>
+#include "policy/toml_parse.h"
 
 #include "runner/fs.h"
 #include "runner/hash.h"
@@ -179,13 +179,7 @@ bool IsProtectedPath(std::string_view rel) {
 
 Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source,
                        bool tighten_only) {
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return Fail(Code::kInvalidInput, source + ":" + std::to_string(e.source().begin.line) + ": " +
-                                         std::string(e.description()));
-  }
+  ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   for (auto&& [k, node] : root) {
     std::string key(k.str());
     const toml::table* table = node.as_table();

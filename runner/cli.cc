@@ -239,6 +239,17 @@ int CmdExec(int argc, char** argv, char** envp) {
   return o.exit_code.value_or(125);
 }
 
+// The workspace's configured MCP servers; their env and header values join the redaction list.
+Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session) {
+  const std::string ws = session.workspace().root();
+  ASSIGN_OR_RETURN(mcp::McpConfig config, mcp::LoadMcpConfig(mcp::DefaultConfigSources(ws), ws));
+  for (const auto& srv : config.servers) {
+    for (const auto& [k, v] : srv.env) session.AddRedaction("mcp_config", v);
+    for (const auto& [k, v] : srv.headers) session.AddRedaction("mcp_config", v);
+  }
+  return config;
+}
+
 // serve: an MCP server over stdio exposing the granted tools. Logs go to stderr only.
 int CmdServe(int argc, char** argv, char** envp) {
   std::string err;
@@ -282,15 +293,10 @@ int CmdServe(int argc, char** argv, char** envp) {
     std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
     return kExitStart;
   }
-  auto config = mcp::LoadMcpConfig(mcp::DefaultConfigSources((*session)->workspace().root()),
-                                   (*session)->workspace().root());
+  auto config = LoadSessionMcpConfig(**session);
   if (!config) {
     std::fprintf(stderr, "cordon: mcp config: %s\n", config.error().ToString().c_str());
     return kExitStart;
-  }
-  for (const auto& srv : config->servers) {
-    for (const auto& [k, v] : srv.env) (*session)->AddRedaction("mcp_config", v);
-    for (const auto& [k, v] : srv.headers) (*session)->AddRedaction("mcp_config", v);
   }
   int rc = 0;
   {
@@ -361,14 +367,10 @@ int CmdMcp(int argc, char** argv, char** envp) {
     return kExitStart;
   }
   const std::string ws = (*session)->workspace().root();
-  auto config = mcp::LoadMcpConfig(mcp::DefaultConfigSources(ws), ws);
+  auto config = LoadSessionMcpConfig(**session);
   if (!config) {
     std::fprintf(stderr, "cordon: mcp config: %s\n", config.error().ToString().c_str());
     return kExitStart;
-  }
-  for (const auto& srv : config->servers) {
-    for (const auto& [k, v] : srv.env) (*session)->AddRedaction("mcp_config", v);
-    for (const auto& [k, v] : srv.headers) (*session)->AddRedaction("mcp_config", v);
   }
   mcp::McpHub hub(**session, *config);
   auto need = [&](std::size_t n) { return a->positional.size() == n; };
