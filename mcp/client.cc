@@ -9,6 +9,14 @@
 
 namespace cordon::mcp {
 
+Json AnswerServerRequest(const Message& m, const std::string& workspace) {
+  if (m.method == "ping") return MakeResult(m.id, Json::object());
+  if (m.method == "roots/list") {
+    return MakeResult(m.id, {{"roots", {{{"uri", "file://" + workspace}, {"name", "workspace"}}}}});
+  }
+  return MakeError(m.id, kMethodNotFound, "cordon does not offer " + m.method + " to servers");
+}
+
 Result<std::unique_ptr<McpConnection>> ConnectServer(Session& session, const ServerConfig& config) {
   if (config.transport == "streamable_http") {
     ASSIGN_OR_RETURN(auto http, HttpClient::Connect(session, config));
@@ -37,8 +45,7 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, cons
   if (config.project) {
     // A repository may not widen its own server's sandbox beyond the user's policy.
     const NetworkMode allowed = session.policy().NetworkFor(req.tool);
-    auto strictness = [](NetworkMode m) { return m == NetworkMode::kNone ? 2 : m == NetworkMode::kLoopback ? 1 : 0; };
-    if (config.network && strictness(*config.network) < strictness(allowed)) {
+    if (config.network && NetworkStrictness(*config.network) < NetworkStrictness(allowed)) {
       session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "project config cannot open the network; kept " +
                                                                                 std::string(NetworkModeName(allowed))}}, true);
       req.network = allowed;
@@ -100,9 +107,7 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, cons
   }
   raw->init_ = *init;
   const std::string version = init->value("protocolVersion", "");
-  bool supported = false;
-  for (const char* v : {"2025-11-25", "2025-06-18", "2025-03-26"}) supported = supported || version == v;
-  if (!supported) {
+  if (!IsSupportedVersion(version)) {
     session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "protocol version mismatch"},
                                      {"protocolVersion", version}}, true);
   }
@@ -158,16 +163,7 @@ void StdioClient::OnLine(std::string_view line) {
     cv_.notify_all();
     return;
   }
-  if (m.kind == Message::Kind::kRequest) {
-    // Answered at once: ping, roots (the workspace); sampling and elicitation are refused.
-    if (m.method == "ping") {
-      Send(MakeResult(m.id, Json::object()));
-    } else if (m.method == "roots/list") {
-      Send(MakeResult(m.id, {{"roots", {{{"uri", "file://" + session_.workspace().root()}, {"name", "workspace"}}}}}));
-    } else {
-      Send(MakeError(m.id, kMethodNotFound, "cordon does not offer " + m.method + " to servers"));
-    }
-  }
+  if (m.kind == Message::Kind::kRequest) Send(AnswerServerRequest(m, session_.workspace().root()));
 }
 
 Result<Json> StdioClient::Request(const std::string& method, Json params, const std::atomic<bool>* cancel) {

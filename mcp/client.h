@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "mcp/config.h"
+#include "mcp/jsonrpc.h"
 #include "runner/session.h"
 
 namespace cordon::mcp {
@@ -30,6 +31,10 @@ class McpConnection {
   Result<Json> CallTool(const std::string& name, const Json& arguments,
                         const std::atomic<bool>* cancel = nullptr);
 };
+
+// The answer to a request a server sends its client: ping and roots/list (the workspace) are
+// answered, anything else (sampling, elicitation) is refused. Never left hanging.
+Json AnswerServerRequest(const Message& request, const std::string& workspace);
 
 // Connects with the server's transport (stdio, confined; or Streamable HTTP).
 Result<std::unique_ptr<McpConnection>> ConnectServer(Session& session, const ServerConfig& config);

@@ -86,9 +86,7 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session, const 
                                                        {"capabilities", Json::object()},
                                                        {"clientInfo", {{"name", "cordon"}, {"version", "0.1.0"}}}}));
   c->version_ = c->init_.value("protocolVersion", "");
-  bool supported = false;
-  for (const char* v : {"2025-11-25", "2025-06-18", "2025-03-26"}) supported = supported || c->version_ == v;
-  if (!supported) {
+  if (!IsSupportedVersion(c->version_)) {
     session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "protocol version mismatch"},
                                      {"protocolVersion", c->version_}}, true);
   }
@@ -196,12 +194,8 @@ Result<Json> HttpClient::Request(const std::string& method, Json params, const s
     if (std::holds_alternative<Json>(parsed)) continue;
     const Message& m = std::get<Message>(parsed);
     if (m.kind == Message::Kind::kRequest) {
-      // Server requests in the stream: ping and roots answered, the rest refused, never ignored.
-      Json reply = m.method == "ping" ? MakeResult(m.id, Json::object())
-                   : m.method == "roots/list"
-                       ? MakeResult(m.id, {{"roots", {{{"uri", "file://" + session_.workspace().root()}, {"name", "workspace"}}}}})
-                       : MakeError(m.id, kMethodNotFound, "cordon does not offer " + m.method + " to servers");
-      (void)Post(reply);
+      // Server requests in the stream are answered (or refused) at once, never ignored.
+      (void)Post(AnswerServerRequest(m, session_.workspace().root()));
       continue;
     }
     if (m.kind == Message::Kind::kResponse && m.id == id) {

@@ -16,6 +16,7 @@
 
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
+#include "runner/hash.h"
 
 namespace cordon::mcp {
 namespace {
@@ -35,17 +36,6 @@ struct HttpState {
   std::map<std::string, std::unique_ptr<McpServer>> sessions;
 };
 
-std::string RandomHex(std::size_t bytes) {
-  std::string raw(bytes, '\0');
-  if (::getrandom(raw.data(), raw.size(), 0) != static_cast<ssize_t>(raw.size())) std::abort();
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 0xf];
-  }
-  return out;
-}
 
 bool ConstantTimeEqual(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;

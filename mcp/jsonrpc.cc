@@ -3,6 +3,13 @@
 
 namespace cordon::mcp {
 
+bool IsSupportedVersion(std::string_view version) {
+  for (const char* v : kSupportedVersions) {
+    if (version == v) return true;
+  }
+  return false;
+}
+
 Json MakeResult(const Json& id, Json result) {
   return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
 }

@@ -36,6 +36,9 @@ inline constexpr std::size_t kMaxMessageDepth = 64;
 // could be read) that the peer must receive.
 std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_bytes = kMaxMessageBytes);
 
+inline constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+bool IsSupportedVersion(std::string_view version);
+
 Json MakeResult(const Json& id, Json result);
 Json MakeError(const Json& id, int code, std::string message, Json data = nullptr);
 Json MakeNotification(std::string method, Json params);

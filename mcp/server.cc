@@ -34,10 +34,8 @@ bool WriteLine(int fd, const Json& j) {
 }  // namespace
 
 std::string NegotiateVersion(const Json& requested) {
-  if (requested.is_string()) {
-    for (const char* v : kSupportedVersions) {
-      if (requested == v) return v;
-    }
+  if (requested.is_string() && IsSupportedVersion(requested.get_ref<const std::string&>())) {
+    return requested.get<std::string>();
   }
   return kSupportedVersions[0];
 }

@@ -17,7 +17,6 @@
 
 namespace cordon::mcp {
 
-inline constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 
 // The version the server answers: the client's when supported, else the latest supported.
 std::string NegotiateVersion(const Json& requested);

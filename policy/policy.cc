@@ -42,14 +42,6 @@ const LimitField* FindLimit(std::string_view key) {
   return nullptr;
 }
 
-int NetworkStrictness(NetworkMode m) {
-  switch (m) {
-    case NetworkMode::kNone: return 2;
-    case NetworkMode::kLoopback: return 1;
-    case NetworkMode::kAllow: return 0;
-  }
-  return 2;
-}
 
 int FsyncStrictness(std::string_view mode) {
   if (mode == "always") return 2;
@@ -121,6 +113,15 @@ NetworkMode Policy::NetworkFor(std::string_view tool) const {
     return *it->second.network;
   }
   return network;
+}
+
+int NetworkStrictness(NetworkMode m) {
+  switch (m) {
+    case NetworkMode::kNone: return 2;
+    case NetworkMode::kLoopback: return 1;
+    case NetworkMode::kAllow: return 0;
+  }
+  return 2;
 }
 
 std::string_view NetworkModeName(NetworkMode mode) {

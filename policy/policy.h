@@ -39,6 +39,8 @@ struct Limits {
 enum class NetworkMode { kNone, kLoopback, kAllow };
 std::string_view NetworkModeName(NetworkMode mode);
 Result<NetworkMode> ParseNetworkMode(std::string_view name);
+// Higher is stricter: none > loopback > allow.
+int NetworkStrictness(NetworkMode mode);
 
 struct FilesystemPolicy {
   // Paths as written in policy files; ${WORKSPACE} and ~ are expanded by ExpandPath at launch.

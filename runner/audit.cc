@@ -66,6 +66,16 @@ class FileLock {
 
 }  // namespace
 
+Result<std::string> ReadKeyFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Code::kNotFound, "cannot read key file " + path, errno, path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string key = ss.str();
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  return key;
+}
+
 Result<FsyncMode> ParseFsyncMode(std::string_view name) {
   if (name == "always") return FsyncMode::kAlways;
   if (name == "per_call") return FsyncMode::kPerCall;

@@ -17,6 +17,9 @@ enum class FsyncMode { kAlways, kPerCall, kNever };
 Result<FsyncMode> ParseFsyncMode(std::string_view name);
 std::string_view FsyncModeName(FsyncMode mode);
 
+// Reads an HMAC key file (trailing newlines dropped).
+Result<std::string> ReadKeyFile(const std::string& path);
+
 std::string NewSessionId();
 std::string NowRfc3339();
 std::string DefaultAuditLogPath(const std::string& session_id);

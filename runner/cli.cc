@@ -20,6 +20,7 @@
 #include "mcp/server.h"
 #include "mcp/wrap.h"
 #include "runner/audit.h"
+#include "runner/hash.h"
 #include "runner/doctor.h"
 #include "runner/launch.h"
 #include "runner/session.h"
@@ -269,13 +270,7 @@ int CmdServe(int argc, char** argv, char** envp) {
       std::string token;
       std::getline(in, token);
       if (token.empty()) {
-        unsigned char raw[24];
-        if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) return kExitStart;
-        static constexpr char kDigits[] = "0123456789abcdef";
-        for (unsigned char c : raw) {
-          token += kDigits[c >> 4];
-          token += kDigits[c & 0xf];
-        }
+        token = RandomHex(24);
         int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 || ::write(fd, (token + "\n").data(), token.size() + 1) != static_cast<ssize_t>(token.size() + 1)) {
           std::fprintf(stderr, "cordon: cannot write token file %s\n", path.c_str());
@@ -571,15 +566,6 @@ int CmdPolicy(int argc, char** argv, char** envp) {
   return kExitOk;
 }
 
-Result<std::string> ReadKey(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(Code::kNotFound, "cannot read key file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string key = ss.str();
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
-  return key;
-}
 
 int CmdAudit(int argc, char** argv) {
   std::string err;
@@ -600,7 +586,7 @@ int CmdAudit(int argc, char** argv) {
   if (verb != "verify") return Usage("unknown audit command " + verb);
   std::optional<std::string> key;
   if (a->has("--key-file")) {
-    auto k = ReadKey(a->get("--key-file"));
+    auto k = ReadKeyFile(a->get("--key-file"));
     if (!k) {
       std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
       return kExitStart;

@@ -79,17 +79,6 @@ Status WriteAll(int fd, std::string_view data, const std::string& where) {
   return {};
 }
 
-std::string RandomSuffix() {
-  unsigned char b[6];
-  if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) std::abort();
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : b) {
-    s += kDigits[c >> 4];
-    s += kDigits[c & 0xf];
-  }
-  return s;
-}
 
 // A same-directory temporary file that is unlinked unless Installed() is called.
 class TempFile {
@@ -104,7 +93,7 @@ class TempFile {
 
   static Result<TempFile> Create(int dirfd, const std::string& leaf, mode_t mode) {
     for (int attempt = 0; attempt < 16; ++attempt) {
-      std::string name = ".cordon-tmp-" + leaf.substr(0, 64) + "-" + RandomSuffix();
+      std::string name = ".cordon-tmp-" + leaf.substr(0, 64) + "-" + RandomHex(6);
       int fd = ::openat(dirfd, name.c_str(),
                         O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, mode);
       if (fd >= 0) return TempFile(dirfd, name, UniqueFd(fd));

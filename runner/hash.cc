@@ -4,6 +4,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -50,6 +53,20 @@ std::string Sha256Stream::FinishHex() {
   unsigned int len = 0;
   Check(EVP_DigestFinal_ex(state_->ctx, md, &len), "EVP_DigestFinal_ex");
   return ToHex(md, len);
+}
+
+std::string RandomHex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  std::size_t got = 0;
+  while (got < raw.size()) {
+    ssize_t n = ::getrandom(raw.data() + got, raw.size() - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Check(0, "getrandom");
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  return ToHex(reinterpret_cast<const unsigned char*>(raw.data()), static_cast<unsigned int>(raw.size()));
 }
 
 std::string Sha256Hex(std::string_view data) {

@@ -9,6 +9,8 @@ namespace cordon {
 
 std::string Sha256Hex(std::string_view data);
 std::string HmacSha256Hex(std::string_view key, std::string_view data);
+// `bytes` random bytes from getrandom(2), as lowercase hex (tokens, ids, temp names).
+std::string RandomHex(std::size_t bytes);
 
 // Incremental SHA-256 for data that arrives in pieces (file hashing).
 class Sha256Stream {

@@ -42,13 +42,9 @@ Json SummarizeArgs(const Json& args) {
   return args;
 }
 
-Result<std::string> ReadKeyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(Code::kNotFound, "cannot read audit key file " + path, errno, path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string key = ss.str();
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+// The writer's key: the shared reader, plus a minimum length a keyed chain needs.
+Result<std::string> ReadAuditKey(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string key, ReadKeyFile(path));
   if (key.size() < 16) {
     return Fail(Code::kInvalidInput, "audit key file " + path + " holds fewer than 16 bytes");
   }
@@ -76,7 +72,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   }
   std::optional<std::string> key;
   if (options.audit_key_file) {
-    ASSIGN_OR_RETURN(key, ReadKeyFile(*options.audit_key_file));
+    ASSIGN_OR_RETURN(key, ReadAuditKey(*options.audit_key_file));
   }
   const std::string session_id = NewSessionId();
   const std::string path =
