@@ -3,7 +3,9 @@
 
 1. tools/call round trip (echo) through `cordon wrap` vs direct to server-everything: p50, p99.
 2. read_file_range calls per second through `cordon serve` over stdio (audit fsync per call
-   and never), with a direct in-process figure for scale.
+   and never), one call at a time and with 32 in flight, driven by bench/mcp_load (C++, so the
+   client's CPU stays out of the figure); server-everything's echo driven the same way is the
+   baseline.
 
 Usage: bench/mcp.py [BUILD_DIR]   needs node and the peers (scripts/install-mcp-peers.sh)."""
 import json, os, shutil, statistics, subprocess, sys, tempfile, time
@@ -69,18 +71,14 @@ def round_trips(argv, n):
     samples.sort()
     return samples[len(samples) // 2], samples[int(len(samples) * 0.99)]
 
-def calls_per_second(argv, n):
-    peer = Peer(argv)
-    args = {"name": "read_file_range", "arguments": {"path": "a.txt", "start_line": 1, "end_line": 20}}
-    for _ in range(20):
-        peer.request("tools/call", args)
-    t = time.perf_counter()
-    for _ in range(n):
-        r = peer.request("tools/call", args)
-        assert not r["result"]["isError"], r
-    dt = time.perf_counter() - t
-    peer.close()
-    return n / dt
+load = os.path.join(build, "bench", "mcp_load")
+
+def calls_per_second(argv, params, n, window):
+    out = subprocess.run([load, str(n), str(window), json.dumps(params), "--"] + argv, env=env, cwd=ws,
+                         capture_output=True, text=True, check=True).stdout
+    r = json.loads(out)
+    assert r["errors"] == 0, r
+    return r["calls_per_second"]
 
 N = 500
 direct = round_trips([node, everything, "stdio"], N)
@@ -88,10 +86,15 @@ wrapped = round_trips([cordon, "wrap", "--workspace", ws, "--audit-log", os.path
                        "--read", peers, "--", node, everything, "stdio"], N)
 wrapped_nf = round_trips([cordon, "wrap", "--workspace", ws, "--audit-log", os.path.join(work, "w2.jsonl"),
                           "--policy", nofsync, "--read", peers, "--", node, everything, "stdio"], N)
-C = 2000
-serve = calls_per_second([cordon, "serve", "--workspace", ws, "--audit-log", os.path.join(work, "s.jsonl")], C)
-serve_nf = calls_per_second([cordon, "serve", "--workspace", ws, "--audit-log", os.path.join(work, "s2.jsonl"),
-                             "--policy", nofsync], C)
+C = 20000
+read = {"name": "read_file_range", "arguments": {"path": "a.txt", "start_line": 1, "end_line": 20}}
+echo = {"name": "echo", "arguments": {"message": "hello"}}
+serve_argv = lambda log, *extra: [cordon, "serve", "--workspace", ws, "--audit-log", os.path.join(work, log), *extra]
+rates = {}
+for window in (1, 32):
+    rates[("everything", window)] = calls_per_second([node, everything, "stdio"], echo, C // 4, window)
+    rates[("per_call", window)] = calls_per_second(serve_argv(f"s{window}.jsonl"), read, C, window)
+    rates[("never", window)] = calls_per_second(serve_argv(f"n{window}.jsonl", "--policy", nofsync), read, C, window)
 
 print("| figure | p50 | p99 |")
 print("|---|---|---|")
@@ -99,9 +102,10 @@ print(f"| echo round trip, direct to server-everything | {direct[0]:.3f} ms | {d
 print(f"| echo round trip through `cordon wrap` (audit fsync per call) | {wrapped[0]:.3f} ms (+{wrapped[0]-direct[0]:.3f}) | {wrapped[1]:.3f} ms (+{wrapped[1]-direct[1]:.3f}) |")
 print(f"| echo round trip through `cordon wrap` (fsync never) | {wrapped_nf[0]:.3f} ms (+{wrapped_nf[0]-direct[0]:.3f}) | {wrapped_nf[1]:.3f} ms (+{wrapped_nf[1]-direct[1]:.3f}) |")
 print()
-print("| figure | calls/s |")
-print("|---|---|")
-print(f"| read_file_range through `cordon serve` (stdio, audit fsync per call) | {serve:,.0f} |")
-print(f"| read_file_range through `cordon serve` (stdio, fsync never) | {serve_nf:,.0f} |")
-print(f"\n{N} round trips, {C} calls, one client in Python over pipes; {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}")
+print("| figure | calls/s, 1 in flight | calls/s, 32 in flight |")
+print("|---|---|---|")
+print(f"| baseline: echo of server-everything (Node), stdio | {rates[('everything', 1)]:,.0f} | {rates[('everything', 32)]:,.0f} |")
+print(f"| read_file_range through `cordon serve` (stdio, audit fsync per call) | {rates[('per_call', 1)]:,.0f} | **{rates[('per_call', 32)]:,.0f}** ({rates[('per_call', 32)] / rates[('everything', 32)]:.1f}x the baseline) |")
+print(f"| read_file_range through `cordon serve` (stdio, fsync never) | {rates[('never', 1)]:,.0f} | {rates[('never', 32)]:,.0f} |")
+print(f"\n{N} round trips (a Python client over pipes); {C} calls per serve figure (bench/mcp_load); {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}")
 shutil.rmtree(work)

@@ -17,9 +17,7 @@ namespace {
 
 constexpr std::size_t kMaxInstructionBytes = 16384;
 
-bool WriteLine(int fd, const Json& j) {
-  std::string line = DumpJson(j) + "\n";
-  std::string_view rest(line);
+bool WriteAll(int fd, std::string_view rest) {
   while (!rest.empty()) {
     ssize_t n = ::write(fd, rest.data(), rest.size());
     if (n < 0) {
@@ -30,6 +28,8 @@ bool WriteLine(int fd, const Json& j) {
   }
   return true;
 }
+
+bool WriteLine(int fd, const Json& j) { return WriteAll(fd, DumpJson(j) + "\n"); }
 
 }  // namespace
 
@@ -80,72 +80,64 @@ Json McpServer::Initialize(const Json& params) {
 
 McpServer::~McpServer() { Drain(true); }
 
-void McpServer::Reap() {
-  std::lock_guard<std::mutex> lock(calls_mu_);
-  for (auto it = calls_.begin(); it != calls_.end();) {
-    if (it->second->done) {
-      if (it->second->worker.joinable()) it->second->worker.join();
-      it = calls_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 void McpServer::Drain(bool cancel) {
-  std::map<std::string, std::unique_ptr<ActiveCall>> calls;
-  {
-    std::lock_guard<std::mutex> lock(calls_mu_);
-    if (cancel) {
-      for (auto& [id, c] : calls_) c->cancel = true;
-    }
-    calls.swap(calls_);
+  std::unique_lock<std::mutex> lock(calls_mu_);
+  if (cancel) {
+    for (auto& [id, c] : calls_) c->cancel = true;
   }
-  for (auto& [id, c] : calls) {
-    if (c->worker.joinable()) c->worker.join();
-  }
+  calls_cv_.wait(lock, [this] { return calls_.empty(); });
+  lock.unlock();
+  pool_.Stop();  // joins the workers, so the last answers have been sent
 }
 
 void McpServer::StartCall(const Message& m, Json args) {
-  Reap();
-  auto call = std::make_unique<ActiveCall>();
-  ActiveCall* raw = call.get();
-  const std::string key = m.id.dump();
-  const Json id = m.id;
-  const std::string name = m.params["name"].get<std::string>();
+  std::string key = m.id.dump();
   Json token = nullptr;
   if (m.params.contains("_meta") && m.params["_meta"].is_object() && m.params["_meta"].contains("progressToken")) {
     token = m.params["_meta"]["progressToken"];
   }
+  ActiveCall* raw = nullptr;
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
     if (calls_.count(key)) {
-      send_(MakeError(id, kInvalidRequest, "a request with this id is still running"));
+      send_(MakeError(m.id, kInvalidRequest, "a request with this id is still running"));
       return;
     }
-    calls_[key] = std::move(call);
+    raw = (calls_[key] = std::make_unique<ActiveCall>()).get();
   }
-  raw->worker = std::thread([this, raw, id, name, args = std::move(args), token] {
-    BlockTerminationSignals();
-    std::thread ticker;
-    if (!token.is_null()) {
-      // A long call reports progress about once a second until it ends.
-      ticker = std::thread([this, raw, token] {
-        BlockTerminationSignals();
-        for (int tick = 1; !raw->done.load(); ++tick) {
-          for (int i = 0; i < 10 && !raw->done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          if (raw->done.load()) break;
-          send_(MakeNotification("notifications/progress",
-                                 {{"progressToken", token}, {"progress", tick}, {"message", "running"}}));
-        }
-      });
-    }
-    Json result = session_.Call(name, args, &raw->cancel);
-    raw->done = true;
-    if (ticker.joinable()) ticker.join();
-    // A cancelled request gets no response, as the protocol asks.
-    if (!raw->cancel.load()) send_(MakeResult(id, std::move(result)));
-  });
+  pool_.Submit([this, raw, key = std::move(key), id = m.id, name = m.params["name"].get<std::string>(),
+                args = std::move(args), token = std::move(token)] { RunCall(raw, key, id, name, args, token); });
+}
+
+void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id, const std::string& name,
+                        const Json& args, const Json& token) {
+  std::thread ticker;
+  if (!token.is_null()) {
+    // A long call reports progress about once a second until it ends.
+    ticker = std::thread([this, call, token] {
+      BlockTerminationSignals();
+      for (int tick = 1; !call->done.load(); ++tick) {
+        for (int i = 0; i < 10 && !call->done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (call->done.load()) break;
+        send_(MakeNotification("notifications/progress",
+                               {{"progressToken", token}, {"progress", tick}, {"message", "running"}}));
+      }
+    });
+  }
+  Json result = session_.Call(name, args, &call->cancel);
+  call->done = true;
+  if (ticker.joinable()) ticker.join();
+  bool cancelled = false;
+  {
+    // The id is free again once the call has left the table; Drain waits for the table to empty
+    // and then joins the pool, so this answer is sent before Drain returns.
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    cancelled = call->cancel.load();
+    calls_.erase(key);
+  }
+  calls_cv_.notify_all();
+  // A cancelled request gets no response, as the protocol asks.
+  if (!cancelled) send_(MakeResult(id, std::move(result)));
 }
 
 std::optional<Json> McpServer::Handle(const Message& m) {
@@ -178,7 +170,10 @@ std::optional<Json> McpServer::Handle(const Message& m) {
     Json args = p.value("arguments", Json::object());
     if (!args.is_object()) return MakeError(m.id, kInvalidParams, "params.arguments must be an object");
     // Unknown or ungranted tools come back as isError results, as the tool contract says.
-    if (send_) {
+    const ToolSpec* spec = FindTool(p["name"].get_ref<const std::string&>());
+    const bool wants_progress = p.contains("_meta") && p["_meta"].is_object() && p["_meta"].contains("progressToken");
+    const bool quick = spec != nullptr && spec->quick && !wants_progress && spec->quick(args, session_.workspace());
+    if (send_ && !quick) {
       StartCall(m, std::move(args));
       return std::nullopt;
     }
@@ -218,6 +213,14 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
   if (on_tools_changed) {
     on_tools_changed([send] { send(MakeNotification("notifications/tools/list_changed", nullptr)); });
   }
+  std::string pending;
+  auto flush = [&] {
+    if (pending.empty()) return true;
+    std::lock_guard<std::mutex> lock(out_mu);
+    const bool ok = WriteAll(out_fd, pending);
+    pending.clear();
+    return ok;
+  };
   std::string buf;
   bool discarding = false;  // inside an oversized line: drop bytes up to its newline
   char chunk[65536];
@@ -235,11 +238,15 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
         continue;
       }
       if (line.empty() || line == "\r") continue;
+      // Answers made here are sent together at the end of the chunk (or every 64 KiB): a pipe
+      // write per answer costs the client a wake-up each when requests arrive in batches.
       for (const Json& out : server.HandleLine(line)) {
-        std::lock_guard<std::mutex> lock(out_mu);
-        if (!WriteLine(out_fd, out)) return 1;
+        pending += DumpJson(out);
+        pending += '\n';
       }
+      if (pending.size() >= 65536 && !flush()) return 1;
     }
+    if (!flush()) return 1;
     buf.erase(0, start);
     if (buf.size() > kMaxMessageBytes) {
       if (!discarding) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "mcp/jsonrpc.h"
+#include "mcp/worker_pool.h"
 #include "runner/session.h"
 
 namespace cordon::mcp {
@@ -24,7 +26,7 @@ std::string NegotiateVersion(const Json& requested);
 class McpServer {
  public:
   // Without `send`, tools/call runs inline and its result is returned from Handle. With it,
-  // each tools/call runs on its own thread, can be cancelled (notifications/cancelled), reports
+  // each tools/call runs on a pooled worker thread, can be cancelled (notifications/cancelled), reports
   // progress when the client sent a progressToken, and answers through `send`.
   explicit McpServer(Session& session, std::function<void(const Json&)> send = {})
       : session_(session), send_(std::move(send)) {}
@@ -39,18 +41,20 @@ class McpServer {
   struct ActiveCall {
     std::atomic<bool> cancel{false};
     std::atomic<bool> done{false};
-    std::thread worker;
   };
   Json Initialize(const Json& params);
   Json Instructions();
   void StartCall(const Message& m, Json args);
-  void Reap();
+  void RunCall(ActiveCall* call, const std::string& key, const Json& id, const std::string& name,
+               const Json& args, const Json& token);
   Session& session_;
   std::function<void(const Json&)> send_;
   bool initialized_ = false;
   std::string version_;
   std::mutex calls_mu_;
+  std::condition_variable calls_cv_;  // signalled when a call leaves calls_
   std::map<std::string, std::unique_ptr<ActiveCall>> calls_;  // by request id (JSON text)
+  WorkerPool pool_{64};
 };
 
 // Serves until EOF on in_fd; logs only to stderr. Returns 0 on a clean EOF. `on_tools_changed`

@@ -56,6 +56,23 @@ class LineSplitter {
   bool skipping_ = false;
 };
 
+// A message again from its parts (after redaction or a cap changed them).
+Json Rebuild(const Message& m) {
+  Json out = {{"jsonrpc", "2.0"}};
+  if (m.kind != Message::Kind::kNotification) out["id"] = m.id;
+  if (m.kind == Message::Kind::kResponse) {
+    if (!m.error.is_null()) {
+      out["error"] = m.error;
+    } else {
+      out["result"] = m.result;
+    }
+    return out;
+  }
+  out["method"] = m.method;
+  if (!m.params.is_null()) out["params"] = m.params;
+  return out;
+}
+
 struct PendingCall {
   std::string tool;
   std::chrono::steady_clock::time_point started;
@@ -90,29 +107,33 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                           false);
             return;
           }
-          const Message& m = std::get<Message>(parsed);
-          Json msg = Json::parse(line);
-          const std::size_t redactions = session.redactor().RedactJson(msg);
-          if (m.kind == Message::Kind::kResponse) {
-            auto it = pending.find(m.id.dump());
-            if (it != pending.end()) {
-              const auto elapsed = std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - it->second.started).count();
-              const bool is_error = !m.error.is_null() ||
-                                    (m.result.is_object() && m.result.value("isError", false));
-              Json rec = {{"server", "wrapped"},
-                          {"tool", it->second.tool},
-                          {"status", is_error ? "error" : "ok"},
-                          {"output_bytes", line.size()},
-                          {"truncated", false},
-                          {"elapsed_ms", elapsed}};
-              if (redactions > 0) rec["output_redactions"] = redactions;
-              session.Audit("tool_finished", std::move(rec), true);
-              pending.erase(it);
-            }
+          Message& m = std::get<Message>(parsed);
+          // Caps and redaction change the message only when they apply; otherwise the line
+          // goes through byte for byte.
+          std::size_t redactions = session.redactor().RedactJson(m.params) +
+                                   session.redactor().RedactJson(m.result) +
+                                   session.redactor().RedactJson(m.error);
+          bool truncated = false;
+          auto it = m.kind == Message::Kind::kResponse ? pending.find(m.id.dump()) : pending.end();
+          if (it != pending.end()) {
+            const std::size_t cap = static_cast<std::size_t>(session.policy().limits.max_output_bytes);
+            if (line.size() > cap && m.result.is_object()) truncated = CapToolResult(m.result, cap);
+            const auto elapsed = std::chrono::duration<double, std::milli>(
+                std::chrono::steady_clock::now() - it->second.started).count();
+            const bool is_error = !m.error.is_null() ||
+                                  (m.result.is_object() && m.result.value("isError", false));
+            Json rec = {{"server", "wrapped"},
+                        {"tool", it->second.tool},
+                        {"status", is_error ? "error" : "ok"},
+                        {"output_bytes", line.size()},
+                        {"truncated", truncated},
+                        {"elapsed_ms", elapsed}};
+            if (redactions > 0) rec["output_redactions"] = redactions;
+            session.Audit("tool_finished", std::move(rec), true);
+            pending.erase(it);
           }
-          if (redactions > 0) {
-            to_client(DumpJson(msg));
+          if (redactions > 0 || truncated) {
+            to_client(DumpJson(Rebuild(m)));
           } else {
             to_client(line);
           }

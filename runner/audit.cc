@@ -11,12 +11,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "runner/hash.h"
+#include "runner/processes.h"
 
 namespace cordon {
 namespace {
@@ -208,7 +210,44 @@ Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
   return {};
 }
 
+std::string AuditWriter::RecordLine(std::string_view type, const Json& fields, std::size_t redactions) {
+  // The common fields first, in a fixed order, then the record's own (sorted by key), then the
+  // redaction count: built as text, not as a JSON object that would copy every field.
+  constexpr auto kReplace = Json::error_handler_t::replace;
+  std::string line = "{\"v\":1,\"seq\":" + std::to_string(++seq_) + ",\"ts\":\"" + NowRfc3339() +
+                     "\",\"session\":" + Json(session_).dump(-1, ' ', false, kReplace) +
+                     ",\"type\":" + Json(std::string(type)).dump(-1, ' ', false, kReplace) +
+                     ",\"prev\":\"" + prev_hash_ + "\"";
+  if (fields.is_object() && !fields.empty()) {
+    // A record's own field never shadows a common one.
+    static constexpr std::string_view kCommon[] = {"v", "seq", "ts", "session", "type", "prev", "redactions"};
+    const Json* own_fields = &fields;
+    Json filtered;
+    for (std::string_view k : kCommon) {
+      if (fields.contains(k)) {
+        if (filtered.is_null()) filtered = fields;
+        filtered.erase(std::string(k));
+        own_fields = &filtered;
+      }
+    }
+    std::string own = own_fields->dump(-1, ' ', false, kReplace);
+    if (own.size() <= 2) own = "{,}";  // every field was a common one: add nothing
+    if (own != "{,}") {
+      line += ',';
+      line.append(own, 1, own.size() - 2);  // without its braces
+    }
+  }
+  if (redactions > 0) line += ",\"redactions\":" + std::to_string(redactions);
+  line += '}';
+  return line;
+}
+
 Status AuditWriter::Append(std::string_view type, Json fields, bool durable) {
+  Record one{type, std::move(fields)};
+  return AppendAll(std::span<Record>(&one, 1), durable);
+}
+
+Status AuditWriter::AppendAll(std::span<Record> records, bool durable) {
   FileLock lock(fd_.get());
   bool torn = false;
   std::string torn_line;
@@ -216,39 +255,94 @@ Status AuditWriter::Append(std::string_view type, Json fields, bool durable) {
   if (torn) {
     // A crash tore the last line. Keep it as evidence, end it, and chain a record to it.
     TRY(WriteAll(fd_.get(), "\n", path_));
-    nlohmann::ordered_json rec;
-    rec["v"] = 1;
-    rec["seq"] = ++seq_;
-    rec["ts"] = NowRfc3339();
-    rec["session"] = session_;
-    rec["type"] = "log_recovered";
-    rec["prev"] = prev_hash_;
-    rec["torn_bytes"] = torn_line.size();
-    std::string line = rec.dump(-1, ' ', false, Json::error_handler_t::replace);
+    std::string line = RecordLine("log_recovered", Json{{"torn_bytes", torn_line.size()}}, 0);
     TRY(WriteAll(fd_.get(), line + "\n", path_));
     prev_hash_ = ChainHash(line);
   }
-  std::size_t redactions = redactor_ != nullptr ? redactor_->RedactJson(fields) : 0;
-  nlohmann::ordered_json rec;
-  rec["v"] = 1;
-  rec["seq"] = ++seq_;
-  rec["ts"] = NowRfc3339();
-  rec["session"] = session_;
-  rec["type"] = type;
-  rec["prev"] = prev_hash_;
-  if (fields.is_object()) {
-    for (auto& [k, v] : fields.items()) rec[k] = v;
+  std::string text;
+  for (Record& r : records) {
+    std::size_t redactions = redactor_ != nullptr ? redactor_->RedactJson(r.fields) : 0;
+    std::string line = RecordLine(r.type, r.fields, redactions);
+    prev_hash_ = ChainHash(line);
+    text += line;
+    text += '\n';
   }
-  if (redactions > 0) rec["redactions"] = redactions;
-  std::string line = rec.dump(-1, ' ', false, Json::error_handler_t::replace);
-  TRY(WriteAll(fd_.get(), line + "\n", path_));
-  prev_hash_ = ChainHash(line);
+  // On a failed write the next SyncTail sees an unexpected size and re-reads the chain's end.
+  TRY(WriteAll(fd_.get(), text, path_));
+  // Under the lock with O_APPEND, the file now ends where SyncTail saw it end plus these lines
+  // (and the recovery lines, if any): no second fstat needed.
   struct stat st{};
-  if (::fstat(fd_.get(), &st) == 0) known_size_ = st.st_size;
-  if (fsync_ == FsyncMode::kAlways || (fsync_ == FsyncMode::kPerCall && durable)) {
+  if (torn) {
+    if (::fstat(fd_.get(), &st) == 0) known_size_ = st.st_size;
+  } else {
+    known_size_ += static_cast<std::int64_t>(text.size());
+  }
+  if (fsync_ == FsyncMode::kAlways) {
     if (::fdatasync(fd_.get()) != 0) return SysFail(Code::kInternal, "fdatasync", path_);
+  } else if (fsync_ == FsyncMode::kPerCall && durable) {
+    if (!flusher_) flusher_ = std::make_unique<Flusher>(fd_.get());
+    flusher_->Request(known_size_);
   }
   return {};
+}
+
+Status AuditWriter::Flush() {
+  if (!flusher_) return {};
+  if (int err = flusher_->Wait(); err != 0) {
+    return Fail(Code::kInternal, std::string("fdatasync of the audit log failed: ") + std::strerror(err), err, path_);
+  }
+  return {};
+}
+
+AuditWriter::Flusher::~Flusher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_one();  // from the idle wait or the pacing wait
+  if (thread_.joinable()) thread_.join();  // Run() syncs what is pending before it returns
+}
+
+void AuditWriter::Flusher::Request(std::int64_t upto) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (upto <= requested_) return;
+  requested_ = upto;
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  // Wake the flusher only when it sleeps for want of work: while it syncs or paces, it will
+  // see the new offset by itself, and a wake-up per record would cost a context switch each.
+  if (idle_) work_cv_.notify_one();
+}
+
+int AuditWriter::Flusher::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this] { return synced_ >= requested_ || !thread_.joinable(); });
+  return error_;
+}
+
+void AuditWriter::Flusher::Run() {
+  BlockTerminationSignals();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    idle_ = true;
+    work_cv_.wait(lock, [this] { return stop_ || requested_ > synced_; });
+    idle_ = false;
+    if (requested_ <= synced_) return;  // stopping with nothing pending
+    // Under a stream of calls, one fdatasync per millisecond at most (each costs a device
+    // round trip); an idle log is synced at once.
+    const auto next = last_sync_ + kMinSyncInterval;
+    if (!stop_ && std::chrono::steady_clock::now() < next) {
+      work_cv_.wait_until(lock, next, [this] { return stop_; });
+    }
+    const std::int64_t target = requested_;
+    last_sync_ = std::chrono::steady_clock::now();
+    lock.unlock();
+    const int rc = ::fdatasync(fd_);
+    const int err = rc == 0 ? 0 : errno;
+    lock.lock();
+    if (err != 0) error_ = err;
+    synced_ = target;
+    done_cv_.notify_all();
+  }
 }
 
 Result<VerifyReport> VerifyAuditLog(const std::string& path,

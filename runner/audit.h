@@ -1,8 +1,14 @@
 // AuditWriter and VerifyAuditLog: the hash-chained JSONL side-effect log and its checker.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -33,10 +39,25 @@ class AuditWriter {
                                   const Redactor* redactor);
 
   AuditWriter(AuditWriter&&) = default;
-  AuditWriter& operator=(AuditWriter&&) = default;
+  // No move assignment: the flusher thread of the old writer may still be syncing its fd.
+  AuditWriter& operator=(AuditWriter&&) = delete;
 
-  // Appends one record. Fields are redacted first; `durable` asks for an fsync under kPerCall.
+  // Appends one record. Fields are redacted first. Durability: under kAlways every record is
+  // fdatasync'ed before Append returns. Under kPerCall a `durable` record is handed to a
+  // background flusher, which fdatasyncs it at once (one fdatasync covers every record written
+  // before it: group commit), so the caller is not held up; Flush() waits for it. Under kNever
+  // nothing is synced. The line itself is written (into the page cache, so it survives a crash
+  // of cordon) before Append returns in every mode.
   Status Append(std::string_view type, Json fields, bool durable = false);
+  // Appends several records with one lock and one write, in order.
+  struct Record {
+    std::string_view type;
+    Json fields;
+  };
+  Status AppendAll(std::span<Record> records, bool durable);
+  // Waits until every durable record appended so far is on disk (kPerCall), and reports a
+  // failed background fdatasync.
+  Status Flush();
 
   const std::string& path() const { return path_; }
   const std::string& session() const { return session_; }
@@ -46,6 +67,8 @@ class AuditWriter {
  private:
   AuditWriter() = default;
   std::string ChainHash(std::string_view line) const;
+  // One record as a JSON line (no newline); takes the next seq.
+  std::string RecordLine(std::string_view type, const Json& fields, std::size_t redactions);
   // Reads the file's last line (under the lock) when another writer has appended since.
   Status SyncTail(bool* torn, std::string* torn_line);
 
@@ -58,6 +81,30 @@ class AuditWriter {
   std::string prev_hash_;
   std::uint64_t seq_ = 0;
   std::int64_t known_size_ = -1;
+
+  // The kPerCall flusher: a thread that fdatasyncs up to the highest requested offset.
+  class Flusher {
+   public:
+    explicit Flusher(int fd) : fd_(fd) {}
+    ~Flusher();
+    void Request(std::int64_t upto);
+    // Waits for everything requested; returns the errno of a failed fdatasync, else 0.
+    int Wait();
+
+   private:
+    void Run();
+    int fd_;
+    std::mutex mu_;
+    std::condition_variable work_cv_, done_cv_;
+    std::int64_t requested_ = 0, synced_ = 0;
+    int error_ = 0;
+    bool stop_ = false;
+    bool idle_ = false;  // waiting for a request (not syncing, not pacing)
+    static constexpr std::chrono::microseconds kMinSyncInterval{1000};
+    std::chrono::steady_clock::time_point last_sync_{};
+    std::thread thread_;
+  };
+  std::unique_ptr<Flusher> flusher_;  // after fd_: destroyed (and joined) before fd_ closes
 };
 
 struct VerifyReport {

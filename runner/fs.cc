@@ -205,14 +205,28 @@ Result<std::string> Workspace::Relative(std::string_view path) const {
   return NormalizeWorkspacePath(root_, path);
 }
 
-Result<UniqueFd> Workspace::OpenRegular(const std::string& rel) const {
-  ASSIGN_OR_RETURN(UniqueFd probe, OpenBeneath(fd(), rel, O_PATH));
-  struct stat st{};
-  if (::fstat(probe.get(), &st) != 0) return SysFail(Code::kInternal, "fstat", rel);
-  if (!S_ISREG(st.st_mode)) {
-    return Fail(Code::kUnsupportedFileType, rel + " is " + DescribeType(st.st_mode) +
+namespace {
+// Resolves `rel` with O_PATH and checks that it is a regular file; *st receives its stat.
+Result<UniqueFd> ProbeRegular(int dirfd, const std::string& rel, struct stat* st) {
+  ASSIGN_OR_RETURN(UniqueFd probe, OpenBeneath(dirfd, rel, O_PATH));
+  if (::fstat(probe.get(), st) != 0) return SysFail(Code::kInternal, "fstat", rel);
+  if (!S_ISREG(st->st_mode)) {
+    return Fail(Code::kUnsupportedFileType, rel + " is " + DescribeType(st->st_mode) +
                                                 "; only regular files are read or written");
   }
+  return probe;
+}
+}  // namespace
+
+Result<std::uint64_t> Workspace::RegularSize(const std::string& rel) const {
+  struct stat st{};
+  ASSIGN_OR_RETURN(UniqueFd probe, ProbeRegular(fd(), rel, &st));
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+Result<UniqueFd> Workspace::OpenRegular(const std::string& rel) const {
+  struct stat st{};
+  ASSIGN_OR_RETURN(UniqueFd probe, ProbeRegular(fd(), rel, &st));
   ASSIGN_OR_RETURN(UniqueFd file, OpenBeneath(fd(), rel, O_RDONLY | O_NONBLOCK));
   struct stat st2{};
   if (::fstat(file.get(), &st2) != 0) return SysFail(Code::kInternal, "fstat", rel);

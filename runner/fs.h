@@ -60,6 +60,9 @@ class Workspace {
   // without ever being opened for I/O.
   Result<UniqueFd> OpenRegular(const std::string& rel) const;
 
+  // The size of a regular file, by an O_PATH open: nothing is opened for I/O.
+  Result<std::uint64_t> RegularSize(const std::string& rel) const;
+
   // Reads a whole regular file of at most max_bytes (too_large otherwise).
   Result<FileContent> ReadRegular(const std::string& rel, std::uint64_t max_bytes) const;
 

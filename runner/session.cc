@@ -114,12 +114,21 @@ void Session::Finish() {
   finished_ = true;
   processes_.reset();  // cancels and reaps background jobs; their records come first
   Audit("session_finished", {{"calls", calls_.load()}, {"errors", errors_.load()}}, true);
+  // The session's end waits for the background flusher: nothing durable is left in flight.
+  if (auto st = audit_->Flush(); !st) {
+    std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
+  }
 }
 
 void Session::Audit(std::string_view type, Json fields, bool durable) {
+  AuditWriter::Record one{type, std::move(fields)};
+  AuditAll(std::span<AuditWriter::Record>(&one, 1), durable);
+}
+
+void Session::AuditAll(std::span<AuditWriter::Record> records, bool durable) {
   if (!audit_) return;
   std::lock_guard<std::mutex> lock(audit_mu_);
-  if (auto st = audit_->Append(type, std::move(fields), durable); !st) {
+  if (auto st = audit_->AppendAll(records, durable); !st) {
     // Losing the audit trail must be loud; the call result still reaches the caller.
     std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
   }
@@ -145,6 +154,31 @@ Json Session::CallJsonText(const std::string& tool, std::string_view input_text)
   return Call(tool, *parsed);
 }
 
+bool CapToolResult(Json& result, std::size_t cap) {
+  // The same output cap as built-in tools: each text item is cut at max_output_bytes, and a
+  // structuredContent that is far larger than the cap is dropped (it cannot be cut and stay
+  // valid against its schema).
+  bool truncated = false;
+  if (result.contains("content") && result["content"].is_array()) {
+    for (auto& item : result["content"]) {
+      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") && item["text"].is_string()) {
+        std::string& text = item["text"].get_ref<std::string&>();
+        if (text.size() > cap) {
+          const std::size_t dropped = text.size() - cap;
+          text = RepairUtf8(std::string_view(text).substr(0, cap)) +
+                 "\n[cordon: " + std::to_string(dropped) + " bytes of output dropped]";
+          truncated = true;
+        }
+      }
+    }
+  }
+  if (result.contains("structuredContent") && result["structuredContent"].dump().size() > cap * 4) {
+    result.erase("structuredContent");
+    truncated = true;
+  }
+  return truncated;
+}
+
 Json Session::CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id,
                            const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -164,23 +198,7 @@ Json Session::CallExternal(const std::string& tool, const Json& input, std::uint
   bool truncated = false;
   if (outcome && outcome->is_object() && outcome->contains("content")) {
     result = std::move(*outcome);
-    // The same output cap as built-in tools: each text item is cut at max_output_bytes.
-    const auto cap = static_cast<std::size_t>(policy_.limits.max_output_bytes);
-    for (auto& item : result["content"]) {
-      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") && item["text"].is_string()) {
-        std::string& text = item["text"].get_ref<std::string&>();
-        if (text.size() > cap) {
-          const std::size_t dropped = text.size() - cap;
-          text = RepairUtf8(std::string_view(text).substr(0, cap)) +
-                 "\n[cordon: " + std::to_string(dropped) + " bytes of output dropped]";
-          truncated = true;
-        }
-      }
-    }
-    if (result.contains("structuredContent") && result["structuredContent"].dump().size() > cap * 4) {
-      result.erase("structuredContent");
-      truncated = true;
-    }
+    truncated = CapToolResult(result, static_cast<std::size_t>(policy_.limits.max_output_bytes));
     redactions = redactor_.RedactJson(result);
     if (!result.contains("isError")) result["isError"] = false;
   } else {
@@ -217,7 +235,15 @@ Json Session::Call(const std::string& tool, const Json& input, const std::atomic
     started["scope"] = spec->scope;
     started["effect"] = EffectName(spec->effect);
   }
-  Audit("tool_started", std::move(started), false);
+  // A quick call without side effects (read_file_range) writes tool_started together with
+  // tool_finished: one write instead of two, and nothing happened that a crash could hide.
+  bool defer_started = spec != nullptr && spec->effect == Effect::kNone && spec->quick;
+  auto emit_started = [&] {
+    if (!defer_started) return;
+    defer_started = false;
+    Audit("tool_started", started, false);
+  };
+  if (!defer_started) Audit("tool_started", started, false);
 
   Result<Json> outcome = [&]() -> Result<Json> {
     if (spec == nullptr) {
@@ -233,6 +259,7 @@ Json Session::Call(const std::string& tool, const Json& input, const std::atomic
       std::string decided = policy_.provenance.count("scopes.grant")
                                 ? policy_.provenance.at("scopes.grant")
                                 : "built-in default";
+      emit_started();
       Audit("policy_denied",
             {{"call", call_id}, {"tool", tool}, {"scope", spec->scope}, {"rule", "scopes.grant"},
              {"decided_by", decided}},
@@ -243,6 +270,7 @@ Json Session::Call(const std::string& tool, const Json& input, const std::atomic
     ToolContext ctx{workspace_, policy_, [&](Json rec) {
                       rec["call"] = call_id;
                       rec["tool"] = tool;
+                      emit_started();
                       Audit("file_write", std::move(rec), true);
                     },
                     processes_.get(), cancel};
@@ -280,6 +308,11 @@ Json Session::Call(const std::string& tool, const Json& input, const std::atomic
     finished["message"] = result["structuredContent"]["error"]["message"];
   }
   if (redactions > 0) finished["output_redactions"] = redactions;
+  if (defer_started) {
+    AuditWriter::Record both[] = {{"tool_started", std::move(started)}, {"tool_finished", std::move(finished)}};
+    AuditAll(both, true);
+    return result;
+  }
   Audit("tool_finished", std::move(finished), true);
   return result;
 }

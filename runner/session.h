@@ -38,6 +38,10 @@ struct SessionOptions {
   std::string shim_path;                    // empty: next to the binary
 };
 
+// Caps a CallToolResult for the agent: text items cut at `cap` bytes with a marker, and a
+// structuredContent over 4x the cap dropped. Returns whether anything was cut.
+bool CapToolResult(Json& result, std::size_t cap);
+
 class Session {
  public:
   static Result<std::unique_ptr<Session>> Start(const SessionOptions& options, char** envp);
@@ -65,6 +69,8 @@ class Session {
   void AddRedaction(std::string rule, std::string value) { redactor_.AddValue(std::move(rule), std::move(value)); }
   ExternalTools* external_tools() { return external_; }
   void Audit(std::string_view type, Json fields, bool durable);
+  // Several records, written together in order.
+  void AuditAll(std::span<AuditWriter::Record> records, bool durable);
 
  private:
   Session() = default;

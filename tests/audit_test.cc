@@ -2,6 +2,7 @@
 // caught at the right line; a torn tail is reported as such and recovered by the next writer.
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "runner/audit.h"
@@ -152,6 +153,47 @@ TEST(Audit, MissingLogIsNotFound) {
   auto r = VerifyAuditLog("/nonexistent/cordon.jsonl", std::nullopt);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Code::kNotFound);
+}
+
+TEST(Audit, AppendAllWritesInOrderAndCommonFieldsAreNotShadowed) {
+  TempDir d;
+  std::string log = d / "a.jsonl";
+  auto w = AuditWriter::Open(log, NewSessionId(), FsyncMode::kNever, std::nullopt, nullptr);
+  ASSERT_TRUE(w);
+  AuditWriter::Record recs[] = {{"tool_started", {{"tool", "x"}}},
+                                {"tool_finished", {{"tool", "x"}, {"type", "forged"}, {"seq", 99}}}};
+  ASSERT_TRUE(w->AppendAll(recs, true));
+  auto lines = Lines(ReadFile(log));
+  ASSERT_EQ(lines.size(), 2u);
+  Json a = Json::parse(lines[0]), b = Json::parse(lines[1]);
+  EXPECT_EQ(a["seq"], 1);
+  EXPECT_EQ(b["seq"], 2);
+  EXPECT_EQ(b["type"], "tool_finished");
+  EXPECT_EQ(lines[1].find("forged"), std::string::npos);
+  auto r = VerifyAuditLog(log, std::nullopt);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->verdict, VerifyReport::Verdict::kIntact) << r->problem;
+}
+
+TEST(Audit, PerCallFlusherKeepsTheChainUnderConcurrentWriters) {
+  // Durable records under per_call go to the background flusher; Flush waits for it. Two
+  // writers (two sessions) in threads share one file: the chain stays intact.
+  TempDir d;
+  std::string log = d / "a.jsonl";
+  auto run = [&] {
+    auto w = AuditWriter::Open(log, NewSessionId(), FsyncMode::kPerCall, std::nullopt, nullptr);
+    ASSERT_TRUE(w);
+    for (int i = 0; i < 300; ++i) ASSERT_TRUE(w->Append("tool_finished", {{"call", i}}, true));
+    ASSERT_TRUE(w->Flush());
+  };
+  std::thread t1(run), t2(run);
+  t1.join();
+  t2.join();
+  auto r = VerifyAuditLog(log, std::nullopt);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->verdict, VerifyReport::Verdict::kIntact) << r->problem;
+  EXPECT_EQ(r->records, 600u);
+  EXPECT_EQ(r->sessions, 2u);
 }
 
 }  // namespace

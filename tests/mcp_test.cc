@@ -2,8 +2,13 @@
 // and real third-party peers (the official TypeScript SDK client and the inspector CLI).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <set>
+#include <thread>
+
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
+#include "mcp/worker_pool.h"
 #include "runner/probe.h"
 #include "tests/test_util.h"
 
@@ -35,6 +40,33 @@ TEST(JsonRpc, FramingErrorsGetTheirStandardCodes) {
   auto ok = ParseMessage(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
   ASSERT_TRUE(std::holds_alternative<Message>(ok));
   EXPECT_EQ(std::get<Message>(ok).kind, Message::Kind::kNotification);
+}
+
+TEST(WorkerPool, ReusesWorkersGrowsToItsCapAndFinishesQueuedJobsOnStop) {
+  WorkerPool pool(3);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::atomic<int> running{0}, most{0}, done{0};
+  for (int i = 0; i < 40; ++i) {
+    pool.Submit([&] {
+      const int now = ++running;
+      for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {}
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        threads.insert(std::this_thread::get_id());
+      }
+      --running;
+      ++done;
+    });
+  }
+  pool.Stop();  // the queued jobs run before Stop returns
+  EXPECT_EQ(done.load(), 40);
+  EXPECT_LE(most.load(), 3);
+  EXPECT_GE(most.load(), 2) << "jobs never ran side by side";
+  EXPECT_LE(threads.size(), 3u);
+  pool.Submit([&] { ++done; });  // after Stop: ignored, nothing runs
+  EXPECT_EQ(done.load(), 40);
 }
 
 TEST(JsonRpc, VersionNegotiation) {
@@ -294,6 +326,44 @@ TEST_F(McpServerTest, WrapDropsGarbageAndSurvivesACrashingServer) {
   std::string log = cordon::testing::ReadFile(dir_ / "bad.jsonl");
   EXPECT_NE(log.find("mcp_diagnostic"), std::string::npos);
   EXPECT_NE(log.find("\"exit_code\":3"), std::string::npos);
+}
+
+TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {
+  // A server whose tools/call answer is 200 KB of text with a token in it: the client gets the
+  // capped, redacted result, and the record says so. Other messages pass byte for byte.
+  WriteFile(dir_ / "ws/big-server.sh",
+            "read line\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+            "\"serverInfo\":{\"name\":\"big\",\"version\":\"1\"}}}\\n'\n"
+            "read line\n"
+            "big=$(head -c 200000 /dev/zero | tr '\\000' a)\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":"
+            "\"ghp_abcdefghijklmnopqrstuvwxyz0123456789AB %s\"}]}}\\n' \"$big\"\n"
+            "read line || exit 0\n");
+  WriteFile(dir_ / "cap.toml", "[limits]\nmax_output_bytes = 1000\n");
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"big","arguments":{}}})" + "\n";
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--policy",
+                                 dir_ / "cap.toml", "--audit-log", dir_ / "cap.jsonl", "--", "sh",
+                                 dir_ / "ws/big-server.sh"},
+                                {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<Json> out;
+  for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    out.push_back(Json::parse(r.out.substr(pos, nl - pos)));
+  }
+  ASSERT_EQ(out.size(), 2u) << r.out.substr(0, 500);
+  EXPECT_EQ(out[0]["result"]["serverInfo"]["name"], "big");
+  const std::string text = out[1]["result"]["content"][0]["text"].get<std::string>();
+  EXPECT_LT(text.size(), 1200u);
+  EXPECT_NE(text.find("bytes of output dropped]"), std::string::npos) << text.substr(0, 200);
+  EXPECT_EQ(text.find("ghp_abcdef"), std::string::npos) << "a token reached the client";
+  std::string log = cordon::testing::ReadFile(dir_ / "cap.jsonl");
+  EXPECT_NE(log.find("\"truncated\":true"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"output_redactions\":1"), std::string::npos) << log;
+  EXPECT_EQ(log.find("ghp_abcdef"), std::string::npos);
+  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "cap.jsonl"}).exit_code, 0);
 }
 
 }  // namespace

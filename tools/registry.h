@@ -43,6 +43,10 @@ struct ToolSpec {
   // Anything else the example needs first (e.g. a background job to read or cancel).
   std::function<Status(ToolContext& ctx)> example_setup;
   std::function<Result<Json>(const Json& input, ToolContext& ctx)> run;
+  // Whether this input is a few milliseconds of CPU work at most (no process, no network, no
+  // fsync). `cordon serve` runs such a call on its reading thread instead of handing it to a
+  // worker: the hand-off costs more than the call, and nothing would be left to cancel.
+  std::function<bool(const Json& input, const Workspace& ws)> quick;
 };
 
 const std::vector<ToolSpec>& BuiltinTools();
