@@ -2,11 +2,11 @@
 // the POST (JSON, or an SSE stream in which server requests are answered and refused properly).
 #include "mcp/http_client.h"
 
-#include <curl/curl.h>
 
 #include <cctype>
 #include <mutex>
 
+#include "mcp/dynlib.h"
 #include "mcp/jsonrpc.h"
 
 namespace cordon::mcp {
@@ -47,11 +47,6 @@ std::size_t OnHeader(char* data, std::size_t size, std::size_t n, void* user) {
   return size * n;
 }
 
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 // The JSON payloads of an SSE body ("data:" lines joined per event).
 std::vector<std::string> SseEvents(const std::string& body) {
   std::vector<std::string> events;
@@ -80,7 +75,7 @@ std::vector<std::string> SseEvents(const std::string& body) {
 }  // namespace
 
 Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session, const ServerConfig& config) {
-  GlobalInit();
+  TRY(Curl());  // fails early, naming the missing package
   auto c = std::unique_ptr<HttpClient>(new HttpClient(session, config));
   ASSIGN_OR_RETURN(c->init_, c->Request("initialize", {{"protocolVersion", "2025-11-25"},
                                                        {"capabilities", Json::object()},
@@ -97,63 +92,67 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session, const 
 HttpClient::~HttpClient() {
   if (session_id_.empty()) return;
   // Ends the server's session; failures here change nothing for the caller.
-  CURL* curl = curl_easy_init();
+  auto loaded = Curl();
+  if (!loaded) return;
+  const CurlApi* api = *loaded;
+  CURL* curl = api->easy_init();
   if (curl == nullptr) return;
-  curl_slist* headers = curl_slist_append(nullptr, ("Mcp-Session-Id: " + session_id_).c_str());
-  curl_easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_perform(curl);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
+  curl_slist* headers = api->slist_append(nullptr, ("Mcp-Session-Id: " + session_id_).c_str());
+  api->easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
+  api->easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
+  api->easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  api->easy_setopt(curl, CURLOPT_TIMEOUT, 2L);
+  api->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  api->easy_perform(curl);
+  api->slist_free_all(headers);
+  api->easy_cleanup(curl);
 }
 
 Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomic<bool>* cancel) {
-  CURL* curl = curl_easy_init();
+  ASSIGN_OR_RETURN(const CurlApi* api, Curl());
+  CURL* curl = api->easy_init();
   if (curl == nullptr) return Fail(Code::kInternal, "curl_easy_init failed");
   const std::string body = DumpJson(message);
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Content-Type: application/json");
-  headers = curl_slist_append(headers, "Accept: application/json, text/event-stream");
-  if (!session_id_.empty()) headers = curl_slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
-  if (!version_.empty()) headers = curl_slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
-  for (const auto& [k, v] : config_.headers) headers = curl_slist_append(headers, (k + ": " + v).c_str());
+  headers = api->slist_append(headers, "Content-Type: application/json");
+  headers = api->slist_append(headers, "Accept: application/json, text/event-stream");
+  if (!session_id_.empty()) headers = api->slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
+  if (!version_.empty()) headers = api->slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
+  for (const auto& [k, v] : config_.headers) headers = api->slist_append(headers, (k + ": " + v).c_str());
   Capture cap;
-  curl_easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_POST, 1L);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &cap);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &cap);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, static_cast<long>(config_.timeout_secs));
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  api->easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
+  api->easy_setopt(curl, CURLOPT_POST, 1L);
+  api->easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  api->easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  api->easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  api->easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
+  api->easy_setopt(curl, CURLOPT_WRITEDATA, &cap);
+  api->easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
+  api->easy_setopt(curl, CURLOPT_HEADERDATA, &cap);
+  api->easy_setopt(curl, CURLOPT_TIMEOUT, static_cast<long>(config_.timeout_secs));
+  api->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  api->easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   if (cancel != nullptr) {
     // A cancelled call aborts its transfer.
-    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(cancel));
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION,
+    api->easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    api->easy_setopt(curl, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(cancel));
+    api->easy_setopt(curl, CURLOPT_XFERINFOFUNCTION,
                      +[](void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> int {
                        return static_cast<std::atomic<bool>*>(flag)->load() ? 1 : 0;
                      });
   }
-  CURLcode rc = curl_easy_perform(curl);
+  CURLcode rc = api->easy_perform(curl);
   long status = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
+  api->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  api->slist_free_all(headers);
+  api->easy_cleanup(curl);
   if (cap.too_big) return Fail(Code::kTooLarge, "server " + config_.name + ": response larger than " + std::to_string(kMaxBody) + " bytes");
   if (rc == CURLE_ABORTED_BY_CALLBACK) return Fail(Code::kCancelled, "server " + config_.name + ": cancelled");
   if (rc == CURLE_OPERATION_TIMEDOUT) {
     return Fail(Code::kTimeout, "server " + config_.name + ": no answer within " + std::to_string(config_.timeout_secs) + " s");
   }
   if (rc != CURLE_OK) {
-    return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + curl_easy_strerror(rc));
+    return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + api->easy_strerror(rc));
   }
   if (!cap.session_id.empty()) session_id_ = cap.session_id;
   return Reply{status, cap.content_type, std::move(cap.body), cap.session_id};

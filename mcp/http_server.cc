@@ -3,7 +3,6 @@
 #include "mcp/http_server.h"
 
 #include <arpa/inet.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/random.h>
@@ -14,12 +13,17 @@
 #include <memory>
 #include <mutex>
 
+#include "mcp/dynlib.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "runner/hash.h"
 
 namespace cordon::mcp {
 namespace {
+
+// Set by ServeHttp before the daemon starts; the request callbacks run only after that.
+const MhdApi* g_mhd = nullptr;
+
 
 volatile std::sig_atomic_t g_stop = 0;
 void OnStop(int) { g_stop = 1; }
@@ -46,11 +50,11 @@ bool ConstantTimeEqual(const std::string& a, const std::string& b) {
 
 MHD_Result Reply(MHD_Connection* c, unsigned status, const std::string& body,
                  const std::map<std::string, std::string>& headers = {}) {
-  MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
-  if (!body.empty()) MHD_add_response_header(r, "Content-Type", "application/json");
-  for (const auto& [k, v] : headers) MHD_add_response_header(r, k.c_str(), v.c_str());
-  MHD_Result ret = MHD_queue_response(c, status, r);
-  MHD_destroy_response(r);
+  MHD_Response* r = g_mhd->create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (!body.empty()) g_mhd->add_response_header(r, "Content-Type", "application/json");
+  for (const auto& [k, v] : headers) g_mhd->add_response_header(r, k.c_str(), v.c_str());
+  MHD_Result ret = g_mhd->queue_response(c, status, r);
+  g_mhd->destroy_response(r);
   return ret;
 }
 
@@ -59,7 +63,7 @@ MHD_Result ReplyRpcError(MHD_Connection* c, unsigned status, int code, const std
 }
 
 std::string Header(MHD_Connection* c, const char* name) {
-  const char* v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+  const char* v = g_mhd->lookup_connection_value(c, MHD_HEADER_KIND, name);
   return v != nullptr ? v : "";
 }
 
@@ -152,6 +156,12 @@ Result<HttpServeOptions> ParseListenAddress(const std::string& spec) {
 }
 
 int ServeHttp(Session& session, const HttpServeOptions& options) {
+  auto loaded = Mhd();
+  if (!loaded) {
+    std::fprintf(stderr, "cordon: %s\n", loaded.error().message.c_str());
+    return 3;
+  }
+  g_mhd = *loaded;
   HttpState st{&session, options, {}, {}};
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -163,7 +173,7 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   // Worker threads inherit a mask without these signals, so the main thread receives them.
   BlockTerminationSignals();
-  MHD_Daemon* d = MHD_start_daemon(
+  MHD_Daemon* d = g_mhd->start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(options.port), nullptr, nullptr,
       &Handle, &st, MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_THREAD_POOL_SIZE, 4u,
       MHD_OPTION_NOTIFY_COMPLETED, &Completed, nullptr, MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
@@ -178,7 +188,7 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   std::fprintf(stderr, "cordon: listening on http://127.0.0.1:%d/mcp%s\n", options.port,
                options.token.empty() ? " (WITHOUT a bearer token: --no-auth)" : "");
   while (!g_stop) ::pause();
-  MHD_stop_daemon(d);
+  g_mhd->stop_daemon(d);
   std::lock_guard<std::mutex> lock(st.mu);
   st.sessions.clear();
   return 0;

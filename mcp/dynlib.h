@@ -1,0 +1,42 @@
+// libcurl and libmicrohttpd, loaded with dlopen when first needed. Linked normally they bring
+// some 30 shared libraries (TLS, Kerberos, LDAP, IDN...) that the dynamic loader maps and
+// relocates at every start, about 5 ms: the whole cost of `cordon exec` over bwrap, paid by
+// commands that never speak HTTP (exec, call, wrap, stdio serve). Only the HTTP client and
+// `serve --http` load them.
+#pragma once
+
+#include <curl/curl.h>
+#include <microhttpd.h>
+
+#include "runner/error.h"
+
+namespace cordon::mcp {
+
+struct CurlApi {
+  CURLcode (*global_init)(long flags);
+  CURL* (*easy_init)();
+  CURLcode (*easy_setopt)(CURL* curl, CURLoption option, ...);
+  CURLcode (*easy_perform)(CURL* curl);
+  CURLcode (*easy_getinfo)(CURL* curl, CURLINFO info, ...);
+  void (*easy_cleanup)(CURL* curl);
+  const char* (*easy_strerror)(CURLcode code);
+  curl_slist* (*slist_append)(curl_slist* list, const char* text);
+  void (*slist_free_all)(curl_slist* list);
+};
+
+struct MhdApi {
+  MHD_Daemon* (*start_daemon)(unsigned int flags, uint16_t port, MHD_AcceptPolicyCallback apc, void* apc_cls,
+                              MHD_AccessHandlerCallback dh, void* dh_cls, ...);
+  void (*stop_daemon)(MHD_Daemon* daemon);
+  MHD_Response* (*create_response_from_buffer)(size_t size, void* buffer, MHD_ResponseMemoryMode mode);
+  MHD_Result (*add_response_header)(MHD_Response* response, const char* header, const char* content);
+  MHD_Result (*queue_response)(MHD_Connection* connection, unsigned int status_code, MHD_Response* response);
+  void (*destroy_response)(MHD_Response* response);
+  const char* (*lookup_connection_value)(MHD_Connection* connection, MHD_ValueKind kind, const char* key);
+};
+
+// Loaded once (curl_global_init done); a missing library is an error naming the package.
+Result<const CurlApi*> Curl();
+Result<const MhdApi*> Mhd();
+
+}  // namespace cordon::mcp
