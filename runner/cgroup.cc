@@ -2,8 +2,13 @@
 // removed when the call ends (after the pid namespace, and so every process, is gone).
 #include "runner/cgroup.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
 
 #include <atomic>
 #include <fstream>
@@ -27,6 +32,31 @@ bool WriteSmall(const std::string& path, const std::string& value) {
   out << value;
   out.flush();
   return static_cast<bool>(out);
+}
+
+// Removes the per-call directories that a cordon killed with SIGKILL left behind in `parent`:
+// `cordon-PID-N` whose PID no longer exists. rmdir fails on a cgroup that still has processes,
+// so a live job is never touched, whoever owns it.
+void SweepStale(const std::string& parent) {
+  DIR* d = ::opendir(parent.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name(e->d_name);
+    if (!name.starts_with("cordon-") || name == "cordon-supervisor") continue;
+    std::string_view rest = name.substr(7);
+    const std::size_t dash = rest.find('-');
+    if (dash == std::string_view::npos || dash == 0) continue;
+    pid_t pid = 0;
+    bool digits = true;
+    for (char c : rest.substr(0, dash)) {
+      if (c < '0' || c > '9') digits = false;
+      pid = pid * 10 + (c - '0');
+    }
+    if (!digits || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its owner may still be alive
+    ::rmdir((parent + "/" + std::string(name)).c_str());
+  }
+  ::closedir(d);
 }
 
 // controller ("memory", "pids", or "" for v2) -> (mount point, our path below it)
@@ -116,6 +146,18 @@ Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support,
   CgroupJob job;
   job.mode_ = support.mode;
   const std::string name = "cordon-" + std::to_string(::getpid()) + "-" + std::to_string(++g_counter);
+  static std::once_flag swept;
+  std::call_once(swept, [&] {
+    if (support.mode == "v2") {
+      std::string own = h[""].first + h[""].second;
+      const std::string leaf = "/cordon-supervisor";
+      if (own.ends_with(leaf)) own.resize(own.size() - leaf.size());
+      SweepStale(own);
+    } else {
+      SweepStale(h["memory"].first + h["memory"].second);
+      SweepStale(h["pids"].first + h["pids"].second);
+    }
+  });
   auto make = [&](const std::string& dir) -> Status {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return SysFail(Code::kSandboxUnavailable, "mkdir cgroup", dir);

@@ -5,8 +5,15 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <fcntl.h>
 
 #include <dirent.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
 
 #include "runner/probe.h"
 #include "runner/text.h"
@@ -239,6 +246,56 @@ TEST_F(EscapeTest, ForkFloodIsStoppedByThePidsLimitAndTheHostIsUnharmed) {
   EXPECT_EQ(after.exit_code, 0);
   std::string log = ReadFile(dir_ / "audit.jsonl");
   EXPECT_NE(log.find("\"type\":\"process\""), std::string::npos);
+}
+
+TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
+  // kill -9 of cordon mid-call: bwrap dies with its parent, the pid namespace goes with it, and
+  // the per-call cgroups are left empty. The next cordon removes them.
+  auto first = Exec({"true"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  if (log.find("\"cgroup\":\"none\"") != std::string::npos) {
+    GTEST_SKIP() << "SKIPPED SECURITY TEST: no cgroup is available to this user, so none can leak";
+  }
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(), "--audit-log",
+            (dir_ / "killed.jsonl").c_str(), "--", "sleep", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The job's cgroup is cordon-PID-1 beside cordon's own: find it from cordon's /proc entry.
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 200 && jobs.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    std::ifstream cg("/proc/" + std::to_string(pid) + "/cgroup");
+    std::string line;
+    while (std::getline(cg, line)) {
+      std::size_t a = line.find(':'), b = line.find(':', a + 1);
+      std::string ctrl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+      std::string mount = ctrl.empty() ? "/sys/fs/cgroup" : "/sys/fs/cgroup/" + ctrl;
+      if (path.ends_with("/cordon-supervisor")) path.resize(path.size() - 18);
+      std::string job = mount + (path == "/" ? "" : path) + "/cordon-" + std::to_string(pid) + "-1";
+      if ((ctrl.empty() || ctrl == "pids" || ctrl == "memory") && testing::Exists(job)) jobs.push_back(job);
+    }
+  }
+  ASSERT_FALSE(jobs.empty()) << "the running call's cgroup was not found";
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  for (const auto& job : jobs) {
+    for (int i = 0; i < 200 && !ReadFile(job + "/cgroup.procs").empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    EXPECT_TRUE(ReadFile(job + "/cgroup.procs").empty()) << "the sandbox outlived a killed cordon: " << job;
+    EXPECT_TRUE(testing::Exists(job)) << job;
+  }
+  auto next = Exec({"true"});
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  for (const auto& job : jobs) EXPECT_FALSE(testing::Exists(job)) << "stale cgroup left: " << job;
 }
 
 TEST_F(EscapeTest, OutputFloodIsCappedAndCordonMemoryStaysBounded) {
