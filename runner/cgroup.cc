@@ -59,6 +59,33 @@ void SweepStale(const std::string& parent) {
   ::closedir(d);
 }
 
+// controller ("memory", "pids", or "" for v2) -> mount point. Read once: mountinfo is long, and
+// the cgroup mounts do not move under a running cordon (its own cgroup may; see Hierarchies).
+const std::map<std::string, std::string>& CgroupMounts() {
+  static const std::map<std::string, std::string> mounts = [] {
+    std::map<std::string, std::string> out;
+    std::ifstream mi("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(mi, line)) {
+      std::size_t dash = line.find(" - ");
+      if (dash == std::string::npos) continue;
+      std::stringstream pre(line.substr(0, dash)), post(line.substr(dash + 3));
+      std::string f[5], fstype, source, opts;
+      for (auto& x : f) pre >> x;
+      post >> fstype >> source >> opts;
+      if (fstype == "cgroup2") out[""] = f[4];  // the last mount wins, as before
+      if (fstype == "cgroup") {
+        std::stringstream os(opts);
+        for (std::string o; std::getline(os, o, ',');) {
+          if (o == "memory" || o == "pids") out[o] = f[4];
+        }
+      }
+    }
+    return out;
+  }();
+  return mounts;
+}
+
 // controller ("memory", "pids", or "" for v2) -> (mount point, our path below it)
 std::map<std::string, std::pair<std::string, std::string>> Hierarchies() {
   std::map<std::string, std::string> rel;
@@ -76,22 +103,8 @@ std::map<std::string, std::pair<std::string, std::string>> Hierarchies() {
     for (std::string c; std::getline(ss, c, ',');) rel[c] = path;
   }
   std::map<std::string, std::pair<std::string, std::string>> out;
-  std::ifstream mi("/proc/self/mountinfo");
-  while (std::getline(mi, line)) {
-    std::size_t dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::stringstream pre(line.substr(0, dash)), post(line.substr(dash + 3));
-    std::string f[5], fstype, source, opts;
-    for (auto& x : f) pre >> x;
-    post >> fstype >> source >> opts;
-    const std::string& mnt = f[4];
-    if (fstype == "cgroup2" && rel.count("")) out[""] = {mnt, rel[""]};
-    if (fstype == "cgroup") {
-      std::stringstream os(opts);
-      for (std::string o; std::getline(os, o, ',');) {
-        if ((o == "memory" || o == "pids") && rel.count(o)) out[o] = {mnt, rel[o]};
-      }
-    }
+  for (const auto& [ctrl, mnt] : CgroupMounts()) {
+    if (rel.count(ctrl)) out[ctrl] = {mnt, rel[ctrl]};
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runner/audit.h"
+#include "runner/hash.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -41,6 +42,17 @@ void WriteSession(const std::string& path, int calls, std::optional<std::string>
     ASSERT_TRUE(w->Append("tool_finished", {{"tool", "read_file_range"}, {"status", "ok"}}));
   }
   ASSERT_TRUE(w->Append("session_finished", Json::object()));
+}
+
+TEST(Hash, KnownAnswers) {
+  // FIPS 180-2 and RFC 4231 test vectors: the chain is only as good as these.
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256Stream s;
+  for (int i = 0; i < 1000; ++i) s.Update(std::string(1000, 'a'));
+  EXPECT_EQ(s.FinishHex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
 TEST(Audit, IntactLogVerifiesAcrossSessions) {
