@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -288,7 +289,7 @@ Status AuditWriter::AppendAll(std::span<Record> records, bool durable) {
 
 Status AuditWriter::Flush() {
   if (!flusher_) return {};
-  if (int err = flusher_->Wait(); err != 0) {
+  if (int err = flusher_->SyncNow(); err != 0) {
     return Fail(Code::kInternal, std::string("fdatasync of the audit log failed: ") + std::strerror(err), err, path_);
   }
   return {};
@@ -313,9 +314,18 @@ void AuditWriter::Flusher::Request(std::int64_t upto) {
   if (idle_) work_cv_.notify_one();
 }
 
-int AuditWriter::Flusher::Wait() {
+int AuditWriter::Flusher::SyncNow() {
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return synced_ >= requested_ || !thread_.joinable(); });
+  const std::int64_t target = requested_;
+  if (synced_ >= target) return error_;
+  // Sync here rather than wait for the flusher, which may be pacing itself or syncing an older
+  // offset: a session's end costs one fdatasync, not a pacing interval on top.
+  lock.unlock();
+  const int rc = ::fdatasync(fd_);
+  const int err = rc == 0 ? 0 : errno;
+  lock.lock();
+  if (err != 0) error_ = err;
+  synced_ = std::max(synced_, target);
   return error_;
 }
 
@@ -340,8 +350,7 @@ void AuditWriter::Flusher::Run() {
     const int err = rc == 0 ? 0 : errno;
     lock.lock();
     if (err != 0) error_ = err;
-    synced_ = target;
-    done_cv_.notify_all();
+    synced_ = std::max(synced_, target);
   }
 }
 

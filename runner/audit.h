@@ -88,14 +88,15 @@ class AuditWriter {
     explicit Flusher(int fd) : fd_(fd) {}
     ~Flusher();
     void Request(std::int64_t upto);
-    // Waits for everything requested; returns the errno of a failed fdatasync, else 0.
-    int Wait();
+    // Makes everything requested durable now (one fdatasync in the caller, unless the flusher
+    // already covered it); returns the errno of any failed fdatasync, else 0.
+    int SyncNow();
 
    private:
     void Run();
     int fd_;
     std::mutex mu_;
-    std::condition_variable work_cv_, done_cv_;
+    std::condition_variable work_cv_;
     std::int64_t requested_ = 0, synced_ = 0;
     int error_ = 0;
     bool stop_ = false;

@@ -114,7 +114,7 @@ void Session::Finish() {
   finished_ = true;
   processes_.reset();  // cancels and reaps background jobs; their records come first
   Audit("session_finished", {{"calls", calls_.load()}, {"errors", errors_.load()}}, true);
-  // The session's end waits for the background flusher: nothing durable is left in flight.
+  // The session's end makes every durable record durable: nothing is left in flight.
   if (auto st = audit_->Flush(); !st) {
     std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
   }
