@@ -20,6 +20,8 @@
 #include "mcp/server.h"
 #include "mcp/wrap.h"
 #include "runner/audit.h"
+#include "runner/bwrap.h"
+#include "runner/contain.h"
 #include "runner/hash.h"
 #include "runner/doctor.h"
 #include "runner/launch.h"
@@ -37,7 +39,7 @@ constexpr const char* kUsage = R"(usage: cordon COMMAND [OPTIONS] [-- ARGS]
 
 commands:
   call TOOL --json JSON|@FILE   run one tool; prints the CallToolResult JSON
-  exec [--network none|loopback|allow] [--timeout S] -- CMD ARGS...
+  exec [--network none|loopback|allow] [--timeout S] [--plan] -- CMD ARGS...
                                 run one command confined; stdio and exit code pass through
                                 (124 timeout, 125 sandbox failure, 127 command not found)
   serve [--http 127.0.0.1:PORT (--token-file F | --no-auth)]
@@ -194,7 +196,7 @@ int CmdCall(int argc, char** argv, char** envp) {
 // exec: one command, confined, with cordon's own stdio; the exit code passes through.
 int CmdExec(int argc, char** argv, char** envp) {
   std::string err;
-  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--network", "--timeout"}), {}, &err);
+  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--network", "--timeout"}), {"--plan"}, &err);
   if (!a) return Usage(err);
   if (!a->positional.empty()) return Usage("exec takes its command after --");
   if (a->after_dashdash.empty()) return Usage("exec needs a command: cordon exec [OPTIONS] -- CMD ARGS...");
@@ -222,6 +224,21 @@ int CmdExec(int argc, char** argv, char** envp) {
     return kExitStart;
   }
   req.cwd = (*session)->workspace().root();
+  if (a->has("--plan")) {
+    // The launch plan as data, without running anything: what bwrap gets, what the shim
+    // applies (rlimits, Landlock, seccomp), and what the process record would say.
+    auto plan = (*session)->processes().Plan(req);
+    if (!plan) {
+      std::fprintf(stderr, "cordon: %s\n", plan.error().ToString().c_str());
+      return 125;
+    }
+    Json out = {{"bwrap", plan->layout.bwrap.empty() ? Json(nullptr) : Json(BuildBwrapArgv(plan->layout))},
+                {"contain", ContainSpecJson(plan->contain)},
+                {"confinement", plan->confinement},
+                {"stubs", plan->created_stubs}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   auto proc = (*session)->processes().RunForeground(req, nullptr);
   if (!proc) {
     std::fprintf(stderr, "cordon: %s\n", proc.error().ToString().c_str());

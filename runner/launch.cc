@@ -521,15 +521,21 @@ std::string ConfinedProcess::StderrText() const {
   return err_.Text();
 }
 
-Json ConfinedProcess::OutputJson() const {
+Json ConfinedProcess::OutputCounts() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {{"stdout", out_.Text()},
-          {"stderr", err_.Text()},
-          {"stdout_bytes", out_.total()},
+  return {{"stdout_bytes", out_.total()},
           {"stderr_bytes", err_.total()},
           {"stdout_dropped_bytes", out_.dropped()},
           {"stderr_dropped_bytes", err_.dropped()},
           {"truncated", out_.truncated() || err_.truncated()}};
+}
+
+Json ConfinedProcess::OutputJson() const {
+  Json j = OutputCounts();
+  std::lock_guard<std::mutex> lock(mu_);
+  j["stdout"] = out_.Text();
+  j["stderr"] = err_.Text();
+  return j;
 }
 
 std::string ConfinedProcess::Tail(std::size_t max_chars) const {

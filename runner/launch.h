@@ -100,7 +100,9 @@ class ConfinedProcess {
   ProcessOutcome outcome() const;
   std::string StdoutText() const;
   std::string StderrText() const;
-  Json OutputJson() const;               // stdout/stderr text, truncation, dropped bytes
+  Json OutputJson() const;
+  // The byte counts and truncation of OutputJson, without building the (possibly MB-long) texts.
+  Json OutputCounts() const;               // stdout/stderr text, truncation, dropped bytes
   std::string Tail(std::size_t max_chars) const;  // combined tail, escapes stripped
   const ProcessRequest& request() const { return req_; }
   const Json& confinement() const { return confinement_; }

@@ -82,7 +82,7 @@ void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id, bo
     rec["cancel_requested"] = cancel_requested;
   }
   if (o.error) rec["error"] = {{"code", CodeName(o.error->code)}, {"message", o.error->message}};
-  Json out = p.OutputJson();
+  Json out = p.OutputCounts();
   rec["stdout_bytes"] = out["stdout_bytes"];
   rec["stderr_bytes"] = out["stderr_bytes"];
   rec["truncated"] = out["truncated"];

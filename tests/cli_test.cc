@@ -2,6 +2,8 @@
 // formats, policy show, audit verify/show, and the default audit location.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runner/probe.h"
 #include "runner/text.h"
 
@@ -223,6 +225,25 @@ TEST_F(CliTest, ExecPassesThroughStdioAndExitCode) {
   EXPECT_NE(text.find("\"type\":\"process\""), std::string::npos);
   EXPECT_NE(text.find("\"status\":\"timeout\""), std::string::npos);
   EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
+}
+
+TEST_F(CliTest, ExecPlanPrintsThePlanAndRunsNothing) {
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  auto r = Cordon({"exec", "--plan", "--workspace", dir_ / "ws", "--audit-log", log(), "--network", "loopback", "--",
+                   "sh", "-c", "touch ran"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json plan = Json::parse(r.out);
+  std::vector<std::string> argv = plan["bwrap"].get<std::vector<std::string>>();
+  auto dashdash = std::find(argv.begin(), argv.end(), "--");
+  ASSERT_NE(dashdash, argv.end());
+  EXPECT_NE(std::find(argv.begin(), dashdash, "--unshare-user"), dashdash);
+  EXPECT_NE(std::find(argv.begin(), dashdash, "--unshare-net"), dashdash) << "loopback still gets its own netns";
+  EXPECT_NE(std::find(argv.begin(), dashdash, "--die-with-parent"), dashdash);
+  EXPECT_EQ(plan["confinement"]["network"], "loopback");
+  EXPECT_TRUE(plan["contain"].contains("seccomp")) << plan["contain"].dump();
+  EXPECT_TRUE(plan["contain"].contains("landlock")) << plan["contain"].dump();
+  EXPECT_FALSE(testing::Exists(dir_ / "ws/ran")) << "--plan ran the command";
+  EXPECT_EQ(ReadFile(log()).find("\"type\":\"process\""), std::string::npos);
 }
 
 TEST_F(CliTest, DefaultAuditLogLivesOutsideTheWorkspace) {

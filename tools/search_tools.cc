@@ -116,7 +116,7 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
   Json records = Json::array();
   std::int64_t matches = 0;
   std::size_t bytes = 0;
-  bool truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+  bool truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
   std::set<std::string> files;
   const std::string out = proc->StdoutText();
   for (std::string_view line : Lines(out)) {
@@ -198,7 +198,7 @@ Result<std::vector<std::string>> FindFallback(ToolContext& ctx, const std::strin
   if (files_only) argv.insert(argv.end(), {"-type", "f"});
   argv.push_back("-print");
   ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, tool, argv));
-  *truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+  *truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
   std::vector<std::string> out;
   const std::string stdout_text = proc->StdoutText();
     for (auto line : Lines(stdout_text)) {
@@ -244,7 +244,7 @@ Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
     if (o.exit_code.value_or(1) != 0) {
       return Fail(Code::kInvalidInput, "fd failed: " + proc->StderrText().substr(0, 800));
     }
-    truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+    truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
     const std::string stdout_text = proc->StdoutText();
     for (auto line : Lines(stdout_text)) raw.push_back(StripDotSlash(std::string(line)));
   } else {
@@ -308,7 +308,7 @@ Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
     if (proc->outcome().exit_code.value_or(2) > 1) {
       return Fail(Code::kInvalidInput, used + " failed: " + proc->StderrText().substr(0, 800));
     }
-    truncated = proc->OutputJson()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+    truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
     const std::string stdout_text = proc->StdoutText();
     for (auto line : Lines(stdout_text)) {
       if (!line.empty()) files.push_back(StripDotSlash(std::string(line)));
