@@ -2,10 +2,14 @@
 // tools/call (through Session::Call, so limits, redaction and audit apply), logging/setLevel.
 #include "mcp/server.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <functional>
+#include <algorithm>
 
 #include <cstdio>
 
@@ -40,28 +44,97 @@ std::string NegotiateVersion(const Json& requested) {
   return kSupportedVersions[0];
 }
 
+namespace {
+
+constexpr std::size_t kMaxAgentsFiles = 32;
+constexpr int kMaxAgentsDepth = 6;
+constexpr std::size_t kMaxAgentsDirEntries = 20000;
+
+// The workspace's AGENTS.md files, root first, then nested ones in path order: a bounded walk
+// (depth, entries) that never follows a symlink and skips hidden directories and
+// node_modules, whose AGENTS.md files are other projects' business.
+std::vector<std::string> FindAgentsFiles(const Workspace& ws) {
+  std::vector<std::string> found;
+  std::size_t entries = 0;
+  std::function<void(int, const std::string&, int)> walk = [&](int dirfd, const std::string& rel, int depth) {
+    DIR* d = ::fdopendir(dirfd);
+    if (d == nullptr) {
+      ::close(dirfd);
+      return;
+    }
+    std::vector<std::string> subdirs;
+    while (dirent* e = ::readdir(d)) {
+      if (++entries > kMaxAgentsDirEntries) break;
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      if (e->d_type == DT_REG && name == "AGENTS.md") found.push_back(rel.empty() ? name : rel + "/" + name);
+      if (e->d_type == DT_DIR && name[0] != '.' && name != "node_modules" && depth < kMaxAgentsDepth) {
+        subdirs.push_back(name);
+      }
+    }
+    std::sort(subdirs.begin(), subdirs.end());
+    for (const auto& sub : subdirs) {
+      if (found.size() >= kMaxAgentsFiles || entries > kMaxAgentsDirEntries) break;
+      int fd = ::openat(::dirfd(d), sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0) walk(fd, rel.empty() ? sub : rel + "/" + sub, depth + 1);
+    }
+    ::closedir(d);
+  };
+  int root = ::openat(ws.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root >= 0) walk(root, "", 0);
+  // Root first (it is found first at depth 0 only if present; make it explicit), then by path.
+  std::stable_sort(found.begin(), found.end(), [](const std::string& x, const std::string& y) {
+    const bool xr = x == "AGENTS.md", yr = y == "AGENTS.md";
+    if (xr != yr) return xr;
+    return x < y;
+  });
+  if (found.size() > kMaxAgentsFiles) found.resize(kMaxAgentsFiles);
+  return found;
+}
+
+}  // namespace
+
 Json McpServer::Instructions() {
-  // AGENTS.md guides the agent; it changes neither the catalog nor the limits.
-  auto file = session_.workspace().OpenRegular("AGENTS.md");
-  if (!file) return nullptr;
-  std::string text(kMaxInstructionBytes + 1, '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = ::read(file->get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
+  // AGENTS.md files guide the agent; they change neither the catalog nor the limits. All of
+  // them together are bounded by kMaxInstructionBytes; each is recorded with its hash.
+  std::string text;
+  Json files = Json::array();
+  bool any_truncated = false;
+  for (const std::string& rel : FindAgentsFiles(session_.workspace())) {
+    auto file = session_.workspace().OpenRegular(rel);
+    if (!file) continue;
+    const std::string header = rel == "AGENTS.md" ? "" : (text.empty() ? "" : "\n\n") + std::string("# ") + rel + "\n\n";
+    const std::size_t room = kMaxInstructionBytes > text.size() + header.size()
+                                 ? kMaxInstructionBytes - text.size() - header.size()
+                                 : 0;
+    std::string body(room + 1, '\0');
+    std::size_t got = 0;
+    while (got < body.size()) {
+      ssize_t n = ::read(file->get(), body.data() + got, body.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    body.resize(got);
+    const bool truncated = got > room;
+    if (truncated) body.resize(room);
+    body = RepairUtf8(body);
+    files.push_back({{"path", rel}, {"sha256", Sha256Hex(body)}, {"bytes", body.size()}, {"truncated", truncated}});
+    if (!body.empty() || rel == "AGENTS.md") text += header + body;
+    if (truncated) {
+      any_truncated = true;
+      break;  // the budget is spent: later files are not read
+    }
   }
-  text.resize(got);
-  const bool truncated = got > kMaxInstructionBytes;
-  if (truncated) text.resize(kMaxInstructionBytes);
-  text = RepairUtf8(text);
-  session_.Audit("instructions",
-                 {{"path", "AGENTS.md"}, {"sha256", Sha256Hex(text)}, {"bytes", text.size()},
-                  {"truncated", truncated}},
-                 true);
-  return truncated ? Json(text + "\n[cordon: AGENTS.md cut at " + std::to_string(kMaxInstructionBytes) + " bytes]")
-                   : Json(text);
+  if (files.empty()) return nullptr;
+  Json rec = {{"files", files}, {"bytes", text.size()}, {"truncated", any_truncated}};
+  if (files.size() == 1) {
+    // One file: its fields at the top level too, as before nested files were read.
+    for (const char* k : {"path", "sha256"}) rec[k] = files[0][k];
+  }
+  session_.Audit("instructions", std::move(rec), true);
+  return any_truncated ? Json(text + "\n[cordon: AGENTS.md cut at " + std::to_string(kMaxInstructionBytes) + " bytes]")
+                       : Json(text);
 }
 
 Json McpServer::Initialize(const Json& params) {

@@ -148,6 +148,34 @@ TEST_F(McpServerTest, AgentsMdIsBoundedInstructionsAndChangesNothingElse) {
   EXPECT_NE(log.find("\"truncated\":true"), std::string::npos);
 }
 
+TEST_F(McpServerTest, NestedAgentsMdFilesAreReadInOrderWithoutFollowingSymlinks) {
+  TempDir outside;
+  WriteFile(outside / "AGENTS.md", "OUTSIDE THE WORKSPACE\n");
+  WriteFile(dir_ / "ws/AGENTS.md", "root rules\n");
+  WriteFile(dir_ / "ws/pkg/b/AGENTS.md", "b rules\n");
+  WriteFile(dir_ / "ws/pkg/a/AGENTS.md", "a rules\n");
+  WriteFile(dir_ / "ws/node_modules/dep/AGENTS.md", "a dependency's rules\n");
+  WriteFile(dir_ / "ws/.hidden/AGENTS.md", "hidden rules\n");
+  std::filesystem::create_directory_symlink(outside.path(), dir_ / "ws/linked");
+  auto s = Start();
+  McpServer server(*s);
+  Json init = One(server, {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Json::object()}});
+  const std::string text = init["result"]["instructions"].get<std::string>();
+  const auto root = text.find("root rules"), a = text.find("# pkg/a/AGENTS.md"), b = text.find("# pkg/b/AGENTS.md");
+  ASSERT_NE(root, std::string::npos) << text;
+  ASSERT_NE(a, std::string::npos) << text;
+  ASSERT_NE(b, std::string::npos) << text;
+  EXPECT_LT(root, a);
+  EXPECT_LT(a, b);
+  for (const char* absent : {"OUTSIDE", "dependency", "hidden rules"}) {
+    EXPECT_EQ(text.find(absent), std::string::npos) << absent << " in " << text;
+  }
+  s->Finish();
+  std::string log = cordon::testing::ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("\"path\":\"pkg/a/AGENTS.md\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"path\":\"pkg/b/AGENTS.md\""), std::string::npos);
+}
+
 TEST_F(McpServerTest, StdioSurvivesGarbageAndOversizedLinesAndExitsOnEof) {
   std::string input = "garbage\n" + std::string(9u << 20, 'x') + "\n" +
                       R"({"jsonrpc":"2.0","id":1,"method":"ping"})" + "\n";
