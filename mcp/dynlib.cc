@@ -60,6 +60,7 @@ Result<const MhdApi*> Mhd() {
     Set(a.start_daemon, sym("MHD_start_daemon"));
     Set(a.stop_daemon, sym("MHD_stop_daemon"));
     Set(a.create_response_from_buffer, sym("MHD_create_response_from_buffer"));
+    Set(a.create_response_from_callback, sym("MHD_create_response_from_callback"));
     Set(a.add_response_header, sym("MHD_add_response_header"));
     Set(a.queue_response, sym("MHD_queue_response"));
     Set(a.destroy_response, sym("MHD_destroy_response"));

@@ -29,6 +29,8 @@ struct MhdApi {
                               MHD_AccessHandlerCallback dh, void* dh_cls, ...);
   void (*stop_daemon)(MHD_Daemon* daemon);
   MHD_Response* (*create_response_from_buffer)(size_t size, void* buffer, MHD_ResponseMemoryMode mode);
+  MHD_Response* (*create_response_from_callback)(uint64_t size, size_t block_size, MHD_ContentReaderCallback crc,
+                                                 void* crc_cls, MHD_ContentReaderFreeCallback crfc);
   MHD_Result (*add_response_header)(MHD_Response* response, const char* header, const char* content);
   MHD_Result (*queue_response)(MHD_Connection* connection, unsigned int status_code, MHD_Response* response);
   void (*destroy_response)(MHD_Response* response);

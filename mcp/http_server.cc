@@ -9,6 +9,10 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +21,7 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "runner/hash.h"
+#include "tools/registry.h"
 
 namespace cordon::mcp {
 namespace {
@@ -37,8 +42,66 @@ struct HttpState {
   Session* session;
   HttpServeOptions options;
   std::mutex mu;
-  std::map<std::string, std::unique_ptr<McpServer>> sessions;
+  // shared: a request keeps its session's server alive while a DELETE removes it
+  std::map<std::string, std::shared_ptr<McpServer>> sessions;
 };
+
+// The messages of one tools/call: its progress notifications, then its response. Read as an
+// SSE body (one `event: message` per message) or waited on for a JSON reply.
+class EventStream {
+ public:
+  void Push(const Json& msg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (msg.contains("id") && (msg.contains("result") || msg.contains("error"))) answer_ = msg;
+    events_.push_back("event: message\ndata: " + DumpJson(msg) + "\n\n");
+    cv_.notify_all();
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+  // The response, or null when the call ended without one (it was cancelled).
+  Json WaitAnswer() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return closed_ || !answer_.is_null(); });
+    return answer_;
+  }
+  // MHD's content reader: blocks (one thread per connection) until there is something to send.
+  ssize_t Read(char* buf, std::size_t max) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (offset_ == current_.size()) {
+      if (!events_.empty()) {
+        current_ = std::move(events_.front());
+        events_.pop_front();
+        offset_ = 0;
+      } else if (closed_) {
+        return MHD_CONTENT_READER_END_OF_STREAM;
+      } else {
+        cv_.wait(lock);
+      }
+    }
+    const std::size_t n = std::min(max, current_.size() - offset_);
+    std::memcpy(buf, current_.data() + offset_, n);
+    offset_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> events_;
+  std::string current_;
+  std::size_t offset_ = 0;
+  bool closed_ = false;
+  Json answer_;
+};
+
+ssize_t ReadEvents(void* cls, uint64_t, char* buf, size_t max) {
+  return (*static_cast<std::shared_ptr<EventStream>*>(cls))->Read(buf, max);
+}
+
+void FreeEvents(void* cls) { delete static_cast<std::shared_ptr<EventStream>*>(cls); }
 
 
 bool ConstantTimeEqual(const std::string& a, const std::string& b) {
@@ -111,19 +174,43 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
   auto parsed = ParseMessage(pending->body);
   if (std::holds_alternative<Json>(parsed)) return Reply(c, 400, DumpJson(std::get<Json>(parsed)));
   const Message& msg = std::get<Message>(parsed);
-  McpServer* server = nullptr;
+  std::shared_ptr<McpServer> server;
   std::string session_id = sid;
   {
     std::lock_guard<std::mutex> lock(st->mu);
     if (msg.kind == Message::Kind::kRequest && msg.method == "initialize") {
       session_id = RandomHex(16);
-      st->sessions[session_id] = std::make_unique<McpServer>(*st->session);
+      st->sessions[session_id] = std::make_shared<McpServer>(*st->session);
     } else if (sid.empty()) {
       return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
     }
     auto it = st->sessions.find(session_id);
     if (it == st->sessions.end()) return ReplyRpcError(c, 404, kInvalidRequest, "unknown or ended session");
-    server = it->second.get();
+    server = it->second;
+  }
+  if (msg.kind == Message::Kind::kRequest && msg.method == "tools/call") {
+    // On a worker, so that notifications/cancelled (another POST) reaches it. With a progress
+    // token and a client that accepts SSE, the answer is an event stream: progress
+    // notifications about once a second, then the response.
+    auto events = std::make_shared<EventStream>();
+    server->CallWithSink(msg, [events](const Json& out) { events->Push(out); }, [events] { events->Close(); });
+    const bool wants_progress = msg.params.is_object() && msg.params.contains("_meta") &&
+                                msg.params["_meta"].is_object() && msg.params["_meta"].contains("progressToken");
+    if (wants_progress && Header(c, "Accept").find("text/event-stream") != std::string::npos) {
+      MHD_Response* r = g_mhd->create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, &ReadEvents,
+                                                              new std::shared_ptr<EventStream>(events), &FreeEvents);
+      g_mhd->add_response_header(r, "Content-Type", "text/event-stream");
+      g_mhd->add_response_header(r, "Cache-Control", "no-cache");
+      g_mhd->add_response_header(r, "Mcp-Session-Id", session_id.c_str());
+      MHD_Result ret = g_mhd->queue_response(c, 200, r);
+      g_mhd->destroy_response(r);
+      return ret;
+    }
+    Json answer = events->WaitAnswer();
+    if (answer.is_null()) {
+      answer = MakeResult(msg.id, MakeErrorResult(Error{Code::kCancelled, "the call was cancelled", 0, {}}));
+    }
+    return Reply(c, 200, DumpJson(answer), {{"Mcp-Session-Id", session_id}});
   }
   std::optional<Json> reply = server->Handle(msg);
   if (!reply) return Reply(c, 202, "", {{"Mcp-Session-Id", session_id}});
@@ -173,10 +260,12 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   // Worker threads inherit a mask without these signals, so the main thread receives them.
   BlockTerminationSignals();
+  // A thread per connection: an SSE body blocks its thread until the call has news.
   MHD_Daemon* d = g_mhd->start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(options.port), nullptr, nullptr,
-      &Handle, &st, MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_THREAD_POOL_SIZE, 4u,
-      MHD_OPTION_NOTIFY_COMPLETED, &Completed, nullptr, MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG,
+      static_cast<uint16_t>(options.port), nullptr, nullptr, &Handle, &st, MHD_OPTION_SOCK_ADDR,
+      reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, &Completed, nullptr,
+      MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
   sigset_t unblock;
   sigemptyset(&unblock);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&unblock, sig);
@@ -188,9 +277,15 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   std::fprintf(stderr, "cordon: listening on http://127.0.0.1:%d/mcp%s\n", options.port,
                options.token.empty() ? " (WITHOUT a bearer token: --no-auth)" : "");
   while (!g_stop) ::pause();
+  // Cancel and finish every call first: their streams end, so the connection threads that
+  // stop_daemon waits for can return.
+  std::map<std::string, std::shared_ptr<McpServer>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    sessions.swap(st.sessions);
+  }
+  for (auto& [id, server] : sessions) server->Drain(true);
   g_mhd->stop_daemon(d);
-  std::lock_guard<std::mutex> lock(st.mu);
-  st.sessions.clear();
   return 0;
 }
 

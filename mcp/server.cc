@@ -163,7 +163,24 @@ void McpServer::Drain(bool cancel) {
   pool_.Stop();  // joins the workers, so the last answers have been sent
 }
 
-void McpServer::StartCall(const Message& m, Json args) {
+void McpServer::CallWithSink(const Message& m, std::function<void(const Json&)> sink, std::function<void()> done) {
+  const Json& p = m.params;
+  if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) {
+    sink(MakeError(m.id, kInvalidParams, "tools/call needs params.name (a string)"));
+    done();
+    return;
+  }
+  Json args = p.value("arguments", Json::object());
+  if (!args.is_object()) {
+    sink(MakeError(m.id, kInvalidParams, "params.arguments must be an object"));
+    done();
+    return;
+  }
+  StartCall(m, std::move(args), std::move(sink), std::move(done));
+}
+
+void McpServer::StartCall(const Message& m, Json args, std::function<void(const Json&)> sink,
+                          std::function<void()> on_end) {
   std::string key = m.id.dump();
   Json token = nullptr;
   if (m.params.contains("_meta") && m.params["_meta"].is_object() && m.params["_meta"].contains("progressToken")) {
@@ -173,10 +190,13 @@ void McpServer::StartCall(const Message& m, Json args) {
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
     if (calls_.count(key)) {
-      send_(MakeError(m.id, kInvalidRequest, "a request with this id is still running"));
+      (sink ? sink : send_)(MakeError(m.id, kInvalidRequest, "a request with this id is still running"));
+      if (on_end) on_end();
       return;
     }
     raw = (calls_[key] = std::make_unique<ActiveCall>()).get();
+    raw->sink = std::move(sink);
+    raw->on_end = std::move(on_end);
   }
   pool_.Submit([this, raw, key = std::move(key), id = m.id, name = m.params["name"].get<std::string>(),
                 args = std::move(args), token = std::move(token)] { RunCall(raw, key, id, name, args, token); });
@@ -184,16 +204,18 @@ void McpServer::StartCall(const Message& m, Json args) {
 
 void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id, const std::string& name,
                         const Json& args, const Json& token) {
+  const std::function<void(const Json&)> out = call->sink ? call->sink : send_;
+  std::function<void()> on_end = std::move(call->on_end);
   std::thread ticker;
   if (!token.is_null()) {
     // A long call reports progress about once a second until it ends.
-    ticker = std::thread([this, call, token] {
+    ticker = std::thread([call, token, out] {
       BlockTerminationSignals();
       for (int tick = 1; !call->done.load(); ++tick) {
         for (int i = 0; i < 10 && !call->done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
         if (call->done.load()) break;
-        send_(MakeNotification("notifications/progress",
-                               {{"progressToken", token}, {"progress", tick}, {"message", "running"}}));
+        out(MakeNotification("notifications/progress",
+                             {{"progressToken", token}, {"progress", tick}, {"message", "running"}}));
       }
     });
   }
@@ -210,7 +232,8 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
   }
   calls_cv_.notify_all();
   // A cancelled request gets no response, as the protocol asks.
-  if (!cancelled) send_(MakeResult(id, std::move(result)));
+  if (!cancelled) out(MakeResult(id, std::move(result)));
+  if (on_end) on_end();
 }
 
 std::optional<Json> McpServer::Handle(const Message& m) {

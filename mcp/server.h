@@ -34,6 +34,11 @@ class McpServer {
   // Handles one line from the client; returns what to send back now (possibly nothing).
   std::vector<Json> HandleLine(std::string_view line);
   std::optional<Json> Handle(const Message& m);
+  // Runs a tools/call request on a pooled worker, like the stdio server does, but delivers its
+  // progress notifications and its response to `sink` and calls `done` at the end (also when
+  // it was cancelled, in which case no response is delivered). notifications/cancelled handled
+  // by this server reaches it. For Streamable HTTP, where each request has its own stream.
+  void CallWithSink(const Message& m, std::function<void(const Json&)> sink, std::function<void()> done);
   // Cancels every running call and waits for all of them.
   void Drain(bool cancel);
 
@@ -41,10 +46,13 @@ class McpServer {
   struct ActiveCall {
     std::atomic<bool> cancel{false};
     std::atomic<bool> done{false};
+    std::function<void(const Json&)> sink;  // where progress and the answer go (send_ if empty)
+    std::function<void()> on_end;
   };
   Json Initialize(const Json& params);
   Json Instructions();
-  void StartCall(const Message& m, Json args);
+  void StartCall(const Message& m, Json args, std::function<void(const Json&)> sink = {},
+                 std::function<void()> on_end = {});
   void RunCall(ActiveCall* call, const std::string& key, const Json& id, const std::string& name,
                const Json& args, const Json& token);
   Session& session_;

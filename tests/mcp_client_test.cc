@@ -377,6 +377,62 @@ TEST_F(McpClientTest, ServeHttpRequiresTheTokenAndRefusesRebinding) {
   EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"}).exit_code, 0);
 }
 
+TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  const int port = FreeLoopbackPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                               dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      env_);
+  auto post = [&](const std::string& body, const std::string& sid) {
+    std::vector<std::string> argv = {FindOnPath("curl"), "-s", "-N", "-D", "/dev/stderr", "-X", "POST", url,
+                                     "-H", "Content-Type: application/json", "-H",
+                                     "Accept: application/json, text/event-stream", "-d", body};
+    if (!sid.empty()) argv.insert(argv.end(), {"-H", "Mcp-Session-Id: " + sid, "-H", "MCP-Protocol-Version: 2025-06-18"});
+    return cordon::testing::Run(argv);
+  };
+  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
+  cordon::testing::RunResult r;
+  for (int i = 0; i < 50 && (r = post(init, "")).out.empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto at = r.err.find("Mcp-Session-Id: ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string sid = r.err.substr(at + 16, 32);
+  post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})", sid);
+
+  // A call with a progress token: an SSE body with progress notifications, then the response.
+  auto slow = post(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["2.5"]},"_meta":{"progressToken":"p-1"}}})", sid);
+  EXPECT_NE(slow.err.find("text/event-stream"), std::string::npos) << slow.err;
+  std::vector<Json> events;
+  for (std::size_t pos = 0, nl; (nl = slow.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    const std::string line = slow.out.substr(pos, nl - pos);
+    if (line.rfind("data: ", 0) == 0) events.push_back(Json::parse(line.substr(6)));
+  }
+  ASSERT_GE(events.size(), 2u) << slow.out;
+  EXPECT_EQ(events.front()["method"], "notifications/progress") << slow.out;
+  EXPECT_EQ(events.front()["params"]["progressToken"], "p-1");
+  EXPECT_EQ(events.back()["id"], 2) << "the response comes last";
+  EXPECT_FALSE(events.back()["result"]["isError"].get<bool>()) << events.back().dump();
+
+  // Cancellation sent on another POST reaches the running call: its sandbox is killed.
+  cordon::testing::RunResult hung;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread caller([&] {
+    hung = post(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["60"]}}})", sid);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto cancel = post(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"test"}})", sid);
+  EXPECT_NE(cancel.err.find("202"), std::string::npos) << cancel.err;
+  caller.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_NE(hung.out.find("cancelled"), std::string::npos) << hung.out;
+  server.reset();
+  const std::string log = ReadFile(dir_ / "http.jsonl");
+  EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos) << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"}).exit_code, 0);
+}
+
 TEST_F(McpClientTest, ServeHttpWithTheOfficialSdkClient) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
   const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
