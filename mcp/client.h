@@ -27,6 +27,8 @@ class McpConnection {
   virtual std::string StderrTail() { return {}; }
   // Called (from the transport's thread) when the server announces tools/list_changed.
   std::function<void()> on_tools_changed;
+  // Starts listening for messages the server sends on its own (after on_tools_changed is set).
+  virtual void Listen() {}
   Result<Json> ListTools();  // all pages
   Result<Json> CallTool(const std::string& name, const Json& arguments,
                         const std::atomic<bool>* cancel = nullptr);

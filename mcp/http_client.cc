@@ -3,11 +3,15 @@
 #include "mcp/http_client.h"
 
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <mutex>
 
 #include "mcp/dynlib.h"
 #include "mcp/jsonrpc.h"
+#include "runner/processes.h"
 
 namespace cordon::mcp {
 namespace {
@@ -89,7 +93,104 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session, const 
   return c;
 }
 
+void HttpClient::Listen() {
+  if (listener_.joinable() || session_id_.empty()) return;
+  listener_ = std::thread([this] { ListenLoop(); });
+}
+
+void HttpClient::OnStreamMessage(const std::string& payload) {
+  auto parsed = ParseMessage(payload);
+  if (std::holds_alternative<Json>(parsed)) return;
+  const Message& m = std::get<Message>(parsed);
+  ++stream_messages_;
+  if (m.kind == Message::Kind::kRequest) {
+    (void)Post(AnswerServerRequest(m, session_.workspace().root()));  // answered, never left hanging
+  } else if (m.kind == Message::Kind::kNotification && m.method == "notifications/tools/list_changed") {
+    if (on_tools_changed) on_tools_changed();
+  }
+}
+
+void HttpClient::ListenLoop() {
+  BlockTerminationSignals();
+  auto loaded = Curl();
+  if (!loaded) return;
+  const CurlApi* api = *loaded;
+  CURL* curl = api->easy_init();
+  if (curl == nullptr) return;
+  curl_slist* headers = api->slist_append(nullptr, "Accept: text/event-stream");
+  headers = api->slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
+  if (!version_.empty()) headers = api->slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
+  for (const auto& [k, v] : config_.headers) headers = api->slist_append(headers, (k + ": " + v).c_str());
+  struct Stream {
+    HttpClient* self;
+    std::string buf;
+    Capture cap;
+  } stream{this, {}, {}};
+  api->easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
+  api->easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+  api->easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  api->easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, static_cast<long>(config_.timeout_secs));
+  api->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  api->easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  api->easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
+  api->easy_setopt(curl, CURLOPT_HEADERDATA, &stream.cap);
+  // SSE events as they arrive: blank-line separated, their data: lines joined.
+  api->easy_setopt(curl, CURLOPT_WRITEDATA, &stream);
+  api->easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* data, std::size_t size, std::size_t n, void* user) -> std::size_t {
+    auto* st = static_cast<Stream*>(user);
+    if (st->self->stop_.load()) return 0;
+    st->buf.append(data, size * n);
+    for (std::size_t end; (end = st->buf.find("\n\n")) != std::string::npos;) {
+      std::string event = st->buf.substr(0, end + 1);
+      st->buf.erase(0, end + 2);
+      for (const std::string& payload : SseEvents(event)) st->self->OnStreamMessage(payload);
+    }
+    if (st->buf.size() > kMaxMessageBytes) return 0;  // an event too large to be one message
+    return size * n;
+  });
+  // The socket is remembered so that the destructor can end the stream at once.
+  api->easy_setopt(curl, CURLOPT_SOCKOPTDATA, this);
+  api->easy_setopt(curl, CURLOPT_SOCKOPTFUNCTION, +[](void* self, curl_socket_t fd, curlsocktype) -> int {
+    auto* c = static_cast<HttpClient*>(self);
+    std::lock_guard<std::mutex> lock(c->socket_mu_);
+    c->listen_socket_ = fd;
+    return c->stop_.load() ? CURL_SOCKOPT_ERROR : CURL_SOCKOPT_OK;
+  });
+  api->easy_setopt(curl, CURLOPT_CLOSESOCKETDATA, this);
+  api->easy_setopt(curl, CURLOPT_CLOSESOCKETFUNCTION, +[](void* self, curl_socket_t fd) -> int {
+    auto* c = static_cast<HttpClient*>(self);
+    std::lock_guard<std::mutex> lock(c->socket_mu_);
+    if (c->listen_socket_ == fd) c->listen_socket_ = -1;
+    return ::close(fd);
+  });
+  const CURLcode rc = api->easy_perform(curl);
+  long status = 0;
+  api->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  api->slist_free_all(headers);
+  api->easy_cleanup(curl);
+  if (stop_.load() && status == 200) {
+    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "GET stream closed by cordon"},
+                                      {"messages", stream_messages_}}, false);
+  } else if (status == 405 || status == 404) {
+    session_.Audit("mcp_diagnostic", {{"server", config_.name},
+                                      {"reason", "the server offers no GET stream (HTTP " + std::to_string(status) + ")"}},
+                   false);
+  } else {
+    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "GET stream ended"}, {"http_status", status},
+                                      {"curl", api->easy_strerror(rc)}, {"messages", stream_messages_}},
+                   false);
+  }
+}
+
 HttpClient::~HttpClient() {
+  if (listener_.joinable()) {
+    stop_ = true;
+    {
+      std::lock_guard<std::mutex> lock(socket_mu_);
+      if (listen_socket_ >= 0) ::shutdown(listen_socket_, SHUT_RDWR);
+    }
+    listener_.join();
+  }
   if (session_id_.empty()) return;
   // Ends the server's session; failures here change nothing for the caller.
   auto loaded = Curl();
@@ -154,7 +255,8 @@ Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomi
   if (rc != CURLE_OK) {
     return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + api->easy_strerror(rc));
   }
-  if (!cap.session_id.empty()) session_id_ = cap.session_id;
+  // Set once, by the initialize reply; the GET stream's thread reads it afterwards.
+  if (session_id_.empty() && !cap.session_id.empty()) session_id_ = cap.session_id;
   return Reply{status, cap.content_type, std::move(cap.body), cap.session_id};
 }
 

@@ -2,6 +2,10 @@
 // Mcp-Session-Id and MCP-Protocol-Version headers, 202 for notifications, DELETE at the end.
 #pragma once
 
+#include <atomic>
+#include <mutex>
+#include <thread>
+
 #include "mcp/client.h"
 
 namespace cordon::mcp {
@@ -13,6 +17,9 @@ class HttpClient : public McpConnection {
   Result<Json> Request(const std::string& method, Json params,
                        const std::atomic<bool>* cancel = nullptr) override;
   const Json& initialize_result() const override { return init_; }
+  // Opens the optional GET stream on which the server may send requests and notifications
+  // that belong to no POST (tools/list_changed, roots/list, ping...). A 405 is fine.
+  void Listen() override;
 
  private:
   HttpClient(Session& session, ServerConfig config) : session_(session), config_(std::move(config)) {}
@@ -24,12 +31,20 @@ class HttpClient : public McpConnection {
   };
   Result<Reply> Post(const Json& message, const std::atomic<bool>* cancel = nullptr);
   Status Notify(const std::string& method, Json params);
+  void ListenLoop();
+  // A message on the GET stream: requests are answered, tools/list_changed is passed on.
+  void OnStreamMessage(const std::string& payload);
   Session& session_;
   ServerConfig config_;
   std::string session_id_;
   std::string version_;
   std::int64_t next_id_ = 0;
   Json init_;
+  std::thread listener_;
+  std::atomic<bool> stop_{false};
+  std::mutex socket_mu_;
+  int listen_socket_ = -1;  // the GET stream's socket, shut down to end the stream at once
+  std::uint64_t stream_messages_ = 0;
 };
 
 }  // namespace cordon::mcp

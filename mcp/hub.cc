@@ -40,6 +40,7 @@ Result<McpConnection*> McpHub::Client(const ServerConfig& server) {
     session_.Audit("mcp_diagnostic", {{"server", name}, {"reason", "server announced tools/list_changed"}}, false);
     if (on_tools_changed) on_tools_changed();
   };
+  client->Listen();
   McpConnection* raw = client.get();
   clients_[server.name] = std::move(client);
   return raw;

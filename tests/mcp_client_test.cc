@@ -261,14 +261,20 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
     if (test.exit_code == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  const auto t0 = std::chrono::steady_clock::now();
   auto call = Cordon({"mcp", "call", "web", "get-sum", "--json", R"({"a":20,"b":22})"});
+  const auto call_time = std::chrono::steady_clock::now() - t0;
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
   ASSERT_EQ(test.exit_code, 0) << test.out << test.err;
   EXPECT_NE(test.out.find("ready"), std::string::npos);
   EXPECT_EQ(call.exit_code, 0) << call.out << call.err;
   EXPECT_NE(call.out.find("42"), std::string::npos) << call.out;
-  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("\"server\":\"web\""), std::string::npos);
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("\"server\":\"web\""), std::string::npos);
+  // The optional GET stream was opened (server-everything accepts it) and ended with the client.
+  EXPECT_NE(log.find("GET stream closed by cordon"), std::string::npos) << log;
+  EXPECT_LT(call_time, std::chrono::seconds(5)) << "the GET stream held the client up";
 }
 
 int FreeLoopbackPort() {
@@ -431,6 +437,30 @@ TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
   const std::string log = ReadFile(dir_ / "http.jsonl");
   EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos) << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
   EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"}).exit_code, 0);
+}
+
+TEST_F(McpClientTest, HttpClientToleratesAServerWithoutAGetStream) {
+  // cordon serve --http answers GET with 405; cordon's client, configured against it, records
+  // that and goes on with POST.
+  WriteFile(dir_ / "ws/a.txt", "alpha\nbeta\n");
+  const int port = FreeLoopbackPort();
+  // The server gets a home of its own: with the client's config it would proxy itself.
+  auto server_env = env_;
+  server_env.push_back("HOME=" + (dir_ / "server-home"));
+  HttpServeProcess server({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                           dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+                          server_env);
+  WriteFile(dir_ / "home/.cordon/mcp.toml", "[servers.self]\ntransport = \"streamable_http\"\nurl = \"http://127.0.0.1:" +
+                                                 std::to_string(port) + "/mcp\"\ntimeout_secs = 10\n");
+  cordon::testing::RunResult call;
+  for (int i = 0; i < 50; ++i) {
+    call = Cordon({"mcp", "call", "self", "read_file_range", "--json", R"({"path":"a.txt","start_line":2})"});
+    if (call.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(call.exit_code, 0) << call.out << call.err;
+  EXPECT_NE(call.out.find("beta"), std::string::npos) << call.out;
+  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("the server offers no GET stream (HTTP 405)"), std::string::npos);
 }
 
 TEST_F(McpClientTest, ServeHttpWithTheOfficialSdkClient) {
