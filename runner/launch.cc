@@ -165,6 +165,20 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
     }
   }
   l.workspace_writable = ws_writable && req.workspace_writable;
+  if (l.workspace_writable && !host.weaker) {
+    // Inside bwrap's user namespace only cordon's own uid is mapped. A workspace owned by
+    // another user is then not writable for the command, whatever root could do outside, and
+    // bwrap cannot make the protected stubs in it: say so instead of failing halfway.
+    struct stat st{};
+    if (::stat(workspace.c_str(), &st) == 0 && st.st_uid != ::geteuid() && (st.st_mode & S_IWOTH) == 0) {
+      return Fail(Code::kSandboxUnavailable,
+                  "the workspace " + workspace + " belongs to uid " + std::to_string(st.st_uid) + ", not to uid " +
+                      std::to_string(::geteuid()) + " that runs cordon: inside the sandbox's user namespace only " +
+                      "uid " + std::to_string(::geteuid()) + " is mapped, so the command could not write there. " +
+                      "Run cordon as its owner (e.g. runuser -u OWNER -- cordon ...) or chown the workspace",
+                  0, workspace);
+    }
+  }
   for (const auto& r : policy.filesystem.read) {
     std::string p = ExpandPath(r, workspace, home);
     if (Under(p, workspace)) continue;

@@ -1,6 +1,7 @@
 // The real binary: exit codes, bad JSON, deep nesting, huge input, unknown tools, catalog
 // formats, policy show, audit verify/show, and the default audit location.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -244,6 +245,22 @@ TEST_F(CliTest, ExecPlanPrintsThePlanAndRunsNothing) {
   EXPECT_TRUE(plan["contain"].contains("landlock")) << plan["contain"].dump();
   EXPECT_FALSE(testing::Exists(dir_ / "ws/ran")) << "--plan ran the command";
   EXPECT_EQ(ReadFile(log()).find("\"type\":\"process\""), std::string::npos);
+}
+
+TEST_F(CliTest, ExecInAnotherUsersWorkspaceFailsClearly) {
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: needs root to give the workspace to another user";
+  std::filesystem::create_directories(dir_ / "theirs");
+  ASSERT_EQ(::chown((dir_ / "theirs").c_str(), 65534, 65534), 0);
+  auto r = Cordon({"exec", "--workspace", dir_ / "theirs", "--audit-log", log(), "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("belongs to uid 65534"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sandbox_unavailable"), std::string::npos) << r.err;
+  // Read-only tools still work there.
+  WriteFile(dir_ / "theirs/x.txt", "needle\n");
+  auto search = Cordon({"call", "search_text", "--workspace", dir_ / "theirs", "--audit-log", log(), "--json",
+                        R"({"pattern":"needle"})"});
+  EXPECT_EQ(CodeOf(search), "ok") << search.out << search.err;
 }
 
 TEST_F(CliTest, DefaultAuditLogLivesOutsideTheWorkspace) {
