@@ -171,6 +171,23 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
             return;
           }
           const Message& m = std::get<Message>(parsed);
+          if (m.kind == Message::Kind::kNotification && m.method == "notifications/cancelled" &&
+              m.params.is_object() && m.params.contains("requestId")) {
+            // The client gave up on a call: it is over for the audit trail, whatever the server
+            // still does (the protocol says it sends no response).
+            auto it = pending.find(m.params["requestId"].dump());
+            if (it != pending.end()) {
+              const auto elapsed = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - it->second.started).count();
+              Json rec = {{"server", "wrapped"}, {"tool", it->second.tool}, {"status", "cancelled"},
+                          {"elapsed_ms", elapsed}};
+              if (m.params.contains("reason") && m.params["reason"].is_string()) {
+                rec["reason"] = m.params["reason"].get<std::string>().substr(0, 200);
+              }
+              session.Audit("tool_finished", std::move(rec), true);
+              pending.erase(it);
+            }
+          }
           if (m.kind == Message::Kind::kRequest && m.method == "tools/call" && m.params.is_object()) {
             std::string tool = m.params.value("name", "");
             Json args = m.params.value("arguments", Json::object());

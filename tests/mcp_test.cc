@@ -1,8 +1,13 @@
 // MCP: JSON-RPC framing errors, version negotiation, the stdio server through the real binary,
 // and real third-party peers (the official TypeScript SDK client and the inspector CLI).
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <poll.h>
 
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -324,6 +329,135 @@ TEST_F(WrapTest, ServerEverythingRunsConfinedAndUnprefixed) {
   std::string log = cordon::testing::ReadFile(dir_ / "wrap.jsonl");
   EXPECT_NE(log.find("\"kind\":\"mcp_server\""), std::string::npos);
   EXPECT_NE(log.find("\"tool\":\"get-sum\""), std::string::npos);
+  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"}).exit_code, 0);
+}
+
+// A line-by-line MCP session with a child process over pipes, for exchanges that need the
+// client to wait for answers (progress, cancellation) before it goes on.
+class LineSession {
+ public:
+  LineSession(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 2);
+      std::vector<char*> a;
+      for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      _exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~LineSession() { Close(); }
+  void Send(const Json& msg) {
+    std::string line = msg.dump() + "\n";
+    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) ADD_FAILURE() << "write";
+  }
+  // The next message, or null after `timeout` without one.
+  Json Next(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      const auto nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        Json j = Json::parse(buf_.substr(0, nl), nullptr, false);
+        buf_.erase(0, nl + 1);
+        return j;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return nullptr;
+      pollfd p{from_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return nullptr;
+      char chunk[65536];
+      ssize_t n = ::read(from_, chunk, sizeof chunk);
+      if (n <= 0) return nullptr;
+      buf_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+  // Messages until the response to `id` (included); notifications and others in between too.
+  std::vector<Json> Until(const Json& id, std::chrono::milliseconds timeout) {
+    std::vector<Json> seen;
+    for (Json j; !(j = Next(timeout)).is_null();) {
+      seen.push_back(j);
+      if (j.contains("id") && j["id"] == id && (j.contains("result") || j.contains("error"))) break;
+    }
+    return seen;
+  }
+  int Close() {
+    if (pid_ <= 0) return -1;
+    ::close(to_);
+    ::close(from_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buf_;
+};
+
+TEST_F(WrapTest, StructuredContentProgressAndCancellationPassThrough) {
+  std::vector<std::string> argv = {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+                                   dir_ / "wrap.jsonl", "--read", peers_, "--"};
+  for (const auto& a : Everything()) argv.push_back(a);
+  LineSession s(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
+  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+          {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", Json::object()},
+                      {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
+  auto init = s.Until(1, std::chrono::seconds(20));
+  ASSERT_FALSE(init.empty());
+  ASSERT_TRUE(init.back().contains("result")) << init.back().dump();
+  s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  // Structured content arrives as the server sent it.
+  s.Send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+          {"params", {{"name", "get-structured-content"}, {"arguments", {{"location", "Chicago"}}}}}});
+  auto structured = s.Until(2, std::chrono::seconds(10));
+  ASSERT_FALSE(structured.empty());
+  EXPECT_TRUE(structured.back()["result"]["structuredContent"].contains("temperature")) << structured.back().dump();
+  // Progress notifications pass through, in order, before the response.
+  s.Send({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/call"},
+          {"params", {{"name", "trigger-long-running-operation"}, {"arguments", {{"duration", 1}, {"steps", 4}}},
+                      {"_meta", {{"progressToken", "w-1"}}}}}});
+  auto longrun = s.Until(3, std::chrono::seconds(15));
+  int progress = 0;
+  for (const auto& m : longrun) {
+    if (m.value("method", "") == "notifications/progress" && m["params"]["progressToken"] == "w-1") {
+      EXPECT_EQ(m["params"]["progress"], progress + 1);
+      ++progress;
+    }
+  }
+  EXPECT_EQ(progress, 4);
+  ASSERT_FALSE(longrun.empty());
+  EXPECT_EQ(longrun.back()["id"], 3);
+  // Cancellation reaches the server: no response comes for the cancelled call, and the wrap
+  // and the server keep working.
+  s.Send({{"jsonrpc", "2.0"}, {"id", 4}, {"method", "tools/call"},
+          {"params", {{"name", "trigger-long-running-operation"}, {"arguments", {{"duration", 3}, {"steps", 3}}}}}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 4}, {"reason", "user"}}}});
+  s.Send({{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/call"},
+          {"params", {{"name", "echo"}, {"arguments", {{"message", "still here"}}}}}});
+  auto after = s.Until(5, std::chrono::seconds(10));
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.back()["result"]["content"][0]["text"], "Echo: still here");
+  for (const auto& m : s.Until(4, std::chrono::milliseconds(3500))) {
+    EXPECT_FALSE(m.contains("id") && m["id"] == 4) << "the cancelled call was answered: " << m.dump();
+  }
+  s.Close();
+  const std::string log = cordon::testing::ReadFile(dir_ / "wrap.jsonl");
+  EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"tool\":\"get-structured-content\""), std::string::npos);
   EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"}).exit_code, 0);
 }
 
