@@ -310,6 +310,22 @@ int CmdServe(int argc, char** argv, char** envp) {
     std::fprintf(stderr, "cordon: mcp config: %s\n", config.error().ToString().c_str());
     return kExitStart;
   }
+  if (http) {
+    // A configured server at this very address would be this server proxying itself: every
+    // tools/list would wait on itself. Skip it, and say so.
+    const std::string port = std::to_string(http->port);
+    std::erase_if(config->servers, [&](const mcp::ServerConfig& srv) {
+      const bool self = srv.url.find("://127.0.0.1:" + port + "/") != std::string::npos ||
+                        srv.url.find("://localhost:" + port + "/") != std::string::npos;
+      if (self) {
+        Json d = {{"server", srv.name}, {"reason", "its URL is this cordon serve itself; skipped"}};
+        (*session)->Audit("mcp_diagnostic", d, false);
+        std::fprintf(stderr, "cordon: server %s: its URL is this cordon serve itself; skipped\n", srv.name.c_str());
+        config->diagnostics.push_back(std::move(d));
+      }
+      return self;
+    });
+  }
   int rc = 0;
   {
     // The hub's servers are stopped (and their process records written) before the session ends.

@@ -463,6 +463,39 @@ TEST_F(McpClientTest, HttpClientToleratesAServerWithoutAGetStream) {
   EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("the server offers no GET stream (HTTP 405)"), std::string::npos);
 }
 
+TEST_F(McpClientTest, ServeHttpSkipsAConfiguredServerThatIsItself) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  const int port = FreeLoopbackPort();
+  WriteFile(dir_ / "home/.cordon/mcp.toml", "[servers.loop]\ntransport = \"streamable_http\"\nurl = \"http://localhost:" +
+                                                 std::to_string(port) + "/mcp\"\n");
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                               dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      env_);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  auto post = [&](const std::string& body, const std::string& sid) {
+    std::vector<std::string> argv = {FindOnPath("curl"), "-s", "-m", "10", "-D", "/dev/stderr", "-X", "POST", url,
+                                     "-H", "Content-Type: application/json", "-H",
+                                     "Accept: application/json, text/event-stream", "-d", body};
+    if (!sid.empty()) argv.insert(argv.end(), {"-H", "Mcp-Session-Id: " + sid});
+    return cordon::testing::Run(argv);
+  };
+  cordon::testing::RunResult init;
+  for (int i = 0; i < 50; ++i) {
+    init = post(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})", "");
+    if (!init.out.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto at = init.err.find("Mcp-Session-Id: ");
+  ASSERT_NE(at, std::string::npos) << init.err;
+  auto list = post(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})", init.err.substr(at + 16, 32));
+  EXPECT_EQ(list.exit_code, 0) << "tools/list did not come back: the server waited on itself";
+  EXPECT_NE(list.out.find("read_file_range"), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find("mcp__loop__"), std::string::npos);
+  server.reset();
+  EXPECT_NE(ReadFile(dir_ / "http.jsonl").find("its URL is this cordon serve itself"), std::string::npos);
+}
+
 TEST_F(McpClientTest, ServeHttpWithTheOfficialSdkClient) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
   const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
