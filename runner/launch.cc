@@ -13,8 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -42,7 +44,8 @@ bool Under(const std::string& path, const std::string& root) {
 
 // A lock per workspace: held shared while a sandbox runs, so stubs are removed only when no
 // sandbox (of any cordon process) might still have them mounted.
-std::string StubLockPath(const std::string& workspace) {
+// cordon's private runtime directory (0700): $XDG_RUNTIME_DIR/cordon or /tmp/cordon-UID.
+std::string StubLockDir() {
   std::string dir;
   if (const char* r = std::getenv("XDG_RUNTIME_DIR"); r != nullptr && r[0] == '/') {
     dir = std::string(r) + "/cordon";
@@ -50,7 +53,11 @@ std::string StubLockPath(const std::string& workspace) {
     dir = "/tmp/cordon-" + std::to_string(::getuid());
   }
   ::mkdir(dir.c_str(), 0700);
-  return dir + "/stubs-" + Sha256Hex(workspace).substr(0, 16) + ".lock";
+  return dir;
+}
+
+std::string StubLockPath(const std::string& workspace) {
+  return StubLockDir() + "/stubs-" + Sha256Hex(workspace).substr(0, 16) + ".lock";
 }
 
 int OpenStubLock(const std::string& workspace) {
@@ -126,6 +133,46 @@ Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& 
     h.bwrap.clear();
   }
   return h;
+}
+
+// `root` as a list of paths that together cover it except the subtrees in `hidden`: only the
+// directories on the way to a hidden path are opened up, into their other entries.
+std::vector<std::string> PathsExcept(const std::string& root, const std::vector<std::string>& hidden) {
+  auto under = [](const std::string& p, const std::string& dir) {
+    return p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && (dir == "/" || p[dir.size()] == '/');
+  };
+  bool covers_hidden = false;
+  for (const auto& h : hidden) {
+    if (h == root || under(root, h)) return {};  // root itself is hidden
+    if (under(h, root)) covers_hidden = true;
+  }
+  if (!covers_hidden) return {root};
+  struct stat st{};
+  if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
+  std::vector<std::string> out;
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) return {};
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    const std::string child = root == "/" ? "/" + name : root + "/" + name;
+    if (::lstat(child.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      // A rule on a symlink is a rule on its target: none for one that leads into a hidden path.
+      char resolved[PATH_MAX];
+      if (::realpath(child.c_str(), resolved) == nullptr) continue;
+      bool leads_in = false;
+      for (const auto& h : hidden) leads_in = leads_in || h == resolved || under(resolved, h);
+      if (!leads_in) out.push_back(child);
+      continue;
+    }
+    for (auto& p : PathsExcept(child, hidden)) out.push_back(std::move(p));
+  }
+  return out;
 }
 
 Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy,
@@ -215,10 +262,35 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
   plan.contain.landlock = BuildLandlockRules(ll, host.landlock_abi);
   if (host.landlock_abi < 1) plan.contain.landlock.reset();
   if (host.weaker) {
-    // Without mounts, Landlock is the only filesystem wall: read paths, minus nothing.
-    plan.contain.landlock = BuildLandlockRules(ll, host.landlock_abi);
+    // Without namespaces and mounts Landlock is the only wall, and it sees the host itself: the
+    // paths bwrap would mask (the policy's deny list) are left out of the read rules, and the
+    // host's /tmp, /proc, /dev and / are not granted (a private temporary directory and a few
+    // device files are, in ConfinedProcess::Start and here).
+    std::vector<std::string> hidden;
+    for (const auto& d : l.deny) hidden.push_back(d.path);
+    LandlockInput w;
+    for (const auto& r : l.read) {
+      for (auto& p : PathsExcept(r.path, hidden)) w.read.push_back(std::move(p));
+    }
+    for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}) {
+      w.devices.push_back(dev);
+    }
+    if (l.workspace_writable) {
+      w.write.push_back(workspace);
+    } else {
+      for (auto& p : PathsExcept(workspace, hidden)) w.read.push_back(std::move(p));
+    }
+    for (const auto& wr : l.write) w.write.push_back(wr.path);
+    w.network = plan.network;
+    plan.contain.landlock = BuildLandlockRules(w, host.landlock_abi);
   }
   plan.contain.seccomp = BuildSeccompRules(policy.seccomp_deny, plan.network);
+  if (host.weaker) {
+    // No pid namespace to end: the command's process group is what the shim kills at the end,
+    // so nothing it starts may leave that group.
+    plan.contain.seccomp.push_back({"setsid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
+    plan.contain.seccomp.push_back({"setpgid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
+  }
   plan.contain.rlimits = BuildRlimits(plan.limits, host.cgroups.mode != "none", host.cgroups.mode != "none");
   plan.contain.argv = req.argv;
   plan.contain.cwd = l.cwd;
@@ -252,6 +324,16 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   UniqueFd stub_lock(OpenStubLock(workspace));
   if (stub_lock.valid()) ::flock(stub_lock.get(), LOCK_SH);
   const bool weaker = plan.layout.bwrap.empty();
+  if (weaker && plan.contain.landlock) {
+    // No private /tmp without a mount namespace: a directory of this call's own, removed after.
+    std::string dir = StubLockDir() + "/tmp-XXXXXX";
+    if (::mkdtemp(dir.data()) == nullptr) return SysFail(Code::kSandboxUnavailable, "mkdtemp", dir);
+    proc->private_tmp_ = dir;
+    plan.contain.landlock->paths.push_back({dir, landlock::FsAccessForAbi(plan.contain.landlock->abi)});
+    for (auto& [k, v] : plan.layout.env) {
+      if (k == "TMPDIR" || k == "HOME") v = dir;
+    }
+  }
   if (plan.confinement["cgroup"] != "none") {
     SandboxHost probe_host;
     probe_host.cgroups.mode = plan.confinement["cgroup"].get<std::string>();
@@ -351,6 +433,10 @@ ConfinedProcess::~ConfinedProcess() {
     Terminate();
     ::waitpid(pid_, nullptr, 0);
     CleanupStubs();
+  }
+  if (!private_tmp_.empty()) {
+    std::error_code ec;  // remove_all does not follow symlinks the command left there
+    std::filesystem::remove_all(private_tmp_, ec);
   }
 }
 

@@ -70,6 +70,10 @@ struct LaunchPlan {
   Json confinement;                        // what the audit record says was applied
 };
 
+// `root` as paths that together cover it except the subtrees in `hidden` (and symlinks that
+// lead into them): how the weaker mode leaves masked paths out of Landlock's allow rules.
+std::vector<std::string> PathsExcept(const std::string& root, const std::vector<std::string>& hidden);
+
 Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy,
                                    const std::string& workspace, const ProcessRequest& req,
                                    char** host_env);
@@ -115,6 +119,7 @@ class ConfinedProcess {
   std::string workspace_;
   std::vector<std::string> stubs_;
   UniqueFd stub_lock_;
+  std::string private_tmp_;  // weaker mode: the call's own temporary directory
   Json confinement_;
   pid_t pid_ = -1;
   UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;

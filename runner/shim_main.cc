@@ -71,15 +71,25 @@ int main(int argc, char** argv) {
   if (!parsed) Die("spec", parsed.error());
   auto spec = cordon::ContainSpecFromJson(*parsed);
   if (!spec) Die("spec", spec.error());
-  if (auto failure = cordon::Contain(*spec)) Die(failure->step, failure->error);
 
+  // The command runs in a child that contains itself and execs; this process stays to report
+  // the command's real status and resource use, and to end what it leaves behind.
   int exec_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0) Die("pipe", {cordon::Code::kInternal, "pipe2 failed", errno, {}});
   pid_t child = ::fork();
   if (child < 0) Die("fork", {cordon::Code::kInternal, std::strerror(errno), errno, {}});
   if (child == 0) {
     ::close(exec_pipe[0]);
-    ::setsid();  // its own session: no controlling terminal to inject into, one group to signal
+    // Its own session first (no controlling terminal to inject into, one process group that
+    // holds everything it starts: the weaker mode's seccomp rules forbid leaving it), then
+    // Contain() in its fixed order, then execve. Nothing runs unconfined after this point.
+    ::setsid();
+    if (auto failure = cordon::Contain(*spec)) {
+      const int contain_failed = -1;
+      ssize_t n = ::write(exec_pipe[1], &contain_failed, sizeof contain_failed);
+      (void)n;
+      Die(failure->step, failure->error);
+    }
     std::vector<char*> args;
     for (auto& a : spec->argv) args.push_back(a.data());
     args.push_back(nullptr);
@@ -100,6 +110,10 @@ int main(int argc, char** argv) {
   struct rusage ru{};
   while (::wait4(child, &status, 0, &ru) < 0 && errno == EINTR) {
   }
+  // What the command left running in its process group ends with it (inside bwrap the pid
+  // namespace goes too; in the weaker mode this is what ends background children).
+  ::kill(-child, SIGKILL);
+  if (exec_failed && exec_errno == -1) _exit(125);  // Contain() failed; the child reported it
   if (exec_failed) {
     Report({{"error", {{"step", "execve"}, {"code", "not_found"}, {"message", std::strerror(exec_errno)},
                        {"errno", exec_errno}}}});

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "policy/landlock.h"
 #include "runner/probe.h"
 #include "runner/text.h"
 #include "tests/test_util.h"
@@ -296,6 +297,64 @@ TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
   auto next = Exec({"true"});
   ASSERT_EQ(next.exit_code, 0) << next.err;
   for (const auto& job : jobs) EXPECT_FALSE(testing::Exists(job)) << "stale cgroup left: " << job;
+}
+
+TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
+  // A PATH without bwrap (cordon looks it up there), with the few programs the test runs.
+  const std::string bin = dir_ / "nobwrap-bin";
+  std::filesystem::create_directories(bin);
+  for (const char* tool : {"cat", "sh", "true"}) {
+    std::filesystem::create_symlink(FindOnPath(tool), bin + "/" + tool);
+  }
+  const std::string path = "PATH=" + bin;
+  auto closed = Exec({"true"}, {}, {path});
+  EXPECT_EQ(closed.exit_code, 125) << closed.out << closed.err;
+  EXPECT_NE(closed.err.find("bwrap is not installed"), std::string::npos) << closed.err;
+  EXPECT_NE(closed.err.find("allow_weaker"), std::string::npos) << "the remedy is named: " << closed.err;
+
+  if (LandlockAbi() < 1) GTEST_SKIP() << "SKIPPED SECURITY TEST: Landlock is unavailable, so there is no weaker mode";
+  WriteFile(dir_ / "weaker.toml", "[sandbox]\nallow_weaker = true\n");
+  const std::vector<std::string> weaker = {"--policy", dir_ / "weaker.toml"};
+  // Landlock + seccomp + no_new_privs + no capabilities, without namespaces.
+  auto privs = Exec({ws_ + "/probe", "privs"}, weaker, {path});
+  ASSERT_EQ(privs.exit_code, 0) << privs.err;
+  EXPECT_EQ(privs.out, "no_new_privs=1 seccomp=2 cap_eff=0,0\n");
+  // The host's /proc, /tmp and raw devices are not granted (there is no private copy of them).
+  ExpectRefused(Exec({ws_ + "/probe", "read", "/proc/1/environ"}, weaker, {path}), "/proc of the host, weaker mode");
+  for (const auto& e : std::filesystem::directory_iterator("/dev")) {
+    if (e.is_block_file()) {
+      ExpectRefused(Exec({ws_ + "/probe", "read", e.path().string()}, weaker, {path}), "a block device, weaker mode");
+      break;
+    }
+  }
+  auto tmp = Exec({"sh", "-c", "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\""}, weaker, {path});
+  EXPECT_EQ(tmp.out, "t\n") << "the call's own TMPDIR is writable: " << tmp.err;
+  // No pid namespace: the command's process group ends with it, and it cannot leave the group.
+  std::filesystem::create_symlink(FindOnPath("sleep"), bin + "/sleep");
+  std::filesystem::create_symlink(FindOnPath("setsid"), bin + "/setsid");
+  auto bg = Exec({"sh", "-c", "sleep 271 & setsid sleep 272 & sleep 0.3; echo done"}, weaker, {path});
+  EXPECT_NE(bg.out.find("done"), std::string::npos) << bg.out << bg.err;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (const char* n : {"271", "272"}) {
+    const std::string cmd = std::string("sleep") + '\0' + n + '\0';
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string pid = e.path().filename().string();
+      if (pid[0] < '0' || pid[0] > '9') continue;
+      EXPECT_NE(ReadFile(e.path().string() + "/cmdline"), cmd) << "sleep " << n << " survived the call";
+    }
+  }
+  ExpectRefused(Exec({ws_ + "/probe", "read", "/etc/shadow"}, weaker, {path}), "/etc/shadow in the weaker mode");
+  TempDir outside;
+  WriteFile(outside / "victim.txt", "original\n");
+  ExpectRefused(Exec({ws_ + "/probe", "write", outside / "victim.txt"}, weaker, {path}), "write outside, weaker mode");
+  EXPECT_EQ(ReadFile(outside / "victim.txt"), "original\n");
+  auto inside = Exec({"sh", "-c", "echo ok > made-here.txt"}, weaker, {path});
+  EXPECT_EQ(inside.exit_code, 0) << inside.err;
+  EXPECT_EQ(ReadFile(ws_ + "/made-here.txt"), "ok\n");
+  // Every session and process record says the sandbox was the weaker one.
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("\"weaker\":true"), std::string::npos) << log.substr(0, 2000);
+  EXPECT_NE(log.find("\"mode\":\"weaker: landlock+seccomp only\""), std::string::npos) << log.substr(0, 2000);
 }
 
 TEST_F(EscapeTest, OutputFloodIsCappedAndCordonMemoryStaysBounded) {

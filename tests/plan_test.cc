@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "policy/landlock.h"
 #include "policy/seccomp.h"
@@ -18,6 +19,53 @@ namespace {
 
 bool HasRule(const std::vector<SeccompRule>& rules, const std::string& name) {
   return std::any_of(rules.begin(), rules.end(), [&](const auto& r) { return r.syscall == name; });
+}
+
+TEST(WeakerPlan, PathsExceptOpensOnlyTheWayToHiddenPaths) {
+  testing::TempDir d;
+  const std::string r = d.path();
+  testing::WriteFile(r + "/a.txt", "a");
+  testing::WriteFile(r + "/b/secret/key", "k");
+  testing::WriteFile(r + "/b/open.txt", "o");
+  testing::WriteFile(r + "/c/deep/x", "x");
+  std::filesystem::create_symlink(r + "/b/secret", r + "/alias");
+  std::filesystem::create_symlink(r + "/a.txt", r + "/fine-link");
+  auto got = PathsExcept(r, {r + "/b/secret"});
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::string>{r + "/a.txt", r + "/b/open.txt", r + "/c", r + "/fine-link"}));
+  EXPECT_TRUE(PathsExcept(r + "/b/secret/key", {r + "/b/secret"}).empty());
+  EXPECT_TRUE(PathsExcept(r, {r}).empty());
+  EXPECT_EQ(PathsExcept(r + "/c", {r + "/b/secret"}), std::vector<std::string>{r + "/c"});
+}
+
+TEST(WeakerPlan, NoHostTmpProcOrDevicesAndTheDenyListIsLeftOut) {
+  SandboxHost host;
+  host.weaker = true;
+  host.landlock_abi = 7;
+  host.shim = "/nonexistent/cordon-shim";
+  PolicySources sources;
+  sources.dirs = {testing::ShippedPolicyDir()};
+  auto loaded = LoadPolicy(sources);
+  ASSERT_TRUE(loaded);
+  const Policy& policy = *loaded;
+  testing::TempDir ws;
+  ProcessRequest req;
+  req.argv = {"true"};
+  auto plan = BuildLaunchPlan(host, policy, ws.path(), req, environ);
+  ASSERT_TRUE(plan) << plan.error().message;
+  ASSERT_TRUE(plan->contain.landlock);
+  for (const auto& p : plan->contain.landlock->paths) {
+    EXPECT_NE(p.path, "/tmp") << "the host's /tmp";
+    EXPECT_NE(p.path, "/proc");
+    EXPECT_NE(p.path, "/dev");
+    EXPECT_NE(p.path, "/");
+    EXPECT_NE(p.path, "/etc") << "/etc is granted entry by entry, without the deny list";
+    EXPECT_NE(p.path, "/etc/shadow");
+    EXPECT_NE(p.path.rfind("/etc/ssh", 0), 0u) << p.path;
+  }
+  bool setsid_denied = false;
+  for (const auto& rule : plan->contain.seccomp) setsid_denied = setsid_denied || rule.syscall == "setsid";
+  EXPECT_TRUE(setsid_denied);
 }
 
 TEST(SeccompPlan, DefaultDeniesAndArgumentRules) {

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +40,20 @@ int main(int argc, char** argv) {
   }
   std::string mode = argv[1];
   const char* arg = argc > 2 ? argv[2] : "";
+  if (mode == "privs") {
+    // What the process holds, without /proc: no_new_privs, seccomp mode, effective capabilities.
+    struct {
+      std::uint32_t version, pid;
+    } hdr{0x20080522, 0};
+    struct {
+      std::uint32_t effective, permitted, inheritable;
+    } data[2]{};
+    const long caps = ::syscall(SYS_capget, &hdr, data);
+    std::printf("no_new_privs=%d seccomp=%d cap_eff=%u,%u\n", ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
+                ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0), caps == 0 ? data[0].effective : 99u,
+                caps == 0 ? data[1].effective : 99u);
+    return 0;
+  }
   if (mode == "read") {
     int fd = ::open(arg, O_RDONLY);
     char buf[64];
