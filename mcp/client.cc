@@ -154,7 +154,7 @@ void StdioClient::OnLine(std::string_view line) {
   }
   const Message& m = std::get<Message>(parsed);
   if (m.kind == Message::Kind::kNotification && m.method == "notifications/tools/list_changed") {
-    if (on_tools_changed) on_tools_changed();
+    ToolsChanged();
     return;
   }
   if (m.kind == Message::Kind::kResponse && m.id.is_number_integer()) {

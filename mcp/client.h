@@ -25,13 +25,31 @@ class McpConnection {
                                const std::atomic<bool>* cancel = nullptr) = 0;
   virtual const Json& initialize_result() const = 0;
   virtual std::string StderrTail() { return {}; }
-  // Called (from the transport's thread) when the server announces tools/list_changed.
-  std::function<void()> on_tools_changed;
-  // Starts listening for messages the server sends on its own (after on_tools_changed is set).
+  // What to call (from the transport's thread) when the server announces tools/list_changed.
+  void SetOnToolsChanged(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(callback_mu_);
+    on_tools_changed_ = std::move(fn);
+  }
+  // Starts listening for messages the server sends on its own.
   virtual void Listen() {}
   Result<Json> ListTools();  // all pages
   Result<Json> CallTool(const std::string& name, const Json& arguments,
                         const std::atomic<bool>* cancel = nullptr);
+
+ protected:
+  // For the transports: the server announced tools/list_changed.
+  void ToolsChanged() {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> lock(callback_mu_);
+      fn = on_tools_changed_;
+    }
+    if (fn) fn();
+  }
+
+ private:
+  std::mutex callback_mu_;  // the callback is set by the hub while a transport thread may run
+  std::function<void()> on_tools_changed_;
 };
 
 // The answer to a request a server sends its client: ping and roots/list (the workspace) are

@@ -106,7 +106,7 @@ void HttpClient::OnStreamMessage(const std::string& payload) {
   if (m.kind == Message::Kind::kRequest) {
     (void)Post(AnswerServerRequest(m, session_.workspace().root()));  // answered, never left hanging
   } else if (m.kind == Message::Kind::kNotification && m.method == "notifications/tools/list_changed") {
-    if (on_tools_changed) on_tools_changed();
+    ToolsChanged();
   }
 }
 

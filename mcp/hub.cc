@@ -36,10 +36,10 @@ Result<McpConnection*> McpHub::Client(const ServerConfig& server) {
   if (it != clients_.end()) return it->second.get();
   ASSIGN_OR_RETURN(auto client, ConnectServer(session_, server));
   const std::string name = server.name;
-  client->on_tools_changed = [this, name] {
+  client->SetOnToolsChanged([this, name] {
     session_.Audit("mcp_diagnostic", {{"server", name}, {"reason", "server announced tools/list_changed"}}, false);
     if (on_tools_changed) on_tools_changed();
-  };
+  });
   client->Listen();
   McpConnection* raw = client.get();
   clients_[server.name] = std::move(client);
