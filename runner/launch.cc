@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -381,10 +382,14 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   const std::string cwd = plan.layout.cwd;
   const bool inherit = req.inherit_stdio;
   proc->started_ms_ = NowMs();
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return SysFail(Code::kSandboxUnavailable, "fork", "");
   if (pid == 0) {
     // Child: join the cgroup, wire the fds to fixed numbers, exec. Only async-signal-safe calls.
+    // bwrap --die-with-parent arms itself only once it runs; until then this does, and a
+    // cordon killed before this line leaves a child that sees the new parent and stops.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) _exit(126);
     for (const auto& f : procs) {
       int fd = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0 || ::write(fd, "0", 1) != 1) _exit(126);

@@ -3,6 +3,7 @@
 // child execs the command in a new session; the shim waits and reports the real exit status and
 // resource use on the status fd. It never runs the command if any step fails.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -72,6 +73,11 @@ int main(int argc, char** argv) {
   auto spec = cordon::ContainSpecFromJson(*parsed);
   if (!spec) Die("spec", spec.error());
 
+  // A cordon that died while bwrap was starting supervises nothing: run nothing for it.
+  if (g_status_fd >= 0) {
+    pollfd gone{g_status_fd, 0, 0};
+    if (::poll(&gone, 1, 0) > 0 && (gone.revents & (POLLERR | POLLHUP)) != 0) _exit(125);
+  }
   // The command runs in a child that contains itself and execs; this process stays to report
   // the command's real status and resource use, and to end what it leaves behind.
   int exec_pipe[2];
@@ -106,6 +112,23 @@ int main(int argc, char** argv) {
   ::signal(SIGHUP, SIG_IGN);
   int exec_errno = 0;
   bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  // While the command runs, watch cordon's end of the status pipe: if cordon is gone (killed,
+  // perhaps before bwrap's --die-with-parent was armed), nobody supervises this call any more,
+  // so the command's group is killed and the shim leaves, which ends the pid namespace.
+  const int child_fd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+  while (child_fd >= 0 && g_status_fd >= 0) {
+    pollfd fds[2] = {{child_fd, POLLIN, 0}, {g_status_fd, 0, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents != 0) break;  // the command ended
+    if ((fds[1].revents & (POLLERR | POLLHUP)) != 0) {
+      ::kill(-child, SIGKILL);
+      ::kill(child, SIGKILL);
+      _exit(125);
+    }
+  }
   int status = 0;
   struct rusage ru{};
   while (::wait4(child, &status, 0, &ru) < 0 && errno == EINTR) {

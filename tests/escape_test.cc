@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -249,6 +250,40 @@ TEST_F(EscapeTest, ForkFloodIsStoppedByThePidsLimitAndTheHostIsUnharmed) {
   EXPECT_NE(log.find("\"type\":\"process\""), std::string::npos);
 }
 
+TEST_F(EscapeTest, KillingCordonWhileItLaunchesLeavesNoSandboxBehind) {
+  // kill -9 at any moment of a launch, including before bwrap has armed --die-with-parent:
+  // no confined process outlives cordon.
+  for (int delay_us : {0, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 15000}) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      ::execl(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(), "--audit-log",
+              (dir_ / "early.jsonl").c_str(), "--", "sleep", "67", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  // A launch cut short may still reach its command a moment later: wait, then look for
+  // survivors, giving the kernel time to deliver what ends them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const std::string cmd = std::string("sleep") + '\0' + "67" + '\0';
+  bool survivor = true;
+  for (int i = 0; i < 100 && survivor; ++i) {
+    survivor = false;
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string n = e.path().filename().string();
+      if (n[0] >= '0' && n[0] <= '9' && ReadFile(e.path().string() + "/cmdline") == cmd) survivor = true;
+    }
+    if (survivor) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(survivor) << "a sandboxed sleep outlived a killed cordon";
+}
+
 TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
   // kill -9 of cordon mid-call: bwrap dies with its parent, the pid namespace goes with it, and
   // the per-call cgroups are left empty. The next cordon removes them.
@@ -284,6 +319,12 @@ TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
     }
   }
   ASSERT_FALSE(jobs.empty()) << "the running call's cgroup was not found";
+  // Kill cordon while the command runs (bwrap, its init, the shim and sleep are in the group).
+  for (int i = 0; i < 400; ++i) {
+    const std::string procs = ReadFile(jobs[0] + "/cgroup.procs");
+    if (std::count(procs.begin(), procs.end(), '\n') >= 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
