@@ -1,7 +1,9 @@
 // Kernel-contained workspace I/O. No string-prefix check decides containment: openat2 does.
 #include "runner/fs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/openat2.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -10,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "runner/hash.h"
 
@@ -92,8 +95,10 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
 
   static Result<TempFile> Create(int dirfd, const std::string& leaf, mode_t mode) {
+    SweepStale(dirfd);
     for (int attempt = 0; attempt < 16; ++attempt) {
-      std::string name = ".cordon-tmp-" + leaf.substr(0, 64) + "-" + RandomHex(6);
+      // The writer's pid is in the name, so that a later writer can tell a dead one's leftover.
+      std::string name = ".cordon-tmp-" + std::to_string(::getpid()) + "-" + leaf.substr(0, 64) + "-" + RandomHex(6);
       int fd = ::openat(dirfd, name.c_str(),
                         O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, mode);
       if (fd >= 0) return TempFile(dirfd, name, UniqueFd(fd));
@@ -112,6 +117,39 @@ class TempFile {
   int fd() const { return fd_.get(); }
   const std::string& name() const { return name_; }
   void Installed() { installed_ = true; }
+
+  // Removes the temporary files of writers that were killed mid-write (kill -9 leaves them):
+  // `.cordon-tmp-PID-…` whose PID no longer exists and that were last written over 30 s ago
+  // (the age guards a writer on another host that shares the directory).
+  static void SweepStale(int dirfd) {
+    int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+      ::close(fd);
+      return;
+    }
+    const std::time_t now = std::time(nullptr);
+    while (dirent* e = ::readdir(d)) {
+      std::string_view name(e->d_name);
+      if (!name.starts_with(".cordon-tmp-")) continue;
+      std::string_view rest = name.substr(12);
+      const std::size_t dash = rest.find('-');
+      if (dash == 0 || dash == std::string_view::npos || dash > 9) continue;
+      pid_t pid = 0;
+      bool digits = true;
+      for (char c : rest.substr(0, dash)) {
+        digits = digits && c >= '0' && c <= '9';
+        pid = pid * 10 + (c - '0');
+      }
+      if (!digits || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+      struct stat st{};
+      if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (now - st.st_mtime < 30) continue;
+      ::unlinkat(dirfd, e->d_name, 0);
+    }
+    ::closedir(d);
+  }
 
  private:
   int dirfd_;

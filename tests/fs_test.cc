@@ -1,6 +1,10 @@
 // Workspace containment: normalization table, then the kernel's answer for symlinks, "..",
 // special files, and atomic install semantics.
 #include <gtest/gtest.h>
+#include <ctime>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -142,6 +146,34 @@ TEST_F(WorkspaceTest, ReplacePreservesModeAndLeavesNoTemp) {
   for (const auto& e : std::filesystem::directory_iterator(dir_ / "ws")) {
     EXPECT_EQ(e.path().filename().string().find(".cordon-tmp"), std::string::npos);
   }
+}
+
+TEST_F(WorkspaceTest, KilledWritersTemporaryFilesAreSweptByTheNextWrite) {
+  // A dead writer's pid: a child that has exited and been reaped.
+  pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string d = std::to_string(dead), live = std::to_string(::getppid());
+  auto plant = [&](const std::string& name, bool old) {
+    WriteFile(dir_ / ("ws/" + name), "half a write");
+    if (old) {
+      const timespec times[2] = {{0, UTIME_OMIT}, {std::time(nullptr) - 120, 0}};
+      ASSERT_EQ(::utimensat(AT_FDCWD, (dir_ / ("ws/" + name)).c_str(), times, 0), 0);
+    }
+  };
+  plant(".cordon-tmp-" + d + "-a.txt-0123456789ab", true);   // dead and old: swept
+  plant(".cordon-tmp-" + d + "-a.txt-fresh0000000", false);  // dead but fresh: kept (another host?)
+  plant(".cordon-tmp-" + live + "-a.txt-alive000000", true); // its writer lives: kept
+  plant(".cordon-tmp-notapid-a.txt-000000000000", true);     // not ours to judge: kept
+  auto fc = ws_.ReadRegular("a.txt", 1 << 20);
+  ASSERT_TRUE(fc);
+  ASSERT_TRUE(ws_.AtomicReplace("a.txt", "beta\n", *fc));
+  EXPECT_FALSE(testing::Exists(dir_ / ("ws/.cordon-tmp-" + d + "-a.txt-0123456789ab")));
+  EXPECT_TRUE(testing::Exists(dir_ / ("ws/.cordon-tmp-" + d + "-a.txt-fresh0000000")));
+  EXPECT_TRUE(testing::Exists(dir_ / ("ws/.cordon-tmp-" + live + "-a.txt-alive000000")));
+  EXPECT_TRUE(testing::Exists(dir_ / "ws/.cordon-tmp-notapid-a.txt-000000000000"));
+  EXPECT_EQ(testing::ReadFile(dir_ / "ws/a.txt"), "beta\n");
 }
 
 TEST_F(WorkspaceTest, ReplaceDetectsAConcurrentChange) {
