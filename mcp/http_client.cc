@@ -93,6 +93,13 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session, const 
   return c;
 }
 
+curl_slist* HttpClient::SessionHeaders(const CurlApi& api, curl_slist* headers) const {
+  if (!session_id_.empty()) headers = api.slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
+  if (!version_.empty()) headers = api.slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
+  for (const auto& [k, v] : config_.headers) headers = api.slist_append(headers, (k + ": " + v).c_str());
+  return headers;
+}
+
 void HttpClient::Listen() {
   if (listener_.joinable() || session_id_.empty()) return;
   listener_ = std::thread([this] { ListenLoop(); });
@@ -117,10 +124,7 @@ void HttpClient::ListenLoop() {
   const CurlApi* api = *loaded;
   CURL* curl = api->easy_init();
   if (curl == nullptr) return;
-  curl_slist* headers = api->slist_append(nullptr, "Accept: text/event-stream");
-  headers = api->slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
-  if (!version_.empty()) headers = api->slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
-  for (const auto& [k, v] : config_.headers) headers = api->slist_append(headers, (k + ": " + v).c_str());
+  curl_slist* headers = SessionHeaders(*api, api->slist_append(nullptr, "Accept: text/event-stream"));
   struct Stream {
     HttpClient* self;
     std::string buf;
@@ -216,10 +220,7 @@ Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomi
   const std::string body = DumpJson(message);
   curl_slist* headers = nullptr;
   headers = api->slist_append(headers, "Content-Type: application/json");
-  headers = api->slist_append(headers, "Accept: application/json, text/event-stream");
-  if (!session_id_.empty()) headers = api->slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
-  if (!version_.empty()) headers = api->slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
-  for (const auto& [k, v] : config_.headers) headers = api->slist_append(headers, (k + ": " + v).c_str());
+  headers = SessionHeaders(*api, api->slist_append(headers, "Accept: application/json, text/event-stream"));
   Capture cap;
   api->easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
   api->easy_setopt(curl, CURLOPT_POST, 1L);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "mcp/client.h"
+#include "mcp/dynlib.h"
 
 namespace cordon::mcp {
 
@@ -31,6 +32,8 @@ class HttpClient : public McpConnection {
   };
   Result<Reply> Post(const Json& message, const std::atomic<bool>* cancel = nullptr);
   Status Notify(const std::string& method, Json params);
+  // Appends the session's headers (Mcp-Session-Id, MCP-Protocol-Version, the configured ones).
+  curl_slist* SessionHeaders(const CurlApi& api, curl_slist* headers) const;
   void ListenLoop();
   // A message on the GET stream: requests are answered, tools/list_changed is passed on.
   void OnStreamMessage(const std::string& payload);

@@ -194,8 +194,7 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     // notifications about once a second, then the response.
     auto events = std::make_shared<EventStream>();
     server->CallWithSink(msg, [events](const Json& out) { events->Push(out); }, [events] { events->Close(); });
-    const bool wants_progress = msg.params.is_object() && msg.params.contains("_meta") &&
-                                msg.params["_meta"].is_object() && msg.params["_meta"].contains("progressToken");
+    const bool wants_progress = !ProgressToken(msg.params).is_null();
     if (wants_progress && Header(c, "Accept").find("text/event-stream") != std::string::npos) {
       MHD_Response* r = g_mhd->create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, &ReadEvents,
                                                               new std::shared_ptr<EventStream>(events), &FreeEvents);

@@ -26,6 +26,11 @@ Json MakeNotification(std::string method, Json params) {
   return n;
 }
 
+Json ProgressToken(const Json& params) {
+  if (!params.is_object() || !params.contains("_meta") || !params["_meta"].is_object()) return nullptr;
+  return params["_meta"].value("progressToken", Json());
+}
+
 std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_bytes) {
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
   if (line.size() > max_bytes) {

@@ -42,5 +42,7 @@ bool IsSupportedVersion(std::string_view version);
 Json MakeResult(const Json& id, Json result);
 Json MakeError(const Json& id, int code, std::string message, Json data = nullptr);
 Json MakeNotification(std::string method, Json params);
+// A request's params._meta.progressToken, or null when the client asked for no progress.
+Json ProgressToken(const Json& params);
 
 }  // namespace cordon::mcp

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 
+#include "runner/fs.h"
 #include "runner/hash.h"
 #include "runner/processes.h"
 
@@ -21,19 +22,7 @@ namespace {
 
 constexpr std::size_t kMaxInstructionBytes = 16384;
 
-bool WriteAll(int fd, std::string_view rest) {
-  while (!rest.empty()) {
-    ssize_t n = ::write(fd, rest.data(), rest.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    rest.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
-bool WriteLine(int fd, const Json& j) { return WriteAll(fd, DumpJson(j) + "\n"); }
+bool WriteLine(int fd, const Json& j) { return WriteAll(fd, DumpJson(j) + "\n", "MCP output").has_value(); }
 
 }  // namespace
 
@@ -182,10 +171,7 @@ void McpServer::CallWithSink(const Message& m, std::function<void(const Json&)> 
 void McpServer::StartCall(const Message& m, Json args, std::function<void(const Json&)> sink,
                           std::function<void()> on_end) {
   std::string key = m.id.dump();
-  Json token = nullptr;
-  if (m.params.contains("_meta") && m.params["_meta"].is_object() && m.params["_meta"].contains("progressToken")) {
-    token = m.params["_meta"]["progressToken"];
-  }
+  Json token = ProgressToken(m.params);
   ActiveCall* raw = nullptr;
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
@@ -267,7 +253,7 @@ std::optional<Json> McpServer::Handle(const Message& m) {
     if (!args.is_object()) return MakeError(m.id, kInvalidParams, "params.arguments must be an object");
     // Unknown or ungranted tools come back as isError results, as the tool contract says.
     const ToolSpec* spec = FindTool(p["name"].get_ref<const std::string&>());
-    const bool wants_progress = p.contains("_meta") && p["_meta"].is_object() && p["_meta"].contains("progressToken");
+    const bool wants_progress = !ProgressToken(p).is_null();
     const bool quick = spec != nullptr && spec->quick && !wants_progress && spec->quick(args, session_.workspace());
     if (send_ && !quick) {
       StartCall(m, std::move(args));
@@ -313,7 +299,7 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
   auto flush = [&] {
     if (pending.empty()) return true;
     std::lock_guard<std::mutex> lock(out_mu);
-    const bool ok = WriteAll(out_fd, pending);
+    const bool ok = WriteAll(out_fd, pending, "MCP output").has_value();
     pending.clear();
     return ok;
   };

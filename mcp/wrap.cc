@@ -10,22 +10,11 @@
 #include <thread>
 
 #include "mcp/jsonrpc.h"
+#include "runner/fs.h"
 #include "runner/hash.h"
 
 namespace cordon::mcp {
 namespace {
-
-bool WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
 
 // Splits a byte stream into lines, bounded: an oversized line is reported once and skipped.
 class LineSplitter {
@@ -91,7 +80,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   std::atomic<bool> cancel{false};
   std::thread reaper;
 
-  auto to_client = [&](std::string_view line) { WriteAll(client_out, std::string(line) + "\n"); };
+  auto to_client = [&](std::string_view line) { (void)WriteAll(client_out, std::string(line) + "\n", "MCP client"); };
 
   RunHooks hooks;
   hooks.on_stdout = [&](std::string_view chunk) {
@@ -198,7 +187,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
             pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
           }
           if (proc != nullptr && proc->stdin_fd() >= 0) {
-            WriteAll(proc->stdin_fd(), std::string(line) + "\n");
+            (void)WriteAll(proc->stdin_fd(), std::string(line) + "\n", "MCP server");
           }
         },
         [&](std::size_t bytes) {
@@ -217,7 +206,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   }
   ProcessOutcome o = (*result)->outcome();
   std::string err = (*result)->StderrText();
-  if (!err.empty()) WriteAll(2, err);
+  if (!err.empty()) (void)WriteAll(2, err, "stderr");
   if (o.error) {
     std::fprintf(stderr, "cordon wrap: %s\n", o.error->message.c_str());
     return 125;

@@ -18,6 +18,7 @@
 #include <map>
 #include <sstream>
 
+#include "runner/fs.h"
 #include "runner/hash.h"
 #include "runner/processes.h"
 
@@ -37,18 +38,6 @@ Status MkdirParents(const std::string& path) {
         return SysFail(Code::kInternal, "mkdir", part);
       }
     }
-  }
-  return {};
-}
-
-Status WriteAll(int fd, std::string_view data, const std::string& where) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return SysFail(Code::kInternal, "write", where);
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
   }
   return {};
 }
@@ -320,13 +309,17 @@ int AuditWriter::Flusher::SyncNow() {
   if (synced_ >= target) return error_;
   // Sync here rather than wait for the flusher, which may be pacing itself or syncing an older
   // offset: a session's end costs one fdatasync, not a pacing interval on top.
+  SyncTo(lock, target);
+  return error_;
+}
+
+void AuditWriter::Flusher::SyncTo(std::unique_lock<std::mutex>& lock, std::int64_t target) {
   lock.unlock();
   const int rc = ::fdatasync(fd_);
   const int err = rc == 0 ? 0 : errno;
   lock.lock();
   if (err != 0) error_ = err;
   synced_ = std::max(synced_, target);
-  return error_;
 }
 
 void AuditWriter::Flusher::Run() {
@@ -343,14 +336,8 @@ void AuditWriter::Flusher::Run() {
     if (!stop_ && std::chrono::steady_clock::now() < next) {
       work_cv_.wait_until(lock, next, [this] { return stop_; });
     }
-    const std::int64_t target = requested_;
     last_sync_ = std::chrono::steady_clock::now();
-    lock.unlock();
-    const int rc = ::fdatasync(fd_);
-    const int err = rc == 0 ? 0 : errno;
-    lock.lock();
-    if (err != 0) error_ = err;
-    synced_ = std::max(synced_, target);
+    SyncTo(lock, requested_);
   }
 }
 

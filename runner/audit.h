@@ -94,6 +94,9 @@ class AuditWriter {
 
    private:
     void Run();
+    // fdatasync without the lock held (it is retaken); afterwards everything up to `target` is
+    // synced, and a failure is kept in error_.
+    void SyncTo(std::unique_lock<std::mutex>& lock, std::int64_t target);
     int fd_;
     std::mutex mu_;
     std::condition_variable work_cv_;

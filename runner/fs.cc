@@ -69,18 +69,6 @@ std::string DescribeType(mode_t mode) {
   return "not a regular file";
 }
 
-Status WriteAll(int fd, std::string_view data, const std::string& where) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return SysFail(errno == ENOSPC || errno == EFBIG ? Code::kTooLarge : Code::kInternal,
-                     "write", where);
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return {};
-}
 
 
 // A same-directory temporary file that is unlinked unless Installed() is called.
@@ -164,6 +152,19 @@ Status FsyncDir(int dirfd, const std::string& where) {
 }
 
 }  // namespace
+
+Status WriteAll(int fd, std::string_view data, const std::string& where) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SysFail(errno == ENOSPC || errno == EFBIG ? Code::kTooLarge : Code::kInternal,
+                     "write", where);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return {};
+}
 
 FileIdentity IdentityOf(const struct stat& st) {
   return FileIdentity{st.st_dev,

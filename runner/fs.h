@@ -16,6 +16,9 @@
 
 namespace cordon {
 
+// Writes all of `data` to `fd`, retrying short writes and EINTR (ENOSPC/EFBIG: too_large).
+Status WriteAll(int fd, std::string_view data, const std::string& where);
+
 // Lexically normalizes an agent-supplied path into a workspace-relative one ("." for the root).
 // Rejects NUL bytes and empty paths (invalid_input), absolute paths outside `root` and ".."
 // that climbs above the root (outside_workspace). The kernel still checks every component.

@@ -39,6 +39,7 @@ double NowMs() {
 }
 
 bool Under(const std::string& path, const std::string& root) {
+  if (root == "/") return !path.empty() && path[0] == '/';
   return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
                           path[root.size()] == '/');
 }
@@ -139,13 +140,10 @@ Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& 
 // `root` as a list of paths that together cover it except the subtrees in `hidden`: only the
 // directories on the way to a hidden path are opened up, into their other entries.
 std::vector<std::string> PathsExcept(const std::string& root, const std::vector<std::string>& hidden) {
-  auto under = [](const std::string& p, const std::string& dir) {
-    return p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && (dir == "/" || p[dir.size()] == '/');
-  };
   bool covers_hidden = false;
   for (const auto& h : hidden) {
-    if (h == root || under(root, h)) return {};  // root itself is hidden
-    if (under(h, root)) covers_hidden = true;
+    if (Under(root, h)) return {};  // root itself is hidden
+    if (Under(h, root)) covers_hidden = true;
   }
   if (!covers_hidden) return {root};
   struct stat st{};
@@ -167,7 +165,7 @@ std::vector<std::string> PathsExcept(const std::string& root, const std::vector<
       char resolved[PATH_MAX];
       if (::realpath(child.c_str(), resolved) == nullptr) continue;
       bool leads_in = false;
-      for (const auto& h : hidden) leads_in = leads_in || h == resolved || under(resolved, h);
+      for (const auto& h : hidden) leads_in = leads_in || Under(resolved, h);
       if (!leads_in) out.push_back(child);
       continue;
     }
