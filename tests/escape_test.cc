@@ -30,6 +30,18 @@ using testing::WriteFile;
 
 std::string ProbeBin() { return testing::FromEnv("CORDON_TEST_PROBE", CORDON_PROBE); }
 
+// How many processes on the host run `sleep SECONDS` (cmdline "sleep", NUL, SECONDS, NUL,
+// spelled out so no octal escape can swallow the digits).
+int CountSleeps(const std::string& seconds) {
+  const std::string wanted = std::string("sleep") + '\0' + seconds + '\0';
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid[0] >= '0' && pid[0] <= '9' && ReadFile(e.path().string() + "/cmdline") == wanted) ++n;
+  }
+  return n;
+}
+
 class EscapeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,6 +87,19 @@ class EscapeTest : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 1) << what << "\nstdout: " << r.out << "\nstderr: " << r.err;
     EXPECT_NE(r.out.find("refused"), std::string::npos) << what << ": " << r.out << r.err;
     EXPECT_EQ(r.out.find("ESCAPED"), std::string::npos) << what;
+  }
+  // Starts `cordon exec -- sleep SECONDS` without waiting for it (its output discarded).
+  pid_t SpawnSleepingExec(const std::string& log, const std::string& seconds) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      ::execl(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(), "--audit-log",
+              log.c_str(), "--", "sleep", seconds.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
   }
   TempDir dir_;
   std::string ws_;
@@ -254,16 +279,8 @@ TEST_F(EscapeTest, KillingCordonWhileItLaunchesLeavesNoSandboxBehind) {
   // kill -9 at any moment of a launch, including before bwrap has armed --die-with-parent:
   // no confined process outlives cordon.
   for (int delay_us : {0, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 15000}) {
-    pid_t pid = ::fork();
+    pid_t pid = SpawnSleepingExec(dir_ / "early.jsonl", "67");
     ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int devnull = ::open("/dev/null", O_WRONLY);
-      ::dup2(devnull, 1);
-      ::dup2(devnull, 2);
-      ::execl(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(), "--audit-log",
-              (dir_ / "early.jsonl").c_str(), "--", "sleep", "67", static_cast<char*>(nullptr));
-      _exit(127);
-    }
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
@@ -271,17 +288,12 @@ TEST_F(EscapeTest, KillingCordonWhileItLaunchesLeavesNoSandboxBehind) {
   // A launch cut short may still reach its command a moment later: wait, then look for
   // survivors, giving the kernel time to deliver what ends them.
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  const std::string cmd = std::string("sleep") + '\0' + "67" + '\0';
-  bool survivor = true;
-  for (int i = 0; i < 100 && survivor; ++i) {
-    survivor = false;
-    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-      const std::string n = e.path().filename().string();
-      if (n[0] >= '0' && n[0] <= '9' && ReadFile(e.path().string() + "/cmdline") == cmd) survivor = true;
-    }
-    if (survivor) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int survivors = CountSleeps("67");
+  for (int i = 0; i < 100 && survivors > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    survivors = CountSleeps("67");
   }
-  EXPECT_FALSE(survivor) << "a sandboxed sleep outlived a killed cordon";
+  EXPECT_EQ(survivors, 0) << "a sandboxed sleep outlived a killed cordon";
 }
 
 TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
@@ -293,16 +305,8 @@ TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
   if (log.find("\"cgroup\":\"none\"") != std::string::npos) {
     GTEST_SKIP() << "SKIPPED SECURITY TEST: no cgroup is available to this user, so none can leak";
   }
-  pid_t pid = ::fork();
+  pid_t pid = SpawnSleepingExec(dir_ / "killed.jsonl", "60");
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    ::execl(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(), "--audit-log",
-            (dir_ / "killed.jsonl").c_str(), "--", "sleep", "60", static_cast<char*>(nullptr));
-    _exit(127);
-  }
   // The job's cgroup is cordon-PID-1 beside cordon's own: find it from cordon's /proc entry.
   std::vector<std::string> jobs;
   for (int i = 0; i < 200 && jobs.empty(); ++i) {
@@ -376,14 +380,7 @@ TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
   auto bg = Exec({"sh", "-c", "sleep 271 & setsid sleep 272 & sleep 0.3; echo done"}, weaker, {path});
   EXPECT_NE(bg.out.find("done"), std::string::npos) << bg.out << bg.err;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  for (const char* n : {"271", "272"}) {
-    const std::string cmd = std::string("sleep") + '\0' + n + '\0';
-    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-      const std::string pid = e.path().filename().string();
-      if (pid[0] < '0' || pid[0] > '9') continue;
-      EXPECT_NE(ReadFile(e.path().string() + "/cmdline"), cmd) << "sleep " << n << " survived the call";
-    }
-  }
+  for (const char* n : {"271", "272"}) EXPECT_EQ(CountSleeps(n), 0) << "sleep " << n << " survived the call";
   ExpectRefused(Exec({ws_ + "/probe", "read", "/etc/shadow"}, weaker, {path}), "/etc/shadow in the weaker mode");
   TempDir outside;
   WriteFile(outside / "victim.txt", "original\n");
@@ -423,17 +420,7 @@ TEST_F(EscapeTest, TimeoutLeavesNoProcessBehind) {
                               {"timeout_secs", 1}});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("\"code\":\"timeout\""), std::string::npos) << r.out;
-  // "sleep", NUL, "313", NUL: spelled out so no octal escape can swallow the digits.
-  const std::string kSleepCmdline = std::string("sleep") + '\0' + "313" + '\0';
-  int survivors = 0;
-  DIR* d = ::opendir("/proc");
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::string cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
-    if (cmd == kSleepCmdline) ++survivors;
-  }
-  ::closedir(d);
-  EXPECT_EQ(survivors, 0);
+  EXPECT_EQ(CountSleeps("313"), 0);
 }
 
 TEST_F(EscapeTest, HostEnvironmentSecretsAreAbsentInside) {

@@ -289,6 +289,29 @@ int FreeLoopbackPort() {
   return ntohs(a.sin_port);
 }
 
+// One JSON-RPC message POSTed with curl to a Streamable HTTP endpoint; the response headers go
+// to stderr. With a session id, the session headers are sent too.
+cordon::testing::RunResult CurlPost(const std::string& url, const std::string& body, const std::string& sid,
+                                    int max_secs = 60) {
+  std::vector<std::string> argv = {FindOnPath("curl"), "-s", "-N", "-m", std::to_string(max_secs), "-D", "/dev/stderr",
+                                   "-X", "POST", url, "-H", "Content-Type: application/json", "-H",
+                                   "Accept: application/json, text/event-stream", "-d", body};
+  if (!sid.empty()) argv.insert(argv.end(), {"-H", "Mcp-Session-Id: " + sid, "-H", "MCP-Protocol-Version: 2025-06-18"});
+  return cordon::testing::Run(argv);
+}
+
+// initialize, retried (bounded) while the server starts; the session id, or "" without one.
+std::string InitializeOverHttp(const std::string& url) {
+  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
+  cordon::testing::RunResult r;
+  for (int i = 0; i < 50 && (r = CurlPost(url, init, "")).out.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto at = r.err.find("Mcp-Session-Id: ");
+  return at == std::string::npos ? "" : r.err.substr(at + 16, 32);
+}
+
+
 // Starts `cordon serve --http` in the background; stops it (SIGTERM) on destruction.
 class HttpServeProcess {
  public:
@@ -392,19 +415,9 @@ TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
       std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
                                dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
       env_);
-  auto post = [&](const std::string& body, const std::string& sid) {
-    std::vector<std::string> argv = {FindOnPath("curl"), "-s", "-N", "-D", "/dev/stderr", "-X", "POST", url,
-                                     "-H", "Content-Type: application/json", "-H",
-                                     "Accept: application/json, text/event-stream", "-d", body};
-    if (!sid.empty()) argv.insert(argv.end(), {"-H", "Mcp-Session-Id: " + sid, "-H", "MCP-Protocol-Version: 2025-06-18"});
-    return cordon::testing::Run(argv);
-  };
-  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
-  cordon::testing::RunResult r;
-  for (int i = 0; i < 50 && (r = post(init, "")).out.empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const auto at = r.err.find("Mcp-Session-Id: ");
-  ASSERT_NE(at, std::string::npos) << r.err;
-  const std::string sid = r.err.substr(at + 16, 32);
+  auto post = [&](const std::string& body, const std::string& sid) { return CurlPost(url, body, sid); };
+  const std::string sid = InitializeOverHttp(url);
+  ASSERT_FALSE(sid.empty()) << "no session from initialize";
   post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})", sid);
 
   // A call with a progress token: an SSE body with progress notifications, then the response.
@@ -473,22 +486,9 @@ TEST_F(McpClientTest, ServeHttpSkipsAConfiguredServerThatIsItself) {
                                dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
       env_);
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
-  auto post = [&](const std::string& body, const std::string& sid) {
-    std::vector<std::string> argv = {FindOnPath("curl"), "-s", "-m", "10", "-D", "/dev/stderr", "-X", "POST", url,
-                                     "-H", "Content-Type: application/json", "-H",
-                                     "Accept: application/json, text/event-stream", "-d", body};
-    if (!sid.empty()) argv.insert(argv.end(), {"-H", "Mcp-Session-Id: " + sid});
-    return cordon::testing::Run(argv);
-  };
-  cordon::testing::RunResult init;
-  for (int i = 0; i < 50; ++i) {
-    init = post(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})", "");
-    if (!init.out.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  const auto at = init.err.find("Mcp-Session-Id: ");
-  ASSERT_NE(at, std::string::npos) << init.err;
-  auto list = post(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})", init.err.substr(at + 16, 32));
+  const std::string sid = InitializeOverHttp(url);
+  ASSERT_FALSE(sid.empty()) << "no session from initialize";
+  auto list = CurlPost(url, R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})", sid, 10);
   EXPECT_EQ(list.exit_code, 0) << "tools/list did not come back: the server waited on itself";
   EXPECT_NE(list.out.find("read_file_range"), std::string::npos) << list.out;
   EXPECT_EQ(list.out.find("mcp__loop__"), std::string::npos);
