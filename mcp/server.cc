@@ -152,20 +152,31 @@ void McpServer::Drain(bool cancel) {
   pool_.Stop();  // joins the workers, so the last answers have been sent
 }
 
-void McpServer::CallWithSink(const Message& m, std::function<void(const Json&)> sink, std::function<void()> done) {
+namespace {
+// A tools/call request's arguments; `error` is set instead when its params are malformed.
+struct CallArgs {
+  Json args;
+  Json error;
+};
+CallArgs CheckCallParams(const Message& m) {
   const Json& p = m.params;
   if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) {
-    sink(MakeError(m.id, kInvalidParams, "tools/call needs params.name (a string)"));
-    done();
-    return;
+    return {nullptr, MakeError(m.id, kInvalidParams, "tools/call needs params.name (a string)")};
   }
   Json args = p.value("arguments", Json::object());
-  if (!args.is_object()) {
-    sink(MakeError(m.id, kInvalidParams, "params.arguments must be an object"));
+  if (!args.is_object()) return {nullptr, MakeError(m.id, kInvalidParams, "params.arguments must be an object")};
+  return {std::move(args), nullptr};
+}
+}  // namespace
+
+void McpServer::CallWithSink(const Message& m, std::function<void(const Json&)> sink, std::function<void()> done) {
+  CallArgs checked = CheckCallParams(m);
+  if (!checked.error.is_null()) {
+    sink(checked.error);
     done();
     return;
   }
-  StartCall(m, std::move(args), std::move(sink), std::move(done));
+  StartCall(m, std::move(checked.args), std::move(sink), std::move(done));
 }
 
 void McpServer::StartCall(const Message& m, Json args, std::function<void(const Json&)> sink,
@@ -246,11 +257,9 @@ std::optional<Json> McpServer::Handle(const Message& m) {
     return MakeResult(m.id, {{"tools", tools}});
   }
   if (m.method == "tools/call") {
-    if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) {
-      return MakeError(m.id, kInvalidParams, "tools/call needs params.name (a string)");
-    }
-    Json args = p.value("arguments", Json::object());
-    if (!args.is_object()) return MakeError(m.id, kInvalidParams, "params.arguments must be an object");
+    CallArgs checked = CheckCallParams(m);
+    if (!checked.error.is_null()) return std::move(checked.error);
+    Json args = std::move(checked.args);
     // Unknown or ungranted tools come back as isError results, as the tool contract says.
     const ToolSpec* spec = FindTool(p["name"].get_ref<const std::string&>());
     const bool wants_progress = !ProgressToken(p).is_null();
