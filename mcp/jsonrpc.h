@@ -32,6 +32,36 @@ struct Message {
 inline constexpr std::size_t kMaxMessageBytes = 8u << 20;
 inline constexpr std::size_t kMaxMessageDepth = 64;
 
+// Splits a byte stream into lines (a trailing CR dropped, empty lines skipped), bounded: a line
+// longer than kMaxMessageBytes is reported once and skipped up to its newline.
+class LineSplitter {
+ public:
+  template <typename OnLine, typename OnOversized>
+  void Feed(std::string_view data, OnLine on_line, OnOversized on_oversized) {
+    buf_.append(data);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (skipping_) {
+        skipping_ = false;
+        continue;
+      }
+      std::string_view line(buf_.data() + start, nl - start);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!line.empty()) on_line(line);
+    }
+    buf_.erase(0, start);
+    if (buf_.size() > kMaxMessageBytes) {
+      if (!skipping_) on_oversized(buf_.size());
+      skipping_ = true;
+      buf_.clear();
+    }
+  }
+
+ private:
+  std::string buf_;
+  bool skipping_ = false;
+};
+
 // Parses one message. On failure returns the error response (with id null, or the id when it
 // could be read) that the peer must receive.
 std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_bytes = kMaxMessageBytes);

@@ -312,42 +312,33 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
     pending.clear();
     return ok;
   };
-  std::string buf;
-  bool discarding = false;  // inside an oversized line: drop bytes up to its newline
+  LineSplitter lines;
+  bool failed = false;  // the client's end is gone
   char chunk[65536];
-  while (true) {
+  while (!failed) {
     if (g_terminate) break;
     ssize_t n = ::read(in_fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    buf.append(chunk, static_cast<std::size_t>(n));
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
-      std::string_view line(buf.data() + start, nl - start);
-      if (discarding) {
-        discarding = false;
-        continue;
-      }
-      if (line.empty() || line == "\r") continue;
-      // Answers made here are sent together at the end of the chunk (or every 64 KiB): a pipe
-      // write per answer costs the client a wake-up each when requests arrive in batches.
-      for (const Json& out : server.HandleLine(line)) {
-        pending += DumpJson(out);
-        pending += '\n';
-      }
-      if (pending.size() >= 65536 && !flush()) return 1;
-    }
-    if (!flush()) return 1;
-    buf.erase(0, start);
-    if (buf.size() > kMaxMessageBytes) {
-      if (!discarding) {
-        std::lock_guard<std::mutex> lock(out_mu);
-        WriteLine(out_fd, MakeError(nullptr, kInvalidRequest,
-                                    "message exceeds " + std::to_string(kMaxMessageBytes) + " bytes"));
-      }
-      discarding = true;
-      buf.clear();
-    }
+    lines.Feed(
+        {chunk, static_cast<std::size_t>(n)},
+        [&](std::string_view line) {
+          if (failed) return;
+          // Answers made here are sent together at the end of the chunk (or every 64 KiB): a
+          // pipe write per answer costs the client a wake-up each when requests arrive in batches.
+          for (const Json& out : server.HandleLine(line)) {
+            pending += DumpJson(out);
+            pending += '\n';
+          }
+          if (pending.size() >= 65536 && !flush()) failed = true;
+        },
+        [&](std::size_t) {
+          if (!flush()) failed = true;  // answers to the lines before it go first
+          std::lock_guard<std::mutex> lock(out_mu);
+          WriteLine(out_fd, MakeError(nullptr, kInvalidRequest,
+                                      "message exceeds " + std::to_string(kMaxMessageBytes) + " bytes"));
+        });
+    if (failed || !flush()) return 1;
   }
   // EOF: running calls finish and answer; a termination signal cancels them.
   server.Drain(g_terminate != 0);

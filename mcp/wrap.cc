@@ -16,35 +16,6 @@
 namespace cordon::mcp {
 namespace {
 
-// Splits a byte stream into lines, bounded: an oversized line is reported once and skipped.
-class LineSplitter {
- public:
-  template <typename OnLine, typename OnOversized>
-  void Feed(std::string_view data, OnLine on_line, OnOversized on_oversized) {
-    buf_.append(data);
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
-      if (skipping_) {
-        skipping_ = false;
-        continue;
-      }
-      std::string_view line(buf_.data() + start, nl - start);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (!line.empty()) on_line(line);
-    }
-    buf_.erase(0, start);
-    if (buf_.size() > kMaxMessageBytes) {
-      if (!skipping_) on_oversized(buf_.size());
-      skipping_ = true;
-      buf_.clear();
-    }
-  }
-
- private:
-  std::string buf_;
-  bool skipping_ = false;
-};
-
 // A message again from its parts (after redaction or a cap changed them).
 Json Rebuild(const Message& m) {
   Json out = {{"jsonrpc", "2.0"}};
@@ -80,6 +51,16 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   std::atomic<bool> cancel{false};
   std::thread reaper;
 
+  // The tool_finished record of a pending call, which leaves the table.
+  auto finish = [&](std::map<std::string, PendingCall>::iterator it, const char* status, Json rec) {
+    rec["server"] = "wrapped";
+    rec["tool"] = it->second.tool;
+    rec["status"] = status;
+    rec["elapsed_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                  it->second.started).count();
+    session.Audit("tool_finished", std::move(rec), true);
+    pending.erase(it);
+  };
   auto to_client = [&](std::string_view line) { (void)WriteAll(client_out, std::string(line) + "\n", "MCP client"); };
 
   RunHooks hooks;
@@ -107,19 +88,11 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
           if (it != pending.end()) {
             const std::size_t cap = static_cast<std::size_t>(session.policy().limits.max_output_bytes);
             if (line.size() > cap && m.result.is_object()) truncated = CapToolResult(m.result, cap);
-            const auto elapsed = std::chrono::duration<double, std::milli>(
-                std::chrono::steady_clock::now() - it->second.started).count();
             const bool is_error = !m.error.is_null() ||
                                   (m.result.is_object() && m.result.value("isError", false));
-            Json rec = {{"server", "wrapped"},
-                        {"tool", it->second.tool},
-                        {"status", is_error ? "error" : "ok"},
-                        {"output_bytes", line.size()},
-                        {"truncated", truncated},
-                        {"elapsed_ms", elapsed}};
+            Json rec = {{"output_bytes", line.size()}, {"truncated", truncated}};
             if (redactions > 0) rec["output_redactions"] = redactions;
-            session.Audit("tool_finished", std::move(rec), true);
-            pending.erase(it);
+            finish(it, is_error ? "error" : "ok", std::move(rec));
           }
           if (redactions > 0 || truncated) {
             to_client(DumpJson(Rebuild(m)));
@@ -166,23 +139,19 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
             // still does (the protocol says it sends no response).
             auto it = pending.find(m.params["requestId"].dump());
             if (it != pending.end()) {
-              const auto elapsed = std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - it->second.started).count();
-              Json rec = {{"server", "wrapped"}, {"tool", it->second.tool}, {"status", "cancelled"},
-                          {"elapsed_ms", elapsed}};
+              Json rec = Json::object();
               if (m.params.contains("reason") && m.params["reason"].is_string()) {
                 rec["reason"] = m.params["reason"].get<std::string>().substr(0, 200);
               }
-              session.Audit("tool_finished", std::move(rec), true);
-              pending.erase(it);
+              finish(it, "cancelled", std::move(rec));
             }
           }
           if (m.kind == Message::Kind::kRequest && m.method == "tools/call" && m.params.is_object()) {
             std::string tool = m.params.value("name", "");
-            Json args = m.params.value("arguments", Json::object());
+            const std::string args = m.params.value("arguments", Json::object()).dump();
             session.Audit("tool_started",
-                          {{"server", "wrapped"}, {"tool", tool}, {"args_bytes", args.dump().size()},
-                           {"args_sha256", Sha256Hex(args.dump())}},
+                          {{"server", "wrapped"}, {"tool", tool}, {"args_bytes", args.size()},
+                           {"args_sha256", Sha256Hex(args)}},
                           false);
             pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
           }
