@@ -2,6 +2,8 @@
 // removed when the call ends (after the pid namespace, and so every process, is gone).
 #include "runner/cgroup.h"
 
+#include "runner/fs.h"
+
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -41,20 +43,8 @@ void SweepStale(const std::string& parent) {
   DIR* d = ::opendir(parent.c_str());
   if (d == nullptr) return;
   while (dirent* e = ::readdir(d)) {
-    std::string_view name(e->d_name);
-    if (!name.starts_with("cordon-") || name == "cordon-supervisor") continue;
-    std::string_view rest = name.substr(7);
-    const std::size_t dash = rest.find('-');
-    if (dash == std::string_view::npos || dash == 0) continue;
-    pid_t pid = 0;
-    bool digits = true;
-    for (char c : rest.substr(0, dash)) {
-      if (c < '0' || c > '9') digits = false;
-      pid = pid * 10 + (c - '0');
-    }
-    if (!digits || pid == ::getpid()) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its owner may still be alive
-    ::rmdir((parent + "/" + std::string(name)).c_str());
+    // rmdir refuses a cgroup that still has processes; "cordon-supervisor" holds no pid.
+    if (NamesDeadProcess(e->d_name, "cordon-")) ::rmdir((parent + "/" + e->d_name).c_str());
   }
   ::closedir(d);
 }

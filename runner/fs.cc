@@ -119,18 +119,7 @@ class TempFile {
     }
     const std::time_t now = std::time(nullptr);
     while (dirent* e = ::readdir(d)) {
-      std::string_view name(e->d_name);
-      if (!name.starts_with(".cordon-tmp-")) continue;
-      std::string_view rest = name.substr(12);
-      const std::size_t dash = rest.find('-');
-      if (dash == 0 || dash == std::string_view::npos || dash > 9) continue;
-      pid_t pid = 0;
-      bool digits = true;
-      for (char c : rest.substr(0, dash)) {
-        digits = digits && c >= '0' && c <= '9';
-        pid = pid * 10 + (c - '0');
-      }
-      if (!digits || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+      if (!NamesDeadProcess(e->d_name, ".cordon-tmp-")) continue;
       struct stat st{};
       if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
       if (now - st.st_mtime < 30) continue;
@@ -152,6 +141,19 @@ Status FsyncDir(int dirfd, const std::string& where) {
 }
 
 }  // namespace
+
+bool NamesDeadProcess(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix)) return false;
+  std::string_view rest = name.substr(prefix.size());
+  const std::size_t dash = rest.find('-');
+  if (dash == 0 || dash == std::string_view::npos || dash > 9) return false;
+  pid_t pid = 0;
+  for (char c : rest.substr(0, dash)) {
+    if (c < '0' || c > '9') return false;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
 
 Status WriteAll(int fd, std::string_view data, const std::string& where) {
   while (!data.empty()) {

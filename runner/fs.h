@@ -16,6 +16,10 @@
 
 namespace cordon {
 
+// Whether `name` is PREFIX, then a pid, then '-', with that pid gone (and not this process):
+// how leftovers of a cordon killed with SIGKILL are told from a live one's.
+bool NamesDeadProcess(std::string_view name, std::string_view prefix);
+
 // Writes all of `data` to `fd`, retrying short writes and EINTR (ENOSPC/EFBIG: too_large).
 Status WriteAll(int fd, std::string_view data, const std::string& where);
 
