@@ -372,8 +372,12 @@ TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
       break;
     }
   }
-  auto tmp = Exec({"sh", "-c", "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\""}, weaker, {path});
-  EXPECT_EQ(tmp.out, "t\n") << "the call's own TMPDIR is writable: " << tmp.err;
+  auto tmp = Exec({"sh", "-c", "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo \"$TMPDIR\""}, weaker, {path});
+  ASSERT_EQ(tmp.out.rfind("t\n", 0), 0u) << "the call's own TMPDIR is writable: " << tmp.out << tmp.err;
+  const std::string private_tmp = tmp.out.substr(2, tmp.out.size() - 3);
+  ASSERT_FALSE(private_tmp.empty());
+  EXPECT_NE(private_tmp, "/tmp") << "TMPDIR is the host's /tmp";
+  EXPECT_FALSE(testing::Exists(private_tmp)) << "the private TMPDIR outlived the call: " << private_tmp;
   // No pid namespace: the command's process group ends with it, and it cannot leave the group.
   std::filesystem::create_symlink(FindOnPath("sleep"), bin + "/sleep");
   std::filesystem::create_symlink(FindOnPath("setsid"), bin + "/setsid");
