@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runner/audit.h"
-#include "runner/hash.h"
-#include "runner/session.h"
+#include "audit/audit.h"
+#include "core/hash.h"
+#include "session/session.h"
 
 extern char** environ;
 

@@ -1,5 +1,6 @@
 // Request/response over a confined server's pipes. The pump thread runs the process and routes
 // its stdout lines; server-to-client requests are answered at once, never left hanging.
+#include "core/version.h"
 #include "mcp/client.h"
 
 #include <unistd.h>
@@ -99,7 +100,7 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, cons
   }
   auto init = raw->Request("initialize", {{"protocolVersion", "2025-11-25"},
                                           {"capabilities", {{"roots", {{"listChanged", false}}}}},
-                                          {"clientInfo", {{"name", "cordon"}, {"version", "0.1.0"}}}});
+                                          {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}});
   if (!init) {
     session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "initialize failed"},
                                      {"message", init.error().message}, {"stderr", raw->StderrTail()}}, true);

@@ -11,7 +11,7 @@
 
 #include "mcp/config.h"
 #include "mcp/jsonrpc.h"
-#include "runner/session.h"
+#include "session/session.h"
 
 namespace cordon::mcp {
 

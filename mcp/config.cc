@@ -9,8 +9,8 @@
 
 #include "policy/toml_parse.h"
 
-#include "runner/hash.h"
-#include "runner/redact.h"
+#include "core/hash.h"
+#include "core/redact.h"
 
 namespace cordon::mcp {
 namespace {

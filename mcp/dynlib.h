@@ -8,7 +8,7 @@
 #include <curl/curl.h>
 #include <microhttpd.h>
 
-#include "runner/error.h"
+#include "core/error.h"
 
 namespace cordon::mcp {
 

@@ -1,5 +1,6 @@
 // A deliberately small Streamable HTTP client: one request at a time, the response read from
 // the POST (JSON, or an SSE stream in which server requests are answered and refused properly).
+#include "core/version.h"
 #include "mcp/http_client.h"
 
 
@@ -11,7 +12,7 @@
 
 #include "mcp/dynlib.h"
 #include "mcp/jsonrpc.h"
-#include "runner/processes.h"
+#include "core/signals.h"
 
 namespace cordon::mcp {
 namespace {
@@ -83,7 +84,7 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session, const 
   auto c = std::unique_ptr<HttpClient>(new HttpClient(session, config));
   ASSIGN_OR_RETURN(c->init_, c->Request("initialize", {{"protocolVersion", "2025-11-25"},
                                                        {"capabilities", Json::object()},
-                                                       {"clientInfo", {{"name", "cordon"}, {"version", "0.1.0"}}}}));
+                                                       {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}}));
   c->version_ = c->init_.value("protocolVersion", "");
   if (!IsSupportedVersion(c->version_)) {
     session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "protocol version mismatch"},

@@ -20,7 +20,7 @@
 #include "mcp/dynlib.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
-#include "runner/hash.h"
+#include "core/hash.h"
 #include "tools/registry.h"
 
 namespace cordon::mcp {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "runner/session.h"
+#include "session/session.h"
 
 namespace cordon::mcp {
 

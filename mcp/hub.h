@@ -9,7 +9,7 @@
 
 #include "mcp/client.h"
 #include "mcp/config.h"
-#include "runner/session.h"
+#include "session/session.h"
 
 namespace cordon::mcp {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <variant>
 
-#include "runner/text.h"
+#include "core/text.h"
 
 namespace cordon::mcp {
 

@@ -1,5 +1,6 @@
 // MCP requests: initialize (version negotiation, AGENTS.md instructions), ping, tools/list,
 // tools/call (through Session::Call, so limits, redaction and audit apply), logging/setLevel.
+#include "core/version.h"
 #include "mcp/server.h"
 
 #include <dirent.h>
@@ -13,9 +14,9 @@
 
 #include <cstdio>
 
-#include "runner/fs.h"
-#include "runner/hash.h"
-#include "runner/processes.h"
+#include "core/fs.h"
+#include "core/hash.h"
+#include "core/signals.h"
 
 namespace cordon::mcp {
 namespace {
@@ -131,7 +132,7 @@ Json McpServer::Initialize(const Json& params) {
   Json result = {{"protocolVersion", version_},
                  {"capabilities", {{"tools", {{"listChanged", session_.external_tools() != nullptr}}},
                                    {"logging", Json::object()}}},
-                 {"serverInfo", {{"name", "cordon"}, {"version", "0.1.0"}}}};
+                 {"serverInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}};
   Json instructions = Instructions();
   if (!instructions.is_null()) result["instructions"] = instructions;
   if (params.is_object() && params.contains("clientInfo")) {

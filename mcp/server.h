@@ -15,7 +15,7 @@
 
 #include "mcp/jsonrpc.h"
 #include "mcp/worker_pool.h"
-#include "runner/session.h"
+#include "session/session.h"
 
 namespace cordon::mcp {
 

@@ -1,6 +1,6 @@
 #include "mcp/worker_pool.h"
 
-#include "runner/processes.h"
+#include "core/signals.h"
 
 namespace cordon::mcp {
 

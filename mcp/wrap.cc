@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "mcp/jsonrpc.h"
-#include "runner/fs.h"
-#include "runner/hash.h"
+#include "core/fs.h"
+#include "core/hash.h"
 
 namespace cordon::mcp {
 namespace {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "runner/launch.h"
-#include "runner/session.h"
+#include "session/session.h"
 
 namespace cordon::mcp {
 

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include "policy/toml_parse.h"
 
-#include "runner/fs.h"
-#include "runner/hash.h"
+#include "core/fs.h"
+#include "core/hash.h"
 
 namespace cordon {
 namespace {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runner/error.h"
+#include "core/error.h"
 
 namespace cordon {
 

@@ -7,7 +7,7 @@
 
 #include <toml++/toml.h>
 
-#include "runner/error.h"
+#include "core/error.h"
 
 namespace cordon {
 

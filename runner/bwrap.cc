@@ -14,7 +14,7 @@
 #include <memory>
 #include <set>
 
-#include "runner/redact.h"
+#include "core/redact.h"
 
 namespace cordon {
 

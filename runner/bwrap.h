@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "policy/policy.h"
-#include "runner/error.h"
+#include "core/error.h"
 
 namespace cordon {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runner/text.h"
+#include "core/text.h"
 
 namespace cordon {
 

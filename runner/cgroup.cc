@@ -2,7 +2,7 @@
 // removed when the call ends (after the pid namespace, and so every process, is gone).
 #include "runner/cgroup.h"
 
-#include "runner/fs.h"
+#include "core/fs.h"
 
 #include <dirent.h>
 #include <signal.h>

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "policy/landlock.h"
-#include "policy/seccomp.h"
+#include "runner/landlock.h"
+#include "runner/seccomp.h"
 #include "runner/rlimits.h"
 
 namespace cordon {

@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "policy/landlock.h"
+#include "runner/landlock.h"
 #include "runner/cgroup.h"
 #include "runner/launch.h"
-#include "runner/probe.h"
+#include "runner/host_probe.h"
 
 extern char** environ;
 

@@ -1,7 +1,7 @@
 // cordon doctor: a preflight of every confinement layer, each with what fails and the remedy.
 #pragma once
 
-#include "runner/text.h"
+#include "core/text.h"
 
 namespace cordon {
 

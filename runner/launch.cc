@@ -21,8 +21,8 @@
 #include <fstream>
 #include <thread>
 
-#include "runner/hash.h"
-#include "runner/probe.h"
+#include "core/hash.h"
+#include "runner/host_probe.h"
 
 #ifndef CORDON_BUILD_SHIM
 #define CORDON_BUILD_SHIM ""

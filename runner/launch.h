@@ -16,8 +16,8 @@
 #include "runner/capture.h"
 #include "runner/cgroup.h"
 #include "runner/contain.h"
-#include "runner/fs.h"
-#include "runner/unique_fd.h"
+#include "core/fs.h"
+#include "core/unique_fd.h"
 
 namespace cordon {
 

@@ -7,15 +7,6 @@
 
 namespace cordon {
 
-void BlockTerminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
 ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path,
                          char** envp, std::function<void(std::string_view, Json, bool)> audit)
     : policy_(policy), workspace_(workspace), shim_path_(std::move(shim_path)), envp_(envp),

@@ -10,13 +10,10 @@
 #include <mutex>
 #include <thread>
 
+#include "core/signals.h"
 #include "runner/launch.h"
 
 namespace cordon {
-
-// Worker threads call this so that SIGTERM/SIGINT/SIGHUP reach the main thread, which turns them
-// into an orderly shutdown (cordon serve).
-void BlockTerminationSignals();
 
 class ProcessHost {
  public:

@@ -8,7 +8,7 @@ pkgs=(
   build-essential g++ cmake ninja-build pkg-config
   nlohmann-json3-dev libssl-dev libtomlplusplus-dev libgtest-dev libbenchmark-dev
   libseccomp-dev libcap-ng-dev libcurl4-openssl-dev
-  libmicrohttpd-dev
+  libmicrohttpd-dev libcli11-dev libre2-dev clang-format help2man
   bubblewrap ripgrep fd-find util-linux procps python3 curl
 )
 missing=()

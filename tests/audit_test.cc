@@ -5,8 +5,8 @@
 #include <thread>
 #include <vector>
 
-#include "runner/audit.h"
-#include "runner/hash.h"
+#include "audit/audit.h"
+#include "core/hash.h"
 #include "tests/test_util.h"
 
 namespace cordon {

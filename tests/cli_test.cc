@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "runner/probe.h"
-#include "runner/text.h"
+#include "runner/host_probe.h"
+#include "core/text.h"
 
 #include <set>
 #include "tests/test_util.h"

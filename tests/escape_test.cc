@@ -16,9 +16,9 @@
 #include <fstream>
 #include <thread>
 
-#include "policy/landlock.h"
-#include "runner/probe.h"
-#include "runner/text.h"
+#include "runner/landlock.h"
+#include "runner/host_probe.h"
+#include "core/text.h"
 #include "tests/test_util.h"
 
 namespace cordon {

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "runner/fs.h"
+#include "core/fs.h"
 #include "tests/test_util.h"
 
 namespace cordon {

@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "runner/text.h"
+#include "core/text.h"
 #include "tests/test_util.h"
 
 namespace cordon {

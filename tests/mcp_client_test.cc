@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "mcp/config.h"
-#include "runner/probe.h"
+#include "runner/host_probe.h"
 #include "tests/test_util.h"
 
 namespace cordon::mcp {

@@ -14,7 +14,7 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "mcp/worker_pool.h"
-#include "runner/probe.h"
+#include "runner/host_probe.h"
 #include "tests/test_util.h"
 
 namespace cordon::mcp {

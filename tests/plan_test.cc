@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "policy/landlock.h"
-#include "policy/seccomp.h"
+#include "runner/landlock.h"
+#include "runner/seccomp.h"
 #include "runner/bwrap.h"
 #include "runner/launch.h"
 #include "runner/rlimits.h"

@@ -1,7 +1,7 @@
 // Table tests for the redactor: every rule, the count, and what must not be touched.
 #include <gtest/gtest.h>
 
-#include "runner/redact.h"
+#include "core/redact.h"
 
 namespace cordon {
 namespace {

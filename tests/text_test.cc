@@ -1,7 +1,7 @@
 // Table tests for UTF-8 repair, line cutting and bounded JSON parsing.
 #include <gtest/gtest.h>
 
-#include "runner/text.h"
+#include "core/text.h"
 
 namespace cordon {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "runner/hash.h"
-#include "runner/session.h"
+#include "core/hash.h"
+#include "session/session.h"
 #include "tests/test_util.h"
 #include "tools/registry.h"
 #include "tools/schema.h"

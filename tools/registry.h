@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "policy/policy.h"
-#include "runner/error.h"
-#include "runner/fs.h"
-#include "runner/text.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/text.h"
 
 namespace cordon {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "runner/text.h"
+#include "core/text.h"
 
 namespace cordon {
 

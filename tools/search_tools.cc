@@ -7,7 +7,7 @@
 #include <regex>
 #include <set>
 
-#include "runner/probe.h"
+#include "runner/host_probe.h"
 #include "runner/processes.h"
 #include "tools/registry.h"
 

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <cstring>
 
-#include "runner/hash.h"
+#include "core/hash.h"
 #include "tools/registry.h"
 
 namespace cordon {

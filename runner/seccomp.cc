@@ -1,6 +1,6 @@
 // Seccomp rules as data. The plain deny list comes from policy ([seccomp] deny); the rules that
 // look at arguments are here, each with the reason it exists.
-#include "policy/seccomp.h"
+#include "runner/seccomp.h"
 
 #include <linux/sched.h>
 #include <seccomp.h>

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "policy/policy.h"
-#include "runner/error.h"
-#include "runner/text.h"
+#include "core/error.h"
+#include "core/text.h"
 
 namespace cordon {
 

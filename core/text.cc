@@ -1,5 +1,5 @@
 // UTF-8 repair and bounded JSON parsing; pure functions, table-tested in tests/text_test.cc.
-#include "runner/text.h"
+#include "core/text.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,19 +1,18 @@
 // The dispatch path, in DESIGN.md's order; every call leaves tool_started and tool_finished.
-#include "runner/session.h"
+#include "core/version.h"
+#include "session/session.h"
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "runner/hash.h"
-#include "runner/probe.h"
+#include "core/hash.h"
+#include "runner/host_probe.h"
 #include "tools/schema.h"
 
 namespace cordon {
 namespace {
-
-constexpr const char* kVersion = "0.1.0";
 
 // Summarizes tool arguments for the audit log: file contents never enter a record.
 Json SummarizeArgs(const Json& args) {
@@ -85,7 +84,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   for (const auto& f : s->policy_.files) {
     files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
   }
-  Json fields = {{"cordon_version", kVersion},
+  Json fields = {{"cordon_version", kCordonVersion},
                  {"client", options.client},
                  {"workspace", s->workspace_.root()},
                  {"chain", s->audit_->keyed() ? "hmac-sha256" : "sha256"},

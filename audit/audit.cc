@@ -1,6 +1,6 @@
 // The audit log: O_APPEND writes under flock, each line chained to the SHA-256 (or HMAC) of the
 // line before it, so edits, reordering, cuts and a missing head are all detectable.
-#include "runner/audit.h"
+#include "audit/audit.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -18,9 +18,9 @@
 #include <map>
 #include <sstream>
 
-#include "runner/fs.h"
-#include "runner/hash.h"
-#include "runner/processes.h"
+#include "core/fs.h"
+#include "core/hash.h"
+#include "core/signals.h"
 
 namespace cordon {
 namespace {

@@ -1,6 +1,6 @@
 // Secret redaction: exact values first, then token shapes scanned by hand (linear, no regex
 // backtracking on hostile output).
-#include "runner/redact.h"
+#include "core/redact.h"
 
 #include <algorithm>
 #include <cctype>

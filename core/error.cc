@@ -1,5 +1,5 @@
 // Names of the stable error codes, as tool results and audit records show them.
-#include "runner/error.h"
+#include "core/error.h"
 
 namespace cordon {
 

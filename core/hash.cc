@@ -1,5 +1,5 @@
 // OpenSSL EVP wrappers; any OpenSSL failure aborts, since a wrong hash would corrupt the audit chain.
-#include "runner/hash.h"
+#include "core/hash.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

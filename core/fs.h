@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runner/error.h"
-#include "runner/unique_fd.h"
+#include "core/error.h"
+#include "core/unique_fd.h"
 
 namespace cordon {
 

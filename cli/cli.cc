@@ -1,5 +1,6 @@
 // Subcommands: call, tools, policy show, audit verify/show. Options end at "--".
-#include "runner/cli.h"
+#include "core/version.h"
+#include "cli/cli.h"
 
 #include <fcntl.h>
 #include <sys/random.h>
@@ -19,13 +20,13 @@
 #include "mcp/hub.h"
 #include "mcp/server.h"
 #include "mcp/wrap.h"
-#include "runner/audit.h"
+#include "audit/audit.h"
 #include "runner/bwrap.h"
 #include "runner/contain.h"
-#include "runner/hash.h"
+#include "core/hash.h"
 #include "runner/doctor.h"
 #include "runner/launch.h"
-#include "runner/session.h"
+#include "session/session.h"
 #include "tools/registry.h"
 
 #ifndef CORDON_SHIPPED_POLICY_DIR
@@ -129,17 +130,17 @@ std::optional<Args> Parse(int argc, char** argv, int from, const std::vector<std
   return a;
 }
 
+// An installed cordon (PREFIX/bin/cordon) reads PREFIX/share/cordon/policies.d; a binary in the
+// build tree reads the source tree's policies.d.
 std::string ShippedPolicyDir() {
-  std::string dir = CORDON_SHIPPED_POLICY_DIR;
-  if (::access(dir.c_str(), R_OK) == 0) return dir;
   char exe[4096];
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     std::string p(exe, static_cast<std::size_t>(n));
-    p = p.substr(0, p.find_last_of('/'));
-    return p + "/../share/cordon/policies.d";
+    p = p.substr(0, p.find_last_of('/')) + "/../share/cordon/policies.d";
+    if (::access(p.c_str(), R_OK) == 0) return p;
   }
-  return dir;
+  return CORDON_SHIPPED_POLICY_DIR;
 }
 
 SessionOptions SessionOptionsFrom(const Args& a, const std::string& client) {
@@ -664,7 +665,7 @@ int RunCli(int argc, char** argv, char** envp) {
     if (cmd == "policy") return CmdPolicy(argc, argv, envp);
     if (cmd == "audit") return CmdAudit(argc, argv);
     if (cmd == "version" || cmd == "--version") {
-      std::cout << "cordon 0.1.0\n";
+      std::cout << "cordon " << kCordonVersion << "\n";
       return kExitOk;
     }
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {

@@ -1,4 +1,4 @@
 // cordon: the supervisor binary. All logic lives in the libraries; see runner/cli.cc.
-#include "runner/cli.h"
+#include "cli/cli.h"
 
 int main(int argc, char** argv, char** envp) { return cordon::RunCli(argc, argv, envp); }

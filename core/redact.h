@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "runner/text.h"
+#include "core/text.h"
 
 namespace cordon {
 

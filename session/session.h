@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "policy/policy.h"
-#include "runner/audit.h"
-#include "runner/fs.h"
+#include "audit/audit.h"
+#include "core/fs.h"
 #include "runner/processes.h"
-#include "runner/redact.h"
+#include "core/redact.h"
 #include "tools/registry.h"
 
 namespace cordon {

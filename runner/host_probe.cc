@@ -1,5 +1,5 @@
 // Host probes: openat2, Landlock ABI, seccomp, user namespaces and bwrap on PATH.
-#include "runner/probe.h"
+#include "runner/host_probe.h"
 
 #include <fcntl.h>
 #include <linux/landlock.h>

@@ -1,5 +1,5 @@
 // Kernel-contained workspace I/O. No string-prefix check decides containment: openat2 does.
-#include "runner/fs.h"
+#include "core/fs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "runner/hash.h"
+#include "core/hash.h"
 
 namespace cordon {
 namespace {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "runner/error.h"
-#include "runner/redact.h"
-#include "runner/text.h"
-#include "runner/unique_fd.h"
+#include "core/error.h"
+#include "core/redact.h"
+#include "core/text.h"
+#include "core/unique_fd.h"
 
 namespace cordon {
 

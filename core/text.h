@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "runner/error.h"
+#include "core/error.h"
 
 namespace cordon {
 

@@ -1,12 +1,12 @@
 // Landlock rules per ABI, and the three raw syscalls (glibc has no wrappers).
-#include "policy/landlock.h"
+#include "runner/landlock.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "runner/unique_fd.h"
+#include "core/unique_fd.h"
 
 namespace cordon {
 namespace landlock {
