@@ -4,8 +4,8 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,9 +79,12 @@ Result<FsyncMode> ParseFsyncMode(std::string_view name) {
 
 std::string_view FsyncModeName(FsyncMode mode) {
   switch (mode) {
-    case FsyncMode::kAlways: return "always";
-    case FsyncMode::kPerCall: return "per_call";
-    case FsyncMode::kNever: return "never";
+    case FsyncMode::kAlways:
+      return "always";
+    case FsyncMode::kPerCall:
+      return "per_call";
+    case FsyncMode::kNever:
+      return "never";
   }
   return "per_call";
 }
@@ -101,9 +104,9 @@ std::string NewSessionId() {
   b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
   char out[37];
   std::snprintf(out, sizeof out,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
   return out;
 }
 
@@ -158,7 +161,7 @@ std::string AuditWriter::ChainHash(std::string_view line) const {
 
 Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
   *torn = false;
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd_.get(), &st) != 0) return SysFail(Code::kInternal, "fstat", path_);
   if (st.st_size == known_size_) return {};
   if (st.st_size == 0) {
@@ -200,7 +203,8 @@ Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
   return {};
 }
 
-std::string AuditWriter::RecordLine(std::string_view type, const Json& fields, std::size_t redactions) {
+std::string AuditWriter::RecordLine(std::string_view type, const Json& fields,
+                                    std::size_t redactions) {
   // The common fields first, in a fixed order, then the record's own (sorted by key), then the
   // redaction count: built as text, not as a JSON object that would copy every field.
   constexpr auto kReplace = Json::error_handler_t::replace;
@@ -210,7 +214,8 @@ std::string AuditWriter::RecordLine(std::string_view type, const Json& fields, s
                      ",\"prev\":\"" + prev_hash_ + "\"";
   if (fields.is_object() && !fields.empty()) {
     // A record's own field never shadows a common one.
-    static constexpr std::string_view kCommon[] = {"v", "seq", "ts", "session", "type", "prev", "redactions"};
+    static constexpr std::string_view kCommon[] = {"v",    "seq",  "ts",        "session",
+                                                   "type", "prev", "redactions"};
     const Json* own_fields = &fields;
     Json filtered;
     for (std::string_view k : kCommon) {
@@ -261,7 +266,7 @@ Status AuditWriter::AppendAll(std::span<Record> records, bool durable) {
   TRY(WriteAll(fd_.get(), text, path_));
   // Under the lock with O_APPEND, the file now ends where SyncTail saw it end plus these lines
   // (and the recovery lines, if any): no second fstat needed.
-  struct stat st{};
+  struct stat st {};
   if (torn) {
     if (::fstat(fd_.get(), &st) == 0) known_size_ = st.st_size;
   } else {
@@ -279,7 +284,9 @@ Status AuditWriter::AppendAll(std::span<Record> records, bool durable) {
 Status AuditWriter::Flush() {
   if (!flusher_) return {};
   if (int err = flusher_->SyncNow(); err != 0) {
-    return Fail(Code::kInternal, std::string("fdatasync of the audit log failed: ") + std::strerror(err), err, path_);
+    return Fail(Code::kInternal,
+                std::string("fdatasync of the audit log failed: ") + std::strerror(err), err,
+                path_);
   }
   return {};
 }
@@ -289,7 +296,7 @@ AuditWriter::Flusher::~Flusher() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  work_cv_.notify_one();  // from the idle wait or the pacing wait
+  work_cv_.notify_one();                   // from the idle wait or the pacing wait
   if (thread_.joinable()) thread_.join();  // Run() syncs what is pending before it returns
 }
 
@@ -403,8 +410,7 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
                                        " is not a record and no log_recovered record follows");
       }
       r.warnings.push_back("line " + std::to_string(line_no - 1) +
-                           " was torn by a crash and recovered at line " +
-                           std::to_string(line_no));
+                           " was torn by a crash and recovered at line " + std::to_string(line_no));
       pending_torn = false;
     }
     if (str("prev") != expected_prev) {
@@ -459,9 +465,9 @@ Result<std::string> ShowAuditLog(const std::string& path) {
     std::string session = rec.value("session", std::string()).substr(0, 8);
     std::string type = rec.value("type", std::string());
     out << ts << "  " << session << "  #" << rec.value("seq", 0) << "  " << type;
-    for (const char* k : {"tool", "status", "code", "op", "path", "scope", "reason",
-                          "elapsed_ms", "output_bytes", "truncated", "bytes_before",
-                          "bytes_after", "workspace", "redactions"}) {
+    for (const char* k :
+         {"tool", "status", "code", "op", "path", "scope", "reason", "elapsed_ms", "output_bytes",
+          "truncated", "bytes_before", "bytes_after", "workspace", "redactions"}) {
       if (rec.contains(k)) out << "  " << k << "=" << DumpJson(rec[k]);
     }
     out << "\n";

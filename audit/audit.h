@@ -8,8 +8,8 @@
 #include <mutex>
 #include <optional>
 #include <span>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -34,9 +34,8 @@ class AuditWriter {
  public:
   // Opens (creating with 0600 and parent dirs 0700) the log for appending. With a key, the
   // chain is HMAC-SHA-256 instead of SHA-256.
-  static Result<AuditWriter> Open(const std::string& path, std::string session_id,
-                                  FsyncMode fsync, std::optional<std::string> hmac_key,
-                                  const Redactor* redactor);
+  static Result<AuditWriter> Open(const std::string& path, std::string session_id, FsyncMode fsync,
+                                  std::optional<std::string> hmac_key, const Redactor* redactor);
 
   AuditWriter(AuditWriter&&) = default;
   // No move assignment: the flusher thread of the old writer may still be syncing its fd.

@@ -30,7 +30,7 @@ std::string BenchDir() {
 const std::string& BigFile() {
   static const std::string path = [] {
     std::string p = BenchDir() + "/ws/big.txt";
-    struct stat st{};
+    struct stat st {};
     if (::stat(p.c_str(), &st) != 0 || st.st_size != 100 * 1048576) {
       std::ofstream out(p, std::ios::binary | std::ios::trunc);
       std::string line(99, 'x');
@@ -81,7 +81,8 @@ void BM_Baseline_ScanLines_100MB(benchmark::State& state) {
       const char* p = buf.data();
       const char* end = p + n;
       while (p < end) {
-        const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+        const char* nl =
+            static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
         const char* stop = nl ? nl : end;
         if (line >= 700000 && line <= 700099) out.append(p, stop);
         if (nl) ++line;
@@ -117,7 +118,8 @@ void BM_Baseline_WriteFsyncRename(benchmark::State& state) {
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   for (auto _ : state) {
     int fd = ::openat(dfd, "base.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (::write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size())) std::abort();
+    if (::write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+      std::abort();
     ::fsync(fd);
     ::close(fd);
     ::renameat(dfd, "base.tmp", dfd, "base.txt");
@@ -127,12 +129,9 @@ void BM_Baseline_WriteFsyncRename(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_WriteFsyncRename)->Unit(benchmark::kMicrosecond);
 
-const Json kRecordFields = {{"call", 12},
-                            {"tool", "read_file_range"},
-                            {"status", "ok"},
-                            {"output_bytes", 4096},
-                            {"truncated", false},
-                            {"elapsed_ms", 0.42}};
+const Json kRecordFields = {{"call", 12},         {"tool", "read_file_range"},
+                            {"status", "ok"},     {"output_bytes", 4096},
+                            {"truncated", false}, {"elapsed_ms", 0.42}};
 
 void BM_AuditAppend(benchmark::State& state, FsyncMode mode) {
   const std::string log = BenchDir() + "/bench-append.jsonl";

@@ -94,8 +94,10 @@ int main(int argc, char** argv) {
   const int out = to_server[1];
   Lines lines(from_server[0]);
   std::vector<std::string> got;
-  WriteAll(out, R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"mcp_load","version":"1"}}})"
-                "\n");
+  WriteAll(
+      out,
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"mcp_load","version":"1"}}})"
+      "\n");
   while (got.empty()) lines.ReadSome(&got);
   got.clear();
   WriteAll(out, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
@@ -118,7 +120,8 @@ int main(int argc, char** argv) {
     if (!burst.empty()) WriteAll(out, burst);
     lines.ReadSome(&got);
     for (const std::string& line : got) {
-      if (line.find("\"isError\":true") != std::string::npos || line.find("\"error\":{") != std::string::npos) {
+      if (line.find("\"isError\":true") != std::string::npos ||
+          line.find("\"error\":{") != std::string::npos) {
         ++errors;
       }
       ++done;
@@ -129,7 +132,8 @@ int main(int argc, char** argv) {
   ::close(out);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  std::printf("{\"calls\":%ld,\"window\":%ld,\"seconds\":%.4f,\"calls_per_second\":%.0f,\"errors\":%ld}\n", n,
-              window, secs, static_cast<double>(n) / secs, errors);
+  std::printf(
+      "{\"calls\":%ld,\"window\":%ld,\"seconds\":%.4f,\"calls_per_second\":%.0f,\"errors\":%ld}\n",
+      n, window, secs, static_cast<double>(n) / secs, errors);
   return errors == 0 ? 0 : 1;
 }

@@ -1,5 +1,4 @@
 // Subcommands: call, tools, policy show, audit verify/show. Options end at "--".
-#include "core/version.h"
 #include "cli/cli.h"
 
 #include <fcntl.h>
@@ -16,14 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "audit/audit.h"
+#include "core/hash.h"
+#include "core/version.h"
 #include "mcp/http_server.h"
 #include "mcp/hub.h"
 #include "mcp/server.h"
 #include "mcp/wrap.h"
-#include "audit/audit.h"
 #include "runner/bwrap.h"
 #include "runner/contain.h"
-#include "core/hash.h"
 #include "runner/doctor.h"
 #include "runner/launch.h"
 #include "session/session.h"
@@ -161,8 +161,8 @@ Result<Policy> LoadEffectivePolicy(const SessionOptions& o) {
   return LoadPolicy(sources);
 }
 
-const std::vector<std::string> kSessionOptions = {"--workspace", "--audit-log",
-                                                  "--audit-key-file", "--policy"};
+const std::vector<std::string> kSessionOptions = {"--workspace", "--audit-log", "--audit-key-file",
+                                                  "--policy"};
 
 std::vector<std::string> With(std::vector<std::string> base, std::vector<std::string> more) {
   base.insert(base.end(), more.begin(), more.end());
@@ -197,10 +197,12 @@ int CmdCall(int argc, char** argv, char** envp) {
 // exec: one command, confined, with cordon's own stdio; the exit code passes through.
 int CmdExec(int argc, char** argv, char** envp) {
   std::string err;
-  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--network", "--timeout"}), {"--plan"}, &err);
+  auto a =
+      Parse(argc, argv, 2, With(kSessionOptions, {"--network", "--timeout"}), {"--plan"}, &err);
   if (!a) return Usage(err);
   if (!a->positional.empty()) return Usage("exec takes its command after --");
-  if (a->after_dashdash.empty()) return Usage("exec needs a command: cordon exec [OPTIONS] -- CMD ARGS...");
+  if (a->after_dashdash.empty())
+    return Usage("exec needs a command: cordon exec [OPTIONS] -- CMD ARGS...");
   ProcessRequest req;
   req.argv = a->after_dashdash;
   req.tool = "exec";
@@ -215,7 +217,8 @@ int CmdExec(int argc, char** argv, char** envp) {
     const std::string text = a->get("--timeout");
     char* end = nullptr;
     long t = std::strtol(text.c_str(), &end, 10);
-    if (end == nullptr || *end != '\0' || t <= 0) return Usage("--timeout takes a positive number of seconds");
+    if (end == nullptr || *end != '\0' || t <= 0)
+      return Usage("--timeout takes a positive number of seconds");
     req.timeout_secs = t;
     req.timeout_from_user = true;  // the person or CI script running cordon, not the agent
   }
@@ -233,10 +236,11 @@ int CmdExec(int argc, char** argv, char** envp) {
       std::fprintf(stderr, "cordon: %s\n", plan.error().ToString().c_str());
       return 125;
     }
-    Json out = {{"bwrap", plan->layout.bwrap.empty() ? Json(nullptr) : Json(BuildBwrapArgv(plan->layout))},
-                {"contain", ContainSpecJson(plan->contain)},
-                {"confinement", plan->confinement},
-                {"stubs", plan->created_stubs}};
+    Json out = {
+        {"bwrap", plan->layout.bwrap.empty() ? Json(nullptr) : Json(BuildBwrapArgv(plan->layout))},
+        {"contain", ContainSpecJson(plan->contain)},
+        {"confinement", plan->confinement},
+        {"stubs", plan->created_stubs}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -247,7 +251,8 @@ int CmdExec(int argc, char** argv, char** envp) {
   }
   ProcessOutcome o = (*proc)->outcome();
   if (o.error) {
-    std::fprintf(stderr, "cordon: %s: %s\n", std::string(CodeName(o.error->code)).c_str(), o.error->message.c_str());
+    std::fprintf(stderr, "cordon: %s: %s\n", std::string(CodeName(o.error->code)).c_str(),
+                 o.error->message.c_str());
     return o.error->code == Code::kNotFound ? 127 : 125;
   }
   if (o.status == "timeout") {
@@ -272,7 +277,8 @@ Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session) {
 // serve: an MCP server over stdio exposing the granted tools. Logs go to stderr only.
 int CmdServe(int argc, char** argv, char** envp) {
   std::string err;
-  auto a = Parse(argc, argv, 2, With(kSessionOptions, {"--http", "--token-file"}), {"--no-auth"}, &err);
+  auto a =
+      Parse(argc, argv, 2, With(kSessionOptions, {"--http", "--token-file"}), {"--no-auth"}, &err);
   if (!a) return Usage(err);
   if (!a->positional.empty()) return Usage("serve takes no arguments");
   std::optional<mcp::HttpServeOptions> http;
@@ -280,7 +286,9 @@ int CmdServe(int argc, char** argv, char** envp) {
     auto o = mcp::ParseListenAddress(a->get("--http"));
     if (!o) return Usage(o.error().message);
     if (a->has("--no-auth") == a->has("--token-file")) {
-      return Usage("serve --http needs --token-file FILE (created with a new token when missing) or --no-auth");
+      return Usage(
+          "serve --http needs --token-file FILE (created with a new token when missing) or "
+          "--no-auth");
     }
     if (a->has("--token-file")) {
       const std::string path = a->get("--token-file");
@@ -290,7 +298,8 @@ int CmdServe(int argc, char** argv, char** envp) {
       if (token.empty()) {
         token = RandomHex(24);
         int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 || ::write(fd, (token + "\n").data(), token.size() + 1) != static_cast<ssize_t>(token.size() + 1)) {
+        if (fd < 0 || ::write(fd, (token + "\n").data(), token.size() + 1) !=
+                          static_cast<ssize_t>(token.size() + 1)) {
           std::fprintf(stderr, "cordon: cannot write token file %s\n", path.c_str());
           return kExitStart;
         }
@@ -321,7 +330,8 @@ int CmdServe(int argc, char** argv, char** envp) {
       if (self) {
         Json d = {{"server", srv.name}, {"reason", "its URL is this cordon serve itself; skipped"}};
         (*session)->Audit("mcp_diagnostic", d, false);
-        std::fprintf(stderr, "cordon: server %s: its URL is this cordon serve itself; skipped\n", srv.name.c_str());
+        std::fprintf(stderr, "cordon: server %s: its URL is this cordon serve itself; skipped\n",
+                     srv.name.c_str());
         config->diagnostics.push_back(std::move(d));
       }
       return self;
@@ -331,8 +341,9 @@ int CmdServe(int argc, char** argv, char** envp) {
   {
     // The hub's servers are stopped (and their process records written) before the session ends.
     mcp::McpHub hub(**session, *config);
-    std::fprintf(stderr, "cordon: serving MCP on %s for %s (audit log %s)\n", http ? "HTTP" : "stdio",
-                 (*session)->workspace().root().c_str(), (*session)->audit_path().c_str());
+    std::fprintf(stderr, "cordon: serving MCP on %s for %s (audit log %s)\n",
+                 http ? "HTTP" : "stdio", (*session)->workspace().root().c_str(),
+                 (*session)->audit_path().c_str());
     rc = http ? mcp::ServeHttp(**session, *http)
               : mcp::ServeStdio(**session, 0, 1, [&hub](std::function<void()> notify) {
                   hub.on_tools_changed = std::move(notify);
@@ -382,11 +393,14 @@ int CmdMcp(int argc, char** argv, char** envp) {
   // --json is the arguments of `call`/`probe --call`, and an output flag for the other verbs.
   const std::string first = argc > 2 ? argv[2] : "";
   const bool json_is_flag = first != "call" && first != "probe";
-  auto a = json_is_flag ? Parse(argc, argv, 2, With(kSessionOptions, {"--call"}), {"--json", "--json-output"}, &err)
-                        : Parse(argc, argv, 2, With(kSessionOptions, {"--json", "--call"}), {"--json-output"}, &err);
+  auto a = json_is_flag ? Parse(argc, argv, 2, With(kSessionOptions, {"--call"}),
+                                {"--json", "--json-output"}, &err)
+                        : Parse(argc, argv, 2, With(kSessionOptions, {"--json", "--call"}),
+                                {"--json-output"}, &err);
   if (!a) return Usage(err);
   if (json_is_flag && a->has("--json")) a->options["--json-output"] = {"true"};
-  if (a->positional.empty()) return Usage("try: mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME");
+  if (a->positional.empty())
+    return Usage("try: mcp list | test NAME | tools NAME | call NAME TOOL --json J | trust NAME");
   const std::string verb = a->positional[0];
   SessionOptions o = SessionOptionsFrom(*a, "mcp-cli");
   if (verb != "call" && o.audit_log.empty()) o.audit_log = DefaultAuditLogPath(NewSessionId());
@@ -405,22 +419,29 @@ int CmdMcp(int argc, char** argv, char** envp) {
   auto need = [&](std::size_t n) { return a->positional.size() == n; };
   auto server_or_fail = [&](const std::string& name) -> const mcp::ServerConfig* {
     const mcp::ServerConfig* s = hub.Find(name);
-    if (s == nullptr) std::fprintf(stderr, "cordon: no enabled server named %s (see cordon mcp list)\n", name.c_str());
+    if (s == nullptr)
+      std::fprintf(stderr, "cordon: no enabled server named %s (see cordon mcp list)\n",
+                   name.c_str());
     return s;
   };
   if (verb == "list" && need(1)) {
     Json out = Json::array();
     for (const auto& s : hub.config().servers) {
-      out.push_back({{"name", s.name}, {"enabled", true}, {"transport", s.transport}, {"source", s.source},
+      out.push_back({{"name", s.name},
+                     {"enabled", true},
+                     {"transport", s.transport},
+                     {"source", s.source},
                      {"trust", hub.TrustState(s)}});
     }
-    for (const auto& d : hub.config().diagnostics) std::fprintf(stderr, "cordon: %s\n", DumpJson(d).c_str());
+    for (const auto& d : hub.config().diagnostics)
+      std::fprintf(stderr, "cordon: %s\n", DumpJson(d).c_str());
     if (a->has("--json-output")) {
       std::cout << DumpJson(out, 2) << std::endl;
     } else {
       for (const auto& s : out) {
-        std::cout << s["name"].get<std::string>() << "  enabled  " << s["transport"].get<std::string>() << "  "
-                  << s["source"].get<std::string>() << "  " << s["trust"].get<std::string>() << "\n";
+        std::cout << s["name"].get<std::string>() << "  enabled  "
+                  << s["transport"].get<std::string>() << "  " << s["source"].get<std::string>()
+                  << "  " << s["trust"].get<std::string>() << "\n";
       }
     }
     return kExitOk;
@@ -445,8 +466,12 @@ int CmdMcp(int argc, char** argv, char** envp) {
         std::fprintf(stderr, "cordon: %s\n", st.error().ToString().c_str());
         return kExitToolError;
       }
-      (*session)->Audit("mcp_trust", {{"server", s->name}, {"source", s->source},
-                                      {"definition_sha256", s->definition_sha256}, {"tools", tools->size()}}, true);
+      (*session)->Audit("mcp_trust",
+                        {{"server", s->name},
+                         {"source", s->source},
+                         {"definition_sha256", s->definition_sha256},
+                         {"tools", tools->size()}},
+                        true);
       std::cout << "trusted " << s->name << " (" << tools->size() << " tools pinned)\n";
       return kExitOk;
     }
@@ -457,17 +482,21 @@ int CmdMcp(int argc, char** argv, char** envp) {
     }
     if (verb == "test") {
       auto client = hub.Client(*s);
-      Json r = {{"server", s->name}, {"ready", true},
+      Json r = {{"server", s->name},
+                {"ready", true},
                 {"protocolVersion", (*client)->initialize_result().value("protocolVersion", "")},
-                {"tools", tools->first.size()}, {"hidden_tools", tools->second.size()}};
-      std::cout << (a->has("--json-output") ? DumpJson(r, 2) : s->name + ": ready, protocol " +
-                                                                  r["protocolVersion"].get<std::string>() + ", " +
-                                                                  std::to_string(tools->first.size()) + " tools")
+                {"tools", tools->first.size()},
+                {"hidden_tools", tools->second.size()}};
+      std::cout << (a->has("--json-output")
+                        ? DumpJson(r, 2)
+                        : s->name + ": ready, protocol " + r["protocolVersion"].get<std::string>() +
+                              ", " + std::to_string(tools->first.size()) + " tools")
                 << std::endl;
       return kExitOk;
     }
     for (const auto& t : tools->first) {
-      std::cout << "mcp__" << s->name << "__" << t.value("name", "") << "  " << t.value("description", "") << "\n";
+      std::cout << "mcp__" << s->name << "__" << t.value("name", "") << "  "
+                << t.value("description", "") << "\n";
     }
     return kExitOk;
   }
@@ -528,8 +557,9 @@ int CmdDoctor(int argc, char** argv) {
                 << c["name"].get<std::string>() << ": " << c["detail"].get<std::string>() << "\n";
       if (!pass) std::cout << "      remedy: " << c["remedy"].get<std::string>() << "\n";
     }
-    std::cout << (ok ? "cordon can confine processes on this host\n"
-                     : "cordon cannot confine processes here: calls fail with sandbox_unavailable\n");
+    std::cout
+        << (ok ? "cordon can confine processes on this host\n"
+               : "cordon cannot confine processes here: calls fail with sandbox_unavailable\n");
   }
   return ok ? kExitOk : kExitToolError;
 }
@@ -599,7 +629,6 @@ int CmdPolicy(int argc, char** argv, char** envp) {
   for (const auto& n : policy->notes) std::cout << "note: " << n << "\n";
   return kExitOk;
 }
-
 
 int CmdAudit(int argc, char** argv) {
   std::string err;

@@ -5,27 +5,40 @@ namespace cordon {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kInvalidInput: return "invalid_input";
-    case Code::kNotFound: return "not_found";
-    case Code::kOutsideWorkspace: return "outside_workspace";
-    case Code::kAlreadyExists: return "already_exists";
-    case Code::kNotUnique: return "not_unique";
-    case Code::kConflict: return "conflict";
-    case Code::kTooLarge: return "too_large";
-    case Code::kTimeout: return "timeout";
-    case Code::kCancelled: return "cancelled";
-    case Code::kDeniedByPolicy: return "denied_by_policy";
-    case Code::kSandboxUnavailable: return "sandbox_unavailable";
-    case Code::kServerUnavailable: return "server_unavailable";
-    case Code::kBinaryFile: return "binary_file";
-    case Code::kUnsupportedFileType: return "unsupported_file_type";
-    case Code::kInternal: return "internal";
+    case Code::kInvalidInput:
+      return "invalid_input";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kOutsideWorkspace:
+      return "outside_workspace";
+    case Code::kAlreadyExists:
+      return "already_exists";
+    case Code::kNotUnique:
+      return "not_unique";
+    case Code::kConflict:
+      return "conflict";
+    case Code::kTooLarge:
+      return "too_large";
+    case Code::kTimeout:
+      return "timeout";
+    case Code::kCancelled:
+      return "cancelled";
+    case Code::kDeniedByPolicy:
+      return "denied_by_policy";
+    case Code::kSandboxUnavailable:
+      return "sandbox_unavailable";
+    case Code::kServerUnavailable:
+      return "server_unavailable";
+    case Code::kBinaryFile:
+      return "binary_file";
+    case Code::kUnsupportedFileType:
+      return "unsupported_file_type";
+    case Code::kInternal:
+      return "internal";
   }
   return "internal";
 }
 
-std::string Error::ToString() const {
-  return std::string(CodeName(code)) + ": " + message;
-}
+std::string Error::ToString() const { return std::string(CodeName(code)) + ": " + message; }
 
 }  // namespace cordon

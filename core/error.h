@@ -34,8 +34,8 @@ std::string_view CodeName(Code code);
 struct Error {
   Code code = Code::kInternal;
   std::string message;
-  int err = 0;           // errno, when a syscall failed
-  std::string where;     // the path or syscall that failed, if any
+  int err = 0;        // errno, when a syscall failed
+  std::string where;  // the path or syscall that failed, if any
 
   std::string ToString() const;
 };
@@ -63,16 +63,16 @@ inline std::unexpected<Error> SysFail(Code code, std::string_view call, std::str
 #define CORDON_CONCAT(a, b) CORDON_CONCAT_INNER(a, b)
 
 // TRY(expr): return the error of a Result-returning expression.
-#define TRY(expr)                                             \
-  do {                                                        \
-    auto&& cordon_try_result_ = (expr);                       \
-    if (!cordon_try_result_) {                                \
+#define TRY(expr)                                                    \
+  do {                                                               \
+    auto&& cordon_try_result_ = (expr);                              \
+    if (!cordon_try_result_) {                                       \
       return std::unexpected(std::move(cordon_try_result_).error()); \
-    }                                                         \
+    }                                                                \
   } while (0)
 
-#define CORDON_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                 \
+#define CORDON_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)        \
+  auto tmp = (expr);                                        \
   if (!tmp) return std::unexpected(std::move(tmp).error()); \
   lhs = std::move(*tmp)
 

@@ -3,8 +3,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,7 +23,7 @@ constexpr std::uint64_t kResolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOL
 
 Result<UniqueFd> OpenBeneath(int dirfd, const std::string& rel, std::uint64_t flags,
                              std::uint64_t mode = 0) {
-  struct open_how how{};
+  struct open_how how {};
   // O_PATH admits no flags but O_CLOEXEC/O_DIRECTORY/O_NOFOLLOW.
   how.flags = flags | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_NOCTTY);
   how.mode = mode;
@@ -52,8 +52,8 @@ Result<UniqueFd> OpenBeneath(int dirfd, const std::string& rel, std::uint64_t fl
       return Fail(Code::kUnsupportedFileType, rel + " is a directory", e, rel);
     case ENOSYS:
       return Fail(Code::kSandboxUnavailable,
-                  "openat2 is unavailable (kernel older than 5.6); cordon cannot contain paths",
-                  e, rel);
+                  "openat2 is unavailable (kernel older than 5.6); cordon cannot contain paths", e,
+                  rel);
     default:
       return SysFail(Code::kInternal, "openat2", rel, e);
   }
@@ -68,8 +68,6 @@ std::string DescribeType(mode_t mode) {
   if (S_ISLNK(mode)) return "a symbolic link";
   return "not a regular file";
 }
-
-
 
 // A same-directory temporary file that is unlinked unless Installed() is called.
 class TempFile {
@@ -86,7 +84,8 @@ class TempFile {
     SweepStale(dirfd);
     for (int attempt = 0; attempt < 16; ++attempt) {
       // The writer's pid is in the name, so that a later writer can tell a dead one's leftover.
-      std::string name = ".cordon-tmp-" + std::to_string(::getpid()) + "-" + leaf.substr(0, 64) + "-" + RandomHex(6);
+      std::string name = ".cordon-tmp-" + std::to_string(::getpid()) + "-" + leaf.substr(0, 64) +
+                         "-" + RandomHex(6);
       int fd = ::openat(dirfd, name.c_str(),
                         O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, mode);
       if (fd >= 0) return TempFile(dirfd, name, UniqueFd(fd));
@@ -99,7 +98,9 @@ class TempFile {
   }
 
   TempFile(TempFile&& o) noexcept
-      : dirfd_(o.dirfd_), name_(std::move(o.name_)), fd_(std::move(o.fd_)),
+      : dirfd_(o.dirfd_),
+        name_(std::move(o.name_)),
+        fd_(std::move(o.fd_)),
         installed_(std::exchange(o.installed_, true)) {}
 
   int fd() const { return fd_.get(); }
@@ -120,8 +121,9 @@ class TempFile {
     const std::time_t now = std::time(nullptr);
     while (dirent* e = ::readdir(d)) {
       if (!NamesDeadProcess(e->d_name, ".cordon-tmp-")) continue;
-      struct stat st{};
-      if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+      struct stat st {};
+      if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        continue;
       if (now - st.st_mtime < 30) continue;
       ::unlinkat(dirfd, e->d_name, 0);
     }
@@ -160,8 +162,8 @@ Status WriteAll(int fd, std::string_view data, const std::string& where) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return SysFail(errno == ENOSPC || errno == EFBIG ? Code::kTooLarge : Code::kInternal,
-                     "write", where);
+      return SysFail(errno == ENOSPC || errno == EFBIG ? Code::kTooLarge : Code::kInternal, "write",
+                     where);
     }
     data.remove_prefix(static_cast<std::size_t>(n));
   }
@@ -169,14 +171,11 @@ Status WriteAll(int fd, std::string_view data, const std::string& where) {
 }
 
 FileIdentity IdentityOf(const struct stat& st) {
-  return FileIdentity{st.st_dev,
-                      st.st_ino,
-                      st.st_size,
-                      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                          st.st_mtim.tv_nsec,
-                      st.st_mode,
-                      st.st_uid,
-                      st.st_gid};
+  return FileIdentity{
+      st.st_dev,  st.st_ino,
+      st.st_size, static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+      st.st_mode, st.st_uid,
+      st.st_gid};
 }
 
 Result<std::string> NormalizeWorkspacePath(std::string_view root, std::string_view path) {
@@ -199,9 +198,8 @@ Result<std::string> NormalizeWorkspacePath(std::string_view root, std::string_vi
     } else if (path.size() > r.size() && path.substr(0, r.size()) == r && path[r.size()] == '/') {
       rest = path.substr(r.size() + 1);
     } else {
-      return Fail(Code::kOutsideWorkspace,
-                  "absolute path " + std::string(path) + " is outside the workspace " +
-                      std::string(root));
+      return Fail(Code::kOutsideWorkspace, "absolute path " + std::string(path) +
+                                               " is outside the workspace " + std::string(root));
     }
   }
   std::vector<std::string_view> parts;
@@ -260,16 +258,16 @@ Result<UniqueFd> ProbeRegular(int dirfd, const std::string& rel, struct stat* st
 }  // namespace
 
 Result<std::uint64_t> Workspace::RegularSize(const std::string& rel) const {
-  struct stat st{};
+  struct stat st {};
   ASSIGN_OR_RETURN(UniqueFd probe, ProbeRegular(fd(), rel, &st));
   return static_cast<std::uint64_t>(st.st_size);
 }
 
 Result<UniqueFd> Workspace::OpenRegular(const std::string& rel) const {
-  struct stat st{};
+  struct stat st {};
   ASSIGN_OR_RETURN(UniqueFd probe, ProbeRegular(fd(), rel, &st));
   ASSIGN_OR_RETURN(UniqueFd file, OpenBeneath(fd(), rel, O_RDONLY | O_NONBLOCK));
-  struct stat st2{};
+  struct stat st2 {};
   if (::fstat(file.get(), &st2) != 0) return SysFail(Code::kInternal, "fstat", rel);
   if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
     return Fail(Code::kConflict, rel + " changed while it was being opened");
@@ -279,7 +277,7 @@ Result<UniqueFd> Workspace::OpenRegular(const std::string& rel) const {
 
 Result<FileContent> Workspace::ReadRegular(const std::string& rel, std::uint64_t max_bytes) const {
   ASSIGN_OR_RETURN(UniqueFd file, OpenRegular(rel));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(file.get(), &st) != 0) return SysFail(Code::kInternal, "fstat", rel);
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
     return Fail(Code::kTooLarge, rel + " is " + std::to_string(st.st_size) +
@@ -327,8 +325,7 @@ Result<UniqueFd> Workspace::OpenParent(const std::string& rel, bool create_missi
     auto next = OpenBeneath(dir.get(), comp, O_RDONLY | O_DIRECTORY);
     if (!next && next.error().err == ENOENT && create_missing) {
       if (::mkdirat(dir.get(), comp.c_str(), 0777) != 0 && errno != EEXIST) {
-        return SysFail(errno == EACCES || errno == EROFS ? Code::kDeniedByPolicy
-                                                         : Code::kInternal,
+        return SysFail(errno == EACCES || errno == EROFS ? Code::kDeniedByPolicy : Code::kInternal,
                        "mkdirat", comp);
       }
       TRY(FsyncDir(dir.get(), comp));
@@ -349,15 +346,14 @@ Result<WriteOutcome> Workspace::CreateExclusive(const std::string& rel,
                                                 std::string_view content) const {
   std::string leaf;
   ASSIGN_OR_RETURN(UniqueFd dir, OpenParent(rel, /*create_missing=*/true, &leaf));
-  struct stat st{};
+  struct stat st {};
   if (::fstatat(dir.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     return Fail(Code::kAlreadyExists, rel + " already exists");
   }
   ASSIGN_OR_RETURN(TempFile tmp, TempFile::Create(dir.get(), leaf, 0666));
   TRY(WriteAll(tmp.fd(), content, rel));
   if (::fsync(tmp.fd()) != 0) return SysFail(Code::kInternal, "fsync", rel);
-  if (::renameat2(dir.get(), tmp.name().c_str(), dir.get(), leaf.c_str(), RENAME_NOREPLACE) !=
-      0) {
+  if (::renameat2(dir.get(), tmp.name().c_str(), dir.get(), leaf.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno == EEXIST) return Fail(Code::kAlreadyExists, rel + " appeared while it was created");
     if (errno != EINVAL && errno != ENOSYS) return SysFail(Code::kInternal, "renameat2", rel);
     // The filesystem lacks RENAME_NOREPLACE: a hard link fails on an existing name too.
@@ -391,7 +387,7 @@ Result<WriteOutcome> Workspace::AtomicReplace(const std::string& rel, std::strin
     (void)::fchown(tmp.fd(), expected.id.uid, expected.id.gid);
   }
   if (::fsync(tmp.fd()) != 0) return SysFail(Code::kInternal, "fsync", rel);
-  struct stat now{};
+  struct stat now {};
   if (::fstatat(dir.get(), leaf.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) {
     return Fail(Code::kConflict, rel + " disappeared while it was being replaced");
   }

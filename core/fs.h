@@ -75,8 +75,7 @@ class Workspace {
 
   // Opens the directory that holds `rel`, optionally creating missing parents inside the
   // workspace. Returns the dir fd; *leaf receives the last component.
-  Result<UniqueFd> OpenParent(const std::string& rel, bool create_missing,
-                              std::string* leaf) const;
+  Result<UniqueFd> OpenParent(const std::string& rel, bool create_missing, std::string* leaf) const;
 
   // Creates `rel` with `content`; never clobbers a file that exists or appears meanwhile
   // (renameat2 RENAME_NOREPLACE, falling back to linkat).

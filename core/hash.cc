@@ -1,11 +1,11 @@
-// OpenSSL EVP wrappers; any OpenSSL failure aborts, since a wrong hash would corrupt the audit chain.
+// OpenSSL EVP wrappers; any OpenSSL failure aborts, since a wrong hash would corrupt the audit
+// chain.
 #include "core/hash.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
-
 #include <sys/random.h>
 
 #include <cerrno>
@@ -56,7 +56,9 @@ struct Sha256Stream::State {
   SHA256_CTX ctx;
 };
 
-Sha256Stream::Sha256Stream() : state_(std::make_unique<State>()) { Check(SHA256_Init(&state_->ctx), "SHA256_Init"); }
+Sha256Stream::Sha256Stream() : state_(std::make_unique<State>()) {
+  Check(SHA256_Init(&state_->ctx), "SHA256_Init");
+}
 
 Sha256Stream::~Sha256Stream() = default;
 
@@ -82,7 +84,8 @@ std::string RandomHex(std::size_t bytes) {
     }
     got += static_cast<std::size_t>(n);
   }
-  return ToHex(reinterpret_cast<const unsigned char*>(raw.data()), static_cast<unsigned int>(raw.size()));
+  return ToHex(reinterpret_cast<const unsigned char*>(raw.data()),
+               static_cast<unsigned int>(raw.size()));
 }
 
 std::string Sha256Hex(std::string_view data) {

@@ -102,9 +102,8 @@ void Redactor::AddValue(std::string rule, std::string value) {
     if (existing.second == value) return;
   }
   values_.emplace_back(std::move(rule), std::move(value));
-  std::stable_sort(values_.begin(), values_.end(), [](const auto& a, const auto& b) {
-    return a.second.size() > b.second.size();
-  });
+  std::stable_sort(values_.begin(), values_.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
 }
 
 void Redactor::AddSecretEnvironment(char** envp) {

@@ -1,10 +1,9 @@
 // UTF-8 repair and bounded JSON parsing; pure functions, table-tested in tests/text_test.cc.
 #include "core/text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
-
-#include <algorithm>
 
 namespace cordon {
 namespace {

@@ -1,9 +1,8 @@
 // Pure text helpers: UTF-8 repair, code-point cuts, and bounded JSON parsing of untrusted input.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 

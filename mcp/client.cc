@@ -1,10 +1,10 @@
 // Request/response over a confined server's pipes. The pump thread runs the process and routes
 // its stdout lines; server-to-client requests are answered at once, never left hanging.
-#include "core/version.h"
 #include "mcp/client.h"
 
 #include <unistd.h>
 
+#include "core/version.h"
 #include "mcp/http_client.h"
 #include "mcp/jsonrpc.h"
 
@@ -27,9 +27,11 @@ Result<std::unique_ptr<McpConnection>> ConnectServer(Session& session, const Ser
   return std::unique_ptr<McpConnection>(std::move(stdio));
 }
 
-Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, const ServerConfig& config) {
+Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
+                                                          const ServerConfig& config) {
   if (config.transport != "stdio") {
-    return Fail(Code::kServerUnavailable, "server " + config.name + ": transport " + config.transport +
+    return Fail(Code::kServerUnavailable, "server " + config.name + ": transport " +
+                                              config.transport +
                                               " is not supported yet (stdio only)");
   }
   auto c = std::unique_ptr<StdioClient>(new StdioClient(session, config));
@@ -47,8 +49,11 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, cons
     // A repository may not widen its own server's sandbox beyond the user's policy.
     const NetworkMode allowed = session.policy().NetworkFor(req.tool);
     if (config.network && NetworkStrictness(*config.network) < NetworkStrictness(allowed)) {
-      session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "project config cannot open the network; kept " +
-                                                                                std::string(NetworkModeName(allowed))}}, true);
+      session.Audit("mcp_diagnostic",
+                    {{"server", config.name},
+                     {"reason", "project config cannot open the network; kept " +
+                                    std::string(NetworkModeName(allowed))}},
+                    true);
       req.network = allowed;
     }
     std::vector<std::string> kept;
@@ -57,7 +62,9 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, cons
       if (r == ws || r.rfind(ws + "/", 0) == 0) {
         kept.push_back(r);
       } else {
-        session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "project config cannot expose " + r}}, true);
+        session.Audit("mcp_diagnostic",
+                      {{"server", config.name}, {"reason", "project config cannot expose " + r}},
+                      true);
       }
     }
     req.extra_read = kept;
@@ -70,22 +77,27 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, cons
     hooks.on_stdout = [raw](std::string_view chunk) {
       raw->line_buf_.append(chunk);
       std::size_t start = 0;
-      for (std::size_t nl; (nl = raw->line_buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      for (std::size_t nl; (nl = raw->line_buf_.find('\n', start)) != std::string::npos;
+           start = nl + 1) {
         raw->OnLine(std::string_view(raw->line_buf_).substr(start, nl - start));
       }
       raw->line_buf_.erase(0, start);
       if (raw->line_buf_.size() > kMaxMessageBytes) {
-        raw->session_.Audit("mcp_diagnostic", {{"server", raw->config_.name}, {"reason", "oversized message dropped"},
-                                               {"bytes", raw->line_buf_.size()}}, false);
+        raw->session_.Audit("mcp_diagnostic",
+                            {{"server", raw->config_.name},
+                             {"reason", "oversized message dropped"},
+                             {"bytes", raw->line_buf_.size()}},
+                            false);
         raw->line_buf_.clear();
       }
     };
-    auto result = raw->session_.processes().RunWithHooks(req, hooks, &raw->cancel_, [raw](ConfinedProcess& p) {
-      std::lock_guard<std::mutex> lock(raw->mu_);
-      raw->proc_ = &p;
-      raw->started_ = true;
-      raw->cv_.notify_all();
-    });
+    auto result = raw->session_.processes().RunWithHooks(
+        req, hooks, &raw->cancel_, [raw](ConfinedProcess& p) {
+          std::lock_guard<std::mutex> lock(raw->mu_);
+          raw->proc_ = &p;
+          raw->started_ = true;
+          raw->cv_.notify_all();
+        });
     std::lock_guard<std::mutex> lock(raw->mu_);
     if (!result) raw->start_error_ = result.error();
     raw->exited_ = true;
@@ -98,19 +110,27 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session, cons
     raw->cv_.wait(lock, [raw] { return raw->started_; });
     if (raw->start_error_) return std::unexpected(*raw->start_error_);
   }
-  auto init = raw->Request("initialize", {{"protocolVersion", "2025-11-25"},
-                                          {"capabilities", {{"roots", {{"listChanged", false}}}}},
-                                          {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}});
+  auto init = raw->Request("initialize",
+                           {{"protocolVersion", "2025-11-25"},
+                            {"capabilities", {{"roots", {{"listChanged", false}}}}},
+                            {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}});
   if (!init) {
-    session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "initialize failed"},
-                                     {"message", init.error().message}, {"stderr", raw->StderrTail()}}, true);
+    session.Audit("mcp_diagnostic",
+                  {{"server", config.name},
+                   {"reason", "initialize failed"},
+                   {"message", init.error().message},
+                   {"stderr", raw->StderrTail()}},
+                  true);
     return std::unexpected(init.error());
   }
   raw->init_ = *init;
   const std::string version = init->value("protocolVersion", "");
   if (!IsSupportedVersion(version)) {
-    session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "protocol version mismatch"},
-                                     {"protocolVersion", version}}, true);
+    session.Audit("mcp_diagnostic",
+                  {{"server", config.name},
+                   {"reason", "protocol version mismatch"},
+                   {"protocolVersion", version}},
+                  true);
   }
   raw->Send(MakeNotification("notifications/initialized", nullptr));
   return c;
@@ -149,8 +169,11 @@ void StdioClient::OnLine(std::string_view line) {
   if (line.empty()) return;
   auto parsed = ParseMessage(line);
   if (std::holds_alternative<Json>(parsed)) {
-    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "non-JSON-RPC line on stdout"},
-                                      {"bytes", line.size()}}, false);
+    session_.Audit("mcp_diagnostic",
+                   {{"server", config_.name},
+                    {"reason", "non-JSON-RPC line on stdout"},
+                    {"bytes", line.size()}},
+                   false);
     return;
   }
   const Message& m = std::get<Message>(parsed);
@@ -160,14 +183,16 @@ void StdioClient::OnLine(std::string_view line) {
   }
   if (m.kind == Message::Kind::kResponse && m.id.is_number_integer()) {
     std::lock_guard<std::mutex> lock(mu_);
-    responses_[m.id.get<std::int64_t>()] = m.error.is_null() ? Json{{"result", m.result}} : Json{{"error", m.error}};
+    responses_[m.id.get<std::int64_t>()] =
+        m.error.is_null() ? Json{{"result", m.result}} : Json{{"error", m.error}};
     cv_.notify_all();
     return;
   }
   if (m.kind == Message::Kind::kRequest) Send(AnswerServerRequest(m, session_.workspace().root()));
 }
 
-Result<Json> StdioClient::Request(const std::string& method, Json params, const std::atomic<bool>* cancel) {
+Result<Json> StdioClient::Request(const std::string& method, Json params,
+                                  const std::atomic<bool>* cancel) {
   std::int64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -175,23 +200,32 @@ Result<Json> StdioClient::Request(const std::string& method, Json params, const 
   }
   Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}});
   std::unique_lock<std::mutex> lock(mu_);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.timeout_secs);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(config_.timeout_secs);
   bool got = false;
   while (!got && std::chrono::steady_clock::now() < deadline) {
-    got = cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return responses_.count(id) > 0 || exited_; });
+    got = cv_.wait_for(lock, std::chrono::milliseconds(100),
+                       [&] { return responses_.count(id) > 0 || exited_; });
     if (!got && cancel != nullptr && cancel->load()) {
       lock.unlock();
-      Send(MakeNotification("notifications/cancelled", {{"requestId", id}, {"reason", "cancelled by cordon's client"}}));
-      session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "request cancelled"}, {"method", method}}, false);
+      Send(MakeNotification("notifications/cancelled",
+                            {{"requestId", id}, {"reason", "cancelled by cordon's client"}}));
+      session_.Audit(
+          "mcp_diagnostic",
+          {{"server", config_.name}, {"reason", "request cancelled"}, {"method", method}}, false);
       return Fail(Code::kCancelled, "server " + config_.name + ": " + method + " was cancelled");
     }
   }
   if (responses_.count(id) == 0) {
     lock.unlock();
-    const std::string why = got ? "the server exited" : "no answer within " + std::to_string(config_.timeout_secs) + " s";
-    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", why}, {"method", method},
-                                      {"stderr", StderrTail()}}, true);
-    return Fail(got ? Code::kServerUnavailable : Code::kTimeout, "server " + config_.name + ": " + method + ": " + why);
+    const std::string why = got ? "the server exited"
+                                : "no answer within " + std::to_string(config_.timeout_secs) + " s";
+    session_.Audit(
+        "mcp_diagnostic",
+        {{"server", config_.name}, {"reason", why}, {"method", method}, {"stderr", StderrTail()}},
+        true);
+    return Fail(got ? Code::kServerUnavailable : Code::kTimeout,
+                "server " + config_.name + ": " + method + ": " + why);
   }
   Json r = std::move(responses_[id]);
   responses_.erase(id);

@@ -73,7 +73,8 @@ class StdioClient : public McpConnection {
   std::string StderrTail() override;
 
  private:
-  explicit StdioClient(Session& session, ServerConfig config) : session_(session), config_(std::move(config)) {}
+  explicit StdioClient(Session& session, ServerConfig config)
+      : session_(session), config_(std::move(config)) {}
   void OnLine(std::string_view line);
   void Send(const Json& msg);
 

@@ -7,10 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "policy/toml_parse.h"
-
 #include "core/hash.h"
 #include "core/redact.h"
+#include "policy/toml_parse.h"
 
 namespace cordon::mcp {
 namespace {
@@ -29,12 +28,19 @@ std::string Home() {
 }
 
 Json DefinitionJson(const ServerConfig& s) {
-  return {{"transport", s.transport}, {"command", s.command}, {"args", s.args}, {"env", s.env},
-          {"url", s.url}, {"headers", s.headers}, {"timeout_secs", s.timeout_secs},
-          {"network", s.network ? Json(NetworkModeName(*s.network)) : Json(nullptr)}, {"read", s.read}};
+  return {{"transport", s.transport},
+          {"command", s.command},
+          {"args", s.args},
+          {"env", s.env},
+          {"url", s.url},
+          {"headers", s.headers},
+          {"timeout_secs", s.timeout_secs},
+          {"network", s.network ? Json(NetworkModeName(*s.network)) : Json(nullptr)},
+          {"read", s.read}};
 }
 
-Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text, const std::string& source) {
+Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
+                                                   const std::string& source) {
   ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   std::vector<ServerConfig> out;
   for (auto&& [k, node] : root) {
@@ -43,11 +49,14 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text, cons
                                            ": unknown key \"" + std::string(k.str()) + "\"");
     }
     const toml::table* servers = node.as_table();
-    if (servers == nullptr) return Fail(Code::kInvalidInput, source + ": [servers] must be a table");
+    if (servers == nullptr)
+      return Fail(Code::kInvalidInput, source + ": [servers] must be a table");
     for (auto&& [name, def] : *servers) {
       const toml::table* t = def.as_table();
       const std::string where = source + ":" + std::to_string(def.source().begin.line);
-      if (t == nullptr) return Fail(Code::kInvalidInput, where + ": [servers." + std::string(name.str()) + "] must be a table");
+      if (t == nullptr)
+        return Fail(Code::kInvalidInput,
+                    where + ": [servers." + std::string(name.str()) + "] must be a table");
       ServerConfig s;
       s.name = std::string(name.str());
       s.source = source;
@@ -56,15 +65,18 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text, cons
         const std::string w = source + ":" + std::to_string(v.source().begin.line);
         auto str = [&]() -> Result<std::string> {
           auto x = v.value<std::string>();
-          if (!v.is_string() || !x) return Fail(Code::kInvalidInput, w + ": " + kk + " must be a string");
+          if (!v.is_string() || !x)
+            return Fail(Code::kInvalidInput, w + ": " + kk + " must be a string");
           return *x;
         };
         auto strmap = [&](std::map<std::string, std::string>& m) -> Status {
           const toml::table* mt = v.as_table();
-          if (mt == nullptr) return Fail(Code::kInvalidInput, w + ": " + kk + " must be a table of strings");
+          if (mt == nullptr)
+            return Fail(Code::kInvalidInput, w + ": " + kk + " must be a table of strings");
           for (auto&& [mk, mv] : *mt) {
             auto x = mv.value<std::string>();
-            if (!mv.is_string() || !x) return Fail(Code::kInvalidInput, w + ": " + kk + " values must be strings");
+            if (!mv.is_string() || !x)
+              return Fail(Code::kInvalidInput, w + ": " + kk + " values must be strings");
             m[std::string(mk.str())] = *x;
           }
           return {};
@@ -80,10 +92,12 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text, cons
           ASSIGN_OR_RETURN(s.url, str());
         } else if (kk == "args") {
           const toml::array* a = v.as_array();
-          if (a == nullptr) return Fail(Code::kInvalidInput, w + ": args must be an array of strings");
+          if (a == nullptr)
+            return Fail(Code::kInvalidInput, w + ": args must be an array of strings");
           for (const auto& item : *a) {
             auto x = item.value<std::string>();
-            if (!item.is_string() || !x) return Fail(Code::kInvalidInput, w + ": args must be strings");
+            if (!item.is_string() || !x)
+              return Fail(Code::kInvalidInput, w + ": args must be strings");
             s.args.push_back(*x);
           }
         } else if (kk == "env") {
@@ -92,11 +106,13 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text, cons
           TRY(strmap(s.headers));
         } else if (kk == "enabled") {
           auto x = v.value<bool>();
-          if (!v.is_boolean() || !x) return Fail(Code::kInvalidInput, w + ": enabled must be true or false");
+          if (!v.is_boolean() || !x)
+            return Fail(Code::kInvalidInput, w + ": enabled must be true or false");
           s.enabled = *x;
         } else if (kk == "timeout_secs") {
           auto x = v.value<std::int64_t>();
-          if (!v.is_integer() || !x || *x <= 0) return Fail(Code::kInvalidInput, w + ": timeout_secs must be a positive integer");
+          if (!v.is_integer() || !x || *x <= 0)
+            return Fail(Code::kInvalidInput, w + ": timeout_secs must be a positive integer");
           s.timeout_secs = *x;
         } else if (kk == "sandbox") {
           const toml::table* sb = v.as_table();
@@ -105,14 +121,17 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text, cons
             const std::string sw = source + ":" + std::to_string(sv.source().begin.line);
             if (sk.str() == "network") {
               auto mode = ParseNetworkMode(sv.value<std::string>().value_or(""));
-              if (!mode) return Fail(Code::kInvalidInput, sw + ": sandbox.network: " + mode.error().message);
+              if (!mode)
+                return Fail(Code::kInvalidInput, sw + ": sandbox.network: " + mode.error().message);
               s.network = *mode;
             } else if (sk.str() == "read") {
               const toml::array* a = sv.as_array();
-              if (a == nullptr) return Fail(Code::kInvalidInput, sw + ": sandbox.read must be an array of paths");
+              if (a == nullptr)
+                return Fail(Code::kInvalidInput, sw + ": sandbox.read must be an array of paths");
               for (const auto& item : *a) s.read.push_back(item.value<std::string>().value_or(""));
             } else {
-              return Fail(Code::kInvalidInput, sw + ": unknown key \"sandbox." + std::string(sk.str()) + "\"");
+              return Fail(Code::kInvalidInput,
+                          sw + ": unknown key \"sandbox." + std::string(sk.str()) + "\"");
             }
           }
         } else {
@@ -130,7 +149,8 @@ Result<std::vector<ServerConfig>> ParseMcpJson(const std::string& text, const st
   std::vector<ServerConfig> out;
   if (!j.is_object() || !j.contains("mcpServers") || !j["mcpServers"].is_object()) return out;
   for (const auto& [name, def] : j["mcpServers"].items()) {
-    if (!def.is_object()) return Fail(Code::kInvalidInput, source + ": mcpServers." + name + " must be an object");
+    if (!def.is_object())
+      return Fail(Code::kInvalidInput, source + ": mcpServers." + name + " must be an object");
     ServerConfig s;
     s.name = name;
     s.source = source;
@@ -138,7 +158,8 @@ Result<std::vector<ServerConfig>> ParseMcpJson(const std::string& text, const st
       if (def.contains("url")) {
         s.transport = "streamable_http";
         s.url = def["url"].get<std::string>();
-        if (def.contains("headers")) s.headers = def["headers"].get<std::map<std::string, std::string>>();
+        if (def.contains("headers"))
+          s.headers = def["headers"].get<std::map<std::string, std::string>>();
       }
       if (def.contains("command")) s.command = def["command"].get<std::string>();
       if (def.contains("args")) s.args = def["args"].get<std::vector<std::string>>();
@@ -162,7 +183,8 @@ bool IsValidServerName(std::string_view name) {
   return true;
 }
 
-std::optional<std::string> ExpandVars(std::string_view in, const std::string& workspace, std::string* missing) {
+std::optional<std::string> ExpandVars(std::string_view in, const std::string& workspace,
+                                      std::string* missing) {
   std::string out;
   for (std::size_t i = 0; i < in.size();) {
     if (in.compare(i, 2, "${") == 0) {
@@ -189,8 +211,10 @@ std::optional<std::string> ExpandVars(std::string_view in, const std::string& wo
 ConfigSources DefaultConfigSources(const std::string& workspace) {
   ConfigSources s;
   const std::string home = Home();
-  s.files = {{home + "/.thndrs/mcp.toml", false}, {home + "/.cordon/mcp.toml", false},
-             {workspace + "/.mcp.json", true}, {workspace + "/.thndrs/mcp.toml", true},
+  s.files = {{home + "/.thndrs/mcp.toml", false},
+             {home + "/.cordon/mcp.toml", false},
+             {workspace + "/.mcp.json", true},
+             {workspace + "/.thndrs/mcp.toml", true},
              {workspace + "/.cordon/mcp.toml", true}};
   return s;
 }
@@ -208,7 +232,10 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
     for (auto& s : *parsed) {
       s.project = project;
       if (!IsValidServerName(s.name)) {
-        cfg.diagnostics.push_back({{"server", s.name}, {"source", path}, {"reason", "invalid name (ASCII letters, digits, _ and - only)"}});
+        cfg.diagnostics.push_back(
+            {{"server", s.name},
+             {"source", path},
+             {"reason", "invalid name (ASCII letters, digits, _ and - only)"}});
         continue;
       }
       by_name[s.name] = std::move(s);
@@ -225,7 +252,10 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
     auto expand = [&](std::string& v) {
       if (!ok) return;
       auto e = ExpandVars(v, workspace, &missing);
-      if (e) v = *e; else ok = false;
+      if (e)
+        v = *e;
+      else
+        ok = false;
     };
     expand(s.command);
     expand(s.url);
@@ -234,12 +264,15 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
     for (auto& [k, v] : s.headers) expand(v);
     for (auto& r : s.read) expand(r);
     if (!ok) {
-      cfg.diagnostics.push_back({{"server", name}, {"source", s.source},
-                                 {"reason", "environment variable " + missing + " is not set; server skipped"}});
+      cfg.diagnostics.push_back(
+          {{"server", name},
+           {"source", s.source},
+           {"reason", "environment variable " + missing + " is not set; server skipped"}});
       continue;
     }
     if (s.transport == "stdio" && s.command.empty()) {
-      cfg.diagnostics.push_back({{"server", name}, {"source", s.source}, {"reason", "stdio server without command"}});
+      cfg.diagnostics.push_back(
+          {{"server", name}, {"source", s.source}, {"reason", "stdio server without command"}});
       continue;
     }
     s.definition_sha256 = Sha256Hex(DefinitionJson(s).dump());
@@ -284,10 +317,12 @@ std::string ToolHash(const Json& tool) {
   return Sha256Hex(pinned.dump());
 }
 
-std::map<std::string, std::string> PinnedTools(const std::string& workspace, const std::string& server) {
+std::map<std::string, std::string> PinnedTools(const std::string& workspace,
+                                               const std::string& server) {
   Json t = LoadTrust();
   std::map<std::string, std::string> out;
-  if (t.contains(workspace) && t[workspace].contains(server) && t[workspace][server].contains("tools")) {
+  if (t.contains(workspace) && t[workspace].contains(server) &&
+      t[workspace][server].contains("tools")) {
     for (const auto& [k, v] : t[workspace][server]["tools"].items()) {
       if (v.is_string()) out[k] = v.get<std::string>();
     }
@@ -299,8 +334,8 @@ Status Trust(const std::string& workspace, const ServerConfig& server, const Jso
   Json t = LoadTrust();
   Json pins = Json::object();
   for (const auto& tool : tools) pins[tool.value("name", "")] = ToolHash(tool);
-  t[workspace][server.name] = {{"definition_sha256", server.definition_sha256}, {"source", server.source},
-                               {"tools", pins}};
+  t[workspace][server.name] = {
+      {"definition_sha256", server.definition_sha256}, {"source", server.source}, {"tools", pins}};
   const std::string path = TrustStorePath();
   std::string dir = path.substr(0, path.find_last_of('/'));
   for (std::size_t i = 1; i <= dir.size(); ++i) {

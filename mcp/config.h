@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "policy/policy.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "policy/policy.h"
 
 namespace cordon::mcp {
 
@@ -32,15 +32,16 @@ struct ServerConfig {
 };
 
 struct McpConfig {
-  std::vector<ServerConfig> servers;   // enabled and resolved, in name order
-  std::vector<Json> diagnostics;       // skipped servers and why (secrets redacted)
+  std::vector<ServerConfig> servers;  // enabled and resolved, in name order
+  std::vector<Json> diagnostics;      // skipped servers and why (secrets redacted)
 };
 
 bool IsValidServerName(std::string_view name);
 
 // Expands ${NAME} from the environment plus CORDON_WORKSPACE/THNDRS_WORKSPACE; nullopt (and
 // the missing name in *missing) when a variable is unset.
-std::optional<std::string> ExpandVars(std::string_view in, const std::string& workspace, std::string* missing);
+std::optional<std::string> ExpandVars(std::string_view in, const std::string& workspace,
+                                      std::string* missing);
 
 struct ConfigSources {
   std::vector<std::pair<std::string, bool>> files;  // (path, is_project), lowest precedence first
@@ -55,7 +56,8 @@ bool IsTrusted(const std::string& workspace, const ServerConfig& server);
 // Records the definition's hash and, per tool, the hash of its name, description and schemas.
 Status Trust(const std::string& workspace, const ServerConfig& server, const Json& tools);
 // tool name -> pinned hash, empty when the server's tools were never pinned.
-std::map<std::string, std::string> PinnedTools(const std::string& workspace, const std::string& server);
+std::map<std::string, std::string> PinnedTools(const std::string& workspace,
+                                               const std::string& server);
 std::string ToolHash(const Json& tool);
 
 }  // namespace cordon::mcp

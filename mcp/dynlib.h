@@ -25,16 +25,21 @@ struct CurlApi {
 };
 
 struct MhdApi {
-  MHD_Daemon* (*start_daemon)(unsigned int flags, uint16_t port, MHD_AcceptPolicyCallback apc, void* apc_cls,
-                              MHD_AccessHandlerCallback dh, void* dh_cls, ...);
+  MHD_Daemon* (*start_daemon)(unsigned int flags, uint16_t port, MHD_AcceptPolicyCallback apc,
+                              void* apc_cls, MHD_AccessHandlerCallback dh, void* dh_cls, ...);
   void (*stop_daemon)(MHD_Daemon* daemon);
-  MHD_Response* (*create_response_from_buffer)(size_t size, void* buffer, MHD_ResponseMemoryMode mode);
-  MHD_Response* (*create_response_from_callback)(uint64_t size, size_t block_size, MHD_ContentReaderCallback crc,
-                                                 void* crc_cls, MHD_ContentReaderFreeCallback crfc);
-  MHD_Result (*add_response_header)(MHD_Response* response, const char* header, const char* content);
-  MHD_Result (*queue_response)(MHD_Connection* connection, unsigned int status_code, MHD_Response* response);
+  MHD_Response* (*create_response_from_buffer)(size_t size, void* buffer,
+                                               MHD_ResponseMemoryMode mode);
+  MHD_Response* (*create_response_from_callback)(uint64_t size, size_t block_size,
+                                                 MHD_ContentReaderCallback crc, void* crc_cls,
+                                                 MHD_ContentReaderFreeCallback crfc);
+  MHD_Result (*add_response_header)(MHD_Response* response, const char* header,
+                                    const char* content);
+  MHD_Result (*queue_response)(MHD_Connection* connection, unsigned int status_code,
+                               MHD_Response* response);
   void (*destroy_response)(MHD_Response* response);
-  const char* (*lookup_connection_value)(MHD_Connection* connection, MHD_ValueKind kind, const char* key);
+  const char* (*lookup_connection_value)(MHD_Connection* connection, MHD_ValueKind kind,
+                                         const char* key);
 };
 
 // Loaded once (curl_global_init done); a missing library is an error naming the package.

@@ -1,8 +1,6 @@
 // A deliberately small Streamable HTTP client: one request at a time, the response read from
 // the POST (JSON, or an SSE stream in which server requests are answered and refused properly).
-#include "core/version.h"
 #include "mcp/http_client.h"
-
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,9 +8,10 @@
 #include <cctype>
 #include <mutex>
 
+#include "core/signals.h"
+#include "core/version.h"
 #include "mcp/dynlib.h"
 #include "mcp/jsonrpc.h"
-#include "core/signals.h"
 
 namespace cordon::mcp {
 namespace {
@@ -45,7 +44,8 @@ std::size_t OnHeader(char* data, std::size_t size, std::size_t n, void* user) {
     for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     std::string value = line.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ')) value.erase(0, 1);
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' '))
+      value.pop_back();
     if (name == "content-type") c->content_type = value;
     if (name == "mcp-session-id") c->session_id = value;
   }
@@ -79,25 +79,34 @@ std::vector<std::string> SseEvents(const std::string& body) {
 
 }  // namespace
 
-Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session, const ServerConfig& config) {
+Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session,
+                                                        const ServerConfig& config) {
   TRY(Curl());  // fails early, naming the missing package
   auto c = std::unique_ptr<HttpClient>(new HttpClient(session, config));
-  ASSIGN_OR_RETURN(c->init_, c->Request("initialize", {{"protocolVersion", "2025-11-25"},
-                                                       {"capabilities", Json::object()},
-                                                       {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}}));
+  ASSIGN_OR_RETURN(c->init_,
+                   c->Request("initialize",
+                              {{"protocolVersion", "2025-11-25"},
+                               {"capabilities", Json::object()},
+                               {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}}));
   c->version_ = c->init_.value("protocolVersion", "");
   if (!IsSupportedVersion(c->version_)) {
-    session.Audit("mcp_diagnostic", {{"server", config.name}, {"reason", "protocol version mismatch"},
-                                     {"protocolVersion", c->version_}}, true);
+    session.Audit("mcp_diagnostic",
+                  {{"server", config.name},
+                   {"reason", "protocol version mismatch"},
+                   {"protocolVersion", c->version_}},
+                  true);
   }
   TRY(c->Notify("notifications/initialized", nullptr));
   return c;
 }
 
 curl_slist* HttpClient::SessionHeaders(const CurlApi& api, curl_slist* headers) const {
-  if (!session_id_.empty()) headers = api.slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
-  if (!version_.empty()) headers = api.slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
-  for (const auto& [k, v] : config_.headers) headers = api.slist_append(headers, (k + ": " + v).c_str());
+  if (!session_id_.empty())
+    headers = api.slist_append(headers, ("Mcp-Session-Id: " + session_id_).c_str());
+  if (!version_.empty())
+    headers = api.slist_append(headers, ("MCP-Protocol-Version: " + version_).c_str());
+  for (const auto& [k, v] : config_.headers)
+    headers = api.slist_append(headers, (k + ": " + v).c_str());
   return headers;
 }
 
@@ -112,8 +121,10 @@ void HttpClient::OnStreamMessage(const std::string& payload) {
   const Message& m = std::get<Message>(parsed);
   ++stream_messages_;
   if (m.kind == Message::Kind::kRequest) {
-    (void)Post(AnswerServerRequest(m, session_.workspace().root()));  // answered, never left hanging
-  } else if (m.kind == Message::Kind::kNotification && m.method == "notifications/tools/list_changed") {
+    (void)Post(
+        AnswerServerRequest(m, session_.workspace().root()));  // answered, never left hanging
+  } else if (m.kind == Message::Kind::kNotification &&
+             m.method == "notifications/tools/list_changed") {
     ToolsChanged();
   }
 }
@@ -125,7 +136,8 @@ void HttpClient::ListenLoop() {
   const CurlApi* api = *loaded;
   CURL* curl = api->easy_init();
   if (curl == nullptr) return;
-  curl_slist* headers = SessionHeaders(*api, api->slist_append(nullptr, "Accept: text/event-stream"));
+  curl_slist* headers =
+      SessionHeaders(*api, api->slist_append(nullptr, "Accept: text/event-stream"));
   struct Stream {
     HttpClient* self;
     std::string buf;
@@ -141,48 +153,61 @@ void HttpClient::ListenLoop() {
   api->easy_setopt(curl, CURLOPT_HEADERDATA, &stream.cap);
   // SSE events as they arrive: blank-line separated, their data: lines joined.
   api->easy_setopt(curl, CURLOPT_WRITEDATA, &stream);
-  api->easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* data, std::size_t size, std::size_t n, void* user) -> std::size_t {
-    auto* st = static_cast<Stream*>(user);
-    if (st->self->stop_.load()) return 0;
-    st->buf.append(data, size * n);
-    for (std::size_t end; (end = st->buf.find("\n\n")) != std::string::npos;) {
-      std::string event = st->buf.substr(0, end + 1);
-      st->buf.erase(0, end + 2);
-      for (const std::string& payload : SseEvents(event)) st->self->OnStreamMessage(payload);
-    }
-    if (st->buf.size() > kMaxMessageBytes) return 0;  // an event too large to be one message
-    return size * n;
-  });
+  api->easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION,
+      +[](char* data, std::size_t size, std::size_t n, void* user) -> std::size_t {
+        auto* st = static_cast<Stream*>(user);
+        if (st->self->stop_.load()) return 0;
+        st->buf.append(data, size * n);
+        for (std::size_t end; (end = st->buf.find("\n\n")) != std::string::npos;) {
+          std::string event = st->buf.substr(0, end + 1);
+          st->buf.erase(0, end + 2);
+          for (const std::string& payload : SseEvents(event)) st->self->OnStreamMessage(payload);
+        }
+        if (st->buf.size() > kMaxMessageBytes) return 0;  // an event too large to be one message
+        return size * n;
+      });
   // The socket is remembered so that the destructor can end the stream at once.
   api->easy_setopt(curl, CURLOPT_SOCKOPTDATA, this);
-  api->easy_setopt(curl, CURLOPT_SOCKOPTFUNCTION, +[](void* self, curl_socket_t fd, curlsocktype) -> int {
-    auto* c = static_cast<HttpClient*>(self);
-    std::lock_guard<std::mutex> lock(c->socket_mu_);
-    c->listen_socket_ = fd;
-    return c->stop_.load() ? CURL_SOCKOPT_ERROR : CURL_SOCKOPT_OK;
-  });
+  api->easy_setopt(
+      curl, CURLOPT_SOCKOPTFUNCTION, +[](void* self, curl_socket_t fd, curlsocktype) -> int {
+        auto* c = static_cast<HttpClient*>(self);
+        std::lock_guard<std::mutex> lock(c->socket_mu_);
+        c->listen_socket_ = fd;
+        return c->stop_.load() ? CURL_SOCKOPT_ERROR : CURL_SOCKOPT_OK;
+      });
   api->easy_setopt(curl, CURLOPT_CLOSESOCKETDATA, this);
-  api->easy_setopt(curl, CURLOPT_CLOSESOCKETFUNCTION, +[](void* self, curl_socket_t fd) -> int {
-    auto* c = static_cast<HttpClient*>(self);
-    std::lock_guard<std::mutex> lock(c->socket_mu_);
-    if (c->listen_socket_ == fd) c->listen_socket_ = -1;
-    return ::close(fd);
-  });
+  api->easy_setopt(
+      curl, CURLOPT_CLOSESOCKETFUNCTION, +[](void* self, curl_socket_t fd) -> int {
+        auto* c = static_cast<HttpClient*>(self);
+        std::lock_guard<std::mutex> lock(c->socket_mu_);
+        if (c->listen_socket_ == fd) c->listen_socket_ = -1;
+        return ::close(fd);
+      });
   const CURLcode rc = api->easy_perform(curl);
   long status = 0;
   api->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   api->slist_free_all(headers);
   api->easy_cleanup(curl);
   if (stop_.load() && status == 200) {
-    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "GET stream closed by cordon"},
-                                      {"messages", stream_messages_}}, false);
-  } else if (status == 405 || status == 404) {
-    session_.Audit("mcp_diagnostic", {{"server", config_.name},
-                                      {"reason", "the server offers no GET stream (HTTP " + std::to_string(status) + ")"}},
+    session_.Audit("mcp_diagnostic",
+                   {{"server", config_.name},
+                    {"reason", "GET stream closed by cordon"},
+                    {"messages", stream_messages_}},
                    false);
+  } else if (status == 405 || status == 404) {
+    session_.Audit(
+        "mcp_diagnostic",
+        {{"server", config_.name},
+         {"reason", "the server offers no GET stream (HTTP " + std::to_string(status) + ")"}},
+        false);
   } else {
-    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "GET stream ended"}, {"http_status", status},
-                                      {"curl", api->easy_strerror(rc)}, {"messages", stream_messages_}},
+    session_.Audit("mcp_diagnostic",
+                   {{"server", config_.name},
+                    {"reason", "GET stream ended"},
+                    {"http_status", status},
+                    {"curl", api->easy_strerror(rc)},
+                    {"messages", stream_messages_}},
                    false);
   }
 }
@@ -221,7 +246,8 @@ Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomi
   const std::string body = DumpJson(message);
   curl_slist* headers = nullptr;
   headers = api->slist_append(headers, "Content-Type: application/json");
-  headers = SessionHeaders(*api, api->slist_append(headers, "Accept: application/json, text/event-stream"));
+  headers = SessionHeaders(
+      *api, api->slist_append(headers, "Accept: application/json, text/event-stream"));
   Capture cap;
   api->easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
   api->easy_setopt(curl, CURLOPT_POST, 1L);
@@ -239,20 +265,25 @@ Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomi
     // A cancelled call aborts its transfer.
     api->easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     api->easy_setopt(curl, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(cancel));
-    api->easy_setopt(curl, CURLOPT_XFERINFOFUNCTION,
-                     +[](void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> int {
-                       return static_cast<std::atomic<bool>*>(flag)->load() ? 1 : 0;
-                     });
+    api->easy_setopt(
+        curl, CURLOPT_XFERINFOFUNCTION,
+        +[](void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) -> int {
+          return static_cast<std::atomic<bool>*>(flag)->load() ? 1 : 0;
+        });
   }
   CURLcode rc = api->easy_perform(curl);
   long status = 0;
   api->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   api->slist_free_all(headers);
   api->easy_cleanup(curl);
-  if (cap.too_big) return Fail(Code::kTooLarge, "server " + config_.name + ": response larger than " + std::to_string(kMaxBody) + " bytes");
-  if (rc == CURLE_ABORTED_BY_CALLBACK) return Fail(Code::kCancelled, "server " + config_.name + ": cancelled");
+  if (cap.too_big)
+    return Fail(Code::kTooLarge, "server " + config_.name + ": response larger than " +
+                                     std::to_string(kMaxBody) + " bytes");
+  if (rc == CURLE_ABORTED_BY_CALLBACK)
+    return Fail(Code::kCancelled, "server " + config_.name + ": cancelled");
   if (rc == CURLE_OPERATION_TIMEDOUT) {
-    return Fail(Code::kTimeout, "server " + config_.name + ": no answer within " + std::to_string(config_.timeout_secs) + " s");
+    return Fail(Code::kTimeout, "server " + config_.name + ": no answer within " +
+                                    std::to_string(config_.timeout_secs) + " s");
   }
   if (rc != CURLE_OK) {
     return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + api->easy_strerror(rc));
@@ -265,26 +296,36 @@ Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomi
 Status HttpClient::Notify(const std::string& method, Json params) {
   ASSIGN_OR_RETURN(Reply r, Post(MakeNotification(method, std::move(params))));
   if (r.status != 202 && r.status != 200 && r.status != 204) {
-    return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + " got HTTP " + std::to_string(r.status));
+    return Fail(Code::kServerUnavailable,
+                "server " + config_.name + ": " + method + " got HTTP " + std::to_string(r.status));
   }
   return {};
 }
 
-Result<Json> HttpClient::Request(const std::string& method, Json params, const std::atomic<bool>* cancel) {
+Result<Json> HttpClient::Request(const std::string& method, Json params,
+                                 const std::atomic<bool>* cancel) {
   const std::int64_t id = ++next_id_;
-  auto posted = Post({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}}, cancel);
+  auto posted = Post(
+      {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}}, cancel);
   if (!posted && posted.error().code == Code::kCancelled) {
-    (void)Notify("notifications/cancelled", {{"requestId", id}, {"reason", "cancelled by cordon's client"}});
+    (void)Notify("notifications/cancelled",
+                 {{"requestId", id}, {"reason", "cancelled by cordon's client"}});
     return std::unexpected(posted.error());
   }
   ASSIGN_OR_RETURN(Reply r, std::move(posted));
   if (r.status == 404 && !session_id_.empty()) {
-    return Fail(Code::kServerUnavailable, "server " + config_.name + ": the session expired (HTTP 404)");
+    return Fail(Code::kServerUnavailable,
+                "server " + config_.name + ": the session expired (HTTP 404)");
   }
   if (r.status < 200 || r.status >= 300) {
-    session_.Audit("mcp_diagnostic", {{"server", config_.name}, {"reason", "HTTP " + std::to_string(r.status)},
-                                      {"method", method}, {"body", r.body.substr(0, 500)}}, true);
-    return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + " got HTTP " + std::to_string(r.status));
+    session_.Audit("mcp_diagnostic",
+                   {{"server", config_.name},
+                    {"reason", "HTTP " + std::to_string(r.status)},
+                    {"method", method},
+                    {"body", r.body.substr(0, 500)}},
+                   true);
+    return Fail(Code::kServerUnavailable,
+                "server " + config_.name + ": " + method + " got HTTP " + std::to_string(r.status));
   }
   std::vector<std::string> payloads;
   if (r.content_type.rfind("text/event-stream", 0) == 0) {
@@ -309,7 +350,8 @@ Result<Json> HttpClient::Request(const std::string& method, Json params, const s
       return m.result;
     }
   }
-  return Fail(Code::kServerUnavailable, "server " + config_.name + ": no response to " + method + " in the HTTP reply");
+  return Fail(Code::kServerUnavailable,
+              "server " + config_.name + ": no response to " + method + " in the HTTP reply");
 }
 
 }  // namespace cordon::mcp

@@ -23,7 +23,8 @@ class HttpClient : public McpConnection {
   void Listen() override;
 
  private:
-  HttpClient(Session& session, ServerConfig config) : session_(session), config_(std::move(config)) {}
+  HttpClient(Session& session, ServerConfig config)
+      : session_(session), config_(std::move(config)) {}
   struct Reply {
     long status = 0;
     std::string content_type;

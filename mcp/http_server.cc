@@ -8,19 +8,19 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <algorithm>
+#include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <deque>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 
+#include "core/hash.h"
 #include "mcp/dynlib.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
-#include "core/hash.h"
 #include "tools/registry.h"
 
 namespace cordon::mcp {
@@ -28,7 +28,6 @@ namespace {
 
 // Set by ServeHttp before the daemon starts; the request callbacks run only after that.
 const MhdApi* g_mhd = nullptr;
-
 
 volatile std::sig_atomic_t g_stop = 0;
 void OnStop(int) { g_stop = 1; }
@@ -103,7 +102,6 @@ ssize_t ReadEvents(void* cls, uint64_t, char* buf, size_t max) {
 
 void FreeEvents(void* cls) { delete static_cast<std::shared_ptr<EventStream>*>(cls); }
 
-
 bool ConstantTimeEqual(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
@@ -113,7 +111,8 @@ bool ConstantTimeEqual(const std::string& a, const std::string& b) {
 
 MHD_Result Reply(MHD_Connection* c, unsigned status, const std::string& body,
                  const std::map<std::string, std::string>& headers = {}) {
-  MHD_Response* r = g_mhd->create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  MHD_Response* r = g_mhd->create_response_from_buffer(body.size(), const_cast<char*>(body.data()),
+                                                       MHD_RESPMEM_MUST_COPY);
   if (!body.empty()) g_mhd->add_response_header(r, "Content-Type", "application/json");
   for (const auto& [k, v] : headers) g_mhd->add_response_header(r, k.c_str(), v.c_str());
   MHD_Result ret = g_mhd->queue_response(c, status, r);
@@ -148,26 +147,30 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     return MHD_YES;
   }
   const std::string port = std::to_string(st->options.port);
-  if (std::string(url) != "/mcp") return ReplyRpcError(c, 404, kInvalidRequest, "not found: use /mcp");
+  if (std::string(url) != "/mcp")
+    return ReplyRpcError(c, 404, kInvalidRequest, "not found: use /mcp");
   // DNS rebinding: a browser page on another origin must not reach this server.
   const std::string host = Header(c, "Host");
   if (host != "127.0.0.1:" + port && host != "localhost:" + port) {
     return ReplyRpcError(c, 403, kInvalidRequest, "Host header not allowed");
   }
   const std::string origin = Header(c, "Origin");
-  if (!origin.empty() && origin != "http://127.0.0.1:" + port && origin != "http://localhost:" + port) {
+  if (!origin.empty() && origin != "http://127.0.0.1:" + port &&
+      origin != "http://localhost:" + port) {
     return ReplyRpcError(c, 403, kInvalidRequest, "Origin not allowed");
   }
   if (!st->options.token.empty() &&
       !ConstantTimeEqual(Header(c, "Authorization"), "Bearer " + st->options.token)) {
-    return Reply(c, 401, DumpJson(MakeError(nullptr, kInvalidRequest, "a bearer token is required")),
+    return Reply(c, 401,
+                 DumpJson(MakeError(nullptr, kInvalidRequest, "a bearer token is required")),
                  {{"WWW-Authenticate", "Bearer"}});
   }
   const std::string m = method;
   const std::string sid = Header(c, "Mcp-Session-Id");
   if (m == "DELETE") {
     std::lock_guard<std::mutex> lock(st->mu);
-    return st->sessions.erase(sid) > 0 ? Reply(c, 200, "") : ReplyRpcError(c, 404, kInvalidRequest, "unknown session");
+    return st->sessions.erase(sid) > 0 ? Reply(c, 200, "")
+                                       : ReplyRpcError(c, 404, kInvalidRequest, "unknown session");
   }
   if (m != "POST") return Reply(c, 405, "", {{"Allow", "POST, DELETE"}});
   if (pending->too_big) return ReplyRpcError(c, 413, kInvalidRequest, "message too large");
@@ -185,7 +188,8 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
       return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
     }
     auto it = st->sessions.find(session_id);
-    if (it == st->sessions.end()) return ReplyRpcError(c, 404, kInvalidRequest, "unknown or ended session");
+    if (it == st->sessions.end())
+      return ReplyRpcError(c, 404, kInvalidRequest, "unknown or ended session");
     server = it->second;
   }
   if (msg.kind == Message::Kind::kRequest && msg.method == "tools/call") {
@@ -193,11 +197,13 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     // token and a client that accepts SSE, the answer is an event stream: progress
     // notifications about once a second, then the response.
     auto events = std::make_shared<EventStream>();
-    server->CallWithSink(msg, [events](const Json& out) { events->Push(out); }, [events] { events->Close(); });
+    server->CallWithSink(
+        msg, [events](const Json& out) { events->Push(out); }, [events] { events->Close(); });
     const bool wants_progress = !ProgressToken(msg.params).is_null();
     if (wants_progress && Header(c, "Accept").find("text/event-stream") != std::string::npos) {
-      MHD_Response* r = g_mhd->create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, &ReadEvents,
-                                                              new std::shared_ptr<EventStream>(events), &FreeEvents);
+      MHD_Response* r = g_mhd->create_response_from_callback(
+          MHD_SIZE_UNKNOWN, 16384, &ReadEvents, new std::shared_ptr<EventStream>(events),
+          &FreeEvents);
       g_mhd->add_response_header(r, "Content-Type", "text/event-stream");
       g_mhd->add_response_header(r, "Cache-Control", "no-cache");
       g_mhd->add_response_header(r, "Mcp-Session-Id", session_id.c_str());
@@ -207,7 +213,8 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     }
     Json answer = events->WaitAnswer();
     if (answer.is_null()) {
-      answer = MakeResult(msg.id, MakeErrorResult(Error{Code::kCancelled, "the call was cancelled", 0, {}}));
+      answer = MakeResult(
+          msg.id, MakeErrorResult(Error{Code::kCancelled, "the call was cancelled", 0, {}}));
     }
     return Reply(c, 200, DumpJson(answer), {{"Mcp-Session-Id", session_id}});
   }
@@ -253,7 +260,7 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(options.port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = OnStop;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);

@@ -29,15 +29,17 @@ std::string McpHub::TrustState(const ServerConfig& server) const {
 Result<McpConnection*> McpHub::Client(const ServerConfig& server) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!IsTrusted(session_.workspace().root(), server)) {
-    return Fail(Code::kDeniedByPolicy, "server " + server.name + " is defined by the project (" + server.source +
-                                           ") and is not trusted; review it, then run: cordon mcp trust " + server.name);
+    return Fail(Code::kDeniedByPolicy,
+                "server " + server.name + " is defined by the project (" + server.source +
+                    ") and is not trusted; review it, then run: cordon mcp trust " + server.name);
   }
   auto it = clients_.find(server.name);
   if (it != clients_.end()) return it->second.get();
   ASSIGN_OR_RETURN(auto client, ConnectServer(session_, server));
   const std::string name = server.name;
   client->SetOnToolsChanged([this, name] {
-    session_.Audit("mcp_diagnostic", {{"server", name}, {"reason", "server announced tools/list_changed"}}, false);
+    session_.Audit("mcp_diagnostic",
+                   {{"server", name}, {"reason", "server announced tools/list_changed"}}, false);
     if (on_tools_changed) on_tools_changed();
   });
   client->Listen();
@@ -64,8 +66,11 @@ Result<std::pair<Json, Json>> McpHub::Tools(const ServerConfig& server) {
   if (!hidden.empty()) {
     Json names = Json::array();
     for (const auto& t : hidden) names.push_back(t.value("name", ""));
-    session_.Audit("mcp_diagnostic", {{"server", server.name}, {"reason", "tools changed since they were trusted; hidden"},
-                                      {"tools", names}}, true);
+    session_.Audit("mcp_diagnostic",
+                   {{"server", server.name},
+                    {"reason", "tools changed since they were trusted; hidden"},
+                    {"tools", names}},
+                   true);
   }
   return std::make_pair(visible, hidden);
 }
@@ -86,8 +91,10 @@ std::vector<Json> McpHub::Catalog() {
   for (const auto& s : config_.servers) {
     auto tools = Tools(s);
     if (!tools) {
-      session_.Audit("mcp_diagnostic", {{"server", s.name}, {"reason", "tools/list failed"},
-                                        {"message", tools.error().message}}, true);
+      session_.Audit(
+          "mcp_diagnostic",
+          {{"server", s.name}, {"reason", "tools/list failed"}, {"message", tools.error().message}},
+          true);
       continue;
     }
     for (auto t : tools->first) {
@@ -114,8 +121,9 @@ Result<Json> McpHub::Call(const std::string& tool, const Json& input, Json* reco
   ASSIGN_OR_RETURN(auto tools, Tools(*server));
   for (const auto& t : tools.second) {
     if (t.value("name", "") == original) {
-      return Fail(Code::kDeniedByPolicy, "tool " + original + " of server " + server->name +
-                                             " changed since it was trusted; run cordon mcp trust " + server->name);
+      return Fail(Code::kDeniedByPolicy,
+                  "tool " + original + " of server " + server->name +
+                      " changed since it was trusted; run cordon mcp trust " + server->name);
     }
   }
   ASSIGN_OR_RETURN(McpConnection * client, Client(*server));

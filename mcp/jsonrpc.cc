@@ -27,7 +27,8 @@ Json MakeNotification(std::string method, Json params) {
 }
 
 Json ProgressToken(const Json& params) {
-  if (!params.is_object() || !params.contains("_meta") || !params["_meta"].is_object()) return nullptr;
+  if (!params.is_object() || !params.contains("_meta") || !params["_meta"].is_object())
+    return nullptr;
   return params["_meta"].value("progressToken", Json());
 }
 
@@ -50,7 +51,8 @@ std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_
   if (j.is_array()) {
     return MakeError(nullptr, kInvalidRequest, "JSON-RPC batches are not supported");
   }
-  if (!j.is_object()) return MakeError(nullptr, kInvalidRequest, "a JSON-RPC message must be an object");
+  if (!j.is_object())
+    return MakeError(nullptr, kInvalidRequest, "a JSON-RPC message must be an object");
   Json id = j.contains("id") ? j["id"] : Json(nullptr);
   if (j.contains("id") && !(id.is_string() || id.is_number_integer())) {
     return MakeError(nullptr, kInvalidRequest, "id must be a string or an integer");

@@ -22,11 +22,11 @@ enum RpcErrorCode : int {
 struct Message {
   enum class Kind { kRequest, kNotification, kResponse };
   Kind kind = Kind::kRequest;
-  Json id;          // string or integer; null for notifications
+  Json id;  // string or integer; null for notifications
   std::string method;
-  Json params;      // object, array or null
-  Json result;      // responses
-  Json error;       // responses
+  Json params;  // object, array or null
+  Json result;  // responses
+  Json error;   // responses
 };
 
 inline constexpr std::size_t kMaxMessageBytes = 8u << 20;
@@ -64,7 +64,8 @@ class LineSplitter {
 
 // Parses one message. On failure returns the error response (with id null, or the id when it
 // could be read) that the peer must receive.
-std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_bytes = kMaxMessageBytes);
+std::variant<Message, Json> ParseMessage(std::string_view line,
+                                         std::size_t max_bytes = kMaxMessageBytes);
 
 inline constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 bool IsSupportedVersion(std::string_view version);

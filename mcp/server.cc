@@ -1,6 +1,5 @@
 // MCP requests: initialize (version negotiation, AGENTS.md instructions), ping, tools/list,
 // tools/call (through Session::Call, so limits, redaction and audit apply), logging/setLevel.
-#include "core/version.h"
 #include "mcp/server.h"
 
 #include <dirent.h>
@@ -8,22 +7,24 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <csignal>
-#include <functional>
 #include <algorithm>
-
+#include <csignal>
 #include <cstdio>
+#include <functional>
 
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/signals.h"
+#include "core/version.h"
 
 namespace cordon::mcp {
 namespace {
 
 constexpr std::size_t kMaxInstructionBytes = 16384;
 
-bool WriteLine(int fd, const Json& j) { return WriteAll(fd, DumpJson(j) + "\n", "MCP output").has_value(); }
+bool WriteLine(int fd, const Json& j) {
+  return WriteAll(fd, DumpJson(j) + "\n", "MCP output").has_value();
+}
 
 }  // namespace
 
@@ -46,7 +47,8 @@ constexpr std::size_t kMaxAgentsDirEntries = 20000;
 std::vector<std::string> FindAgentsFiles(const Workspace& ws) {
   std::vector<std::string> found;
   std::size_t entries = 0;
-  std::function<void(int, const std::string&, int)> walk = [&](int dirfd, const std::string& rel, int depth) {
+  std::function<void(int, const std::string&, int)> walk = [&](int dirfd, const std::string& rel,
+                                                               int depth) {
     DIR* d = ::fdopendir(dirfd);
     if (d == nullptr) {
       ::close(dirfd);
@@ -57,8 +59,10 @@ std::vector<std::string> FindAgentsFiles(const Workspace& ws) {
       if (++entries > kMaxAgentsDirEntries) break;
       std::string name = e->d_name;
       if (name == "." || name == "..") continue;
-      if (e->d_type == DT_REG && name == "AGENTS.md") found.push_back(rel.empty() ? name : rel + "/" + name);
-      if (e->d_type == DT_DIR && name[0] != '.' && name != "node_modules" && depth < kMaxAgentsDepth) {
+      if (e->d_type == DT_REG && name == "AGENTS.md")
+        found.push_back(rel.empty() ? name : rel + "/" + name);
+      if (e->d_type == DT_DIR && name[0] != '.' && name != "node_modules" &&
+          depth < kMaxAgentsDepth) {
         subdirs.push_back(name);
       }
     }
@@ -93,7 +97,8 @@ Json McpServer::Instructions() {
   for (const std::string& rel : FindAgentsFiles(session_.workspace())) {
     auto file = session_.workspace().OpenRegular(rel);
     if (!file) continue;
-    const std::string header = rel == "AGENTS.md" ? "" : (text.empty() ? "" : "\n\n") + std::string("# ") + rel + "\n\n";
+    const std::string header =
+        rel == "AGENTS.md" ? "" : (text.empty() ? "" : "\n\n") + std::string("# ") + rel + "\n\n";
     const std::size_t room = kMaxInstructionBytes > text.size() + header.size()
                                  ? kMaxInstructionBytes - text.size() - header.size()
                                  : 0;
@@ -109,7 +114,10 @@ Json McpServer::Instructions() {
     const bool truncated = got > room;
     if (truncated) body.resize(room);
     body = RepairUtf8(body);
-    files.push_back({{"path", rel}, {"sha256", Sha256Hex(body)}, {"bytes", body.size()}, {"truncated", truncated}});
+    files.push_back({{"path", rel},
+                     {"sha256", Sha256Hex(body)},
+                     {"bytes", body.size()},
+                     {"truncated", truncated}});
     if (!body.empty() || rel == "AGENTS.md") text += header + body;
     if (truncated) {
       any_truncated = true;
@@ -123,20 +131,24 @@ Json McpServer::Instructions() {
     for (const char* k : {"path", "sha256"}) rec[k] = files[0][k];
   }
   session_.Audit("instructions", std::move(rec), true);
-  return any_truncated ? Json(text + "\n[cordon: AGENTS.md cut at " + std::to_string(kMaxInstructionBytes) + " bytes]")
+  return any_truncated ? Json(text + "\n[cordon: AGENTS.md cut at " +
+                              std::to_string(kMaxInstructionBytes) + " bytes]")
                        : Json(text);
 }
 
 Json McpServer::Initialize(const Json& params) {
-  version_ = NegotiateVersion(params.is_object() ? params.value("protocolVersion", Json()) : Json());
+  version_ =
+      NegotiateVersion(params.is_object() ? params.value("protocolVersion", Json()) : Json());
   Json result = {{"protocolVersion", version_},
-                 {"capabilities", {{"tools", {{"listChanged", session_.external_tools() != nullptr}}},
-                                   {"logging", Json::object()}}},
+                 {"capabilities",
+                  {{"tools", {{"listChanged", session_.external_tools() != nullptr}}},
+                   {"logging", Json::object()}}},
                  {"serverInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}};
   Json instructions = Instructions();
   if (!instructions.is_null()) result["instructions"] = instructions;
   if (params.is_object() && params.contains("clientInfo")) {
-    session_.Audit("mcp_client", {{"clientInfo", params["clientInfo"]}, {"protocolVersion", version_}}, false);
+    session_.Audit("mcp_client",
+                   {{"clientInfo", params["clientInfo"]}, {"protocolVersion", version_}}, false);
   }
   return result;
 }
@@ -165,12 +177,14 @@ CallArgs CheckCallParams(const Message& m) {
     return {nullptr, MakeError(m.id, kInvalidParams, "tools/call needs params.name (a string)")};
   }
   Json args = p.value("arguments", Json::object());
-  if (!args.is_object()) return {nullptr, MakeError(m.id, kInvalidParams, "params.arguments must be an object")};
+  if (!args.is_object())
+    return {nullptr, MakeError(m.id, kInvalidParams, "params.arguments must be an object")};
   return {std::move(args), nullptr};
 }
 }  // namespace
 
-void McpServer::CallWithSink(const Message& m, std::function<void(const Json&)> sink, std::function<void()> done) {
+void McpServer::CallWithSink(const Message& m, std::function<void(const Json&)> sink,
+                             std::function<void()> done) {
   CallArgs checked = CheckCallParams(m);
   if (!checked.error.is_null()) {
     sink(checked.error);
@@ -188,7 +202,8 @@ void McpServer::StartCall(const Message& m, Json args, std::function<void(const 
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
     if (calls_.count(key)) {
-      (sink ? sink : send_)(MakeError(m.id, kInvalidRequest, "a request with this id is still running"));
+      (sink ? sink
+            : send_)(MakeError(m.id, kInvalidRequest, "a request with this id is still running"));
       if (on_end) on_end();
       return;
     }
@@ -196,12 +211,13 @@ void McpServer::StartCall(const Message& m, Json args, std::function<void(const 
     raw->sink = std::move(sink);
     raw->on_end = std::move(on_end);
   }
-  pool_.Submit([this, raw, key = std::move(key), id = m.id, name = m.params["name"].get<std::string>(),
-                args = std::move(args), token = std::move(token)] { RunCall(raw, key, id, name, args, token); });
+  pool_.Submit([this, raw, key = std::move(key), id = m.id,
+                name = m.params["name"].get<std::string>(), args = std::move(args),
+                token = std::move(token)] { RunCall(raw, key, id, name, args, token); });
 }
 
-void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id, const std::string& name,
-                        const Json& args, const Json& token) {
+void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id,
+                        const std::string& name, const Json& args, const Json& token) {
   const std::function<void(const Json&)> out = call->sink ? call->sink : send_;
   std::function<void()> on_end = std::move(call->on_end);
   std::thread ticker;
@@ -210,10 +226,12 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
     ticker = std::thread([call, token, out] {
       BlockTerminationSignals();
       for (int tick = 1; !call->done.load(); ++tick) {
-        for (int i = 0; i < 10 && !call->done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        for (int i = 0; i < 10 && !call->done.load(); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
         if (call->done.load()) break;
-        out(MakeNotification("notifications/progress",
-                             {{"progressToken", token}, {"progress", tick}, {"message", "running"}}));
+        out(MakeNotification(
+            "notifications/progress",
+            {{"progressToken", token}, {"progress", tick}, {"message", "running"}}));
       }
     });
   }
@@ -238,7 +256,8 @@ std::optional<Json> McpServer::Handle(const Message& m) {
   if (m.kind == Message::Kind::kResponse) return std::nullopt;  // cordon sends no requests yet
   if (m.kind == Message::Kind::kNotification) {
     if (m.method == "notifications/initialized") initialized_ = true;
-    if (m.method == "notifications/cancelled" && m.params.is_object() && m.params.contains("requestId")) {
+    if (m.method == "notifications/cancelled" && m.params.is_object() &&
+        m.params.contains("requestId")) {
       std::lock_guard<std::mutex> lock(calls_mu_);
       auto it = calls_.find(m.params["requestId"].dump());
       if (it != calls_.end()) it->second->cancel = true;
@@ -251,7 +270,8 @@ std::optional<Json> McpServer::Handle(const Message& m) {
   if (m.method == "logging/setLevel") return MakeResult(m.id, Json::object());
   if (m.method == "tools/list") {
     Json tools = Json::array();
-    for (const ToolSpec* t : session_.Catalog()) tools.push_back(CatalogEntry(*t, CatalogFormat::kMcp));
+    for (const ToolSpec* t : session_.Catalog())
+      tools.push_back(CatalogEntry(*t, CatalogFormat::kMcp));
     if (session_.external_tools() != nullptr && session_.policy().Grants("mcp:call")) {
       for (auto& t : session_.external_tools()->Catalog()) tools.push_back(std::move(t));
     }
@@ -264,7 +284,8 @@ std::optional<Json> McpServer::Handle(const Message& m) {
     // Unknown or ungranted tools come back as isError results, as the tool contract says.
     const ToolSpec* spec = FindTool(p["name"].get_ref<const std::string&>());
     const bool wants_progress = !ProgressToken(p).is_null();
-    const bool quick = spec != nullptr && spec->quick && !wants_progress && spec->quick(args, session_.workspace());
+    const bool quick = spec != nullptr && spec->quick && !wants_progress &&
+                       spec->quick(args, session_.workspace());
     if (send_ && !quick) {
       StartCall(m, std::move(args));
       return std::nullopt;
@@ -291,7 +312,7 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
                const std::function<void(std::function<void()>)>& on_tools_changed) {
   // SIGTERM/SIGINT/SIGHUP end the loop (read gets EINTR: no SA_RESTART) so that servers and
   // background jobs are stopped and recorded before cordon exits.
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = OnTerminate;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
@@ -303,7 +324,8 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
   };
   McpServer server(session, send);
   if (on_tools_changed) {
-    on_tools_changed([send] { send(MakeNotification("notifications/tools/list_changed", nullptr)); });
+    on_tools_changed(
+        [send] { send(MakeNotification("notifications/tools/list_changed", nullptr)); });
   }
   std::string pending;
   auto flush = [&] {
@@ -336,8 +358,9 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
         [&](std::size_t) {
           if (!flush()) failed = true;  // answers to the lines before it go first
           std::lock_guard<std::mutex> lock(out_mu);
-          WriteLine(out_fd, MakeError(nullptr, kInvalidRequest,
-                                      "message exceeds " + std::to_string(kMaxMessageBytes) + " bytes"));
+          WriteLine(out_fd,
+                    MakeError(nullptr, kInvalidRequest,
+                              "message exceeds " + std::to_string(kMaxMessageBytes) + " bytes"));
         });
     if (failed || !flush()) return 1;
   }

@@ -8,9 +8,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "mcp/jsonrpc.h"
@@ -19,15 +19,14 @@
 
 namespace cordon::mcp {
 
-
 // The version the server answers: the client's when supported, else the latest supported.
 std::string NegotiateVersion(const Json& requested);
 
 class McpServer {
  public:
   // Without `send`, tools/call runs inline and its result is returned from Handle. With it,
-  // each tools/call runs on a pooled worker thread, can be cancelled (notifications/cancelled), reports
-  // progress when the client sent a progressToken, and answers through `send`.
+  // each tools/call runs on a pooled worker thread, can be cancelled (notifications/cancelled),
+  // reports progress when the client sent a progressToken, and answers through `send`.
   explicit McpServer(Session& session, std::function<void(const Json&)> send = {})
       : session_(session), send_(std::move(send)) {}
   ~McpServer();
@@ -38,7 +37,8 @@ class McpServer {
   // progress notifications and its response to `sink` and calls `done` at the end (also when
   // it was cancelled, in which case no response is delivered). notifications/cancelled handled
   // by this server reaches it. For Streamable HTTP, where each request has its own stream.
-  void CallWithSink(const Message& m, std::function<void(const Json&)> sink, std::function<void()> done);
+  void CallWithSink(const Message& m, std::function<void(const Json&)> sink,
+                    std::function<void()> done);
   // Cancels every running call and waits for all of them.
   void Drain(bool cancel);
 
@@ -60,7 +60,7 @@ class McpServer {
   bool initialized_ = false;
   std::string version_;
   std::mutex calls_mu_;
-  std::condition_variable calls_cv_;  // signalled when a call leaves calls_
+  std::condition_variable calls_cv_;                          // signalled when a call leaves calls_
   std::map<std::string, std::unique_ptr<ActiveCall>> calls_;  // by request id (JSON text)
   WorkerPool pool_{64};
 };

@@ -9,9 +9,9 @@
 #include <map>
 #include <thread>
 
-#include "mcp/jsonrpc.h"
 #include "core/fs.h"
 #include "core/hash.h"
+#include "mcp/jsonrpc.h"
 
 namespace cordon::mcp {
 namespace {
@@ -57,11 +57,14 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     rec["tool"] = it->second.tool;
     rec["status"] = status;
     rec["elapsed_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                  it->second.started).count();
+                                                                  it->second.started)
+                            .count();
     session.Audit("tool_finished", std::move(rec), true);
     pending.erase(it);
   };
-  auto to_client = [&](std::string_view line) { (void)WriteAll(client_out, std::string(line) + "\n", "MCP client"); };
+  auto to_client = [&](std::string_view line) {
+    (void)WriteAll(client_out, std::string(line) + "\n", "MCP client");
+  };
 
   RunHooks hooks;
   hooks.on_stdout = [&](std::string_view chunk) {
@@ -72,7 +75,8 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
           if (std::holds_alternative<Json>(parsed)) {
             // Garbage on a server's stdout would break the client: drop it, say so.
             session.Audit("mcp_diagnostic",
-                          {{"server", "wrapped"}, {"reason", "non-JSON-RPC line on stdout dropped"},
+                          {{"server", "wrapped"},
+                           {"reason", "non-JSON-RPC line on stdout dropped"},
                            {"bytes", line.size()}},
                           false);
             return;
@@ -86,10 +90,11 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
           bool truncated = false;
           auto it = m.kind == Message::Kind::kResponse ? pending.find(m.id.dump()) : pending.end();
           if (it != pending.end()) {
-            const std::size_t cap = static_cast<std::size_t>(session.policy().limits.max_output_bytes);
+            const std::size_t cap =
+                static_cast<std::size_t>(session.policy().limits.max_output_bytes);
             if (line.size() > cap && m.result.is_object()) truncated = CapToolResult(m.result, cap);
-            const bool is_error = !m.error.is_null() ||
-                                  (m.result.is_object() && m.result.value("isError", false));
+            const bool is_error =
+                !m.error.is_null() || (m.result.is_object() && m.result.value("isError", false));
             Json rec = {{"output_bytes", line.size()}, {"truncated", truncated}};
             if (redactions > 0) rec["output_redactions"] = redactions;
             finish(it, is_error ? "error" : "ok", std::move(rec));
@@ -102,7 +107,8 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
         },
         [&](std::size_t bytes) {
           session.Audit("mcp_diagnostic",
-                        {{"server", "wrapped"}, {"reason", "oversized message from the server dropped"},
+                        {{"server", "wrapped"},
+                         {"reason", "oversized message from the server dropped"},
                          {"bytes", bytes}},
                         false);
         });
@@ -146,11 +152,14 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
               finish(it, "cancelled", std::move(rec));
             }
           }
-          if (m.kind == Message::Kind::kRequest && m.method == "tools/call" && m.params.is_object()) {
+          if (m.kind == Message::Kind::kRequest && m.method == "tools/call" &&
+              m.params.is_object()) {
             std::string tool = m.params.value("name", "");
             const std::string args = m.params.value("arguments", Json::object()).dump();
             session.Audit("tool_started",
-                          {{"server", "wrapped"}, {"tool", tool}, {"args_bytes", args.size()},
+                          {{"server", "wrapped"},
+                           {"tool", tool},
+                           {"args_bytes", args.size()},
                            {"args_sha256", Sha256Hex(args)}},
                           false);
             pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
@@ -160,13 +169,14 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
           }
         },
         [&](std::size_t bytes) {
-          to_client(DumpJson(MakeError(nullptr, kInvalidRequest,
-                                       "message of " + std::to_string(bytes) + " bytes exceeds the limit")));
+          to_client(DumpJson(
+              MakeError(nullptr, kInvalidRequest,
+                        "message of " + std::to_string(bytes) + " bytes exceeds the limit")));
         });
     return true;
   };
-  auto result = session.processes().RunWithHooks(req, hooks, &cancel,
-                                                 [&](ConfinedProcess& p) { proc = &p; });
+  auto result =
+      session.processes().RunWithHooks(req, hooks, &cancel, [&](ConfinedProcess& p) { proc = &p; });
   cancel = true;
   if (reaper.joinable()) reaper.join();
   if (!result) {

@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
-#include "policy/toml_parse.h"
+#include <sstream>
 
 #include "core/fs.h"
 #include "core/hash.h"
+#include "policy/toml_parse.h"
 
 namespace cordon {
 namespace {
@@ -27,12 +26,18 @@ struct LimitField {
   std::int64_t Limits::*member;
 };
 constexpr LimitField kLimitFields[] = {
-    {"timeout_secs", &Limits::timeout_secs},       {"max_output_bytes", &Limits::max_output_bytes},
-    {"max_results", &Limits::max_results},         {"max_line_chars", &Limits::max_line_chars},
-    {"max_read_lines", &Limits::max_read_lines},   {"max_file_bytes", &Limits::max_file_bytes},
-    {"max_input_bytes", &Limits::max_input_bytes}, {"memory_bytes", &Limits::memory_bytes},
-    {"pids", &Limits::pids},                       {"cpu_secs", &Limits::cpu_secs},
-    {"file_size_bytes", &Limits::file_size_bytes}, {"open_files", &Limits::open_files},
+    {"timeout_secs", &Limits::timeout_secs},
+    {"max_output_bytes", &Limits::max_output_bytes},
+    {"max_results", &Limits::max_results},
+    {"max_line_chars", &Limits::max_line_chars},
+    {"max_read_lines", &Limits::max_read_lines},
+    {"max_file_bytes", &Limits::max_file_bytes},
+    {"max_input_bytes", &Limits::max_input_bytes},
+    {"memory_bytes", &Limits::memory_bytes},
+    {"pids", &Limits::pids},
+    {"cpu_secs", &Limits::cpu_secs},
+    {"file_size_bytes", &Limits::file_size_bytes},
+    {"open_files", &Limits::open_files},
 };
 
 const LimitField* FindLimit(std::string_view key) {
@@ -41,7 +46,6 @@ const LimitField* FindLimit(std::string_view key) {
   }
   return nullptr;
 }
-
 
 int FsyncStrictness(std::string_view mode) {
   if (mode == "always") return 2;
@@ -53,13 +57,15 @@ Result<std::vector<std::string>> StringArray(const toml::node& node, const std::
                                              const std::string& key) {
   const toml::array* arr = node.as_array();
   if (arr == nullptr) {
-    return Fail(Code::kInvalidInput, Where(source, node) + ": " + key + " must be an array of strings");
+    return Fail(Code::kInvalidInput,
+                Where(source, node) + ": " + key + " must be an array of strings");
   }
   std::vector<std::string> out;
   for (const toml::node& item : *arr) {
     auto s = item.value<std::string>();
     if (!item.is_string() || !s) {
-      return Fail(Code::kInvalidInput, Where(source, item) + ": " + key + " entries must be strings");
+      return Fail(Code::kInvalidInput,
+                  Where(source, item) + ": " + key + " entries must be strings");
     }
     out.push_back(*s);
   }
@@ -117,18 +123,24 @@ NetworkMode Policy::NetworkFor(std::string_view tool) const {
 
 int NetworkStrictness(NetworkMode m) {
   switch (m) {
-    case NetworkMode::kNone: return 2;
-    case NetworkMode::kLoopback: return 1;
-    case NetworkMode::kAllow: return 0;
+    case NetworkMode::kNone:
+      return 2;
+    case NetworkMode::kLoopback:
+      return 1;
+    case NetworkMode::kAllow:
+      return 0;
   }
   return 2;
 }
 
 std::string_view NetworkModeName(NetworkMode mode) {
   switch (mode) {
-    case NetworkMode::kNone: return "none";
-    case NetworkMode::kLoopback: return "loopback";
-    case NetworkMode::kAllow: return "allow";
+    case NetworkMode::kNone:
+      return "none";
+    case NetworkMode::kLoopback:
+      return "loopback";
+    case NetworkMode::kAllow:
+      return "allow";
   }
   return "none";
 }
@@ -155,10 +167,23 @@ std::string ExpandPath(std::string_view path, const std::string& workspace,
 
 bool IsProtectedPath(std::string_view rel) {
   static constexpr std::string_view kDirs[] = {".cordon", ".thndrs", ".vscode", ".claude"};
-  static constexpr std::string_view kFiles[] = {
-      ".mcp.json",  ".bashrc",   ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-      ".zshrc",     ".zshenv",   ".zprofile",     ".zlogin",     ".zlogout",     ".inputrc",
-      ".envrc",     ".cshrc",    ".tcshrc",       ".kshrc",      ".config/fish/config.fish"};
+  static constexpr std::string_view kFiles[] = {".mcp.json",
+                                                ".bashrc",
+                                                ".bash_profile",
+                                                ".bash_login",
+                                                ".bash_logout",
+                                                ".profile",
+                                                ".zshrc",
+                                                ".zshenv",
+                                                ".zprofile",
+                                                ".zlogin",
+                                                ".zlogout",
+                                                ".inputrc",
+                                                ".envrc",
+                                                ".cshrc",
+                                                ".tcshrc",
+                                                ".kshrc",
+                                                ".config/fish/config.fish"};
   std::vector<std::string_view> parts;
   std::string_view rest = rel;
   while (!rest.empty()) {
@@ -170,7 +195,8 @@ bool IsProtectedPath(std::string_view rel) {
     std::string_view p = parts[i];
     if (std::find(std::begin(kDirs), std::end(kDirs), p) != std::end(kDirs)) return true;
     if (std::find(std::begin(kFiles), std::end(kFiles), p) != std::end(kFiles)) return true;
-    if (p == ".git" && i + 1 < parts.size() && (parts[i + 1] == "config" || parts[i + 1] == "hooks")) {
+    if (p == ".git" && i + 1 < parts.size() &&
+        (parts[i + 1] == "config" || parts[i + 1] == "hooks")) {
       return true;
     }
     if (p == ".config" && i + 2 < parts.size() && parts[i + 1] == "fish") return true;
@@ -262,9 +288,11 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
                                                                : nullptr;
         if (list == nullptr) return UnknownKey(source, sub, name);
         for (const auto& path : paths) {
-          if (path.empty() || (path[0] != '/' && path[0] != '~' && path.rfind("${WORKSPACE}", 0) != 0)) {
-            return Fail(Code::kInvalidInput, where + ": " + name + " entry \"" + path +
-                                                 "\" must be absolute, start with ~ or ${WORKSPACE}");
+          if (path.empty() ||
+              (path[0] != '/' && path[0] != '~' && path.rfind("${WORKSPACE}", 0) != 0)) {
+            return Fail(Code::kInvalidInput,
+                        where + ": " + name + " entry \"" + path +
+                            "\" must be absolute, start with ~ or ${WORKSPACE}");
           }
         }
         if (sk.str() == "deny") {
@@ -290,7 +318,8 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
         auto v = sub.value<std::string>();
         auto mode = ParseNetworkMode(v.value_or(""));
         if (!sub.is_string() || !mode) {
-          return Fail(Code::kInvalidInput, where + ": network.mode must be \"none\", \"loopback\" or \"allow\"");
+          return Fail(Code::kInvalidInput,
+                      where + ": network.mode must be \"none\", \"loopback\" or \"allow\"");
         }
         if (tighten_only && NetworkStrictness(*mode) < NetworkStrictness(policy.network)) {
           policy.notes.push_back(where + ": a project file cannot open the network to " + *v);
@@ -322,7 +351,8 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
       } else if (key == "tools") {
         const toml::table* tool = sub.as_table();
         if (tool == nullptr) {
-          return Fail(Code::kInvalidInput, where + ": [tools." + std::string(sk.str()) + "] must be a table");
+          return Fail(Code::kInvalidInput,
+                      where + ": [tools." + std::string(sk.str()) + "] must be a table");
         }
         const std::string tool_name(sk.str());
         for (auto&& [tk, tv] : *tool) {
@@ -331,10 +361,13 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
           if (tk.str() == "network") {
             auto mode = ParseNetworkMode(tv.value<std::string>().value_or(""));
             if (!tv.is_string() || !mode) {
-              return Fail(Code::kInvalidInput, twhere + ": " + tkey + " must be \"none\", \"loopback\" or \"allow\"");
+              return Fail(Code::kInvalidInput,
+                          twhere + ": " + tkey + " must be \"none\", \"loopback\" or \"allow\"");
             }
-            if (tighten_only && NetworkStrictness(*mode) < NetworkStrictness(policy.NetworkFor(tool_name))) {
-              policy.notes.push_back(twhere + ": a project file cannot open the network for " + tool_name);
+            if (tighten_only &&
+                NetworkStrictness(*mode) < NetworkStrictness(policy.NetworkFor(tool_name))) {
+              policy.notes.push_back(twhere + ": a project file cannot open the network for " +
+                                     tool_name);
               continue;
             }
             policy.tools[tool_name].network = *mode;
@@ -361,7 +394,8 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
         ASSIGN_OR_RETURN(auto paths, StringArray(sub, source, name));
         for (const auto& p : paths) {
           auto rel = NormalizeWorkspacePath("/", p);
-          if (!rel) return Fail(Code::kInvalidInput, where + ": example " + p + ": " + rel.error().message);
+          if (!rel)
+            return Fail(Code::kInvalidInput, where + ": example " + p + ": " + rel.error().message);
           if (IsProtectedPath(*rel) != want_protected) {
             return Fail(Code::kInvalidInput, where + ": example fails: " + p + " should be " +
                                                  (want_protected ? "protected" : "writable"));
@@ -409,7 +443,8 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
   // Built-in defaults: everything a coding agent needs, nothing else.
   policy.scopes = {"fs:read", "fs:write", "process:run", "process:operate", "mcp:call"};
   policy.provenance["scopes.grant"] = "built-in default";
-  for (const auto& f : kLimitFields) policy.provenance[std::string("limits.") + f.key] = "built-in default";
+  for (const auto& f : kLimitFields)
+    policy.provenance[std::string("limits.") + f.key] = "built-in default";
   policy.provenance["audit.fsync"] = "built-in default";
   static const char* kLayers[] = {"shipped", "system", "user"};
   for (std::size_t i = 0; i < sources.dirs.size(); ++i) {

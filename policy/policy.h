@@ -15,9 +15,8 @@
 namespace cordon {
 
 // Scopes a tool may need. Their names are stable and appear in policy files.
-inline constexpr std::string_view kAllScopes[] = {"fs:read",         "fs:write", "process:run",
-                                                  "process:operate", "mcp:call",
-                                                  "diagnostics:read"};
+inline constexpr std::string_view kAllScopes[] = {
+    "fs:read", "fs:write", "process:run", "process:operate", "mcp:call", "diagnostics:read"};
 bool IsKnownScope(std::string_view scope);
 
 struct Limits {
@@ -89,8 +88,8 @@ struct Policy {
 
 // Where policy layers come from, in merge order.
 struct PolicySources {
-  std::vector<std::string> dirs;          // shipped, system, user policies.d (lexical per dir)
-  std::vector<std::string> extra_files;   // --policy FILE, in order
+  std::vector<std::string> dirs;            // shipped, system, user policies.d (lexical per dir)
+  std::vector<std::string> extra_files;     // --policy FILE, in order
   std::optional<std::string> project_file;  // ${WORKSPACE}/.cordon/policy.toml: tighten-only
 };
 
@@ -104,7 +103,8 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
                        bool tighten_only);
 
 // Expands ${WORKSPACE} and a leading ~ (the invoking user's HOME) in a policy path.
-std::string ExpandPath(std::string_view path, const std::string& workspace, const std::string& home);
+std::string ExpandPath(std::string_view path, const std::string& workspace,
+                       const std::string& home);
 
 // Paths inside a writable workspace that the agent may never write, nested repos included:
 // .git/config, .git/hooks, .cordon/, .thndrs/, .mcp.json, .vscode/, .claude/, shell dotfiles.

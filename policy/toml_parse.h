@@ -2,10 +2,10 @@
 // and MCP config loaders (both use toml++ header-only).
 #pragma once
 
+#include <toml++/toml.h>
+
 #include <string>
 #include <string_view>
-
-#include <toml++/toml.h>
 
 #include "core/error.h"
 

@@ -20,7 +20,7 @@ namespace cordon {
 
 HostPath DescribeHostPath(const std::string& path) {
   HostPath hp{path, PathKind::kMissing, {}};
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return hp;
   if (S_ISLNK(st.st_mode)) {
     hp.kind = PathKind::kSymlink;
@@ -38,11 +38,13 @@ HostPath DescribeHostPath(const std::string& path) {
 }
 
 std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
-  std::vector<std::string> a = {l.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
-                                "--unshare-uts", "--unshare-cgroup-try"};
-  if (l.network != NetworkMode::kAllow) a.push_back("--unshare-net");  // loopback: bwrap brings lo up
+  std::vector<std::string> a = {l.bwrap,         "--unshare-user", "--unshare-pid",
+                                "--unshare-ipc", "--unshare-uts",  "--unshare-cgroup-try"};
+  if (l.network != NetworkMode::kAllow)
+    a.push_back("--unshare-net");  // loopback: bwrap brings lo up
   a.insert(a.end(), {"--die-with-parent", "--new-session", "--hostname", "cordon"});
-  if (l.json_status_fd >= 0) a.insert(a.end(), {"--json-status-fd", std::to_string(l.json_status_fd)});
+  if (l.json_status_fd >= 0)
+    a.insert(a.end(), {"--json-status-fd", std::to_string(l.json_status_fd)});
   a.push_back("--clearenv");
   for (const auto& [k, v] : l.env) a.insert(a.end(), {"--setenv", k, v});
   auto bind = [&](const char* how, const HostPath& p) {
@@ -109,9 +111,9 @@ std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_
 namespace {
 
 constexpr const char* kRootDirs[] = {".cordon", ".thndrs", ".vscode", ".claude"};
-constexpr const char* kRootFiles[] = {".mcp.json", ".bashrc", ".bash_profile", ".bash_login",
-                                      ".bash_logout", ".profile", ".zshrc", ".zshenv",
-                                      ".zprofile", ".zlogin", ".zlogout", ".envrc", ".inputrc"};
+constexpr const char* kRootFiles[] = {
+    ".mcp.json", ".bashrc",   ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
+    ".zshenv",   ".zprofile", ".zlogin",       ".zlogout",    ".envrc",       ".inputrc"};
 
 }  // namespace
 
@@ -122,8 +124,9 @@ Result<ProtectedScan> ScanProtectedPaths(const std::string& ws, std::size_t max_
   auto add = [&](const std::string& rel, PathKind kind, bool want_dir) -> Status {
     if (kind == PathKind::kSymlink || kind == PathKind::kOther) {
       return Fail(Code::kSandboxUnavailable,
-                  "protected path " + rel + " is a symbolic link or special file; cordon will not "
-                  "run processes in this workspace until it is a plain file or directory");
+                  "protected path " + rel +
+                      " is a symbolic link or special file; cordon will not "
+                      "run processes in this workspace until it is a plain file or directory");
     }
     scan.protect.push_back({ws + "/" + rel, kind, want_dir});
     for (std::size_t pos = rel.find('/'); pos != std::string::npos; pos = rel.find('/', pos + 1)) {
@@ -156,11 +159,13 @@ Result<ProtectedScan> ScanProtectedPaths(const std::string& ws, std::size_t max_
   }
   for (const char* f : kRootFiles) {
     PathKind k = kind_of(f);
-    if (k != PathKind::kMissing || is_home || std::string_view(f) == ".mcp.json") TRY(add(f, k, false));
+    if (k != PathKind::kMissing || is_home || std::string_view(f) == ".mcp.json")
+      TRY(add(f, k, false));
   }
   TRY(add_git("", true));
   // Nested repositories and protected names below the root, within a bounded walk.
-  std::function<Status(const std::string&, int)> walk = [&](const std::string& rel, int depth) -> Status {
+  std::function<Status(const std::string&, int)> walk = [&](const std::string& rel,
+                                                            int depth) -> Status {
     if (depth > max_depth || scan.truncated) return {};
     std::string dir = rel.empty() ? ws : ws + "/" + rel;
     DIR* d = ::opendir(dir.c_str());

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "policy/policy.h"
 #include "core/error.h"
+#include "policy/policy.h"
 
 namespace cordon {
 
@@ -36,7 +36,7 @@ struct SandboxLayout {
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;  // ancestors of protected paths: bound onto themselves
   NetworkMode network = NetworkMode::kNone;
-  std::string shim;               // host path of cordon-shim
+  std::string shim;  // host path of cordon-shim
   std::string cwd;
   std::vector<std::pair<std::string, std::string>> env;
   int spec_fd = -1;
@@ -49,8 +49,8 @@ inline constexpr const char* kShimInSandbox = "/run/cordon/cordon-shim";
 std::vector<std::string> BuildBwrapArgv(const SandboxLayout& layout);
 
 // The environment a confined process gets: a fixed allowlist, never a secret-looking name.
-std::vector<std::pair<std::string, std::string>> SandboxEnvironment(
-    char** host_env, const std::string& workspace);
+std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_env,
+                                                                    const std::string& workspace);
 
 // Protected paths present in (or missing from) the workspace, and the directories to pin so
 // that no ancestor of a protected path can be renamed. Fails closed on a protected symlink.
@@ -60,8 +60,8 @@ struct ProtectedScan {
   std::size_t scanned = 0;
   bool truncated = false;
 };
-Result<ProtectedScan> ScanProtectedPaths(const std::string& workspace, std::size_t max_entries = 5000,
-                                         int max_depth = 3);
+Result<ProtectedScan> ScanProtectedPaths(const std::string& workspace,
+                                         std::size_t max_entries = 5000, int max_depth = 3);
 
 HostPath DescribeHostPath(const std::string& path);
 

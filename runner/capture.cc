@@ -95,7 +95,9 @@ std::string StripEscapes(std::string_view s) {
         while (i < s.size() && !(s[i] >= 0x40 && s[i] <= 0x7e)) ++i;
       } else if (n == ']') {  // OSC: until BEL or ESC backslash
         i += 2;
-        while (i < s.size() && s[i] != '\a' && !(s[i] == 0x1b && i + 1 < s.size() && s[i + 1] == '\\')) ++i;
+        while (i < s.size() && s[i] != '\a' &&
+               !(s[i] == 0x1b && i + 1 < s.size() && s[i + 1] == '\\'))
+          ++i;
         if (i < s.size() && s[i] == 0x1b) ++i;
       } else {
         ++i;

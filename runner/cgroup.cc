@@ -2,20 +2,19 @@
 // removed when the call ends (after the pid namespace, and so every process, is gone).
 #include "runner/cgroup.h"
 
-#include "core/fs.h"
-
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <mutex>
-
 #include <atomic>
+#include <cerrno>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
+
+#include "core/fs.h"
 
 namespace cordon {
 namespace {
@@ -128,7 +127,8 @@ CgroupSupport ProbeCgroups() {
   }
   auto mem = h.find("memory"), pids = h.find("pids");
   if (mem != h.end() && pids != h.end()) {
-    std::string m = mem->second.first + mem->second.second, p = pids->second.first + pids->second.second;
+    std::string m = mem->second.first + mem->second.second,
+                p = pids->second.first + pids->second.second;
     if (::access(m.c_str(), W_OK) == 0 && ::access(p.c_str(), W_OK) == 0) {
       s.mode = "v1";
       s.reason = "cgroup v1 memory and pids hierarchies are writable";
@@ -138,17 +138,20 @@ CgroupSupport ProbeCgroups() {
   }
   s.mode = "none";
   s.remedy =
-      "run cordon in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes cordon ...`; "
+      "run cordon in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes cordon "
+      "...`; "
       "until then memory and process counts are limited by RLIMIT_AS and RLIMIT_NPROC";
   return s;
 }
 
-Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support, const Limits& limits) {
+Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support,
+                                                   const Limits& limits) {
   if (support.mode == "none") return std::optional<CgroupJob>();
   auto h = Hierarchies();
   CgroupJob job;
   job.mode_ = support.mode;
-  const std::string name = "cordon-" + std::to_string(::getpid()) + "-" + std::to_string(++g_counter);
+  const std::string name =
+      "cordon-" + std::to_string(::getpid()) + "-" + std::to_string(++g_counter);
   static std::once_flag swept;
   std::call_once(swept, [&] {
     if (support.mode == "v2") {
@@ -179,7 +182,8 @@ Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support,
       if (::mkdir(sup.c_str(), 0755) != 0 && errno != EEXIST) {
         return SysFail(Code::kSandboxUnavailable, "mkdir", sup);
       }
-      if (!WriteSmall(sup + "/cgroup.procs", "0")) return SysFail(Code::kSandboxUnavailable, "join", sup);
+      if (!WriteSmall(sup + "/cgroup.procs", "0"))
+        return SysFail(Code::kSandboxUnavailable, "join", sup);
     }
     if (!WriteSmall(own + "/cgroup.subtree_control", "+pids +memory")) {
       return SysFail(Code::kSandboxUnavailable, "enable controllers", own);
@@ -207,7 +211,9 @@ Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support,
 }
 
 CgroupJob::CgroupJob(CgroupJob&& o) noexcept
-    : mode_(std::move(o.mode_)), dirs_(std::move(o.dirs_)), procs_files_(std::move(o.procs_files_)) {
+    : mode_(std::move(o.mode_)),
+      dirs_(std::move(o.dirs_)),
+      procs_files_(std::move(o.procs_files_)) {
   o.dirs_.clear();
 }
 
@@ -218,7 +224,8 @@ CgroupJob::~CgroupJob() {
 Json CgroupJob::Stats() const {
   Json s = {{"mode", mode_}};
   for (const auto& d : dirs_) {
-    for (const char* f : {"memory.peak", "memory.max_usage_in_bytes", "pids.events", "memory.events"}) {
+    for (const char* f :
+         {"memory.peak", "memory.max_usage_in_bytes", "pids.events", "memory.events"}) {
       std::string v = ReadSmall(d + "/" + f);
       if (!v.empty()) s[f] = v;
     }

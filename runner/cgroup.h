@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "policy/policy.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "policy/policy.h"
 
 namespace cordon {
 
@@ -24,7 +24,8 @@ CgroupSupport ProbeCgroups();
 class CgroupJob {
  public:
   // Creates a cgroup for one call with memory and pids limits. nullopt when unsupported.
-  static Result<std::optional<CgroupJob>> Create(const CgroupSupport& support, const Limits& limits);
+  static Result<std::optional<CgroupJob>> Create(const CgroupSupport& support,
+                                                 const Limits& limits);
   CgroupJob(CgroupJob&&) noexcept;
   CgroupJob& operator=(CgroupJob&&) = delete;
   CgroupJob(const CgroupJob&) = delete;

@@ -67,7 +67,9 @@ std::optional<ContainFailure> Contain(const ContainSpec& spec) {
   if (auto st = ApplyRlimits(spec.rlimits); !st) return ContainFailure{"rlimits", st.error()};
   // 2. no_new_privs: no setuid/file-capability gains across execve; Landlock needs it.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-    return ContainFailure{"no_new_privs", SysFail(Code::kSandboxUnavailable, "prctl(PR_SET_NO_NEW_PRIVS)", "").error()};
+    return ContainFailure{
+        "no_new_privs",
+        SysFail(Code::kSandboxUnavailable, "prctl(PR_SET_NO_NEW_PRIVS)", "").error()};
   }
   // 3. Every capability, the bounding and ambient sets included.
   if (auto st = DropAllCapabilities(); !st) return ContainFailure{"capabilities", st.error()};

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "runner/landlock.h"
-#include "runner/seccomp.h"
 #include "runner/rlimits.h"
+#include "runner/seccomp.h"
 
 namespace cordon {
 

@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runner/landlock.h"
 #include "runner/cgroup.h"
-#include "runner/launch.h"
 #include "runner/host_probe.h"
+#include "runner/landlock.h"
+#include "runner/launch.h"
 
 extern char** environ;
 
@@ -39,7 +39,8 @@ std::pair<int, std::string> Capture(const std::vector<std::string>& argv) {
   std::string out;
   char buf[4096];
   ssize_t n;
-  while ((n = ::read(p[0], buf, sizeof buf)) > 0 && out.size() < 8192) out.append(buf, static_cast<std::size_t>(n));
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0 && out.size() < 8192)
+    out.append(buf, static_cast<std::size_t>(n));
   ::close(p[0]);
   if (rc != 0) return {-1, "cannot run " + argv[0]};
   int status = 0;
@@ -53,10 +54,14 @@ std::pair<int, std::string> Capture(const std::vector<std::string>& argv) {
 bool RunDoctor(Json* report, const std::string& shim_path) {
   Json checks = Json::array();
   bool ok = true;
-  auto add = [&](std::string name, bool pass, bool required, std::string detail, std::string remedy) {
+  auto add = [&](std::string name, bool pass, bool required, std::string detail,
+                 std::string remedy) {
     if (required && !pass) ok = false;
-    checks.push_back({{"name", std::move(name)}, {"ok", pass}, {"required", required},
-                      {"detail", std::move(detail)}, {"remedy", pass ? std::string() : std::move(remedy)}});
+    checks.push_back({{"name", std::move(name)},
+                      {"ok", pass},
+                      {"required", required},
+                      {"detail", std::move(detail)},
+                      {"remedy", pass ? std::string() : std::move(remedy)}});
   };
   const std::string bwrap = FindOnPath("bwrap");
   if (bwrap.empty()) {
@@ -64,15 +69,19 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
   } else {
     auto [rc, ver] = Capture({bwrap, "--version"});
     add("bwrap", rc == 0, true, ver + " (" + bwrap + ")", "reinstall bubblewrap");
-    auto [urc, uout] = Capture({bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind",
-                                "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"});
+    auto [urc, uout] =
+        Capture({bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
+                 "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"});
     std::string remedy =
         "unprivileged user namespaces are blocked. On Ubuntu 23.10+: sysctl -w "
         "kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile for bwrap); "
-        "elsewhere: sysctl -w user.max_user_namespaces=15000 (and kernel.unprivileged_userns_clone=1 "
-        "on older Debian kernels). Inside Docker, the default seccomp profile blocks unshare/clone: "
+        "elsewhere: sysctl -w user.max_user_namespaces=15000 (and "
+        "kernel.unprivileged_userns_clone=1 "
+        "on older Debian kernels). Inside Docker, the default seccomp profile blocks "
+        "unshare/clone: "
         "run with --security-opt seccomp=unconfined or a profile that allows them";
-    add("user_namespaces", urc == 0, true, urc == 0 ? "bwrap made user, pid and net namespaces" : uout, remedy);
+    add("user_namespaces", urc == 0, true,
+        urc == 0 ? "bwrap made user, pid and net namespaces" : uout, remedy);
   }
   const int abi = LandlockAbi();
   add("landlock", abi >= 1, false,
@@ -88,19 +97,24 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
       if (line.rfind("Seccomp:", 0) == 0) mode = line;
     }
   }
-  add("seccomp", seccomp, true, seccomp ? "available (" + mode + ")" : "prctl(PR_GET_SECCOMP) failed",
+  add("seccomp", seccomp, true,
+      seccomp ? "available (" + mode + ")" : "prctl(PR_GET_SECCOMP) failed",
       "boot a kernel with CONFIG_SECCOMP_FILTER=y");
   CgroupSupport cg = ProbeCgroups();
   add("cgroup", cg.mode != "none", false, cg.mode + ": " + cg.reason, cg.remedy);
   const std::string rg = FindOnPath("rg");
-  add("ripgrep", !rg.empty(), false, rg.empty() ? "rg not on PATH" : Capture({rg, "--version"}).second.substr(0, Capture({rg, "--version"}).second.find('\n')),
+  add("ripgrep", !rg.empty(), false,
+      rg.empty() ? "rg not on PATH"
+                 : Capture({rg, "--version"})
+                       .second.substr(0, Capture({rg, "--version"}).second.find('\n')),
       "apt-get install ripgrep (search_text needs it)");
   std::string fd = FindOnPath("fd");
   if (fd.empty()) fd = FindOnPath("fdfind");
   add("fd", !fd.empty(), false, fd.empty() ? "fd/fdfind not on PATH: find is the fallback" : fd,
       "apt-get install fd-find (find_files falls back to find without it)");
   std::string shim = shim_path.empty() ? DefaultShimPath() : shim_path;
-  add("cordon-shim", ::access(shim.c_str(), X_OK) == 0, true, shim, "reinstall cordon: cordon-shim must sit next to cordon");
+  add("cordon-shim", ::access(shim.c_str(), X_OK) == 0, true, shim,
+      "reinstall cordon: cordon-shim must sit next to cordon");
   // End to end: a confined `true` through the same path every tool call takes.
   if (ok) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "cordon-doctor-XXXXXX").string();
@@ -123,7 +137,8 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
             (*proc)->Run(nullptr);
             ProcessOutcome o = (*proc)->outcome();
             pass = o.exit_code && *o.exit_code == 0;
-            detail = pass ? "a confined `true` ran (" + std::to_string(static_cast<int>(o.elapsed_ms)) + " ms)"
+            detail = pass ? "a confined `true` ran (" +
+                                std::to_string(static_cast<int>(o.elapsed_ms)) + " ms)"
                           : (o.error ? o.error->message : o.status);
           } else {
             detail = proc.error().message;

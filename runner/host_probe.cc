@@ -31,7 +31,7 @@ std::string FindOnPath(const std::string& name) {
 
 ConfinementProbe ProbeConfinement() {
   ConfinementProbe p;
-  struct open_how how{};
+  struct open_how how {};
   how.flags = O_PATH | O_CLOEXEC;
   how.resolve = RESOLVE_BENEATH;
   long fd = ::syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof how);

@@ -111,7 +111,7 @@ Status ApplyLandlock(const LandlockSpec& spec) {
     }
     UniqueFd path_fd(fd);
     std::uint64_t access = p.access & spec.handled_fs;
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) {
       // Directory-only rights cannot be granted on a file.
       access &= landlock::kExecute | landlock::kWriteFile | landlock::kReadFile |

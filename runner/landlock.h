@@ -7,24 +7,23 @@
 #include <string>
 #include <vector>
 
-#include "policy/policy.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "policy/policy.h"
 
 namespace cordon {
 
 // Access bits from the kernel UAPI (linux/landlock.h), spelled here so that older headers build.
 namespace landlock {
-inline constexpr std::uint64_t kExecute = 1ull << 0, kWriteFile = 1ull << 1,
-                               kReadFile = 1ull << 2, kReadDir = 1ull << 3,
-                               kRemoveDir = 1ull << 4, kRemoveFile = 1ull << 5,
-                               kMakeChar = 1ull << 6, kMakeDir = 1ull << 7, kMakeReg = 1ull << 8,
-                               kMakeSock = 1ull << 9, kMakeFifo = 1ull << 10,
+inline constexpr std::uint64_t kExecute = 1ull << 0, kWriteFile = 1ull << 1, kReadFile = 1ull << 2,
+                               kReadDir = 1ull << 3, kRemoveDir = 1ull << 4,
+                               kRemoveFile = 1ull << 5, kMakeChar = 1ull << 6, kMakeDir = 1ull << 7,
+                               kMakeReg = 1ull << 8, kMakeSock = 1ull << 9, kMakeFifo = 1ull << 10,
                                kMakeBlock = 1ull << 11, kMakeSym = 1ull << 12,
-                               kRefer = 1ull << 13,      // ABI 2
-                               kTruncate = 1ull << 14,   // ABI 3
-                               kIoctlDev = 1ull << 15;   // ABI 5
-inline constexpr std::uint64_t kNetBindTcp = 1ull << 0, kNetConnectTcp = 1ull << 1;  // ABI 4
+                               kRefer = 1ull << 13,                                       // ABI 2
+    kTruncate = 1ull << 14,                                                               // ABI 3
+    kIoctlDev = 1ull << 15;                                                               // ABI 5
+inline constexpr std::uint64_t kNetBindTcp = 1ull << 0, kNetConnectTcp = 1ull << 1;       // ABI 4
 inline constexpr std::uint64_t kScopeAbstractUnix = 1ull << 0, kScopeSignal = 1ull << 1;  // ABI 6
 std::uint64_t FsAccessForAbi(int abi);
 }  // namespace landlock
@@ -44,9 +43,9 @@ struct LandlockSpec {
 };
 
 struct LandlockInput {
-  std::vector<std::string> read;   // read + execute
-  std::vector<std::string> write;  // everything
-  std::vector<std::string> devices;  // read + write files, ioctl (e.g. /dev)
+  std::vector<std::string> read;       // read + execute
+  std::vector<std::string> write;      // everything
+  std::vector<std::string> devices;    // read + write files, ioctl (e.g. /dev)
   std::vector<std::string> list_only;  // READ_DIR only
   NetworkMode network = NetworkMode::kNone;
 };

@@ -35,7 +35,9 @@ constexpr int kSpecFd = 3, kStatusFd = 4, kJsonStatusFd = 5;
 constexpr int kGraceMs = 2000;
 
 double NowMs() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 bool Under(const std::string& path, const std::string& root) {
@@ -67,13 +69,13 @@ int OpenStubLock(const std::string& workspace) {
 }
 
 void KillSandboxNamespace(pid_t init, int sig) {
-  struct stat ns{};
+  struct stat ns {};
   if (init <= 0 || ::stat(("/proc/" + std::to_string(init) + "/ns/pid").c_str(), &ns) != 0) return;
   DIR* d = ::opendir("/proc");
   if (d == nullptr) return;
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    struct stat st{};
+    struct stat st {};
     std::string p = std::string("/proc/") + e->d_name + "/ns/pid";
     if (::stat(p.c_str(), &st) == 0 && st.st_ino == ns.st_ino && st.st_dev == ns.st_dev) {
       ::kill(static_cast<pid_t>(std::atoi(e->d_name)), sig);
@@ -119,16 +121,19 @@ Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& 
   } else {
     std::ifstream userns("/proc/sys/user/max_user_namespaces");
     long max = 0;
-    if (!(userns >> max) || max <= 0) why = "user namespaces are disabled (sysctl user.max_user_namespaces=0)";
+    if (!(userns >> max) || max <= 0)
+      why = "user namespaces are disabled (sysctl user.max_user_namespaces=0)";
   }
   if (!why.empty()) {
     if (!policy.allow_weaker_sandbox) {
       return Fail(Code::kSandboxUnavailable,
-                  why + "; cordon fails closed. Fix it, or set [sandbox] allow_weaker = true in your "
-                        "policy to run with Landlock + seccomp only");
+                  why +
+                      "; cordon fails closed. Fix it, or set [sandbox] allow_weaker = true in your "
+                      "policy to run with Landlock + seccomp only");
     }
     if (h.landlock_abi < 1) {
-      return Fail(Code::kSandboxUnavailable, why + ", and Landlock is unavailable: no weaker mode is possible");
+      return Fail(Code::kSandboxUnavailable,
+                  why + ", and Landlock is unavailable: no weaker mode is possible");
     }
     h.weaker = true;
     h.weaker_reason = why;
@@ -139,14 +144,15 @@ Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& 
 
 // `root` as a list of paths that together cover it except the subtrees in `hidden`: only the
 // directories on the way to a hidden path are opened up, into their other entries.
-std::vector<std::string> PathsExcept(const std::string& root, const std::vector<std::string>& hidden) {
+std::vector<std::string> PathsExcept(const std::string& root,
+                                     const std::vector<std::string>& hidden) {
   bool covers_hidden = false;
   for (const auto& h : hidden) {
     if (Under(root, h)) return {};  // root itself is hidden
     if (Under(h, root)) covers_hidden = true;
   }
   if (!covers_hidden) return {root};
-  struct stat st{};
+  struct stat st {};
   if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
   std::vector<std::string> out;
   DIR* d = ::opendir(root.c_str());
@@ -183,8 +189,9 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
   if (req.no_timeout) plan.limits.timeout_secs = 100ll * 365 * 24 * 3600;
   if (req.timeout_secs) {
     // An agent may only shorten the policy's timeout; the person running cordon may set any.
-    plan.limits.timeout_secs = req.timeout_from_user ? *req.timeout_secs
-                                                     : std::min(*req.timeout_secs, plan.limits.timeout_secs);
+    plan.limits.timeout_secs = req.timeout_from_user
+                                   ? *req.timeout_secs
+                                   : std::min(*req.timeout_secs, plan.limits.timeout_secs);
   }
   plan.network = req.network.value_or(policy.NetworkFor(req.tool));
   const char* home_env = std::getenv("HOME");
@@ -215,13 +222,17 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
     // Inside bwrap's user namespace only cordon's own uid is mapped. A workspace owned by
     // another user is then not writable for the command, whatever root could do outside, and
     // bwrap cannot make the protected stubs in it: say so instead of failing halfway.
-    struct stat st{};
-    if (::stat(workspace.c_str(), &st) == 0 && st.st_uid != ::geteuid() && (st.st_mode & S_IWOTH) == 0) {
+    struct stat st {};
+    if (::stat(workspace.c_str(), &st) == 0 && st.st_uid != ::geteuid() &&
+        (st.st_mode & S_IWOTH) == 0) {
       return Fail(Code::kSandboxUnavailable,
-                  "the workspace " + workspace + " belongs to uid " + std::to_string(st.st_uid) + ", not to uid " +
-                      std::to_string(::geteuid()) + " that runs cordon: inside the sandbox's user namespace only " +
-                      "uid " + std::to_string(::geteuid()) + " is mapped, so the command could not write there. " +
-                      "Run cordon as its owner (e.g. runuser -u OWNER -- cordon ...) or chown the workspace",
+                  "the workspace " + workspace + " belongs to uid " + std::to_string(st.st_uid) +
+                      ", not to uid " + std::to_string(::geteuid()) +
+                      " that runs cordon: inside the sandbox's user namespace only " + "uid " +
+                      std::to_string(::geteuid()) +
+                      " is mapped, so the command could not write there. " +
+                      "Run cordon as its owner (e.g. runuser -u OWNER -- cordon ...) or chown the "
+                      "workspace",
                   0, workspace);
     }
   }
@@ -271,7 +282,8 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
     for (const auto& r : l.read) {
       for (auto& p : PathsExcept(r.path, hidden)) w.read.push_back(std::move(p));
     }
-    for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}) {
+    for (const char* dev :
+         {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}) {
       w.devices.push_back(dev);
     }
     if (l.workspace_writable) {
@@ -287,10 +299,13 @@ Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy
   if (host.weaker) {
     // No pid namespace to end: the command's process group is what the shim kills at the end,
     // so nothing it starts may leave that group.
-    plan.contain.seccomp.push_back({"setsid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
-    plan.contain.seccomp.push_back({"setpgid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
+    plan.contain.seccomp.push_back(
+        {"setsid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
+    plan.contain.seccomp.push_back(
+        {"setpgid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
   }
-  plan.contain.rlimits = BuildRlimits(plan.limits, host.cgroups.mode != "none", host.cgroups.mode != "none");
+  plan.contain.rlimits =
+      BuildRlimits(plan.limits, host.cgroups.mode != "none", host.cgroups.mode != "none");
   plan.contain.argv = req.argv;
   plan.contain.cwd = l.cwd;
   Json ns = host.weaker ? Json::array() : Json{"user", "mount", "pid", "ipc", "uts", "cgroup"};
@@ -328,7 +343,8 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
     std::string dir = StubLockDir() + "/tmp-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr) return SysFail(Code::kSandboxUnavailable, "mkdtemp", dir);
     proc->private_tmp_ = dir;
-    plan.contain.landlock->paths.push_back({dir, landlock::FsAccessForAbi(plan.contain.landlock->abi)});
+    plan.contain.landlock->paths.push_back(
+        {dir, landlock::FsAccessForAbi(plan.contain.landlock->abi)});
     for (auto& [k, v] : plan.layout.env) {
       if (k == "TMPDIR" || k == "HOME") v = dir;
     }
@@ -349,22 +365,23 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   }
   const std::string spec = ContainSpecJson(plan.contain).dump();
   UniqueFd spec_fd(::memfd_create("cordon-spec", MFD_CLOEXEC));
-  if (!spec_fd.valid() || ::write(spec_fd.get(), spec.data(), spec.size()) != static_cast<ssize_t>(spec.size()) ||
+  if (!spec_fd.valid() ||
+      ::write(spec_fd.get(), spec.data(), spec.size()) != static_cast<ssize_t>(spec.size()) ||
       ::lseek(spec_fd.get(), 0, SEEK_SET) != 0) {
     return SysFail(Code::kSandboxUnavailable, "memfd spec", "");
   }
   int out[2], err[2], st[2], js[2], in[2];
-  if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(st, O_CLOEXEC) || ::pipe2(js, O_CLOEXEC) ||
-      ::pipe2(in, O_CLOEXEC)) {
+  if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(st, O_CLOEXEC) ||
+      ::pipe2(js, O_CLOEXEC) || ::pipe2(in, O_CLOEXEC)) {
     return SysFail(Code::kSandboxUnavailable, "pipe2", "");
   }
   UniqueFd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]), st_r(st[0]), st_w(st[1]),
       js_r(js[0]), js_w(js[1]), in_r(in[0]), in_w(in[1]);
   const bool pipe_in = req.pipe_stdin;
-  std::vector<std::string> argv = weaker ? std::vector<std::string>{plan.layout.shim, "--spec-fd",
-                                                                    std::to_string(kSpecFd), "--status-fd",
-                                                                    std::to_string(kStatusFd)}
-                                         : BuildBwrapArgv(plan.layout);
+  std::vector<std::string> argv =
+      weaker ? std::vector<std::string>{plan.layout.shim, "--spec-fd", std::to_string(kSpecFd),
+                                        "--status-fd", std::to_string(kStatusFd)}
+             : BuildBwrapArgv(plan.layout);
   std::vector<std::string> env_strings;
   if (weaker) {
     for (const auto& [k, v] : plan.layout.env) env_strings.push_back(k + "=" + v);
@@ -376,7 +393,8 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   cargv.push_back(nullptr);
   for (auto& e : env_strings) cenv.push_back(e.data());
   cenv.push_back(nullptr);
-  std::vector<std::string> procs = proc->cgroup_ ? proc->cgroup_->procs_files() : std::vector<std::string>{};
+  std::vector<std::string> procs =
+      proc->cgroup_ ? proc->cgroup_->procs_files() : std::vector<std::string>{};
   const std::string cwd = plan.layout.cwd;
   const bool inherit = req.inherit_stdio;
   proc->started_ms_ = NowMs();
@@ -395,9 +413,12 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
     }
     if (!inherit) ::setsid();  // exec keeps the caller's terminal session; bwrap still isolates
     int devnull = inherit ? 0 : pipe_in ? in_r.get() : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int hi[6] = {::fcntl(devnull, F_DUPFD_CLOEXEC, 64), ::fcntl(inherit ? 1 : out_w.get(), F_DUPFD_CLOEXEC, 64),
-                 ::fcntl(inherit ? 2 : err_w.get(), F_DUPFD_CLOEXEC, 64), ::fcntl(spec_fd.get(), F_DUPFD_CLOEXEC, 64),
-                 ::fcntl(st_w.get(), F_DUPFD_CLOEXEC, 64), ::fcntl(js_w.get(), F_DUPFD_CLOEXEC, 64)};
+    int hi[6] = {::fcntl(devnull, F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(inherit ? 1 : out_w.get(), F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(inherit ? 2 : err_w.get(), F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(spec_fd.get(), F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(st_w.get(), F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(js_w.get(), F_DUPFD_CLOEXEC, 64)};
     for (int i = 0; i < 6; ++i) {
       if (hi[i] < 0 || ::dup2(hi[i], i) < 0) _exit(126);
     }
@@ -425,7 +446,8 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   if (req.pipe_stdin) proc->in_fd_ = std::move(in_w);
   proc->stubs_ = plan.created_stubs;
   proc->stub_lock_ = std::move(stub_lock);
-  for (int fd : {proc->out_fd_.get(), proc->err_fd_.get(), proc->status_fd_.get(), proc->json_fd_.get()}) {
+  for (int fd :
+       {proc->out_fd_.get(), proc->err_fd_.get(), proc->status_fd_.get(), proc->json_fd_.get()}) {
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
   return proc;
@@ -484,7 +506,7 @@ void ConfinedProcess::CleanupStubs() {
   UniqueFd lock(OpenStubLock(workspace_));
   if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return;  // another sandbox runs
   for (auto it = stubs_.rbegin(); it != stubs_.rend(); ++it) {
-    struct stat st{};
+    struct stat st {};
     if (::lstat(it->c_str(), &st) != 0) continue;
     if (S_ISREG(st.st_mode) && st.st_size == 0) ::unlink(it->c_str());
     if (S_ISDIR(st.st_mode)) ::rmdir(it->c_str());  // only if empty
@@ -538,15 +560,21 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         hooks->on_stdout({buf, static_cast<std::size_t>(n)});
       } else if (n > 0) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (p.fd == out_fd_.get()) out_.Append({buf, static_cast<std::size_t>(n)});
-        else if (p.fd == err_fd_.get()) err_.Append({buf, static_cast<std::size_t>(n)});
-        else if (p.fd == status_fd_.get()) status_buf_.append(buf, static_cast<std::size_t>(n));
+        if (p.fd == out_fd_.get())
+          out_.Append({buf, static_cast<std::size_t>(n)});
+        else if (p.fd == err_fd_.get())
+          err_.Append({buf, static_cast<std::size_t>(n)});
+        else if (p.fd == status_fd_.get())
+          status_buf_.append(buf, static_cast<std::size_t>(n));
         else if (p.fd == json_fd_.get()) {
           json_buf_.append(buf, static_cast<std::size_t>(n));
           std::size_t k = json_buf_.find("\"child-pid\"");
-          if (sandbox_init_ < 0 && k != std::string::npos && json_buf_.find('}', k) != std::string::npos) {
+          if (sandbox_init_ < 0 && k != std::string::npos &&
+              json_buf_.find('}', k) != std::string::npos) {
             std::size_t colon = json_buf_.find(':', k);
-            pid_t cand = colon == std::string::npos ? -1 : static_cast<pid_t>(std::atol(json_buf_.c_str() + colon + 1));
+            pid_t cand = colon == std::string::npos
+                             ? -1
+                             : static_cast<pid_t>(std::atol(json_buf_.c_str() + colon + 1));
             // Only bwrap's own first report counts, and only for a direct child of bwrap: nothing
             // written later can point the kill at a process outside this sandbox.
             std::ifstream ps("/proc/" + std::to_string(cand) + "/status");
@@ -561,10 +589,14 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
           }
         }
       } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        if (p.fd == out_fd_.get()) out_open = false;
-        else if (p.fd == err_fd_.get()) err_open = false;
-        else if (p.fd == status_fd_.get()) status_fd_.Reset();
-        else if (p.fd == json_fd_.get()) json_fd_.Reset();
+        if (p.fd == out_fd_.get())
+          out_open = false;
+        else if (p.fd == err_fd_.get())
+          err_open = false;
+        else if (p.fd == status_fd_.get())
+          status_fd_.Reset();
+        else if (p.fd == json_fd_.get())
+          json_fd_.Reset();
       }
     }
   }
@@ -578,11 +610,15 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   if (status.is_object() && status.contains("error")) {
     o.status = "failed";
     o.error = Error{Code::kSandboxUnavailable,
-                    "confinement step " + status["error"].value("step", "?") + " failed: " +
-                        status["error"].value("message", ""), 0, {}};
+                    "confinement step " + status["error"].value("step", "?") +
+                        " failed: " + status["error"].value("message", ""),
+                    0,
+                    {}};
     if (status["error"].value("step", "") == "execve") {
-      o.error->code = status["error"].value("errno", 0) == ENOENT ? Code::kNotFound : Code::kInvalidInput;
-      o.error->message = "cannot execute " + req_.argv[0] + ": " + status["error"].value("message", "");
+      o.error->code =
+          status["error"].value("errno", 0) == ENOENT ? Code::kNotFound : Code::kInvalidInput;
+      o.error->message =
+          "cannot execute " + req_.argv[0] + ": " + status["error"].value("message", "");
     }
   } else if (status.is_object()) {
     if (status.contains("exit_code")) {
@@ -603,8 +639,10 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     }
     o.error = Error{Code::kSandboxUnavailable,
                     "the sandbox did not start (bwrap exit " +
-                        std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) + "): " +
-                        e.substr(0, 500), 0, {}};
+                        std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) +
+                        "): " + e.substr(0, 500),
+                    0,
+                    {}};
   }
   if (!reason.empty()) o.status = reason;
   if (cgroup_) o.cgroup = cgroup_->Stats();
@@ -644,7 +682,8 @@ Json ConfinedProcess::OutputJson() const {
 std::string ConfinedProcess::Tail(std::size_t max_chars) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string o = out_.Tail(max_chars), e = err_.Tail(max_chars);
-  std::string all = e.empty() ? o : o + (o.empty() || o.back() == '\n' ? "" : "\n") + "[stderr]\n" + e;
+  std::string all =
+      e.empty() ? o : o + (o.empty() || o.back() == '\n' ? "" : "\n") + "[stderr]\n" + e;
   if (all.size() > max_chars * 4) all.erase(0, all.size() - max_chars * 4);
   return RepairUtf8(all);
 }

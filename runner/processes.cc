@@ -1,15 +1,18 @@
 // Foreground and background confined processes, and their audit records.
 #include "runner/processes.h"
 
-#include <signal.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
 namespace cordon {
 
 ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path,
                          char** envp, std::function<void(std::string_view, Json, bool)> audit)
-    : policy_(policy), workspace_(workspace), shim_path_(std::move(shim_path)), envp_(envp),
+    : policy_(policy),
+      workspace_(workspace),
+      shim_path_(std::move(shim_path)),
+      envp_(envp),
       audit_(std::move(audit)) {}
 
 ProcessHost::~ProcessHost() {
@@ -53,7 +56,8 @@ Json ProcessHost::ResultJson(const ConfinedProcess& p) {
   return j;
 }
 
-void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested) {
+void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id,
+                         bool cancel_requested) {
   ProcessOutcome o = p.outcome();
   const ProcessRequest& r = p.request();
   Json rec = {{"argv", r.argv},
@@ -80,8 +84,8 @@ void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id, bo
   audit_("process", std::move(rec), true);
 }
 
-Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(const ProcessRequest& req,
-                                                                    const std::atomic<bool>* cancel) {
+Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
+    const ProcessRequest& req, const std::atomic<bool>* cancel) {
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req));
   ASSIGN_OR_RETURN(auto proc, ConfinedProcess::Start(plan, req, workspace_.root()));
   proc->Run(cancel);

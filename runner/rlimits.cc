@@ -13,14 +13,17 @@ std::vector<RlimitSpec> BuildRlimits(const Limits& l, bool cgroup_memory, bool c
       {"RLIMIT_FSIZE", RLIMIT_FSIZE, static_cast<std::uint64_t>(l.file_size_bytes)},
       {"RLIMIT_CPU", RLIMIT_CPU, static_cast<std::uint64_t>(l.cpu_secs)},
   };
-  if (!cgroup_memory) out.push_back({"RLIMIT_AS", RLIMIT_AS, static_cast<std::uint64_t>(l.memory_bytes)});
-  if (!cgroup_pids) out.push_back({"RLIMIT_NPROC", RLIMIT_NPROC, static_cast<std::uint64_t>(l.pids)});
+  if (!cgroup_memory)
+    out.push_back({"RLIMIT_AS", RLIMIT_AS, static_cast<std::uint64_t>(l.memory_bytes)});
+  if (!cgroup_pids)
+    out.push_back({"RLIMIT_NPROC", RLIMIT_NPROC, static_cast<std::uint64_t>(l.pids)});
   return out;
 }
 
 Json RlimitsJson(const std::vector<RlimitSpec>& specs) {
   Json out = Json::array();
-  for (const auto& s : specs) out.push_back({{"name", s.name}, {"resource", s.resource}, {"value", s.value}});
+  for (const auto& s : specs)
+    out.push_back({{"name", s.name}, {"resource", s.resource}, {"value", s.value}});
   return out;
 }
 
@@ -39,9 +42,12 @@ Result<std::vector<RlimitSpec>> RlimitsFromJson(const Json& j) {
 
 Status ApplyRlimits(const std::vector<RlimitSpec>& specs) {
   for (const auto& s : specs) {
-    struct rlimit rl{s.value, s.value};
-    struct rlimit cur{};
-    if (::getrlimit(s.resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < s.value) {
+    struct rlimit rl {
+      s.value, s.value
+    };
+    struct rlimit cur {};
+    if (::getrlimit(s.resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY &&
+        cur.rlim_max < s.value) {
       rl.rlim_cur = rl.rlim_max = cur.rlim_max;  // never try to raise a hard limit
     }
     if (::setrlimit(s.resource, &rl) != 0) {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "policy/policy.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "policy/policy.h"
 
 namespace cordon {
 

@@ -20,23 +20,31 @@ std::vector<SeccompRule> BuildSeccompRules(const std::vector<std::string>& plain
   // New namespaces would let the process build its own mount table or user mapping inside the
   // sandbox; bwrap already made every namespace cordon wants.
   rules.push_back({"unshare", EPERM, {}, "no new namespaces inside the sandbox"});
-  static constexpr std::uint64_t kNsFlags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,
-                                               CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+  static constexpr std::uint64_t kNsFlags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
+                                               CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
                                                CLONE_NEWCGROUP};
   for (std::uint64_t flag : kNsFlags) {
-    rules.push_back({"clone", EPERM, {{0, SeccompArg::Op::kMaskedEq, flag, flag}},
+    rules.push_back({"clone",
+                     EPERM,
+                     {{0, SeccompArg::Op::kMaskedEq, flag, flag}},
                      "clone with a namespace flag"});
   }
   // clone3 passes its flags in memory seccomp cannot read; ENOSYS makes libc fall back to clone.
   rules.push_back({"clone3", ENOSYS, {}, "flags unreadable by seccomp; libc falls back to clone"});
   // TIOCSTI pushes input into the controlling terminal (CVE-2017-5226 class). The request is
   // compared on its low 32 bits, so a high-bit variant is caught too (CVE-2019-10063).
-  rules.push_back({"ioctl", EPERM, {{1, SeccompArg::Op::kMaskedEq, 0xffffffffu, TIOCSTI}},
+  rules.push_back({"ioctl",
+                   EPERM,
+                   {{1, SeccompArg::Op::kMaskedEq, 0xffffffffu, TIOCSTI}},
                    "TIOCSTI terminal input injection"});
-  rules.push_back({"ioctl", EPERM, {{1, SeccompArg::Op::kMaskedEq, 0xffffffffu, TIOCLINUX}},
+  rules.push_back({"ioctl",
+                   EPERM,
+                   {{1, SeccompArg::Op::kMaskedEq, 0xffffffffu, TIOCLINUX}},
                    "TIOCLINUX console control"});
   if (network == NetworkMode::kNone) {
-    rules.push_back({"socket", EAFNOSUPPORT, {{0, SeccompArg::Op::kNe, 0, AF_UNIX}},
+    rules.push_back({"socket",
+                     EAFNOSUPPORT,
+                     {{0, SeccompArg::Op::kNe, 0, AF_UNIX}},
                      "network none: only unix sockets"});
   }
   return rules;
@@ -52,7 +60,8 @@ Json SeccompRulesJson(const std::vector<SeccompRule>& rules) {
                       {"mask", a.mask},
                       {"value", a.value}});
     }
-    out.push_back({{"syscall", r.syscall}, {"errno", r.errno_value}, {"args", args}, {"why", r.why}});
+    out.push_back(
+        {{"syscall", r.syscall}, {"errno", r.errno_value}, {"args", args}, {"why", r.why}});
   }
   return out;
 }
@@ -61,12 +70,13 @@ Result<std::vector<SeccompRule>> SeccompRulesFromJson(const Json& j) {
   std::vector<SeccompRule> rules;
   try {
     for (const auto& r : j) {
-      SeccompRule rule{r.at("syscall").get<std::string>(), r.at("errno").get<int>(), {},
-                       r.value("why", "")};
+      SeccompRule rule{
+          r.at("syscall").get<std::string>(), r.at("errno").get<int>(), {}, r.value("why", "")};
       for (const auto& a : r.at("args")) {
         rule.args.push_back({a.at("index").get<unsigned>(),
                              a.at("op") == "ne" ? SeccompArg::Op::kNe : SeccompArg::Op::kMaskedEq,
-                             a.at("mask").get<std::uint64_t>(), a.at("value").get<std::uint64_t>()});
+                             a.at("mask").get<std::uint64_t>(),
+                             a.at("value").get<std::uint64_t>()});
       }
       rules.push_back(std::move(rule));
     }

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "policy/policy.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "policy/policy.h"
 
 namespace cordon {
 
@@ -22,7 +22,7 @@ struct SeccompArg {
 
 struct SeccompRule {
   std::string syscall;
-  int errno_value = 1;  // EPERM
+  int errno_value = 1;           // EPERM
   std::vector<SeccompArg> args;  // all must match (AND)
   std::string why;
 };

@@ -1,5 +1,4 @@
 // The dispatch path, in DESIGN.md's order; every call leaves tool_started and tool_finished.
-#include "core/version.h"
 #include "session/session.h"
 
 #include <chrono>
@@ -8,6 +7,7 @@
 #include <sstream>
 
 #include "core/hash.h"
+#include "core/version.h"
 #include "runner/host_probe.h"
 #include "tools/schema.h"
 
@@ -95,14 +95,15 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                  {"confinement", ConfinementJson(ProbeConfinement())}};
   {
     auto host = PrepareSandboxHost(s->policy_, options.shim_path);
-    fields["sandbox"] = host ? host->ToJson()
-                             : Json{{"available", false}, {"error", host.error().message}};
+    fields["sandbox"] =
+        host ? host->ToJson() : Json{{"available", false}, {"error", host.error().message}};
   }
   s->Audit("session_started", std::move(fields), true);
   Session* raw = s.get();
-  s->processes_ = std::make_unique<ProcessHost>(
-      s->policy_, s->workspace_, options.shim_path, envp,
-      [raw](std::string_view type, Json f, bool durable) { raw->Audit(type, std::move(f), durable); });
+  s->processes_ = std::make_unique<ProcessHost>(s->policy_, s->workspace_, options.shim_path, envp,
+                                                [raw](std::string_view type, Json f, bool durable) {
+                                                  raw->Audit(type, std::move(f), durable);
+                                                });
   return s;
 }
 
@@ -144,8 +145,12 @@ Json Session::CallJsonText(const std::string& tool, std::string_view input_text)
     ++errors_;
     Audit("tool_started", {{"tool", tool}, {"input_bytes", input_text.size()}}, false);
     Audit("tool_finished",
-          {{"tool", tool}, {"status", "error"}, {"code", CodeName(parsed.error().code)},
-           {"message", parsed.error().message}, {"output_bytes", 0}, {"truncated", false},
+          {{"tool", tool},
+           {"status", "error"},
+           {"code", CodeName(parsed.error().code)},
+           {"message", parsed.error().message},
+           {"output_bytes", 0},
+           {"truncated", false},
            {"elapsed_ms", 0}},
           true);
     return MakeErrorResult(parsed.error());
@@ -160,7 +165,8 @@ bool CapToolResult(Json& result, std::size_t cap) {
   bool truncated = false;
   if (result.contains("content") && result["content"].is_array()) {
     for (auto& item : result["content"]) {
-      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") && item["text"].is_string()) {
+      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") &&
+          item["text"].is_string()) {
         std::string& text = item["text"].get_ref<std::string&>();
         if (text.size() > cap) {
           const std::size_t dropped = text.size() - cap;
@@ -181,14 +187,22 @@ bool CapToolResult(Json& result, std::size_t cap) {
 Json Session::CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id,
                            const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
-  Audit("tool_started", {{"call", call_id}, {"tool", tool}, {"scope", "mcp:call"}, {"effect", "process"},
-                         {"args", SummarizeArgs(input)}}, false);
+  Audit("tool_started",
+        {{"call", call_id},
+         {"tool", tool},
+         {"scope", "mcp:call"},
+         {"effect", "process"},
+         {"args", SummarizeArgs(input)}},
+        false);
   Json record;
   Result<Json> outcome = [&]() -> Result<Json> {
     if (!input.is_object()) return Fail(Code::kInvalidInput, "tool input must be a JSON object");
     if (!policy_.Grants("mcp:call")) {
-      Audit("policy_denied", {{"call", call_id}, {"tool", tool}, {"scope", "mcp:call"}, {"rule", "scopes.grant"}}, true);
-      return Fail(Code::kDeniedByPolicy, tool + " needs scope mcp:call, which the policy does not grant");
+      Audit("policy_denied",
+            {{"call", call_id}, {"tool", tool}, {"scope", "mcp:call"}, {"rule", "scopes.grant"}},
+            true);
+      return Fail(Code::kDeniedByPolicy,
+                  tool + " needs scope mcp:call, which the policy does not grant");
     }
     return external_->Call(tool, input, &record, cancel);
   }();
@@ -201,12 +215,16 @@ Json Session::CallExternal(const std::string& tool, const Json& input, std::uint
     redactions = redactor_.RedactJson(result);
     if (!result.contains("isError")) result["isError"] = false;
   } else {
-    Error e = outcome ? Error{Code::kServerUnavailable, "the server returned no CallToolResult", 0, {}} : outcome.error();
+    Error e = outcome
+                  ? Error{Code::kServerUnavailable, "the server returned no CallToolResult", 0, {}}
+                  : outcome.error();
     redactions = redactor_.Redact(e.message);
     result = MakeErrorResult(e);
   }
   if (result["isError"].get<bool>()) ++errors_;
-  const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  const auto elapsed =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   Json finished = {{"call", call_id},
                    {"tool", tool},
                    {"status", result["isError"].get<bool>() ? "error" : "ok"},
@@ -260,13 +278,17 @@ Json Session::Call(const std::string& tool, const Json& input, const std::atomic
                                 : "built-in default";
       emit_started();
       Audit("policy_denied",
-            {{"call", call_id}, {"tool", tool}, {"scope", spec->scope}, {"rule", "scopes.grant"},
+            {{"call", call_id},
+             {"tool", tool},
+             {"scope", spec->scope},
+             {"rule", "scopes.grant"},
              {"decided_by", decided}},
             true);
       return Fail(Code::kDeniedByPolicy,
                   tool + " needs scope " + spec->scope + ", which the policy does not grant");
     }
-    ToolContext ctx{workspace_, policy_, [&](Json rec) {
+    ToolContext ctx{workspace_, policy_,
+                    [&](Json rec) {
                       rec["call"] = call_id;
                       rec["tool"] = tool;
                       emit_started();
@@ -294,21 +316,24 @@ Json Session::Call(const std::string& tool, const Json& input, const std::atomic
     ++errors_;
     result = MakeErrorResult(e);
   }
-  const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(
-                           std::chrono::steady_clock::now() - t0).count();
-  Json finished = {{"call", call_id},
-                   {"tool", tool},
-                   {"status", outcome ? "ok" : "error"},
-                   {"output_bytes", result["content"][0]["text"].get_ref<const std::string&>().size()},
-                   {"truncated", truncated},
-                   {"elapsed_ms", static_cast<double>(elapsed) / 1000.0}};
+  const auto elapsed =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  Json finished = {
+      {"call", call_id},
+      {"tool", tool},
+      {"status", outcome ? "ok" : "error"},
+      {"output_bytes", result["content"][0]["text"].get_ref<const std::string&>().size()},
+      {"truncated", truncated},
+      {"elapsed_ms", static_cast<double>(elapsed) / 1000.0}};
   if (!outcome) {
     finished["code"] = CodeName(outcome.error().code);
     finished["message"] = result["structuredContent"]["error"]["message"];
   }
   if (redactions > 0) finished["output_redactions"] = redactions;
   if (defer_started) {
-    AuditWriter::Record both[] = {{"tool_started", std::move(started)}, {"tool_finished", std::move(finished)}};
+    AuditWriter::Record both[] = {{"tool_started", std::move(started)},
+                                  {"tool_finished", std::move(finished)}};
     AuditAll(both, true);
     return result;
   }

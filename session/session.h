@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "policy/policy.h"
 #include "audit/audit.h"
 #include "core/fs.h"
-#include "runner/processes.h"
 #include "core/redact.h"
+#include "policy/policy.h"
+#include "runner/processes.h"
 #include "tools/registry.h"
 
 namespace cordon {
@@ -30,12 +30,12 @@ class ExternalTools {
 
 struct SessionOptions {
   std::string workspace = ".";
-  std::string audit_log;                    // empty: DefaultAuditLogPath
+  std::string audit_log;  // empty: DefaultAuditLogPath
   std::optional<std::string> audit_key_file;
-  std::vector<std::string> policy_files;    // --policy
-  std::string shipped_policy_dir;           // the repo's / install's policies.d
-  std::string client = "cli";               // who drives the session (cli, mcp, ...)
-  std::string shim_path;                    // empty: next to the binary
+  std::vector<std::string> policy_files;  // --policy
+  std::string shipped_policy_dir;         // the repo's / install's policies.d
+  std::string client = "cli";             // who drives the session (cli, mcp, ...)
+  std::string shim_path;                  // empty: next to the binary
 };
 
 // Caps a CallToolResult for the agent: text items cut at `cap` bytes with a marker, and a
@@ -48,8 +48,7 @@ class Session {
   ~Session();
 
   // Runs one tool call; always returns a CallToolResult (errors are isError results).
-  Json Call(const std::string& tool, const Json& input,
-            const std::atomic<bool>* cancel = nullptr);
+  Json Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel = nullptr);
   // As Call, but parses the JSON text first (bounded: size, depth).
   Json CallJsonText(const std::string& tool, std::string_view input_text);
 
@@ -66,7 +65,9 @@ class Session {
   ProcessHost& processes() { return *processes_; }
   void SetExternalTools(ExternalTools* external) { external_ = external; }
   // Adds a value (e.g. an MCP server's configured header) to redact from output and records.
-  void AddRedaction(std::string rule, std::string value) { redactor_.AddValue(std::move(rule), std::move(value)); }
+  void AddRedaction(std::string rule, std::string value) {
+    redactor_.AddValue(std::move(rule), std::move(value));
+  }
   ExternalTools* external_tools() { return external_; }
   void Audit(std::string_view type, Json fields, bool durable);
   // Several records, written together in order.

@@ -1,11 +1,12 @@
 // The audit chain: intact logs verify; edits, reorders, cuts, a missing head and a wrong key are
 // caught at the right line; a torn tail is reported as such and recovered by the next writer.
+#include "audit/audit.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 #include <vector>
 
-#include "audit/audit.h"
 #include "core/hash.h"
 #include "tests/test_util.h"
 
@@ -156,7 +157,7 @@ TEST(Audit, LogFileIsPrivate) {
   TempDir d;
   std::string log = d / "sub/dir/a.jsonl";
   WriteSession(log, 0);
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(log.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
@@ -172,8 +173,9 @@ TEST(Audit, AppendAllWritesInOrderAndCommonFieldsAreNotShadowed) {
   std::string log = d / "a.jsonl";
   auto w = AuditWriter::Open(log, NewSessionId(), FsyncMode::kNever, std::nullopt, nullptr);
   ASSERT_TRUE(w);
-  AuditWriter::Record recs[] = {{"tool_started", {{"tool", "x"}}},
-                                {"tool_finished", {{"tool", "x"}, {"type", "forged"}, {"seq", 99}}}};
+  AuditWriter::Record recs[] = {
+      {"tool_started", {{"tool", "x"}}},
+      {"tool_finished", {{"tool", "x"}, {"type", "forged"}, {"seq", 99}}}};
   ASSERT_TRUE(w->AppendAll(recs, true));
   auto lines = Lines(ReadFile(log));
   ASSERT_EQ(lines.size(), 2u);

@@ -4,11 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-
-#include "runner/host_probe.h"
-#include "core/text.h"
-
 #include <set>
+
+#include "core/text.h"
+#include "runner/host_probe.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -35,7 +34,8 @@ class CliTest : public ::testing::Test {
   static std::string CodeOf(const testing::RunResult& r) {
     Json j = Json::parse(r.out, nullptr, false);
     if (j.is_discarded()) return "unparseable: " + r.out;
-    return j["isError"].get<bool>() ? j["structuredContent"]["error"]["code"].get<std::string>() : "ok";
+    return j["isError"].get<bool>() ? j["structuredContent"]["error"]["code"].get<std::string>()
+                                    : "ok";
   }
   TempDir dir_;
   std::vector<std::string> env_;
@@ -81,16 +81,16 @@ TEST_F(CliTest, BadInputGetsStableCodesAndNeverCrashes) {
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {},
-           {"frobnicate"},
-           {"call", "read_file_range"},
-           {"call", "--json", "{}"},
-           {"call", "read_file_range", "--json", "{}", "--bogus"},
-           {"call", "read_file_range", "--json"},
-           {"tools", "--format", "xml"},
-           {"audit", "verify"},
-           {"policy", "edit"}}) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{},
+                                             {"frobnicate"},
+                                             {"call", "read_file_range"},
+                                             {"call", "--json", "{}"},
+                                             {"call", "read_file_range", "--json", "{}", "--bogus"},
+                                             {"call", "read_file_range", "--json"},
+                                             {"tools", "--format", "xml"},
+                                             {"audit", "verify"},
+                                             {"policy", "edit"}}) {
     auto r = Cordon(args);
     EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args);
     EXPECT_NE(r.err.find("usage:"), std::string::npos);
@@ -196,7 +196,8 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
       EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
     }
   }
-  for (const char* n : {"bwrap", "user_namespaces", "landlock", "seccomp", "cgroup", "ripgrep", "fd"}) {
+  for (const char* n :
+       {"bwrap", "user_namespaces", "landlock", "seccomp", "cgroup", "ripgrep", "fd"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   EXPECT_EQ(r.exit_code, j["ok"].get<bool>() ? 0 : 1);
@@ -213,14 +214,18 @@ TEST_F(CliTest, ExecPassesThroughStdioAndExitCode) {
   EXPECT_EQ(r.exit_code, 7);
   EXPECT_EQ(r.out, "hello\nworld\n");
   EXPECT_EQ(r.err, "to-stderr\n");
-  auto sig = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "sh", "-c", "kill -TERM $$"});
+  auto sig = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "sh", "-c",
+                     "kill -TERM $$"});
   EXPECT_EQ(sig.exit_code, 128 + 15);
-  auto missing = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "no-such-program-x"});
+  auto missing =
+      Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "no-such-program-x"});
   EXPECT_EQ(missing.exit_code, 127);
-  auto slow = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--timeout", "1", "--", "sleep", "30"});
+  auto slow = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--timeout", "1",
+                      "--", "sleep", "30"});
   EXPECT_EQ(slow.exit_code, 124);
   // Options after "--" belong to the command, untouched.
-  auto opts = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "echo", "--workspace", "--"});
+  auto opts = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "echo",
+                      "--workspace", "--"});
   EXPECT_EQ(opts.out, "--workspace --\n");
   std::string text = ReadFile(log());
   EXPECT_NE(text.find("\"type\":\"process\""), std::string::npos);
@@ -230,15 +235,16 @@ TEST_F(CliTest, ExecPassesThroughStdioAndExitCode) {
 
 TEST_F(CliTest, ExecPlanPrintsThePlanAndRunsNothing) {
   if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
-  auto r = Cordon({"exec", "--plan", "--workspace", dir_ / "ws", "--audit-log", log(), "--network", "loopback", "--",
-                   "sh", "-c", "touch ran"});
+  auto r = Cordon({"exec", "--plan", "--workspace", dir_ / "ws", "--audit-log", log(), "--network",
+                   "loopback", "--", "sh", "-c", "touch ran"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json plan = Json::parse(r.out);
   std::vector<std::string> argv = plan["bwrap"].get<std::vector<std::string>>();
   auto dashdash = std::find(argv.begin(), argv.end(), "--");
   ASSERT_NE(dashdash, argv.end());
   EXPECT_NE(std::find(argv.begin(), dashdash, "--unshare-user"), dashdash);
-  EXPECT_NE(std::find(argv.begin(), dashdash, "--unshare-net"), dashdash) << "loopback still gets its own netns";
+  EXPECT_NE(std::find(argv.begin(), dashdash, "--unshare-net"), dashdash)
+      << "loopback still gets its own netns";
   EXPECT_NE(std::find(argv.begin(), dashdash, "--die-with-parent"), dashdash);
   EXPECT_EQ(plan["confinement"]["network"], "loopback");
   EXPECT_TRUE(plan["contain"].contains("seccomp")) << plan["contain"].dump();
@@ -258,8 +264,8 @@ TEST_F(CliTest, ExecInAnotherUsersWorkspaceFailsClearly) {
   EXPECT_NE(r.err.find("sandbox_unavailable"), std::string::npos) << r.err;
   // Read-only tools still work there.
   WriteFile(dir_ / "theirs/x.txt", "needle\n");
-  auto search = Cordon({"call", "search_text", "--workspace", dir_ / "theirs", "--audit-log", log(), "--json",
-                        R"({"pattern":"needle"})"});
+  auto search = Cordon({"call", "search_text", "--workspace", dir_ / "theirs", "--audit-log", log(),
+                        "--json", R"({"pattern":"needle"})"});
   EXPECT_EQ(CodeOf(search), "ok") << search.out << search.err;
 }
 

@@ -1,24 +1,23 @@
 // Escape attempts against the real cordon binary, the real kernel and real bwrap. Each test is
 // one promise of SECURITY.md and fails when that promise breaks. Missing kernel features skip
 // loudly, naming the feature.
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <signal.h>
-#include <fcntl.h>
-
-#include <dirent.h>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
 
-#include "runner/landlock.h"
-#include "runner/host_probe.h"
 #include "core/text.h"
+#include "runner/host_probe.h"
+#include "runner/landlock.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -52,7 +51,8 @@ class EscapeTest : public ::testing::Test {
     std::ifstream userns("/proc/sys/user/max_user_namespaces");
     long max = 0;
     if (!(userns >> max) || max <= 0) {
-      GTEST_SKIP() << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
+      GTEST_SKIP()
+          << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
     }
     ws_ = dir_ / "ws";
     std::filesystem::create_directories(ws_ + "/.git/hooks");
@@ -65,8 +65,8 @@ class EscapeTest : public ::testing::Test {
   }
   testing::RunResult Exec(std::vector<std::string> cmd, std::vector<std::string> opts = {},
                           std::vector<std::string> extra_env = {}) {
-    std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws_,
-                                     "--audit-log", dir_ / "audit.jsonl"};
+    std::vector<std::string> argv = {
+        testing::CordonBin(), "exec", "--workspace", ws_, "--audit-log", dir_ / "audit.jsonl"};
     argv.insert(argv.end(), opts.begin(), opts.end());
     argv.push_back("--");
     argv.insert(argv.end(), cmd.begin(), cmd.end());
@@ -95,8 +95,9 @@ class EscapeTest : public ::testing::Test {
       int devnull = ::open("/dev/null", O_WRONLY);
       ::dup2(devnull, 1);
       ::dup2(devnull, 2);
-      ::execl(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(), "--audit-log",
-              log.c_str(), "--", "sleep", seconds.c_str(), static_cast<char*>(nullptr));
+      ::execl(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(),
+              "--audit-log", log.c_str(), "--", "sleep", seconds.c_str(),
+              static_cast<char*>(nullptr));
       _exit(127);
     }
     return pid;
@@ -164,7 +165,8 @@ TEST_F(EscapeTest, GitHooksAndConfigAreReadOnlyButObjectsAreWritable) {
 }
 
 TEST_F(EscapeTest, MissingProtectedPathsCannotBeCreated) {
-  for (const char* p : {"/.mcp.json", "/.vscode/tasks.json", "/.cordon/policy.toml", "/.claude/settings.json"}) {
+  for (const char* p :
+       {"/.mcp.json", "/.vscode/tasks.json", "/.cordon/policy.toml", "/.claude/settings.json"}) {
     ExpectRefused(Probe({"write", ws_ + p}), p);
   }
   // The stubs cordon mounted are gone from the host afterwards.
@@ -173,17 +175,20 @@ TEST_F(EscapeTest, MissingProtectedPathsCannotBeCreated) {
   // A workspace without a repository cannot have one planted.
   TempDir plain;
   std::filesystem::create_directories(plain / "src");
-  auto r = testing::Run({testing::CordonBin(), "exec", "--workspace", plain.path(), "--audit-log",
-                         dir_ / "a2.jsonl", "--", "sh", "-c", "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit"},
-                        env_);
+  auto r = testing::Run(
+      {testing::CordonBin(), "exec", "--workspace", plain.path(), "--audit-log", dir_ / "a2.jsonl",
+       "--", "sh", "-c", "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit"},
+      env_);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(testing::Exists(plain / ".git/hooks/pre-commit"));
 }
 
 TEST_F(EscapeTest, SymlinkReplacementOfAProtectedDirectoryFails) {
   TempDir evil;
-  auto r = Exec({"sh", "-c", "rm -rf .git/hooks; ln -s " + evil.path() + " .git/hooks; echo x > .git/hooks/pre-commit"});
-  struct stat st{};
+  auto r = Exec(
+      {"sh", "-c",
+       "rm -rf .git/hooks; ln -s " + evil.path() + " .git/hooks; echo x > .git/hooks/pre-commit"});
+  struct stat st {};
   ASSERT_EQ(::lstat((ws_ + "/.git/hooks").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode)) << ".git/hooks was replaced on the host";
   EXPECT_EQ(ReadFile(ws_ + "/.git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
@@ -198,7 +203,8 @@ TEST_F(EscapeTest, RenamingAnAncestorOfAProtectedPathFails) {
   EXPECT_TRUE(testing::Exists(ws_ + "/.git/hooks/pre-commit"));
   EXPECT_TRUE(testing::Exists(ws_ + "/sub/.git/hooks"));
   // Then recreate-and-write is impossible too.
-  auto r = Exec({"sh", "-c", "mv .git .git2; mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit"});
+  auto r =
+      Exec({"sh", "-c", "mv .git .git2; mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit"});
   EXPECT_EQ(ReadFile(ws_ + "/.git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
   EXPECT_FALSE(testing::Exists(ws_ + "/.git2"));
 }
@@ -221,7 +227,8 @@ TEST_F(EscapeTest, NoNetworkReachesAHostLoopbackListener) {
     EXPECT_NE(curl.exit_code, 0);
   }
   // loopback mode is a loopback of the sandbox's own, not the host's.
-  ExpectRefused(Probe({"connect", port}, {"--network", "loopback"}), "connect with network loopback");
+  ExpectRefused(Probe({"connect", port}, {"--network", "loopback"}),
+                "connect with network loopback");
   EXPECT_LT(::accept(s, nullptr, nullptr), 0) << "a connection reached the host listener";
   ::close(s);
 }
@@ -232,7 +239,9 @@ TEST_F(EscapeTest, ProcStatusShowsNoNewPrivsSeccompAndNoCapabilities) {
   EXPECT_NE(r.out.find("NoNewPrivs:\t1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Seccomp:\t2"), std::string::npos) << r.out;
   for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
-    EXPECT_NE(r.out.find(std::string(set) + ":\t0000000000000000"), std::string::npos) << set << "\n" << r.out;
+    EXPECT_NE(r.out.find(std::string(set) + ":\t0000000000000000"), std::string::npos)
+        << set << "\n"
+        << r.out;
   }
 }
 
@@ -319,7 +328,8 @@ TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
       std::string mount = ctrl.empty() ? "/sys/fs/cgroup" : "/sys/fs/cgroup/" + ctrl;
       if (path.ends_with("/cordon-supervisor")) path.resize(path.size() - 18);
       std::string job = mount + (path == "/" ? "" : path) + "/cordon-" + std::to_string(pid) + "-1";
-      if ((ctrl.empty() || ctrl == "pids" || ctrl == "memory") && testing::Exists(job)) jobs.push_back(job);
+      if ((ctrl.empty() || ctrl == "pids" || ctrl == "memory") && testing::Exists(job))
+        jobs.push_back(job);
     }
   }
   ASSERT_FALSE(jobs.empty()) << "the running call's cgroup was not found";
@@ -336,7 +346,8 @@ TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
     for (int i = 0; i < 200 && !ReadFile(job + "/cgroup.procs").empty(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
-    EXPECT_TRUE(ReadFile(job + "/cgroup.procs").empty()) << "the sandbox outlived a killed cordon: " << job;
+    EXPECT_TRUE(ReadFile(job + "/cgroup.procs").empty())
+        << "the sandbox outlived a killed cordon: " << job;
     EXPECT_TRUE(testing::Exists(job)) << job;
   }
   auto next = Exec({"true"});
@@ -355,9 +366,11 @@ TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
   auto closed = Exec({"true"}, {}, {path});
   EXPECT_EQ(closed.exit_code, 125) << closed.out << closed.err;
   EXPECT_NE(closed.err.find("bwrap is not installed"), std::string::npos) << closed.err;
-  EXPECT_NE(closed.err.find("allow_weaker"), std::string::npos) << "the remedy is named: " << closed.err;
+  EXPECT_NE(closed.err.find("allow_weaker"), std::string::npos)
+      << "the remedy is named: " << closed.err;
 
-  if (LandlockAbi() < 1) GTEST_SKIP() << "SKIPPED SECURITY TEST: Landlock is unavailable, so there is no weaker mode";
+  if (LandlockAbi() < 1)
+    GTEST_SKIP() << "SKIPPED SECURITY TEST: Landlock is unavailable, so there is no weaker mode";
   WriteFile(dir_ / "weaker.toml", "[sandbox]\nallow_weaker = true\n");
   const std::vector<std::string> weaker = {"--policy", dir_ / "weaker.toml"};
   // Landlock + seccomp + no_new_privs + no capabilities, without namespaces.
@@ -365,30 +378,39 @@ TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
   ASSERT_EQ(privs.exit_code, 0) << privs.err;
   EXPECT_EQ(privs.out, "no_new_privs=1 seccomp=2 cap_eff=0,0\n");
   // The host's /proc, /tmp and raw devices are not granted (there is no private copy of them).
-  ExpectRefused(Exec({ws_ + "/probe", "read", "/proc/1/environ"}, weaker, {path}), "/proc of the host, weaker mode");
+  ExpectRefused(Exec({ws_ + "/probe", "read", "/proc/1/environ"}, weaker, {path}),
+                "/proc of the host, weaker mode");
   for (const auto& e : std::filesystem::directory_iterator("/dev")) {
     if (e.is_block_file()) {
-      ExpectRefused(Exec({ws_ + "/probe", "read", e.path().string()}, weaker, {path}), "a block device, weaker mode");
+      ExpectRefused(Exec({ws_ + "/probe", "read", e.path().string()}, weaker, {path}),
+                    "a block device, weaker mode");
       break;
     }
   }
-  auto tmp = Exec({"sh", "-c", "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo \"$TMPDIR\""}, weaker, {path});
-  ASSERT_EQ(tmp.out.rfind("t\n", 0), 0u) << "the call's own TMPDIR is writable: " << tmp.out << tmp.err;
+  auto tmp = Exec({"sh", "-c", "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo \"$TMPDIR\""},
+                  weaker, {path});
+  ASSERT_EQ(tmp.out.rfind("t\n", 0), 0u)
+      << "the call's own TMPDIR is writable: " << tmp.out << tmp.err;
   const std::string private_tmp = tmp.out.substr(2, tmp.out.size() - 3);
   ASSERT_FALSE(private_tmp.empty());
   EXPECT_NE(private_tmp, "/tmp") << "TMPDIR is the host's /tmp";
-  EXPECT_FALSE(testing::Exists(private_tmp)) << "the private TMPDIR outlived the call: " << private_tmp;
+  EXPECT_FALSE(testing::Exists(private_tmp))
+      << "the private TMPDIR outlived the call: " << private_tmp;
   // No pid namespace: the command's process group ends with it, and it cannot leave the group.
   std::filesystem::create_symlink(FindOnPath("sleep"), bin + "/sleep");
   std::filesystem::create_symlink(FindOnPath("setsid"), bin + "/setsid");
-  auto bg = Exec({"sh", "-c", "sleep 271 & setsid sleep 272 & sleep 0.3; echo done"}, weaker, {path});
+  auto bg =
+      Exec({"sh", "-c", "sleep 271 & setsid sleep 272 & sleep 0.3; echo done"}, weaker, {path});
   EXPECT_NE(bg.out.find("done"), std::string::npos) << bg.out << bg.err;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  for (const char* n : {"271", "272"}) EXPECT_EQ(CountSleeps(n), 0) << "sleep " << n << " survived the call";
-  ExpectRefused(Exec({ws_ + "/probe", "read", "/etc/shadow"}, weaker, {path}), "/etc/shadow in the weaker mode");
+  for (const char* n : {"271", "272"})
+    EXPECT_EQ(CountSleeps(n), 0) << "sleep " << n << " survived the call";
+  ExpectRefused(Exec({ws_ + "/probe", "read", "/etc/shadow"}, weaker, {path}),
+                "/etc/shadow in the weaker mode");
   TempDir outside;
   WriteFile(outside / "victim.txt", "original\n");
-  ExpectRefused(Exec({ws_ + "/probe", "write", outside / "victim.txt"}, weaker, {path}), "write outside, weaker mode");
+  ExpectRefused(Exec({ws_ + "/probe", "write", outside / "victim.txt"}, weaker, {path}),
+                "write outside, weaker mode");
   EXPECT_EQ(ReadFile(outside / "victim.txt"), "original\n");
   auto inside = Exec({"sh", "-c", "echo ok > made-here.txt"}, weaker, {path});
   EXPECT_EQ(inside.exit_code, 0) << inside.err;
@@ -396,12 +418,16 @@ TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
   // Every session and process record says the sandbox was the weaker one.
   const std::string log = ReadFile(dir_ / "audit.jsonl");
   EXPECT_NE(log.find("\"weaker\":true"), std::string::npos) << log.substr(0, 2000);
-  EXPECT_NE(log.find("\"mode\":\"weaker: landlock+seccomp only\""), std::string::npos) << log.substr(0, 2000);
+  EXPECT_NE(log.find("\"mode\":\"weaker: landlock+seccomp only\""), std::string::npos)
+      << log.substr(0, 2000);
 }
 
 TEST_F(EscapeTest, OutputFloodIsCappedAndCordonMemoryStaysBounded) {
-  auto r = Call("run_shell", {{"program", "sh"}, {"args", {"-c", "head -c 300000000 /dev/zero | tr '\\0' a; echo; echo fatal: the end >&2"}},
-                              {"timeout_secs", 120}});
+  auto r = Call(
+      "run_shell",
+      {{"program", "sh"},
+       {"args", {"-c", "head -c 300000000 /dev/zero | tr '\\0' a; echo; echo fatal: the end >&2"}},
+       {"timeout_secs", 120}});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 500);
   Json j = Json::parse(r.out);
   const Json& sc = j["structuredContent"];
@@ -429,8 +455,9 @@ TEST_F(EscapeTest, TimeoutLeavesNoProcessBehind) {
 
 TEST_F(EscapeTest, HostEnvironmentSecretsAreAbsentInside) {
   const std::string token = "ghp_" + std::string(36, 'Q');
-  auto r = Exec({"env"}, {}, {"GITHUB_TOKEN=" + token, "MY_DB_PASSWORD=hunter2-hunter2",
-                              "AWS_SECRET_ACCESS_KEY=abcdEFGHijklMNOP", "UNRELATED_VAR=visible-or-not"});
+  auto r = Exec({"env"}, {},
+                {"GITHUB_TOKEN=" + token, "MY_DB_PASSWORD=hunter2-hunter2",
+                 "AWS_SECRET_ACCESS_KEY=abcdEFGHijklMNOP", "UNRELATED_VAR=visible-or-not"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find(token), std::string::npos);
   EXPECT_EQ(r.out.find("hunter2-hunter2"), std::string::npos);

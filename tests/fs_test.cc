@@ -1,15 +1,17 @@
 // Workspace containment: normalization table, then the kernel's answer for symlinks, "..",
 // special files, and atomic install semantics.
-#include <gtest/gtest.h>
-#include <ctime>
-#include <unistd.h>
-#include <sys/wait.h>
+#include "core/fs.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include "core/fs.h"
+#include <ctime>
+
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -138,7 +140,7 @@ TEST_F(WorkspaceTest, ReplacePreservesModeAndLeavesNoTemp) {
   ASSERT_TRUE(fc);
   auto w = ws_.AtomicReplace("a.txt", "beta\n", *fc);
   ASSERT_TRUE(w) << w.error().message;
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((dir_ / "ws/a.txt").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0751u);
   EXPECT_EQ(testing::ReadFile(dir_ / "ws/a.txt"), "beta\n");
@@ -164,8 +166,8 @@ TEST_F(WorkspaceTest, KilledWritersTemporaryFilesAreSweptByTheNextWrite) {
   };
   plant(".cordon-tmp-" + d + "-a.txt-0123456789ab", true);   // dead and old: swept
   plant(".cordon-tmp-" + d + "-a.txt-fresh0000000", false);  // dead but fresh: kept (another host?)
-  plant(".cordon-tmp-" + live + "-a.txt-alive000000", true); // its writer lives: kept
-  plant(".cordon-tmp-notapid-a.txt-000000000000", true);     // not ours to judge: kept
+  plant(".cordon-tmp-" + live + "-a.txt-alive000000", true);  // its writer lives: kept
+  plant(".cordon-tmp-notapid-a.txt-000000000000", true);      // not ours to judge: kept
   auto fc = ws_.ReadRegular("a.txt", 1 << 20);
   ASSERT_TRUE(fc);
   ASSERT_TRUE(ws_.AtomicReplace("a.txt", "beta\n", *fc));

@@ -41,22 +41,30 @@ TEST(KillMidWrite, TargetIsAlwaysWholeOldOrWholeNew) {
                                    std::string(5u << 20, 'b') + "\nend-b\n"};
   WriteFile(target, contents[0]);
   for (int i = 0; i < 2; ++i) {
-    Json patch = {{"patches", {{{"op", "replace"}, {"path", "data.txt"}, {"content", contents[i]}}}}};
+    Json patch = {
+        {"patches", {{{"op", "replace"}, {"path", "data.txt"}, {"content", contents[i]}}}}};
     WriteFile(dir / ("patch" + std::to_string(i) + ".json"), patch.dump());
   }
   const std::vector<std::string> env = {"XDG_CONFIG_HOME=" + (dir / "config"),
                                         "PATH=/usr/bin:/bin"};
   auto argv_for = [&](int which) {
-    return std::vector<std::string>{testing::CordonBin(), "call", "write_patch", "--workspace",
-                                    dir / "ws", "--audit-log", dir / "audit.jsonl", "--json",
+    return std::vector<std::string>{testing::CordonBin(),
+                                    "call",
+                                    "write_patch",
+                                    "--workspace",
+                                    dir / "ws",
+                                    "--audit-log",
+                                    dir / "audit.jsonl",
+                                    "--json",
                                     "@" + (dir / ("patch" + std::to_string(which) + ".json"))};
   };
   // Measure one uninterrupted write so kill times cover the whole call.
   auto t0 = std::chrono::steady_clock::now();
   auto full = testing::Run(argv_for(1), env);
   ASSERT_EQ(full.exit_code, 0) << full.err;
-  auto span_us = std::max<long>(
-      2000, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+  auto span_us = std::max<long>(2000, std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now() - t0)
+                                          .count());
   ASSERT_EQ(ReadFile(target), contents[1]);
 
   std::mt19937 rng(20261130);
@@ -66,8 +74,8 @@ TEST(KillMidWrite, TargetIsAlwaysWholeOldOrWholeNew) {
     const int next = 1 - current;
     pid_t pid = Spawn(argv_for(next), env);
     ASSERT_GT(pid, 0);
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        std::uniform_int_distribution<long>(0, span_us)(rng)));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<long>(0, span_us)(rng)));
     ::kill(pid, SIGKILL);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);

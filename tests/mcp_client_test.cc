@@ -1,10 +1,10 @@
 // Configured MCP servers: config files and precedence, ${NAME} expansion, trust of project
 // servers, schema pinning, faults (crash, hang, garbage) and the catalog through cordon serve.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -43,7 +43,8 @@ for line in sys.stdin:
 class McpClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state"), "HOME=" + (dir_ / "home")};
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state"),
+            "HOME=" + (dir_ / "home")};
     std::filesystem::create_directories(dir_ / "home");
     std::filesystem::create_directories(dir_ / "ws");
   }
@@ -55,9 +56,10 @@ class McpClientTest : public ::testing::Test {
   void WritePyServer(const std::string& description) {
     WriteFile(dir_ / "ws/tools/server.py", kPyServer);
     WriteFile(dir_ / "ws/tools/desc.txt", description);
-    WriteFile(dir_ / "ws/.cordon/mcp.toml",
-              "[servers.py]\ncommand = \"python3\"\nargs = [\"${CORDON_WORKSPACE}/tools/server.py\", "
-              "\"${CORDON_WORKSPACE}/tools/desc.txt\"]\ntimeout_secs = 10\n");
+    WriteFile(
+        dir_ / "ws/.cordon/mcp.toml",
+        "[servers.py]\ncommand = \"python3\"\nargs = [\"${CORDON_WORKSPACE}/tools/server.py\", "
+        "\"${CORDON_WORKSPACE}/tools/desc.txt\"]\ntimeout_secs = 10\n");
   }
   TempDir dir_;
   std::vector<std::string> env_;
@@ -65,11 +67,15 @@ class McpClientTest : public ::testing::Test {
 
 TEST_F(McpClientTest, ConfigPrecedenceExpansionAndDiagnostics) {
   WriteFile(dir_ / "home/.cordon/mcp.toml",
-            "[servers.shared]\ncommand = \"global-cmd\"\n[servers.globalonly]\ncommand = \"g\"\nenabled = false\n");
-  WriteFile(dir_ / "ws/.mcp.json", R"({"mcpServers":{"shared":{"command":"json-cmd"},"claude":{"command":"c","args":["${HOME}/x"]}}})");
-  WriteFile(dir_ / "ws/.cordon/mcp.toml",
-            "[servers.shared]\ncommand = \"project-cmd\"\nargs = [\"${CORDON_WORKSPACE}\"]\n"
-            "[servers.missing]\ncommand = \"m\"\nenv = { TOKEN = \"${CORDON_NOT_SET_ANYWHERE}\" }\n");
+            "[servers.shared]\ncommand = \"global-cmd\"\n[servers.globalonly]\ncommand = "
+            "\"g\"\nenabled = false\n");
+  WriteFile(
+      dir_ / "ws/.mcp.json",
+      R"({"mcpServers":{"shared":{"command":"json-cmd"},"claude":{"command":"c","args":["${HOME}/x"]}}})");
+  WriteFile(
+      dir_ / "ws/.cordon/mcp.toml",
+      "[servers.shared]\ncommand = \"project-cmd\"\nargs = [\"${CORDON_WORKSPACE}\"]\n"
+      "[servers.missing]\ncommand = \"m\"\nenv = { TOKEN = \"${CORDON_NOT_SET_ANYWHERE}\" }\n");
   ::setenv("HOME", (dir_ / "home").c_str(), 1);
   auto cfg = LoadMcpConfig(DefaultConfigSources(dir_ / "ws"), dir_ / "ws");
   ASSERT_TRUE(cfg) << cfg.error().message;
@@ -90,14 +96,16 @@ TEST_F(McpClientTest, ConfigPrecedenceExpansionAndDiagnostics) {
   WriteFile(dir_ / "ws/.cordon/mcp.toml", "[servers.x]\ncommand = \"a\"\ncomand = \"typo\"\n");
   auto bad = LoadMcpConfig(DefaultConfigSources(dir_ / "ws"), dir_ / "ws");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("mcp.toml:3: unknown key \"comand\""), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("mcp.toml:3: unknown key \"comand\""), std::string::npos)
+      << bad.error().message;
   EXPECT_TRUE(IsValidServerName("a-b_1"));
   EXPECT_FALSE(IsValidServerName("a b"));
   EXPECT_FALSE(IsValidServerName("../x"));
 }
 
 TEST_F(McpClientTest, ProjectServerNeedsTrustAndChangedToolsAreHidden) {
-  if (FindOnPath("python3").empty()) GTEST_SKIP() << "SKIPPED: python3 is needed for the test server";
+  if (FindOnPath("python3").empty())
+    GTEST_SKIP() << "SKIPPED: python3 is needed for the test server";
   WritePyServer("Upper-cases text.");
   auto before = Cordon({"mcp", "call", "py", "shout", "--json", R"({"text":"hi"})"});
   EXPECT_EQ(before.exit_code, 1);
@@ -114,64 +122,92 @@ TEST_F(McpClientTest, ProjectServerNeedsTrustAndChangedToolsAreHidden) {
   auto changed = Cordon({"mcp", "call", "py", "shout", "--json", R"({"text":"hi"})"});
   EXPECT_EQ(changed.exit_code, 1);
   EXPECT_NE(changed.out.find("changed since it was trusted"), std::string::npos) << changed.out;
-  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("tools changed since they were trusted"), std::string::npos);
+  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("tools changed since they were trusted"),
+            std::string::npos);
   // A changed definition needs trust again too.
   ASSERT_EQ(Cordon({"mcp", "trust", "py"}).exit_code, 0);
-  WriteFile(dir_ / "ws/.cordon/mcp.toml", ReadFile(dir_ / "ws/.cordon/mcp.toml") + "env = { A = \"b\" }\n");
+  WriteFile(dir_ / "ws/.cordon/mcp.toml",
+            ReadFile(dir_ / "ws/.cordon/mcp.toml") + "env = { A = \"b\" }\n");
   auto list = Cordon({"mcp", "list"});
   EXPECT_NE(list.out.find("changed"), std::string::npos) << list.out;
-  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "audit.jsonl"}).exit_code, 0);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "audit.jsonl"})
+          .exit_code,
+      0);
 }
 
 TEST_F(McpClientTest, ProjectServerCannotWidenItsSandbox) {
-  if (FindOnPath("python3").empty() || FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: python3 and bwrap are needed";
+  if (FindOnPath("python3").empty() || FindOnPath("bwrap").empty())
+    GTEST_SKIP() << "SKIPPED: python3 and bwrap are needed";
   WritePyServer("Upper-cases text.");
-  WriteFile(dir_ / "ws/.cordon/mcp.toml", ReadFile(dir_ / "ws/.cordon/mcp.toml") +
-                                              "[servers.py.sandbox]\nnetwork = \"allow\"\nread = [\"/var\"]\n");
+  WriteFile(dir_ / "ws/.cordon/mcp.toml",
+            ReadFile(dir_ / "ws/.cordon/mcp.toml") +
+                "[servers.py.sandbox]\nnetwork = \"allow\"\nread = [\"/var\"]\n");
   ASSERT_EQ(Cordon({"mcp", "trust", "py"}).exit_code, 0);
   auto call = Cordon({"mcp", "call", "py", "shout", "--json", R"({"text":"hi"})"});
   ASSERT_EQ(call.exit_code, 0) << call.out << call.err;
   const std::string log = ReadFile(dir_ / "audit.jsonl");
   EXPECT_NE(log.find("project config cannot open the network"), std::string::npos);
   EXPECT_NE(log.find("project config cannot expose /var"), std::string::npos);
-  EXPECT_NE(log.find("\"network\":\"none\""), std::string::npos) << "the process record shows the clamped network";
+  EXPECT_NE(log.find("\"network\":\"none\""), std::string::npos)
+      << "the process record shows the clamped network";
 }
 
 TEST_F(McpClientTest, CrashingHangingAndGarbageServersDoNotTakeCordonDown) {
   WriteFile(dir_ / "home/.cordon/mcp.toml",
-            "[servers.crash]\ncommand = \"sh\"\nargs = [\"-c\", \"echo boom-on-stderr >&2; exit 1\"]\ntimeout_secs = 5\n"
+            "[servers.crash]\ncommand = \"sh\"\nargs = [\"-c\", \"echo boom-on-stderr >&2; exit "
+            "1\"]\ntimeout_secs = 5\n"
             "[servers.hang]\ncommand = \"sleep\"\nargs = [\"300\"]\ntimeout_secs = 1\n"
-            "[servers.garbage]\ncommand = \"sh\"\nargs = [\"-c\", \"while true; do echo not-json; sleep 0.05; done\"]\ntimeout_secs = 1\n");
+            "[servers.garbage]\ncommand = \"sh\"\nargs = [\"-c\", \"while true; do echo not-json; "
+            "sleep 0.05; done\"]\ntimeout_secs = 1\n");
   auto crash = Cordon({"mcp", "test", "crash"});
   EXPECT_EQ(crash.exit_code, 1);
   EXPECT_EQ(crash.signal, 0);
   EXPECT_NE(crash.err.find("server_unavailable"), std::string::npos) << crash.err;
-  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("boom-on-stderr"), std::string::npos) << "bounded stderr is recorded";
+  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("boom-on-stderr"), std::string::npos)
+      << "bounded stderr is recorded";
   auto hang = Cordon({"mcp", "test", "hang"});
   EXPECT_EQ(hang.exit_code, 1);
   EXPECT_NE(hang.err.find("timeout"), std::string::npos) << hang.err;
   auto garbage = Cordon({"mcp", "test", "garbage"});
   EXPECT_EQ(garbage.exit_code, 1);
   EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("non-JSON-RPC line on stdout"), std::string::npos);
-  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "audit.jsonl"}).exit_code, 0);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "audit.jsonl"})
+          .exit_code,
+      0);
 }
 
 TEST_F(McpClientTest, ConfiguredServerToolsAppearNamespacedThroughServe) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
-  if (FindOnPath("node").empty() || !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything") ||
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  if (FindOnPath("node").empty() ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything") ||
       !cordon::testing::Exists(scripts + "/sdk-client.mjs")) {
     GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, server-everything or " << scripts
                  << "/sdk-client.mjs missing; run scripts/install-mcp-peers.sh";
   }
-  WriteFile(dir_ / "home/.cordon/mcp.toml",
-            "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
-                "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\n"
-                "[servers.everything.sandbox]\nread = [\"" + peers + "\"]\n");
-  std::vector<std::string> argv = {FindOnPath("node"), scripts + "/sdk-client.mjs", "--full-env", "--call",
-                                   "mcp__everything__echo", "--args", R"({"message":"namespaced"})", "--",
-                                   cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
-                                   "--audit-log", dir_ / "serve.jsonl"};
+  WriteFile(
+      dir_ / "home/.cordon/mcp.toml",
+      "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
+          "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\n"
+          "[servers.everything.sandbox]\nread = [\"" +
+          peers + "\"]\n");
+  std::vector<std::string> argv = {FindOnPath("node"),
+                                   scripts + "/sdk-client.mjs",
+                                   "--full-env",
+                                   "--call",
+                                   "mcp__everything__echo",
+                                   "--args",
+                                   R"({"message":"namespaced"})",
+                                   "--",
+                                   cordon::testing::CordonBin(),
+                                   "serve",
+                                   "--workspace",
+                                   dir_ / "ws",
+                                   "--audit-log",
+                                   dir_ / "serve.jsonl"};
   auto env = env_;
   env.push_back("MCP_PEERS_DIR=" + peers);
   auto r = cordon::testing::Run(argv, env);
@@ -195,27 +231,35 @@ TEST_F(McpClientTest, ConfiguredServerToolsAppearNamespacedThroughServe) {
 
 TEST_F(McpClientTest, CancellingAnMcpCallReachesTheUpstreamServer) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-  if (FindOnPath("node").empty() || !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
+  if (FindOnPath("node").empty() ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
     GTEST_SKIP() << "SKIPPED MCP PEER TEST: node or server-everything missing";
   }
   WriteFile(dir_ / "home/.cordon/mcp.toml",
             "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
-                "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\ntimeout_secs = 60\n"
-                "[servers.everything.sandbox]\nread = [\"" + peers + "\"]\n");
-  WriteFile(dir_ / "in1.txt",
-            R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
-            "\n"
-            R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__everything__trigger-long-running-operation","arguments":{"duration":20,"steps":10}}})"
+                "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", "
+                "\"stdio\"]\ntimeout_secs = 60\n"
+                "[servers.everything.sandbox]\nread = [\"" +
+                peers + "\"]\n");
+  WriteFile(
+      dir_ / "in1.txt",
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__everything__trigger-long-running-operation","arguments":{"duration":20,"steps":10}}})"
+      "\n");
+  WriteFile(dir_ / "in2.txt",
+            R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}})"
             "\n");
-  WriteFile(dir_ / "in2.txt", R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}})" "\n");
-  const std::string script = "(cat '" + (dir_ / "in1.txt") + "'; sleep 3; cat '" + (dir_ / "in2.txt") + "') | '" +
-                             cordon::testing::CordonBin() + "' serve --workspace '" + (dir_ / "ws") +
-                             "' --audit-log '" + (dir_ / "cancel.jsonl") + "'";
+  const std::string script = "(cat '" + (dir_ / "in1.txt") + "'; sleep 3; cat '" +
+                             (dir_ / "in2.txt") + "') | '" + cordon::testing::CordonBin() +
+                             "' serve --workspace '" + (dir_ / "ws") + "' --audit-log '" +
+                             (dir_ / "cancel.jsonl") + "'";
   const auto t0 = std::chrono::steady_clock::now();
   auto r = cordon::testing::Run({"/bin/sh", "-c", script}, env_);
   const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.find("\"id\":2"), std::string::npos) << "a cancelled request gets no response: " << r.out;
+  EXPECT_EQ(r.out.find("\"id\":2"), std::string::npos)
+      << "a cancelled request gets no response: " << r.out;
   EXPECT_LT(seconds, 15.0) << "the 20 s operation was not cut short";
   const std::string log = ReadFile(dir_ / "cancel.jsonl");
   EXPECT_NE(log.find("\"reason\":\"request cancelled\""), std::string::npos);
@@ -224,10 +268,12 @@ TEST_F(McpClientTest, CancellingAnMcpCallReachesTheUpstreamServer) {
 
 TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
   if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/loopback-only.mjs") ||
       !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
-    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, server-everything or the loopback preload missing";
+    GTEST_SKIP()
+        << "SKIPPED MCP PEER TEST: node, server-everything or the loopback preload missing";
   }
   // server-everything in Streamable HTTP mode, bound to 127.0.0.1 only, on a free port.
   int s = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -240,7 +286,8 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
   const int port = ntohs(a.sin_port);
   ::close(s);
   const std::string node = FindOnPath("node");
-  const std::string se = peers + "/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+  const std::string se =
+      peers + "/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
   const std::string loopback = scripts + "/loopback-only.mjs";
   const std::string port_env = "PORT=" + std::to_string(port);
   pid_t pid = ::fork();
@@ -249,12 +296,14 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
     int devnull = ::open("/dev/null", O_WRONLY);
     ::dup2(devnull, 1);
     ::dup2(devnull, 2);
-    ::execl(node.c_str(), node.c_str(), "--import", loopback.c_str(), se.c_str(), "streamableHttp", nullptr);
+    ::execl(node.c_str(), node.c_str(), "--import", loopback.c_str(), se.c_str(), "streamableHttp",
+            nullptr);
     _exit(127);
   }
   ASSERT_GT(pid, 0);
-  WriteFile(dir_ / "home/.cordon/mcp.toml", "[servers.web]\ntransport = \"streamable_http\"\nurl = \"http://127.0.0.1:" +
-                                                 std::to_string(port) + "/mcp\"\ntimeout_secs = 10\n");
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.web]\ntransport = \"streamable_http\"\nurl = \"http://127.0.0.1:" +
+                std::to_string(port) + "/mcp\"\ntimeout_secs = 10\n");
   cordon::testing::RunResult test;
   for (int i = 0; i < 50; ++i) {  // wait (bounded) for the server to listen
     test = Cordon({"mcp", "test", "web"});
@@ -291,18 +340,34 @@ int FreeLoopbackPort() {
 
 // One JSON-RPC message POSTed with curl to a Streamable HTTP endpoint; the response headers go
 // to stderr. With a session id, the session headers are sent too.
-cordon::testing::RunResult CurlPost(const std::string& url, const std::string& body, const std::string& sid,
-                                    int max_secs = 60) {
-  std::vector<std::string> argv = {FindOnPath("curl"), "-s", "-N", "-m", std::to_string(max_secs), "-D", "/dev/stderr",
-                                   "-X", "POST", url, "-H", "Content-Type: application/json", "-H",
-                                   "Accept: application/json, text/event-stream", "-d", body};
-  if (!sid.empty()) argv.insert(argv.end(), {"-H", "Mcp-Session-Id: " + sid, "-H", "MCP-Protocol-Version: 2025-06-18"});
+cordon::testing::RunResult CurlPost(const std::string& url, const std::string& body,
+                                    const std::string& sid, int max_secs = 60) {
+  std::vector<std::string> argv = {FindOnPath("curl"),
+                                   "-s",
+                                   "-N",
+                                   "-m",
+                                   std::to_string(max_secs),
+                                   "-D",
+                                   "/dev/stderr",
+                                   "-X",
+                                   "POST",
+                                   url,
+                                   "-H",
+                                   "Content-Type: application/json",
+                                   "-H",
+                                   "Accept: application/json, text/event-stream",
+                                   "-d",
+                                   body};
+  if (!sid.empty())
+    argv.insert(argv.end(),
+                {"-H", "Mcp-Session-Id: " + sid, "-H", "MCP-Protocol-Version: 2025-06-18"});
   return cordon::testing::Run(argv);
 }
 
 // initialize, retried (bounded) while the server starts; the session id, or "" without one.
 std::string InitializeOverHttp(const std::string& url) {
-  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
+  const std::string init =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
   cordon::testing::RunResult r;
   for (int i = 0; i < 50 && (r = CurlPost(url, init, "")).out.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -310,7 +375,6 @@ std::string InitializeOverHttp(const std::string& url) {
   const auto at = r.err.find("Mcp-Session-Id: ");
   return at == std::string::npos ? "" : r.err.substr(at + 16, 32);
 }
-
 
 // Starts `cordon serve --http` in the background; stops it (SIGTERM) on destruction.
 class HttpServeProcess {
@@ -347,15 +411,18 @@ class HttpServeProcess {
 
 TEST_F(McpClientTest, ConfiguredSecretsAreRedactedFromOutputAndRecords) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-  if (FindOnPath("node").empty() || !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
+  if (FindOnPath("node").empty() ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
     GTEST_SKIP() << "SKIPPED MCP PEER TEST: node or server-everything missing";
   }
   // A value passed only through the server's configured env (its name looks harmless).
-  WriteFile(dir_ / "home/.cordon/mcp.toml",
-            "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
-                "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\n"
-                "env = { PLAIN_NAME = \"config-secret-value-987\" }\n"
-                "[servers.everything.sandbox]\nread = [\"" + peers + "\"]\n");
+  WriteFile(
+      dir_ / "home/.cordon/mcp.toml",
+      "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
+          "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\n"
+          "env = { PLAIN_NAME = \"config-secret-value-987\" }\n"
+          "[servers.everything.sandbox]\nread = [\"" +
+          peers + "\"]\n");
   auto r = Cordon({"mcp", "call", "everything", "get-env", "--json", "{}"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("PLAIN_NAME"), std::string::npos) << "the server did see its configured env";
@@ -373,18 +440,31 @@ TEST_F(McpClientTest, ServeHttpRequiresTheTokenAndRefusesRebinding) {
   const int port = FreeLoopbackPort();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
   auto server = std::make_unique<HttpServeProcess>(
-      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
-                               dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--token-file",
-                               dir_ / "token"},
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http",
+                               "127.0.0.1:" + std::to_string(port), "--token-file", dir_ / "token"},
       env_);
   auto curl = [&](std::vector<std::string> extra, const std::string& body) {
-    std::vector<std::string> argv = {FindOnPath("curl"), "-s", "-o", "/dev/stderr", "-w", "%{http_code}", "-X", "POST",
-                                     url, "-H", "Content-Type: application/json", "-H",
-                                     "Accept: application/json, text/event-stream", "-d", body};
+    std::vector<std::string> argv = {FindOnPath("curl"),
+                                     "-s",
+                                     "-o",
+                                     "/dev/stderr",
+                                     "-w",
+                                     "%{http_code}",
+                                     "-X",
+                                     "POST",
+                                     url,
+                                     "-H",
+                                     "Content-Type: application/json",
+                                     "-H",
+                                     "Accept: application/json, text/event-stream",
+                                     "-d",
+                                     body};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return cordon::testing::Run(argv);
   };
-  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
+  const std::string init =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
   cordon::testing::RunResult first;
   for (int i = 0; i < 50 && (first = curl({}, init)).out != "401"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -394,16 +474,24 @@ TEST_F(McpClientTest, ServeHttpRequiresTheTokenAndRefusesRebinding) {
   ASSERT_EQ(token.size(), 48u);
   const std::string auth = "Authorization: Bearer " + token;
   EXPECT_EQ(curl({"-H", "Authorization: Bearer wrong"}, init).out, "401");
-  EXPECT_EQ(curl({"-H", auth, "-H", "Host: evil.example:" + std::to_string(port)}, init).out, "403");
+  EXPECT_EQ(curl({"-H", auth, "-H", "Host: evil.example:" + std::to_string(port)}, init).out,
+            "403");
   EXPECT_EQ(curl({"-H", auth, "-H", "Origin: http://evil.example"}, init).out, "403");
   auto ok = curl({"-H", auth, "-H", "Origin: http://127.0.0.1:" + std::to_string(port)}, init);
   EXPECT_EQ(ok.out, "200");
   EXPECT_NE(ok.err.find("\"protocolVersion\":\"2025-06-18\""), std::string::npos) << ok.err;
-  EXPECT_EQ(curl({"-H", auth}, R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})").out, "400") << "session id required";
-  EXPECT_EQ(curl({"-H", auth, "-H", "Mcp-Session-Id: nope"}, R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})").out, "404");
+  EXPECT_EQ(curl({"-H", auth}, R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})").out, "400")
+      << "session id required";
+  EXPECT_EQ(curl({"-H", auth, "-H", "Mcp-Session-Id: nope"},
+                 R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})")
+                .out,
+            "404");
   EXPECT_EQ(curl({"-H", auth}, "{broken").out, "400");
   server.reset();
-  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"}).exit_code, 0);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
+          .exit_code,
+      0);
 }
 
 TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
@@ -412,19 +500,25 @@ TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
   const int port = FreeLoopbackPort();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
   auto server = std::make_unique<HttpServeProcess>(
-      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
-                               dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http",
+                               "127.0.0.1:" + std::to_string(port), "--no-auth"},
       env_);
-  auto post = [&](const std::string& body, const std::string& sid) { return CurlPost(url, body, sid); };
+  auto post = [&](const std::string& body, const std::string& sid) {
+    return CurlPost(url, body, sid);
+  };
   const std::string sid = InitializeOverHttp(url);
   ASSERT_FALSE(sid.empty()) << "no session from initialize";
   post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})", sid);
 
   // A call with a progress token: an SSE body with progress notifications, then the response.
-  auto slow = post(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["2.5"]},"_meta":{"progressToken":"p-1"}}})", sid);
+  auto slow = post(
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["2.5"]},"_meta":{"progressToken":"p-1"}}})",
+      sid);
   EXPECT_NE(slow.err.find("text/event-stream"), std::string::npos) << slow.err;
   std::vector<Json> events;
-  for (std::size_t pos = 0, nl; (nl = slow.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+  for (std::size_t pos = 0, nl; (nl = slow.out.find('\n', pos)) != std::string::npos;
+       pos = nl + 1) {
     const std::string line = slow.out.substr(pos, nl - pos);
     if (line.rfind("data: ", 0) == 0) events.push_back(Json::parse(line.substr(6)));
   }
@@ -438,18 +532,26 @@ TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
   cordon::testing::RunResult hung;
   const auto t0 = std::chrono::steady_clock::now();
   std::thread caller([&] {
-    hung = post(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["60"]}}})", sid);
+    hung = post(
+        R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["60"]}}})",
+        sid);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  auto cancel = post(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"test"}})", sid);
+  auto cancel = post(
+      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"test"}})",
+      sid);
   EXPECT_NE(cancel.err.find("202"), std::string::npos) << cancel.err;
   caller.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
   EXPECT_NE(hung.out.find("cancelled"), std::string::npos) << hung.out;
   server.reset();
   const std::string log = ReadFile(dir_ / "http.jsonl");
-  EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos) << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
-  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"}).exit_code, 0);
+  EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos)
+      << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
+          .exit_code,
+      0);
 }
 
 TEST_F(McpClientTest, HttpClientToleratesAServerWithoutAGetStream) {
@@ -460,30 +562,36 @@ TEST_F(McpClientTest, HttpClientToleratesAServerWithoutAGetStream) {
   // The server gets a home of its own: with the client's config it would proxy itself.
   auto server_env = env_;
   server_env.push_back("HOME=" + (dir_ / "server-home"));
-  HttpServeProcess server({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
-                           dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
-                          server_env);
-  WriteFile(dir_ / "home/.cordon/mcp.toml", "[servers.self]\ntransport = \"streamable_http\"\nurl = \"http://127.0.0.1:" +
-                                                 std::to_string(port) + "/mcp\"\ntimeout_secs = 10\n");
+  HttpServeProcess server(
+      {cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      server_env);
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.self]\ntransport = \"streamable_http\"\nurl = \"http://127.0.0.1:" +
+                std::to_string(port) + "/mcp\"\ntimeout_secs = 10\n");
   cordon::testing::RunResult call;
   for (int i = 0; i < 50; ++i) {
-    call = Cordon({"mcp", "call", "self", "read_file_range", "--json", R"({"path":"a.txt","start_line":2})"});
+    call = Cordon(
+        {"mcp", "call", "self", "read_file_range", "--json", R"({"path":"a.txt","start_line":2})"});
     if (call.exit_code == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_EQ(call.exit_code, 0) << call.out << call.err;
   EXPECT_NE(call.out.find("beta"), std::string::npos) << call.out;
-  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("the server offers no GET stream (HTTP 405)"), std::string::npos);
+  EXPECT_NE(ReadFile(dir_ / "audit.jsonl").find("the server offers no GET stream (HTTP 405)"),
+            std::string::npos);
 }
 
 TEST_F(McpClientTest, ServeHttpSkipsAConfiguredServerThatIsItself) {
   if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
   const int port = FreeLoopbackPort();
-  WriteFile(dir_ / "home/.cordon/mcp.toml", "[servers.loop]\ntransport = \"streamable_http\"\nurl = \"http://localhost:" +
-                                                 std::to_string(port) + "/mcp\"\n");
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.loop]\ntransport = \"streamable_http\"\nurl = \"http://localhost:" +
+                std::to_string(port) + "/mcp\"\n");
   auto server = std::make_unique<HttpServeProcess>(
-      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
-                               dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http",
+                               "127.0.0.1:" + std::to_string(port), "--no-auth"},
       env_);
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
   const std::string sid = InitializeOverHttp(url);
@@ -493,28 +601,32 @@ TEST_F(McpClientTest, ServeHttpSkipsAConfiguredServerThatIsItself) {
   EXPECT_NE(list.out.find("read_file_range"), std::string::npos) << list.out;
   EXPECT_EQ(list.out.find("mcp__loop__"), std::string::npos);
   server.reset();
-  EXPECT_NE(ReadFile(dir_ / "http.jsonl").find("its URL is this cordon serve itself"), std::string::npos);
+  EXPECT_NE(ReadFile(dir_ / "http.jsonl").find("its URL is this cordon serve itself"),
+            std::string::npos);
 }
 
 TEST_F(McpClientTest, ServeHttpWithTheOfficialSdkClient) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
   if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/sdk-client.mjs") ||
       !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/sdk")) {
     GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, the SDK or the peer scripts are missing";
   }
   WriteFile(dir_ / "ws/a.txt", "alpha\nbeta\n");
   const int port = FreeLoopbackPort();
-  HttpServeProcess server({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
-                           dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
-                          env_);
+  HttpServeProcess server(
+      {cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      env_);
   auto env = env_;
   env.push_back("MCP_PEERS_DIR=" + peers);
   cordon::testing::RunResult r;
   for (int i = 0; i < 30; ++i) {
-    r = cordon::testing::Run({FindOnPath("node"), scripts + "/sdk-client.mjs", "--call", "read_file_range", "--args",
-                              R"({"path":"a.txt","start_line":2})", "http://127.0.0.1:" + std::to_string(port) + "/mcp"},
-                             env);
+    r = cordon::testing::Run(
+        {FindOnPath("node"), scripts + "/sdk-client.mjs", "--call", "read_file_range", "--args",
+         R"({"path":"a.txt","start_line":2})", "http://127.0.0.1:" + std::to_string(port) + "/mcp"},
+        env);
     if (r.exit_code == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -526,26 +638,31 @@ TEST_F(McpClientTest, ServeHttpWithTheOfficialSdkClient) {
 
 TEST_F(McpClientTest, ConformanceServerScenariosThatApply) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
   if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/run-conformance.sh") ||
       !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/conformance")) {
-    GTEST_SKIP() << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or its runner is missing";
+    GTEST_SKIP()
+        << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or its runner is missing";
   }
   const int port = FreeLoopbackPort();
-  HttpServeProcess server({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
-                           dir_ / "conf.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
-                          env_);
+  HttpServeProcess server(
+      {cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "conf.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      env_);
   auto env = env_;
   env.push_back("MCP_PEERS_DIR=" + peers);
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
   // docs/conformance.md lists the scenarios that do not apply to cordon's catalog, and why.
-  for (const char* scenario : {"server-initialize", "ping", "logging-set-level", "tools-list", "tools-call-error",
-                               "dns-rebinding-protection"}) {
+  for (const char* scenario : {"server-initialize", "ping", "logging-set-level", "tools-list",
+                               "tools-call-error", "dns-rebinding-protection"}) {
     cordon::testing::RunResult r;
-    for (int attempt = 0; attempt < 3; ++attempt) {  // the first attempt may race the server's start
-      r = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "server", url, "--scenario", scenario,
-                                "-o", dir_ / ("conformance-" + std::string(scenario))},
-                               env);
+    for (int attempt = 0; attempt < 3;
+         ++attempt) {  // the first attempt may race the server's start
+      r = cordon::testing::Run(
+          {"/bin/bash", scripts + "/run-conformance.sh", "server", url, "--scenario", scenario,
+           "-o", dir_ / ("conformance-" + std::string(scenario))},
+          env);
       if (r.exit_code == 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
@@ -555,32 +672,36 @@ TEST_F(McpClientTest, ConformanceServerScenariosThatApply) {
 
 TEST_F(McpClientTest, ConformanceClientScenariosAgainstMcpProbe) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
   if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/run-conformance.sh") ||
       !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/conformance")) {
-    GTEST_SKIP() << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or its runner is missing";
+    GTEST_SKIP()
+        << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or its runner is missing";
   }
   auto env = env_;
   env.push_back("MCP_PEERS_DIR=" + peers);
-  const std::string probe = cordon::testing::CordonBin() + " mcp probe --workspace " + (dir_ / "ws") +
-                            " --audit-log " + (dir_ / "probe.jsonl");
-  auto init = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "client", probe, "--scenario",
-                                    "initialize", "-o", dir_ / "conf-client"},
+  const std::string probe = cordon::testing::CordonBin() + " mcp probe --workspace " +
+                            (dir_ / "ws") + " --audit-log " + (dir_ / "probe.jsonl");
+  auto init = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "client", probe,
+                                    "--scenario", "initialize", "-o", dir_ / "conf-client"},
                                    env);
   EXPECT_EQ(init.exit_code, 0) << init.out.substr(0, 3000) << init.err.substr(0, 2000);
   auto call = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "client",
-                                    probe + " --call add_numbers --json '{\"a\":2,\"b\":3}'", "--scenario",
-                                    "tools_call", "-o", dir_ / "conf-client2"},
+                                    probe + " --call add_numbers --json '{\"a\":2,\"b\":3}'",
+                                    "--scenario", "tools_call", "-o", dir_ / "conf-client2"},
                                    env);
   EXPECT_EQ(call.exit_code, 0) << call.out.substr(0, 3000) << call.err.substr(0, 2000);
 }
 
 TEST_F(McpClientTest, ConformanceServerScenariosThroughWrapOfTheFixtureServer) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-  const std::string scripts = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
   if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/fixture-server.mjs") ||
       !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/conformance")) {
-    GTEST_SKIP() << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or the fixture server is missing";
+    GTEST_SKIP() << "SKIPPED MCP CONFORMANCE TEST: node, the conformance package or the fixture "
+                    "server is missing";
   }
   auto env = env_;
   env.push_back("MCP_PEERS_DIR=" + peers);
@@ -589,13 +710,15 @@ TEST_F(McpClientTest, ConformanceServerScenariosThroughWrapOfTheFixtureServer) {
   const std::string scripts_dir = real_scripts;
   std::free(real_scripts);
   // Logging, progress, sampling and elicitation all cross the proxy unchanged.
-  for (const char* scenario : {"tools-call-simple-text", "tools-call-with-logging", "tools-call-with-progress",
-                               "tools-call-sampling", "tools-call-elicitation"}) {
-    auto r = cordon::testing::Run({"/bin/bash", scripts + "/run-conformance.sh", "server-stdio", "--scenario", scenario,
-                                   "--", cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws",
-                                   "--audit-log", dir_ / "wrap.jsonl", "--read", peers, "--read", scripts_dir, "--",
-                                   FindOnPath("node"), scripts_dir + "/fixture-server.mjs"},
-                                  env);
+  for (const char* scenario :
+       {"tools-call-simple-text", "tools-call-with-logging", "tools-call-with-progress",
+        "tools-call-sampling", "tools-call-elicitation"}) {
+    auto r = cordon::testing::Run(
+        {"/bin/bash", scripts + "/run-conformance.sh", "server-stdio", "--scenario", scenario, "--",
+         cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+         dir_ / "wrap.jsonl", "--read", peers, "--read", scripts_dir, "--", FindOnPath("node"),
+         scripts_dir + "/fixture-server.mjs"},
+        env);
     EXPECT_EQ(r.exit_code, 0) << scenario << "\n" << r.out.substr(0, 3000) << r.err.substr(0, 2000);
   }
 }

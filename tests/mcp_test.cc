@@ -1,10 +1,10 @@
 // MCP: JSON-RPC framing errors, version negotiation, the stdio server through the real binary,
 // and real third-party peers (the official TypeScript SDK client and the inspector CLI).
-#include <gtest/gtest.h>
-#include <unistd.h>
 #include <fcntl.h>
-#include <sys/wait.h>
+#include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -30,15 +30,21 @@ int ErrorCode(const std::variant<Message, Json>& v) {
 TEST(JsonRpc, FramingErrorsGetTheirStandardCodes) {
   EXPECT_EQ(ErrorCode(ParseMessage("{not json")), kParseError);
   EXPECT_EQ(ErrorCode(ParseMessage("")), kParseError);
-  EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"1.0","id":1,"method":"ping"})")), kInvalidRequest);
+  EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"1.0","id":1,"method":"ping"})")),
+            kInvalidRequest);
   EXPECT_EQ(ErrorCode(ParseMessage(R"({"id":1,"method":"ping"})")), kInvalidRequest);
-  EXPECT_EQ(ErrorCode(ParseMessage(R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])")), kInvalidRequest);
-  EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"2.0","id":{"a":1},"method":"ping"})")), kInvalidRequest);
+  EXPECT_EQ(ErrorCode(ParseMessage(R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])")),
+            kInvalidRequest);
+  EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"2.0","id":{"a":1},"method":"ping"})")),
+            kInvalidRequest);
   EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"2.0","id":1,"method":7})")), kInvalidRequest);
-  EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"2.0","id":1,"method":"x","params":3})")), kInvalidRequest);
+  EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"2.0","id":1,"method":"x","params":3})")),
+            kInvalidRequest);
   EXPECT_EQ(ErrorCode(ParseMessage(R"("just a string")")), kInvalidRequest);
-  EXPECT_EQ(ErrorCode(ParseMessage(std::string(1000, '[') + std::string(1000, ']'))), kInvalidRequest);
-  EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"2.0","id":1,"method":"ping"})", 10)), kInvalidRequest);
+  EXPECT_EQ(ErrorCode(ParseMessage(std::string(1000, '[') + std::string(1000, ']'))),
+            kInvalidRequest);
+  EXPECT_EQ(ErrorCode(ParseMessage(R"({"jsonrpc":"2.0","id":1,"method":"ping"})", 10)),
+            kInvalidRequest);
   // The id survives into the error when it could be read.
   auto v = ParseMessage(R"({"jsonrpc":"1.0","id":"abc","method":"ping"})");
   EXPECT_EQ(std::get<Json>(v)["id"], "abc");
@@ -55,7 +61,8 @@ TEST(WorkerPool, ReusesWorkersGrowsToItsCapAndFinishesQueuedJobsOnStop) {
   for (int i = 0; i < 40; ++i) {
     pool.Submit([&] {
       const int now = ++running;
-      for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {}
+      for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -109,32 +116,51 @@ class McpServerTest : public ::testing::Test {
 TEST_F(McpServerTest, InitializeListCallAndErrors) {
   auto s = Start();
   McpServer server(*s);
-  Json init = One(server, {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
-                           {"params", {{"protocolVersion", "2025-03-26"}, {"capabilities", Json::object()},
-                                       {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
+  Json init = One(server, {{"jsonrpc", "2.0"},
+                           {"id", 1},
+                           {"method", "initialize"},
+                           {"params",
+                            {{"protocolVersion", "2025-03-26"},
+                             {"capabilities", Json::object()},
+                             {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
   EXPECT_EQ(init["result"]["protocolVersion"], "2025-03-26");
   EXPECT_TRUE(init["result"]["capabilities"].contains("tools"));
-  EXPECT_TRUE(server.HandleLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})").empty());
+  EXPECT_TRUE(
+      server.HandleLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})").empty());
   Json list = One(server, {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
   ASSERT_EQ(list["result"]["tools"].size(), GrantedTools(s->policy()).size());
   for (const auto& t : list["result"]["tools"]) {
     EXPECT_TRUE(t.contains("inputSchema") && t.contains("outputSchema")) << t["name"];
   }
-  Json call = One(server, {{"jsonrpc", "2.0"}, {"id", "c"}, {"method", "tools/call"},
-                           {"params", {{"name", "read_file_range"}, {"arguments", {{"path", "a.txt"}, {"start_line", 2}}}}}});
+  Json call =
+      One(server,
+          {{"jsonrpc", "2.0"},
+           {"id", "c"},
+           {"method", "tools/call"},
+           {"params",
+            {{"name", "read_file_range"}, {"arguments", {{"path", "a.txt"}, {"start_line", 2}}}}}});
   EXPECT_EQ(call["id"], "c");
   EXPECT_EQ(call["result"]["structuredContent"]["lines"], Json({"beta"}));
-  Json escape = One(server, {{"jsonrpc", "2.0"}, {"id", 4}, {"method", "tools/call"},
-                             {"params", {{"name", "read_file_range"}, {"arguments", {{"path", "/etc/passwd"}, {"start_line", 1}}}}}});
+  Json escape = One(server, {{"jsonrpc", "2.0"},
+                             {"id", 4},
+                             {"method", "tools/call"},
+                             {"params",
+                              {{"name", "read_file_range"},
+                               {"arguments", {{"path", "/etc/passwd"}, {"start_line", 1}}}}}});
   EXPECT_TRUE(escape["result"]["isError"].get<bool>());
   EXPECT_EQ(escape["result"]["structuredContent"]["error"]["code"], "outside_workspace");
-  Json unknown = One(server, {{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/call"}, {"params", {{"name", "nope"}}}});
+  Json unknown = One(
+      server,
+      {{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/call"}, {"params", {{"name", "nope"}}}});
   EXPECT_TRUE(unknown["result"]["isError"].get<bool>());
-  Json bad = One(server, {{"jsonrpc", "2.0"}, {"id", 6}, {"method", "tools/call"}, {"params", {{"arguments", 1}}}});
+  Json bad = One(
+      server,
+      {{"jsonrpc", "2.0"}, {"id", 6}, {"method", "tools/call"}, {"params", {{"arguments", 1}}}});
   EXPECT_EQ(bad["error"]["code"], kInvalidParams);
   Json missing = One(server, {{"jsonrpc", "2.0"}, {"id", 7}, {"method", "resources/list"}});
   EXPECT_EQ(missing["error"]["code"], kMethodNotFound);
-  EXPECT_EQ(One(server, {{"jsonrpc", "2.0"}, {"id", 8}, {"method", "ping"}})["result"], Json::object());
+  EXPECT_EQ(One(server, {{"jsonrpc", "2.0"}, {"id", 8}, {"method", "ping"}})["result"],
+            Json::object());
 }
 
 TEST_F(McpServerTest, AgentsMdIsBoundedInstructionsAndChangesNothingElse) {
@@ -142,7 +168,9 @@ TEST_F(McpServerTest, AgentsMdIsBoundedInstructionsAndChangesNothingElse) {
   auto s = Start();
   const auto before = GrantedTools(s->policy()).size();
   McpServer server(*s);
-  Json init = One(server, {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Json::object()}});
+  Json init =
+      One(server,
+          {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Json::object()}});
   const std::string text = init["result"]["instructions"].get<std::string>();
   EXPECT_LT(text.size(), 17000u);
   EXPECT_NE(text.find("cut at 16384 bytes"), std::string::npos);
@@ -164,9 +192,12 @@ TEST_F(McpServerTest, NestedAgentsMdFilesAreReadInOrderWithoutFollowingSymlinks)
   std::filesystem::create_directory_symlink(outside.path(), dir_ / "ws/linked");
   auto s = Start();
   McpServer server(*s);
-  Json init = One(server, {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Json::object()}});
+  Json init =
+      One(server,
+          {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Json::object()}});
   const std::string text = init["result"]["instructions"].get<std::string>();
-  const auto root = text.find("root rules"), a = text.find("# pkg/a/AGENTS.md"), b = text.find("# pkg/b/AGENTS.md");
+  const auto root = text.find("root rules"), a = text.find("# pkg/a/AGENTS.md"),
+             b = text.find("# pkg/b/AGENTS.md");
   ASSERT_NE(root, std::string::npos) << text;
   ASSERT_NE(a, std::string::npos) << text;
   ASSERT_NE(b, std::string::npos) << text;
@@ -206,12 +237,16 @@ TEST_F(McpServerTest, StdioSurvivesGarbageAndOversizedLinesAndExitsOnEof) {
 
 TEST_F(McpServerTest, CancellationKillsTheConfinedProcessAndProgressIsReported) {
   if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
-  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})";
-  const std::string slow = R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["317"]}}})";
-  const std::string cancel = R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}})";
-  const std::string progress = R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["2.5"]},"_meta":{"progressToken":"tok-1"}}})";
-  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
-                                 dir_ / "serve.jsonl"},
+  const std::string init =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})";
+  const std::string slow =
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["317"]}}})";
+  const std::string cancel =
+      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}})";
+  const std::string progress =
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":["2.5"]},"_meta":{"progressToken":"tok-1"}}})";
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                                 "--audit-log", dir_ / "serve.jsonl"},
                                 {"XDG_CONFIG_HOME=" + (dir_ / "config")},
                                 init + "\n" + slow + "\n" + cancel + "\n" + progress + "\n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -252,24 +287,35 @@ class McpPeersTest : public McpServerTest {
   void SetUp() override {
     McpServerTest::SetUp();
     peers_ = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
-    scripts_ = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
-    if (FindOnPath("node").empty() || !cordon::testing::Exists(peers_ + "/node_modules/@modelcontextprotocol/sdk") ||
+    scripts_ = cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS",
+                                        CORDON_SOURCE_DIR "/../shared/mcp-peers");
+    if (FindOnPath("node").empty() ||
+        !cordon::testing::Exists(peers_ + "/node_modules/@modelcontextprotocol/sdk") ||
         !cordon::testing::Exists(scripts_ + "/sdk-client.mjs")) {
-      GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, the pinned peers in " << peers_ << " or the scripts in "
-                   << scripts_ << " are missing; run scripts/install-mcp-peers.sh";
+      GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, the pinned peers in " << peers_
+                   << " or the scripts in " << scripts_
+                   << " are missing; run scripts/install-mcp-peers.sh";
     }
   }
   std::vector<std::string> Serve() {
-    return {cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log", dir_ / "peer.jsonl"};
+    return {cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+            dir_ / "peer.jsonl"};
   }
   std::string peers_, scripts_;
 };
 
 TEST_F(McpPeersTest, OfficialSdkClientListsAndCalls) {
-  std::vector<std::string> argv = {FindOnPath("node"), scripts_ + "/sdk-client.mjs", "--full-env", "--call",
-                                   "read_file_range", "--args", R"({"path":"a.txt","start_line":1})", "--"};
+  std::vector<std::string> argv = {FindOnPath("node"),
+                                   scripts_ + "/sdk-client.mjs",
+                                   "--full-env",
+                                   "--call",
+                                   "read_file_range",
+                                   "--args",
+                                   R"({"path":"a.txt","start_line":1})",
+                                   "--"};
   for (const auto& a : Serve()) argv.push_back(a);
-  auto r = cordon::testing::Run(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
+  auto r = cordon::testing::Run(
+      argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   Json j = Json::parse(r.out);
   EXPECT_TRUE(j["ok"].get<bool>());
@@ -278,18 +324,26 @@ TEST_F(McpPeersTest, OfficialSdkClientListsAndCalls) {
   EXPECT_EQ(j["call"]["result"]["structuredContent"]["lines"], Json({"alpha", "beta"}));
   // A path outside the workspace is an isError result (exit 3), not a protocol failure.
   argv[6] = R"({"path":"../../../etc/shadow","start_line":1})";
-  auto e = cordon::testing::Run(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
+  auto e = cordon::testing::Run(
+      argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
   EXPECT_EQ(e.exit_code, 3) << e.out << e.err;
   Json ej = Json::parse(e.out);
   EXPECT_EQ(ej["call"]["result"]["structuredContent"]["error"]["code"], "outside_workspace");
-  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "peer.jsonl"}).exit_code, 0);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "peer.jsonl"})
+          .exit_code,
+      0);
 }
 
 TEST_F(McpPeersTest, InspectorCliCallsReadFileRange) {
-  std::vector<std::string> argv = {"/bin/bash", scripts_ + "/inspector-cli.sh", "--method", "tools/call",
-                                   "--tool-name", "read_file_range", "--tool-arg", "path=a.txt", "start_line=1", "--"};
+  std::vector<std::string> argv = {"/bin/bash",    scripts_ + "/inspector-cli.sh",
+                                   "--method",     "tools/call",
+                                   "--tool-name",  "read_file_range",
+                                   "--tool-arg",   "path=a.txt",
+                                   "start_line=1", "--"};
   for (const auto& a : Serve()) argv.push_back(a);
-  auto r = cordon::testing::Run(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
+  auto r = cordon::testing::Run(
+      argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   Json j = Json::parse(r.out.substr(r.out.find('{')));
   EXPECT_FALSE(j["isError"].get<bool>());
@@ -299,21 +353,38 @@ TEST_F(McpPeersTest, InspectorCliCallsReadFileRange) {
 class WrapTest : public McpPeersTest {
  protected:
   Json Client(const std::string& tool, const Json& args, const std::vector<std::string>& server) {
-    std::vector<std::string> argv = {FindOnPath("node"), scripts_ + "/sdk-client.mjs", "--full-env", "--call", tool,
-                                     "--args", args.dump(), "--", cordon::testing::CordonBin(), "wrap",
-                                     "--workspace", dir_ / "ws", "--audit-log", dir_ / "wrap.jsonl", "--read", peers_,
+    std::vector<std::string> argv = {FindOnPath("node"),
+                                     scripts_ + "/sdk-client.mjs",
+                                     "--full-env",
+                                     "--call",
+                                     tool,
+                                     "--args",
+                                     args.dump(),
+                                     "--",
+                                     cordon::testing::CordonBin(),
+                                     "wrap",
+                                     "--workspace",
+                                     dir_ / "ws",
+                                     "--audit-log",
+                                     dir_ / "wrap.jsonl",
+                                     "--read",
+                                     peers_,
                                      "--"};
     argv.insert(argv.end(), server.begin(), server.end());
-    auto r = cordon::testing::Run(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
+    auto r = cordon::testing::Run(
+        argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
     Json j = Json::parse(r.out, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
     return j;
   }
   std::vector<std::string> Everything() {
-    return {FindOnPath("node"), peers_ + "/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"};
+    return {FindOnPath("node"),
+            peers_ + "/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            "stdio"};
   }
   std::vector<std::string> Filesystem() {
-    return {FindOnPath("node"), peers_ + "/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/"};
+    return {FindOnPath("node"),
+            peers_ + "/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/"};
   }
 };
 
@@ -321,7 +392,8 @@ TEST_F(WrapTest, ServerEverythingRunsConfinedAndUnprefixed) {
   Json echo = Client("echo", {{"message", "through cordon"}}, Everything());
   ASSERT_TRUE(echo["ok"].get<bool>()) << echo.dump();
   EXPECT_GE(echo["tools"].size(), 10u);
-  for (const auto& t : echo["tools"]) EXPECT_EQ(t["name"].get<std::string>().find("mcp__"), std::string::npos);
+  for (const auto& t : echo["tools"])
+    EXPECT_EQ(t["name"].get<std::string>().find("mcp__"), std::string::npos);
   EXPECT_EQ(echo["call"]["result"]["content"][0]["text"], "Echo: through cordon");
   Json sum = Client("get-sum", {{"a", 2}, {"b", 40}}, Everything());
   ASSERT_TRUE(sum["ok"].get<bool>()) << sum.dump();
@@ -329,7 +401,10 @@ TEST_F(WrapTest, ServerEverythingRunsConfinedAndUnprefixed) {
   std::string log = cordon::testing::ReadFile(dir_ / "wrap.jsonl");
   EXPECT_NE(log.find("\"kind\":\"mcp_server\""), std::string::npos);
   EXPECT_NE(log.find("\"tool\":\"get-sum\""), std::string::npos);
-  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"}).exit_code, 0);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"})
+          .exit_code,
+      0);
 }
 
 // A line-by-line MCP session with a child process over pipes, for exchanges that need the
@@ -360,7 +435,8 @@ class LineSession {
   ~LineSession() { Close(); }
   void Send(const Json& msg) {
     std::string line = msg.dump() + "\n";
-    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) ADD_FAILURE() << "write";
+    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      ADD_FAILURE() << "write";
   }
   // The next message, or null after `timeout` without one.
   Json Next(std::chrono::milliseconds timeout) {
@@ -372,7 +448,8 @@ class LineSession {
         buf_.erase(0, nl + 1);
         return j;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return nullptr;
       pollfd p{from_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return nullptr;
@@ -408,31 +485,45 @@ class LineSession {
 };
 
 TEST_F(WrapTest, StructuredContentProgressAndCancellationPassThrough) {
-  std::vector<std::string> argv = {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
-                                   dir_ / "wrap.jsonl", "--read", peers_, "--"};
+  std::vector<std::string> argv = {
+      cordon::testing::CordonBin(), "wrap",   "--workspace", dir_ / "ws", "--audit-log",
+      dir_ / "wrap.jsonl",          "--read", peers_,        "--"};
   for (const auto& a : Everything()) argv.push_back(a);
   LineSession s(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
-  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
-          {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", Json::object()},
-                      {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "initialize"},
+          {"params",
+           {{"protocolVersion", "2025-06-18"},
+            {"capabilities", Json::object()},
+            {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
   auto init = s.Until(1, std::chrono::seconds(20));
   ASSERT_FALSE(init.empty());
   ASSERT_TRUE(init.back().contains("result")) << init.back().dump();
   s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
   // Structured content arrives as the server sent it.
-  s.Send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
-          {"params", {{"name", "get-structured-content"}, {"arguments", {{"location", "Chicago"}}}}}});
+  s.Send(
+      {{"jsonrpc", "2.0"},
+       {"id", 2},
+       {"method", "tools/call"},
+       {"params", {{"name", "get-structured-content"}, {"arguments", {{"location", "Chicago"}}}}}});
   auto structured = s.Until(2, std::chrono::seconds(10));
   ASSERT_FALSE(structured.empty());
-  EXPECT_TRUE(structured.back()["result"]["structuredContent"].contains("temperature")) << structured.back().dump();
+  EXPECT_TRUE(structured.back()["result"]["structuredContent"].contains("temperature"))
+      << structured.back().dump();
   // Progress notifications pass through, in order, before the response.
-  s.Send({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/call"},
-          {"params", {{"name", "trigger-long-running-operation"}, {"arguments", {{"duration", 1}, {"steps", 4}}},
-                      {"_meta", {{"progressToken", "w-1"}}}}}});
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 3},
+          {"method", "tools/call"},
+          {"params",
+           {{"name", "trigger-long-running-operation"},
+            {"arguments", {{"duration", 1}, {"steps", 4}}},
+            {"_meta", {{"progressToken", "w-1"}}}}}});
   auto longrun = s.Until(3, std::chrono::seconds(15));
   int progress = 0;
   for (const auto& m : longrun) {
-    if (m.value("method", "") == "notifications/progress" && m["params"]["progressToken"] == "w-1") {
+    if (m.value("method", "") == "notifications/progress" &&
+        m["params"]["progressToken"] == "w-1") {
       EXPECT_EQ(m["params"]["progress"], progress + 1);
       ++progress;
     }
@@ -442,23 +533,35 @@ TEST_F(WrapTest, StructuredContentProgressAndCancellationPassThrough) {
   EXPECT_EQ(longrun.back()["id"], 3);
   // Cancellation reaches the server: no response comes for the cancelled call, and the wrap
   // and the server keep working.
-  s.Send({{"jsonrpc", "2.0"}, {"id", 4}, {"method", "tools/call"},
-          {"params", {{"name", "trigger-long-running-operation"}, {"arguments", {{"duration", 3}, {"steps", 3}}}}}});
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 4},
+          {"method", "tools/call"},
+          {"params",
+           {{"name", "trigger-long-running-operation"},
+            {"arguments", {{"duration", 3}, {"steps", 3}}}}}});
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 4}, {"reason", "user"}}}});
-  s.Send({{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"method", "notifications/cancelled"},
+          {"params", {{"requestId", 4}, {"reason", "user"}}}});
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 5},
+          {"method", "tools/call"},
           {"params", {{"name", "echo"}, {"arguments", {{"message", "still here"}}}}}});
   auto after = s.Until(5, std::chrono::seconds(10));
   ASSERT_FALSE(after.empty());
   EXPECT_EQ(after.back()["result"]["content"][0]["text"], "Echo: still here");
   for (const auto& m : s.Until(4, std::chrono::milliseconds(3500))) {
-    EXPECT_FALSE(m.contains("id") && m["id"] == 4) << "the cancelled call was answered: " << m.dump();
+    EXPECT_FALSE(m.contains("id") && m["id"] == 4)
+        << "the cancelled call was answered: " << m.dump();
   }
   s.Close();
   const std::string log = cordon::testing::ReadFile(dir_ / "wrap.jsonl");
   EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"tool\":\"get-structured-content\""), std::string::npos);
-  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"}).exit_code, 0);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"})
+          .exit_code,
+      0);
 }
 
 TEST_F(WrapTest, FilesystemServerAllowedSlashIsStillRefusedByTheSandbox) {
@@ -467,21 +570,25 @@ TEST_F(WrapTest, FilesystemServerAllowedSlashIsStillRefusedByTheSandbox) {
   Json shadow = Client("read_text_file", {{"path", "/etc/shadow"}}, Filesystem());
   ASSERT_TRUE(shadow["ok"].get<bool>()) << shadow.dump();
   EXPECT_TRUE(shadow["call"]["result"].value("isError", false)) << shadow.dump();
-  Json write = Client("write_file", {{"path", outside / "victim.txt"}, {"content", "pwned"}}, Filesystem());
+  Json write =
+      Client("write_file", {{"path", outside / "victim.txt"}, {"content", "pwned"}}, Filesystem());
   EXPECT_TRUE(write["call"]["result"].value("isError", false)) << write.dump();
   EXPECT_EQ(cordon::testing::ReadFile(outside / "victim.txt"), "original\n");
-  Json inside = Client("write_file", {{"path", dir_ / "ws/new.txt"}, {"content", "inside"}}, Filesystem());
+  Json inside =
+      Client("write_file", {{"path", dir_ / "ws/new.txt"}, {"content", "inside"}}, Filesystem());
   EXPECT_FALSE(inside["call"]["result"].value("isError", false)) << inside.dump();
   EXPECT_EQ(cordon::testing::ReadFile(dir_ / "ws/new.txt"), "inside");
 }
 
 TEST_F(McpServerTest, WrapDropsGarbageAndSurvivesACrashingServer) {
   WriteFile(dir_ / "ws/bad-server.sh",
-            "read line\necho 'this is not json'\necho '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}'\nexit 3\n");
+            "read line\necho 'this is not json'\necho "
+            "'{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}'\nexit 3\n");
   const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})";
-  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
-                                 dir_ / "bad.jsonl", "--", "sh", dir_ / "ws/bad-server.sh"},
-                                {"XDG_CONFIG_HOME=" + (dir_ / "config")}, init + "\n");
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "bad.jsonl", "--", "sh", dir_ / "ws/bad-server.sh"},
+      {"XDG_CONFIG_HOME=" + (dir_ / "config")}, init + "\n");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(r.out.find("not json"), std::string::npos) << "garbage reached the client";
   EXPECT_NE(r.out.find("\"id\":1"), std::string::npos) << r.out;
@@ -493,23 +600,27 @@ TEST_F(McpServerTest, WrapDropsGarbageAndSurvivesACrashingServer) {
 TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {
   // A server whose tools/call answer is 200 KB of text with a token in it: the client gets the
   // capped, redacted result, and the record says so. Other messages pass byte for byte.
-  WriteFile(dir_ / "ws/big-server.sh",
-            "read line\n"
-            "printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
-            "\"serverInfo\":{\"name\":\"big\",\"version\":\"1\"}}}\\n'\n"
-            "read line\n"
-            "big=$(head -c 200000 /dev/zero | tr '\\000' a)\n"
-            "printf '{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":"
-            "\"ghp_abcdefghijklmnopqrstuvwxyz0123456789AB %s\"}]}}\\n' \"$big\"\n"
-            "read line || exit 0\n");
+  WriteFile(
+      dir_ / "ws/big-server.sh",
+      "read line\n"
+      "printf "
+      "'{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-06-18\","
+      "\"capabilities\":{},"
+      "\"serverInfo\":{\"name\":\"big\",\"version\":\"1\"}}}\\n'\n"
+      "read line\n"
+      "big=$(head -c 200000 /dev/zero | tr '\\000' a)\n"
+      "printf '{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":"
+      "\"ghp_abcdefghijklmnopqrstuvwxyz0123456789AB %s\"}]}}\\n' \"$big\"\n"
+      "read line || exit 0\n");
   WriteFile(dir_ / "cap.toml", "[limits]\nmax_output_bytes = 1000\n");
   const std::string input =
       std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
-      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"big","arguments":{}}})" + "\n";
-  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--policy",
-                                 dir_ / "cap.toml", "--audit-log", dir_ / "cap.jsonl", "--", "sh",
-                                 dir_ / "ws/big-server.sh"},
-                                {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"big","arguments":{}}})" +
+      "\n";
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--policy",
+       dir_ / "cap.toml", "--audit-log", dir_ / "cap.jsonl", "--", "sh", dir_ / "ws/big-server.sh"},
+      {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<Json> out;
   for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
@@ -525,7 +636,10 @@ TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {
   EXPECT_NE(log.find("\"truncated\":true"), std::string::npos) << log;
   EXPECT_NE(log.find("\"output_redactions\":1"), std::string::npos) << log;
   EXPECT_EQ(log.find("ghp_abcdef"), std::string::npos);
-  EXPECT_EQ(cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "cap.jsonl"}).exit_code, 0);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "cap.jsonl"})
+          .exit_code,
+      0);
 }
 
 }  // namespace

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "runner/landlock.h"
-#include "runner/seccomp.h"
 #include "runner/bwrap.h"
+#include "runner/landlock.h"
 #include "runner/launch.h"
 #include "runner/rlimits.h"
+#include "runner/seccomp.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -32,7 +32,8 @@ TEST(WeakerPlan, PathsExceptOpensOnlyTheWayToHiddenPaths) {
   std::filesystem::create_symlink(r + "/a.txt", r + "/fine-link");
   auto got = PathsExcept(r, {r + "/b/secret"});
   std::sort(got.begin(), got.end());
-  EXPECT_EQ(got, (std::vector<std::string>{r + "/a.txt", r + "/b/open.txt", r + "/c", r + "/fine-link"}));
+  EXPECT_EQ(
+      got, (std::vector<std::string>{r + "/a.txt", r + "/b/open.txt", r + "/c", r + "/fine-link"}));
   EXPECT_TRUE(PathsExcept(r + "/b/secret/key", {r + "/b/secret"}).empty());
   EXPECT_TRUE(PathsExcept(r, {r}).empty());
   EXPECT_EQ(PathsExcept(r + "/c", {r + "/b/secret"}), std::vector<std::string>{r + "/c"});
@@ -64,7 +65,8 @@ TEST(WeakerPlan, NoHostTmpProcOrDevicesAndTheDenyListIsLeftOut) {
     EXPECT_NE(p.path.rfind("/etc/ssh", 0), 0u) << p.path;
   }
   bool setsid_denied = false;
-  for (const auto& rule : plan->contain.seccomp) setsid_denied = setsid_denied || rule.syscall == "setsid";
+  for (const auto& rule : plan->contain.seccomp)
+    setsid_denied = setsid_denied || rule.syscall == "setsid";
   EXPECT_TRUE(setsid_denied);
 }
 
@@ -96,13 +98,33 @@ TEST(SeccompPlan, ShippedPolicyListsTheIssueDenies) {
   s.dirs = {testing::ShippedPolicyDir()};
   auto p = LoadPolicy(s);
   ASSERT_TRUE(p);
-  for (const char* call : {"ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2",
-                           "pivot_root", "move_mount", "open_tree", "fsopen", "kexec_load",
-                           "kexec_file_load", "init_module", "finit_module", "bpf",
-                           "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-                           "io_uring_setup", "io_uring_enter", "io_uring_register", "setns",
+  for (const char* call : {"ptrace",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "mount",
+                           "umount2",
+                           "pivot_root",
+                           "move_mount",
+                           "open_tree",
+                           "fsopen",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "init_module",
+                           "finit_module",
+                           "bpf",
+                           "perf_event_open",
+                           "userfaultfd",
+                           "keyctl",
+                           "add_key",
+                           "request_key",
+                           "io_uring_setup",
+                           "io_uring_enter",
+                           "io_uring_register",
+                           "setns",
                            "personality"}) {
-    EXPECT_NE(std::find(p->seccomp_deny.begin(), p->seccomp_deny.end(), call), p->seccomp_deny.end()) << call;
+    EXPECT_NE(std::find(p->seccomp_deny.begin(), p->seccomp_deny.end(), call),
+              p->seccomp_deny.end())
+        << call;
   }
 }
 
@@ -115,10 +137,11 @@ TEST(LandlockPlan, RightsFollowTheAbi) {
     int abi;
     bool refer, truncate, ioctl, net, scoped;
   };
-  for (const Case& c : {Case{1, false, false, false, false, false}, Case{2, true, false, false, false, false},
-                        Case{3, true, true, false, false, false}, Case{4, true, true, false, true, false},
-                        Case{5, true, true, true, true, false}, Case{6, true, true, true, true, true},
-                        Case{7, true, true, true, true, true}}) {
+  for (const Case& c :
+       {Case{1, false, false, false, false, false}, Case{2, true, false, false, false, false},
+        Case{3, true, true, false, false, false}, Case{4, true, true, false, true, false},
+        Case{5, true, true, true, true, false}, Case{6, true, true, true, true, true},
+        Case{7, true, true, true, true, true}}) {
     LandlockSpec s = BuildLandlockRules(in, c.abi);
     EXPECT_EQ((s.handled_fs & landlock::kRefer) != 0, c.refer) << c.abi;
     EXPECT_EQ((s.handled_fs & landlock::kTruncate) != 0, c.truncate) << c.abi;
@@ -153,7 +176,8 @@ SandboxLayout Layout() {
   l.workspace = "/ws";
   l.read = {{"/usr", PathKind::kDir, {}}, {"/bin", PathKind::kSymlink, "usr/bin"}};
   l.deny = {{"/etc/shadow", PathKind::kFile, {}}, {"/etc/ssh", PathKind::kDir, {}}};
-  l.protect = {{"/ws/.git/hooks", PathKind::kDir, true}, {"/ws/.mcp.json", PathKind::kMissing, false},
+  l.protect = {{"/ws/.git/hooks", PathKind::kDir, true},
+               {"/ws/.mcp.json", PathKind::kMissing, false},
                {"/ws/.vscode", PathKind::kMissing, true}};
   l.pins = {"/ws/.git"};
   l.shim = "/opt/cordon/cordon-shim";
@@ -169,9 +193,9 @@ std::size_t IndexOf(const std::vector<std::string>& v, const std::vector<std::st
 
 TEST(BwrapPlan, NamespacesMountsAndOrder) {
   auto a = BuildBwrapArgv(Layout());
-  for (const char* f : {"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                        "--unshare-cgroup-try", "--unshare-net", "--die-with-parent", "--new-session",
-                        "--clearenv"}) {
+  for (const char* f :
+       {"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        "--unshare-net", "--die-with-parent", "--new-session", "--clearenv"}) {
     EXPECT_NE(IndexOf(a, {f}), std::string::npos) << f;
   }
   EXPECT_NE(IndexOf(a, {"--symlink", "usr/bin", "/bin"}), std::string::npos);
@@ -185,7 +209,8 @@ TEST(BwrapPlan, NamespacesMountsAndOrder) {
   EXPECT_LT(ws, pin);
   EXPECT_LT(pin, hooks) << "protected binds must come after the writable workspace and pins";
   EXPECT_NE(IndexOf(a, {"--ro-bind", "/dev/null", "/ws/.mcp.json"}), std::string::npos);
-  EXPECT_NE(IndexOf(a, {"--tmpfs", "/ws/.vscode", "--remount-ro", "/ws/.vscode"}), std::string::npos);
+  EXPECT_NE(IndexOf(a, {"--tmpfs", "/ws/.vscode", "--remount-ro", "/ws/.vscode"}),
+            std::string::npos);
   // The shim comes right after bwrap's "--"; the agent's argv is not on this command line.
   const auto dash = IndexOf(a, {"--", kShimInSandbox, "--spec-fd", "3"});
   EXPECT_EQ(dash + 4, a.size());
@@ -217,8 +242,11 @@ TEST(ProtectedScan, FindsNestedRepositoriesAndRefusesSymlinks) {
   EXPECT_TRUE(protects("third_party/lib/.git/hooks"));
   EXPECT_TRUE(protects("app/.vscode"));
   EXPECT_TRUE(protects(".mcp.json"));
-  for (const char* pin : {".git", "third_party", "third_party/lib", "third_party/lib/.git", "app"}) {
-    EXPECT_NE(std::find(scan->pins.begin(), scan->pins.end(), d / (std::string("ws/") + pin)), scan->pins.end()) << pin;
+  for (const char* pin :
+       {".git", "third_party", "third_party/lib", "third_party/lib/.git", "app"}) {
+    EXPECT_NE(std::find(scan->pins.begin(), scan->pins.end(), d / (std::string("ws/") + pin)),
+              scan->pins.end())
+        << pin;
   }
   ASSERT_EQ(::symlink("/tmp", (d / "ws/.claude").c_str()), 0);
   auto bad = ScanProtectedPaths(d / "ws");

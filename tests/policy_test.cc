@@ -1,8 +1,9 @@
 // Policy: layering, unknown keys with file:line, tighten-only project files, examples, and the
 // protected-path rule.
+#include "policy/policy.h"
+
 #include <gtest/gtest.h>
 
-#include "policy/policy.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -44,12 +45,14 @@ TEST(Policy, UnknownKeysAndBadTypesNameFileAndLine) {
   const Case cases[] = {
       {"[limits]\ntimeout_secs = 5\nmax_bogus = 1\n", "x.toml:3: unknown key \"limits.max_bogus\""},
       {"[nonsense]\na = 1\n", "x.toml:1: unknown key \"nonsense\""},
-      {"[limits]\ntimeout_secs = \"5\"\n", "x.toml:2: limits.timeout_secs must be a positive integer"},
+      {"[limits]\ntimeout_secs = \"5\"\n",
+       "x.toml:2: limits.timeout_secs must be a positive integer"},
       {"[limits]\ntimeout_secs = -1\n", "x.toml:2"},
       {"[scopes]\ngrant = [\"fs:read\", \"root:all\"]\n", "unknown scope \"root:all\""},
       {"[audit]\nfsync = \"sometimes\"\n", "x.toml:2: audit.fsync"},
       {"[limits\n", "x.toml:1"},
-      {"[examples]\nprotected = [\"src/main.c\"]\n", "example fails: src/main.c should be protected"},
+      {"[examples]\nprotected = [\"src/main.c\"]\n",
+       "example fails: src/main.c should be protected"},
   };
   for (const auto& c : cases) {
     Policy p;
@@ -75,11 +78,11 @@ TEST(Policy, ProjectFileCanOnlyTighten) {
   s.project_file = d / "ws/.cordon/policy.toml";
   auto p = LoadPolicy(s);
   ASSERT_TRUE(p) << p.error().message;
-  EXPECT_EQ(p->limits.timeout_secs, 30);        // raise refused
-  EXPECT_EQ(p->limits.max_output_bytes, 10);    // lowering accepted
+  EXPECT_EQ(p->limits.timeout_secs, 30);                   // raise refused
+  EXPECT_EQ(p->limits.max_output_bytes, 10);               // lowering accepted
   EXPECT_EQ(p->scopes, std::set<std::string>{"fs:read"});  // grant refused
-  EXPECT_EQ(p->audit_fsync, "per_call");        // weakening refused
-  EXPECT_EQ(p->redact_values.size(), 1u);       // more redaction accepted
+  EXPECT_EQ(p->audit_fsync, "per_call");                   // weakening refused
+  EXPECT_EQ(p->redact_values.size(), 1u);                  // more redaction accepted
   EXPECT_GE(p->notes.size(), 4u);
   EXPECT_NE(p->provenance["limits.max_output_bytes"].find(".cordon/policy.toml:3"),
             std::string::npos);
@@ -98,11 +101,11 @@ TEST(Policy, ProjectFileCanDropScopes) {
 }
 
 TEST(ProtectedPaths, Table) {
-  for (const char* p : {".git/config", ".git/hooks", ".git/hooks/pre-commit", "vendor/x/.git/config",
-                        "a/.git/hooks/post-checkout", ".cordon", ".cordon/policy.toml",
-                        ".thndrs/mcp.toml", ".mcp.json", "sub/.mcp.json", ".vscode/tasks.json",
-                        ".claude/settings.json", ".bashrc", ".zshrc", ".profile", "x/.bash_profile",
-                        ".envrc", ".config/fish/config.fish"}) {
+  for (const char* p :
+       {".git/config", ".git/hooks", ".git/hooks/pre-commit", "vendor/x/.git/config",
+        "a/.git/hooks/post-checkout", ".cordon", ".cordon/policy.toml", ".thndrs/mcp.toml",
+        ".mcp.json", "sub/.mcp.json", ".vscode/tasks.json", ".claude/settings.json", ".bashrc",
+        ".zshrc", ".profile", "x/.bash_profile", ".envrc", ".config/fish/config.fish"}) {
     EXPECT_TRUE(IsProtectedPath(p)) << p;
   }
   for (const char* p : {"src/main.c", ".git/objects/ab/cd", ".git/HEAD", ".git/refs/heads/main",

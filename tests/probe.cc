@@ -49,9 +49,9 @@ int main(int argc, char** argv) {
       std::uint32_t effective, permitted, inheritable;
     } data[2]{};
     const long caps = ::syscall(SYS_capget, &hdr, data);
-    std::printf("no_new_privs=%d seccomp=%d cap_eff=%u,%u\n", ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
-                ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0), caps == 0 ? data[0].effective : 99u,
-                caps == 0 ? data[1].effective : 99u);
+    std::printf("no_new_privs=%d seccomp=%d cap_eff=%u,%u\n",
+                ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0), ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0),
+                caps == 0 ? data[0].effective : 99u, caps == 0 ? data[1].effective : 99u);
     return 0;
   }
   if (mode == "read") {
@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
     return Report(::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "connect");
   }
   if (mode == "ptrace") {
-    return Report(::ptrace(PTRACE_ATTACH, static_cast<pid_t>(std::atoi(arg)), nullptr, nullptr) == 0, "ptrace");
+    return Report(
+        ::ptrace(PTRACE_ATTACH, static_cast<pid_t>(std::atoi(arg)), nullptr, nullptr) == 0,
+        "ptrace");
   }
   if (mode == "tiocsti" || mode == "tiocsti-high") {
     char c = 'x';
@@ -92,7 +94,8 @@ int main(int argc, char** argv) {
     if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
     return Report(pid > 0, "clone(CLONE_NEWNS)");
   }
-  if (mode == "kill") return Report(::kill(static_cast<pid_t>(std::atoi(arg)), 0) == 0, "kill -0 host pid");
+  if (mode == "kill")
+    return Report(::kill(static_cast<pid_t>(std::atoi(arg)), 0) == 0, "kill -0 host pid");
   if (mode == "fork-flood") {
     int made = 0;
     for (int i = 0; i < 100000; ++i) {

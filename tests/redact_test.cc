@@ -1,7 +1,7 @@
 // Table tests for the redactor: every rule, the count, and what must not be touched.
-#include <gtest/gtest.h>
-
 #include "core/redact.h"
+
+#include <gtest/gtest.h>
 
 namespace cordon {
 namespace {
@@ -58,7 +58,8 @@ TEST(Redactor, SecretNames) {
 TEST(Redactor, JsonStringsAndDeterminism) {
   Redactor r;
   r.AddValue("policy", "s3cr3t-value");
-  Json j = {{"a", "x s3cr3t-value"}, {"b", {"s3cr3t-value", 1}}, {"c", {{"d", "AKIAIOSFODNN7EXAMPLE"}}}};
+  Json j = {
+      {"a", "x s3cr3t-value"}, {"b", {"s3cr3t-value", 1}}, {"c", {{"d", "AKIAIOSFODNN7EXAMPLE"}}}};
   Json k = j;
   EXPECT_EQ(r.RedactJson(j), 3u);
   EXPECT_EQ(r.RedactJson(k), 3u);
@@ -74,8 +75,8 @@ namespace {
 
 TEST(Redactor, PrivateKeyBlockSplitAcrossLines) {
   Redactor r;
-  Json lines = {"before", "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA", "abcdef",
-                "-----END RSA PRIVATE KEY-----", "after"};
+  Json lines = {"before", "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA",
+                "abcdef", "-----END RSA PRIVATE KEY-----",   "after"};
   EXPECT_EQ(r.RedactJson(lines), 4u);
   EXPECT_EQ(lines, Json({"before", "[REDACTED:private_key]", "[REDACTED:private_key]",
                          "[REDACTED:private_key]", "[REDACTED:private_key]", "after"}));

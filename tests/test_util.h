@@ -3,8 +3,8 @@
 
 #include <fcntl.h>
 #include <spawn.h>
-#include <sys/stat.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,7 +54,7 @@ inline std::string ReadFile(const std::string& path) {
 }
 
 inline bool Exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
 }
 
@@ -98,7 +98,7 @@ inline RunResult Run(const std::vector<std::string>& argv, const std::vector<std
   RunResult r;
   if (posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data()) == 0) {
     int status = 0;
-    struct rusage ru{};
+    struct rusage ru {};
     while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
     }
     r.max_rss_kb = ru.ru_maxrss;
@@ -119,6 +119,8 @@ inline std::string FromEnv(const char* name, const char* fallback) {
   return v != nullptr && v[0] != '\0' ? v : fallback;
 }
 inline std::string CordonBin() { return FromEnv("CORDON_TEST_BIN", CORDON_BIN); }
-inline std::string ShippedPolicyDir() { return FromEnv("CORDON_TEST_POLICY_DIR", CORDON_POLICY_DIR); }
+inline std::string ShippedPolicyDir() {
+  return FromEnv("CORDON_TEST_POLICY_DIR", CORDON_POLICY_DIR);
+}
 
 }  // namespace cordon::testing

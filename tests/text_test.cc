@@ -1,7 +1,7 @@
 // Table tests for UTF-8 repair, line cutting and bounded JSON parsing.
-#include <gtest/gtest.h>
-
 #include "core/text.h"
+
+#include <gtest/gtest.h>
 
 namespace cordon {
 namespace {
@@ -15,10 +15,10 @@ TEST(RepairUtf8, Table) {
       {"plain", "plain", false},
       {"caf\xc3\xa9", "caf\xc3\xa9", false},
       {"bad\xff", "bad\xef\xbf\xbd", true},
-      {"\xc3", "\xef\xbf\xbd", true},                      // truncated sequence
+      {"\xc3", "\xef\xbf\xbd", true},                                  // truncated sequence
       {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", true},  // surrogate
-      {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd", true},      // overlong
-      {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80", false},      // emoji
+      {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd", true},                  // overlong
+      {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80", false},                 // emoji
   };
   for (const auto& c : cases) {
     bool changed = false;

@@ -36,8 +36,9 @@ class ToolsTest : public ::testing::Test {
   }
   std::string Ws(const std::string& rel) { return dir_ / ("ws/" + rel); }
   static std::string CodeOf(const Json& result) {
-    return result["isError"].get<bool>() ? result["structuredContent"]["error"]["code"].get<std::string>()
-                                         : "ok";
+    return result["isError"].get<bool>()
+               ? result["structuredContent"]["error"]["code"].get<std::string>()
+               : "ok";
   }
   TempDir dir_;
 };
@@ -189,7 +190,8 @@ TEST_F(ToolsTest, ReadFileRangeCapsLinesCharsAndBytes) {
   binary += "more";
   WriteFile(Ws("bin.dat"), binary);
   auto s = Start();
-  Json r = s->Call("read_file_range", {{"path", "many.txt"}, {"start_line", 1}, {"end_line", 5000}});
+  Json r =
+      s->Call("read_file_range", {{"path", "many.txt"}, {"start_line", 1}, {"end_line", 5000}});
   EXPECT_EQ(r["structuredContent"]["lines"].size(), 2000u);
   EXPECT_TRUE(r["structuredContent"]["truncated"].get<bool>());
   EXPECT_EQ(r["structuredContent"]["next_start_line"], 2001);
@@ -200,8 +202,8 @@ TEST_F(ToolsTest, ReadFileRangeCapsLinesCharsAndBytes) {
   const auto& lines = r["structuredContent"]["lines"];
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[1].get<std::string>().substr(0, 2000), std::string(2000, 'x'));
-  EXPECT_NE(lines[1].get<std::string>().find("[cordon: line cut, " +
-                                             std::to_string((30u << 20) - 2000) + " more characters]"),
+  EXPECT_NE(lines[1].get<std::string>().find(
+                "[cordon: line cut, " + std::to_string((30u << 20) - 2000) + " more characters]"),
             std::string::npos);
   EXPECT_EQ(r["structuredContent"]["cut_lines"], 1);
 
@@ -243,8 +245,12 @@ TEST_F(ToolsTest, ContainmentErrors) {
       {"create_file", {{"path", "../escape.txt"}, {"content", "x"}}, "outside_workspace"},
       {"create_file", {{"path", "link"}, {"content", "x"}}, "already_exists"},
       {"create_file", {{"path", "link/x"}, {"content", "x"}}, "invalid_input"},
-      {"replace_range", {{"path", "link"}, {"old_string", "o"}, {"new_string", "x"}}, "invalid_input"},
-      {"write_patch", {{"patches", {{{"op", "replace"}, {"path", "link"}, {"content", "x"}}}}}, "invalid_input"},
+      {"replace_range",
+       {{"path", "link"}, {"old_string", "o"}, {"new_string", "x"}},
+       "invalid_input"},
+      {"write_patch",
+       {{"patches", {{{"op", "replace"}, {"path", "link"}, {"content", "x"}}}}},
+       "invalid_input"},
       {"create_file", {{"path", ".git/hooks/pre-commit"}, {"content", "x"}}, "denied_by_policy"},
       {"create_file", {{"path", "sub/.git/config"}, {"content", "x"}}, "denied_by_policy"},
       {"create_file", {{"path", ".cordon/policy.toml"}, {"content", "x"}}, "denied_by_policy"},
@@ -278,9 +284,13 @@ TEST_F(ToolsTest, ReplaceRangeErrorsLeaveTheFileUntouched) {
   const Case cases[] = {
       {{{"path", "f.txt"}, {"old_string", "delta"}, {"new_string", "x"}}, "not_found"},
       {{{"path", "f.txt"}, {"old_string", "a"}, {"new_string", "x"}}, "not_unique"},
-      {{{"path", "f.txt"}, {"old_string", "aa"}, {"new_string", "x"}}, "not_unique"},  // overlapping
-      {{{"path", "f.txt"}, {"old_string", "beta"}, {"new_string", "x"},
-        {"expected_sha256", std::string(64, '0')}}, "conflict"},
+      {{{"path", "f.txt"}, {"old_string", "aa"}, {"new_string", "x"}},
+       "not_unique"},  // overlapping
+      {{{"path", "f.txt"},
+        {"old_string", "beta"},
+        {"new_string", "x"},
+        {"expected_sha256", std::string(64, '0')}},
+       "conflict"},
       {{{"path", "f.txt"}, {"old_string", ""}, {"new_string", "x"}}, "invalid_input"},
       {{{"path", "bin"}, {"old_string", "x"}, {"new_string", "y"}}, "binary_file"},
       {{{"path", "nope"}, {"old_string", "x"}, {"new_string", "y"}}, "not_found"},
@@ -290,8 +300,10 @@ TEST_F(ToolsTest, ReplaceRangeErrorsLeaveTheFileUntouched) {
     EXPECT_EQ(CodeOf(r), c.code) << c.input.dump() << " -> " << r.dump();
     EXPECT_EQ(ReadFile(Ws("f.txt")), original);
   }
-  Json ok = s->Call("replace_range", {{"path", "f.txt"}, {"old_string", "beta"},
-                                      {"new_string", "BETA"}, {"expected_sha256", Sha256Hex(original)}});
+  Json ok = s->Call("replace_range", {{"path", "f.txt"},
+                                      {"old_string", "beta"},
+                                      {"new_string", "BETA"},
+                                      {"expected_sha256", Sha256Hex(original)}});
   ASSERT_EQ(CodeOf(ok), "ok") << ok.dump();
   EXPECT_EQ(ReadFile(Ws("f.txt")), "aaa\nBETA\ngamma\n");
   EXPECT_EQ(ok["structuredContent"]["sha256_before"], Sha256Hex(original));
@@ -312,14 +324,28 @@ TEST_F(ToolsTest, WritePatchValidatesEverythingFirst) {
   };
   const Case cases[] = {
       {"second edit missing", {edit("f.txt", "one", "1"), edit("f.txt", "four", "4")}, "not_found"},
-      {"edits match the original only", {edit("f.txt", "one", "uno"), edit("f.txt", "uno", "x")}, "not_found"},
-      {"overlap", {edit("f.txt", "one\ntwo", "x"), edit("f.txt", "two\nthree", "y")}, "invalid_input"},
+      {"edits match the original only",
+       {edit("f.txt", "one", "uno"), edit("f.txt", "uno", "x")},
+       "not_found"},
+      {"overlap",
+       {edit("f.txt", "one\ntwo", "x"), edit("f.txt", "two\nthree", "y")},
+       "invalid_input"},
       {"two files", {edit("f.txt", "one", "1"), edit("g.txt", "g", "G")}, "invalid_input"},
-      {"mixed ops", {edit("f.txt", "one", "1"), {{"op", "create"}, {"path", "h"}, {"content", "h"}}}, "invalid_input"},
-      {"create with old_string", {{{"op", "create"}, {"path", "h"}, {"content", "h"}, {"old_string", "x"}}}, "invalid_input"},
-      {"edit without new_string", {{{"op", "edit"}, {"path", "f.txt"}, {"old_string", "one"}}}, "invalid_input"},
-      {"create over existing", {{{"op", "create"}, {"path", "f.txt"}, {"content", "x"}}}, "already_exists"},
-      {"replace missing", {{{"op", "replace"}, {"path", "nope.txt"}, {"content", "x"}}}, "not_found"},
+      {"mixed ops",
+       {edit("f.txt", "one", "1"), {{"op", "create"}, {"path", "h"}, {"content", "h"}}},
+       "invalid_input"},
+      {"create with old_string",
+       {{{"op", "create"}, {"path", "h"}, {"content", "h"}, {"old_string", "x"}}},
+       "invalid_input"},
+      {"edit without new_string",
+       {{{"op", "edit"}, {"path", "f.txt"}, {"old_string", "one"}}},
+       "invalid_input"},
+      {"create over existing",
+       {{{"op", "create"}, {"path", "f.txt"}, {"content", "x"}}},
+       "already_exists"},
+      {"replace missing",
+       {{{"op", "replace"}, {"path", "nope.txt"}, {"content", "x"}}},
+       "not_found"},
       {"bad op", {{{"op", "delete"}, {"path", "f.txt"}}}, "invalid_input"},
   };
   for (const auto& c : cases) {
@@ -327,14 +353,17 @@ TEST_F(ToolsTest, WritePatchValidatesEverythingFirst) {
     EXPECT_EQ(CodeOf(r), c.code) << c.name << " -> " << r.dump();
     EXPECT_EQ(ReadFile(Ws("f.txt")), original) << c.name;
   }
-  Json ok = s->Call("write_patch", {{"patches", {edit("f.txt", "three", "3"), edit("f.txt", "one", "1")}}});
+  Json ok = s->Call("write_patch",
+                    {{"patches", {edit("f.txt", "three", "3"), edit("f.txt", "one", "1")}}});
   ASSERT_EQ(CodeOf(ok), "ok") << ok.dump();
   EXPECT_EQ(ReadFile(Ws("f.txt")), "1\ntwo\n3\n");
   EXPECT_EQ(ok["structuredContent"]["edits_applied"], 2);
-  ok = s->Call("write_patch", {{"patches", {{{"op", "replace"}, {"path", "g.txt"}, {"content", "new g\n"}}}}});
+  ok = s->Call("write_patch",
+               {{"patches", {{{"op", "replace"}, {"path", "g.txt"}, {"content", "new g\n"}}}}});
   ASSERT_EQ(CodeOf(ok), "ok") << ok.dump();
   EXPECT_EQ(ReadFile(Ws("g.txt")), "new g\n");
-  ok = s->Call("write_patch", {{"patches", {{{"op", "create"}, {"path", "n/new.txt"}, {"content", ""}}}}});
+  ok = s->Call("write_patch",
+               {{"patches", {{{"op", "create"}, {"path", "n/new.txt"}, {"content", ""}}}}});
   ASSERT_EQ(CodeOf(ok), "ok") << ok.dump();
   EXPECT_TRUE(testing::Exists(Ws("n/new.txt")));
 }
@@ -355,8 +384,8 @@ TEST_F(ToolsTest, ScopesFilterTheCatalogAndDenyCalls) {
   auto s = Start({dir_ / "ro.toml"});
   std::vector<std::string> names;
   for (const ToolSpec* t : s->Catalog()) names.push_back(t->name);
-  EXPECT_EQ(names, (std::vector<std::string>{"find_files", "list_searchable_files", "read_file_range",
-                                              "search_text"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"find_files", "list_searchable_files",
+                                             "read_file_range", "search_text"}));
   Json r = s->Call("create_file", {{"path", "x.txt"}, {"content", "x"}});
   EXPECT_EQ(CodeOf(r), "denied_by_policy");
   EXPECT_FALSE(testing::Exists(Ws("x.txt")));
@@ -374,7 +403,8 @@ TEST_F(ToolsTest, AuditRecordsEverySideEffectWithoutContents) {
   const std::string content = "the file body must never reach the log\n";
   Json r = s->Call("create_file", {{"path", "a.txt"}, {"content", content}});
   ASSERT_EQ(CodeOf(r), "ok");
-  r = s->Call("replace_range", {{"path", "a.txt"}, {"old_string", "never"}, {"new_string", "NEVER"}});
+  r = s->Call("replace_range",
+              {{"path", "a.txt"}, {"old_string", "never"}, {"new_string", "NEVER"}});
   ASSERT_EQ(CodeOf(r), "ok");
   s->Finish();
   std::string log = ReadFile(dir_ / "audit.jsonl");
@@ -389,7 +419,8 @@ TEST_F(ToolsTest, AuditRecordsEverySideEffectWithoutContents) {
       EXPECT_EQ(rec["path"], "a.txt");
       EXPECT_EQ(rec["status"], "written");
       EXPECT_TRUE(rec.contains("sha256_after") && rec.contains("bytes_after") &&
-                  rec.contains("sha256_before") && rec.contains("bytes_before") && rec.contains("op"));
+                  rec.contains("sha256_before") && rec.contains("bytes_before") &&
+                  rec.contains("op"));
     }
     pos = nl + 1;
   }
@@ -404,19 +435,22 @@ TEST_F(ToolsTest, PlantedSecretsReachNeitherOutputNorLog) {
   WriteFile(dir_ / "redact.toml", "[redact]\nvalues = [\"policy-planted-value-42\"]\n");
   const std::string aws = "AKIAABCDEFGHIJKLMNOP";
   const std::string gh = "ghp_" + std::string(36, 'Z');
-  WriteFile(Ws("leak.txt"), "token " + env_secret + "\naws " + aws + "\ngh " + gh +
-                                "\nAuthorization: Bearer abcdefghijklmnop\n"
-                                "policy-planted-value-42\n"
-                                "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----\n");
+  WriteFile(Ws("leak.txt"),
+            "token " + env_secret + "\naws " + aws + "\ngh " + gh +
+                "\nAuthorization: Bearer abcdefghijklmnop\n"
+                "policy-planted-value-42\n"
+                "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----\n");
   auto s = Start({dir_ / "redact.toml"});
   Json r = s->Call("read_file_range", {{"path", "leak.txt"}, {"start_line", 1}});
-  Json r2 = s->Call("read_file_range", {{"path", gh + ".txt"}, {"start_line", 1}});  // secret in args
+  Json r2 =
+      s->Call("read_file_range", {{"path", gh + ".txt"}, {"start_line", 1}});  // secret in args
   s->Finish();
   ::unsetenv("CORDON_TEST_API_TOKEN");
   const std::string out = r.dump() + r2.dump();
   const std::string log = ReadFile(dir_ / "audit.jsonl");
-  for (const std::string& secret : {env_secret, aws, gh, std::string("abcdefghijklmnop"),
-                                    std::string("policy-planted-value-42"), std::string("MHcCAQEE")}) {
+  for (const std::string& secret :
+       {env_secret, aws, gh, std::string("abcdefghijklmnop"),
+        std::string("policy-planted-value-42"), std::string("MHcCAQEE")}) {
     EXPECT_EQ(out.find(secret), std::string::npos) << secret;
     EXPECT_EQ(log.find(secret), std::string::npos) << secret;
   }

@@ -40,16 +40,19 @@ Result<std::string> ResolveCwd(const ToolContext& ctx, const Json& in) {
 }
 
 Result<Json> RunShell(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  if (ctx.processes == nullptr)
+    return Fail(Code::kSandboxUnavailable, "no process host in this session");
   ProcessRequest req;
   req.argv.push_back(in["program"].get<std::string>());
   for (const auto& a : in.value("args", Json::array())) req.argv.push_back(a.get<std::string>());
   for (const auto& a : req.argv) {
-    if (a.find('\0') != std::string::npos) return Fail(Code::kInvalidInput, "argv contains a NUL byte");
+    if (a.find('\0') != std::string::npos)
+      return Fail(Code::kInvalidInput, "argv contains a NUL byte");
   }
   ASSIGN_OR_RETURN(req.cwd, ResolveCwd(ctx, in));
   req.tool = "run_shell";
-  req.max_output_bytes = static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
+  req.max_output_bytes =
+      static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
   if (in.contains("timeout_secs")) req.timeout_secs = in["timeout_secs"].get<std::int64_t>();
   if (in.value("background", false)) {
     req.kind = "background";
@@ -60,10 +63,13 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   if (o.error) return std::unexpected(*o.error);
   std::string tail = proc->Tail(600);
   if (o.status == "timeout") {
-    return Fail(Code::kTimeout, "the command ran past its time limit; the sandbox was terminated. "
-                                "Last output:\n" + tail);
+    return Fail(Code::kTimeout,
+                "the command ran past its time limit; the sandbox was terminated. "
+                "Last output:\n" +
+                    tail);
   }
-  if (o.status == "cancelled") return Fail(Code::kCancelled, "the call was cancelled; the sandbox was terminated");
+  if (o.status == "cancelled")
+    return Fail(Code::kCancelled, "the call was cancelled; the sandbox was terminated");
   Json out = ProcessHost::ResultJson(*proc);
   out["argv"] = req.argv;
   out["cwd"] = req.cwd;
@@ -72,23 +78,29 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
 }
 
 Result<Json> ProcessList(const Json&, ToolContext& ctx) {
-  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  if (ctx.processes == nullptr)
+    return Fail(Code::kSandboxUnavailable, "no process host in this session");
   return ctx.processes->List();
 }
 
 Result<Json> ProcessOutput(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  if (ctx.processes == nullptr)
+    return Fail(Code::kSandboxUnavailable, "no process host in this session");
   return ctx.processes->Output(in["id"].get<std::string>(),
                                static_cast<std::size_t>(in.value("max_chars", 16000)));
 }
 
 Result<Json> ProcessCancel(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  if (ctx.processes == nullptr)
+    return Fail(Code::kSandboxUnavailable, "no process host in this session");
   return ctx.processes->Cancel(in["id"].get<std::string>());
 }
 
 Json IdSchema() {
-  return {{"type", "string"}, {"minLength", 1}, {"maxLength", 64}, {"description", "A job id from run_shell."}};
+  return {{"type", "string"},
+          {"minLength", 1},
+          {"maxLength", 64},
+          {"description", "A job id from run_shell."}};
 }
 
 }  // namespace
@@ -107,11 +119,20 @@ ToolSpec MakeRunShellTool() {
       {"type", "object"},
       {"properties",
        {{"program", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
-        {"args", {{"type", "array"}, {"maxItems", 4096}, {"items", {{"type", "string"}, {"maxLength", 131072}}}}},
-        {"cwd", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096},
-                 {"description", "Working directory inside the workspace (default: its root)."}}},
-        {"timeout_secs", {{"type", "integer"}, {"minimum", 1}, {"maximum", 86400},
-                          {"description", "At most the policy's timeout."}}},
+        {"args",
+         {{"type", "array"},
+          {"maxItems", 4096},
+          {"items", {{"type", "string"}, {"maxLength", 131072}}}}},
+        {"cwd",
+         {{"type", "string"},
+          {"minLength", 1},
+          {"maxLength", 4096},
+          {"description", "Working directory inside the workspace (default: its root)."}}},
+        {"timeout_secs",
+         {{"type", "integer"},
+          {"minimum", 1},
+          {"maximum", 86400},
+          {"description", "At most the policy's timeout."}}},
         {"background", {{"type", "boolean"}}}}},
       {"required", {"program"}},
       {"additionalProperties", false}};
@@ -124,9 +145,11 @@ ToolSpec MakeRunShellTool() {
 ToolSpec MakeProcessListTool() {
   ToolSpec t;
   t.name = "process_list";
-  t.description = "List this session's background jobs: argv, state, exit, elapsed, CPU and memory.";
+  t.description =
+      "List this session's background jobs: argv, state, exit, elapsed, CPU and memory.";
   t.scope = "process:operate";
-  t.input_schema = {{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+  t.input_schema = {
+      {"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
   SetOutputSchemas(t, {{"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}}}, {"jobs"});
   t.example = Json::object();
   t.run = ProcessList;

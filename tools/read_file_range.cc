@@ -20,11 +20,11 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
   const Limits& lim = ctx.policy.limits;
   ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(in["path"].get<std::string>()));
   const std::int64_t start = in["start_line"].get<std::int64_t>();
-  std::int64_t end = in.contains("end_line") ? in["end_line"].get<std::int64_t>()
-                                             : start + lim.max_read_lines - 1;
+  std::int64_t end =
+      in.contains("end_line") ? in["end_line"].get<std::int64_t>() : start + lim.max_read_lines - 1;
   if (end < start) {
-    return Fail(Code::kInvalidInput, "end_line " + std::to_string(end) +
-                                         " is before start_line " + std::to_string(start));
+    return Fail(Code::kInvalidInput, "end_line " + std::to_string(end) + " is before start_line " +
+                                         std::to_string(start));
   }
   bool truncated = false;
   if (end - start + 1 > lim.max_read_lines) {
@@ -56,8 +56,7 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
           }
         }
         cur.resize(at);
-        cur += " [cordon: line cut, " + std::to_string(cur_chars - max_chars) +
-               " more characters]";
+        cur += " [cordon: line cut, " + std::to_string(cur_chars - max_chars) + " more characters]";
         cut = true;
       }
       bool repaired = false;
@@ -80,7 +79,7 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
   };
 
   // A small file gets a small buffer: a zeroed 1 MiB per call was most of a call's cost.
-  struct stat st{};
+  struct stat st {};
   const std::size_t want = ::fstat(file.get(), &st) == 0 && st.st_size >= 0
                                ? static_cast<std::size_t>(st.st_size) + 1
                                : std::size_t{1} << 20;
@@ -159,7 +158,8 @@ ToolSpec MakeReadFileRangeTool() {
   t.scope = "fs:read";
   t.effect = Effect::kNone;
   t.quick = [](const Json& in, const Workspace& ws) {
-    if (!in.is_object() || !in.contains("path") || !in["path"].is_string()) return true;  // fails fast
+    if (!in.is_object() || !in.contains("path") || !in["path"].is_string())
+      return true;  // fails fast
     auto rel = ws.Relative(in["path"].get<std::string>());
     if (!rel) return true;
     auto size = ws.RegularSize(*rel);
@@ -168,26 +168,32 @@ ToolSpec MakeReadFileRangeTool() {
   t.input_schema = {
       {"type", "object"},
       {"properties",
-       {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096},
-                  {"description", "File path, relative to the workspace (or absolute inside it)."}}},
-        {"start_line", {{"type", "integer"}, {"minimum", 1}, {"description", "First line, 1-based."}}},
-        {"end_line", {{"type", "integer"}, {"minimum", 1},
-                      {"description", "Last line, inclusive. Default: start_line + the lines-per-read cap - 1."}}}}},
+       {{"path",
+         {{"type", "string"},
+          {"minLength", 1},
+          {"maxLength", 4096},
+          {"description", "File path, relative to the workspace (or absolute inside it)."}}},
+        {"start_line",
+         {{"type", "integer"}, {"minimum", 1}, {"description", "First line, 1-based."}}},
+        {"end_line",
+         {{"type", "integer"},
+          {"minimum", 1},
+          {"description",
+           "Last line, inclusive. Default: start_line + the lines-per-read cap - 1."}}}}},
       {"required", {"path", "start_line"}},
       {"additionalProperties", false}};
-  SetOutputSchemas(
-      t,
-      {{"path", {{"type", "string"}}},
-       {"start_line", {{"type", "integer"}}},
-       {"end_line", {{"type", "integer"}}},
-       {"total_lines", {{"type", "integer"}}},
-       {"lines", {{"type", "array"}, {"items", {{"type", "string"}}}}},
-       {"truncated", {{"type", "boolean"}}},
-       {"cut_lines", {{"type", "integer"}}},
-       {"invalid_utf8", {{"type", "boolean"}}},
-       {"next_start_line", {{"type", {"integer", "null"}}}}},
-      {"path", "start_line", "end_line", "total_lines", "lines", "truncated", "cut_lines",
-       "invalid_utf8", "next_start_line"});
+  SetOutputSchemas(t,
+                   {{"path", {{"type", "string"}}},
+                    {"start_line", {{"type", "integer"}}},
+                    {"end_line", {{"type", "integer"}}},
+                    {"total_lines", {{"type", "integer"}}},
+                    {"lines", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+                    {"truncated", {{"type", "boolean"}}},
+                    {"cut_lines", {{"type", "integer"}}},
+                    {"invalid_utf8", {{"type", "boolean"}}},
+                    {"next_start_line", {{"type", {"integer", "null"}}}}},
+                   {"path", "start_line", "end_line", "total_lines", "lines", "truncated",
+                    "cut_lines", "invalid_utf8", "next_start_line"});
   t.example = {{"path", "src/main.c"}, {"start_line", 1}, {"end_line", 2}};
   t.example_files = {{"src/main.c", "#include <stdio.h>\nint main(void) { return 0; }\n"}};
   t.run = Run;

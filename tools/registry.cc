@@ -5,19 +5,24 @@ namespace cordon {
 
 std::string_view EffectName(Effect effect) {
   switch (effect) {
-    case Effect::kNone: return "none";
-    case Effect::kFileWrite: return "file_write";
-    case Effect::kProcess: return "process";
+    case Effect::kNone:
+      return "none";
+    case Effect::kFileWrite:
+      return "file_write";
+    case Effect::kProcess:
+      return "process";
   }
   return "none";
 }
 
 const std::vector<ToolSpec>& BuiltinTools() {
   static const std::vector<ToolSpec> tools = {
-      MakeFindFilesTool(),   MakeListSearchableFilesTool(), MakeReadFileRangeTool(),
-      MakeSearchTextTool(),  MakeCreateFileTool(),          MakeReplaceRangeTool(),
-      MakeWritePatchTool(),  MakeRunShellTool(),            MakeProcessListTool(),
-      MakeProcessOutputTool(), MakeProcessCancelTool()};
+      MakeFindFilesTool(),     MakeListSearchableFilesTool(),
+      MakeReadFileRangeTool(), MakeSearchTextTool(),
+      MakeCreateFileTool(),    MakeReplaceRangeTool(),
+      MakeWritePatchTool(),    MakeRunShellTool(),
+      MakeProcessListTool(),   MakeProcessOutputTool(),
+      MakeProcessCancelTool()};
   return tools;
 }
 
@@ -81,8 +86,7 @@ Json MakeErrorResult(const Error& error) {
 
 Json ErrorOutputSchema() {
   return {{"type", "object"},
-          {"properties",
-           {{"code", {{"type", "string"}}}, {"message", {{"type", "string"}}}}},
+          {"properties", {{"code", {{"type", "string"}}}, {"message", {{"type", "string"}}}}},
           {"required", {"code", "message"}},
           {"additionalProperties", false}};
 }
@@ -104,8 +108,9 @@ Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::strin
   ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(path));
   if (IsProtectedPath(rel)) {
     return Fail(Code::kDeniedByPolicy,
-                rel + " is a protected path (.git/config, .git/hooks, .cordon/, .thndrs/, "
-                      ".mcp.json, .vscode/, .claude/, shell dotfiles) and cannot be written");
+                rel +
+                    " is a protected path (.git/config, .git/hooks, .cordon/, .thndrs/, "
+                    ".mcp.json, .vscode/, .claude/, shell dotfiles) and cannot be written");
   }
   return rel;
 }

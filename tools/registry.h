@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "policy/policy.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/text.h"
+#include "policy/policy.h"
 
 namespace cordon {
 
@@ -25,8 +25,8 @@ struct ToolContext {
   const Policy& policy;
   // Appends a durable file_write audit record (op, path, hashes, byte counts, status).
   std::function<void(Json record)> record_file_write;
-  ProcessHost* processes = nullptr;              // confined processes of this session
-  const std::atomic<bool>* cancel = nullptr;     // set when the caller cancels the call
+  ProcessHost* processes = nullptr;           // confined processes of this session
+  const std::atomic<bool>* cancel = nullptr;  // set when the caller cancels the call
 };
 
 struct ToolSpec {

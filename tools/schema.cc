@@ -111,10 +111,11 @@ std::string ValidateAgainstSchema(const Json& schema, const Json& value) {
 
 bool SchemaIsSupported(const Json& schema, std::string* why) {
   static const std::set<std::string> kKeywords = {
-      "type",      "properties", "required",  "additionalProperties", "items",
-      "enum",      "const",      "minimum",   "maximum",              "minLength",
-      "maxLength", "minItems",   "maxItems",  "description",          "default",
-      "title",     "$schema"};
+      "type",     "properties",  "required",  "additionalProperties",
+      "items",    "enum",        "const",     "minimum",
+      "maximum",  "minLength",   "maxLength", "minItems",
+      "maxItems", "description", "default",   "title",
+      "$schema"};
   if (!schema.is_object()) {
     *why = "schema is not an object";
     return false;

@@ -18,7 +18,8 @@ constexpr std::size_t kSearchCapture = 32u << 20;  // raw tool output cordon par
 
 Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std::string& tool,
                                                      std::vector<std::string> argv) {
-  if (ctx.processes == nullptr) return Fail(Code::kSandboxUnavailable, "no process host in this session");
+  if (ctx.processes == nullptr)
+    return Fail(Code::kSandboxUnavailable, "no process host in this session");
   ProcessRequest req;
   req.argv = std::move(argv);
   req.cwd = ctx.workspace.root();
@@ -88,7 +89,9 @@ std::int64_t ResultCap(const ToolContext& ctx, const std::string& tool, const Js
 
 Result<Json> SearchText(const Json& in, ToolContext& ctx) {
   std::string rg = FindOnPath("rg");
-  if (rg.empty()) return Fail(Code::kSandboxUnavailable, "ripgrep (rg) is not installed (apt-get install ripgrep)");
+  if (rg.empty())
+    return Fail(Code::kSandboxUnavailable,
+                "ripgrep (rg) is not installed (apt-get install ripgrep)");
   std::vector<std::string> argv = {rg, "--json", "--no-config", "--no-follow"};
   if (in.value("case_insensitive", false)) argv.push_back("--ignore-case");
   if (in.value("fixed_strings", false)) argv.push_back("--fixed-strings");
@@ -111,8 +114,10 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
     return Fail(Code::kInternal, "rg failed (" + o.status + "): " + err.substr(0, 800));
   }
   const std::int64_t cap = ResultCap(ctx, "search_text", in);
-  const std::size_t max_chars = static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_line_chars);
-  const std::size_t max_bytes = static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_output_bytes);
+  const std::size_t max_chars =
+      static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_line_chars);
+  const std::size_t max_bytes =
+      static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_output_bytes);
   Json records = Json::array();
   std::int64_t matches = 0;
   std::size_t bytes = 0;
@@ -164,7 +169,8 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
               {"tool", "rg"}};
 }
 
-Json FilesOutput(std::vector<std::string> files, std::int64_t cap, bool truncated, const std::string& tool) {
+Json FilesOutput(std::vector<std::string> files, std::int64_t cap, bool truncated,
+                 const std::string& tool) {
   std::sort(files.begin(), files.end());
   if (static_cast<std::int64_t>(files.size()) > cap) {
     files.resize(static_cast<std::size_t>(cap));
@@ -190,8 +196,9 @@ bool HiddenComponent(const std::string& rel) {
 }
 
 // Lists files with find (the fallback): hidden paths pruned unless asked for.
-Result<std::vector<std::string>> FindFallback(ToolContext& ctx, const std::string& tool, bool hidden,
-                                              std::optional<int> depth, bool files_only, bool* truncated) {
+Result<std::vector<std::string>> FindFallback(ToolContext& ctx, const std::string& tool,
+                                              bool hidden, std::optional<int> depth,
+                                              bool files_only, bool* truncated) {
   std::vector<std::string> argv = {"find", "."};
   argv.insert(argv.end(), {"-mindepth", "1"});
   if (depth) argv.insert(argv.end(), {"-maxdepth", std::to_string(*depth)});
@@ -201,7 +208,7 @@ Result<std::vector<std::string>> FindFallback(ToolContext& ctx, const std::strin
   *truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
   std::vector<std::string> out;
   const std::string stdout_text = proc->StdoutText();
-    for (auto line : Lines(stdout_text)) {
+  for (auto line : Lines(stdout_text)) {
     std::string p = StripDotSlash(std::string(line));
     if (p.empty() || (!hidden && HiddenComponent(p))) continue;
     out.push_back(p);
@@ -256,15 +263,17 @@ Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
     if (p.empty()) continue;
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     std::string base = p.substr(p.find_last_of('/') + 1);
-    if (in.contains("glob") && ::fnmatch(in["glob"].get<std::string>().c_str(), base.c_str(), 0) != 0 &&
+    if (in.contains("glob") &&
+        ::fnmatch(in["glob"].get<std::string>().c_str(), base.c_str(), 0) != 0 &&
         ::fnmatch(in["glob"].get<std::string>().c_str(), p.c_str(), 0) != 0) {
       continue;
     }
     if (re && (used == "find" || in.contains("glob")) && !std::regex_search(base, *re)) continue;
     if (used == "find" && in.contains("extensions")) {
       bool ok = false;
-      for (const auto& e : in["extensions"]) ok = ok || (base.size() > e.get<std::string>().size() + 1 &&
-                                                         base.ends_with("." + e.get<std::string>()));
+      for (const auto& e : in["extensions"])
+        ok = ok || (base.size() > e.get<std::string>().size() + 1 &&
+                    base.ends_with("." + e.get<std::string>()));
       if (!ok) continue;
     }
     files.push_back(std::move(p));
@@ -297,7 +306,8 @@ Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
   std::vector<std::string> files;
   if (used.empty()) {
     used = "find";
-    ASSIGN_OR_RETURN(files, FindFallback(ctx, "list_searchable_files", hidden, std::nullopt, true, &truncated));
+    ASSIGN_OR_RETURN(
+        files, FindFallback(ctx, "list_searchable_files", hidden, std::nullopt, true, &truncated));
     if (in.contains("glob")) {
       std::erase_if(files, [&](const std::string& p) {
         return ::fnmatch(in["glob"].get<std::string>().c_str(), p.c_str(), 0) != 0;
@@ -318,7 +328,8 @@ Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
 }
 
 Json ExtensionsSchema() {
-  return {{"type", "array"}, {"maxItems", 64},
+  return {{"type", "array"},
+          {"maxItems", 64},
           {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 32}}},
           {"description", "File extensions without the dot, e.g. [\"rs\", \"toml\"]."}};
 }
@@ -344,8 +355,11 @@ ToolSpec MakeSearchTextTool() {
   t.input_schema = {
       {"type", "object"},
       {"properties",
-       {{"pattern", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096},
-                     {"description", "A regular expression (or a literal with fixed_strings)."}}},
+       {{"pattern",
+         {{"type", "string"},
+          {"minLength", 1},
+          {"maxLength", 4096},
+          {"description", "A regular expression (or a literal with fixed_strings)."}}},
         {"glob", {{"type", "string"}, {"minLength", 1}, {"maxLength", 1024}}},
         {"extensions", ExtensionsSchema()},
         {"context_lines", {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}}},
@@ -377,18 +391,17 @@ ToolSpec MakeFindFilesTool() {
       "are left out unless include_hidden.";
   t.scope = "fs:read";
   t.effect = Effect::kProcess;
-  t.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"pattern", {{"type", "string"}, {"maxLength", 1024}}},
-        {"glob", {{"type", "string"}, {"minLength", 1}, {"maxLength", 1024}}},
-        {"extensions", ExtensionsSchema()},
-        {"max_depth", {{"type", "integer"}, {"minimum", 1}, {"maximum", 64}}},
-        {"include_hidden", {{"type", "boolean"}}},
-        {"follow_symlinks", {{"type", "boolean"}}},
-        {"max_results", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}}}},
-      {"required", {"pattern"}},
-      {"additionalProperties", false}};
+  t.input_schema = {{"type", "object"},
+                    {"properties",
+                     {{"pattern", {{"type", "string"}, {"maxLength", 1024}}},
+                      {"glob", {{"type", "string"}, {"minLength", 1}, {"maxLength", 1024}}},
+                      {"extensions", ExtensionsSchema()},
+                      {"max_depth", {{"type", "integer"}, {"minimum", 1}, {"maximum", 64}}},
+                      {"include_hidden", {{"type", "boolean"}}},
+                      {"follow_symlinks", {{"type", "boolean"}}},
+                      {"max_results", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}}}},
+                    {"required", {"pattern"}},
+                    {"additionalProperties", false}};
   SetOutputSchemas(t, FilesProperties(), {"files", "count", "truncated", "tool"});
   t.example = {{"pattern", "main"}, {"extensions", {"c"}}};
   t.example_files = {{"src/main.c", "int main(void) { return 0; }\n"}, {"src/util.c", "\n"}};
@@ -412,7 +425,8 @@ ToolSpec MakeListSearchableFilesTool() {
                     {"additionalProperties", false}};
   SetOutputSchemas(t, FilesProperties(), {"files", "count", "truncated", "tool"});
   t.example = {{"glob", "*.md"}};
-  t.example_files = {{"README.md", "# x\n"}, {"docs/guide.md", "guide\n"}, {"main.go", "package main\n"}};
+  t.example_files = {
+      {"README.md", "# x\n"}, {"docs/guide.md", "guide\n"}, {"main.go", "package main\n"}};
   t.run = ListSearchable;
   return t;
 }

@@ -72,9 +72,9 @@ Status CheckSize(const ToolContext& ctx, std::size_t bytes, std::string_view wha
 }
 
 Result<FileContent> ReadForEdit(const ToolContext& ctx, const std::string& rel) {
-  ASSIGN_OR_RETURN(FileContent fc,
-                   ctx.workspace.ReadRegular(rel, static_cast<std::uint64_t>(
-                                                      ctx.policy.limits.max_file_bytes)));
+  ASSIGN_OR_RETURN(
+      FileContent fc,
+      ctx.workspace.ReadRegular(rel, static_cast<std::uint64_t>(ctx.policy.limits.max_file_bytes)));
   if (std::memchr(fc.data.data(), '\0', fc.data.size()) != nullptr) {
     return Fail(Code::kBinaryFile, rel + " contains NUL bytes; text edits are refused");
   }
@@ -99,7 +99,9 @@ Result<std::size_t> FindUnique(std::string_view hay, std::string_view needle,
 }
 
 Json PathProperty() {
-  return {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096},
+  return {{"type", "string"},
+          {"minLength", 1},
+          {"maxLength", 4096},
           {"description", "File path, relative to the workspace (or absolute inside it)."}};
 }
 
@@ -153,16 +155,15 @@ Result<Json> RunPatch(const Json& in, ToolContext& ctx) {
     }
     const Json& p = patches[0];
     if (!p.contains("content") || p.contains("old_string") || p.contains("new_string")) {
-      return Fail(Code::kInvalidInput,
-                  "/patches/0: " + first_op + " takes path and content only");
+      return Fail(Code::kInvalidInput, "/patches/0: " + first_op + " takes path and content only");
     }
     ASSIGN_OR_RETURN(std::string rel, ResolveWritablePath(ctx, p["path"].get<std::string>()));
     const std::string& content = p["content"].get_ref<const std::string&>();
     TRY(CheckSize(ctx, content.size(), "content"));
     if (first_op == "create") return Install(ctx, rel, "create", content, nullptr, 0);
     ASSIGN_OR_RETURN(FileContent fc,
-                     ctx.workspace.ReadRegular(rel, static_cast<std::uint64_t>(
-                                                        ctx.policy.limits.max_file_bytes)));
+                     ctx.workspace.ReadRegular(
+                         rel, static_cast<std::uint64_t>(ctx.policy.limits.max_file_bytes)));
     return Install(ctx, rel, "replace", content, &fc, 0);
   }
   std::string rel;
@@ -190,17 +191,16 @@ Result<Json> RunPatch(const Json& in, ToolContext& ctx) {
   std::vector<Edit> edits;
   for (std::size_t i = 0; i < patches.size(); ++i) {
     const std::string& old_s = patches[i]["old_string"].get_ref<const std::string&>();
-    ASSIGN_OR_RETURN(std::size_t pos,
-                     FindUnique(fc.data, old_s, "/patches/" + std::to_string(i)));
-    edits.push_back({pos, old_s.size(), &patches[i]["new_string"].get_ref<const std::string&>(), i});
+    ASSIGN_OR_RETURN(std::size_t pos, FindUnique(fc.data, old_s, "/patches/" + std::to_string(i)));
+    edits.push_back(
+        {pos, old_s.size(), &patches[i]["new_string"].get_ref<const std::string&>(), i});
   }
   std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.at < b.at; });
   for (std::size_t i = 1; i < edits.size(); ++i) {
     if (edits[i].at < edits[i - 1].at + edits[i - 1].len) {
-      return Fail(Code::kInvalidInput, "/patches/" + std::to_string(edits[i].index) +
-                                           " overlaps /patches/" +
-                                           std::to_string(edits[i - 1].index) +
-                                           " in the original file");
+      return Fail(Code::kInvalidInput,
+                  "/patches/" + std::to_string(edits[i].index) + " overlaps /patches/" +
+                      std::to_string(edits[i - 1].index) + " in the original file");
     }
   }
   std::string next;
@@ -225,12 +225,13 @@ ToolSpec MakeCreateFileTool() {
       "directories are created. Fails with already_exists rather than overwrite anything.";
   t.scope = "fs:write";
   t.effect = Effect::kFileWrite;
-  t.input_schema = {{"type", "object"},
-                    {"properties",
-                     {{"path", PathProperty()},
-                      {"content", {{"type", "string"}, {"description", "The whole file content."}}}}},
-                    {"required", {"path", "content"}},
-                    {"additionalProperties", false}};
+  t.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"path", PathProperty()},
+        {"content", {{"type", "string"}, {"description", "The whole file content."}}}}},
+      {"required", {"path", "content"}},
+      {"additionalProperties", false}};
   SetOutputSchemas(t, WriteOutputProperties(), kWriteRequired);
   t.example = {{"path", "notes/todo.txt"}, {"content", "write the tests\n"}};
   t.run = RunCreate;
@@ -246,16 +247,18 @@ ToolSpec MakeReplaceRangeTool() {
       "expected_sha256, a file that changed since is a conflict.";
   t.scope = "fs:write";
   t.effect = Effect::kFileWrite;
-  t.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"path", PathProperty()},
-        {"old_string", {{"type", "string"}, {"minLength", 1}}},
-        {"new_string", {{"type", "string"}}},
-        {"expected_sha256", {{"type", "string"}, {"minLength", 64}, {"maxLength", 64},
-                             {"description", "SHA-256 (hex) the file must still have."}}}}},
-      {"required", {"path", "old_string", "new_string"}},
-      {"additionalProperties", false}};
+  t.input_schema = {{"type", "object"},
+                    {"properties",
+                     {{"path", PathProperty()},
+                      {"old_string", {{"type", "string"}, {"minLength", 1}}},
+                      {"new_string", {{"type", "string"}}},
+                      {"expected_sha256",
+                       {{"type", "string"},
+                        {"minLength", 64},
+                        {"maxLength", 64},
+                        {"description", "SHA-256 (hex) the file must still have."}}}}},
+                    {"required", {"path", "old_string", "new_string"}},
+                    {"additionalProperties", false}};
   SetOutputSchemas(t, WriteOutputProperties(), kWriteRequired);
   t.example = {{"path", "README.md"}, {"old_string", "Hello"}, {"new_string", "Goodbye"}};
   t.example_files = {{"README.md", "# Hello\nworld\n"}};
@@ -292,9 +295,10 @@ ToolSpec MakeWritePatchTool() {
       {"required", {"patches"}},
       {"additionalProperties", false}};
   SetOutputSchemas(t, WriteOutputProperties(), kWriteRequired);
-  t.example = {{"patches",
-                {{{"op", "edit"}, {"path", "app.py"}, {"old_string", "x = 1"}, {"new_string", "x = 2"}},
-                 {{"op", "edit"}, {"path", "app.py"}, {"old_string", "y = 1"}, {"new_string", "y = 3"}}}}};
+  t.example = {
+      {"patches",
+       {{{"op", "edit"}, {"path", "app.py"}, {"old_string", "x = 1"}, {"new_string", "x = 2"}},
+        {{"op", "edit"}, {"path", "app.py"}, {"old_string", "y = 1"}, {"new_string", "y = 3"}}}}};
   t.example_files = {{"app.py", "x = 1\ny = 1\n"}};
   t.run = RunPatch;
   return t;

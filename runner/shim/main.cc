@@ -30,7 +30,11 @@ void Report(const cordon::Json& j) {
 }
 
 [[noreturn]] void Die(const std::string& step, const cordon::Error& e) {
-  Report({{"error", {{"step", step}, {"code", cordon::CodeName(e.code)}, {"message", e.message}, {"errno", e.err}}}});
+  Report({{"error",
+           {{"step", step},
+            {"code", cordon::CodeName(e.code)},
+            {"message", e.message},
+            {"errno", e.err}}}});
   std::fprintf(stderr, "cordon-shim: %s: %s\n", step.c_str(), e.message.c_str());
   _exit(125);
 }
@@ -81,7 +85,8 @@ int main(int argc, char** argv) {
   // The command runs in a child that contains itself and execs; this process stays to report
   // the command's real status and resource use, and to end what it leaves behind.
   int exec_pipe[2];
-  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) Die("pipe", {cordon::Code::kInternal, "pipe2 failed", errno, {}});
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0)
+    Die("pipe", {cordon::Code::kInternal, "pipe2 failed", errno, {}});
   pid_t child = ::fork();
   if (child < 0) Die("fork", {cordon::Code::kInternal, std::strerror(errno), errno, {}});
   if (child == 0) {
@@ -130,7 +135,7 @@ int main(int argc, char** argv) {
     }
   }
   int status = 0;
-  struct rusage ru{};
+  struct rusage ru {};
   while (::wait4(child, &status, 0, &ru) < 0 && errno == EINTR) {
   }
   // What the command left running in its process group ends with it (inside bwrap the pid
@@ -138,11 +143,14 @@ int main(int argc, char** argv) {
   ::kill(-child, SIGKILL);
   if (exec_failed && exec_errno == -1) _exit(125);  // Contain() failed; the child reported it
   if (exec_failed) {
-    Report({{"error", {{"step", "execve"}, {"code", "not_found"}, {"message", std::strerror(exec_errno)},
-                       {"errno", exec_errno}}}});
+    Report({{"error",
+             {{"step", "execve"},
+              {"code", "not_found"},
+              {"message", std::strerror(exec_errno)},
+              {"errno", exec_errno}}}});
     _exit(127);
   }
-  struct rusage all{};
+  struct rusage all {};
   ::getrusage(RUSAGE_CHILDREN, &all);
   double cpu_ms = (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000.0 +
                   (all.ru_utime.tv_usec + all.ru_stime.tv_usec) / 1000.0;
