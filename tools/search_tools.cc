@@ -1,14 +1,12 @@
 // search_text (rg --json), find_files (fd, falling back to find) and list_searchable_files
 // (fd, rg --files, find). Each runs confined with the workspace read-only and no network; the
 // agent's pattern always follows -e or --, so it is never read as an option.
-#include <fnmatch.h>
-
 #include <algorithm>
-#include <regex>
 #include <set>
 
 #include "runner/host_probe.h"
 #include "runner/processes.h"
+#include "tools/name_match.h"
 #include "tools/registry.h"
 
 namespace cordon {
@@ -221,11 +219,17 @@ Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
   std::optional<int> depth;
   if (in.contains("max_depth")) depth = in["max_depth"].get<int>();
   const std::string pattern = in.value("pattern", "");
-  std::optional<std::regex> re;
-  try {
-    if (!pattern.empty()) re.emplace(pattern, std::regex::ECMAScript | std::regex::optimize);
-  } catch (const std::regex_error& e) {
-    return Fail(Code::kInvalidInput, std::string("invalid pattern: ") + e.what());
+  // Both are compiled before anything runs, so a bad pattern is invalid_input for fd and find
+  // alike; both match in linear time (tools/name_match.h).
+  std::optional<NameMatcher> re;
+  if (!pattern.empty()) {
+    ASSIGN_OR_RETURN(auto m, NameMatcher::Regex(pattern));
+    re.emplace(std::move(m));
+  }
+  std::optional<NameMatcher> glob;
+  if (in.contains("glob")) {
+    ASSIGN_OR_RETURN(auto m, NameMatcher::Glob(in["glob"].get<std::string>()));
+    glob.emplace(std::move(m));
   }
   const std::int64_t cap = ResultCap(ctx, "find_files", in);
   bool truncated = false;
@@ -263,12 +267,8 @@ Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
     if (p.empty()) continue;
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     std::string base = p.substr(p.find_last_of('/') + 1);
-    if (in.contains("glob") &&
-        ::fnmatch(in["glob"].get<std::string>().c_str(), base.c_str(), 0) != 0 &&
-        ::fnmatch(in["glob"].get<std::string>().c_str(), p.c_str(), 0) != 0) {
-      continue;
-    }
-    if (re && (used == "find" || in.contains("glob")) && !std::regex_search(base, *re)) continue;
+    if (glob && !glob->Matches(base) && !glob->Matches(p)) continue;
+    if (re && (used == "find" || glob) && !re->Matches(base)) continue;
     if (used == "find" && in.contains("extensions")) {
       bool ok = false;
       for (const auto& e : in["extensions"])
@@ -309,9 +309,8 @@ Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
     ASSIGN_OR_RETURN(
         files, FindFallback(ctx, "list_searchable_files", hidden, std::nullopt, true, &truncated));
     if (in.contains("glob")) {
-      std::erase_if(files, [&](const std::string& p) {
-        return ::fnmatch(in["glob"].get<std::string>().c_str(), p.c_str(), 0) != 0;
-      });
+      ASSIGN_OR_RETURN(auto glob, NameMatcher::Glob(in["glob"].get<std::string>()));
+      std::erase_if(files, [&](const std::string& p) { return !glob.Matches(p); });
     }
   } else {
     ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "list_searchable_files", argv));
