@@ -339,144 +339,187 @@ bool IsProtectedPath(std::string_view rel) {
   return false;
 }
 
+namespace {
+
+// One key of a section being applied: its TOML node and where it is, for messages and
+// provenance.
+struct KeyInput {
+  std::string_view key;  // "timeout_secs"
+  const toml::node& node;
+  std::string name;   // "limits.timeout_secs"
+  std::string where;  // "file:line"
+  const std::string& source;
+  bool tighten_only;
+};
+
+// A positive integer, or invalid_input naming the key.
+Result<std::int64_t> PositiveInteger(const toml::node& node, const std::string& name,
+                                     const std::string& where) {
+  auto v = node.value<std::int64_t>();
+  if (!node.is_integer() || !v || *v <= 0) {
+    return Fail(Code::kInvalidInput, where + ": " + name + " must be a positive integer");
+  }
+  return *v;
+}
+
+// A name from `table`, or invalid_input naming the key and the accepted names.
+template <typename E, std::size_t N>
+Result<E> NamedValue(const EnumName<E> (&table)[N], const toml::node& node, const std::string& name,
+                     const std::string& where) {
+  if (!node.is_string())
+    return Fail(Code::kInvalidInput, where + ": " + name + " must be a string");
+  auto v = ParseName(table, *node.value<std::string>(), name);
+  if (!v) return Fail(Code::kInvalidInput, where + ": " + v.error().message);
+  return *v;
+}
+
+Status ApplyLimitKey(Policy& policy, const KeyInput& in) {
+  const LimitField* field = FindLimit(in.key);
+  if (field == nullptr) return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(std::int64_t v, PositiveInteger(in.node, in.name, in.where));
+  std::int64_t& slot = policy.limits.*(field->member);
+  if (in.tighten_only && v > slot) {
+    policy.notes.push_back(in.where + ": a project file cannot raise " + in.name + " to " +
+                           std::to_string(v) + "; kept " + std::to_string(slot));
+    return {};
+  }
+  slot = v;
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
+Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
+  if (in.key != "fsync") return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(FsyncMode mode, NamedValue(kFsyncModeNames, in.node, in.name, in.where));
+  if (in.tighten_only && !AtLeastAsStrict(mode, policy.audit_fsync)) {
+    policy.notes.push_back(in.where + ": a project file cannot weaken audit.fsync to " +
+                           std::string(Name(kFsyncModeNames, mode)));
+    return {};
+  }
+  policy.audit_fsync = mode;
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
+Status ApplyNetworkKey(Policy& policy, const KeyInput& in) {
+  if (in.key != "mode") return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(NetworkMode mode, NamedValue(kNetworkModeNames, in.node, in.name, in.where));
+  if (in.tighten_only && NetworkStrictness(mode) < NetworkStrictness(policy.network)) {
+    policy.notes.push_back(in.where + ": a project file cannot open the network to " +
+                           std::string(NetworkModeName(mode)));
+    return {};
+  }
+  policy.network = mode;
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
+Status ApplySandboxKey(Policy& policy, const KeyInput& in) {
+  if (in.key != "allow_weaker") return UnknownKey(in.source, in.node, in.name);
+  auto v = in.node.value<bool>();
+  if (!in.node.is_boolean() || !v) {
+    return Fail(Code::kInvalidInput, in.where + ": sandbox.allow_weaker must be true or false");
+  }
+  if (in.tighten_only && *v && !policy.allow_weaker_sandbox) {
+    policy.notes.push_back(in.where + ": a project file cannot allow a weaker sandbox");
+    return {};
+  }
+  policy.allow_weaker_sandbox = *v;
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
+// [tools.NAME]: limit overrides and a network mode for one tool.
+Status ApplyToolSection(Policy& policy, const KeyInput& in) {
+  const toml::table* tool = in.node.as_table();
+  if (tool == nullptr) {
+    return Fail(Code::kInvalidInput, in.where + ": [" + in.name + "] must be a table");
+  }
+  const std::string tool_name(in.key);
+  for (auto&& [tk, tv] : *tool) {
+    const std::string tkey = in.name + "." + std::string(tk.str());
+    const std::string twhere = Where(in.source, tv);
+    if (tk.str() == "network") {
+      ASSIGN_OR_RETURN(NetworkMode mode, NamedValue(kNetworkModeNames, tv, tkey, twhere));
+      if (in.tighten_only &&
+          NetworkStrictness(mode) < NetworkStrictness(policy.NetworkFor(tool_name))) {
+        policy.notes.push_back(twhere + ": a project file cannot open the network for " +
+                               tool_name);
+        continue;
+      }
+      policy.tools[tool_name].network = mode;
+      policy.provenance[tkey] = twhere;
+      continue;
+    }
+    const LimitField* field = FindLimit(tk.str());
+    if (field == nullptr) return UnknownKey(in.source, tv, tkey);
+    ASSIGN_OR_RETURN(std::int64_t v, PositiveInteger(tv, tkey, twhere));
+    if (in.tighten_only && v > policy.LimitsFor(tool_name).*(field->member)) {
+      policy.notes.push_back(twhere + ": a project file cannot raise " + tkey);
+      continue;
+    }
+    policy.tools[tool_name].limits[std::string(tk.str())] = v;
+    policy.provenance[tkey] = twhere;
+  }
+  return {};
+}
+
+// Examples are checked when the file loads: a policy that contradicts them is refused.
+Status CheckExamples(Policy&, const KeyInput& in) {
+  const bool want_protected = in.key == "protected";
+  if (!want_protected && in.key != "writable") return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(auto paths, StringArray(in.node, in.source, in.name));
+  for (const auto& p : paths) {
+    auto rel = NormalizeWorkspacePath("/", p);
+    if (!rel) {
+      return Fail(Code::kInvalidInput, in.where + ": example " + p + ": " + rel.error().message);
+    }
+    if (IsProtectedPath(*rel) != want_protected) {
+      return Fail(Code::kInvalidInput, in.where + ": example fails: " + p + " should be " +
+                                           (want_protected ? "protected" : "writable"));
+    }
+  }
+  return {};
+}
+
+// Every section a policy file may have. List keys (kListKeys) are found first in any section;
+// a section without a handler holds list keys only.
+struct Section {
+  std::string_view name;
+  Status (*apply)(Policy&, const KeyInput&);
+};
+constexpr Section kSections[] = {
+    {"limits", ApplyLimitKey},    {"scopes", nullptr},         {"redact", nullptr},
+    {"audit", ApplyAuditKey},     {"examples", CheckExamples}, {"filesystem", nullptr},
+    {"network", ApplyNetworkKey}, {"seccomp", nullptr},        {"sandbox", ApplySandboxKey},
+    {"tools", ApplyToolSection},
+};
+
+}  // namespace
+
 Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source,
                        bool tighten_only) {
   ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   for (auto&& [k, node] : root) {
-    std::string key(k.str());
-    const toml::table* table = node.as_table();
-    if (key != "limits" && key != "scopes" && key != "redact" && key != "audit" &&
-        key != "examples" && key != "filesystem" && key != "network" && key != "seccomp" &&
-        key != "sandbox" && key != "tools") {
-      return UnknownKey(source, node, key);
+    const std::string key(k.str());
+    const Section* section = nullptr;
+    for (const Section& s : kSections) {
+      if (s.name == key) section = &s;
     }
+    if (section == nullptr) return UnknownKey(source, node, key);
+    const toml::table* table = node.as_table();
     if (table == nullptr) {
       return Fail(Code::kInvalidInput, Where(source, node) + ": [" + key + "] must be a table");
     }
     for (auto&& [sk, sub] : *table) {
-      std::string name = key + "." + std::string(sk.str());
-      std::string where = Where(source, sub);
+      const std::string name = key + "." + std::string(sk.str());
       if (const ListKey* list = FindListKey(key, sk.str())) {
         TRY(ApplyList(policy, *list, sub, source, tighten_only));
-        continue;
-      }
-      if (key == "filesystem" || key == "scopes" || key == "redact" || key == "seccomp") {
-        return UnknownKey(source, sub, name);  // these sections hold only list keys
-      }
-      if (key == "limits") {
-        const LimitField* field = nullptr;
-        for (const auto& f : kLimitFields) {
-          if (sk.str() == f.key) field = &f;
-        }
-        if (field == nullptr) return UnknownKey(source, sub, name);
-        auto v = sub.value<std::int64_t>();
-        if (!sub.is_integer() || !v || *v <= 0) {
-          return Fail(Code::kInvalidInput, where + ": " + name + " must be a positive integer");
-        }
-        std::int64_t& slot = policy.limits.*(field->member);
-        if (tighten_only && *v > slot) {
-          policy.notes.push_back(where + ": a project file cannot raise " + name + " to " +
-                                 std::to_string(*v) + "; kept " + std::to_string(slot));
-          continue;
-        }
-        slot = *v;
-        policy.provenance[name] = where;
-      } else if (key == "audit") {
-        if (sk.str() != "fsync") return UnknownKey(source, sub, name);
-        auto v = sub.value<std::string>();
-        auto mode = ParseName(kFsyncModeNames, v.value_or(""), name);
-        if (!sub.is_string() || !mode) {
-          return Fail(
-              Code::kInvalidInput,
-              where + ": " + (sub.is_string() ? mode.error().message : name + " must be a string"));
-        }
-        if (tighten_only && !AtLeastAsStrict(*mode, policy.audit_fsync)) {
-          policy.notes.push_back(where + ": a project file cannot weaken audit.fsync to " + *v);
-          continue;
-        }
-        policy.audit_fsync = *mode;
-        policy.provenance[name] = where;
-      } else if (key == "network") {
-        if (sk.str() != "mode") return UnknownKey(source, sub, name);
-        auto v = sub.value<std::string>();
-        auto mode = ParseName(kNetworkModeNames, v.value_or(""), name);
-        if (!sub.is_string() || !mode) {
-          return Fail(
-              Code::kInvalidInput,
-              where + ": " + (sub.is_string() ? mode.error().message : name + " must be a string"));
-        }
-        if (tighten_only && NetworkStrictness(*mode) < NetworkStrictness(policy.network)) {
-          policy.notes.push_back(where + ": a project file cannot open the network to " + *v);
-          continue;
-        }
-        policy.network = *mode;
-        policy.provenance[name] = where;
-      } else if (key == "sandbox") {
-        if (sk.str() != "allow_weaker") return UnknownKey(source, sub, name);
-        auto v = sub.value<bool>();
-        if (!sub.is_boolean() || !v) {
-          return Fail(Code::kInvalidInput, where + ": sandbox.allow_weaker must be true or false");
-        }
-        if (tighten_only && *v && !policy.allow_weaker_sandbox) {
-          policy.notes.push_back(where + ": a project file cannot allow a weaker sandbox");
-          continue;
-        }
-        policy.allow_weaker_sandbox = *v;
-        policy.provenance[name] = where;
-      } else if (key == "tools") {
-        const toml::table* tool = sub.as_table();
-        if (tool == nullptr) {
-          return Fail(Code::kInvalidInput,
-                      where + ": [tools." + std::string(sk.str()) + "] must be a table");
-        }
-        const std::string tool_name(sk.str());
-        for (auto&& [tk, tv] : *tool) {
-          std::string tkey = name + "." + std::string(tk.str());
-          std::string twhere = Where(source, tv);
-          if (tk.str() == "network") {
-            auto mode = ParseName(kNetworkModeNames, tv.value<std::string>().value_or(""), tkey);
-            if (!tv.is_string() || !mode) {
-              return Fail(Code::kInvalidInput,
-                          twhere + ": " +
-                              (tv.is_string() ? mode.error().message : tkey + " must be a string"));
-            }
-            if (tighten_only &&
-                NetworkStrictness(*mode) < NetworkStrictness(policy.NetworkFor(tool_name))) {
-              policy.notes.push_back(twhere + ": a project file cannot open the network for " +
-                                     tool_name);
-              continue;
-            }
-            policy.tools[tool_name].network = *mode;
-            policy.provenance[tkey] = twhere;
-            continue;
-          }
-          const LimitField* field = FindLimit(tk.str());
-          if (field == nullptr) return UnknownKey(source, tv, tkey);
-          auto v = tv.value<std::int64_t>();
-          if (!tv.is_integer() || !v || *v <= 0) {
-            return Fail(Code::kInvalidInput, twhere + ": " + tkey + " must be a positive integer");
-          }
-          if (tighten_only && *v > policy.LimitsFor(tool_name).*(field->member)) {
-            policy.notes.push_back(twhere + ": a project file cannot raise " + tkey);
-            continue;
-          }
-          policy.tools[tool_name].limits[std::string(tk.str())] = *v;
-          policy.provenance[tkey] = twhere;
-        }
-      } else if (key == "examples") {
-        // Examples are checked when the file loads: a policy that contradicts them is refused.
-        bool want_protected = sk.str() == "protected";
-        if (!want_protected && sk.str() != "writable") return UnknownKey(source, sub, name);
-        ASSIGN_OR_RETURN(auto paths, StringArray(sub, source, name));
-        for (const auto& p : paths) {
-          auto rel = NormalizeWorkspacePath("/", p);
-          if (!rel)
-            return Fail(Code::kInvalidInput, where + ": example " + p + ": " + rel.error().message);
-          if (IsProtectedPath(*rel) != want_protected) {
-            return Fail(Code::kInvalidInput, where + ": example fails: " + p + " should be " +
-                                                 (want_protected ? "protected" : "writable"));
-          }
-        }
+      } else if (section->apply == nullptr) {
+        return UnknownKey(source, sub, name);
+      } else {
+        TRY(section->apply(policy,
+                           {sk.str(), sub, name, Where(source, sub), source, tighten_only}));
       }
     }
   }
