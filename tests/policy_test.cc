@@ -243,6 +243,27 @@ TEST(PolicyLists, MergeTable) {
   }
 }
 
+TEST(PolicyLists, TheExampleInDocsPolicyMd) {
+  Policy p;
+  ASSERT_TRUE(ApplyPolicyText(p, "[filesystem]\nwrite = [\"${WORKSPACE}\"]\n", "00.toml", false));
+  ASSERT_TRUE(ApplyPolicyText(p, "[filesystem]\nwrite = [\"~/.cache/pip\", \"!${WORKSPACE}\"]\n",
+                              "50.toml", false));
+  EXPECT_EQ(p.filesystem.write, std::vector<std::string>{"~/.cache/pip"});
+  ASSERT_TRUE(ApplyPolicyText(p,
+                              "[filesystem]\nwrite = [\"!~/.cache/pip\"]\n"
+                              "deny = [\"${WORKSPACE}/secrets\"]\n",
+                              "project.toml", true));
+  EXPECT_TRUE(p.filesystem.write.empty());
+  EXPECT_EQ(p.filesystem.deny, std::vector<std::string>{"${WORKSPACE}/secrets"});
+  EXPECT_TRUE(p.notes.empty()) << ::testing::PrintToString(p.notes);
+  // Without the "!" the user file keeps the workspace writable, and says what changed.
+  Policy q;
+  ASSERT_TRUE(ApplyPolicyText(q, "[filesystem]\nwrite = [\"${WORKSPACE}\"]\n", "00.toml", false));
+  ASSERT_TRUE(ApplyPolicyText(q, "[filesystem]\nwrite = [\"~/.cache/pip\"]\n", "50.toml", false));
+  EXPECT_EQ(q.filesystem.write, (std::vector<std::string>{"${WORKSPACE}", "~/.cache/pip"}));
+  ASSERT_EQ(q.notes.size(), 1u);
+}
+
 TEST(PolicyLists, EveryListKeyIsReachableFromAFile) {
   // A list key born later gets the merge rule by being in ListKeys(); this checks the table.
   for (const ListKey& k : ListKeys()) {
