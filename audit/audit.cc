@@ -68,27 +68,6 @@ Result<std::string> ReadKeyFile(const std::string& path) {
   return key;
 }
 
-Result<FsyncMode> ParseFsyncMode(std::string_view name) {
-  if (name == "always") return FsyncMode::kAlways;
-  if (name == "per_call") return FsyncMode::kPerCall;
-  if (name == "never") return FsyncMode::kNever;
-  return Fail(Code::kInvalidInput,
-              "audit fsync must be \"always\", \"per_call\" or \"never\", not \"" +
-                  std::string(name) + "\"");
-}
-
-std::string_view FsyncModeName(FsyncMode mode) {
-  switch (mode) {
-    case FsyncMode::kAlways:
-      return "always";
-    case FsyncMode::kPerCall:
-      return "per_call";
-    case FsyncMode::kNever:
-      return "never";
-  }
-  return "per_call";
-}
-
 std::string NewSessionId() {
   unsigned char b[16];
   std::size_t got = 0;

@@ -13,15 +13,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fsync_mode.h"
 #include "core/redact.h"
 #include "core/text.h"
 #include "core/unique_fd.h"
 
 namespace cordon {
-
-enum class FsyncMode { kAlways, kPerCall, kNever };
-Result<FsyncMode> ParseFsyncMode(std::string_view name);
-std::string_view FsyncModeName(FsyncMode mode);
 
 // Reads an HMAC key file (trailing newlines dropped).
 Result<std::string> ReadKeyFile(const std::string& path);

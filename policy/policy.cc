@@ -1,5 +1,6 @@
 // Policy loading and merging. Unknown keys and wrong types are errors naming file and line;
-// shipped/system/user/cli layers override in order; the project layer can only tighten.
+// shipped/system/user/cli layers override scalars and extend lists in order ("!entry" removes);
+// the project layer can only tighten.
 #include "policy/policy.h"
 
 #include <dirent.h>
@@ -47,10 +48,17 @@ const LimitField* FindLimit(std::string_view key) {
   return nullptr;
 }
 
-int FsyncStrictness(std::string_view mode) {
-  if (mode == "always") return 2;
-  if (mode == "per_call") return 1;
-  return 0;
+std::string AnyEntry(const std::string&, const std::string&) { return {}; }
+
+std::string PathEntry(const std::string& name, const std::string& path) {
+  if (path.empty() || (path[0] != '/' && path[0] != '~' && path.rfind("${WORKSPACE}", 0) != 0)) {
+    return name + " entry \"" + path + "\" must be absolute, start with ~ or ${WORKSPACE}";
+  }
+  return {};
+}
+
+std::string ScopeEntry(const std::string&, const std::string& scope) {
+  return IsKnownScope(scope) ? std::string() : "unknown scope \"" + scope + "\"";
 }
 
 Result<std::vector<std::string>> StringArray(const toml::node& node, const std::string& source,
@@ -72,11 +80,153 @@ Result<std::vector<std::string>> StringArray(const toml::node& node, const std::
   return out;
 }
 
+// One entry of a layer's list: "x" adds x, "!x" removes it, "!!x" adds the literal "!x".
+struct ListEdit {
+  std::string value;
+  bool remove = false;
+  std::string where;
+};
+
+// The one list merge every list key uses. Order is first-seen and entries are unique; an entry
+// added again keeps its place and the source that first added it.
+void MergeList(Policy& policy, const ListKey& key, const std::vector<ListEdit>& edits,
+               bool tighten_only) {
+  const std::string name = key.Name();
+  std::vector<std::string> list = key.get(policy);
+  std::map<std::string, std::string>& from = policy.entry_provenance[name];
+  for (const ListEdit& e : edits) {
+    const std::string shown = key.secret ? "a value" : "\"" + e.value + "\"";
+    auto it = std::find(list.begin(), list.end(), e.value);
+    if (!e.remove) {
+      if (it != list.end()) continue;
+      if (tighten_only && key.polarity == ListPolarity::kGrants) {
+        policy.notes.push_back(e.where + ": a project file cannot add " + shown + " to " + name +
+                               "; it stays out");
+        continue;
+      }
+      list.push_back(e.value);
+      from[e.value] = e.where;
+    } else {
+      if (it == list.end()) {
+        policy.notes.push_back(e.where + ": " +
+                               (key.secret ? "a \"!\" entry" : "\"!" + e.value + "\"") + " in " +
+                               name + " removes nothing: no such entry below");
+        continue;
+      }
+      if (tighten_only && key.polarity == ListPolarity::kDenies) {
+        policy.notes.push_back(e.where + ": a project file cannot remove " + shown + " from " +
+                               name + "; it stays");
+        continue;
+      }
+      list.erase(it);
+      from.erase(e.value);
+    }
+  }
+  key.set(policy, std::move(list));
+}
+
+// Before lists merged, a layer that set a list replaced it (a project layer narrowed a kGrants
+// list to a subset). A file written for that rule (no "!" entries) that leaves out entries
+// from below now keeps them: say so, and how to get the old meaning.
+void NoteChangedMeaning(Policy& policy, const ListKey& key, const std::vector<ListEdit>& edits,
+                        bool tighten_only, const std::string& where) {
+  if (!key.replaced_before || (tighten_only && key.polarity != ListPolarity::kGrants)) return;
+  std::vector<std::string> kept;
+  for (const ListEdit& e : edits) {
+    if (e.remove) return;
+  }
+  for (const std::string& below : key.get(policy)) {
+    if (std::none_of(edits.begin(), edits.end(),
+                     [&](const ListEdit& e) { return e.value == below; })) {
+      kept.push_back(below);
+    }
+  }
+  if (kept.empty()) return;
+  std::string names;
+  std::string removals;
+  for (const std::string& k : kept) {
+    names += (names.empty() ? "\"" : ", \"") + k + "\"";
+    removals += (removals.empty() ? "\"!" : ", \"!") + k + "\"";
+  }
+  policy.notes.push_back(where + ": " + key.Name() +
+                         " now extends the layers below instead of replacing them, so it keeps " +
+                         names + "; to drop " + (kept.size() == 1 ? "it" : "them") +
+                         " as before, add " + removals);
+}
+
+Status ApplyList(Policy& policy, const ListKey& key, const toml::node& node,
+                 const std::string& source, bool tighten_only) {
+  const std::string name = key.Name();
+  ASSIGN_OR_RETURN(auto raw, StringArray(node, source, name));
+  const toml::array& items = *node.as_array();
+  std::vector<ListEdit> edits;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    ListEdit e{raw[i], false, Where(source, *items.get(i))};
+    if (e.value.rfind("!!", 0) == 0) {
+      e.value.erase(0, 1);
+    } else if (e.value.rfind('!', 0) == 0) {
+      e.value.erase(0, 1);
+      e.remove = true;
+      if (e.value.empty()) {
+        return Fail(Code::kInvalidInput, e.where + ": " + name + " entry \"!\" names nothing");
+      }
+    }
+    if (std::string why = key.check(name, e.value); !why.empty()) {
+      return Fail(Code::kInvalidInput, e.where + ": " + why);
+    }
+    edits.push_back(std::move(e));
+  }
+  const std::string where = Where(source, node);
+  NoteChangedMeaning(policy, key, edits, tighten_only, where);
+  MergeList(policy, key, edits, tighten_only);
+  policy.provenance[name] = where;
+  return {};
+}
+
+const ListKey kListKeys[] = {
+    {"filesystem", "read", ListPolarity::kGrants, true, false,
+     [](const Policy& p) { return p.filesystem.read; },
+     [](Policy& p, std::vector<std::string> v) { p.filesystem.read = std::move(v); }, PathEntry},
+    {"filesystem", "write", ListPolarity::kGrants, true, false,
+     [](const Policy& p) { return p.filesystem.write; },
+     [](Policy& p, std::vector<std::string> v) { p.filesystem.write = std::move(v); }, PathEntry},
+    {"filesystem", "deny", ListPolarity::kDenies, false, false,
+     [](const Policy& p) { return p.filesystem.deny; },
+     [](Policy& p, std::vector<std::string> v) { p.filesystem.deny = std::move(v); }, PathEntry},
+    // Scopes are a set: their order is the sorted one whatever the files say.
+    {"scopes", "grant", ListPolarity::kGrants, true, false,
+     [](const Policy& p) { return std::vector<std::string>(p.scopes.begin(), p.scopes.end()); },
+     [](Policy& p, std::vector<std::string> v) {
+       p.scopes = {v.begin(), v.end()};
+     },
+     ScopeEntry},
+    {"redact", "values", ListPolarity::kDenies, false, true,
+     [](const Policy& p) { return p.redact_values; },
+     [](Policy& p, std::vector<std::string> v) { p.redact_values = std::move(v); }, AnyEntry},
+    {"redact", "env_names", ListPolarity::kDenies, false, false,
+     [](const Policy& p) { return p.redact_env_names; },
+     [](Policy& p, std::vector<std::string> v) { p.redact_env_names = std::move(v); }, AnyEntry},
+    {"seccomp", "deny", ListPolarity::kDenies, true, false,
+     [](const Policy& p) { return p.seccomp_deny; },
+     [](Policy& p, std::vector<std::string> v) { p.seccomp_deny = std::move(v); }, AnyEntry},
+};
+
+const ListKey* FindListKey(std::string_view section, std::string_view key) {
+  for (const ListKey& k : kListKeys) {
+    if (k.section == section && k.key == key) return &k;
+  }
+  return nullptr;
+}
+
 Status UnknownKey(const std::string& source, const toml::node& node, const std::string& key) {
   return Fail(Code::kInvalidInput, Where(source, node) + ": unknown key \"" + key + "\"");
 }
 
 }  // namespace
+
+std::span<const ListKey> ListKeys() { return kListKeys; }
+
+void to_json(nlohmann::json& j, PolicyLayer layer) { j = Name(kPolicyLayerNames, layer); }
 
 bool IsKnownScope(std::string_view scope) {
   return std::find(std::begin(kAllScopes), std::end(kAllScopes), scope) != std::end(kAllScopes);
@@ -88,7 +238,7 @@ std::string Policy::CanonicalJson() const {
   j["scopes"] = scopes;
   j["redact"]["values_count"] = redact_values.size();
   j["redact"]["env_names"] = redact_env_names;
-  j["audit"]["fsync"] = audit_fsync;
+  j["audit"]["fsync"] = Name(kFsyncModeNames, audit_fsync);
   j["filesystem"]["read"] = filesystem.read;
   j["filesystem"]["write"] = filesystem.write;
   j["filesystem"]["deny"] = filesystem.deny;
@@ -133,25 +283,10 @@ int NetworkStrictness(NetworkMode m) {
   return 2;
 }
 
-std::string_view NetworkModeName(NetworkMode mode) {
-  switch (mode) {
-    case NetworkMode::kNone:
-      return "none";
-    case NetworkMode::kLoopback:
-      return "loopback";
-    case NetworkMode::kAllow:
-      return "allow";
-  }
-  return "none";
-}
+std::string_view NetworkModeName(NetworkMode mode) { return Name(kNetworkModeNames, mode); }
 
 Result<NetworkMode> ParseNetworkMode(std::string_view name) {
-  if (name == "none") return NetworkMode::kNone;
-  if (name == "loopback") return NetworkMode::kLoopback;
-  if (name == "allow") return NetworkMode::kAllow;
-  return Fail(Code::kInvalidInput,
-              "network mode must be \"none\", \"loopback\" or \"allow\", not \"" +
-                  std::string(name) + "\"");
+  return ParseName(kNetworkModeNames, name, "network mode");
 }
 
 std::string ExpandPath(std::string_view path, const std::string& workspace,
@@ -204,203 +339,187 @@ bool IsProtectedPath(std::string_view rel) {
   return false;
 }
 
+namespace {
+
+// One key of a section being applied: its TOML node and where it is, for messages and
+// provenance.
+struct KeyInput {
+  std::string_view key;  // "timeout_secs"
+  const toml::node& node;
+  std::string name;   // "limits.timeout_secs"
+  std::string where;  // "file:line"
+  const std::string& source;
+  bool tighten_only;
+};
+
+// A positive integer, or invalid_input naming the key.
+Result<std::int64_t> PositiveInteger(const toml::node& node, const std::string& name,
+                                     const std::string& where) {
+  auto v = node.value<std::int64_t>();
+  if (!node.is_integer() || !v || *v <= 0) {
+    return Fail(Code::kInvalidInput, where + ": " + name + " must be a positive integer");
+  }
+  return *v;
+}
+
+// A name from `table`, or invalid_input naming the key and the accepted names.
+template <typename E, std::size_t N>
+Result<E> NamedValue(const EnumName<E> (&table)[N], const toml::node& node, const std::string& name,
+                     const std::string& where) {
+  if (!node.is_string())
+    return Fail(Code::kInvalidInput, where + ": " + name + " must be a string");
+  auto v = ParseName(table, *node.value<std::string>(), name);
+  if (!v) return Fail(Code::kInvalidInput, where + ": " + v.error().message);
+  return *v;
+}
+
+Status ApplyLimitKey(Policy& policy, const KeyInput& in) {
+  const LimitField* field = FindLimit(in.key);
+  if (field == nullptr) return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(std::int64_t v, PositiveInteger(in.node, in.name, in.where));
+  std::int64_t& slot = policy.limits.*(field->member);
+  if (in.tighten_only && v > slot) {
+    policy.notes.push_back(in.where + ": a project file cannot raise " + in.name + " to " +
+                           std::to_string(v) + "; kept " + std::to_string(slot));
+    return {};
+  }
+  slot = v;
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
+Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
+  if (in.key != "fsync") return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(FsyncMode mode, NamedValue(kFsyncModeNames, in.node, in.name, in.where));
+  if (in.tighten_only && !AtLeastAsStrict(mode, policy.audit_fsync)) {
+    policy.notes.push_back(in.where + ": a project file cannot weaken audit.fsync to " +
+                           std::string(Name(kFsyncModeNames, mode)));
+    return {};
+  }
+  policy.audit_fsync = mode;
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
+Status ApplyNetworkKey(Policy& policy, const KeyInput& in) {
+  if (in.key != "mode") return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(NetworkMode mode, NamedValue(kNetworkModeNames, in.node, in.name, in.where));
+  if (in.tighten_only && NetworkStrictness(mode) < NetworkStrictness(policy.network)) {
+    policy.notes.push_back(in.where + ": a project file cannot open the network to " +
+                           std::string(NetworkModeName(mode)));
+    return {};
+  }
+  policy.network = mode;
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
+Status ApplySandboxKey(Policy& policy, const KeyInput& in) {
+  if (in.key != "allow_weaker") return UnknownKey(in.source, in.node, in.name);
+  auto v = in.node.value<bool>();
+  if (!in.node.is_boolean() || !v) {
+    return Fail(Code::kInvalidInput, in.where + ": sandbox.allow_weaker must be true or false");
+  }
+  if (in.tighten_only && *v && !policy.allow_weaker_sandbox) {
+    policy.notes.push_back(in.where + ": a project file cannot allow a weaker sandbox");
+    return {};
+  }
+  policy.allow_weaker_sandbox = *v;
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
+// [tools.NAME]: limit overrides and a network mode for one tool.
+Status ApplyToolSection(Policy& policy, const KeyInput& in) {
+  const toml::table* tool = in.node.as_table();
+  if (tool == nullptr) {
+    return Fail(Code::kInvalidInput, in.where + ": [" + in.name + "] must be a table");
+  }
+  const std::string tool_name(in.key);
+  for (auto&& [tk, tv] : *tool) {
+    const std::string tkey = in.name + "." + std::string(tk.str());
+    const std::string twhere = Where(in.source, tv);
+    if (tk.str() == "network") {
+      ASSIGN_OR_RETURN(NetworkMode mode, NamedValue(kNetworkModeNames, tv, tkey, twhere));
+      if (in.tighten_only &&
+          NetworkStrictness(mode) < NetworkStrictness(policy.NetworkFor(tool_name))) {
+        policy.notes.push_back(twhere + ": a project file cannot open the network for " +
+                               tool_name);
+        continue;
+      }
+      policy.tools[tool_name].network = mode;
+      policy.provenance[tkey] = twhere;
+      continue;
+    }
+    const LimitField* field = FindLimit(tk.str());
+    if (field == nullptr) return UnknownKey(in.source, tv, tkey);
+    ASSIGN_OR_RETURN(std::int64_t v, PositiveInteger(tv, tkey, twhere));
+    if (in.tighten_only && v > policy.LimitsFor(tool_name).*(field->member)) {
+      policy.notes.push_back(twhere + ": a project file cannot raise " + tkey);
+      continue;
+    }
+    policy.tools[tool_name].limits[std::string(tk.str())] = v;
+    policy.provenance[tkey] = twhere;
+  }
+  return {};
+}
+
+// Examples are checked when the file loads: a policy that contradicts them is refused.
+Status CheckExamples(Policy&, const KeyInput& in) {
+  const bool want_protected = in.key == "protected";
+  if (!want_protected && in.key != "writable") return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(auto paths, StringArray(in.node, in.source, in.name));
+  for (const auto& p : paths) {
+    auto rel = NormalizeWorkspacePath("/", p);
+    if (!rel) {
+      return Fail(Code::kInvalidInput, in.where + ": example " + p + ": " + rel.error().message);
+    }
+    if (IsProtectedPath(*rel) != want_protected) {
+      return Fail(Code::kInvalidInput, in.where + ": example fails: " + p + " should be " +
+                                           (want_protected ? "protected" : "writable"));
+    }
+  }
+  return {};
+}
+
+// Every section a policy file may have. List keys (kListKeys) are found first in any section;
+// a section without a handler holds list keys only.
+struct Section {
+  std::string_view name;
+  Status (*apply)(Policy&, const KeyInput&);
+};
+constexpr Section kSections[] = {
+    {"limits", ApplyLimitKey},    {"scopes", nullptr},         {"redact", nullptr},
+    {"audit", ApplyAuditKey},     {"examples", CheckExamples}, {"filesystem", nullptr},
+    {"network", ApplyNetworkKey}, {"seccomp", nullptr},        {"sandbox", ApplySandboxKey},
+    {"tools", ApplyToolSection},
+};
+
+}  // namespace
+
 Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source,
                        bool tighten_only) {
   ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   for (auto&& [k, node] : root) {
-    std::string key(k.str());
-    const toml::table* table = node.as_table();
-    if (key != "limits" && key != "scopes" && key != "redact" && key != "audit" &&
-        key != "examples" && key != "filesystem" && key != "network" && key != "seccomp" &&
-        key != "sandbox" && key != "tools") {
-      return UnknownKey(source, node, key);
+    const std::string key(k.str());
+    const Section* section = nullptr;
+    for (const Section& s : kSections) {
+      if (s.name == key) section = &s;
     }
+    if (section == nullptr) return UnknownKey(source, node, key);
+    const toml::table* table = node.as_table();
     if (table == nullptr) {
       return Fail(Code::kInvalidInput, Where(source, node) + ": [" + key + "] must be a table");
     }
     for (auto&& [sk, sub] : *table) {
-      std::string name = key + "." + std::string(sk.str());
-      std::string where = Where(source, sub);
-      if (key == "limits") {
-        const LimitField* field = nullptr;
-        for (const auto& f : kLimitFields) {
-          if (sk.str() == f.key) field = &f;
-        }
-        if (field == nullptr) return UnknownKey(source, sub, name);
-        auto v = sub.value<std::int64_t>();
-        if (!sub.is_integer() || !v || *v <= 0) {
-          return Fail(Code::kInvalidInput, where + ": " + name + " must be a positive integer");
-        }
-        std::int64_t& slot = policy.limits.*(field->member);
-        if (tighten_only && *v > slot) {
-          policy.notes.push_back(where + ": a project file cannot raise " + name + " to " +
-                                 std::to_string(*v) + "; kept " + std::to_string(slot));
-          continue;
-        }
-        slot = *v;
-        policy.provenance[name] = where;
-      } else if (key == "scopes") {
-        if (sk.str() != "grant") return UnknownKey(source, sub, name);
-        ASSIGN_OR_RETURN(auto grant, StringArray(sub, source, name));
-        std::set<std::string> next;
-        for (const auto& s : grant) {
-          if (!IsKnownScope(s)) {
-            return Fail(Code::kInvalidInput, where + ": unknown scope \"" + s + "\"");
-          }
-          if (tighten_only && !policy.Grants(s)) {
-            policy.notes.push_back(where + ": a project file cannot grant scope " + s +
-                                   "; it stays denied");
-            continue;
-          }
-          next.insert(s);
-        }
-        policy.scopes = std::move(next);
-        policy.provenance[name] = where;
-      } else if (key == "redact") {
-        ASSIGN_OR_RETURN(auto values, StringArray(sub, source, name));
-        if (sk.str() == "values") {
-          // Adding redaction only ever tightens, so every layer may add values.
-          for (auto& v : values) policy.redact_values.push_back(std::move(v));
-        } else if (sk.str() == "env_names") {
-          for (auto& v : values) policy.redact_env_names.push_back(std::move(v));
-        } else {
-          return UnknownKey(source, sub, name);
-        }
-        policy.provenance[name] = where;
-      } else if (key == "audit") {
-        if (sk.str() != "fsync") return UnknownKey(source, sub, name);
-        auto v = sub.value<std::string>();
-        if (!sub.is_string() || !v || (*v != "always" && *v != "per_call" && *v != "never")) {
-          return Fail(Code::kInvalidInput,
-                      where + ": audit.fsync must be \"always\", \"per_call\" or \"never\"");
-        }
-        if (tighten_only && FsyncStrictness(*v) < FsyncStrictness(policy.audit_fsync)) {
-          policy.notes.push_back(where + ": a project file cannot weaken audit.fsync to " + *v);
-          continue;
-        }
-        policy.audit_fsync = *v;
-        policy.provenance[name] = where;
-      } else if (key == "filesystem") {
-        ASSIGN_OR_RETURN(auto paths, StringArray(sub, source, name));
-        std::vector<std::string>* list = sk.str() == "read"    ? &policy.filesystem.read
-                                         : sk.str() == "write" ? &policy.filesystem.write
-                                         : sk.str() == "deny"  ? &policy.filesystem.deny
-                                                               : nullptr;
-        if (list == nullptr) return UnknownKey(source, sub, name);
-        for (const auto& path : paths) {
-          if (path.empty() ||
-              (path[0] != '/' && path[0] != '~' && path.rfind("${WORKSPACE}", 0) != 0)) {
-            return Fail(Code::kInvalidInput,
-                        where + ": " + name + " entry \"" + path +
-                            "\" must be absolute, start with ~ or ${WORKSPACE}");
-          }
-        }
-        if (sk.str() == "deny") {
-          // More denial only ever tightens: every layer adds.
-          for (auto& p : paths) list->push_back(std::move(p));
-        } else if (tighten_only) {
-          // A project may narrow read/write lists to a subset, never add to them.
-          std::vector<std::string> kept;
-          for (auto& p : paths) {
-            if (std::find(list->begin(), list->end(), p) != list->end()) {
-              kept.push_back(std::move(p));
-            } else {
-              policy.notes.push_back(where + ": a project file cannot add " + p + " to " + name);
-            }
-          }
-          *list = std::move(kept);
-        } else {
-          *list = std::move(paths);
-        }
-        policy.provenance[name] = where;
-      } else if (key == "network") {
-        if (sk.str() != "mode") return UnknownKey(source, sub, name);
-        auto v = sub.value<std::string>();
-        auto mode = ParseNetworkMode(v.value_or(""));
-        if (!sub.is_string() || !mode) {
-          return Fail(Code::kInvalidInput,
-                      where + ": network.mode must be \"none\", \"loopback\" or \"allow\"");
-        }
-        if (tighten_only && NetworkStrictness(*mode) < NetworkStrictness(policy.network)) {
-          policy.notes.push_back(where + ": a project file cannot open the network to " + *v);
-          continue;
-        }
-        policy.network = *mode;
-        policy.provenance[name] = where;
-      } else if (key == "seccomp") {
-        if (sk.str() != "deny") return UnknownKey(source, sub, name);
-        ASSIGN_OR_RETURN(auto calls, StringArray(sub, source, name));
-        if (tighten_only) {
-          for (auto& c : calls) policy.seccomp_deny.push_back(std::move(c));  // add only
-        } else {
-          policy.seccomp_deny = std::move(calls);
-        }
-        policy.provenance[name] = where;
-      } else if (key == "sandbox") {
-        if (sk.str() != "allow_weaker") return UnknownKey(source, sub, name);
-        auto v = sub.value<bool>();
-        if (!sub.is_boolean() || !v) {
-          return Fail(Code::kInvalidInput, where + ": sandbox.allow_weaker must be true or false");
-        }
-        if (tighten_only && *v && !policy.allow_weaker_sandbox) {
-          policy.notes.push_back(where + ": a project file cannot allow a weaker sandbox");
-          continue;
-        }
-        policy.allow_weaker_sandbox = *v;
-        policy.provenance[name] = where;
-      } else if (key == "tools") {
-        const toml::table* tool = sub.as_table();
-        if (tool == nullptr) {
-          return Fail(Code::kInvalidInput,
-                      where + ": [tools." + std::string(sk.str()) + "] must be a table");
-        }
-        const std::string tool_name(sk.str());
-        for (auto&& [tk, tv] : *tool) {
-          std::string tkey = name + "." + std::string(tk.str());
-          std::string twhere = Where(source, tv);
-          if (tk.str() == "network") {
-            auto mode = ParseNetworkMode(tv.value<std::string>().value_or(""));
-            if (!tv.is_string() || !mode) {
-              return Fail(Code::kInvalidInput,
-                          twhere + ": " + tkey + " must be \"none\", \"loopback\" or \"allow\"");
-            }
-            if (tighten_only &&
-                NetworkStrictness(*mode) < NetworkStrictness(policy.NetworkFor(tool_name))) {
-              policy.notes.push_back(twhere + ": a project file cannot open the network for " +
-                                     tool_name);
-              continue;
-            }
-            policy.tools[tool_name].network = *mode;
-            policy.provenance[tkey] = twhere;
-            continue;
-          }
-          const LimitField* field = FindLimit(tk.str());
-          if (field == nullptr) return UnknownKey(source, tv, tkey);
-          auto v = tv.value<std::int64_t>();
-          if (!tv.is_integer() || !v || *v <= 0) {
-            return Fail(Code::kInvalidInput, twhere + ": " + tkey + " must be a positive integer");
-          }
-          if (tighten_only && *v > policy.LimitsFor(tool_name).*(field->member)) {
-            policy.notes.push_back(twhere + ": a project file cannot raise " + tkey);
-            continue;
-          }
-          policy.tools[tool_name].limits[std::string(tk.str())] = *v;
-          policy.provenance[tkey] = twhere;
-        }
-      } else if (key == "examples") {
-        // Examples are checked when the file loads: a policy that contradicts them is refused.
-        bool want_protected = sk.str() == "protected";
-        if (!want_protected && sk.str() != "writable") return UnknownKey(source, sub, name);
-        ASSIGN_OR_RETURN(auto paths, StringArray(sub, source, name));
-        for (const auto& p : paths) {
-          auto rel = NormalizeWorkspacePath("/", p);
-          if (!rel)
-            return Fail(Code::kInvalidInput, where + ": example " + p + ": " + rel.error().message);
-          if (IsProtectedPath(*rel) != want_protected) {
-            return Fail(Code::kInvalidInput, where + ": example fails: " + p + " should be " +
-                                                 (want_protected ? "protected" : "writable"));
-          }
-        }
+      const std::string name = key + "." + std::string(sk.str());
+      if (const ListKey* list = FindListKey(key, sk.str())) {
+        TRY(ApplyList(policy, *list, sub, source, tighten_only));
+      } else if (section->apply == nullptr) {
+        return UnknownKey(source, sub, name);
+      } else {
+        TRY(section->apply(policy,
+                           {sk.str(), sub, name, Where(source, sub), source, tighten_only}));
       }
     }
   }
@@ -422,8 +541,7 @@ PolicySources DefaultPolicySources(const std::string& shipped_dir, const std::st
 
 namespace {
 
-Status LoadFile(Policy& policy, const std::string& path, const std::string& layer,
-                bool tighten_only, bool must_exist) {
+Status LoadFile(Policy& policy, const std::string& path, PolicyLayer layer, bool must_exist) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (must_exist) return Fail(Code::kNotFound, "cannot read policy file " + path, errno, path);
@@ -433,7 +551,7 @@ Status LoadFile(Policy& policy, const std::string& path, const std::string& laye
   ss << in.rdbuf();
   std::string text = ss.str();
   policy.files.push_back({path, Sha256Hex(text), layer});
-  return ApplyPolicyText(policy, text, path, tighten_only);
+  return ApplyPolicyText(policy, text, path, layer == PolicyLayer::kProject);
 }
 
 }  // namespace
@@ -443,10 +561,13 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
   // Built-in defaults: everything a coding agent needs, nothing else.
   policy.scopes = {"fs:read", "fs:write", "process:run", "process:operate", "mcp:call"};
   policy.provenance["scopes.grant"] = "built-in default";
+  for (const auto& s : policy.scopes)
+    policy.entry_provenance["scopes.grant"][s] = "built-in default";
   for (const auto& f : kLimitFields)
     policy.provenance[std::string("limits.") + f.key] = "built-in default";
   policy.provenance["audit.fsync"] = "built-in default";
-  static const char* kLayers[] = {"shipped", "system", "user"};
+  static constexpr PolicyLayer kLayers[] = {PolicyLayer::kShipped, PolicyLayer::kSystem,
+                                            PolicyLayer::kUser};
   for (std::size_t i = 0; i < sources.dirs.size(); ++i) {
     const std::string& dir = sources.dirs[i];
     DIR* d = ::opendir(dir.c_str());
@@ -459,11 +580,12 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
     ::closedir(d);
     std::sort(names.begin(), names.end());
     for (const auto& n : names) {
-      TRY(LoadFile(policy, dir + "/" + n, i < 3 ? kLayers[i] : "user", false, true));
+      TRY(LoadFile(policy, dir + "/" + n, i < 3 ? kLayers[i] : PolicyLayer::kUser, true));
     }
   }
-  for (const auto& f : sources.extra_files) TRY(LoadFile(policy, f, "cli", false, true));
-  if (sources.project_file) TRY(LoadFile(policy, *sources.project_file, "project", true, false));
+  for (const auto& f : sources.extra_files) TRY(LoadFile(policy, f, PolicyLayer::kCli, true));
+  if (sources.project_file)
+    TRY(LoadFile(policy, *sources.project_file, PolicyLayer::kProject, false));
   return policy;
 }
 

@@ -1,16 +1,22 @@
-// The policy model: limits, scopes, redaction values and audit durability, with the file that
-// decided each value. Loaded from TOML layers; a project layer may only tighten.
+// The policy model: limits, scopes, redaction values and audit durability, with the file and
+// line that decided each value and each list entry. Loaded from TOML layers whose lists extend
+// the ones below ("!entry" removes); a project layer may only tighten.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <ostream>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "core/error.h"
+#include "core/fsync_mode.h"
 
 namespace cordon {
 
@@ -36,6 +42,11 @@ struct Limits {
 };
 
 enum class NetworkMode { kNone, kLoopback, kAllow };
+inline constexpr EnumName<NetworkMode> kNetworkModeNames[] = {
+    {NetworkMode::kNone, "none"},
+    {NetworkMode::kLoopback, "loopback"},
+    {NetworkMode::kAllow, "allow"},
+};
 std::string_view NetworkModeName(NetworkMode mode);
 Result<NetworkMode> ParseNetworkMode(std::string_view name);
 // Higher is stricter: none > loopback > allow.
@@ -54,10 +65,23 @@ struct ToolOverride {
   std::optional<NetworkMode> network;
 };
 
+// Where a policy file sits in the merge order; kProject is the tighten-only workspace file.
+enum class PolicyLayer { kShipped, kSystem, kUser, kCli, kProject };
+inline constexpr EnumName<PolicyLayer> kPolicyLayerNames[] = {
+    {PolicyLayer::kShipped, "shipped"}, {PolicyLayer::kSystem, "system"},
+    {PolicyLayer::kUser, "user"},       {PolicyLayer::kCli, "cli"},
+    {PolicyLayer::kProject, "project"},
+};
+// Records and `policy show` print a layer by its name.
+void to_json(nlohmann::json& j, PolicyLayer layer);
+inline std::ostream& operator<<(std::ostream& out, PolicyLayer layer) {
+  return out << Name(kPolicyLayerNames, layer);
+}
+
 struct PolicyFile {
   std::string path;
   std::string sha256;
-  std::string layer;  // shipped | system | user | cli | project
+  PolicyLayer layer = PolicyLayer::kShipped;
 };
 
 struct Policy {
@@ -65,7 +89,7 @@ struct Policy {
   std::set<std::string> scopes;
   std::vector<std::string> redact_values;
   std::vector<std::string> redact_env_names;
-  std::string audit_fsync = "per_call";
+  FsyncMode audit_fsync = FsyncMode::kPerCall;
   FilesystemPolicy filesystem;
   NetworkMode network = NetworkMode::kNone;
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
@@ -73,7 +97,11 @@ struct Policy {
   std::map<std::string, ToolOverride> tools;
   std::vector<PolicyFile> files;
   // key ("limits.timeout_secs") -> where its value came from ("policies.d/00-default.toml:4").
+  // For a list key, the last file that edited the list.
   std::map<std::string, std::string> provenance;
+  // list key ("filesystem.read") -> entry -> the file:line that added it (the first one, when
+  // several layers name it).
+  std::map<std::string, std::map<std::string, std::string>> entry_provenance;
   // Things the loader noticed but did not apply, e.g. a project file trying to raise a limit.
   std::vector<std::string> notes;
 
@@ -85,6 +113,31 @@ struct Policy {
   std::string CanonicalJson() const;
   std::string Sha256() const;
 };
+
+// Which way a list's entries point. A project layer may only tighten: it may remove from a
+// kGrants list (filesystem.read, scopes.grant) and add to a kDenies list (filesystem.deny).
+enum class ListPolarity { kGrants, kDenies };
+
+// One list key of a policy file. Every list key merges the same way (MergeList in policy.cc):
+// a layer's plain entries extend the list below, "!entry" removes one, "!!x" adds a literal
+// "!x"; the result keeps first-seen order without duplicates.
+struct ListKey {
+  std::string_view section;  // "filesystem"
+  std::string_view key;      // "read"
+  ListPolarity polarity;
+  // Before lists merged, a layer setting this key replaced the list below (a project layer
+  // narrowed kGrants lists to a subset). Such files get a note when their meaning changed.
+  bool replaced_before;
+  bool secret;  // entries are never shown (redact.values), only counted with their sources
+  std::vector<std::string> (*get)(const Policy&);
+  void (*set)(Policy&, std::vector<std::string>);
+  // Validates one entry (without its "!"): an empty string, or why it is refused.
+  std::string (*check)(const std::string& key_name, const std::string& entry);
+
+  std::string Name() const { return std::string(section) + "." + std::string(key); }
+};
+// All list keys, in the order `policy show` prints them.
+std::span<const ListKey> ListKeys();
 
 // Where policy layers come from, in merge order.
 struct PolicySources {

@@ -76,9 +76,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   const std::string session_id = NewSessionId();
   const std::string path =
       options.audit_log.empty() ? DefaultAuditLogPath(session_id) : options.audit_log;
-  ASSIGN_OR_RETURN(FsyncMode fsync, ParseFsyncMode(s->policy_.audit_fsync));
-  ASSIGN_OR_RETURN(AuditWriter writer,
-                   AuditWriter::Open(path, session_id, fsync, std::move(key), &s->redactor_));
+  ASSIGN_OR_RETURN(AuditWriter writer, AuditWriter::Open(path, session_id, s->policy_.audit_fsync,
+                                                         std::move(key), &s->redactor_));
   s->audit_.emplace(std::move(writer));
   Json files = Json::array();
   for (const auto& f : s->policy_.files) {

@@ -123,8 +123,10 @@ TEST_F(CliTest, CatalogInEachProviderFormat) {
   EXPECT_TRUE(o[0]["function"].contains("parameters"));
   Json a = Json::parse(Cordon({"tools", "--format", "anthropic", "--workspace", dir_ / "ws"}).out);
   EXPECT_TRUE(a[0].contains("input_schema"));
-  // A read-only policy shows only the read tool.
-  WriteFile(dir_ / "ws/.cordon/policy.toml", "[scopes]\ngrant = [\"fs:read\"]\n");
+  // A read-only policy shows only the read tool. Lists extend, so the project file removes.
+  WriteFile(dir_ / "ws/.cordon/policy.toml",
+            "[scopes]\ngrant = [\"!fs:write\", \"!process:run\", \"!process:operate\", "
+            "\"!mcp:call\"]\n");
   Json ro = Json::parse(Cordon({"tools", "--workspace", dir_ / "ws"}).out);
   ASSERT_EQ(ro["tools"].size(), 4u);
   for (const auto& t : ro["tools"]) EXPECT_NE(t["name"], "create_file");

@@ -1,9 +1,11 @@
-// Policy: layering, unknown keys with file:line, tighten-only project files, examples, and the
-// protected-path rule.
+// Policy: layering, list merging ("!entry", project layer), provenance per entry, the show
+// renderings, enum name tables, unknown keys with file:line, tighten-only project files,
+// examples, and the protected-path rule.
 #include "policy/policy.h"
 
 #include <gtest/gtest.h>
 
+#include "policy/policy_show.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -53,6 +55,16 @@ TEST(Policy, UnknownKeysAndBadTypesNameFileAndLine) {
       {"[limits\n", "x.toml:1"},
       {"[examples]\nprotected = [\"src/main.c\"]\n",
        "example fails: src/main.c should be protected"},
+      {"[audit]\nfsync = 1\n", "x.toml:2: audit.fsync must be a string"},
+      {"[network]\nmode = \"open\"\n",
+       "x.toml:2: network.mode must be one of \"none\", \"loopback\", \"allow\", not \"open\""},
+      {"[filesystem]\nwrite = \"/data\"\n", "x.toml:2: filesystem.write must be an array"},
+      {"[filesystem]\nwrite = [\n  \"/a\",\n  \"!\",\n]\n",
+       "x.toml:4: filesystem.write entry \"!\" names nothing"},
+      {"[filesystem]\nread = [\"!relative\"]\n",
+       "x.toml:2: filesystem.read entry \"relative\" must be absolute"},
+      {"[scopes]\ngrant = [\"!root:all\"]\n", "x.toml:2: unknown scope \"root:all\""},
+      {"[seccomp]\nallow = [\"ptrace\"]\n", "x.toml:2: unknown key \"seccomp.allow\""},
   };
   for (const auto& c : cases) {
     Policy p;
@@ -68,7 +80,8 @@ TEST(Policy, ProjectFileCanOnlyTighten) {
   TempDir d;
   WriteFile(d / "pol/00.toml",
             "[limits]\ntimeout_secs = 30\nmax_output_bytes = 1000\n"
-            "[scopes]\ngrant = [\"fs:read\"]\n[audit]\nfsync = \"per_call\"\n");
+            "[scopes]\ngrant = [\"!fs:write\", \"!process:run\", \"!process:operate\", "
+            "\"!mcp:call\"]\n[audit]\nfsync = \"per_call\"\n");
   WriteFile(d / "ws/.cordon/policy.toml",
             "[limits]\ntimeout_secs = 3600\nmax_output_bytes = 10\n"
             "[scopes]\ngrant = [\"fs:read\", \"fs:write\", \"process:run\"]\n"
@@ -81,7 +94,7 @@ TEST(Policy, ProjectFileCanOnlyTighten) {
   EXPECT_EQ(p->limits.timeout_secs, 30);                   // raise refused
   EXPECT_EQ(p->limits.max_output_bytes, 10);               // lowering accepted
   EXPECT_EQ(p->scopes, std::set<std::string>{"fs:read"});  // grant refused
-  EXPECT_EQ(p->audit_fsync, "per_call");                   // weakening refused
+  EXPECT_EQ(p->audit_fsync, FsyncMode::kPerCall);          // weakening refused
   EXPECT_EQ(p->redact_values.size(), 1u);                  // more redaction accepted
   EXPECT_GE(p->notes.size(), 4u);
   EXPECT_NE(p->provenance["limits.max_output_bytes"].find(".cordon/policy.toml:3"),
@@ -91,13 +104,316 @@ TEST(Policy, ProjectFileCanOnlyTighten) {
 TEST(Policy, ProjectFileCanDropScopes) {
   TempDir d;
   WriteFile(d / "pol/00.toml", "[scopes]\ngrant = [\"fs:read\", \"fs:write\"]\n");
-  WriteFile(d / "proj.toml", "[scopes]\ngrant = [\"fs:read\"]\n");
+  WriteFile(d / "proj.toml", "[scopes]\ngrant = [\"!fs:write\"]\n");
   PolicySources s;
   s.dirs = {d / "pol"};
   s.project_file = d / "proj.toml";
   auto p = LoadPolicy(s);
   ASSERT_TRUE(p);
   EXPECT_FALSE(p->Grants("fs:write"));
+}
+
+// One layer of a merge test: its TOML and whether it is the tighten-only project layer.
+struct Layer {
+  std::string text;
+  bool project = false;
+};
+
+struct MergeCase {
+  std::string what;
+  std::vector<Layer> layers;
+  std::string key;  // "filesystem.write"
+  std::vector<std::string> want;
+  std::vector<std::string> note_needles;  // one per expected note, in order
+};
+
+std::vector<std::string> ListOf(const Policy& p, const std::string& name) {
+  for (const ListKey& k : ListKeys()) {
+    if (k.Name() == name) return k.get(p);
+  }
+  ADD_FAILURE() << "no list key " << name;
+  return {};
+}
+
+TEST(PolicyLists, MergeTable) {
+  const std::string ws = "[filesystem]\nwrite = [\"${WORKSPACE}\"]\n";
+  const std::string sc = "[seccomp]\ndeny = [\"a\", \"b\", \"c\"]\n";
+  const MergeCase cases[] = {
+      {"a later layer extends and is told what the old rule would have dropped",
+       {{ws}, {"[filesystem]\nwrite = [\"/data\"]\n"}},
+       "filesystem.write",
+       {"${WORKSPACE}", "/data"},
+       {"l1.toml:2: filesystem.write now extends the layers below instead of replacing them, so "
+        "it keeps \"${WORKSPACE}\"; to drop it as before, add \"!${WORKSPACE}\""}},
+      {"\"!entry\" removes, and a file using it gets no note",
+       {{ws}, {"[filesystem]\nwrite = [\"!${WORKSPACE}\", \"/data\"]\n"}},
+       "filesystem.write",
+       {"/data"},
+       {}},
+      {"repeating the entries below is the old meaning too: deduplicated, no note",
+       {{ws}, {"[filesystem]\nwrite = [\"/data\", \"${WORKSPACE}\", \"/data\"]\n"}},
+       "filesystem.write",
+       {"${WORKSPACE}", "/data"},
+       {}},
+      {"removing what is not there is a note, not an error",
+       {{ws}, {"[filesystem]\nwrite = [\"!/nope\"]\n"}},
+       "filesystem.write",
+       {"${WORKSPACE}"},
+       {"l1.toml:2: \"!/nope\" in filesystem.write removes nothing: no such entry below"}},
+      {"remove then add moves an entry to the end; order otherwise stable",
+       {{sc}, {"[seccomp]\ndeny = [\"!a\", \"a\", \"d\"]\n"}},
+       "seccomp.deny",
+       {"b", "c", "a", "d"},
+       {}},
+      {"!! adds a literal leading !",
+       {{"[redact]\nenv_names = [\"!!BANG\"]\n"}},
+       "redact.env_names",
+       {"!BANG"},
+       {}},
+      {"a project may remove from a grants list",
+       {{"[filesystem]\nread = [\"/usr\", \"/opt\"]\n"},
+        {"[filesystem]\nread = [\"!/opt\"]\n", true}},
+       "filesystem.read",
+       {"/usr"},
+       {}},
+      {"a project may not add to a grants list; the old subset meaning is noted",
+       {{"[filesystem]\nread = [\"/usr\"]\n"}, {"[filesystem]\nread = [\"/srv\"]\n", true}},
+       "filesystem.read",
+       {"/usr"},
+       {"l1.toml:2: filesystem.read now extends", "l1.toml:2: a project file cannot add \"/srv\""}},
+      {"a project may add to a denies list, silently",
+       {{"[filesystem]\ndeny = [\"/etc/shadow\"]\n"},
+        {"[filesystem]\ndeny = [\"~/.secret\"]\n", true}},
+       "filesystem.deny",
+       {"/etc/shadow", "~/.secret"},
+       {}},
+      {"a project may not remove from a denies list",
+       {{"[filesystem]\ndeny = [\"/etc/shadow\"]\n"},
+        {"[filesystem]\ndeny = [\"!/etc/shadow\"]\n", true}},
+       "filesystem.deny",
+       {"/etc/shadow"},
+       {"l1.toml:2: a project file cannot remove \"/etc/shadow\" from filesystem.deny"}},
+      {"seccomp.deny: a project always added, so its meaning did not change",
+       {{sc}, {"[seccomp]\ndeny = [\"d\"]\n", true}},
+       "seccomp.deny",
+       {"a", "b", "c", "d"},
+       {}},
+      {"seccomp.deny: another layer used to replace it",
+       {{sc}, {"[seccomp]\ndeny = [\"d\"]\n"}},
+       "seccomp.deny",
+       {"a", "b", "c", "d"},
+       {"keeps \"a\", \"b\", \"c\"; to drop them as before, add \"!a\", \"!b\", \"!c\""}},
+      {"deny and redact lists always added, so no meaning note",
+       {{"[redact]\nenv_names = [\"A\"]\n"}, {"[redact]\nenv_names = [\"B\"]\n"}},
+       "redact.env_names",
+       {"A", "B"},
+       {}},
+      {"scopes: extend and remove, effective order sorted",
+       {{"[scopes]\ngrant = [\"process:run\", \"fs:read\"]\n"},
+        {"[scopes]\ngrant = [\"!process:run\", \"diagnostics:read\"]\n"}},
+       "scopes.grant",
+       {"diagnostics:read", "fs:read"},
+       {}},
+      {"scopes: a project cannot grant",
+       {{"[scopes]\ngrant = [\"fs:read\"]\n"},
+        {"[scopes]\ngrant = [\"fs:read\", \"fs:write\"]\n", true}},
+       "scopes.grant",
+       {"fs:read"},
+       {"l1.toml:2: a project file cannot add \"fs:write\" to scopes.grant"}},
+      {"secret values never appear in notes",
+       {{"[redact]\nvalues = [\"hunter2\"]\n"}, {"[redact]\nvalues = [\"!hunter3\"]\n"}},
+       "redact.values",
+       {"hunter2"},
+       {"l1.toml:2: a \"!\" entry in redact.values removes nothing"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    Policy p;
+    for (std::size_t i = 0; i < c.layers.size(); ++i) {
+      auto st = ApplyPolicyText(p, c.layers[i].text, "l" + std::to_string(i) + ".toml",
+                                c.layers[i].project);
+      ASSERT_TRUE(st) << st.error().message;
+    }
+    EXPECT_EQ(ListOf(p, c.key), c.want);
+    ASSERT_EQ(p.notes.size(), c.note_needles.size()) << ::testing::PrintToString(p.notes);
+    for (std::size_t i = 0; i < c.note_needles.size(); ++i) {
+      EXPECT_NE(p.notes[i].find(c.note_needles[i]), std::string::npos) << p.notes[i];
+      EXPECT_EQ(p.notes[i].find("hunter"), std::string::npos) << p.notes[i];
+    }
+  }
+}
+
+TEST(PolicyLists, TheExampleInDocsPolicyMd) {
+  Policy p;
+  ASSERT_TRUE(ApplyPolicyText(p, "[filesystem]\nwrite = [\"${WORKSPACE}\"]\n", "00.toml", false));
+  ASSERT_TRUE(ApplyPolicyText(p, "[filesystem]\nwrite = [\"~/.cache/pip\", \"!${WORKSPACE}\"]\n",
+                              "50.toml", false));
+  EXPECT_EQ(p.filesystem.write, std::vector<std::string>{"~/.cache/pip"});
+  ASSERT_TRUE(ApplyPolicyText(p,
+                              "[filesystem]\nwrite = [\"!~/.cache/pip\"]\n"
+                              "deny = [\"${WORKSPACE}/secrets\"]\n",
+                              "project.toml", true));
+  EXPECT_TRUE(p.filesystem.write.empty());
+  EXPECT_EQ(p.filesystem.deny, std::vector<std::string>{"${WORKSPACE}/secrets"});
+  EXPECT_TRUE(p.notes.empty()) << ::testing::PrintToString(p.notes);
+  // Without the "!" the user file keeps the workspace writable, and says what changed.
+  Policy q;
+  ASSERT_TRUE(ApplyPolicyText(q, "[filesystem]\nwrite = [\"${WORKSPACE}\"]\n", "00.toml", false));
+  ASSERT_TRUE(ApplyPolicyText(q, "[filesystem]\nwrite = [\"~/.cache/pip\"]\n", "50.toml", false));
+  EXPECT_EQ(q.filesystem.write, (std::vector<std::string>{"${WORKSPACE}", "~/.cache/pip"}));
+  ASSERT_EQ(q.notes.size(), 1u);
+}
+
+TEST(PolicyLists, EveryListKeyIsReachableFromAFile) {
+  // A list key born later gets the merge rule by being in ListKeys(); this checks the table.
+  for (const ListKey& k : ListKeys()) {
+    SCOPED_TRACE(k.Name());
+    const std::string entry = k.Name() == "scopes.grant"  ? "fs:read"
+                              : k.section == "filesystem" ? "/x"
+                                                          : "x";
+    Policy p;
+    const std::string text =
+        "[" + std::string(k.section) + "]\n" + std::string(k.key) + " = [\"" + entry + "\"]\n";
+    ASSERT_TRUE(ApplyPolicyText(p, text, "a.toml", false));
+    EXPECT_EQ(k.get(p), std::vector<std::string>{entry});
+    EXPECT_EQ(p.entry_provenance[k.Name()][entry], "a.toml:2");
+    ASSERT_TRUE(ApplyPolicyText(
+        p, "[" + std::string(k.section) + "]\n" + std::string(k.key) + " = [\"!" + entry + "\"]\n",
+        "b.toml", false));
+    EXPECT_TRUE(k.get(p).empty());
+    EXPECT_EQ(p.entry_provenance[k.Name()].count(entry), 0u);
+  }
+}
+
+TEST(PolicyShow, EachEntryAndValueKeepsItsFileAndLine) {
+  TempDir d;
+  WriteFile(d / "pol/10-a.toml",
+            "[filesystem]\n"
+            "read = [\n"
+            "  \"/usr\",\n"
+            "  \"/opt\",\n"
+            "]\n"
+            "[audit]\n"
+            "fsync = \"always\"\n"
+            "[redact]\n"
+            "values = [\"sekrit-value-1\"]\n");
+  WriteFile(d / "pol/20-b.toml",
+            "[filesystem]\nread = [\"/srv\", \"!/opt\"]\n[tools.exec]\ntimeout_secs = 99\n");
+  PolicySources s;
+  s.dirs = {d / "pol"};
+  auto p = LoadPolicy(s);
+  ASSERT_TRUE(p) << p.error().message;
+  const std::string a = d / "pol/10-a.toml";
+  const std::string b = d / "pol/20-b.toml";
+  EXPECT_EQ(p->filesystem.read, (std::vector<std::string>{"/usr", "/srv"}));
+  EXPECT_EQ(p->entry_provenance["filesystem.read"]["/usr"], a + ":3");
+  EXPECT_EQ(p->entry_provenance["filesystem.read"]["/srv"], b + ":2");
+  EXPECT_EQ(p->provenance["filesystem.read"], b + ":2");
+  EXPECT_EQ(p->provenance["audit.fsync"], a + ":7");
+  EXPECT_TRUE(p->notes.empty()) << ::testing::PrintToString(p->notes);
+
+  Json j = PolicyShowJson(*p);
+  EXPECT_EQ(j["sha256"], p->Sha256());
+  EXPECT_EQ(j["effective"], Json::parse(p->CanonicalJson()));
+  EXPECT_EQ(j["decided_by"]["audit.fsync"], a + ":7");
+  EXPECT_EQ(j["entries"]["filesystem.read"],
+            Json::parse(R"([{"value":"/usr","from":")" + a + R"(:3"},{"value":"/srv","from":")" +
+                        b + R"(:2"}])"));
+  EXPECT_EQ(j["entries"]["scopes.grant"][0],
+            (Json{{"value", "fs:read"}, {"from", "built-in default"}}));
+  EXPECT_EQ(j["entries"]["redact.values"], Json::parse(R"([{"from":")" + a + R"(:9"}])"));
+  EXPECT_EQ(j["files"][1],
+            (Json{{"path", b}, {"sha256", p->files[1].sha256}, {"layer", "shipped"}}));
+  for (const ListKey& k : ListKeys()) EXPECT_TRUE(j["entries"].contains(k.Name())) << k.Name();
+  EXPECT_EQ(j.dump().find("sekrit"), std::string::npos);
+
+  const std::string text = PolicyShowText(*p);
+  for (const std::string& line : std::vector<std::string>{
+           {"# effective policy (sha256 " + p->Sha256() + ")",
+            "audit.fsync = \"always\"    # " + a + ":7",
+            "limits.timeout_secs = 30    # built-in default",
+            "tools.exec.timeout_secs = 99    # " + b + ":4",
+            "filesystem.read = [    # last set by " + b + ":2", "  \"/usr\",    # " + a + ":3",
+            "  \"/srv\",    # " + b + ":2", "  (value not shown),    # " + a + ":9",
+            "shipped  " + a + "  sha256:" + p->files[0].sha256}}) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("/opt"), std::string::npos);
+  EXPECT_EQ(text.find("sekrit"), std::string::npos);
+}
+
+TEST(Policy, ShippedDefaultKeepsItsMeaning) {
+  PolicySources s;
+  s.dirs = {testing::ShippedPolicyDir()};
+  auto p = LoadPolicy(s);
+  ASSERT_TRUE(p) << p.error().message;
+  // It restates the built-in scopes, so the new merge rule changes nothing and says nothing.
+  EXPECT_TRUE(p->notes.empty()) << ::testing::PrintToString(p->notes);
+  EXPECT_EQ(p->filesystem.write, std::vector<std::string>{"${WORKSPACE}"});
+  EXPECT_EQ(p->filesystem.read.front(), "/usr");
+  EXPECT_EQ(p->filesystem.deny.size(), 16u);
+  EXPECT_EQ(p->seccomp_deny.front(), "ptrace");
+  EXPECT_EQ(p->audit_fsync, FsyncMode::kPerCall);
+  // The sha256 that cordon recorded before lists merged: same text, same effective policy.
+  EXPECT_EQ(p->Sha256(), "f0046de9de34dfb524fc0d7290a79f115bfb9a2b31433722e28f13b1dc2e9482");
+}
+
+template <typename E, std::size_t N>
+void ExpectRoundTrip(const EnumName<E> (&table)[N], int count, std::string_view what) {
+  ASSERT_EQ(static_cast<int>(N), count) << what << ": every enumerator has a name";
+  for (int i = 0; i < count; ++i) {
+    const E e = static_cast<E>(i);
+    auto back = ParseName(table, Name(table, e), what);
+    ASSERT_TRUE(back) << what;
+    EXPECT_EQ(*back, e) << what;
+  }
+  auto bad = ParseName(table, "bogus", what);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, Code::kInvalidInput);
+  EXPECT_NE(bad.error().message.find(std::string(what) + " must be one of \""), std::string::npos);
+}
+
+TEST(PolicyEnums, NameTablesRoundTrip) {
+  ExpectRoundTrip(kFsyncModeNames, 3, "audit.fsync");
+  ExpectRoundTrip(kNetworkModeNames, 3, "network mode");
+  ExpectRoundTrip(kPolicyLayerNames, 5, "policy layer");
+  EXPECT_EQ(NetworkModeName(NetworkMode::kLoopback), "loopback");
+  EXPECT_EQ(*ParseNetworkMode("allow"), NetworkMode::kAllow);
+  EXPECT_EQ(Json(PolicyLayer::kProject), "project");
+  EXPECT_TRUE(AtLeastAsStrict(FsyncMode::kAlways, FsyncMode::kPerCall));
+  EXPECT_FALSE(AtLeastAsStrict(FsyncMode::kNever, FsyncMode::kPerCall));
+}
+
+TEST(PolicyEnums, FsyncAndLayersFromFiles) {
+  struct Case {
+    std::string base, project;
+    FsyncMode want;
+    std::size_t notes;
+  };
+  const Case cases[] = {
+      {"per_call", "always", FsyncMode::kAlways, 0},
+      {"per_call", "never", FsyncMode::kPerCall, 1},
+      {"never", "per_call", FsyncMode::kPerCall, 0},
+      {"always", "per_call", FsyncMode::kAlways, 1},
+  };
+  for (const auto& c : cases) {
+    TempDir d;
+    WriteFile(d / "pol/00.toml", "[audit]\nfsync = \"" + c.base + "\"\n");
+    WriteFile(d / "cli.toml", "[limits]\npids = 10\n");
+    WriteFile(d / "proj.toml", "[audit]\nfsync = \"" + c.project + "\"\n");
+    PolicySources s;
+    s.dirs = {d / "pol"};
+    s.extra_files = {d / "cli.toml"};
+    s.project_file = d / "proj.toml";
+    auto p = LoadPolicy(s);
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_EQ(p->audit_fsync, c.want) << c.base << " then " << c.project;
+    EXPECT_EQ(p->notes.size(), c.notes) << c.base << " then " << c.project;
+    ASSERT_EQ(p->files.size(), 3u);
+    EXPECT_EQ(p->files[0].layer, PolicyLayer::kShipped);
+    EXPECT_EQ(p->files[1].layer, PolicyLayer::kCli);
+    EXPECT_EQ(p->files[2].layer, PolicyLayer::kProject);
+  }
 }
 
 TEST(ProtectedPaths, Table) {
