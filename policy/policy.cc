@@ -177,7 +177,27 @@ Status ApplyList(Policy& policy, const ListKey& key, const toml::node& node,
     edits.push_back(std::move(e));
   }
   const std::string where = Where(source, node);
-  NoteChangedMeaning(policy, key, edits, tighten_only, where);
+  const bool plain =
+      std::none_of(edits.begin(), edits.end(), [](const ListEdit& e) { return e.remove; });
+  if (tighten_only && key.polarity == ListPolarity::kGrants && plain) {
+    // A project file may only narrow a grants list, so a plain list there can mean one thing:
+    // "only these" (the old rule). Reading it as an extension would silently keep what the
+    // repository meant to drop.
+    std::string dropped;
+    for (const std::string& below : key.get(policy)) {
+      if (std::none_of(edits.begin(), edits.end(),
+                       [&](const ListEdit& e) { return e.value == below; })) {
+        edits.push_back({below, true, where});
+        if (!key.secret) dropped += (dropped.empty() ? "\"" : ", \"") + below + "\"";
+      }
+    }
+    if (!dropped.empty()) {
+      policy.notes.push_back(where + ": a project file's plain " + name +
+                             " list narrows it to the entries it names; dropped " + dropped);
+    }
+  } else {
+    NoteChangedMeaning(policy, key, edits, tighten_only, where);
+  }
   MergeList(policy, key, edits, tighten_only);
   policy.provenance[name] = where;
   return {};
