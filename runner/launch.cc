@@ -1,5 +1,5 @@
-// Launching and supervising one confined process. The plan is pure (BuildLaunchPlan); Start and
-// Run do the syscalls: memfd spec, pipes, fork, cgroup join, execve(bwrap), pidfd poll loop.
+// Launching and supervising one confined process: host facts (the only host reads before the
+// plan), the pure plan, and Start/Run (memfd spec, pipes, fork, cgroup join, execve, pidfd loop).
 #include "runner/launch.h"
 
 #include <dirent.h>

@@ -1,6 +1,7 @@
-// Launch: builds the confinement plan for one process (bwrap argv, Landlock, seccomp, rlimits,
-// environment) and supervises it with a pidfd: output caps, timeout, termination of the whole
-// sandbox, and the real exit status reported by the shim.
+// Launch, in three steps (docs/adr/0002-launch-plan.md): GatherHostFacts reads the host and
+// acquires what can fail, BuildLaunchPlan turns policy + facts + request into a frozen plan
+// with no system call, and ConfinedProcess::Start executes it; Run then supervises it with a
+// pidfd: output caps, timeout, termination of the whole sandbox, the shim's real exit status.
 #pragma once
 
 #include <atomic>

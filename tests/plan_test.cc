@@ -1,6 +1,7 @@
 // Confinement plans as data, compared without a kernel: seccomp rules, Landlock per ABI,
 // rlimits, the bwrap argv, the protected-path scan and the pure plan from hand-made facts; and
 // one comparison of `cordon exec --plan` with what bwrap and the shim actually received.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -484,6 +485,63 @@ TEST(PlanMatchesRun, BwrapArgvEnvironmentAndShimSpecAreWhatThePlanSays) {
   EXPECT_EQ(plan["spec_sha256"], Sha256Hex(plan["contain"].dump()));
   EXPECT_EQ(MaskRandomNames(process["confinement"].dump()),
             MaskRandomNames(plan["confinement"].dump()));
+}
+
+std::vector<int> OpenFds() {
+  std::vector<int> fds;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    fds.push_back(std::atoi(e.path().filename().c_str()));
+  }
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+TEST(StartFds, RunningOutOfDescriptorsMidwayLeaksNone) {
+  PolicySources sources;
+  sources.dirs = {testing::ShippedPolicyDir()};
+  auto policy = LoadPolicy(sources);
+  ASSERT_TRUE(policy);
+  auto host = PrepareSandboxHost(*policy, "");
+  if (!host) GTEST_SKIP() << "SKIPPED: " << host.error().message;
+  testing::TempDir ws;
+  ProcessRequest req;
+  req.argv = {"true"};
+  LaunchResources acquired;
+  auto facts = GatherHostFacts(*host, *policy, ws.path(), req, environ, &acquired);
+  ASSERT_TRUE(facts) << facts.error().message;
+  auto plan = BuildLaunchPlan(*policy, *facts, req);
+  ASSERT_TRUE(plan) << plan.error().message;
+  // Fill the holes in the fd table, so that RLIMIT_NOFILE decides exactly how many more opens
+  // succeed; then let Start run out at every step in turn (stub lock, memfd, each pipe).
+  std::vector<UniqueFd> fill;
+  const std::vector<int> before_fill = OpenFds();
+  while (true) {
+    UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    const int n = fd.get();
+    fill.push_back(std::move(fd));
+    if (n > before_fill.back()) break;
+  }
+  const int next = fill.back().get() + 1;
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  int failures = 0;
+  for (int extra = 0; extra < 16; ++extra) {
+    const std::vector<int> before = OpenFds();
+    struct rlimit low = old;
+    low.rlim_cur = static_cast<rlim_t>(next + extra);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    auto proc = ConfinedProcess::Start(*plan, LaunchResources{}, req);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+    if (proc) {
+      (*proc)->Run(nullptr);
+      break;
+    }
+    ++failures;
+    EXPECT_EQ(OpenFds(), before) << "a failed Start at limit +" << extra << " ("
+                                 << proc.error().message << ") left descriptors open";
+  }
+  EXPECT_GE(failures, 5) << "the limit did not make the pipes fail";
 }
 
 }  // namespace
