@@ -544,5 +544,34 @@ TEST(StartFds, RunningOutOfDescriptorsMidwayLeaksNone) {
   EXPECT_GE(failures, 5) << "the limit did not make the pipes fail";
 }
 
+template <typename E, std::size_t N>
+void ExpectTableCovers(const EnumName<E> (&table)[N], std::initializer_list<E> all,
+                       const char* what) {
+  EXPECT_EQ(N, all.size()) << what;
+  for (E v : all) {
+    const std::string_view name = Name(table, v);
+    EXPECT_NE(name, "?") << what;
+    auto back = ParseName(table, name, what);
+    ASSERT_TRUE(back) << what;
+    EXPECT_EQ(*back, v) << what;
+  }
+  EXPECT_EQ(ParseName(table, "nonsense", what).error().code, Code::kInvalidInput);
+}
+
+TEST(EnumTables, StatusKindAndCgroupModeNameEveryValue) {
+  ExpectTableCovers(kProcessStatusNames,
+                    {ProcessStatus::kRunning, ProcessStatus::kExited, ProcessStatus::kSignaled,
+                     ProcessStatus::kTimeout, ProcessStatus::kCancelled, ProcessStatus::kFailed},
+                    "process status");
+  ExpectTableCovers(kProcessKindNames,
+                    {ProcessKind::kForeground, ProcessKind::kBackground, ProcessKind::kMcpServer},
+                    "process kind");
+  ExpectTableCovers(kCgroupModeNames, {CgroupMode::kNone, CgroupMode::kV1, CgroupMode::kV2},
+                    "cgroup mode");
+  // The names the records have always used.
+  EXPECT_EQ(StatusName(ProcessStatus::kTimeout), "timeout");
+  EXPECT_EQ(Name(kProcessKindNames, ProcessKind::kMcpServer), "mcp_server");
+}
+
 }  // namespace
 }  // namespace cordon
