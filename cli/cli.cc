@@ -206,7 +206,7 @@ int CmdExec(int argc, char** argv, char** envp) {
   ProcessRequest req;
   req.argv = a->after_dashdash;
   req.tool = "exec";
-  req.kind = "foreground";
+  req.kind = ProcessKind::kForeground;
   req.inherit_stdio = true;
   if (a->has("--network")) {
     auto mode = ParseNetworkMode(a->get("--network"));
@@ -236,12 +236,7 @@ int CmdExec(int argc, char** argv, char** envp) {
       std::fprintf(stderr, "cordon: %s\n", plan.error().ToString().c_str());
       return 125;
     }
-    Json out = {
-        {"bwrap", plan->layout.bwrap.empty() ? Json(nullptr) : Json(BuildBwrapArgv(plan->layout))},
-        {"contain", ContainSpecJson(plan->contain)},
-        {"confinement", plan->confinement},
-        {"stubs", plan->created_stubs}};
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", PlanJson(*plan).dump(2).c_str());
     return 0;
   }
   auto proc = (*session)->processes().RunForeground(req, nullptr);
@@ -255,7 +250,7 @@ int CmdExec(int argc, char** argv, char** envp) {
                  o.error->message.c_str());
     return o.error->code == Code::kNotFound ? 127 : 125;
   }
-  if (o.status == "timeout") {
+  if (o.status == ProcessStatus::kTimeout) {
     std::fprintf(stderr, "cordon: timed out; the sandbox was terminated\n");
     return 124;
   }

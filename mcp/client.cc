@@ -40,7 +40,7 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
   req.argv.insert(req.argv.end(), config.args.begin(), config.args.end());
   req.cwd = session.workspace().root();
   req.tool = "mcp__" + config.name;
-  req.kind = "mcp_server";
+  req.kind = ProcessKind::kMcpServer;
   req.pipe_stdin = true;
   req.no_timeout = true;
   req.network = config.network;

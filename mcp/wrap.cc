@@ -41,7 +41,7 @@ struct PendingCall {
 }  // namespace
 
 int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out) {
-  req.kind = "mcp_server";
+  req.kind = ProcessKind::kMcpServer;
   req.tool = "wrap";
   req.pipe_stdin = true;
   req.no_timeout = true;

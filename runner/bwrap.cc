@@ -15,6 +15,7 @@
 #include <set>
 
 #include "core/redact.h"
+#include "core/unique_fd.h"
 
 namespace cordon {
 
@@ -168,15 +169,16 @@ Result<ProtectedScan> ScanProtectedPaths(const std::string& ws, std::size_t max_
                                                             int depth) -> Status {
     if (depth > max_depth || scan.truncated) return {};
     std::string dir = rel.empty() ? ws : ws + "/" + rel;
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return {};
     std::vector<std::pair<std::string, unsigned char>> entries;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      entries.emplace_back(n, e->d_type);
+    {
+      UniqueDir d = UniqueDir::Open(dir.c_str());
+      if (!d.valid()) return {};
+      while (dirent* e = d.Next()) {
+        std::string n = e->d_name;
+        if (n == "." || n == "..") continue;
+        entries.emplace_back(n, e->d_type);
+      }
     }
-    ::closedir(d);
     for (const auto& [n, type] : entries) {
       if (++scan.scanned > max_entries) {
         scan.truncated = true;

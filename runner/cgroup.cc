@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/fs.h"
+#include "core/unique_fd.h"
 
 namespace cordon {
 namespace {
@@ -39,13 +40,12 @@ bool WriteSmall(const std::string& path, const std::string& value) {
 // `cordon-PID-N` whose PID no longer exists. rmdir fails on a cgroup that still has processes,
 // so a live job is never touched, whoever owns it.
 void SweepStale(const std::string& parent) {
-  DIR* d = ::opendir(parent.c_str());
-  if (d == nullptr) return;
-  while (dirent* e = ::readdir(d)) {
+  UniqueDir d = UniqueDir::Open(parent.c_str());
+  if (!d.valid()) return;
+  while (dirent* e = d.Next()) {
     // rmdir refuses a cgroup that still has processes; "cordon-supervisor" holds no pid.
     if (NamesDeadProcess(e->d_name, "cordon-")) ::rmdir((parent + "/" + e->d_name).c_str());
   }
-  ::closedir(d);
 }
 
 // controller ("memory", "pids", or "" for v2) -> mount point. Read once: mountinfo is long, and
@@ -118,7 +118,7 @@ CgroupSupport ProbeCgroups() {
     std::string ctrls = ReadSmall(own + "/cgroup.controllers");
     if (HasWord(ctrls, "pids") && HasWord(ctrls, "memory") && ::access(own.c_str(), W_OK) == 0 &&
         ::access((own + "/cgroup.subtree_control").c_str(), W_OK) == 0) {
-      s.mode = "v2";
+      s.mode = CgroupMode::kV2;
       s.reason = "cgroup v2 delegated at " + own;
       return s;
     }
@@ -130,13 +130,13 @@ CgroupSupport ProbeCgroups() {
     std::string m = mem->second.first + mem->second.second,
                 p = pids->second.first + pids->second.second;
     if (::access(m.c_str(), W_OK) == 0 && ::access(p.c_str(), W_OK) == 0) {
-      s.mode = "v1";
+      s.mode = CgroupMode::kV1;
       s.reason = "cgroup v1 memory and pids hierarchies are writable";
       return s;
     }
     s.reason += (s.reason.empty() ? "" : "; ") + std::string("cgroup v1 memory/pids not writable");
   }
-  s.mode = "none";
+  s.mode = CgroupMode::kNone;
   s.remedy =
       "run cordon in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes cordon "
       "...`; "
@@ -146,7 +146,7 @@ CgroupSupport ProbeCgroups() {
 
 Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support,
                                                    const Limits& limits) {
-  if (support.mode == "none") return std::optional<CgroupJob>();
+  if (support.mode == CgroupMode::kNone) return std::optional<CgroupJob>();
   auto h = Hierarchies();
   CgroupJob job;
   job.mode_ = support.mode;
@@ -154,7 +154,7 @@ Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support,
       "cordon-" + std::to_string(::getpid()) + "-" + std::to_string(++g_counter);
   static std::once_flag swept;
   std::call_once(swept, [&] {
-    if (support.mode == "v2") {
+    if (support.mode == CgroupMode::kV2) {
       std::string own = h[""].first + h[""].second;
       const std::string leaf = "/cordon-supervisor";
       if (own.ends_with(leaf)) own.resize(own.size() - leaf.size());
@@ -171,7 +171,7 @@ Result<std::optional<CgroupJob>> CgroupJob::Create(const CgroupSupport& support,
     job.dirs_.push_back(dir);
     return {};
   };
-  if (support.mode == "v2") {
+  if (support.mode == CgroupMode::kV2) {
     std::string own = h[""].first + h[""].second;
     const std::string leaf = "/cordon-supervisor";
     if (own.size() > leaf.size() && own.compare(own.size() - leaf.size(), leaf.size(), leaf) == 0) {
@@ -222,7 +222,7 @@ CgroupJob::~CgroupJob() {
 }
 
 Json CgroupJob::Stats() const {
-  Json s = {{"mode", mode_}};
+  Json s = {{"mode", std::string(Name(kCgroupModeNames, mode_))}};
   for (const auto& d : dirs_) {
     for (const char* f :
          {"memory.peak", "memory.max_usage_in_bytes", "pids.events", "memory.events"}) {

@@ -7,15 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "policy/policy.h"
 
 namespace cordon {
 
+enum class CgroupMode { kNone, kV1, kV2 };
+inline constexpr EnumName<CgroupMode> kCgroupModeNames[] = {
+    {CgroupMode::kNone, "none"}, {CgroupMode::kV1, "v1"}, {CgroupMode::kV2, "v2"}};
+
 struct CgroupSupport {
-  std::string mode = "none";  // "v2", "v1" or "none"
-  std::string reason;         // why, for doctor and session records
+  CgroupMode mode = CgroupMode::kNone;
+  std::string reason;  // why, for doctor and session records
   std::string remedy;
 };
 
@@ -35,11 +40,11 @@ class CgroupJob {
   const std::vector<std::string>& procs_files() const { return procs_files_; }
   // Peak memory and pids events, as far as the controller reports them.
   Json Stats() const;
-  const std::string& mode() const { return mode_; }
+  CgroupMode mode() const { return mode_; }
 
  private:
   CgroupJob() = default;
-  std::string mode_;
+  CgroupMode mode_ = CgroupMode::kNone;
   std::vector<std::string> dirs_;
   std::vector<std::string> procs_files_;
 };

@@ -101,7 +101,8 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
       seccomp ? "available (" + mode + ")" : "prctl(PR_GET_SECCOMP) failed",
       "boot a kernel with CONFIG_SECCOMP_FILTER=y");
   CgroupSupport cg = ProbeCgroups();
-  add("cgroup", cg.mode != "none", false, cg.mode + ": " + cg.reason, cg.remedy);
+  add("cgroup", cg.mode != CgroupMode::kNone, false,
+      std::string(Name(kCgroupModeNames, cg.mode)) + ": " + cg.reason, cg.remedy);
   const std::string rg = FindOnPath("rg");
   add("ripgrep", !rg.empty(), false,
       rg.empty() ? "rg not on PATH"
@@ -130,16 +131,19 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
       bool pass = false;
       std::string detail;
       if (host) {
-        auto plan = BuildLaunchPlan(*host, policy, tmpl, req, environ);
+        LaunchResources resources;
+        auto facts = GatherHostFacts(*host, policy, tmpl, req, environ, &resources);
+        auto plan = facts ? BuildLaunchPlan(policy, *facts, req)
+                          : Result<LaunchPlan>(std::unexpected(facts.error()));
         if (plan) {
-          auto proc = ConfinedProcess::Start(*plan, req, tmpl);
+          auto proc = ConfinedProcess::Start(*plan, std::move(resources), req);
           if (proc) {
             (*proc)->Run(nullptr);
             ProcessOutcome o = (*proc)->outcome();
             pass = o.exit_code && *o.exit_code == 0;
             detail = pass ? "a confined `true` ran (" +
                                 std::to_string(static_cast<int>(o.elapsed_ms)) + " ms)"
-                          : (o.error ? o.error->message : o.status);
+                          : (o.error ? o.error->message : StatusName(o.status));
           } else {
             detail = proc.error().message;
           }

@@ -1,5 +1,5 @@
-// Launching and supervising one confined process. The plan is pure (BuildLaunchPlan); Start and
-// Run do the syscalls: memfd spec, pipes, fork, cgroup join, execve(bwrap), pidfd poll loop.
+// Launching and supervising one confined process: host facts (the only host reads before the
+// plan), the pure plan, and Start/Run (memfd spec, pipes, fork, cgroup join, execve, pidfd loop).
 #include "runner/launch.h"
 
 #include <dirent.h>
@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "core/hash.h"
@@ -71,9 +72,9 @@ int OpenStubLock(const std::string& workspace) {
 void KillSandboxNamespace(pid_t init, int sig) {
   struct stat ns {};
   if (init <= 0 || ::stat(("/proc/" + std::to_string(init) + "/ns/pid").c_str(), &ns) != 0) return;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return;
-  while (dirent* e = ::readdir(d)) {
+  UniqueDir d = UniqueDir::Open("/proc");
+  if (!d.valid()) return;
+  while (dirent* e = d.Next()) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     struct stat st {};
     std::string p = std::string("/proc/") + e->d_name + "/ns/pid";
@@ -81,7 +82,6 @@ void KillSandboxNamespace(pid_t init, int sig) {
       ::kill(static_cast<pid_t>(std::atoi(e->d_name)), sig);
     }
   }
-  ::closedir(d);
 }
 
 }  // namespace
@@ -91,7 +91,7 @@ Json SandboxHost::ToJson() const {
           {"landlock_abi", landlock_abi},
           {"weaker", weaker},
           {"weaker_reason", weaker_reason},
-          {"cgroup", cgroups.mode},
+          {"cgroup", std::string(Name(kCgroupModeNames, cgroups.mode))},
           {"cgroup_reason", cgroups.reason}};
 }
 
@@ -155,14 +155,15 @@ std::vector<std::string> PathsExcept(const std::string& root,
   struct stat st {};
   if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
   std::vector<std::string> out;
-  DIR* d = ::opendir(root.c_str());
-  if (d == nullptr) return {};
   std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
+  {
+    UniqueDir d = UniqueDir::Open(root.c_str());
+    if (!d.valid()) return {};
+    while (dirent* e = d.Next()) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
   }
-  ::closedir(d);
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
     const std::string child = root == "/" ? "/" + name : root + "/" + name;
@@ -180,214 +181,360 @@ std::vector<std::string> PathsExcept(const std::string& root,
   return out;
 }
 
-Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy,
-                                   const std::string& workspace, const ProcessRequest& req,
-                                   char** host_env) {
-  if (req.argv.empty() || req.argv[0].empty()) return Fail(Code::kInvalidInput, "argv is empty");
-  LaunchPlan plan;
-  plan.limits = policy.LimitsFor(req.tool);
-  if (req.no_timeout) plan.limits.timeout_secs = 100ll * 365 * 24 * 3600;
-  if (req.timeout_secs) {
-    // An agent may only shorten the policy's timeout; the person running cordon may set any.
-    plan.limits.timeout_secs = req.timeout_from_user
-                                   ? *req.timeout_secs
-                                   : std::min(*req.timeout_secs, plan.limits.timeout_secs);
-  }
-  plan.network = req.network.value_or(policy.NetworkFor(req.tool));
-  const char* home_env = std::getenv("HOME");
-  const std::string home = home_env != nullptr ? home_env : "/nonexistent";
-  SandboxLayout& l = plan.layout;
-  l.bwrap = host.bwrap;
-  l.workspace = workspace;
-  l.network = plan.network;
-  l.shim = host.shim;
-  l.cwd = req.cwd.empty() ? workspace : req.cwd;
-  l.env = SandboxEnvironment(host_env, workspace);
-  for (const auto& kv : req.extra_env) l.env.push_back(kv);
-  l.spec_fd = kSpecFd;
-  l.status_fd = kStatusFd;
-  l.json_status_fd = kJsonStatusFd;
-  bool ws_writable = false;
+namespace {
+
+// The policy's paths, expanded: one pure function for gathering and planning, so that every
+// path the plan looks up was described.
+struct PolicyPaths {
+  std::vector<std::string> read;   // outside the workspace
+  std::vector<std::string> write;  // outside the workspace
+  std::vector<std::string> deny;
+  bool workspace_in_write = false;
+};
+
+PolicyPaths ExpandPolicyPaths(const Policy& policy, const std::string& workspace,
+                              const std::string& home) {
+  PolicyPaths pp;
   for (const auto& w : policy.filesystem.write) {
     std::string p = ExpandPath(w, workspace, home);
     if (p == workspace) {
-      ws_writable = true;
+      pp.workspace_in_write = true;
     } else if (!Under(p, workspace)) {
-      HostPath hp = DescribeHostPath(p);
-      if (hp.kind != PathKind::kMissing) l.write.push_back(hp);
+      pp.write.push_back(std::move(p));
     }
   }
-  l.workspace_writable = ws_writable && req.workspace_writable;
-  if (l.workspace_writable && !host.weaker) {
+  for (const auto& r : policy.filesystem.read) {
+    std::string p = ExpandPath(r, workspace, home);
+    if (!Under(p, workspace)) pp.read.push_back(std::move(p));
+  }
+  for (const auto& d : policy.filesystem.deny) pp.deny.push_back(ExpandPath(d, workspace, home));
+  return pp;
+}
+
+Limits PlanLimits(const Policy& policy, const ProcessRequest& req) {
+  Limits limits = policy.LimitsFor(req.tool);
+  if (req.no_timeout) limits.timeout_secs = 100ll * 365 * 24 * 3600;
+  if (req.timeout_secs) {
+    // An agent may only shorten the policy's timeout; the person running cordon may set any.
+    limits.timeout_secs = req.timeout_from_user ? *req.timeout_secs
+                                                : std::min(*req.timeout_secs, limits.timeout_secs);
+  }
+  return limits;
+}
+
+bool Masked(const HostPath& hp) {
+  return hp.kind != PathKind::kMissing && hp.kind != PathKind::kSymlink;
+}
+
+}  // namespace
+
+OwnedTempDir& OwnedTempDir::operator=(OwnedTempDir&& o) noexcept {
+  if (this != &o) {
+    OwnedTempDir old(std::exchange(path_, std::exchange(o.path_, {})));
+  }
+  return *this;
+}
+
+OwnedTempDir::~OwnedTempDir() {
+  if (path_.empty()) return;
+  std::error_code ec;  // remove_all does not follow symlinks the command left there
+  std::filesystem::remove_all(path_, ec);
+}
+
+Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
+                                  const std::string& workspace, const ProcessRequest& req,
+                                  char** host_env, LaunchResources* acquired) {
+  HostFacts f;
+  f.host = host;
+  f.workspace = workspace;
+  const char* home_env = std::getenv("HOME");
+  f.home = home_env != nullptr ? home_env : "/nonexistent";
+  f.env = SandboxEnvironment(host_env, workspace);
+  const PolicyPaths pp = ExpandPolicyPaths(policy, workspace, f.home);
+  for (const auto* list : {&pp.read, &pp.write, &pp.deny, &req.extra_read}) {
+    for (const auto& p : *list) f.paths.emplace(p, DescribeHostPath(p));
+  }
+  struct stat st {};
+  if (::stat(workspace.c_str(), &st) == 0) f.workspace_stat.emplace(st.st_uid, st.st_mode);
+  f.euid = ::geteuid();
+  const bool writable = pp.workspace_in_write && req.workspace_writable;
+  if (writable) {
+    auto scan = ScanProtectedPaths(workspace);
+    if (scan) {
+      f.protected_scan = std::move(*scan);
+    } else {
+      f.protected_error = scan.error();
+    }
+  }
+  if (host.weaker) {
+    // Landlock sees the host itself: the listings that leave the masked paths out.
+    std::vector<std::string> hidden;
+    for (const auto& d : pp.deny) {
+      if (Masked(f.paths.at(d))) hidden.push_back(d);
+    }
+    std::vector<std::string> roots = pp.read;
+    roots.insert(roots.end(), req.extra_read.begin(), req.extra_read.end());
+    if (!writable) roots.push_back(workspace);
+    for (const auto& r : roots) f.paths_except[r] = PathsExcept(r, hidden);
+    if (host.landlock_abi >= 1) {
+      // No private /tmp without a mount namespace: a directory of this call's own.
+      std::string dir = StubLockDir() + "/tmp-XXXXXX";
+      if (::mkdtemp(dir.data()) == nullptr)
+        return SysFail(Code::kSandboxUnavailable, "mkdtemp", dir);
+      acquired->private_tmp = OwnedTempDir(dir);
+      f.private_tmp = dir;
+    }
+  }
+  if (host.cgroups.mode != CgroupMode::kNone) {
+    auto cg = CgroupJob::Create(host.cgroups, PlanLimits(policy, req));
+    if (cg && *cg) {
+      f.cgroup = host.cgroups.mode;
+      acquired->cgroup.emplace(std::move(**cg));
+    } else {
+      // No cgroup after all: the plan falls back to rlimits for memory and pids, and says so.
+      f.cgroup = CgroupMode::kNone;
+      f.cgroup_error = cg ? "unsupported" : cg.error().message;
+    }
+  }
+  return f;
+}
+
+Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
+                                   const ProcessRequest& req) {
+  if (req.argv.empty() || req.argv[0].empty()) return Fail(Code::kInvalidInput, "argv is empty");
+  const SandboxHost& host = facts.host;
+  const std::string& workspace = facts.workspace;
+  LaunchPlan plan;
+  SessionLaunch& s = plan.session;
+  CallLaunch& c = plan.call;
+  c.limits = PlanLimits(policy, req);
+  s.network = req.network.value_or(policy.NetworkFor(req.tool));
+  s.bwrap = host.weaker ? std::string() : host.bwrap;
+  s.shim = host.shim;
+  if (host.weaker) s.weaker_reason = host.weaker_reason;
+  s.landlock_abi = host.landlock_abi;
+  s.workspace = workspace;
+  c.cwd = req.cwd.empty() ? workspace : req.cwd;
+  c.env = facts.env;
+  for (const auto& kv : req.extra_env) c.env.push_back(kv);
+  c.inherit_stdio = req.inherit_stdio;
+  c.pipe_stdin = req.pipe_stdin;
+  c.max_output_bytes = req.max_output_bytes;
+  auto described = [&](const std::string& p) {
+    auto it = facts.paths.find(p);
+    return it != facts.paths.end() ? it->second : HostPath{p, PathKind::kMissing, {}};
+  };
+  const PolicyPaths pp = ExpandPolicyPaths(policy, workspace, facts.home);
+  for (const auto& w : pp.write) {
+    HostPath hp = described(w);
+    if (hp.kind != PathKind::kMissing) s.write.push_back(hp);
+  }
+  s.workspace_writable = pp.workspace_in_write && req.workspace_writable;
+  if (s.workspace_writable && !host.weaker && facts.workspace_stat) {
     // Inside bwrap's user namespace only cordon's own uid is mapped. A workspace owned by
     // another user is then not writable for the command, whatever root could do outside, and
     // bwrap cannot make the protected stubs in it: say so instead of failing halfway.
-    struct stat st {};
-    if (::stat(workspace.c_str(), &st) == 0 && st.st_uid != ::geteuid() &&
-        (st.st_mode & S_IWOTH) == 0) {
+    const auto [owner, mode] = *facts.workspace_stat;
+    if (owner != facts.euid && (mode & S_IWOTH) == 0) {
       return Fail(Code::kSandboxUnavailable,
-                  "the workspace " + workspace + " belongs to uid " + std::to_string(st.st_uid) +
-                      ", not to uid " + std::to_string(::geteuid()) +
+                  "the workspace " + workspace + " belongs to uid " + std::to_string(owner) +
+                      ", not to uid " + std::to_string(facts.euid) +
                       " that runs cordon: inside the sandbox's user namespace only " + "uid " +
-                      std::to_string(::geteuid()) +
+                      std::to_string(facts.euid) +
                       " is mapped, so the command could not write there. " +
                       "Run cordon as its owner (e.g. runuser -u OWNER -- cordon ...) or chown the "
                       "workspace",
                   0, workspace);
     }
   }
-  for (const auto& r : policy.filesystem.read) {
-    std::string p = ExpandPath(r, workspace, home);
-    if (Under(p, workspace)) continue;
-    HostPath hp = DescribeHostPath(p);
-    if (hp.kind != PathKind::kMissing) l.read.push_back(hp);
+  for (const auto& r : pp.read) {
+    HostPath hp = described(r);
+    if (hp.kind != PathKind::kMissing) s.read.push_back(hp);
   }
   for (const auto& r : req.extra_read) {
-    HostPath hp = DescribeHostPath(r);
-    if (hp.kind != PathKind::kMissing && !Under(r, workspace)) l.read.push_back(hp);
+    HostPath hp = described(r);
+    if (hp.kind != PathKind::kMissing && !Under(r, workspace)) s.read.push_back(hp);
   }
-  for (const auto& d : policy.filesystem.deny) {
-    HostPath hp = DescribeHostPath(ExpandPath(d, workspace, home));
-    if (hp.kind != PathKind::kMissing && hp.kind != PathKind::kSymlink) l.deny.push_back(hp);
+  for (const auto& d : pp.deny) {
+    HostPath hp = described(d);
+    if (Masked(hp)) s.deny.push_back(hp);
   }
-  if (l.workspace_writable) {
-    ASSIGN_OR_RETURN(ProtectedScan scan, ScanProtectedPaths(workspace));
-    l.protect = scan.protect;
-    l.pins = scan.pins;
-    for (const auto& p : scan.protect) {
-      if (p.kind == PathKind::kMissing) plan.created_stubs.push_back(p.path);
+  if (s.workspace_writable) {
+    if (facts.protected_error) return std::unexpected(*facts.protected_error);
+    if (!facts.protected_scan) {
+      return Fail(Code::kInternal, "the protected paths of " + workspace + " were not scanned");
+    }
+    s.protect = facts.protected_scan->protect;
+    s.pins = facts.protected_scan->pins;
+    for (const auto& p : s.protect) {
+      if (p.kind == PathKind::kMissing) s.created_stubs.push_back(p.path);
     }
   }
   LandlockInput ll;
-  for (const auto& r : l.read) ll.read.push_back(r.path);
+  for (const auto& r : s.read) ll.read.push_back(r.path);
   // Listing "/" is harmless: bwrap's root holds only the binds above.
   ll.list_only.push_back("/");
   ll.read.push_back("/proc");
   ll.read.push_back("/run/cordon");
   ll.devices.push_back("/dev");
   ll.write.push_back("/tmp");
-  (l.workspace_writable ? ll.write : ll.read).push_back(workspace);
-  for (const auto& w : l.write) ll.write.push_back(w.path);
-  ll.network = plan.network;
-  plan.contain.landlock = BuildLandlockRules(ll, host.landlock_abi);
-  if (host.landlock_abi < 1) plan.contain.landlock.reset();
+  (s.workspace_writable ? ll.write : ll.read).push_back(workspace);
+  for (const auto& w : s.write) ll.write.push_back(w.path);
+  ll.network = s.network;
+  c.contain.landlock = BuildLandlockRules(ll, host.landlock_abi);
+  if (host.landlock_abi < 1) c.contain.landlock.reset();
   if (host.weaker) {
     // Without namespaces and mounts Landlock is the only wall, and it sees the host itself: the
     // paths bwrap would mask (the policy's deny list) are left out of the read rules, and the
     // host's /tmp, /proc, /dev and / are not granted (a private temporary directory and a few
-    // device files are, in ConfinedProcess::Start and here).
-    std::vector<std::string> hidden;
-    for (const auto& d : l.deny) hidden.push_back(d.path);
+    // device files are).
+    auto except = [&](const std::string& root) {
+      auto it = facts.paths_except.find(root);
+      return it != facts.paths_except.end() ? it->second : std::vector<std::string>{};
+    };
     LandlockInput w;
-    for (const auto& r : l.read) {
-      for (auto& p : PathsExcept(r.path, hidden)) w.read.push_back(std::move(p));
+    for (const auto& r : s.read) {
+      for (auto& p : except(r.path)) w.read.push_back(std::move(p));
     }
     for (const char* dev :
          {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}) {
       w.devices.push_back(dev);
     }
-    if (l.workspace_writable) {
+    if (s.workspace_writable) {
       w.write.push_back(workspace);
     } else {
-      for (auto& p : PathsExcept(workspace, hidden)) w.read.push_back(std::move(p));
+      for (auto& p : except(workspace)) w.read.push_back(std::move(p));
     }
-    for (const auto& wr : l.write) w.write.push_back(wr.path);
-    w.network = plan.network;
-    plan.contain.landlock = BuildLandlockRules(w, host.landlock_abi);
+    for (const auto& wr : s.write) w.write.push_back(wr.path);
+    w.network = s.network;
+    c.contain.landlock = BuildLandlockRules(w, host.landlock_abi);
+    if (!facts.private_tmp.empty()) {
+      c.private_tmp = facts.private_tmp;
+      c.contain.landlock->paths.push_back(
+          {c.private_tmp, landlock::FsAccessForAbi(c.contain.landlock->abi)});
+      for (auto& [k, v] : c.env) {
+        if (k == "TMPDIR" || k == "HOME") v = c.private_tmp;
+      }
+    }
   }
-  plan.contain.seccomp = BuildSeccompRules(policy.seccomp_deny, plan.network);
+  c.contain.seccomp = BuildSeccompRules(policy.seccomp_deny, s.network);
   if (host.weaker) {
     // No pid namespace to end: the command's process group is what the shim kills at the end,
     // so nothing it starts may leave that group.
-    plan.contain.seccomp.push_back(
+    c.contain.seccomp.push_back(
         {"setsid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
-    plan.contain.seccomp.push_back(
+    c.contain.seccomp.push_back(
         {"setpgid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
   }
-  plan.contain.rlimits =
-      BuildRlimits(plan.limits, host.cgroups.mode != "none", host.cgroups.mode != "none");
-  plan.contain.argv = req.argv;
-  plan.contain.cwd = l.cwd;
-  Json ns = host.weaker ? Json::array() : Json{"user", "mount", "pid", "ipc", "uts", "cgroup"};
-  if (!host.weaker && plan.network != NetworkMode::kAllow) ns.push_back("net");
-  plan.confinement = {{"mode", host.weaker ? "weaker: landlock+seccomp only" : "bwrap"},
-                      {"namespaces", ns},
-                      {"network", NetworkModeName(plan.network)},
-                      {"landlock_abi", plan.contain.landlock ? host.landlock_abi : 0},
-                      {"seccomp_rules", plan.contain.seccomp.size()},
-                      {"no_new_privs", true},
-                      {"capabilities", "none"},
-                      {"cgroup", host.cgroups.mode},
-                      {"rlimits", RlimitsJson(plan.contain.rlimits)},
-                      {"workspace", l.workspace_writable ? "read-write" : "read-only"},
-                      {"protected_paths", l.protect.size()}};
-  if (host.weaker) plan.confinement["weaker_reason"] = host.weaker_reason;
+  c.cgroup = facts.cgroup;
+  c.cgroup_error = facts.cgroup_error;
+  const bool cgroup = c.cgroup != CgroupMode::kNone;
+  c.contain.rlimits = BuildRlimits(c.limits, cgroup, cgroup);
+  c.contain.argv = req.argv;
+  c.contain.cwd = c.cwd;
   return plan;
 }
 
-Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan& plan_in,
-                                                                const ProcessRequest& req,
-                                                                const std::string& workspace) {
-  LaunchPlan plan = plan_in;
-  auto proc = std::unique_ptr<ConfinedProcess>(new ConfinedProcess(req.max_output_bytes));
+std::vector<std::string> LaunchArgv(const LaunchPlan& plan) {
+  const SessionLaunch& s = plan.session;
+  if (s.weaker()) {
+    return {s.shim, "--spec-fd", std::to_string(kSpecFd), "--status-fd", std::to_string(kStatusFd)};
+  }
+  SandboxLayout l;
+  l.bwrap = s.bwrap;
+  l.workspace = s.workspace;
+  l.workspace_writable = s.workspace_writable;
+  l.read = s.read;
+  l.write = s.write;
+  l.deny = s.deny;
+  l.protect = s.protect;
+  l.pins = s.pins;
+  l.network = s.network;
+  l.shim = s.shim;
+  l.cwd = plan.call.cwd;
+  l.env = plan.call.env;
+  l.spec_fd = kSpecFd;
+  l.status_fd = kStatusFd;
+  l.json_status_fd = kJsonStatusFd;
+  return BuildBwrapArgv(l);
+}
+
+std::vector<std::string> LaunchEnv(const LaunchPlan& plan) {
+  // bwrap gets a bare PATH and sets the command's environment itself (--clearenv, --setenv).
+  if (!plan.session.weaker()) return {"PATH=/usr/bin:/bin"};
+  std::vector<std::string> env;
+  for (const auto& [k, v] : plan.call.env) env.push_back(k + "=" + v);
+  return env;
+}
+
+std::string LaunchSpec(const LaunchPlan& plan) { return ContainSpecJson(plan.call.contain).dump(); }
+
+Json ConfinementJson(const LaunchPlan& plan) {
+  const SessionLaunch& s = plan.session;
+  const CallLaunch& c = plan.call;
+  const bool weaker = s.weaker();
+  Json ns = weaker ? Json::array() : Json{"user", "mount", "pid", "ipc", "uts", "cgroup"};
+  if (!weaker && s.network != NetworkMode::kAllow) ns.push_back("net");
+  Json j = {{"mode", weaker ? "weaker: landlock+seccomp only" : "bwrap"},
+            {"namespaces", ns},
+            {"network", NetworkModeName(s.network)},
+            {"landlock_abi", c.contain.landlock ? s.landlock_abi : 0},
+            {"seccomp_rules", c.contain.seccomp.size()},
+            {"no_new_privs", true},
+            {"capabilities", "none"},
+            {"cgroup", std::string(Name(kCgroupModeNames, c.cgroup))},
+            {"rlimits", RlimitsJson(c.contain.rlimits)},
+            {"workspace", s.workspace_writable ? "read-write" : "read-only"},
+            {"protected_paths", s.protect.size()}};
+  if (weaker) j["weaker_reason"] = s.weaker_reason;
+  if (!c.cgroup_error.empty()) j["cgroup_error"] = c.cgroup_error;
+  return j;
+}
+
+Json PlanJson(const LaunchPlan& plan) {
+  const std::vector<std::string> argv = LaunchArgv(plan);
+  return {{"bwrap", plan.session.weaker() ? Json(nullptr) : Json(argv)},
+          {"exec", {{"argv", argv}, {"env", LaunchEnv(plan)}}},
+          {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
+          {"contain", ContainSpecJson(plan.call.contain)},
+          {"confinement", ConfinementJson(plan)},
+          {"stubs", plan.session.created_stubs}};
+}
+
+Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan& plan,
+                                                                LaunchResources resources,
+                                                                const ProcessRequest& req) {
+  const CallLaunch& call = plan.call;
+  auto proc = std::unique_ptr<ConfinedProcess>(new ConfinedProcess(call.max_output_bytes));
   proc->req_ = req;
-  proc->workspace_ = workspace;
-  proc->confinement_ = plan.confinement;
-  proc->timeout_ms_ = plan.limits.timeout_secs * 1000;
+  proc->workspace_ = plan.session.workspace;
+  proc->confinement_ = ConfinementJson(plan);
+  proc->timeout_ms_ = call.limits.timeout_secs * 1000;
+  proc->private_tmp_ = std::move(resources.private_tmp);
+  if (resources.cgroup) proc->cgroup_.emplace(std::move(*resources.cgroup));
   // Shared stub lock first, before bwrap creates or relies on any stub.
-  UniqueFd stub_lock(OpenStubLock(workspace));
+  UniqueFd stub_lock(OpenStubLock(plan.session.workspace));
   if (stub_lock.valid()) ::flock(stub_lock.get(), LOCK_SH);
-  const bool weaker = plan.layout.bwrap.empty();
-  if (weaker && plan.contain.landlock) {
-    // No private /tmp without a mount namespace: a directory of this call's own, removed after.
-    std::string dir = StubLockDir() + "/tmp-XXXXXX";
-    if (::mkdtemp(dir.data()) == nullptr) return SysFail(Code::kSandboxUnavailable, "mkdtemp", dir);
-    proc->private_tmp_ = dir;
-    plan.contain.landlock->paths.push_back(
-        {dir, landlock::FsAccessForAbi(plan.contain.landlock->abi)});
-    for (auto& [k, v] : plan.layout.env) {
-      if (k == "TMPDIR" || k == "HOME") v = dir;
-    }
-  }
-  if (plan.confinement["cgroup"] != "none") {
-    SandboxHost probe_host;
-    probe_host.cgroups.mode = plan.confinement["cgroup"].get<std::string>();
-    auto cg = CgroupJob::Create(probe_host.cgroups, plan.limits);
-    if (cg && *cg) {
-      proc->cgroup_.emplace(std::move(**cg));
-    } else {
-      // No cgroup after all: fall back to rlimits for memory and pids, and say so.
-      plan.contain.rlimits = BuildRlimits(plan.limits, false, false);
-      proc->confinement_["cgroup"] = "none";
-      proc->confinement_["cgroup_error"] = cg ? "unsupported" : cg.error().message;
-      proc->confinement_["rlimits"] = RlimitsJson(plan.contain.rlimits);
-    }
-  }
-  const std::string spec = ContainSpecJson(plan.contain).dump();
+  const bool weaker = plan.session.weaker();
+  const std::string spec = LaunchSpec(plan);
   UniqueFd spec_fd(::memfd_create("cordon-spec", MFD_CLOEXEC));
   if (!spec_fd.valid() ||
       ::write(spec_fd.get(), spec.data(), spec.size()) != static_cast<ssize_t>(spec.size()) ||
       ::lseek(spec_fd.get(), 0, SEEK_SET) != 0) {
     return SysFail(Code::kSandboxUnavailable, "memfd spec", "");
   }
-  int out[2], err[2], st[2], js[2], in[2];
-  if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(st, O_CLOEXEC) ||
-      ::pipe2(js, O_CLOEXEC) || ::pipe2(in, O_CLOEXEC)) {
-    return SysFail(Code::kSandboxUnavailable, "pipe2", "");
+  // Each end is owned as soon as it exists: a failing pipe2 leaks none of the earlier ones.
+  Pipe out = MakePipe(), err = MakePipe(), st = MakePipe(), js = MakePipe(), in = MakePipe();
+  for (const Pipe* p : {&out, &err, &st, &js, &in}) {
+    if (!p->valid()) return SysFail(Code::kSandboxUnavailable, "pipe2", "");
   }
-  UniqueFd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]), st_r(st[0]), st_w(st[1]),
-      js_r(js[0]), js_w(js[1]), in_r(in[0]), in_w(in[1]);
-  const bool pipe_in = req.pipe_stdin;
-  std::vector<std::string> argv =
-      weaker ? std::vector<std::string>{plan.layout.shim, "--spec-fd", std::to_string(kSpecFd),
-                                        "--status-fd", std::to_string(kStatusFd)}
-             : BuildBwrapArgv(plan.layout);
-  std::vector<std::string> env_strings;
-  if (weaker) {
-    for (const auto& [k, v] : plan.layout.env) env_strings.push_back(k + "=" + v);
-  } else {
-    env_strings = {"PATH=/usr/bin:/bin"};
+  UniqueFd devnull_fd;
+  if (!call.inherit_stdio && !call.pipe_stdin) {
+    devnull_fd = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!devnull_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", "/dev/null");
   }
+  std::vector<std::string> argv = LaunchArgv(plan);
+  std::vector<std::string> env_strings = LaunchEnv(plan);
   std::vector<char*> cargv, cenv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -395,8 +542,9 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   cenv.push_back(nullptr);
   std::vector<std::string> procs =
       proc->cgroup_ ? proc->cgroup_->procs_files() : std::vector<std::string>{};
-  const std::string cwd = plan.layout.cwd;
-  const bool inherit = req.inherit_stdio;
+  const std::string cwd = call.cwd;
+  const bool inherit = call.inherit_stdio;
+  const int stdin_src = inherit ? 0 : call.pipe_stdin ? in.read.get() : devnull_fd.get();
   proc->started_ms_ = NowMs();
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
@@ -412,13 +560,12 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
       ::close(fd);
     }
     if (!inherit) ::setsid();  // exec keeps the caller's terminal session; bwrap still isolates
-    int devnull = inherit ? 0 : pipe_in ? in_r.get() : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int hi[6] = {::fcntl(devnull, F_DUPFD_CLOEXEC, 64),
-                 ::fcntl(inherit ? 1 : out_w.get(), F_DUPFD_CLOEXEC, 64),
-                 ::fcntl(inherit ? 2 : err_w.get(), F_DUPFD_CLOEXEC, 64),
+    int hi[6] = {::fcntl(stdin_src, F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(inherit ? 1 : out.write.get(), F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(inherit ? 2 : err.write.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(spec_fd.get(), F_DUPFD_CLOEXEC, 64),
-                 ::fcntl(st_w.get(), F_DUPFD_CLOEXEC, 64),
-                 ::fcntl(js_w.get(), F_DUPFD_CLOEXEC, 64)};
+                 ::fcntl(st.write.get(), F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(js.write.get(), F_DUPFD_CLOEXEC, 64)};
     for (int i = 0; i < 6; ++i) {
       if (hi[i] < 0 || ::dup2(hi[i], i) < 0) _exit(126);
     }
@@ -439,12 +586,12 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
     return SysFail(Code::kSandboxUnavailable, "pidfd_open", "");
   }
   proc->pidfd_ = UniqueFd(pfd);
-  proc->out_fd_ = std::move(out_r);
-  proc->err_fd_ = std::move(err_r);
-  proc->status_fd_ = std::move(st_r);
-  proc->json_fd_ = std::move(js_r);
-  if (req.pipe_stdin) proc->in_fd_ = std::move(in_w);
-  proc->stubs_ = plan.created_stubs;
+  proc->out_fd_ = std::move(out.read);
+  proc->err_fd_ = std::move(err.read);
+  proc->status_fd_ = std::move(st.read);
+  proc->json_fd_ = std::move(js.read);
+  if (call.pipe_stdin) proc->in_fd_ = std::move(in.write);
+  proc->stubs_ = plan.session.created_stubs;
   proc->stub_lock_ = std::move(stub_lock);
   for (int fd :
        {proc->out_fd_.get(), proc->err_fd_.get(), proc->status_fd_.get(), proc->json_fd_.get()}) {
@@ -458,10 +605,6 @@ ConfinedProcess::~ConfinedProcess() {
     Terminate();
     ::waitpid(pid_, nullptr, 0);
     CleanupStubs();
-  }
-  if (!private_tmp_.empty()) {
-    std::error_code ec;  // remove_all does not follow symlinks the command left there
-    std::filesystem::remove_all(private_tmp_, ec);
   }
 }
 
@@ -520,7 +663,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   bool exited = false, out_open = !req_.inherit_stdio, err_open = !req_.inherit_stdio;
   int wstatus = 0;
   double drain_until = 0;
-  std::string reason;
+  std::optional<ProcessStatus> reason;  // timeout or cancelled, decided here
   while (true) {
     std::vector<pollfd> fds;
     if (out_open) fds.push_back({out_fd_.get(), POLLIN, 0});
@@ -531,10 +674,10 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     if (extra_open && !exited) fds.push_back({hooks->extra_fd, POLLIN, 0});
     if (exited && ((!out_open && !err_open) || NowMs() > drain_until)) break;
     double now = NowMs();
-    if (!exited && reason.empty()) {
-      if (cancel != nullptr && cancel->load()) reason = "cancelled";
-      if (now - started_ms_ > static_cast<double>(timeout_ms_)) reason = "timeout";
-      if (!reason.empty()) {
+    if (!exited && !reason) {
+      if (cancel != nullptr && cancel->load()) reason = ProcessStatus::kCancelled;
+      if (now - started_ms_ > static_cast<double>(timeout_ms_)) reason = ProcessStatus::kTimeout;
+      if (reason) {
         Terminate();
         continue;
       }
@@ -567,26 +710,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         else if (p.fd == status_fd_.get())
           status_buf_.append(buf, static_cast<std::size_t>(n));
         else if (p.fd == json_fd_.get()) {
-          json_buf_.append(buf, static_cast<std::size_t>(n));
-          std::size_t k = json_buf_.find("\"child-pid\"");
-          if (sandbox_init_ < 0 && k != std::string::npos &&
-              json_buf_.find('}', k) != std::string::npos) {
-            std::size_t colon = json_buf_.find(':', k);
-            pid_t cand = colon == std::string::npos
-                             ? -1
-                             : static_cast<pid_t>(std::atol(json_buf_.c_str() + colon + 1));
-            // Only bwrap's own first report counts, and only for a direct child of bwrap: nothing
-            // written later can point the kill at a process outside this sandbox.
-            std::ifstream ps("/proc/" + std::to_string(cand) + "/status");
-            std::string line;
-            while (cand > 1 && std::getline(ps, line)) {
-              if (line.rfind("PPid:", 0) == 0) {
-                if (std::atol(line.c_str() + 5) == pid_) sandbox_init_ = cand;
-                break;
-              }
-            }
-            if (sandbox_init_ < 0) sandbox_init_ = 0;
-          }
+          OnJsonStatus({buf, static_cast<std::size_t>(n)});
         }
       } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         if (p.fd == out_fd_.get())
@@ -607,8 +731,11 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   ProcessOutcome o;
   o.elapsed_ms = NowMs() - started_ms_;
   Json status = Json::parse(status_buf_.substr(0, status_buf_.find('\n')), nullptr, false);
+  if (status.is_object() && status.contains("spec_sha256") && status["spec_sha256"].is_string()) {
+    o.spec_sha256 = status["spec_sha256"].get<std::string>();
+  }
   if (status.is_object() && status.contains("error")) {
-    o.status = "failed";
+    o.status = ProcessStatus::kFailed;
     o.error = Error{Code::kSandboxUnavailable,
                     "confinement step " + status["error"].value("step", "?") +
                         " failed: " + status["error"].value("message", ""),
@@ -622,16 +749,16 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     }
   } else if (status.is_object()) {
     if (status.contains("exit_code")) {
-      o.status = "exited";
+      o.status = ProcessStatus::kExited;
       o.exit_code = status["exit_code"].get<int>();
     } else if (status.contains("signal")) {
-      o.status = "signaled";
+      o.status = ProcessStatus::kSignaled;
       o.signal = status["signal"].get<int>();
     }
     o.cpu_ms = status.value("cpu_ms", 0.0);
     o.max_rss_kb = status.value("max_rss_kb", 0);
-  } else if (reason.empty()) {
-    o.status = "failed";
+  } else if (!reason) {
+    o.status = ProcessStatus::kFailed;
     std::string e;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -644,7 +771,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
                     0,
                     {}};
   }
-  if (!reason.empty()) o.status = reason;
+  if (reason) o.status = *reason;
   if (cgroup_) o.cgroup = cgroup_->Stats();
   CleanupStubs();
   std::lock_guard<std::mutex> lock(mu_);
@@ -662,17 +789,51 @@ std::string ConfinedProcess::StderrText() const {
   return err_.Text();
 }
 
-Json ConfinedProcess::OutputCounts() const {
+Json OutputCounts::ToJson() const {
+  return {{"stdout_bytes", stdout_bytes},
+          {"stderr_bytes", stderr_bytes},
+          {"stdout_dropped_bytes", stdout_dropped_bytes},
+          {"stderr_dropped_bytes", stderr_dropped_bytes},
+          {"truncated", truncated}};
+}
+
+OutputCounts ConfinedProcess::Counts() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {{"stdout_bytes", out_.total()},
-          {"stderr_bytes", err_.total()},
-          {"stdout_dropped_bytes", out_.dropped()},
-          {"stderr_dropped_bytes", err_.dropped()},
-          {"truncated", out_.truncated() || err_.truncated()}};
+  return {out_.total(), err_.total(), out_.dropped(), err_.dropped(),
+          out_.truncated() || err_.truncated()};
+}
+
+void ConfinedProcess::OnJsonStatus(std::string_view data) {
+  // bwrap writes one JSON object per line; only its first "child-pid" report counts.
+  constexpr std::size_t kMaxLine = 4096;
+  json_buf_.append(data);
+  for (std::size_t nl = json_buf_.find('\n'); nl != std::string::npos; nl = json_buf_.find('\n')) {
+    const std::string line = json_buf_.substr(0, nl);
+    json_buf_.erase(0, nl + 1);
+    if (sandbox_init_ >= 0) continue;
+    auto j = ParseJsonBounded(line, ParseLimits{kMaxLine, 4});
+    if (!j || !j->is_object() || !j->contains("child-pid") ||
+        !(*j)["child-pid"].is_number_integer()) {
+      continue;
+    }
+    const auto cand = (*j)["child-pid"].get<std::int64_t>();
+    // Only a direct child of bwrap counts: nothing written later can point the kill at a
+    // process outside this sandbox.
+    sandbox_init_ = 0;
+    if (cand <= 1 || cand > std::numeric_limits<pid_t>::max()) continue;
+    std::ifstream ps("/proc/" + std::to_string(cand) + "/status");
+    for (std::string l; std::getline(ps, l);) {
+      if (l.rfind("PPid:", 0) == 0) {
+        if (std::atol(l.c_str() + 5) == pid_) sandbox_init_ = static_cast<pid_t>(cand);
+        break;
+      }
+    }
+  }
+  if (json_buf_.size() > kMaxLine) json_buf_.clear();  // no line that long is bwrap's
 }
 
 Json ConfinedProcess::OutputJson() const {
-  Json j = OutputCounts();
+  Json j = Counts().ToJson();
   std::lock_guard<std::mutex> lock(mu_);
   j["stdout"] = out_.Text();
   j["stderr"] = err_.Text();

@@ -1,16 +1,19 @@
-// Launch: builds the confinement plan for one process (bwrap argv, Landlock, seccomp, rlimits,
-// environment) and supervises it with a pidfd: output caps, timeout, termination of the whole
-// sandbox, and the real exit status reported by the shim.
+// Launch, in three steps (docs/adr/0002-launch-plan.md): GatherHostFacts reads the host and
+// acquires what can fail, BuildLaunchPlan turns policy + facts + request into a frozen plan
+// with no system call, and ConfinedProcess::Start executes it; Run then supervises it with a
+// pidfd: output caps, timeout, termination of the whole sandbox, the shim's real exit status.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "core/fs.h"
 #include "core/unique_fd.h"
 #include "policy/policy.h"
@@ -36,11 +39,17 @@ struct SandboxHost {
 Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& shim_path);
 std::string DefaultShimPath();
 
+enum class ProcessKind { kForeground, kBackground, kMcpServer };
+inline constexpr EnumName<ProcessKind> kProcessKindNames[] = {
+    {ProcessKind::kForeground, "foreground"},
+    {ProcessKind::kBackground, "background"},
+    {ProcessKind::kMcpServer, "mcp_server"}};
+
 struct ProcessRequest {
   std::vector<std::string> argv;
-  std::string cwd;                  // absolute, inside the workspace
-  std::string tool;                 // for [tools.NAME] limits and network
-  std::string kind = "foreground";  // foreground | background | mcp_server
+  std::string cwd;   // absolute, inside the workspace
+  std::string tool;  // for [tools.NAME] limits and network
+  ProcessKind kind = ProcessKind::kForeground;
   std::optional<std::int64_t> timeout_secs;
   bool timeout_from_user = false;  // set by the CLI user: may exceed the policy's timeout
   std::optional<NetworkMode> network;
@@ -60,14 +69,93 @@ struct RunHooks {
   std::function<bool()> on_extra_readable;          // false: stop polling extra_fd
 };
 
+// Everything the plan needs to know about the host, read before planning so that
+// BuildLaunchPlan is a pure function (docs/adr/0002-launch-plan.md).
+struct HostFacts {
+  SandboxHost host;
+  std::string workspace;
+  std::string home;                                        // $HOME, or /nonexistent
+  std::vector<std::pair<std::string, std::string>> env;    // SandboxEnvironment of the host's
+  std::map<std::string, HostPath> paths;                   // each policy or --read path
+  std::optional<std::pair<uid_t, mode_t>> workspace_stat;  // owner and mode, when stat worked
+  uid_t euid = 0;
+  std::optional<ProtectedScan> protected_scan;  // absent when the workspace is read-only
+  std::optional<Error> protected_error;         // the scan refused the workspace
+  std::map<std::string, std::vector<std::string>> paths_except;  // weaker mode: PathsExcept
+  // The cgroup as acquired: its mode, or kNone with the reason creating it failed (the plan
+  // then falls back to rlimits for memory and pids).
+  CgroupMode cgroup = CgroupMode::kNone;
+  std::string cgroup_error;
+  std::string private_tmp;  // weaker mode: this call's own temporary directory
+};
+
+// A directory removed with everything in it when its owner goes (remove_all does not follow
+// the symlinks a command left there).
+class OwnedTempDir {
+ public:
+  OwnedTempDir() = default;
+  explicit OwnedTempDir(std::string path) : path_(std::move(path)) {}
+  OwnedTempDir(OwnedTempDir&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  OwnedTempDir& operator=(OwnedTempDir&& o) noexcept;
+  OwnedTempDir(const OwnedTempDir&) = delete;
+  OwnedTempDir& operator=(const OwnedTempDir&) = delete;
+  ~OwnedTempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// What gathering acquired for one launch; Start takes it over, and dropping it releases both.
+struct LaunchResources {
+  std::optional<CgroupJob> cgroup;
+  OwnedTempDir private_tmp;
+};
+
+// Reads the host and acquires the cgroup and (weaker mode) the private TMPDIR. Fails only when
+// an acquisition that has no fallback fails; a refused workspace is a fact the plan reports.
+Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
+                                  const std::string& workspace, const ProcessRequest& req,
+                                  char** host_env, LaunchResources* acquired);
+
+// The session-level part: what a warm sandbox would keep across calls (namespaces, mounts,
+// the network mode as it shapes the namespaces).
+struct SessionLaunch {
+  std::string bwrap;  // empty: the weaker mode (the shim is exec'd directly)
+  std::string shim;
+  std::string weaker_reason;
+  int landlock_abi = 0;
+  std::string workspace;
+  bool workspace_writable = true;
+  std::vector<HostPath> read;
+  std::vector<HostPath> write;  // beyond the workspace
+  std::vector<HostPath> deny;
+  std::vector<ProtectedEntry> protect;
+  std::vector<std::string> pins;
+  std::vector<std::string> created_stubs;  // protected stubs bwrap will create on the host
+  NetworkMode network = NetworkMode::kNone;
+  bool weaker() const { return bwrap.empty(); }
+};
+
+// The per-call part: argv, environment, cwd, limits, the cgroup decision, stdio, and the spec
+// the shim applies (rlimits, Landlock, seccomp).
+struct CallLaunch {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string cwd;
+  Limits limits;
+  CgroupMode cgroup = CgroupMode::kNone;
+  std::string cgroup_error;  // why the cgroup the host offered could not be had
+  std::string private_tmp;   // weaker mode
+  ContainSpec contain;
+  bool inherit_stdio = false;
+  bool pipe_stdin = false;
+  std::size_t max_output_bytes = 65536;
+};
+
 // The plan as data: everything needed to launch, comparable in tests without a kernel.
 struct LaunchPlan {
-  SandboxLayout layout;
-  ContainSpec contain;
-  Limits limits;
-  NetworkMode network = NetworkMode::kNone;
-  std::vector<std::string> created_stubs;  // protected stubs bwrap will create on the host
-  Json confinement;                        // what the audit record says was applied
+  SessionLaunch session;
+  CallLaunch call;
 };
 
 // `root` as paths that together cover it except the subtrees in `hidden` (and symlinks that
@@ -75,26 +163,54 @@ struct LaunchPlan {
 std::vector<std::string> PathsExcept(const std::string& root,
                                      const std::vector<std::string>& hidden);
 
-Result<LaunchPlan> BuildLaunchPlan(const SandboxHost& host, const Policy& policy,
-                                   const std::string& workspace, const ProcessRequest& req,
-                                   char** host_env);
+// Pure: no system call. The same facts and request give the same plan.
+Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
+                                   const ProcessRequest& req);
+
+// What Start passes to execve, and nothing else does: bwrap's argv (or the shim's, in the
+// weaker mode) and environment; the exact spec bytes the shim reads; the audit view.
+std::vector<std::string> LaunchArgv(const LaunchPlan& plan);
+std::vector<std::string> LaunchEnv(const LaunchPlan& plan);
+std::string LaunchSpec(const LaunchPlan& plan);
+Json ConfinementJson(const LaunchPlan& plan);
+// `cordon exec --plan`: the argv, environment and spec hash above, the spec, the confinement.
+Json PlanJson(const LaunchPlan& plan);
+
+enum class ProcessStatus { kRunning, kExited, kSignaled, kTimeout, kCancelled, kFailed };
+inline constexpr EnumName<ProcessStatus> kProcessStatusNames[] = {
+    {ProcessStatus::kRunning, "running"},     {ProcessStatus::kExited, "exited"},
+    {ProcessStatus::kSignaled, "signaled"},   {ProcessStatus::kTimeout, "timeout"},
+    {ProcessStatus::kCancelled, "cancelled"}, {ProcessStatus::kFailed, "failed"}};
+inline std::string StatusName(ProcessStatus s) { return std::string(Name(kProcessStatusNames, s)); }
 
 struct ProcessOutcome {
-  std::string status = "running";  // exited | signaled | timeout | cancelled | failed
+  ProcessStatus status = ProcessStatus::kRunning;
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::optional<Error> error;  // sandbox failures (shim step, bwrap, exec)
   double elapsed_ms = 0;
   double cpu_ms = 0;
   std::int64_t max_rss_kb = 0;
+  std::string spec_sha256;  // the shim's hash of the spec it read; empty if it did not report
   Json cgroup;
+};
+
+// Output sizes and truncation, without building the (possibly MB-long) texts.
+struct OutputCounts {
+  std::uint64_t stdout_bytes = 0;
+  std::uint64_t stderr_bytes = 0;
+  std::uint64_t stdout_dropped_bytes = 0;
+  std::uint64_t stderr_dropped_bytes = 0;
+  bool truncated = false;
+  Json ToJson() const;
 };
 
 class ConfinedProcess {
  public:
+  // Executes the plan as it is; `resources` are the ones gathered with its facts.
   static Result<std::unique_ptr<ConfinedProcess>> Start(const LaunchPlan& plan,
-                                                        const ProcessRequest& req,
-                                                        const std::string& workspace);
+                                                        LaunchResources resources,
+                                                        const ProcessRequest& req);
   ~ConfinedProcess();
 
   // Pumps output until the process ends, the timeout passes, or *cancel becomes true.
@@ -107,8 +223,7 @@ class ConfinedProcess {
   std::string StdoutText() const;
   std::string StderrText() const;
   Json OutputJson() const;
-  // The byte counts and truncation of OutputJson, without building the (possibly MB-long) texts.
-  Json OutputCounts() const;                      // stdout/stderr text, truncation, dropped bytes
+  OutputCounts Counts() const;
   std::string Tail(std::size_t max_chars) const;  // combined tail, escapes stripped
   const ProcessRequest& request() const { return req_; }
   const Json& confinement() const { return confinement_; }
@@ -121,12 +236,13 @@ class ConfinedProcess {
   std::string workspace_;
   std::vector<std::string> stubs_;
   UniqueFd stub_lock_;
-  std::string private_tmp_;  // weaker mode: the call's own temporary directory
+  OwnedTempDir private_tmp_;  // weaker mode: the call's own temporary directory
   Json confinement_;
   pid_t pid_ = -1;
   UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;
   pid_t sandbox_init_ = -1;
   std::string status_buf_, json_buf_;
+  void OnJsonStatus(std::string_view data);
   std::optional<CgroupJob> cgroup_;
   std::int64_t timeout_ms_ = 0;
   double started_ms_ = 0;

@@ -7,11 +7,11 @@
 
 namespace cordon {
 
-ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path,
+ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, Result<SandboxHost> host,
                          char** envp, std::function<void(std::string_view, Json, bool)> audit)
     : policy_(policy),
       workspace_(workspace),
-      shim_path_(std::move(shim_path)),
+      host_(std::move(host)),
       envp_(envp),
       audit_(std::move(audit)) {}
 
@@ -29,27 +29,34 @@ ProcessHost::~ProcessHost() {
 }
 
 Result<const SandboxHost*> ProcessHost::Host() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!host_) host_.emplace(PrepareSandboxHost(policy_, shim_path_));
-  if (!*host_) return std::unexpected(host_->error());
-  return &**host_;
+  if (!host_) return std::unexpected(host_.error());
+  return &*host_;
 }
 
-Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req) {
+Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources* acquired) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
-  return BuildLaunchPlan(*host, policy_, workspace_.root(), req, envp_);
+  LaunchResources dropped;
+  ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
+                                                    acquired != nullptr ? acquired : &dropped));
+  return BuildLaunchPlan(policy_, facts, req);
+}
+
+Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessRequest& req) {
+  LaunchResources resources;
+  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources));
+  return ConfinedProcess::Start(plan, std::move(resources), req);
 }
 
 Json ProcessHost::ResultJson(const ConfinedProcess& p) {
   ProcessOutcome o = p.outcome();
   Json j = p.OutputJson();
-  j["status"] = o.status;
+  j["status"] = StatusName(o.status);
   j["exit_code"] = o.exit_code ? Json(*o.exit_code) : Json(nullptr);
   j["signal"] = o.signal ? Json(*o.signal) : Json(nullptr);
   const char* name = o.signal ? ::sigabbrev_np(*o.signal) : nullptr;
   j["signal_name"] = name != nullptr ? Json(std::string("SIG") + name) : Json(nullptr);
-  j["timed_out"] = o.status == "timeout";
-  j["cancelled"] = o.status == "cancelled";
+  j["timed_out"] = o.status == ProcessStatus::kTimeout;
+  j["cancelled"] = o.status == ProcessStatus::kCancelled;
   j["elapsed_ms"] = o.elapsed_ms;
   j["cpu_ms"] = o.cpu_ms;
   j["max_rss_kb"] = o.max_rss_kb;
@@ -62,9 +69,9 @@ void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id,
   const ProcessRequest& r = p.request();
   Json rec = {{"argv", r.argv},
               {"cwd", r.cwd},
-              {"kind", r.kind},
+              {"kind", std::string(Name(kProcessKindNames, r.kind))},
               {"tool", r.tool},
-              {"status", o.status},
+              {"status", StatusName(o.status)},
               {"exit_code", o.exit_code ? Json(*o.exit_code) : Json(nullptr)},
               {"signal", o.signal ? Json(*o.signal) : Json(nullptr)},
               {"elapsed_ms", o.elapsed_ms},
@@ -77,17 +84,17 @@ void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id,
     rec["cancel_requested"] = cancel_requested;
   }
   if (o.error) rec["error"] = {{"code", CodeName(o.error->code)}, {"message", o.error->message}};
-  Json out = p.OutputCounts();
-  rec["stdout_bytes"] = out["stdout_bytes"];
-  rec["stderr_bytes"] = out["stderr_bytes"];
-  rec["truncated"] = out["truncated"];
+  if (!o.spec_sha256.empty()) rec["spec_sha256"] = o.spec_sha256;  // as the shim hashed it
+  const OutputCounts out = p.Counts();
+  rec["stdout_bytes"] = out.stdout_bytes;
+  rec["stderr_bytes"] = out.stderr_bytes;
+  rec["truncated"] = out.truncated;
   audit_("process", std::move(rec), true);
 }
 
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
     const ProcessRequest& req, const std::atomic<bool>* cancel) {
-  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req));
-  ASSIGN_OR_RETURN(auto proc, ConfinedProcess::Start(plan, req, workspace_.root()));
+  ASSIGN_OR_RETURN(auto proc, Launch(req));
   proc->Run(cancel);
   Record(*proc, "", false);
   return proc;
@@ -96,8 +103,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
     const ProcessRequest& req, RunHooks& hooks, const std::atomic<bool>* cancel,
     const std::function<void(ConfinedProcess&)>& started) {
-  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req));
-  ASSIGN_OR_RETURN(auto proc, ConfinedProcess::Start(plan, req, workspace_.root()));
+  ASSIGN_OR_RETURN(auto proc, Launch(req));
   if (started) started(*proc);
   proc->Run(cancel, &hooks);
   Record(*proc, "", false);
@@ -105,8 +111,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
 }
 
 Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
-  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req));
-  ASSIGN_OR_RETURN(auto proc, ConfinedProcess::Start(plan, req, workspace_.root()));
+  ASSIGN_OR_RETURN(auto proc, Launch(req));
   auto job = std::make_unique<Job>();
   Job* raw = job.get();
   {
@@ -130,7 +135,7 @@ Json ProcessHost::List() {
     ProcessOutcome o = job->proc->outcome();
     Json j = {{"id", id},
               {"argv", job->proc->request().argv},
-              {"state", job->proc->finished() ? o.status : std::string("running")},
+              {"state", StatusName(job->proc->finished() ? o.status : ProcessStatus::kRunning)},
               {"exit_code", o.exit_code ? Json(*o.exit_code) : Json(nullptr)},
               {"signal", o.signal ? Json(*o.signal) : Json(nullptr)},
               {"elapsed_ms", o.elapsed_ms},
@@ -149,7 +154,7 @@ Result<Json> ProcessHost::Output(const std::string& id, std::size_t max_chars) {
   const auto& p = *it->second->proc;
   std::string tail = p.Tail(max_chars);
   return Json{{"id", id},
-              {"state", p.finished() ? p.outcome().status : std::string("running")},
+              {"state", StatusName(p.finished() ? p.outcome().status : ProcessStatus::kRunning)},
               {"output", tail},
               {"chars", tail.size()}};
 }
@@ -166,7 +171,7 @@ Result<Json> ProcessHost::Cancel(const std::string& id) {
   job->cancel = true;
   if (job->thread.joinable()) job->thread.join();
   ProcessOutcome o = job->proc->outcome();
-  return Json{{"id", id}, {"was_running", was_running}, {"state", o.status}};
+  return Json{{"id", id}, {"was_running", was_running}, {"state", StatusName(o.status)}};
 }
 
 }  // namespace cordon

@@ -17,14 +17,17 @@ namespace cordon {
 
 class ProcessHost {
  public:
-  ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path, char** envp,
-              std::function<void(std::string_view, Json, bool)> audit);
+  // `host` is the session's one probe (PrepareSandboxHost), failed or not.
+  ProcessHost(const Policy& policy, const Workspace& workspace, Result<SandboxHost> host,
+              char** envp, std::function<void(std::string_view, Json, bool)> audit);
   ~ProcessHost();
   ProcessHost(const ProcessHost&) = delete;
   ProcessHost& operator=(const ProcessHost&) = delete;
 
   Result<const SandboxHost*> Host();
-  Result<LaunchPlan> Plan(const ProcessRequest& req);
+  // Gathers the host facts and builds the plan. What gathering acquired goes to `acquired`,
+  // or is released on return when it is null (`cordon exec --plan`).
+  Result<LaunchPlan> Plan(const ProcessRequest& req, LaunchResources* acquired = nullptr);
 
   // Runs to completion (or timeout/cancel) and writes the process record.
   Result<std::unique_ptr<ConfinedProcess>> RunForeground(const ProcessRequest& req,
@@ -48,14 +51,14 @@ class ProcessHost {
     std::atomic<bool> cancel{false};
     std::thread thread;
   };
+  Result<std::unique_ptr<ConfinedProcess>> Launch(const ProcessRequest& req);
   void Record(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested);
 
   const Policy& policy_;
   const Workspace& workspace_;
-  std::string shim_path_;
+  Result<SandboxHost> host_;
   char** envp_;
   std::function<void(std::string_view, Json, bool)> audit_;
-  std::optional<Result<SandboxHost>> host_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   int next_job_ = 0;

@@ -92,14 +92,13 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                  {"policy_notes", s->policy_.notes},
                  {"scopes", s->policy_.scopes},
                  {"confinement", ConfinementJson(ProbeConfinement())}};
-  {
-    auto host = PrepareSandboxHost(s->policy_, options.shim_path);
-    fields["sandbox"] =
-        host ? host->ToJson() : Json{{"available", false}, {"error", host.error().message}};
-  }
+  // The one host probe of the session: recorded here, then used for every process.
+  auto host = PrepareSandboxHost(s->policy_, options.shim_path);
+  fields["sandbox"] =
+      host ? host->ToJson() : Json{{"available", false}, {"error", host.error().message}};
   s->Audit("session_started", std::move(fields), true);
   Session* raw = s.get();
-  s->processes_ = std::make_unique<ProcessHost>(s->policy_, s->workspace_, options.shim_path, envp,
+  s->processes_ = std::make_unique<ProcessHost>(s->policy_, s->workspace_, std::move(host), envp,
                                                 [raw](std::string_view type, Json f, bool durable) {
                                                   raw->Audit(type, std::move(f), durable);
                                                 });

@@ -1,17 +1,23 @@
 // Confinement plans as data, compared without a kernel: seccomp rules, Landlock per ABI,
-// rlimits, the bwrap argv, and the protected-path scan.
+// rlimits, the bwrap argv, the protected-path scan and the pure plan from hand-made facts; and
+// one comparison of `cordon exec --plan` with what bwrap and the shim actually received.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 
+#include "core/hash.h"
 #include "runner/bwrap.h"
+#include "runner/host_probe.h"
 #include "runner/landlock.h"
 #include "runner/launch.h"
 #include "runner/rlimits.h"
 #include "runner/seccomp.h"
+#include "runner/shim/sha256.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -52,10 +58,13 @@ TEST(WeakerPlan, NoHostTmpProcOrDevicesAndTheDenyListIsLeftOut) {
   testing::TempDir ws;
   ProcessRequest req;
   req.argv = {"true"};
-  auto plan = BuildLaunchPlan(host, policy, ws.path(), req, environ);
+  LaunchResources acquired;
+  auto facts = GatherHostFacts(host, policy, ws.path(), req, environ, &acquired);
+  ASSERT_TRUE(facts) << facts.error().message;
+  auto plan = BuildLaunchPlan(policy, *facts, req);
   ASSERT_TRUE(plan) << plan.error().message;
-  ASSERT_TRUE(plan->contain.landlock);
-  for (const auto& p : plan->contain.landlock->paths) {
+  ASSERT_TRUE(plan->call.contain.landlock);
+  for (const auto& p : plan->call.contain.landlock->paths) {
     EXPECT_NE(p.path, "/tmp") << "the host's /tmp";
     EXPECT_NE(p.path, "/proc");
     EXPECT_NE(p.path, "/dev");
@@ -65,7 +74,7 @@ TEST(WeakerPlan, NoHostTmpProcOrDevicesAndTheDenyListIsLeftOut) {
     EXPECT_NE(p.path.rfind("/etc/ssh", 0), 0u) << p.path;
   }
   bool setsid_denied = false;
-  for (const auto& rule : plan->contain.seccomp)
+  for (const auto& rule : plan->call.contain.seccomp)
     setsid_denied = setsid_denied || rule.syscall == "setsid";
   EXPECT_TRUE(setsid_denied);
 }
@@ -265,6 +274,303 @@ TEST(Environment, AllowlistOnly) {
       EXPECT_NE(v, "/evil");
     }
   }
+}
+
+// Facts made by hand: the plan is a function of them and of the request, with no host access.
+HostFacts HandFacts() {
+  HostFacts f;
+  f.host.bwrap = "/usr/bin/bwrap";
+  f.host.shim = "/opt/cordon/cordon-shim";
+  f.host.landlock_abi = 7;
+  f.host.cgroups.mode = CgroupMode::kV2;
+  f.workspace = "/nonexistent-ws";
+  f.home = "/nonexistent-home";
+  f.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/tmp/home"}, {"TMPDIR", "/tmp"}};
+  f.paths["/usr"] = {"/usr", PathKind::kDir, {}};
+  f.paths["/bin"] = {"/bin", PathKind::kSymlink, "usr/bin"};
+  f.paths["/etc/shadow"] = {"/etc/shadow", PathKind::kFile, {}};
+  f.workspace_stat.emplace(0, 0755);
+  f.euid = 0;
+  ProtectedScan scan;
+  scan.protect = {{"/nonexistent-ws/.mcp.json", PathKind::kMissing, false},
+                  {"/nonexistent-ws/.git/hooks", PathKind::kDir, true}};
+  scan.pins = {"/nonexistent-ws/.git"};
+  f.protected_scan = scan;
+  f.cgroup = CgroupMode::kV2;
+  return f;
+}
+
+Policy HandPolicy() {
+  Policy p;
+  p.filesystem.read = {"/usr", "/bin", "/lib-missing"};
+  p.filesystem.write = {"${WORKSPACE}"};
+  p.filesystem.deny = {"/etc/shadow"};
+  return p;
+}
+
+TEST(PurePlan, FactsDecideEverythingAndTheCgroupFallbackIsInThePlan) {
+  const Policy policy = HandPolicy();
+  HostFacts facts = HandFacts();
+  ProcessRequest req;
+  req.argv = {"make", "test"};
+  auto plan = BuildLaunchPlan(policy, facts, req);
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->session.read.size(), 2u) << "a path the facts call missing is not bound";
+  EXPECT_EQ(plan->session.created_stubs, std::vector<std::string>{"/nonexistent-ws/.mcp.json"});
+  EXPECT_EQ(plan->call.cwd, "/nonexistent-ws");
+  EXPECT_EQ(plan->call.contain.argv, req.argv);
+  const auto has_nproc = [](const std::vector<RlimitSpec>& v) {
+    return std::any_of(v.begin(), v.end(),
+                       [](const auto& r) { return r.resource == RLIMIT_NPROC; });
+  };
+  EXPECT_FALSE(has_nproc(plan->call.contain.rlimits)) << "a cgroup limits the pids";
+  Json conf = ConfinementJson(*plan);
+  EXPECT_EQ(conf["cgroup"], "v2");
+  EXPECT_FALSE(conf.contains("cgroup_error"));
+  // The same facts give the same plan, byte for byte.
+  auto again = BuildLaunchPlan(policy, facts, req);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(PlanJson(*plan).dump(), PlanJson(*again).dump());
+
+  // A cgroup that could not be had is a fact; the plan falls back to rlimits and says why.
+  facts.cgroup = CgroupMode::kNone;
+  facts.cgroup_error = "mkdir cgroup: Permission denied";
+  auto fallback = BuildLaunchPlan(policy, facts, req);
+  ASSERT_TRUE(fallback);
+  EXPECT_TRUE(has_nproc(fallback->call.contain.rlimits));
+  conf = ConfinementJson(*fallback);
+  EXPECT_EQ(conf["cgroup"], "none");
+  EXPECT_EQ(conf["cgroup_error"], "mkdir cgroup: Permission denied");
+  EXPECT_EQ(conf["rlimits"], RlimitsJson(fallback->call.contain.rlimits));
+}
+
+TEST(PurePlan, RefusalsComeFromTheFacts) {
+  const Policy policy = HandPolicy();
+  ProcessRequest req;
+  req.argv = {"true"};
+  HostFacts foreign = HandFacts();
+  foreign.workspace_stat.emplace(1234, 0755);
+  auto owner = BuildLaunchPlan(policy, foreign, req);
+  ASSERT_FALSE(owner);
+  EXPECT_EQ(owner.error().code, Code::kSandboxUnavailable);
+  EXPECT_NE(owner.error().message.find("uid 1234"), std::string::npos) << owner.error().message;
+  HostFacts symlinked = HandFacts();
+  symlinked.protected_scan.reset();
+  symlinked.protected_error = Error{Code::kSandboxUnavailable, "protected path .claude", 0, {}};
+  auto scan = BuildLaunchPlan(policy, symlinked, req);
+  ASSERT_FALSE(scan);
+  EXPECT_EQ(scan.error().message, "protected path .claude");
+  ProcessRequest none;
+  EXPECT_EQ(BuildLaunchPlan(policy, HandFacts(), none).error().code, Code::kInvalidInput);
+}
+
+TEST(PurePlan, WeakerModeTmpdirIsDecidedInThePlan) {
+  const Policy policy = HandPolicy();
+  HostFacts facts = HandFacts();
+  facts.host.weaker = true;
+  facts.host.bwrap.clear();
+  facts.host.weaker_reason = "bwrap is not installed";
+  facts.private_tmp = "/run/cordon-test/tmp-abcdef";
+  facts.paths_except["/usr"] = {"/usr"};
+  ProcessRequest req;
+  req.argv = {"true"};
+  auto plan = BuildLaunchPlan(policy, facts, req);
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->call.private_tmp, facts.private_tmp);
+  for (const auto& [k, v] : plan->call.env) {
+    if (k == "TMPDIR" || k == "HOME") {
+      EXPECT_EQ(v, facts.private_tmp) << k;
+    }
+  }
+  ASSERT_TRUE(plan->call.contain.landlock);
+  const auto& paths = plan->call.contain.landlock->paths;
+  EXPECT_TRUE(std::any_of(paths.begin(), paths.end(),
+                          [&](const auto& p) { return p.path == facts.private_tmp; }));
+  EXPECT_EQ(LaunchArgv(*plan), (std::vector<std::string>{"/opt/cordon/cordon-shim", "--spec-fd",
+                                                         "3", "--status-fd", "4"}));
+  const auto env = LaunchEnv(*plan);
+  EXPECT_NE(std::find(env.begin(), env.end(), "TMPDIR=" + facts.private_tmp), env.end());
+  EXPECT_EQ(ConfinementJson(*plan)["weaker_reason"], "bwrap is not installed");
+}
+
+TEST(ShimHash, MatchesOpenSsl) {
+  for (std::string text : {std::string(), std::string("abc"), std::string(55, 'x'),
+                           std::string(56, 'y'), std::string(64, 'z'), std::string(1000, '\x80')}) {
+    EXPECT_EQ(shim::Sha256Hex(text), Sha256Hex(text)) << text.size();
+  }
+}
+
+// The named rule for names that differ from one launch to the next: the weaker mode's private
+// directory (mkdtemp's six characters) and per-call cgroup directories (cordon-PID-N).
+std::string MaskRandomNames(std::string s) {
+  static const std::regex kTmp("/tmp-[A-Za-z0-9]{6}"), kCgroup("cordon-[0-9]+-[0-9]+");
+  s = std::regex_replace(s, kTmp, "/tmp-XXXXXX");
+  return std::regex_replace(s, kCgroup, "cordon-PID-N");
+}
+
+std::vector<std::string> SplitNul(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t z = s.find('\0'); z != std::string::npos; z = s.find('\0', start)) {
+    out.push_back(s.substr(start, z - start));
+    start = z + 1;
+  }
+  return out;
+}
+
+TEST(PlanMatchesRun, BwrapArgvEnvironmentAndShimSpecAreWhatThePlanSays) {
+  const std::string real_bwrap = FindOnPath("bwrap");
+  if (real_bwrap.empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  testing::TempDir d;
+  std::filesystem::create_directories(d / "ws");
+  std::filesystem::create_directories(d / "bin");
+  // cordon finds bwrap on PATH: a recording wrapper first on PATH logs the argv and the
+  // environment it was given (as execve passed them), then runs the real bwrap.
+  const std::string wrapper = d / "bin/bwrap";
+  testing::WriteFile(wrapper,
+                     "#!/bin/sh\n"
+                     "printf '%s\\0' \"$0\" \"$@\" > '" +
+                         d / "argv.log" +
+                         "'\n"
+                         "cat /proc/$$/environ > '" +
+                         d / "env.log" +
+                         "'\n"
+                         "exec '" +
+                         real_bwrap + "' \"$@\"\n");
+  ::chmod(wrapper.c_str(), 0755);
+  const char* path = std::getenv("PATH");
+  const std::vector<std::string> env = {
+      "PATH=" + (d / "bin") + ":" + (path != nullptr ? path : "/usr/bin:/bin"),
+      "XDG_CONFIG_HOME=" + (d / "config"), "XDG_STATE_HOME=" + (d / "state")};
+  const std::vector<std::string> cmd = {"sh", "-c", "echo planned"};
+  std::vector<std::string> args = {testing::CordonBin(), "exec",   "--plan",
+                                   "--workspace",        d / "ws", "--audit-log",
+                                   d / "plan.jsonl",     "--"};
+  args.insert(args.end(), cmd.begin(), cmd.end());
+  auto planned = testing::Run(args, env);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_FALSE(testing::Exists(d / "argv.log")) << "--plan started bwrap";
+  Json plan = Json::parse(planned.out);
+  args.erase(args.begin() + 2);  // the same command line without --plan
+  args[5] = d / "run.jsonl";
+  auto ran = testing::Run(args, env);
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "planned\n");
+
+  std::vector<std::string> want_argv, want_env, got_argv, got_env;
+  for (const auto& a : plan["exec"]["argv"]) want_argv.push_back(MaskRandomNames(a));
+  for (const auto& e : plan["exec"]["env"]) want_env.push_back(MaskRandomNames(e));
+  for (const auto& a : SplitNul(testing::ReadFile(d / "argv.log")))
+    got_argv.push_back(MaskRandomNames(a));
+  for (const auto& e : SplitNul(testing::ReadFile(d / "env.log")))
+    got_env.push_back(MaskRandomNames(e));
+  ASSERT_FALSE(got_argv.empty()) << "the wrapper did not run";
+  EXPECT_EQ(got_argv, want_argv);
+  EXPECT_EQ(got_env, want_env);
+  EXPECT_EQ(got_argv[0], wrapper) << "the plan names the bwrap that cordon found";
+
+  // The shim hashed the spec it read; the plan hashed the spec it would write.
+  const std::string log = testing::ReadFile(d / "run.jsonl");
+  Json process;
+  std::size_t pos = 0;
+  while (pos < log.size()) {
+    std::size_t nl = log.find('\n', pos);
+    Json rec = Json::parse(log.substr(pos, nl - pos));
+    if (rec["type"] == "process") process = rec;
+    pos = nl + 1;
+  }
+  ASSERT_TRUE(process.is_object()) << log;
+  ASSERT_TRUE(process.contains("spec_sha256")) << process.dump();
+  EXPECT_EQ(process["spec_sha256"], plan["spec_sha256"]);
+  EXPECT_EQ(plan["spec_sha256"], Sha256Hex(plan["contain"].dump()));
+  EXPECT_EQ(MaskRandomNames(process["confinement"].dump()),
+            MaskRandomNames(plan["confinement"].dump()));
+}
+
+std::vector<int> OpenFds() {
+  std::vector<int> fds;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    fds.push_back(std::atoi(e.path().filename().c_str()));
+  }
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+TEST(StartFds, RunningOutOfDescriptorsMidwayLeaksNone) {
+  PolicySources sources;
+  sources.dirs = {testing::ShippedPolicyDir()};
+  auto policy = LoadPolicy(sources);
+  ASSERT_TRUE(policy);
+  auto host = PrepareSandboxHost(*policy, "");
+  if (!host) GTEST_SKIP() << "SKIPPED: " << host.error().message;
+  testing::TempDir ws;
+  ProcessRequest req;
+  req.argv = {"true"};
+  LaunchResources acquired;
+  auto facts = GatherHostFacts(*host, *policy, ws.path(), req, environ, &acquired);
+  ASSERT_TRUE(facts) << facts.error().message;
+  auto plan = BuildLaunchPlan(*policy, *facts, req);
+  ASSERT_TRUE(plan) << plan.error().message;
+  // Fill the holes in the fd table, so that RLIMIT_NOFILE decides exactly how many more opens
+  // succeed; then let Start run out at every step in turn (stub lock, memfd, each pipe).
+  std::vector<UniqueFd> fill;
+  const std::vector<int> before_fill = OpenFds();
+  while (true) {
+    UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    const int n = fd.get();
+    fill.push_back(std::move(fd));
+    if (n > before_fill.back()) break;
+  }
+  const int next = fill.back().get() + 1;
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  int failures = 0;
+  for (int extra = 0; extra < 16; ++extra) {
+    const std::vector<int> before = OpenFds();
+    struct rlimit low = old;
+    low.rlim_cur = static_cast<rlim_t>(next + extra);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    auto proc = ConfinedProcess::Start(*plan, LaunchResources{}, req);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+    if (proc) {
+      (*proc)->Run(nullptr);
+      break;
+    }
+    ++failures;
+    EXPECT_EQ(OpenFds(), before) << "a failed Start at limit +" << extra << " ("
+                                 << proc.error().message << ") left descriptors open";
+  }
+  EXPECT_GE(failures, 5) << "the limit did not make the pipes fail";
+}
+
+template <typename E, std::size_t N>
+void ExpectTableCovers(const EnumName<E> (&table)[N], std::initializer_list<E> all,
+                       const char* what) {
+  EXPECT_EQ(N, all.size()) << what;
+  for (E v : all) {
+    const std::string_view name = Name(table, v);
+    EXPECT_NE(name, "?") << what;
+    auto back = ParseName(table, name, what);
+    ASSERT_TRUE(back) << what;
+    EXPECT_EQ(*back, v) << what;
+  }
+  EXPECT_EQ(ParseName(table, "nonsense", what).error().code, Code::kInvalidInput);
+}
+
+TEST(EnumTables, StatusKindAndCgroupModeNameEveryValue) {
+  ExpectTableCovers(kProcessStatusNames,
+                    {ProcessStatus::kRunning, ProcessStatus::kExited, ProcessStatus::kSignaled,
+                     ProcessStatus::kTimeout, ProcessStatus::kCancelled, ProcessStatus::kFailed},
+                    "process status");
+  ExpectTableCovers(kProcessKindNames,
+                    {ProcessKind::kForeground, ProcessKind::kBackground, ProcessKind::kMcpServer},
+                    "process kind");
+  ExpectTableCovers(kCgroupModeNames, {CgroupMode::kNone, CgroupMode::kV1, CgroupMode::kV2},
+                    "cgroup mode");
+  // The names the records have always used.
+  EXPECT_EQ(StatusName(ProcessStatus::kTimeout), "timeout");
+  EXPECT_EQ(Name(kProcessKindNames, ProcessKind::kMcpServer), "mcp_server");
 }
 
 }  // namespace

@@ -55,20 +55,20 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
       static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
   if (in.contains("timeout_secs")) req.timeout_secs = in["timeout_secs"].get<std::int64_t>();
   if (in.value("background", false)) {
-    req.kind = "background";
+    req.kind = ProcessKind::kBackground;
     return ctx.processes->StartBackground(req);
   }
   ASSIGN_OR_RETURN(auto proc, ctx.processes->RunForeground(req, ctx.cancel));
   ProcessOutcome o = proc->outcome();
   if (o.error) return std::unexpected(*o.error);
   std::string tail = proc->Tail(600);
-  if (o.status == "timeout") {
+  if (o.status == ProcessStatus::kTimeout) {
     return Fail(Code::kTimeout,
                 "the command ran past its time limit; the sandbox was terminated. "
                 "Last output:\n" +
                     tail);
   }
-  if (o.status == "cancelled")
+  if (o.status == ProcessStatus::kCancelled)
     return Fail(Code::kCancelled, "the call was cancelled; the sandbox was terminated");
   Json out = ProcessHost::ResultJson(*proc);
   out["argv"] = req.argv;
@@ -181,7 +181,7 @@ ToolSpec MakeProcessOutputTool() {
     req.argv = {"sh", "-c", "echo started; sleep 30"};
     req.cwd = ctx.workspace.root();
     req.tool = "run_shell";
-    req.kind = "background";
+    req.kind = ProcessKind::kBackground;
     TRY(ctx.processes->StartBackground(req));
     return {};
   };

@@ -28,8 +28,10 @@ Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std
   ASSIGN_OR_RETURN(auto proc, ctx.processes->RunForeground(req, ctx.cancel));
   ProcessOutcome o = proc->outcome();
   if (o.error) return std::unexpected(*o.error);
-  if (o.status == "timeout") return Fail(Code::kTimeout, tool + " ran past its time limit");
-  if (o.status == "cancelled") return Fail(Code::kCancelled, "the call was cancelled");
+  if (o.status == ProcessStatus::kTimeout)
+    return Fail(Code::kTimeout, tool + " ran past its time limit");
+  if (o.status == ProcessStatus::kCancelled)
+    return Fail(Code::kCancelled, "the call was cancelled");
   return proc;
 }
 
@@ -109,7 +111,7 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
     return Fail(Code::kInvalidInput, "invalid pattern: " + err.substr(0, 800));
   }
   if (!o.exit_code || (*o.exit_code != 0 && *o.exit_code != 1 && *o.exit_code != 2)) {
-    return Fail(Code::kInternal, "rg failed (" + o.status + "): " + err.substr(0, 800));
+    return Fail(Code::kInternal, "rg failed (" + StatusName(o.status) + "): " + err.substr(0, 800));
   }
   const std::int64_t cap = ResultCap(ctx, "search_text", in);
   const std::size_t max_chars =
@@ -119,7 +121,7 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
   Json records = Json::array();
   std::int64_t matches = 0;
   std::size_t bytes = 0;
-  bool truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+  bool truncated = proc->Counts().stdout_dropped_bytes > 0;
   std::set<std::string> files;
   const std::string out = proc->StdoutText();
   for (std::string_view line : Lines(out)) {
@@ -203,7 +205,7 @@ Result<std::vector<std::string>> FindFallback(ToolContext& ctx, const std::strin
   if (files_only) argv.insert(argv.end(), {"-type", "f"});
   argv.push_back("-print");
   ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, tool, argv));
-  *truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+  *truncated = proc->Counts().stdout_dropped_bytes > 0;
   std::vector<std::string> out;
   const std::string stdout_text = proc->StdoutText();
   for (auto line : Lines(stdout_text)) {
@@ -255,7 +257,7 @@ Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
     if (o.exit_code.value_or(1) != 0) {
       return Fail(Code::kInvalidInput, "fd failed: " + proc->StderrText().substr(0, 800));
     }
-    truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+    truncated = proc->Counts().stdout_dropped_bytes > 0;
     const std::string stdout_text = proc->StdoutText();
     for (auto line : Lines(stdout_text)) raw.push_back(StripDotSlash(std::string(line)));
   } else {
@@ -317,7 +319,7 @@ Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
     if (proc->outcome().exit_code.value_or(2) > 1) {
       return Fail(Code::kInvalidInput, used + " failed: " + proc->StderrText().substr(0, 800));
     }
-    truncated = proc->OutputCounts()["stdout_dropped_bytes"].get<std::uint64_t>() > 0;
+    truncated = proc->Counts().stdout_dropped_bytes > 0;
     const std::string stdout_text = proc->StdoutText();
     for (auto line : Lines(stdout_text)) {
       if (!line.empty()) files.push_back(StripDotSlash(std::string(line)));

@@ -1,7 +1,8 @@
 // cordon-shim: started by bwrap inside the sandbox. Reads its spec from an inherited memfd,
 // applies Contain() (rlimits, no_new_privs, capabilities, Landlock, seccomp), then forks: the
 // child execs the command in a new session; the shim waits and reports the real exit status and
-// resource use on the status fd. It never runs the command if any step fails.
+// resource use on the status fd, with the SHA-256 of the spec bytes it read (so a test can match
+// them with `cordon exec --plan`). It never runs the command if any step fails.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,14 +17,18 @@
 #include <cstring>
 #include <string>
 
+#include "core/unique_fd.h"
 #include "runner/contain.h"
+#include "runner/shim/sha256.h"
 
 namespace {
 
 int g_status_fd = -1;
+std::string g_spec_sha256;  // of the spec as read, before parsing
 
-void Report(const cordon::Json& j) {
+void Report(cordon::Json j) {
   if (g_status_fd < 0) return;
+  if (!g_spec_sha256.empty()) j["spec_sha256"] = g_spec_sha256;
   std::string line = j.dump() + "\n";
   ssize_t n = ::write(g_status_fd, line.data(), line.size());
   (void)n;
@@ -67,10 +72,13 @@ int main(int argc, char** argv) {
   }
   if (spec_fd < 0) Die("spec", {cordon::Code::kSandboxUnavailable, "no --spec-fd", 0, {}});
   std::string text = ReadAll(spec_fd);
-  ::close(spec_fd);
-  // Nothing else cordon or bwrap passed down is the command's business.
-  for (int fd = 3; fd < 100; ++fd) {
-    if (fd != g_status_fd) ::close(fd);
+  g_spec_sha256 = cordon::shim::Sha256Hex(text);
+  // Nothing else cordon or bwrap passed down (the spec memfd included) is the command's business.
+  if (g_status_fd >= 3) {
+    ::close_range(3, static_cast<unsigned>(g_status_fd) - 1, 0);
+    ::close_range(static_cast<unsigned>(g_status_fd) + 1, ~0U, 0);
+  } else {
+    ::close_range(3, ~0U, 0);
   }
   auto parsed = cordon::ParseJsonBounded(text);
   if (!parsed) Die("spec", parsed.error());
@@ -84,20 +92,19 @@ int main(int argc, char** argv) {
   }
   // The command runs in a child that contains itself and execs; this process stays to report
   // the command's real status and resource use, and to end what it leaves behind.
-  int exec_pipe[2];
-  if (::pipe2(exec_pipe, O_CLOEXEC) != 0)
-    Die("pipe", {cordon::Code::kInternal, "pipe2 failed", errno, {}});
+  cordon::Pipe exec_pipe = cordon::MakePipe();
+  if (!exec_pipe.valid()) Die("pipe", {cordon::Code::kInternal, "pipe2 failed", errno, {}});
   pid_t child = ::fork();
   if (child < 0) Die("fork", {cordon::Code::kInternal, std::strerror(errno), errno, {}});
   if (child == 0) {
-    ::close(exec_pipe[0]);
+    exec_pipe.read.Reset();
     // Its own session first (no controlling terminal to inject into, one process group that
     // holds everything it starts: the weaker mode's seccomp rules forbid leaving it), then
     // Contain() in its fixed order, then execve. Nothing runs unconfined after this point.
     ::setsid();
     if (auto failure = cordon::Contain(*spec)) {
       const int contain_failed = -1;
-      ssize_t n = ::write(exec_pipe[1], &contain_failed, sizeof contain_failed);
+      ssize_t n = ::write(exec_pipe.write.get(), &contain_failed, sizeof contain_failed);
       (void)n;
       Die(failure->step, failure->error);
     }
@@ -106,17 +113,18 @@ int main(int argc, char** argv) {
     args.push_back(nullptr);
     ::execvp(args[0], args.data());
     int e = errno;
-    ssize_t n = ::write(exec_pipe[1], &e, sizeof e);
+    ssize_t n = ::write(exec_pipe.write.get(), &e, sizeof e);
     (void)n;
     _exit(127);
   }
-  ::close(exec_pipe[1]);
+  exec_pipe.write.Reset();
   // The shim must outlive the command to report it; termination reaches it via the namespace.
   ::signal(SIGTERM, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGHUP, SIG_IGN);
   int exec_errno = 0;
-  bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  bool exec_failed =
+      ::read(exec_pipe.read.get(), &exec_errno, sizeof exec_errno) == sizeof exec_errno;
   // While the command runs, watch cordon's end of the status pipe: if cordon is gone (killed,
   // perhaps before bwrap's --die-with-parent was armed), nobody supervises this call any more,
   // so the command's group is killed and the shim leaves, which ends the pid namespace.
