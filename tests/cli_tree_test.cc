@@ -215,8 +215,27 @@ TEST_F(CliTreeTest, InstallLaysOutBinariesPoliciesCompletionsAndManPage) {
   EXPECT_NE(man.find(".SH EXIT STATUS"), std::string::npos);
   EXPECT_NE(man.find("cordon mcp list"), std::string::npos);
   if (!FindOnPath("zsh").empty()) {
-    auto z = testing::Run({FindOnPath("zsh"), "-n", prefix + "/share/zsh/site-functions/_cordon"});
+    const std::string zsh_completion = prefix + "/share/zsh/site-functions/_cordon";
+    auto z = testing::Run({FindOnPath("zsh"), "-n", zsh_completion});
     EXPECT_EQ(z.exit_code, 0) << z.err;
+    // The completion system's functions, stubbed to print what they were given; the script's
+    // last line (the call with the shell's words) is left off so that `t` drives it.
+    const std::string harness =
+        "_describe() { print -r -- \"${(P)4}\"; }\n"
+        "compadd() { shift; print -r -- \"$*\"; }\n"
+        "_files() { print -r -- files $*; }\n"
+        "_command_names() { print -r -- commands; }\n"
+        "eval \"$(sed '$d' '" +
+        zsh_completion +
+        "')\"\n"
+        "t() { words=(\"$@\"); CURRENT=$#; _cordon; }\n"
+        "t cordon mcp ''; t cordon exec --network ''; t cordon exec -- ''; t cordon exec --wor\n";
+    auto zr = testing::Run({FindOnPath("zsh"), "-f", "-c", harness});
+    EXPECT_EQ(zr.exit_code, 0) << zr.err;
+    EXPECT_NE(zr.out.find("list:configured servers"), std::string::npos) << zr.out;
+    EXPECT_NE(zr.out.find("none loopback allow\n"), std::string::npos) << zr.out;
+    EXPECT_NE(zr.out.find("commands\n"), std::string::npos) << zr.out;
+    EXPECT_NE(zr.out.find("--network:"), std::string::npos) << zr.out;
   }
   if (!FindOnPath("groff").empty()) {
     auto g = testing::Run(
