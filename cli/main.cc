@@ -1,4 +1,128 @@
-// cordon: the supervisor binary. All logic lives in the libraries; see runner/cli.cc.
-#include "cli/cli.h"
+// cordon: the supervisor binary. Builds the command tree (CLI11, one file per command), parses,
+// and runs the chosen command; usage errors and exit codes are decided here and in common.cc.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
 
-int main(int argc, char** argv, char** envp) { return cordon::RunCli(argc, argv, envp); }
+#include "cli/common.h"
+#include "core/version.h"
+
+namespace cordon::cli {
+namespace {
+
+// The command CLI11 reached: where a usage error belongs, and which command runs.
+const CLI::App* Deepest(const CLI::App& app) {
+  const CLI::App* at = &app;
+  for (auto subs = at->get_subcommands(); !subs.empty(); subs = at->get_subcommands())
+    at = subs.front();
+  return at;
+}
+
+void AddVersionCommand(CLI::App& root, Context& ctx) {
+  CLI::App* cmd = root.add_subcommand("version", "print the version")->group("Commands");
+  ctx.run[cmd] = [] {
+    std::cout << "cordon " << kCordonVersion << "\n";
+    return kExitOk;
+  };
+}
+
+// help [COMMAND...]: the help of a command, found by walking the same tree.
+void AddHelpCommand(CLI::App& root, Context& ctx) {
+  auto words = std::make_shared<std::vector<std::string>>();
+  CLI::App* cmd =
+      root.add_subcommand("help", "print the help of cordon or of a command")->group("Commands");
+  cmd->add_option("COMMAND", *words, "a command, e.g. `mcp list`");
+  ctx.run[cmd] = [words, cmd, root = &root]() -> int {
+    CLI::App* at = root;
+    for (const auto& w : *words) {
+      CLI::App* next = nullptr;
+      try {
+        next = at->get_subcommand(w);
+      } catch (const CLI::OptionNotFound&) {
+      }
+      if (next == nullptr || next->get_group().empty())
+        return UsageError(*cmd, "no command " + CommandPath(*at) + " " + w);
+      at = next;
+    }
+    std::cout << at->get_formatter()->make_help(at, CommandPath(*at), CLI::AppFormatMode::Normal);
+    return kExitOk;
+  };
+}
+
+int Run(int argc, char** argv, char** envp) {
+  Context ctx;
+  ctx.envp = envp;
+  ctx.facts = std::make_shared<Formatter>();
+  ctx.facts->column_width(34);
+  CLI::App app(
+      "cordon runs AI-agent tool calls and commands inside bubblewrap, Landlock, seccomp and "
+      "dropped capabilities, and writes a hash-chained audit log.",
+      "cordon");
+  app.formatter(ctx.facts);
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("cordon ") + kCordonVersion);
+  std::string footer =
+      "Options end at \"--\"; what follows it is passed on untouched.\n\nexit codes:";
+  for (const auto& d : kExitCodeDocs) footer += "\n  " + std::to_string(d.code) + "  " + d.meaning;
+  footer += "\n  exec and wrap: the command's own code; cordon's own failures exit 125";
+  app.footer(footer);
+
+  AddCallCommand(app, ctx);
+  AddExecCommand(app, ctx);
+  AddServeCommand(app, ctx);
+  AddWrapCommand(app, ctx);
+  AddMcpCommand(app, ctx);
+  AddDoctorCommand(app, ctx);
+  AddToolsCommand(app, ctx);
+  AddPolicyCommand(app, ctx);
+  AddAuditCommand(app, ctx);
+  AddVersionCommand(app, ctx);
+  AddHelpCommand(app, ctx);
+  AddGenerateCommand(app, ctx);
+
+  // Options end at the first "--": what follows is the command of exec and wrap, never parsed,
+  // so `cordon exec -- prog --help` reaches prog.
+  std::vector<std::string> words(argv + std::min(argc, 1), argv + argc);
+  bool has_command = false;
+  if (auto dd = std::find(words.begin(), words.end(), "--"); dd != words.end()) {
+    ctx.command.assign(dd + 1, words.end());
+    words.erase(dd, words.end());
+    has_command = true;
+  }
+  std::reverse(words.begin(), words.end());  // CLI11 takes its vector last word first
+  try {
+    app.parse(words);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    // CLI11 reports "frob" in `cordon frob` as a missing subcommand; name the word instead.
+    const CLI::App* at = Deepest(app);
+    const auto extra = at->remaining();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !extra.empty())
+      return UsageError(*at, "unknown command or argument: " + extra.front());
+    return UsageError(*at, e.what());
+  }
+  const CLI::App* cmd = Deepest(app);
+  if (has_command && !ctx.facts->takes_command.contains(cmd))
+    return UsageError(*cmd, CommandPath(*cmd) + " takes no command after --");
+  auto run = ctx.run.find(cmd);
+  if (run == ctx.run.end()) return UsageError(*cmd, "a command is needed");
+  try {
+    return run->second();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cordon: internal error: %s\n", e.what());
+    return OwnFailureCode(*cmd, kExitStart);
+  }
+}
+
+}  // namespace
+}  // namespace cordon::cli
+
+int main(int argc, char** argv, char** envp) { return cordon::cli::Run(argc, argv, envp); }

@@ -1,0 +1,154 @@
+// Session flags, session start, usage errors and the usage line, shared by every command.
+#include "cli/common.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#ifndef CORDON_SHIPPED_POLICY_DIR
+#define CORDON_SHIPPED_POLICY_DIR "/usr/share/cordon/policies.d"
+#endif
+
+namespace cordon::cli {
+namespace {
+
+// An installed cordon (PREFIX/bin/cordon) reads PREFIX/share/cordon/policies.d; a binary in the
+// build tree reads the source tree's policies.d.
+std::string ShippedPolicyDir() {
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string p(exe, static_cast<std::size_t>(n));
+    p = p.substr(0, p.find_last_of('/')) + "/../share/cordon/policies.d";
+    if (::access(p.c_str(), R_OK) == 0) return p;
+  }
+  return CORDON_SHIPPED_POLICY_DIR;
+}
+
+}  // namespace
+
+std::string Formatter::make_usage(const CLI::App* app, std::string) const {
+  std::string out = "usage: " + CommandPath(*app);
+  if (!app->get_options([](const CLI::Option* o) { return o->nonpositional(); }).empty())
+    out += " [OPTIONS]";
+  for (const CLI::Option* o :
+       app->get_options([](const CLI::Option* o) { return o->get_positional(); })) {
+    std::string name = o->get_name(true, false);
+    if (o->get_items_expected_max() > 1) name += "...";
+    out += " " + (o->get_required() ? name : "[" + name + "]");
+  }
+  if (!app->get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }).empty())
+    out += app->get_require_subcommand_min() > 0 ? " COMMAND" : " [COMMAND]";
+  if (takes_command.contains(app)) out += " -- CMD [ARGS...]";
+  return out + "\n";
+}
+
+const Formatter& TreeFacts(const CLI::App& app) {
+  return dynamic_cast<const Formatter&>(*app.get_formatter());
+}
+
+std::string CommandPath(const CLI::App& app) {
+  std::string path = app.get_name();
+  for (const CLI::App* p = app.get_parent(); p != nullptr; p = p->get_parent())
+    path = p->get_name() + " " + path;
+  return path;
+}
+
+int OwnFailureCode(const CLI::App& app, int otherwise) {
+  const Formatter& facts = TreeFacts(app);
+  for (const CLI::App* a = &app; a != nullptr; a = a->get_parent()) {
+    if (facts.takes_command.contains(a)) return kExitCordonFailed;
+  }
+  return otherwise;
+}
+
+int UsageError(const CLI::App& app, const std::string& why) {
+  std::fprintf(stderr, "cordon: %s\n%sRun '%s --help' for more.\n", why.c_str(),
+               TreeFacts(app).make_usage(&app, "").c_str(), CommandPath(app).c_str());
+  return OwnFailureCode(app, kExitUsage);
+}
+
+void TakesCommand(Context& ctx, CLI::App* app) { ctx.facts->takes_command.insert(app); }
+
+CLI::Option* WithChoices(Context& ctx, CLI::Option* opt, std::vector<std::string> names,
+                         std::function<Status(const std::string&)> parse) {
+  std::string shown;
+  for (const auto& n : names) shown += (shown.empty() ? "" : "|") + n;
+  ctx.facts->choices[opt] = std::move(names);
+  opt->type_name(shown);
+  opt->check(CLI::Validator(
+      [parse = std::move(parse)](std::string& value) -> std::string {
+        Status st = parse(value);
+        return st ? std::string() : st.error().message;
+      },
+      ""));
+  return opt;
+}
+
+void AddSessionFlags(CLI::App* app, SessionFlags* f) {
+  app->add_option("--workspace", f->workspace, "the workspace (default: the current directory)")
+      ->type_name("DIR");
+  app->add_option("--audit-log", f->audit_log,
+                  "the audit log (default: $XDG_STATE_HOME/cordon/sessions/...)")
+      ->type_name("FILE");
+  app->add_option("--audit-key-file", f->audit_key_file,
+                  "make the audit chain an HMAC-SHA-256 chain keyed by this file")
+      ->type_name("FILE");
+  app->add_option("--policy", f->policy_files, "an extra policy layer (may be repeated)")
+      ->type_name("FILE");
+}
+
+SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& client) {
+  SessionOptions o;
+  o.workspace = f.workspace;
+  o.audit_log = f.audit_log;
+  if (!f.audit_key_file.empty()) o.audit_key_file = f.audit_key_file;
+  o.policy_files = f.policy_files;
+  o.shipped_policy_dir = ShippedPolicyDir();
+  o.client = client;
+  return o;
+}
+
+Result<Policy> LoadEffectivePolicy(const SessionOptions& o) {
+  ASSIGN_OR_RETURN(Workspace ws, Workspace::Open(o.workspace));
+  PolicySources sources = DefaultPolicySources(o.shipped_policy_dir, ws.root());
+  sources.extra_files = o.policy_files;
+  return LoadPolicy(sources);
+}
+
+std::expected<std::unique_ptr<Session>, int> StartSessionOr(int exit_code,
+                                                            const SessionOptions& options,
+                                                            char** envp) {
+  auto session = Session::Start(options, envp);
+  if (!session) {
+    std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
+    return std::unexpected(exit_code);
+  }
+  return std::move(*session);
+}
+
+Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session) {
+  const std::string ws = session.workspace().root();
+  ASSIGN_OR_RETURN(mcp::McpConfig config, mcp::LoadMcpConfig(mcp::DefaultConfigSources(ws), ws));
+  for (const auto& srv : config.servers) {
+    for (const auto& [k, v] : srv.env) session.AddRedaction("mcp_config", v);
+    for (const auto& [k, v] : srv.headers) session.AddRedaction("mcp_config", v);
+  }
+  return config;
+}
+
+Result<std::string> ReadJsonArgument(const std::string& arg) {
+  if (arg.empty() || arg[0] != '@') return arg;
+  if (arg == "@-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  std::ifstream in(arg.substr(1), std::ios::binary);
+  if (!in) return Fail(Code::kInvalidInput, "cannot read " + arg.substr(1));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace cordon::cli

@@ -1,0 +1,95 @@
+// What the commands share: session flags, starting a session, usage errors, the command tree.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <expected>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/exit_codes.h"
+#include "core/error.h"
+#include "mcp/config.h"
+#include "policy/policy.h"
+#include "session/session.h"
+
+namespace cordon::cli {
+
+// Facts about the command tree that CLI11 has no place for: which commands take a command
+// after "--", and the accepted values of an option (for completions). Every command shares the
+// root's formatter, so any App reaches them; its usage line states the trailing command.
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override;
+  std::set<const CLI::App*> takes_command;
+  std::map<const CLI::Option*, std::vector<std::string>> choices;
+};
+
+const Formatter& TreeFacts(const CLI::App& app);
+
+// The parsed command line, and what each command runs once its flags are parsed.
+struct Context {
+  char** envp = nullptr;
+  std::vector<std::string> command;  // the words after "--" (exec, wrap)
+  std::map<const CLI::App*, std::function<int()>> run;
+  std::shared_ptr<Formatter> facts;
+};
+
+// "cordon mcp list" for the App of `mcp list`.
+std::string CommandPath(const CLI::App& app);
+// The code a usage error (or any failure of cordon itself) exits with under `app`: 125 under
+// exec and wrap, whose own code is the command's, else `otherwise`.
+int OwnFailureCode(const CLI::App& app, int otherwise);
+// Prints "cordon: WHY", the command's usage line and where to find more; returns the exit code.
+int UsageError(const CLI::App& app, const std::string& why);
+
+// A subcommand whose help and usage end with "-- CMD [ARGS...]".
+void TakesCommand(Context& ctx, CLI::App* app);
+// An option accepting one of `names`; `parse` is the one that decides, with its own message.
+CLI::Option* WithChoices(Context& ctx, CLI::Option* opt, std::vector<std::string> names,
+                         std::function<Status(const std::string&)> parse);
+
+// Only whether `r` succeeded: for validators built on the Parse functions.
+template <typename T>
+Status Checked(const Result<T>& r) {
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+struct SessionFlags {
+  std::string workspace = ".";
+  std::string audit_log;
+  std::string audit_key_file;
+  std::vector<std::string> policy_files;
+};
+void AddSessionFlags(CLI::App* app, SessionFlags* flags);
+SessionOptions SessionOptionsFrom(const SessionFlags& flags, const std::string& client);
+Result<Policy> LoadEffectivePolicy(const SessionOptions& options);
+// Starts a session, or says why not on stderr and yields `exit_code`.
+std::expected<std::unique_ptr<Session>, int> StartSessionOr(int exit_code,
+                                                            const SessionOptions& options,
+                                                            char** envp);
+
+// The workspace's configured MCP servers; their env and header values join the redaction list.
+Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session);
+
+// A --json argument: the text itself, "@-" for standard input, or "@FILE".
+Result<std::string> ReadJsonArgument(const std::string& arg);
+
+// One registrar per command file.
+void AddCallCommand(CLI::App& root, Context& ctx);
+void AddExecCommand(CLI::App& root, Context& ctx);
+void AddServeCommand(CLI::App& root, Context& ctx);
+void AddWrapCommand(CLI::App& root, Context& ctx);
+void AddMcpCommand(CLI::App& root, Context& ctx);
+void AddDoctorCommand(CLI::App& root, Context& ctx);
+void AddToolsCommand(CLI::App& root, Context& ctx);
+void AddPolicyCommand(CLI::App& root, Context& ctx);
+void AddAuditCommand(CLI::App& root, Context& ctx);
+// The hidden `_generate`: completions, man page and the command list, from this same tree.
+void AddGenerateCommand(CLI::App& root, Context& ctx);
+
+}  // namespace cordon::cli

@@ -1,0 +1,45 @@
+// cordon's exit codes, and how `exec` turns a confined command's end into one (docs/cli.md).
+#pragma once
+
+#include "runner/launch.h"
+
+namespace cordon {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitToolError = 1,  // the tool returned isError, or `audit verify` found a broken chain
+  kExitUsage = 2,      // bad command line
+  kExitStart = 3,      // cordon could not start: policy, workspace, audit log or key
+  kExitTornTail = 4,   // `audit verify`: intact but for a torn last line (a crash)
+  // `exec` and `wrap` pass the command's own code through, so cordon's own outcomes take the
+  // codes env(1) and timeout(1) use, which a command rarely returns itself.
+  kExitTimeout = 124,       // the time limit passed; the sandbox was terminated
+  kExitCordonFailed = 125,  // cordon itself failed (usage errors included)
+  kExitNotFound = 127,      // the command does not exist
+  kExitSignalBase = 128,    // + N: the command was killed by signal N
+};
+
+struct ExitCodeDoc {
+  int code;
+  const char* meaning;
+};
+
+// The help footers and the man page are written from these.
+inline constexpr ExitCodeDoc kExitCodeDocs[] = {
+    {kExitOk, "success (audit verify: the log is intact)"},
+    {kExitToolError, "the tool returned an error result (audit verify: the chain is broken)"},
+    {kExitUsage, "usage error: unknown command or option, missing argument"},
+    {kExitStart, "cordon could not start: policy, workspace, audit log or key file"},
+    {kExitTornTail, "audit verify: intact but for a last line torn by a crash"},
+};
+inline constexpr ExitCodeDoc kExecExitCodeDocs[] = {
+    {kExitTimeout, "the time limit passed and the sandbox was terminated"},
+    {kExitCordonFailed, "cordon failed: usage error, could not start, sandbox could not be set up"},
+    {kExitNotFound, "the command does not exist"},
+    {kExitSignalBase, "+ N: the command was killed by signal N"},
+};
+
+// The exit code of `cordon exec` for a command that ran (or failed to start) in the sandbox.
+int ExecExitCode(const ProcessOutcome& outcome);
+
+}  // namespace cordon

@@ -1,0 +1,357 @@
+// The hidden `cordon _generate bash|zsh|man|commands`: completion scripts, the man page and the
+// list of commands, all walked from the CLI11 tree the binary parses with, so they cannot drift.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/common.h"
+#include "core/version.h"
+
+namespace cordon::cli {
+namespace {
+
+std::vector<const CLI::App*> VisibleSubcommands(const CLI::App& app) {
+  std::vector<const CLI::App*> out;
+  for (const CLI::App* s : const_cast<CLI::App&>(app).get_subcommands(
+           [](const CLI::App* s) { return !s->get_group().empty(); }))
+    out.push_back(s);
+  return out;
+}
+
+// Every visible command, parents before children; the root first.
+void Walk(const CLI::App& app, std::vector<const CLI::App*>* out) {
+  out->push_back(&app);
+  for (const CLI::App* s : VisibleSubcommands(app)) Walk(*s, out);
+}
+
+// The command path without the leading "cordon": "" for the root, "mcp list".
+std::string RelPath(const CLI::App& app) {
+  std::string p = CommandPath(app);
+  return p.size() > 6 ? p.substr(7) : "";
+}
+
+std::vector<const CLI::Option*> Flags(const CLI::App& app) {
+  return app.get_options([](const CLI::Option* o) { return o->nonpositional(); });
+}
+
+std::vector<std::string> Names(const CLI::Option* o) {
+  std::vector<std::string> out;
+  for (const auto& s : o->get_snames()) out.push_back("-" + s);
+  for (const auto& l : o->get_lnames()) out.push_back("--" + l);
+  return out;
+}
+
+bool TakesValue(const CLI::Option* o) { return o->get_type_size_max() > 0; }
+
+// How a value is completed: "@dir", "@file", the accepted names, or "@any".
+std::string ValueKind(const Formatter& facts, const CLI::Option* o) {
+  if (auto c = facts.choices.find(o); c != facts.choices.end()) {
+    std::string words;
+    for (const auto& n : c->second) words += (words.empty() ? "" : " ") + n;
+    return words;
+  }
+  const std::string type = o->get_type_name();
+  if (type == "DIR") return "@dir";
+  if (type == "FILE") return "@file";
+  return "@any";
+}
+
+std::string Join(const std::vector<std::string>& v, const char* sep = " ") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// Single-quoted for sh: no expansion of anything inside.
+std::string ShQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The three lookup functions both scripts share: subcommands, options and value kinds by path.
+std::string Tables(const CLI::App& root, bool zsh) {
+  const Formatter& facts = TreeFacts(root);
+  std::vector<const CLI::App*> all;
+  Walk(root, &all);
+  std::ostringstream subs, opts, vals, cmds;
+  for (const CLI::App* app : all) {
+    std::vector<std::string> sub_words, opt_words;
+    for (const CLI::App* s : VisibleSubcommands(*app)) {
+      sub_words.push_back(zsh ? s->get_name() + ":" + s->get_description() : s->get_name());
+    }
+    for (const CLI::Option* o : Flags(*app)) {
+      for (const auto& n : Names(o)) {
+        opt_words.push_back(zsh ? n + ":" + o->get_description() : n);
+        if (TakesValue(o))
+          vals << "    " << ShQuote(RelPath(*app) + " " + n) << ") echo "
+               << ShQuote(ValueKind(facts, o)) << " ;;\n";
+      }
+    }
+    if (zsh) {
+      std::vector<std::string> quoted_subs, quoted_opts;
+      for (const auto& w : sub_words) quoted_subs.push_back(ShQuote(w));
+      for (const auto& w : opt_words) quoted_opts.push_back(ShQuote(w));
+      subs << "    " << ShQuote(RelPath(*app)) << ") reply=(" << Join(quoted_subs) << ") ;;\n";
+      opts << "    " << ShQuote(RelPath(*app)) << ") reply=(" << Join(quoted_opts) << ") ;;\n";
+    } else {
+      subs << "    " << ShQuote(RelPath(*app)) << ") echo " << ShQuote(Join(sub_words)) << " ;;\n";
+      opts << "    " << ShQuote(RelPath(*app)) << ") echo " << ShQuote(Join(opt_words)) << " ;;\n";
+    }
+    if (facts.takes_command.contains(app))
+      cmds << "    " << ShQuote(RelPath(*app)) << ") return 0 ;;\n";
+  }
+  std::ostringstream out;
+  const char* empty = zsh ? "reply=()" : ":";
+  out << "_cordon_subcommands() {\n  case \"$1\" in\n"
+      << subs.str() << "    *) " << empty << " ;;\n  esac\n}\n"
+      << "_cordon_options() {\n  case \"$1\" in\n"
+      << opts.str() << "    *) " << empty << " ;;\n  esac\n}\n"
+      << "# An option's value: @dir, @file, @any, or the accepted words; nothing for a flag.\n"
+      << "_cordon_value() {\n  case \"$1 $2\" in\n"
+      << vals.str() << "    *) : ;;\n  esac\n}\n"
+      << "# Whether the command takes a command of its own after \"--\".\n"
+      << "_cordon_takes_command() {\n  case \"$1\" in\n"
+      << cmds.str() << "    *) return 1 ;;\n  esac\n}\n";
+  return out.str();
+}
+
+std::string Bash(const CLI::App& root) {
+  return "# bash completion for cordon " + std::string(kCordonVersion) +
+         ", generated by `cordon _generate bash`.\n" + Tables(root, false) + R"SH(
+_cordon() {
+  local cur="${COMP_WORDS[COMP_CWORD]}" prev="" cmdpath="" w kind i after=-1
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    w="${COMP_WORDS[i]}"
+    if [[ $w == -- ]]; then after=$i; break; fi
+    if [[ $w == -* ]]; then
+      [[ $w == *=* ]] && continue
+      kind="$(_cordon_value "$cmdpath" "$w")"
+      [[ -n $kind ]] && ((i++))
+      continue
+    fi
+    if [[ " $(_cordon_subcommands "$cmdpath") " == *" $w "* ]]; then
+      cmdpath="${cmdpath:+$cmdpath }$w"
+    fi
+  done
+  if ((after >= 0)); then
+    if _cordon_takes_command "$cmdpath" && ((COMP_CWORD == after + 1)); then
+      mapfile -t COMPREPLY < <(compgen -c -- "$cur")
+    else
+      mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+    fi
+    return 0
+  fi
+  ((COMP_CWORD > 1)) && prev="${COMP_WORDS[COMP_CWORD - 1]}"
+  if [[ $prev == -* ]]; then
+    kind="$(_cordon_value "$cmdpath" "$prev")"
+    case "$kind" in
+      "") ;;
+      @dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return 0 ;;
+      @file) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return 0 ;;
+      @any) COMPREPLY=(); return 0 ;;
+      *) mapfile -t COMPREPLY < <(compgen -W "$kind" -- "$cur"); return 0 ;;
+    esac
+  fi
+  if [[ $cur == -* ]]; then
+    local extra=""
+    _cordon_takes_command "$cmdpath" && extra="--"
+    mapfile -t COMPREPLY < <(compgen -W "$(_cordon_options "$cmdpath") $extra" -- "$cur")
+    return 0
+  fi
+  local subs
+  subs="$(_cordon_subcommands "$cmdpath")"
+  if [[ -n $subs ]]; then
+    mapfile -t COMPREPLY < <(compgen -W "$subs" -- "$cur")
+  else
+    mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+  fi
+  return 0
+}
+complete -o filenames -F _cordon cordon
+)SH";
+}
+
+std::string Zsh(const CLI::App& root) {
+  return "#compdef cordon\n# zsh completion for cordon " + std::string(kCordonVersion) +
+         ", generated by `cordon _generate zsh`.\n" + Tables(root, true) + R"SH(
+_cordon() {
+  local cmdpath="" w kind i after=0
+  local -a reply
+  for ((i = 2; i < CURRENT; i++)); do
+    w="${words[i]}"
+    if [[ $w == -- ]]; then after=$i; break; fi
+    if [[ $w == -* ]]; then
+      [[ $w == *=* ]] && continue
+      kind="$(_cordon_value "$cmdpath" "$w")"
+      [[ -n $kind ]] && ((i++))
+      continue
+    fi
+    _cordon_subcommands "$cmdpath"
+    if (( ${reply[(I)$w:*]} )); then
+      cmdpath="${cmdpath:+$cmdpath }$w"
+    fi
+  done
+  if ((after > 0)); then
+    if _cordon_takes_command "$cmdpath" && ((CURRENT == after + 1)); then
+      _command_names -e
+    else
+      _files
+    fi
+    return
+  fi
+  if [[ ${words[CURRENT-1]} == -* ]]; then
+    kind="$(_cordon_value "$cmdpath" "${words[CURRENT-1]}")"
+    case "$kind" in
+      "") ;;
+      @dir) _files -/; return ;;
+      @file) _files; return ;;
+      @any) _message 'value'; return ;;
+      *) compadd -- ${=kind}; return ;;
+    esac
+  fi
+  if [[ ${words[CURRENT]} == -* ]]; then
+    _cordon_options "$cmdpath"
+    _cordon_takes_command "$cmdpath" && reply+=('--:the command follows')
+    _describe -t options 'option' reply
+    return
+  fi
+  _cordon_subcommands "$cmdpath"
+  if ((${#reply})); then
+    _describe -t commands 'cordon command' reply
+  else
+    _files
+  fi
+}
+_cordon "$@"
+)SH";
+}
+
+// Text for roff: backslashes and hyphens escaped, no line starting with a control character.
+std::string Roff(const std::string& text) {
+  std::string out;
+  bool line_start = true;
+  for (char c : text) {
+    if (line_start && (c == '.' || c == '\'')) out += "\\&";
+    if (c == '\\') {
+      out += "\\e";
+    } else if (c == '-') {
+      out += "\\-";
+    } else {
+      out += c;
+    }
+    line_start = c == '\n';
+  }
+  return out;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string UsageOf(const CLI::App& app) {
+  std::string u = TreeFacts(app).make_usage(&app, "");
+  return Trim(u.substr(u.find(": ") + 2));
+}
+
+std::string OptionsRoff(const CLI::App& app) {
+  std::string out;
+  for (const CLI::Option* o : app.get_options()) {
+    std::string head;
+    if (o->get_positional()) {
+      head = "\\fI" + Roff(o->get_name(true, false)) + "\\fR";
+    } else {
+      for (const auto& n : Names(o))
+        head += (head.empty() ? "" : ", ") + ("\\fB" + Roff(n) + "\\fR");
+      if (TakesValue(o)) head += " \\fI" + Roff(o->get_type_name()) + "\\fR";
+    }
+    out += ".TP\n" + head + "\n" + Roff(o->get_description()) + "\n";
+  }
+  return out;
+}
+
+std::string Man(const CLI::App& root) {
+  std::vector<const CLI::App*> all;
+  Walk(root, &all);
+  std::string out = ".\\\" generated by `cordon _generate man`\n.TH CORDON 1 \"\" \"cordon " +
+                    std::string(kCordonVersion) + "\" \"User Commands\"\n";
+  out +=
+      ".SH NAME\ncordon \\- run AI\\-agent tool calls and commands confined, with an audit log\n";
+  out += ".SH SYNOPSIS\n";
+  for (const CLI::App* app : all) {
+    if (app == &root || !VisibleSubcommands(*app).empty()) continue;
+    out += ".B " + Roff(UsageOf(*app)) + "\n.br\n";
+  }
+  out += ".SH DESCRIPTION\n" + Roff(root.get_description()) + "\n.PP\n" +
+         "Options end at \\fB\\-\\-\\fR; what follows it is passed on untouched.\n";
+  out += ".SH OPTIONS\n" + OptionsRoff(root);
+  out += ".SH COMMANDS\n";
+  for (const CLI::App* app : all) {
+    if (app == &root) continue;
+    out += ".SS \"" + Roff(UsageOf(*app)) + "\"\n" + Roff(app->get_description()) + "\n";
+    out += OptionsRoff(*app);
+    if (!app->get_footer().empty()) out += ".PP\n" + Roff(app->get_footer()) + "\n";
+  }
+  out += ".SH EXIT STATUS\n";
+  for (const auto& d : kExitCodeDocs)
+    out += ".TP\n.B " + std::to_string(d.code) + "\n" + Roff(d.meaning) + "\n";
+  out += ".PP\n\\fBexec\\fR and \\fBwrap\\fR exit with the command's own code, or:\n";
+  for (const auto& d : kExecExitCodeDocs)
+    out += ".TP\n.B " + std::to_string(d.code) + "\n" + Roff(d.meaning) + "\n";
+  out +=
+      ".SH FILES\n.TP\n.I $XDG_STATE_HOME/cordon/sessions/\nthe default audit logs\n"
+      ".TP\n.I PREFIX/share/cordon/policies.d, /etc/cordon/policies.d, "
+      "$XDG_CONFIG_HOME/cordon/policies.d\npolicy layers, read in this order\n";
+  out += ".SH SEE ALSO\n.BR bwrap (1)\n";
+  return out;
+}
+
+}  // namespace
+
+void AddGenerateCommand(CLI::App& root, Context& ctx) {
+  struct Flags {
+    std::string what, output;
+  };
+  auto f = std::make_shared<Flags>();
+  // No group: hidden from help, completions and the man page.
+  CLI::App* cmd = root.add_subcommand("_generate",
+                                      "print a completion script, the man page or "
+                                      "the list of commands")
+                      ->group("");
+  cmd->add_option("WHAT", f->what, "bash, zsh, man or commands")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh", "man", "commands"}));
+  cmd->add_option("-o,--output", f->output, "write to this file instead of stdout")
+      ->type_name("FILE");
+  ctx.run[cmd] = [f, root = &root]() -> int {
+    std::string text;
+    if (f->what == "bash") {
+      text = Bash(*root);
+    } else if (f->what == "zsh") {
+      text = Zsh(*root);
+    } else if (f->what == "man") {
+      text = Man(*root);
+    } else {
+      std::vector<const CLI::App*> all;
+      Walk(*root, &all);
+      for (const CLI::App* app : all) {
+        if (app != root) text += RelPath(*app) + "\n";
+      }
+    }
+    if (f->output.empty()) {
+      std::cout << text;
+      return kExitOk;
+    }
+    std::ofstream out(f->output, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      std::fprintf(stderr, "cordon: cannot write %s\n", f->output.c_str());
+      return kExitStart;
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace cordon::cli
