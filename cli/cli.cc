@@ -329,7 +329,9 @@ int CmdServe(int argc, char** argv, char** envp) {
                         srv.url.find("://localhost:" + port + "/") != std::string::npos;
       if (self) {
         Json d = {{"server", srv.name}, {"reason", "its URL is this cordon serve itself; skipped"}};
-        (*session)->Audit("mcp_diagnostic", d, false);
+        (*session)->Audit(
+            McpDiagnosticRecord{.server = srv.name, .reason = d["reason"].get<std::string>()},
+            false);
         std::fprintf(stderr, "cordon: server %s: its URL is this cordon serve itself; skipped\n",
                      srv.name.c_str());
         config->diagnostics.push_back(std::move(d));
@@ -466,11 +468,10 @@ int CmdMcp(int argc, char** argv, char** envp) {
         std::fprintf(stderr, "cordon: %s\n", st.error().ToString().c_str());
         return kExitToolError;
       }
-      (*session)->Audit("mcp_trust",
-                        {{"server", s->name},
-                         {"source", s->source},
-                         {"definition_sha256", s->definition_sha256},
-                         {"tools", tools->size()}},
+      (*session)->Audit(McpTrustRecord{.server = s->name,
+                                       .source = s->source,
+                                       .definition_sha256 = s->definition_sha256,
+                                       .tools = tools->size()},
                         true);
       std::cout << "trusted " << s->name << " (" << tools->size() << " tools pinned)\n";
       return kExitOk;

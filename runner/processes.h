@@ -17,8 +17,12 @@ namespace cordon {
 
 class ProcessHost {
  public:
+  // Called once per ended process, for its `process` audit record (built by the session, which
+  // owns the record catalog); job_id is empty for a foreground process.
+  using Recorder = std::function<void(const ConfinedProcess& p, const std::string& job_id,
+                                      bool cancel_requested)>;
   ProcessHost(const Policy& policy, const Workspace& workspace, std::string shim_path, char** envp,
-              std::function<void(std::string_view, Json, bool)> audit);
+              Recorder record);
   ~ProcessHost();
   ProcessHost(const ProcessHost&) = delete;
   ProcessHost& operator=(const ProcessHost&) = delete;
@@ -54,7 +58,7 @@ class ProcessHost {
   const Workspace& workspace_;
   std::string shim_path_;
   char** envp_;
-  std::function<void(std::string_view, Json, bool)> audit_;
+  Recorder record_;
   std::optional<Result<SandboxHost>> host_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
