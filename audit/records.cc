@@ -299,8 +299,7 @@ constexpr AuditRecordInfo kCatalog[] = {
     {McpClientRecord::kType, "an MCP client initialized", kMcpClient},
     {InstructionsRecord::kType, "AGENTS.md was sent to the client", kInstructions},
     {SessionFinishedRecord::kType, "a session ended", kSessionFinished},
-    {LogRecoveredRecord::kType, "the writer found the last line torn by a crash",
-     kLogRecovered},
+    {LogRecoveredRecord::kType, "the writer found the last line torn by a crash", kLogRecovered},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

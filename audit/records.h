@@ -36,7 +36,7 @@ struct ToolStartedRecord {
   std::string tool{};
   std::optional<std::string> scope{};
   std::optional<std::string> effect{};
-  std::optional<Json> args{};                // summarized: file contents become {bytes, sha256}
+  std::optional<Json> args{};                  // summarized: file contents become {bytes, sha256}
   std::optional<std::uint64_t> input_bytes{};  // input that was not JSON at all
   // Why the input was not checked against the tool's schema (a keyword cordon's validator
   // does not support); absent when it was checked.
@@ -120,7 +120,7 @@ struct McpDiagnosticRecord {
   std::optional<std::string> source{};
   std::optional<std::string> message{};
   std::optional<std::string> method{};
-  std::optional<std::string> stderr_tail{};  // "stderr"
+  std::optional<std::string> stderr_tail{};       // "stderr"
   std::optional<std::string> protocol_version{};  // "protocolVersion"
   std::optional<std::uint64_t> bytes{};
   std::optional<std::uint64_t> messages{};
@@ -142,7 +142,7 @@ struct McpTrustRecord {
 
 struct McpClientRecord {
   static constexpr std::string_view kType = "mcp_client";
-  Json client_info{};  // "clientInfo"
+  Json client_info{};              // "clientInfo"
   std::string protocol_version{};  // "protocolVersion"
   Json ToJson() const;
 };

@@ -112,8 +112,8 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
     if (const AuditRecordInfo* info = FindAuditRecordInfo(type)) {
       for (const AuditFieldInfo& f : info->fields) {
         if (f.required && !rec.contains(f.name)) {
-          return broken(line_no, type + " record lacks its required field \"" +
-                                     std::string(f.name) + "\"");
+          return broken(line_no,
+                        type + " record lacks its required field \"" + std::string(f.name) + "\"");
         }
       }
     } else if (unknown_types.insert(type).second) {

@@ -61,9 +61,9 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
       if (r == ws || r.rfind(ws + "/", 0) == 0) {
         kept.push_back(r);
       } else {
-        session.Audit(
-            McpDiagnosticRecord{.server = config.name, .reason = "project config cannot expose " + r},
-            true);
+        session.Audit(McpDiagnosticRecord{.server = config.name,
+                                          .reason = "project config cannot expose " + r},
+                      true);
       }
     }
     req.extra_read = kept;
@@ -165,10 +165,10 @@ void StdioClient::OnLine(std::string_view line) {
   if (line.empty()) return;
   auto parsed = ParseMessage(line);
   if (std::holds_alternative<Json>(parsed)) {
-    session_.Audit(McpDiagnosticRecord{.server = config_.name,
-                                       .reason = "non-JSON-RPC line on stdout",
-                                       .bytes = line.size()},
-                   false);
+    session_.Audit(
+        McpDiagnosticRecord{
+            .server = config_.name, .reason = "non-JSON-RPC line on stdout", .bytes = line.size()},
+        false);
     return;
   }
   const Message& m = std::get<Message>(parsed);
@@ -206,7 +206,8 @@ Result<Json> StdioClient::Request(const std::string& method, Json params,
       Send(MakeNotification("notifications/cancelled",
                             {{"requestId", id}, {"reason", "cancelled by cordon's client"}}));
       session_.Audit(
-          McpDiagnosticRecord{.server = config_.name, .reason = "request cancelled", .method = method},
+          McpDiagnosticRecord{
+              .server = config_.name, .reason = "request cancelled", .method = method},
           false);
       return Fail(Code::kCancelled, "server " + config_.name + ": " + method + " was cancelled");
     }
@@ -215,11 +216,10 @@ Result<Json> StdioClient::Request(const std::string& method, Json params,
     lock.unlock();
     const std::string why = got ? "the server exited"
                                 : "no answer within " + std::to_string(config_.timeout_secs) + " s";
-    session_.Audit(McpDiagnosticRecord{.server = config_.name,
-                                       .reason = why,
-                                       .method = method,
-                                       .stderr_tail = StderrTail()},
-                   true);
+    session_.Audit(
+        McpDiagnosticRecord{
+            .server = config_.name, .reason = why, .method = method, .stderr_tail = StderrTail()},
+        true);
     return Fail(got ? Code::kServerUnavailable : Code::kTimeout,
                 "server " + config_.name + ": " + method + ": " + why);
   }

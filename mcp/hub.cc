@@ -99,10 +99,10 @@ std::vector<Json> McpHub::Catalog() {
   for (const auto& s : config_.servers) {
     auto tools = Tools(s);
     if (!tools) {
-      session_.Audit(McpDiagnosticRecord{.server = s.name,
-                                         .reason = "tools/list failed",
-                                         .message = tools.error().message},
-                     true);
+      session_.Audit(
+          McpDiagnosticRecord{
+              .server = s.name, .reason = "tools/list failed", .message = tools.error().message},
+          true);
       continue;
     }
     for (auto t : tools->first) {

@@ -184,8 +184,8 @@ const std::string kDroppedMarker = " bytes of output dropped]";
 // Cuts `text` at `cap` bytes (never inside a UTF-8 sequence) and says how much went.
 void CutText(std::string& text, std::size_t cap) {
   const std::size_t dropped = text.size() - cap;
-  text = RepairUtf8(std::string_view(text).substr(0, cap)) + "\n[cordon: " +
-         std::to_string(dropped) + kDroppedMarker;
+  text = RepairUtf8(std::string_view(text).substr(0, cap)) +
+         "\n[cordon: " + std::to_string(dropped) + kDroppedMarker;
 }
 
 }  // namespace
@@ -275,7 +275,8 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
 
     // 3. Authorize.
     if (!policy_.Grants(scope)) {
-      PolicyDeniedRecord denied{.call = call_id, .tool = tool, .scope = scope, .rule = "scopes.grant"};
+      PolicyDeniedRecord denied{
+          .call = call_id, .tool = tool, .scope = scope, .rule = "scopes.grant"};
       if (spec != nullptr) {
         auto it = policy_.provenance.find("scopes.grant");
         denied.decided_by = it != policy_.provenance.end() ? it->second : "built-in default";

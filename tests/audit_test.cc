@@ -151,8 +151,8 @@ TEST(Audit, RecordsAreRedactedAndCounted) {
   red.AddValue("policy", "super-secret-value");
   auto w = AuditWriter::Open(log, NewSessionId(), FsyncMode::kAlways, std::nullopt, &red);
   ASSERT_TRUE(w);
-  ASSERT_TRUE(w->Append(
-      ToolStartedRecord{.tool = "read_file_range", .args = Json{{"path", "super-secret-value.txt"}}}));
+  ASSERT_TRUE(w->Append(ToolStartedRecord{.tool = "read_file_range",
+                                          .args = Json{{"path", "super-secret-value.txt"}}}));
   std::string text = ReadFile(log);
   EXPECT_EQ(text.find("super-secret-value"), std::string::npos);
   EXPECT_NE(text.find("[REDACTED:policy]"), std::string::npos);
@@ -197,23 +197,62 @@ TEST(Audit, AppendAllWritesInOrder) {
 // One instance of every record type with every optional field set, in AuditRecord's order.
 std::vector<AuditRecord> FullRecords() {
   return {
-      SessionStartedRecord{.cordon_version = "1", .client = "cli", .workspace = "/w",
-                           .chain = "sha256", .policy_sha256 = "p"},
-      ToolStartedRecord{.call = 1, .tool = "t", .scope = "s", .effect = "none",
-                        .args = Json::object(), .input_bytes = 1, .unvalidated = "why",
-                        .server = "srv", .args_bytes = 2, .args_sha256 = "h"},
-      ToolFinishedRecord{.call = 1, .tool = "t", .status = "ok", .code = "c", .message = "m",
-                         .output_bytes = 1, .truncated = false, .elapsed_ms = 1, .server = "s",
-                         .server_tool = "t", .output_redactions = 1, .reason = "r"},
+      SessionStartedRecord{.cordon_version = "1",
+                           .client = "cli",
+                           .workspace = "/w",
+                           .chain = "sha256",
+                           .policy_sha256 = "p"},
+      ToolStartedRecord{.call = 1,
+                        .tool = "t",
+                        .scope = "s",
+                        .effect = "none",
+                        .args = Json::object(),
+                        .input_bytes = 1,
+                        .unvalidated = "why",
+                        .server = "srv",
+                        .args_bytes = 2,
+                        .args_sha256 = "h"},
+      ToolFinishedRecord{.call = 1,
+                         .tool = "t",
+                         .status = "ok",
+                         .code = "c",
+                         .message = "m",
+                         .output_bytes = 1,
+                         .truncated = false,
+                         .elapsed_ms = 1,
+                         .server = "s",
+                         .server_tool = "t",
+                         .output_redactions = 1,
+                         .reason = "r"},
       PolicyDeniedRecord{.call = 1, .tool = "t", .scope = "s", .rule = "r", .decided_by = "d"},
-      FileWriteRecord{.call = 1, .tool = "t", .op = "create", .path = "p", .sha256_before = "b",
-                      .bytes_before = 1, .sha256_after = "a", .bytes_after = 2,
-                      .status = "written", .code = "c"},
-      ProcessRecord{.argv = {"true"}, .cgroup = Json::object(), .job = "j",
-                    .cancel_requested = false, .error_code = "internal", .error_message = "m"},
-      McpDiagnosticRecord{.server = "s", .reason = "r", .source = "f", .message = "m",
-                          .method = "x", .stderr_tail = "e", .protocol_version = "v", .bytes = 1,
-                          .messages = 2, .http_status = 500, .curl = "c", .body = "b",
+      FileWriteRecord{.call = 1,
+                      .tool = "t",
+                      .op = "create",
+                      .path = "p",
+                      .sha256_before = "b",
+                      .bytes_before = 1,
+                      .sha256_after = "a",
+                      .bytes_after = 2,
+                      .status = "written",
+                      .code = "c"},
+      ProcessRecord{.argv = {"true"},
+                    .cgroup = Json::object(),
+                    .job = "j",
+                    .cancel_requested = false,
+                    .error_code = "internal",
+                    .error_message = "m"},
+      McpDiagnosticRecord{.server = "s",
+                          .reason = "r",
+                          .source = "f",
+                          .message = "m",
+                          .method = "x",
+                          .stderr_tail = "e",
+                          .protocol_version = "v",
+                          .bytes = 1,
+                          .messages = 2,
+                          .http_status = 500,
+                          .curl = "c",
+                          .body = "b",
                           .tools = std::vector<std::string>{"t"}},
       McpTrustRecord{.server = "s"},
       McpClientRecord{.client_info = Json::object()},
@@ -261,8 +300,8 @@ TEST(AuditCatalog, EveryRecordTypeHasOneEntryWithItsFields) {
 
 TEST(AuditCatalog, ShowKeysComeFromTheCatalogInTheirFixedOrder) {
   const std::vector<std::string_view> want = {
-      "tool",         "status",    "code",         "op",          "path",
-      "scope",        "reason",    "elapsed_ms",   "output_bytes", "truncated",
+      "tool",         "status",      "code",       "op",           "path",
+      "scope",        "reason",      "elapsed_ms", "output_bytes", "truncated",
       "bytes_before", "bytes_after", "workspace",  "redactions"};
   EXPECT_EQ(AuditShowKeys(), want);
   TempDir d;
@@ -270,8 +309,7 @@ TEST(AuditCatalog, ShowKeysComeFromTheCatalogInTheirFixedOrder) {
   WriteSession(log, 1);
   auto text = ShowAuditLog(log);
   ASSERT_TRUE(text);
-  EXPECT_NE(text->find("tool_finished  tool=\"read_file_range\"  status=\"ok\""),
-            std::string::npos)
+  EXPECT_NE(text->find("tool_finished  tool=\"read_file_range\"  status=\"ok\""), std::string::npos)
       << *text;
 }
 

@@ -1,5 +1,7 @@
 // The call pipeline (Session::Run): its order for built-in tools, and the same steps for the
 // tools of real MCP servers (server-everything from npm, and a small Python server).
+#include "session/session.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -7,7 +9,6 @@
 #include "mcp/config.h"
 #include "mcp/hub.h"
 #include "runner/host_probe.h"
-#include "session/session.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -72,10 +73,9 @@ TEST_F(SessionTest, InvalidInputNeverExecutesAndIsCheckedBeforeThePolicy) {
   s->Finish();
   EXPECT_FALSE(testing::Exists(dir_ / "ws/x.txt"));
   auto recs = Records();
-  EXPECT_EQ(Types(recs),
-            (std::vector<std::string>{"tool_started", "tool_finished", "tool_started",
-                                      "tool_finished", "tool_started", "tool_finished",
-                                      "session_finished"}));
+  EXPECT_EQ(Types(recs), (std::vector<std::string>{"tool_started", "tool_finished", "tool_started",
+                                                   "tool_finished", "tool_started", "tool_finished",
+                                                   "session_finished"}));
   EXPECT_EQ(recs[0]["scope"], "fs:write");
   EXPECT_EQ(recs[1]["code"], "invalid_input");
   EXPECT_NE(recs[1]["message"].get<std::string>().find("create_file schema"), std::string::npos);
@@ -94,8 +94,8 @@ TEST_F(SessionTest, DeniedCallIsStartedThenDeniedAndNeverExecutes) {
   EXPECT_FALSE(testing::Exists(dir_ / "ws/y.txt"));
   auto recs = Records();
   // No process record: the call stopped at Authorize.
-  EXPECT_EQ(Types(recs), (std::vector<std::string>{"tool_started", "policy_denied",
-                                                   "tool_finished", "session_finished"}));
+  EXPECT_EQ(Types(recs), (std::vector<std::string>{"tool_started", "policy_denied", "tool_finished",
+                                                   "session_finished"}));
   EXPECT_EQ(recs[1]["scope"], "process:run");
   EXPECT_EQ(recs[1]["call"], recs[0]["call"]);
   EXPECT_EQ(recs[2]["code"], "denied_by_policy");
@@ -109,9 +109,9 @@ TEST_F(SessionTest, EffectsComeBetweenStartedAndFinishedAndQuickReadsAreOneWrite
   ASSERT_EQ(CodeOf(r), "ok");
   s->Finish();
   auto recs = Records();
-  EXPECT_EQ(Types(recs), (std::vector<std::string>{"tool_started", "file_write", "tool_finished",
-                                                   "tool_started", "tool_finished",
-                                                   "session_finished"}));
+  EXPECT_EQ(Types(recs),
+            (std::vector<std::string>{"tool_started", "file_write", "tool_finished", "tool_started",
+                                      "tool_finished", "session_finished"}));
   EXPECT_EQ(recs[1]["status"], "written");
   EXPECT_EQ(recs[1]["sha256_before"], nullptr);
   // The quick read's two records carry one timestamp: they were written together.
@@ -185,9 +185,11 @@ TEST_F(SessionMcpTest, ServerEverythingInvalidInputIsRefusedBeforeTheServer) {
   }
   auto s = Start();
   {
-    auto hub = Hub(*s, "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
-                           "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\","
-                           " \"stdio\"]\ntimeout_secs = 30\n");
+    auto hub =
+        Hub(*s, "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
+                    "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\","
+                    " \"stdio\"]\ntimeout_secs = 60\n[servers.everything.sandbox]\nread = [\"" +
+                    peers + "\"]\n");
     ASSERT_TRUE(hub);
     Json bad = s->Call("mcp__everything__get-sum", {{"a", "one"}, {"b", 2}});
     EXPECT_EQ(CodeOf(bad), "invalid_input") << bad.dump();
