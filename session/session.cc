@@ -180,6 +180,7 @@ Json Session::CallJsonText(const std::string& tool, std::string_view input_text)
 namespace {
 
 const std::string kDroppedMarker = " bytes of output dropped]";
+constexpr std::size_t kBuiltinMarkerRoom = 64 * 1024;
 
 // Cuts `text` at `cap` bytes (never inside a UTF-8 sequence) and says how much went.
 void CutText(std::string& text, std::size_t cap) {
@@ -350,7 +351,10 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
   } else if (outcome) {
     Json structured = std::move(*outcome);
     redactions = redactor_.RedactJson(structured);
-    truncated = CapStructuredResult(structured, cap);
+    // A built-in tool cuts its output in its own terms, with its own markers (run_shell keeps
+    // the head, the tail and up to 50 error lines of 400 bytes from what it dropped): the cap
+    // here is the backstop for a tool that did not, with room for those markers.
+    truncated = CapStructuredResult(structured, cap + kBuiltinMarkerRoom);
     truncated = structured.value("truncated", false) || truncated;
     result = MakeCallToolResult(std::move(structured), false);
   } else {

@@ -28,7 +28,6 @@ class ExternalTools {
   virtual ~ExternalTools() = default;
   // Which server a name means; nullopt when no configured server matches. No I/O.
   virtual std::optional<ExternalName> Resolve(std::string_view tool) = 0;
-  bool Handles(std::string_view tool) { return Resolve(tool).has_value(); }
   // MCP-format entries of the visible (trusted, pinned) tools.
   virtual std::vector<Json> Catalog() = 0;
   // The tool's input schema as its server announces it (null when it gives none). Starts the
@@ -54,6 +53,7 @@ struct SessionOptions {
 bool CapToolResult(Json& result, std::size_t cap);
 // Caps a built-in tool's structured result before it is rendered: every string longer than
 // `cap` bytes is cut with the same marker, so the text stays the JSON of structuredContent.
+// Returns whether anything was cut.
 bool CapStructuredResult(Json& structured, std::size_t cap);
 
 class Session {
