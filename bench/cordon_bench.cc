@@ -129,9 +129,12 @@ void BM_Baseline_WriteFsyncRename(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_WriteFsyncRename)->Unit(benchmark::kMicrosecond);
 
-const Json kRecordFields = {{"call", 12},         {"tool", "read_file_range"},
-                            {"status", "ok"},     {"output_bytes", 4096},
-                            {"truncated", false}, {"elapsed_ms", 0.42}};
+const AuditRecord kRecord = ToolFinishedRecord{.call = 12,
+                                               .tool = "read_file_range",
+                                               .status = "ok",
+                                               .output_bytes = 4096,
+                                               .truncated = false,
+                                               .elapsed_ms = 0.42};
 
 void BM_AuditAppend(benchmark::State& state, FsyncMode mode) {
   const std::string log = BenchDir() + "/bench-append.jsonl";
@@ -139,7 +142,7 @@ void BM_AuditAppend(benchmark::State& state, FsyncMode mode) {
   auto w = AuditWriter::Open(log, NewSessionId(), mode, std::nullopt, nullptr);
   if (!w) std::abort();
   for (auto _ : state) {
-    if (!w->Append("tool_finished", kRecordFields, true)) std::abort();
+    if (!w->Append(kRecord, true)) std::abort();
   }
   state.SetItemsProcessed(state.iterations());
 }
@@ -166,7 +169,7 @@ const std::string& VerifyLog() {
     auto w = AuditWriter::Open(p, NewSessionId(), FsyncMode::kNever, std::nullopt, nullptr);
     if (!w) std::abort();
     for (int i = 0; i < 200000; ++i) {
-      if (!w->Append("tool_finished", kRecordFields)) std::abort();
+      if (!w->Append(kRecord)) std::abort();
     }
     return p;
   }();

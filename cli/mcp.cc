@@ -133,11 +133,10 @@ int Trust(const McpFlags& f, Session& session, mcp::McpHub& hub) {
     std::fprintf(stderr, "cordon: %s\n", st.error().ToString().c_str());
     return kExitToolError;
   }
-  session.Audit("mcp_trust",
-                {{"server", s->name},
-                 {"source", s->source},
-                 {"definition_sha256", s->definition_sha256},
-                 {"tools", tools->size()}},
+  session.Audit(McpTrustRecord{.server = s->name,
+                               .source = s->source,
+                               .definition_sha256 = s->definition_sha256,
+                               .tools = tools->size()},
                 true);
   std::cout << "trusted " << s->name << " (" << tools->size() << " tools pinned)\n";
   return kExitOk;

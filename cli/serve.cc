@@ -88,7 +88,9 @@ void AddServeCommand(CLI::App& root, Context& ctx) {
         if (self) {
           Json d = {{"server", srv.name},
                     {"reason", "its URL is this cordon serve itself; skipped"}};
-          (*session)->Audit("mcp_diagnostic", d, false);
+          (*session)->Audit(
+              McpDiagnosticRecord{.server = srv.name, .reason = d["reason"].get<std::string>()},
+              false);
           std::fprintf(stderr, "cordon: server %s: its URL is this cordon serve itself; skipped\n",
                        srv.name.c_str());
           config->diagnostics.push_back(std::move(d));

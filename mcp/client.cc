@@ -49,10 +49,9 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
     // A repository may not widen its own server's sandbox beyond the user's policy.
     const NetworkMode allowed = session.policy().NetworkFor(req.tool);
     if (config.network && NetworkStrictness(*config.network) < NetworkStrictness(allowed)) {
-      session.Audit("mcp_diagnostic",
-                    {{"server", config.name},
-                     {"reason", "project config cannot open the network; kept " +
-                                    std::string(NetworkModeName(allowed))}},
+      session.Audit(McpDiagnosticRecord{.server = config.name,
+                                        .reason = "project config cannot open the network; kept " +
+                                                  std::string(NetworkModeName(allowed))},
                     true);
       req.network = allowed;
     }
@@ -62,8 +61,8 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
       if (r == ws || r.rfind(ws + "/", 0) == 0) {
         kept.push_back(r);
       } else {
-        session.Audit("mcp_diagnostic",
-                      {{"server", config.name}, {"reason", "project config cannot expose " + r}},
+        session.Audit(McpDiagnosticRecord{.server = config.name,
+                                          .reason = "project config cannot expose " + r},
                       true);
       }
     }
@@ -83,10 +82,9 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
       }
       raw->line_buf_.erase(0, start);
       if (raw->line_buf_.size() > kMaxMessageBytes) {
-        raw->session_.Audit("mcp_diagnostic",
-                            {{"server", raw->config_.name},
-                             {"reason", "oversized message dropped"},
-                             {"bytes", raw->line_buf_.size()}},
+        raw->session_.Audit(McpDiagnosticRecord{.server = raw->config_.name,
+                                                .reason = "oversized message dropped",
+                                                .bytes = raw->line_buf_.size()},
                             false);
         raw->line_buf_.clear();
       }
@@ -115,21 +113,19 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
                             {"capabilities", {{"roots", {{"listChanged", false}}}}},
                             {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}});
   if (!init) {
-    session.Audit("mcp_diagnostic",
-                  {{"server", config.name},
-                   {"reason", "initialize failed"},
-                   {"message", init.error().message},
-                   {"stderr", raw->StderrTail()}},
+    session.Audit(McpDiagnosticRecord{.server = config.name,
+                                      .reason = "initialize failed",
+                                      .message = init.error().message,
+                                      .stderr_tail = raw->StderrTail()},
                   true);
     return std::unexpected(init.error());
   }
   raw->init_ = *init;
   const std::string version = init->value("protocolVersion", "");
   if (!IsSupportedVersion(version)) {
-    session.Audit("mcp_diagnostic",
-                  {{"server", config.name},
-                   {"reason", "protocol version mismatch"},
-                   {"protocolVersion", version}},
+    session.Audit(McpDiagnosticRecord{.server = config.name,
+                                      .reason = "protocol version mismatch",
+                                      .protocol_version = version},
                   true);
   }
   raw->Send(MakeNotification("notifications/initialized", nullptr));
@@ -169,11 +165,10 @@ void StdioClient::OnLine(std::string_view line) {
   if (line.empty()) return;
   auto parsed = ParseMessage(line);
   if (std::holds_alternative<Json>(parsed)) {
-    session_.Audit("mcp_diagnostic",
-                   {{"server", config_.name},
-                    {"reason", "non-JSON-RPC line on stdout"},
-                    {"bytes", line.size()}},
-                   false);
+    session_.Audit(
+        McpDiagnosticRecord{
+            .server = config_.name, .reason = "non-JSON-RPC line on stdout", .bytes = line.size()},
+        false);
     return;
   }
   const Message& m = std::get<Message>(parsed);
@@ -211,8 +206,9 @@ Result<Json> StdioClient::Request(const std::string& method, Json params,
       Send(MakeNotification("notifications/cancelled",
                             {{"requestId", id}, {"reason", "cancelled by cordon's client"}}));
       session_.Audit(
-          "mcp_diagnostic",
-          {{"server", config_.name}, {"reason", "request cancelled"}, {"method", method}}, false);
+          McpDiagnosticRecord{
+              .server = config_.name, .reason = "request cancelled", .method = method},
+          false);
       return Fail(Code::kCancelled, "server " + config_.name + ": " + method + " was cancelled");
     }
   }
@@ -221,8 +217,8 @@ Result<Json> StdioClient::Request(const std::string& method, Json params,
     const std::string why = got ? "the server exited"
                                 : "no answer within " + std::to_string(config_.timeout_secs) + " s";
     session_.Audit(
-        "mcp_diagnostic",
-        {{"server", config_.name}, {"reason", why}, {"method", method}, {"stderr", StderrTail()}},
+        McpDiagnosticRecord{
+            .server = config_.name, .reason = why, .method = method, .stderr_tail = StderrTail()},
         true);
     return Fail(got ? Code::kServerUnavailable : Code::kTimeout,
                 "server " + config_.name + ": " + method + ": " + why);

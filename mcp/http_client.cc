@@ -90,10 +90,9 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session,
                                {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}}));
   c->version_ = c->init_.value("protocolVersion", "");
   if (!IsSupportedVersion(c->version_)) {
-    session.Audit("mcp_diagnostic",
-                  {{"server", config.name},
-                   {"reason", "protocol version mismatch"},
-                   {"protocolVersion", c->version_}},
+    session.Audit(McpDiagnosticRecord{.server = config.name,
+                                      .reason = "protocol version mismatch",
+                                      .protocol_version = c->version_},
                   true);
   }
   TRY(c->Notify("notifications/initialized", nullptr));
@@ -190,24 +189,21 @@ void HttpClient::ListenLoop() {
   api->slist_free_all(headers);
   api->easy_cleanup(curl);
   if (stop_.load() && status == 200) {
-    session_.Audit("mcp_diagnostic",
-                   {{"server", config_.name},
-                    {"reason", "GET stream closed by cordon"},
-                    {"messages", stream_messages_}},
+    session_.Audit(McpDiagnosticRecord{.server = config_.name,
+                                       .reason = "GET stream closed by cordon",
+                                       .messages = stream_messages_},
                    false);
   } else if (status == 405 || status == 404) {
-    session_.Audit(
-        "mcp_diagnostic",
-        {{"server", config_.name},
-         {"reason", "the server offers no GET stream (HTTP " + std::to_string(status) + ")"}},
-        false);
+    session_.Audit(McpDiagnosticRecord{.server = config_.name,
+                                       .reason = "the server offers no GET stream (HTTP " +
+                                                 std::to_string(status) + ")"},
+                   false);
   } else {
-    session_.Audit("mcp_diagnostic",
-                   {{"server", config_.name},
-                    {"reason", "GET stream ended"},
-                    {"http_status", status},
-                    {"curl", api->easy_strerror(rc)},
-                    {"messages", stream_messages_}},
+    session_.Audit(McpDiagnosticRecord{.server = config_.name,
+                                       .reason = "GET stream ended",
+                                       .messages = stream_messages_,
+                                       .http_status = status,
+                                       .curl = api->easy_strerror(rc)},
                    false);
   }
 }
@@ -318,11 +314,10 @@ Result<Json> HttpClient::Request(const std::string& method, Json params,
                 "server " + config_.name + ": the session expired (HTTP 404)");
   }
   if (r.status < 200 || r.status >= 300) {
-    session_.Audit("mcp_diagnostic",
-                   {{"server", config_.name},
-                    {"reason", "HTTP " + std::to_string(r.status)},
-                    {"method", method},
-                    {"body", r.body.substr(0, 500)}},
+    session_.Audit(McpDiagnosticRecord{.server = config_.name,
+                                       .reason = "HTTP " + std::to_string(r.status),
+                                       .method = method,
+                                       .body = r.body.substr(0, 500)},
                    true);
     return Fail(Code::kServerUnavailable,
                 "server " + config_.name + ": " + method + " got HTTP " + std::to_string(r.status));

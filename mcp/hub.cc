@@ -4,7 +4,11 @@
 namespace cordon::mcp {
 
 McpHub::McpHub(Session& session, McpConfig config) : session_(session), config_(std::move(config)) {
-  for (const auto& d : config_.diagnostics) session_.Audit("mcp_diagnostic", d, false);
+  for (const auto& d : config_.diagnostics) {
+    McpDiagnosticRecord rec{.server = d.value("server", ""), .reason = d.value("reason", "")};
+    if (d.contains("source")) rec.source = d.value("source", "");
+    session_.Audit(rec, false);
+  }
   session_.SetExternalTools(this);
 }
 
@@ -38,8 +42,9 @@ Result<McpConnection*> McpHub::Client(const ServerConfig& server) {
   ASSIGN_OR_RETURN(auto client, ConnectServer(session_, server));
   const std::string name = server.name;
   client->SetOnToolsChanged([this, name] {
-    session_.Audit("mcp_diagnostic",
-                   {{"server", name}, {"reason", "server announced tools/list_changed"}}, false);
+    session_.Audit(
+        McpDiagnosticRecord{.server = name, .reason = "server announced tools/list_changed"},
+        false);
     if (on_tools_changed) on_tools_changed();
   });
   client->Listen();
@@ -64,26 +69,29 @@ Result<std::pair<Json, Json>> McpHub::Tools(const ServerConfig& server) {
     visible.push_back(t);
   }
   if (!hidden.empty()) {
-    Json names = Json::array();
+    std::vector<std::string> names;
     for (const auto& t : hidden) names.push_back(t.value("name", ""));
-    session_.Audit("mcp_diagnostic",
-                   {{"server", server.name},
-                    {"reason", "tools changed since they were trusted; hidden"},
-                    {"tools", names}},
+    session_.Audit(McpDiagnosticRecord{.server = server.name,
+                                       .reason = "tools changed since they were trusted; hidden",
+                                       .tools = std::move(names)},
                    true);
   }
   return std::make_pair(visible, hidden);
 }
 
-bool McpHub::Handles(std::string_view tool) {
-  if (!tool.starts_with("mcp__")) return false;
+std::optional<ExternalName> McpHub::Resolve(std::string_view tool) {
+  if (!tool.starts_with("mcp__")) return std::nullopt;
+  // The longest server name that fits wins: "a__b" over "a" for mcp__a__b__t.
+  const ServerConfig* server = nullptr;
   for (const auto& s : config_.servers) {
     if (tool.size() > 5 + s.name.size() + 2 && tool.substr(5, s.name.size()) == s.name &&
-        tool.substr(5 + s.name.size(), 2) == "__") {
-      return true;
+        tool.substr(5 + s.name.size(), 2) == "__" &&
+        (server == nullptr || s.name.size() > server->name.size())) {
+      server = &s;
     }
   }
-  return false;
+  if (server == nullptr) return std::nullopt;
+  return ExternalName{server->name, std::string(tool.substr(5 + server->name.size() + 2))};
 }
 
 std::vector<Json> McpHub::Catalog() {
@@ -92,8 +100,8 @@ std::vector<Json> McpHub::Catalog() {
     auto tools = Tools(s);
     if (!tools) {
       session_.Audit(
-          "mcp_diagnostic",
-          {{"server", s.name}, {"reason", "tools/list failed"}, {"message", tools.error().message}},
+          McpDiagnosticRecord{
+              .server = s.name, .reason = "tools/list failed", .message = tools.error().message},
           true);
       continue;
     }
@@ -105,29 +113,30 @@ std::vector<Json> McpHub::Catalog() {
   return out;
 }
 
-Result<Json> McpHub::Call(const std::string& tool, const Json& input, Json* record,
-                          const std::atomic<bool>* cancel) {
-  const ServerConfig* server = nullptr;
-  for (const auto& s : config_.servers) {
-    if (tool.substr(5, s.name.size()) == s.name && tool.substr(5 + s.name.size(), 2) == "__" &&
-        (server == nullptr || s.name.size() > server->name.size())) {
-      server = &s;
-    }
-  }
-  if (server == nullptr) return Fail(Code::kInvalidInput, "unknown tool " + tool);
-  const std::string original = tool.substr(5 + server->name.size() + 2);
-  (*record)["server"] = server->name;
-  (*record)["server_tool"] = original;
+Result<Json> McpHub::InputSchema(const ExternalName& name) {
+  const ServerConfig* server = Find(name.server);
+  if (server == nullptr) return Fail(Code::kInvalidInput, "unknown server " + name.server);
   ASSIGN_OR_RETURN(auto tools, Tools(*server));
   for (const auto& t : tools.second) {
-    if (t.value("name", "") == original) {
+    if (t.value("name", "") == name.server_tool) {
       return Fail(Code::kDeniedByPolicy,
-                  "tool " + original + " of server " + server->name +
-                      " changed since it was trusted; run cordon mcp trust " + server->name);
+                  "tool " + name.server_tool + " of server " + name.server +
+                      " changed since it was trusted; run cordon mcp trust " + name.server);
     }
   }
+  for (const auto& t : tools.first) {
+    if (t.value("name", "") == name.server_tool) return t.value("inputSchema", Json());
+  }
+  return Fail(Code::kInvalidInput,
+              "server " + name.server + " has no tool \"" + name.server_tool + "\"");
+}
+
+Result<Json> McpHub::Call(const ExternalName& name, const Json& input,
+                          const std::atomic<bool>* cancel) {
+  const ServerConfig* server = Find(name.server);
+  if (server == nullptr) return Fail(Code::kInvalidInput, "unknown server " + name.server);
   ASSIGN_OR_RETURN(McpConnection * client, Client(*server));
-  return client->CallTool(original, input, cancel);
+  return client->CallTool(name.server_tool, input, cancel);
 }
 
 }  // namespace cordon::mcp

@@ -18,9 +18,10 @@ class McpHub : public ExternalTools {
   McpHub(Session& session, McpConfig config);
   ~McpHub() override;
 
-  bool Handles(std::string_view tool) override;
+  std::optional<ExternalName> Resolve(std::string_view tool) override;
   std::vector<Json> Catalog() override;
-  Result<Json> Call(const std::string& tool, const Json& input, Json* record,
+  Result<Json> InputSchema(const ExternalName& name) override;
+  Result<Json> Call(const ExternalName& name, const Json& input,
                     const std::atomic<bool>* cancel) override;
 
   const McpConfig& config() const { return config_; }

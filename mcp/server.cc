@@ -125,12 +125,13 @@ Json McpServer::Instructions() {
     }
   }
   if (files.empty()) return nullptr;
-  Json rec = {{"files", files}, {"bytes", text.size()}, {"truncated", any_truncated}};
+  InstructionsRecord rec{.files = files, .bytes = text.size(), .truncated = any_truncated};
   if (files.size() == 1) {
     // One file: its fields at the top level too, as before nested files were read.
-    for (const char* k : {"path", "sha256"}) rec[k] = files[0][k];
+    rec.path = files[0]["path"].get<std::string>();
+    rec.sha256 = files[0]["sha256"].get<std::string>();
   }
-  session_.Audit("instructions", std::move(rec), true);
+  session_.Audit(rec, true);
   return any_truncated ? Json(text + "\n[cordon: AGENTS.md cut at " +
                               std::to_string(kMaxInstructionBytes) + " bytes]")
                        : Json(text);
@@ -147,8 +148,8 @@ Json McpServer::Initialize(const Json& params) {
   Json instructions = Instructions();
   if (!instructions.is_null()) result["instructions"] = instructions;
   if (params.is_object() && params.contains("clientInfo")) {
-    session_.Audit("mcp_client",
-                   {{"clientInfo", params["clientInfo"]}, {"protocolVersion", version_}}, false);
+    session_.Audit(
+        McpClientRecord{.client_info = params["clientInfo"], .protocol_version = version_}, false);
   }
   return result;
 }

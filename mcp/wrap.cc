@@ -52,14 +52,13 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   std::thread reaper;
 
   // The tool_finished record of a pending call, which leaves the table.
-  auto finish = [&](std::map<std::string, PendingCall>::iterator it, const char* status, Json rec) {
-    rec["server"] = "wrapped";
-    rec["tool"] = it->second.tool;
-    rec["status"] = status;
-    rec["elapsed_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                  it->second.started)
-                            .count();
-    session.Audit("tool_finished", std::move(rec), true);
+  auto finish = [&](std::map<std::string, PendingCall>::iterator it, ToolFinishedRecord rec) {
+    rec.server = "wrapped";
+    rec.tool = it->second.tool;
+    rec.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                               it->second.started)
+                         .count();
+    session.Audit(rec, true);
     pending.erase(it);
   };
   auto to_client = [&](std::string_view line) {
@@ -74,10 +73,9 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
           auto parsed = ParseMessage(line);
           if (std::holds_alternative<Json>(parsed)) {
             // Garbage on a server's stdout would break the client: drop it, say so.
-            session.Audit("mcp_diagnostic",
-                          {{"server", "wrapped"},
-                           {"reason", "non-JSON-RPC line on stdout dropped"},
-                           {"bytes", line.size()}},
+            session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                              .reason = "non-JSON-RPC line on stdout dropped",
+                                              .bytes = line.size()},
                           false);
             return;
           }
@@ -95,9 +93,11 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
             if (line.size() > cap && m.result.is_object()) truncated = CapToolResult(m.result, cap);
             const bool is_error =
                 !m.error.is_null() || (m.result.is_object() && m.result.value("isError", false));
-            Json rec = {{"output_bytes", line.size()}, {"truncated", truncated}};
-            if (redactions > 0) rec["output_redactions"] = redactions;
-            finish(it, is_error ? "error" : "ok", std::move(rec));
+            ToolFinishedRecord rec{.status = is_error ? "error" : "ok",
+                                   .output_bytes = line.size(),
+                                   .truncated = truncated};
+            if (redactions > 0) rec.output_redactions = redactions;
+            finish(it, std::move(rec));
           }
           if (redactions > 0 || truncated) {
             to_client(DumpJson(Rebuild(m)));
@@ -106,10 +106,9 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
           }
         },
         [&](std::size_t bytes) {
-          session.Audit("mcp_diagnostic",
-                        {{"server", "wrapped"},
-                         {"reason", "oversized message from the server dropped"},
-                         {"bytes", bytes}},
+          session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                            .reason = "oversized message from the server dropped",
+                                            .bytes = bytes},
                         false);
         });
   };
@@ -145,22 +144,21 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
             // still does (the protocol says it sends no response).
             auto it = pending.find(m.params["requestId"].dump());
             if (it != pending.end()) {
-              Json rec = Json::object();
+              ToolFinishedRecord rec{.status = "cancelled"};
               if (m.params.contains("reason") && m.params["reason"].is_string()) {
-                rec["reason"] = m.params["reason"].get<std::string>().substr(0, 200);
+                rec.reason = m.params["reason"].get<std::string>().substr(0, 200);
               }
-              finish(it, "cancelled", std::move(rec));
+              finish(it, std::move(rec));
             }
           }
           if (m.kind == Message::Kind::kRequest && m.method == "tools/call" &&
               m.params.is_object()) {
             std::string tool = m.params.value("name", "");
             const std::string args = m.params.value("arguments", Json::object()).dump();
-            session.Audit("tool_started",
-                          {{"server", "wrapped"},
-                           {"tool", tool},
-                           {"args_bytes", args.size()},
-                           {"args_sha256", Sha256Hex(args)}},
+            session.Audit(ToolStartedRecord{.tool = tool,
+                                            .server = "wrapped",
+                                            .args_bytes = args.size(),
+                                            .args_sha256 = Sha256Hex(args)},
                           false);
             pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
           }

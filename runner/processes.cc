@@ -1,4 +1,4 @@
-// Foreground and background confined processes, and their audit records.
+// Foreground and background confined processes; each ended one is handed to the recorder.
 #include "runner/processes.h"
 
 #include <pthread.h>
@@ -8,12 +8,12 @@
 namespace cordon {
 
 ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, Result<SandboxHost> host,
-                         char** envp, std::function<void(std::string_view, Json, bool)> audit)
+                         char** envp, Recorder record)
     : policy_(policy),
       workspace_(workspace),
       host_(std::move(host)),
       envp_(envp),
-      audit_(std::move(audit)) {}
+      record_(std::move(record)) {}
 
 ProcessHost::~ProcessHost() {
   std::map<std::string, std::unique_ptr<Job>> jobs;
@@ -65,31 +65,7 @@ Json ProcessHost::ResultJson(const ConfinedProcess& p) {
 
 void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id,
                          bool cancel_requested) {
-  ProcessOutcome o = p.outcome();
-  const ProcessRequest& r = p.request();
-  Json rec = {{"argv", r.argv},
-              {"cwd", r.cwd},
-              {"kind", std::string(Name(kProcessKindNames, r.kind))},
-              {"tool", r.tool},
-              {"status", StatusName(o.status)},
-              {"exit_code", o.exit_code ? Json(*o.exit_code) : Json(nullptr)},
-              {"signal", o.signal ? Json(*o.signal) : Json(nullptr)},
-              {"elapsed_ms", o.elapsed_ms},
-              {"cpu_ms", o.cpu_ms},
-              {"max_rss_kb", o.max_rss_kb},
-              {"confinement", p.confinement()}};
-  if (!o.cgroup.is_null()) rec["cgroup"] = o.cgroup;
-  if (!job_id.empty()) {
-    rec["job"] = job_id;
-    rec["cancel_requested"] = cancel_requested;
-  }
-  if (o.error) rec["error"] = {{"code", CodeName(o.error->code)}, {"message", o.error->message}};
-  if (!o.spec_sha256.empty()) rec["spec_sha256"] = o.spec_sha256;  // as the shim hashed it
-  const OutputCounts out = p.Counts();
-  rec["stdout_bytes"] = out.stdout_bytes;
-  rec["stderr_bytes"] = out.stderr_bytes;
-  rec["truncated"] = out.truncated;
-  audit_("process", std::move(rec), true);
+  if (record_) record_(p, job_id, cancel_requested);
 }
 
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(

@@ -17,9 +17,13 @@ namespace cordon {
 
 class ProcessHost {
  public:
+  // Called once per ended process, for its `process` audit record (built by the session, which
+  // owns the record catalog); job_id is empty for a foreground process.
+  using Recorder = std::function<void(const ConfinedProcess& p, const std::string& job_id,
+                                      bool cancel_requested)>;
   // `host` is the session's one probe (PrepareSandboxHost), failed or not.
   ProcessHost(const Policy& policy, const Workspace& workspace, Result<SandboxHost> host,
-              char** envp, std::function<void(std::string_view, Json, bool)> audit);
+              char** envp, Recorder record);
   ~ProcessHost();
   ProcessHost(const ProcessHost&) = delete;
   ProcessHost& operator=(const ProcessHost&) = delete;
@@ -58,7 +62,7 @@ class ProcessHost {
   const Workspace& workspace_;
   Result<SandboxHost> host_;
   char** envp_;
-  std::function<void(std::string_view, Json, bool)> audit_;
+  Recorder record_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   int next_job_ = 0;

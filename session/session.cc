@@ -1,4 +1,4 @@
-// The dispatch path, in DESIGN.md's order; every call leaves tool_started and tool_finished.
+// A session: its policy, workspace, audit log and processes, and the one call pipeline (Run).
 #include "session/session.h"
 
 #include <chrono>
@@ -79,29 +79,28 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   ASSIGN_OR_RETURN(AuditWriter writer, AuditWriter::Open(path, session_id, s->policy_.audit_fsync,
                                                          std::move(key), &s->redactor_));
   s->audit_.emplace(std::move(writer));
-  Json files = Json::array();
+  SessionStartedRecord started{.cordon_version = kCordonVersion,
+                               .client = options.client,
+                               .workspace = s->workspace_.root(),
+                               .chain = s->audit_->keyed() ? "hmac-sha256" : "sha256",
+                               .policy_sha256 = s->policy_.Sha256(),
+                               .policy_notes = s->policy_.notes,
+                               .scopes = s->policy_.scopes,
+                               .confinement = ConfinementJson(ProbeConfinement())};
   for (const auto& f : s->policy_.files) {
-    files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
+    started.policy_files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
   }
-  Json fields = {{"cordon_version", kCordonVersion},
-                 {"client", options.client},
-                 {"workspace", s->workspace_.root()},
-                 {"chain", s->audit_->keyed() ? "hmac-sha256" : "sha256"},
-                 {"policy_sha256", s->policy_.Sha256()},
-                 {"policy_files", files},
-                 {"policy_notes", s->policy_.notes},
-                 {"scopes", s->policy_.scopes},
-                 {"confinement", ConfinementJson(ProbeConfinement())}};
   // The one host probe of the session: recorded here, then used for every process.
   auto host = PrepareSandboxHost(s->policy_, options.shim_path);
-  fields["sandbox"] =
+  started.sandbox =
       host ? host->ToJson() : Json{{"available", false}, {"error", host.error().message}};
-  s->Audit("session_started", std::move(fields), true);
+  s->Audit(started, true);
   Session* raw = s.get();
-  s->processes_ = std::make_unique<ProcessHost>(s->policy_, s->workspace_, std::move(host), envp,
-                                                [raw](std::string_view type, Json f, bool durable) {
-                                                  raw->Audit(type, std::move(f), durable);
-                                                });
+  s->processes_ = std::make_unique<ProcessHost>(
+      s->policy_, s->workspace_, std::move(host), envp,
+      [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested) {
+        raw->RecordProcess(p, job_id, cancel_requested);
+      });
   return s;
 }
 
@@ -111,19 +110,18 @@ void Session::Finish() {
   if (finished_ || !audit_) return;
   finished_ = true;
   processes_.reset();  // cancels and reaps background jobs; their records come first
-  Audit("session_finished", {{"calls", calls_.load()}, {"errors", errors_.load()}}, true);
+  Audit(SessionFinishedRecord{.calls = calls_.load(), .errors = errors_.load()}, true);
   // The session's end makes every durable record durable: nothing is left in flight.
   if (auto st = audit_->Flush(); !st) {
     std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
   }
 }
 
-void Session::Audit(std::string_view type, Json fields, bool durable) {
-  AuditWriter::Record one{type, std::move(fields)};
-  AuditAll(std::span<AuditWriter::Record>(&one, 1), durable);
+void Session::Audit(const AuditRecord& record, bool durable) {
+  AuditAll(std::span<const AuditRecord>(&record, 1), durable);
 }
 
-void Session::AuditAll(std::span<AuditWriter::Record> records, bool durable) {
+void Session::AuditAll(std::span<const AuditRecord> records, bool durable) {
   if (!audit_) return;
   std::lock_guard<std::mutex> lock(audit_mu_);
   if (auto st = audit_->AppendAll(records, durable); !st) {
@@ -132,34 +130,69 @@ void Session::AuditAll(std::span<AuditWriter::Record> records, bool durable) {
   }
 }
 
+void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
+                            bool cancel_requested) {
+  const ProcessOutcome o = p.outcome();
+  const ProcessRequest& r = p.request();
+  const OutputCounts counts = p.Counts();
+  ProcessRecord rec{.argv = r.argv,
+                    .cwd = r.cwd,
+                    .kind = std::string(Name(kProcessKindNames, r.kind)),
+                    .tool = r.tool,
+                    .status = StatusName(o.status),
+                    .exit_code = o.exit_code,
+                    .signal = o.signal,
+                    .elapsed_ms = o.elapsed_ms,
+                    .cpu_ms = o.cpu_ms,
+                    .max_rss_kb = o.max_rss_kb,
+                    .confinement = p.confinement(),
+                    .stdout_bytes = counts.stdout_bytes,
+                    .stderr_bytes = counts.stderr_bytes,
+                    .truncated = counts.truncated};
+  if (!o.cgroup.is_null()) rec.cgroup = o.cgroup;
+  if (!job_id.empty()) {
+    rec.job = job_id;
+    rec.cancel_requested = cancel_requested;
+  }
+  if (!o.spec_sha256.empty()) rec.spec_sha256 = o.spec_sha256;
+  if (o.error) {
+    rec.error_code = std::string(CodeName(o.error->code));
+    rec.error_message = o.error->message;
+  }
+  Audit(rec, true);
+}
+
 std::vector<const ToolSpec*> Session::Catalog() const { return GrantedTools(policy_); }
+
+Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel) {
+  return Run(tool, &input, 0, cancel);
+}
 
 Json Session::CallJsonText(const std::string& tool, std::string_view input_text) {
   ParseLimits limits;
   limits.max_bytes = static_cast<std::size_t>(policy_.limits.max_input_bytes);
   auto parsed = ParseJsonBounded(input_text, limits);
-  if (!parsed) {
-    ++calls_;
-    ++errors_;
-    Audit("tool_started", {{"tool", tool}, {"input_bytes", input_text.size()}}, false);
-    Audit("tool_finished",
-          {{"tool", tool},
-           {"status", "error"},
-           {"code", CodeName(parsed.error().code)},
-           {"message", parsed.error().message},
-           {"output_bytes", 0},
-           {"truncated", false},
-           {"elapsed_ms", 0}},
-          true);
-    return MakeErrorResult(parsed.error());
-  }
-  return Call(tool, *parsed);
+  if (!parsed) return Run(tool, std::unexpected(parsed.error()), input_text.size(), nullptr);
+  return Run(tool, &*parsed, input_text.size(), nullptr);
 }
 
+namespace {
+
+const std::string kDroppedMarker = " bytes of output dropped]";
+constexpr std::size_t kBuiltinMarkerRoom = 64 * 1024;
+
+// Cuts `text` at `cap` bytes (never inside a UTF-8 sequence) and says how much went.
+void CutText(std::string& text, std::size_t cap) {
+  const std::size_t dropped = text.size() - cap;
+  text = RepairUtf8(std::string_view(text).substr(0, cap)) +
+         "\n[cordon: " + std::to_string(dropped) + kDroppedMarker;
+}
+
+}  // namespace
+
 bool CapToolResult(Json& result, std::size_t cap) {
-  // The same output cap as built-in tools: each text item is cut at max_output_bytes, and a
-  // structuredContent that is far larger than the cap is dropped (it cannot be cut and stay
-  // valid against its schema).
+  // Each text item is cut at the cap, and a structuredContent that is far larger than the cap
+  // is dropped (it cannot be cut and stay valid against its schema).
   bool truncated = false;
   if (result.contains("content") && result["content"].is_array()) {
     for (auto& item : result["content"]) {
@@ -167,9 +200,7 @@ bool CapToolResult(Json& result, std::size_t cap) {
           item["text"].is_string()) {
         std::string& text = item["text"].get_ref<std::string&>();
         if (text.size() > cap) {
-          const std::size_t dropped = text.size() - cap;
-          text = RepairUtf8(std::string_view(text).substr(0, cap)) +
-                 "\n[cordon: " + std::to_string(dropped) + " bytes of output dropped]";
+          CutText(text, cap);
           truncated = true;
         }
       }
@@ -182,160 +213,192 @@ bool CapToolResult(Json& result, std::size_t cap) {
   return truncated;
 }
 
-Json Session::CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id,
-                           const std::atomic<bool>* cancel) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Audit("tool_started",
-        {{"call", call_id},
-         {"tool", tool},
-         {"scope", "mcp:call"},
-         {"effect", "process"},
-         {"args", SummarizeArgs(input)}},
-        false);
-  Json record;
-  Result<Json> outcome = [&]() -> Result<Json> {
-    if (!input.is_object()) return Fail(Code::kInvalidInput, "tool input must be a JSON object");
-    if (!policy_.Grants("mcp:call")) {
-      Audit("policy_denied",
-            {{"call", call_id}, {"tool", tool}, {"scope", "mcp:call"}, {"rule", "scopes.grant"}},
-            true);
-      return Fail(Code::kDeniedByPolicy,
-                  tool + " needs scope mcp:call, which the policy does not grant");
-    }
-    return external_->Call(tool, input, &record, cancel);
-  }();
-  Json result;
-  std::size_t redactions = 0;
+bool CapStructuredResult(Json& structured, std::size_t cap) {
   bool truncated = false;
-  if (outcome && outcome->is_object() && outcome->contains("content")) {
-    result = std::move(*outcome);
-    truncated = CapToolResult(result, static_cast<std::size_t>(policy_.limits.max_output_bytes));
-    redactions = redactor_.RedactJson(result);
-    if (!result.contains("isError")) result["isError"] = false;
-  } else {
-    Error e = outcome
-                  ? Error{Code::kServerUnavailable, "the server returned no CallToolResult", 0, {}}
-                  : outcome.error();
-    redactions = redactor_.Redact(e.message);
-    result = MakeErrorResult(e);
+  if (structured.is_string()) {
+    std::string& text = structured.get_ref<std::string&>();
+    if (text.size() > cap) {
+      CutText(text, cap);
+      truncated = true;
+    }
+  } else if (structured.is_structured()) {
+    for (auto& v : structured) truncated = CapStructuredResult(v, cap) || truncated;
   }
-  if (result["isError"].get<bool>()) ++errors_;
-  const auto elapsed =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
-  Json finished = {{"call", call_id},
-                   {"tool", tool},
-                   {"status", result["isError"].get<bool>() ? "error" : "ok"},
-                   {"output_bytes", DumpJson(result).size()},
-                   {"truncated", truncated},
-                   {"elapsed_ms", static_cast<double>(elapsed) / 1000.0}};
-  for (const auto& [k, v] : record.items()) finished[k] = v;
-  if (result.contains("structuredContent") && result["structuredContent"].contains("error")) {
-    finished["code"] = result["structuredContent"]["error"].value("code", "");
-  }
-  if (redactions > 0) finished["output_redactions"] = redactions;
-  Audit("tool_finished", std::move(finished), true);
-  return result;
+  return truncated;
 }
 
-Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel) {
+// The one call pipeline, for built-in and external (mcp__server__tool) tools alike:
+//   Lookup -> Validate -> Authorize -> Execute (built-in | external) -> Redact + Cap -> Record.
+// tool_started reaches the log before anything the call does or causes (policy_denied, a file
+// write, a process, a request to a server). A call that causes nothing (invalid input, unknown
+// tool, a quick read) writes tool_started and tool_finished together, in one write.
+Json Session::Run(const std::string& tool, const Result<const Json*>& input,
+                  std::size_t input_bytes, const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::uint64_t call_id = ++calls_;
-  const ToolSpec* spec = FindTool(tool);
-  if (spec == nullptr && external_ != nullptr && external_->Handles(tool)) {
-    return CallExternal(tool, input, call_id, cancel);
+  ToolStartedRecord started{.call = call_id, .tool = tool};
+  if (input) {
+    started.args = SummarizeArgs(**input);
+  } else {
+    started.input_bytes = input_bytes;
   }
-  Json started = {{"call", call_id}, {"tool", tool}, {"args", SummarizeArgs(input)}};
-  if (spec != nullptr) {
-    started["scope"] = spec->scope;
-    started["effect"] = EffectName(spec->effect);
-  }
-  // A quick call without side effects (read_file_range) writes tool_started together with
-  // tool_finished: one write instead of two, and nothing happened that a crash could hide.
-  bool defer_started = spec != nullptr && spec->effect == Effect::kNone && spec->quick;
-  auto emit_started = [&] {
-    if (!defer_started) return;
-    defer_started = false;
-    Audit("tool_started", started, false);
+  bool started_written = false;
+  auto write_started = [&] {
+    if (started_written) return;
+    started_written = true;
+    Audit(started, false);
   };
-  if (!defer_started) Audit("tool_started", started, false);
+  const ToolSpec* spec = nullptr;
+  std::optional<ExternalName> external;
 
   Result<Json> outcome = [&]() -> Result<Json> {
-    if (spec == nullptr) {
+    if (!input) return std::unexpected(input.error());
+    const Json& args = **input;
+
+    // 1. Lookup: a built-in tool, or a configured server's (no I/O yet).
+    spec = FindTool(tool);
+    if (spec == nullptr && external_ != nullptr) external = external_->Resolve(tool);
+    if (spec == nullptr && !external) {
       return Fail(Code::kInvalidInput, "unknown tool \"" + tool + "\"");
     }
-    if (!input.is_object()) {
-      return Fail(Code::kInvalidInput, "tool input must be a JSON object");
+    const std::string scope = spec != nullptr ? spec->scope : "mcp:call";
+    started.scope = scope;
+    started.effect = EffectName(spec != nullptr ? spec->effect : Effect::kProcess);
+
+    // 2. Validate what can be checked without the server.
+    if (!args.is_object()) return Fail(Code::kInvalidInput, "tool input must be a JSON object");
+    if (spec != nullptr) {
+      if (std::string err = ValidateAgainstSchema(spec->input_schema, args); !err.empty()) {
+        return Fail(Code::kInvalidInput, "input does not match the " + tool + " schema: " + err);
+      }
     }
-    if (std::string err = ValidateAgainstSchema(spec->input_schema, input); !err.empty()) {
-      return Fail(Code::kInvalidInput, "input does not match the " + tool + " schema: " + err);
-    }
-    if (!policy_.Grants(spec->scope)) {
-      std::string decided = policy_.provenance.count("scopes.grant")
-                                ? policy_.provenance.at("scopes.grant")
-                                : "built-in default";
-      emit_started();
-      Audit("policy_denied",
-            {{"call", call_id},
-             {"tool", tool},
-             {"scope", spec->scope},
-             {"rule", "scopes.grant"},
-             {"decided_by", decided}},
-            true);
+
+    // 3. Authorize.
+    if (!policy_.Grants(scope)) {
+      PolicyDeniedRecord denied{
+          .call = call_id, .tool = tool, .scope = scope, .rule = "scopes.grant"};
+      if (spec != nullptr) {
+        auto it = policy_.provenance.find("scopes.grant");
+        denied.decided_by = it != policy_.provenance.end() ? it->second : "built-in default";
+      }
+      write_started();
+      Audit(denied, true);
       return Fail(Code::kDeniedByPolicy,
-                  tool + " needs scope " + spec->scope + ", which the policy does not grant");
+                  tool + " needs scope " + scope + ", which the policy does not grant");
     }
+
+    // 4. Execute.
+    if (external) {
+      // An external tool's schema lives on its server: it is fetched only for an authorized
+      // call, and checked before the server sees the call. A schema beyond cordon's validator
+      // is passed through, and tool_started says the input went unchecked and why.
+      ASSIGN_OR_RETURN(Json schema, external_->InputSchema(*external));
+      std::string unsupported;
+      if (schema.is_null()) {
+        started.unvalidated = "the server gives no input schema";
+      } else if (!SchemaIsSupported(schema, &unsupported)) {
+        started.unvalidated = unsupported;
+      } else if (std::string err = ValidateAgainstSchema(schema, args); !err.empty()) {
+        return Fail(Code::kInvalidInput, "input does not match the " + tool + " schema: " + err);
+      }
+      write_started();
+      return external_->Call(*external, args, cancel);
+    }
+    // A quick call without side effects (read_file_range) keeps tool_started for the one
+    // write at the end: nothing happens in between that a crash could hide.
+    if (spec->effect != Effect::kNone || !spec->quick) write_started();
     ToolContext ctx{workspace_, policy_,
-                    [&](Json rec) {
-                      rec["call"] = call_id;
-                      rec["tool"] = tool;
-                      emit_started();
-                      Audit("file_write", std::move(rec), true);
+                    [&](const FileWriteReport& w) {
+                      FileWriteRecord rec{.call = call_id,
+                                          .tool = tool,
+                                          .op = w.op,
+                                          .path = w.path,
+                                          .sha256_before = w.sha256_before,
+                                          .bytes_before = w.bytes_before,
+                                          .status = w.written ? "written" : "failed"};
+                      if (w.written) {
+                        rec.sha256_after = w.written->sha256_after;
+                        rec.bytes_after = w.written->bytes_after;
+                      }
+                      if (w.code) rec.code = std::string(CodeName(*w.code));
+                      write_started();
+                      Audit(rec, true);
                     },
                     processes_.get(), cancel};
     try {
-      return spec->run(input, ctx);
+      return spec->run(args, ctx);
     } catch (const std::exception& e) {
       return Fail(Code::kInternal, std::string("internal error in ") + tool + ": " + e.what());
     }
   }();
 
+  // 5. Redact, then cap (a secret cut in two would escape redaction).
+  const std::size_t cap = static_cast<std::size_t>(policy_.LimitsFor(tool).max_output_bytes);
   Json result;
   std::size_t redactions = 0;
   bool truncated = false;
-  if (outcome) {
+  std::optional<Error> error;
+  if (outcome && external) {
+    if (outcome->is_object() && outcome->contains("content")) {
+      result = std::move(*outcome);
+      redactions = redactor_.RedactJson(result);
+      truncated = CapToolResult(result, cap);
+      if (!result.contains("isError")) result["isError"] = false;
+    } else {
+      error = Error{Code::kServerUnavailable, "the server returned no CallToolResult", 0, {}};
+    }
+  } else if (outcome) {
     Json structured = std::move(*outcome);
     redactions = redactor_.RedactJson(structured);
-    truncated = structured.value("truncated", false);
+    // A built-in tool cuts its output in its own terms, with its own markers (run_shell keeps
+    // the head, the tail and up to 50 error lines of 400 bytes from what it dropped): the cap
+    // here is the backstop for a tool that did not, with room for those markers.
+    truncated = CapStructuredResult(structured, cap + kBuiltinMarkerRoom);
+    truncated = structured.value("truncated", false) || truncated;
     result = MakeCallToolResult(std::move(structured), false);
   } else {
-    Error e = outcome.error();
-    redactions = redactor_.Redact(e.message);
-    ++errors_;
-    result = MakeErrorResult(e);
+    error = outcome.error();
   }
+  if (error) {
+    redactions += redactor_.Redact(error->message);
+    result = MakeErrorResult(*error);
+  }
+  const bool is_error = result["isError"].get<bool>();
+  if (is_error) ++errors_;
+
+  // 6. Record.
   const auto elapsed =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
           .count();
-  Json finished = {
-      {"call", call_id},
-      {"tool", tool},
-      {"status", outcome ? "ok" : "error"},
-      {"output_bytes", result["content"][0]["text"].get_ref<const std::string&>().size()},
-      {"truncated", truncated},
-      {"elapsed_ms", static_cast<double>(elapsed) / 1000.0}};
-  if (!outcome) {
-    finished["code"] = CodeName(outcome.error().code);
-    finished["message"] = result["structuredContent"]["error"]["message"];
+  ToolFinishedRecord finished{.call = call_id,
+                              .tool = tool,
+                              .status = is_error ? "error" : "ok",
+                              .truncated = truncated,
+                              .elapsed_ms = static_cast<double>(elapsed) / 1000.0};
+  if (external) {
+    // What the agent receives from a server is the whole result, not one text item.
+    finished.output_bytes = DumpJson(result).size();
+    finished.server = external->server;
+    finished.server_tool = external->server_tool;
+  } else {
+    finished.output_bytes = result["content"][0]["text"].get_ref<const std::string&>().size();
   }
-  if (redactions > 0) finished["output_redactions"] = redactions;
-  if (defer_started) {
-    AuditWriter::Record both[] = {{"tool_started", std::move(started)},
-                                  {"tool_finished", std::move(finished)}};
+  if (error) {
+    finished.code = std::string(CodeName(error->code));
+    finished.message = error->message;
+  } else if (is_error && result.contains("structuredContent") &&
+             result["structuredContent"].is_object() &&
+             result["structuredContent"].contains("error") &&
+             result["structuredContent"]["error"].is_object()) {
+    finished.code = result["structuredContent"]["error"].value("code", "");
+  }
+  if (redactions > 0) finished.output_redactions = redactions;
+  if (!started_written) {
+    const AuditRecord both[] = {std::move(started), std::move(finished)};
     AuditAll(both, true);
-    return result;
+  } else {
+    Audit(std::move(finished), true);
   }
-  Audit("tool_finished", std::move(finished), true);
   return result;
 }
 

@@ -16,15 +16,25 @@
 
 namespace cordon {
 
+// An external tool's name resolved to its server, without talking to the server.
+struct ExternalName {
+  std::string server;       // the configured server name
+  std::string server_tool;  // the tool's own name on that server
+};
+
 // Tools that come from outside the registry (configured MCP servers): mcp__{server}__{tool}.
 class ExternalTools {
  public:
   virtual ~ExternalTools() = default;
-  virtual bool Handles(std::string_view tool) = 0;
+  // Which server a name means; nullopt when no configured server matches. No I/O.
+  virtual std::optional<ExternalName> Resolve(std::string_view tool) = 0;
   // MCP-format entries of the visible (trusted, pinned) tools.
   virtual std::vector<Json> Catalog() = 0;
-  // Returns the server's CallToolResult; *record gets {server, server_tool}.
-  virtual Result<Json> Call(const std::string& tool, const Json& input, Json* record,
+  // The tool's input schema as its server announces it (null when it gives none). Starts the
+  // server if needed; refuses an untrusted server and a tool changed since it was pinned.
+  virtual Result<Json> InputSchema(const ExternalName& name) = 0;
+  // Returns the server's CallToolResult.
+  virtual Result<Json> Call(const ExternalName& name, const Json& input,
                             const std::atomic<bool>* cancel) = 0;
 };
 
@@ -38,16 +48,21 @@ struct SessionOptions {
   std::string shim_path;                  // empty: next to the binary
 };
 
-// Caps a CallToolResult for the agent: text items cut at `cap` bytes with a marker, and a
-// structuredContent over 4x the cap dropped. Returns whether anything was cut.
+// Caps a server's CallToolResult for the agent: text items cut at `cap` bytes with a marker,
+// and a structuredContent over 4x the cap dropped. Returns whether anything was cut.
 bool CapToolResult(Json& result, std::size_t cap);
+// Caps a built-in tool's structured result before it is rendered: every string longer than
+// `cap` bytes is cut with the same marker, so the text stays the JSON of structuredContent.
+// Returns whether anything was cut.
+bool CapStructuredResult(Json& structured, std::size_t cap);
 
 class Session {
  public:
   static Result<std::unique_ptr<Session>> Start(const SessionOptions& options, char** envp);
   ~Session();
 
-  // Runs one tool call; always returns a CallToolResult (errors are isError results).
+  // Runs one tool call through the pipeline (Run); always returns a CallToolResult (errors are
+  // isError results).
   Json Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel = nullptr);
   // As Call, but parses the JSON text first (bounded: size, depth).
   Json CallJsonText(const std::string& tool, std::string_view input_text);
@@ -69,9 +84,10 @@ class Session {
     redactor_.AddValue(std::move(rule), std::move(value));
   }
   ExternalTools* external_tools() { return external_; }
-  void Audit(std::string_view type, Json fields, bool durable);
-  // Several records, written together in order.
-  void AuditAll(std::span<AuditWriter::Record> records, bool durable);
+  // Appends a catalog record (audit/records.h); a failed write is reported on stderr.
+  void Audit(const AuditRecord& record, bool durable);
+  // Several records, written together in order (one lock, one write).
+  void AuditAll(std::span<const AuditRecord> records, bool durable);
 
  private:
   Session() = default;
@@ -83,8 +99,10 @@ class Session {
   std::mutex audit_mu_;
   std::unique_ptr<ProcessHost> processes_;
   ExternalTools* external_ = nullptr;
-  Json CallExternal(const std::string& tool, const Json& input, std::uint64_t call_id,
-                    const std::atomic<bool>* cancel);
+  // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.
+  Json Run(const std::string& tool, const Result<const Json*>& input, std::size_t input_bytes,
+           const std::atomic<bool>* cancel);
+  void RecordProcess(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
   std::atomic<std::uint64_t> errors_{0};
   bool finished_ = false;

@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <set>
 #include <thread>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/hash.h"
@@ -37,12 +42,12 @@ std::string Join(const std::vector<std::string>& lines) {
 void WriteSession(const std::string& path, int calls, std::optional<std::string> key = {}) {
   auto w = AuditWriter::Open(path, NewSessionId(), FsyncMode::kNever, key, nullptr);
   ASSERT_TRUE(w);
-  ASSERT_TRUE(w->Append("session_started", {{"chain", key ? "hmac-sha256" : "sha256"}}));
-  for (int i = 0; i < calls; ++i) {
-    ASSERT_TRUE(w->Append("tool_started", {{"tool", "read_file_range"}, {"call", i}}));
-    ASSERT_TRUE(w->Append("tool_finished", {{"tool", "read_file_range"}, {"status", "ok"}}));
+  ASSERT_TRUE(w->Append(SessionStartedRecord{.chain = key ? "hmac-sha256" : "sha256"}));
+  for (std::uint64_t i = 0; i < static_cast<std::uint64_t>(calls); ++i) {
+    ASSERT_TRUE(w->Append(ToolStartedRecord{.call = i, .tool = "read_file_range"}));
+    ASSERT_TRUE(w->Append(ToolFinishedRecord{.tool = "read_file_range", .status = "ok"}));
   }
-  ASSERT_TRUE(w->Append("session_finished", Json::object()));
+  ASSERT_TRUE(w->Append(SessionFinishedRecord{}));
 }
 
 TEST(Hash, KnownAnswers) {
@@ -146,7 +151,8 @@ TEST(Audit, RecordsAreRedactedAndCounted) {
   red.AddValue("policy", "super-secret-value");
   auto w = AuditWriter::Open(log, NewSessionId(), FsyncMode::kAlways, std::nullopt, &red);
   ASSERT_TRUE(w);
-  ASSERT_TRUE(w->Append("tool_started", {{"args", {{"path", "super-secret-value.txt"}}}}));
+  ASSERT_TRUE(w->Append(ToolStartedRecord{.tool = "read_file_range",
+                                          .args = Json{{"path", "super-secret-value.txt"}}}));
   std::string text = ReadFile(log);
   EXPECT_EQ(text.find("super-secret-value"), std::string::npos);
   EXPECT_NE(text.find("[REDACTED:policy]"), std::string::npos);
@@ -168,25 +174,208 @@ TEST(Audit, MissingLogIsNotFound) {
   EXPECT_EQ(r.error().code, Code::kNotFound);
 }
 
-TEST(Audit, AppendAllWritesInOrderAndCommonFieldsAreNotShadowed) {
+TEST(Audit, AppendAllWritesInOrder) {
   TempDir d;
   std::string log = d / "a.jsonl";
   auto w = AuditWriter::Open(log, NewSessionId(), FsyncMode::kNever, std::nullopt, nullptr);
   ASSERT_TRUE(w);
-  AuditWriter::Record recs[] = {
-      {"tool_started", {{"tool", "x"}}},
-      {"tool_finished", {{"tool", "x"}, {"type", "forged"}, {"seq", 99}}}};
+  const AuditRecord recs[] = {ToolStartedRecord{.tool = "x"},
+                              ToolFinishedRecord{.tool = "x", .status = "ok"}};
   ASSERT_TRUE(w->AppendAll(recs, true));
   auto lines = Lines(ReadFile(log));
   ASSERT_EQ(lines.size(), 2u);
   Json a = Json::parse(lines[0]), b = Json::parse(lines[1]);
   EXPECT_EQ(a["seq"], 1);
+  EXPECT_EQ(a["type"], "tool_started");
   EXPECT_EQ(b["seq"], 2);
   EXPECT_EQ(b["type"], "tool_finished");
-  EXPECT_EQ(lines[1].find("forged"), std::string::npos);
   auto r = VerifyAuditLog(log, std::nullopt);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->verdict, VerifyReport::Verdict::kIntact) << r->problem;
+}
+
+// One instance of every record type with every optional field set, in AuditRecord's order.
+std::vector<AuditRecord> FullRecords() {
+  return {
+      SessionStartedRecord{.cordon_version = "1",
+                           .client = "cli",
+                           .workspace = "/w",
+                           .chain = "sha256",
+                           .policy_sha256 = "p"},
+      ToolStartedRecord{.call = 1,
+                        .tool = "t",
+                        .scope = "s",
+                        .effect = "none",
+                        .args = Json::object(),
+                        .input_bytes = 1,
+                        .unvalidated = "why",
+                        .server = "srv",
+                        .args_bytes = 2,
+                        .args_sha256 = "h"},
+      ToolFinishedRecord{.call = 1,
+                         .tool = "t",
+                         .status = "ok",
+                         .code = "c",
+                         .message = "m",
+                         .output_bytes = 1,
+                         .truncated = false,
+                         .elapsed_ms = 1,
+                         .server = "s",
+                         .server_tool = "t",
+                         .output_redactions = 1,
+                         .reason = "r"},
+      PolicyDeniedRecord{.call = 1, .tool = "t", .scope = "s", .rule = "r", .decided_by = "d"},
+      FileWriteRecord{.call = 1,
+                      .tool = "t",
+                      .op = "create",
+                      .path = "p",
+                      .sha256_before = "b",
+                      .bytes_before = 1,
+                      .sha256_after = "a",
+                      .bytes_after = 2,
+                      .status = "written",
+                      .code = "c"},
+      ProcessRecord{.argv = {"true"},
+                    .cgroup = Json::object(),
+                    .job = "j",
+                    .cancel_requested = false,
+                    .spec_sha256 = "h",
+                    .error_code = "internal",
+                    .error_message = "m"},
+      McpDiagnosticRecord{.server = "s",
+                          .reason = "r",
+                          .source = "f",
+                          .message = "m",
+                          .method = "x",
+                          .stderr_tail = "e",
+                          .protocol_version = "v",
+                          .bytes = 1,
+                          .messages = 2,
+                          .http_status = 500,
+                          .curl = "c",
+                          .body = "b",
+                          .tools = std::vector<std::string>{"t"}},
+      McpTrustRecord{.server = "s"},
+      McpClientRecord{.client_info = Json::object()},
+      InstructionsRecord{.path = "AGENTS.md", .sha256 = "h"},
+      SessionFinishedRecord{},
+      LogRecoveredRecord{},
+  };
+}
+
+template <std::size_t... I>
+std::vector<AuditRecord> DefaultRecords(std::index_sequence<I...>) {
+  return {AuditRecord(std::in_place_index<I>)...};
+}
+
+TEST(AuditCatalog, EveryRecordTypeHasOneEntryWithItsFields) {
+  // The struct, its JSON form and the catalog table name the same fields: a full record emits
+  // exactly the catalog's fields, and a default one at least the required ones.
+  const auto full = FullRecords();
+  const auto empty = DefaultRecords(std::make_index_sequence<std::variant_size_v<AuditRecord>>());
+  const auto catalog = AuditRecordCatalog();
+  ASSERT_EQ(full.size(), catalog.size());
+  for (std::size_t i = 0; i < catalog.size(); ++i) {
+    const AuditRecordInfo& info = catalog[i];
+    ASSERT_EQ(full[i].index(), i);
+    EXPECT_EQ(RecordType(full[i]), info.type);
+    EXPECT_EQ(FindAuditRecordInfo(info.type), &info);
+    std::set<std::string> want, got, required;
+    for (const auto& f : info.fields) {
+      EXPECT_TRUE(want.insert(std::string(f.name)).second) << info.type << ": twice " << f.name;
+      if (f.required) required.insert(std::string(f.name));
+      for (const auto& c : AuditCommonFields()) {
+        EXPECT_NE(f.name, c.name) << info.type << " shadows a common field";
+      }
+    }
+    const Json full_json = RecordFields(full[i]), empty_json = RecordFields(empty[i]);
+    for (const auto& [k, v] : full_json.items()) got.insert(k);
+    EXPECT_EQ(got, want) << info.type;
+    std::set<std::string> minimal;
+    for (const auto& [k, v] : empty_json.items()) minimal.insert(k);
+    EXPECT_TRUE(std::includes(minimal.begin(), minimal.end(), required.begin(), required.end()))
+        << info.type;
+  }
+  EXPECT_EQ(FindAuditRecordInfo("no_such_record"), nullptr);
+}
+
+TEST(AuditCatalog, ShowKeysComeFromTheCatalogInTheirFixedOrder) {
+  const std::vector<std::string_view> want = {
+      "tool",         "status",      "code",       "op",           "path",
+      "scope",        "reason",      "elapsed_ms", "output_bytes", "truncated",
+      "bytes_before", "bytes_after", "workspace",  "redactions"};
+  EXPECT_EQ(AuditShowKeys(), want);
+  TempDir d;
+  std::string log = d / "a.jsonl";
+  WriteSession(log, 1);
+  auto text = ShowAuditLog(log);
+  ASSERT_TRUE(text);
+  EXPECT_NE(text->find("tool_finished  tool=\"read_file_range\"  status=\"ok\""), std::string::npos)
+      << *text;
+}
+
+// Recomputes every prev link, as a forger without the key could.
+std::vector<std::string> Rechain(std::vector<std::string> lines) {
+  std::string prev(64, '0');
+  for (auto& l : lines) {
+    Json rec = Json::parse(l);
+    rec["prev"] = prev;
+    l = rec.dump();
+    prev = Sha256Hex(l);
+  }
+  return lines;
+}
+
+TEST(AuditCatalog, VerifierChecksEachTypesRequiredFields) {
+  TempDir d;
+  std::string log = d / "a.jsonl";
+  WriteSession(log, 2);
+  auto lines = Lines(ReadFile(log));
+  ASSERT_EQ(lines.size(), 6u);
+  // A tool_finished without its status, chained correctly: the chain holds, the record does not.
+  Json rec = Json::parse(lines[2]);
+  ASSERT_EQ(rec["type"], "tool_finished");
+  rec.erase("status");
+  lines[2] = rec.dump();
+  WriteFile(log, Join(Rechain(lines)));
+  auto r = VerifyAuditLog(log, std::nullopt);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->verdict, VerifyReport::Verdict::kBroken);
+  EXPECT_EQ(r->first_bad_line, 3u);
+  EXPECT_NE(r->problem.find("tool_finished record lacks its required field \"status\""),
+            std::string::npos)
+      << r->problem;
+  // A type the catalog does not know (a newer writer's) is a warning, not a break.
+  lines = Lines(ReadFile(log));
+  rec = Json::parse(lines[2]);
+  rec["type"] = "from_the_future";
+  lines[2] = rec.dump();
+  WriteFile(log, Join(Rechain(lines)));
+  r = VerifyAuditLog(log, std::nullopt);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->verdict, VerifyReport::Verdict::kIntact) << r->problem;
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_NE(r->warnings[0].find("unknown record type from_the_future"), std::string::npos);
+}
+
+TEST(AuditCatalog, DocsTableIsGeneratedFromTheCatalog) {
+  // docs/audit.md holds the table between two markers; CORDON_UPDATE_DOCS=1 rewrites it.
+  const std::string path = std::string(CORDON_SOURCE_DIR) + "/docs/audit.md";
+  const std::string begin = "<!-- records table: generated from audit/records.cc -->\n";
+  const std::string end = "<!-- end of records table -->";
+  std::string doc = ReadFile(path);
+  std::size_t a = doc.find(begin), b = doc.find(end);
+  ASSERT_NE(a, std::string::npos) << path;
+  ASSERT_NE(b, std::string::npos) << path;
+  const std::string table = AuditRecordTableMarkdown();
+  if (const char* u = std::getenv("CORDON_UPDATE_DOCS"); u != nullptr && std::string(u) == "1") {
+    doc = doc.substr(0, a + begin.size()) + table + doc.substr(b);
+    WriteFile(path, doc);
+    b = doc.find(end);
+  }
+  EXPECT_EQ(doc.substr(a + begin.size(), b - a - begin.size()), table)
+      << "docs/audit.md is stale: run CORDON_UPDATE_DOCS=1 build/tests/audit_test "
+         "--gtest_filter='*DocsTable*'";
 }
 
 TEST(Audit, PerCallFlusherKeepsTheChainUnderConcurrentWriters) {
@@ -197,7 +386,9 @@ TEST(Audit, PerCallFlusherKeepsTheChainUnderConcurrentWriters) {
   auto run = [&] {
     auto w = AuditWriter::Open(log, NewSessionId(), FsyncMode::kPerCall, std::nullopt, nullptr);
     ASSERT_TRUE(w);
-    for (int i = 0; i < 300; ++i) ASSERT_TRUE(w->Append("tool_finished", {{"call", i}}, true));
+    for (std::uint64_t i = 0; i < 300; ++i) {
+      ASSERT_TRUE(w->Append(ToolFinishedRecord{.call = i, .tool = "t", .status = "ok"}, true));
+    }
     ASSERT_TRUE(w->Flush());
   };
   std::thread t1(run), t2(run);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,11 +21,21 @@ class ProcessHost;
 enum class Effect { kNone, kFileWrite, kProcess };
 std::string_view EffectName(Effect effect);
 
+// What a write did, for the session's file_write audit record (audit/records.h).
+struct FileWriteReport {
+  std::string op{};
+  std::string path{};
+  std::optional<std::string> sha256_before{};  // none for a new file
+  std::uint64_t bytes_before = 0;
+  std::optional<WriteOutcome> written{};  // none when the write failed
+  std::optional<Code> code{};             // why it failed
+};
+
 struct ToolContext {
   const Workspace& workspace;
   const Policy& policy;
-  // Appends a durable file_write audit record (op, path, hashes, byte counts, status).
-  std::function<void(Json record)> record_file_write;
+  // Appends a durable file_write audit record.
+  std::function<void(const FileWriteReport& report)> record_file_write;
   ProcessHost* processes = nullptr;           // confined processes of this session
   const std::atomic<bool>* cancel = nullptr;  // set when the caller cancels the call
 };

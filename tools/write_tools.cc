@@ -41,23 +41,17 @@ Result<Json> Install(ToolContext& ctx, const std::string& rel, std::string_view 
   Result<WriteOutcome> w = original == nullptr
                                ? ctx.workspace.CreateExclusive(rel, content)
                                : ctx.workspace.AtomicReplace(rel, content, *original);
-  Json rec = {{"op", op}, {"path", rel}};
+  FileWriteReport report{.op = std::string(op), .path = rel};
   if (original != nullptr) {
-    rec["sha256_before"] = Sha256Hex(original->data);
-    rec["bytes_before"] = original->data.size();
-  } else {
-    rec["sha256_before"] = nullptr;
-    rec["bytes_before"] = 0;
+    report.sha256_before = Sha256Hex(original->data);
+    report.bytes_before = original->data.size();
   }
   if (w) {
-    rec["sha256_after"] = w->sha256_after;
-    rec["bytes_after"] = w->bytes_after;
-    rec["status"] = "written";
+    report.written = *w;
   } else {
-    rec["status"] = "failed";
-    rec["code"] = CodeName(w.error().code);
+    report.code = w.error().code;
   }
-  if (ctx.record_file_write) ctx.record_file_write(std::move(rec));
+  if (ctx.record_file_write) ctx.record_file_write(report);
   if (!w) return std::unexpected(w.error());
   return WriteResult(rel, op, *w, edits);
 }

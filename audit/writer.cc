@@ -1,6 +1,6 @@
 // The audit log: O_APPEND writes under flock, each line chained to the SHA-256 (or HMAC) of the
 // line before it, so edits, reordering, cuts and a missing head are all detectable.
-#include "audit/audit.h"
+#include "audit/writer.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -185,43 +185,28 @@ Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
 std::string AuditWriter::RecordLine(std::string_view type, const Json& fields,
                                     std::size_t redactions) {
   // The common fields first, in a fixed order, then the record's own (sorted by key), then the
-  // redaction count: built as text, not as a JSON object that would copy every field.
+  // redaction count: built as text, not as a JSON object that would copy every field. No
+  // catalog record has a field named like a common one (tests/audit_test.cc checks).
   constexpr auto kReplace = Json::error_handler_t::replace;
   std::string line = "{\"v\":1,\"seq\":" + std::to_string(++seq_) + ",\"ts\":\"" + NowRfc3339() +
                      "\",\"session\":" + Json(session_).dump(-1, ' ', false, kReplace) +
                      ",\"type\":" + Json(std::string(type)).dump(-1, ' ', false, kReplace) +
                      ",\"prev\":\"" + prev_hash_ + "\"";
   if (fields.is_object() && !fields.empty()) {
-    // A record's own field never shadows a common one.
-    static constexpr std::string_view kCommon[] = {"v",    "seq",  "ts",        "session",
-                                                   "type", "prev", "redactions"};
-    const Json* own_fields = &fields;
-    Json filtered;
-    for (std::string_view k : kCommon) {
-      if (fields.contains(k)) {
-        if (filtered.is_null()) filtered = fields;
-        filtered.erase(std::string(k));
-        own_fields = &filtered;
-      }
-    }
-    std::string own = own_fields->dump(-1, ' ', false, kReplace);
-    if (own.size() <= 2) own = "{,}";  // every field was a common one: add nothing
-    if (own != "{,}") {
-      line += ',';
-      line.append(own, 1, own.size() - 2);  // without its braces
-    }
+    std::string own = fields.dump(-1, ' ', false, kReplace);
+    line += ',';
+    line.append(own, 1, own.size() - 2);  // without its braces
   }
   if (redactions > 0) line += ",\"redactions\":" + std::to_string(redactions);
   line += '}';
   return line;
 }
 
-Status AuditWriter::Append(std::string_view type, Json fields, bool durable) {
-  Record one{type, std::move(fields)};
-  return AppendAll(std::span<Record>(&one, 1), durable);
+Status AuditWriter::Append(const AuditRecord& record, bool durable) {
+  return AppendAll(std::span<const AuditRecord>(&record, 1), durable);
 }
 
-Status AuditWriter::AppendAll(std::span<Record> records, bool durable) {
+Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable) {
   FileLock lock(fd_.get());
   bool torn = false;
   std::string torn_line;
@@ -229,14 +214,16 @@ Status AuditWriter::AppendAll(std::span<Record> records, bool durable) {
   if (torn) {
     // A crash tore the last line. Keep it as evidence, end it, and chain a record to it.
     TRY(WriteAll(fd_.get(), "\n", path_));
-    std::string line = RecordLine("log_recovered", Json{{"torn_bytes", torn_line.size()}}, 0);
+    const LogRecoveredRecord recovered{.torn_bytes = torn_line.size()};
+    std::string line = RecordLine(recovered.kType, recovered.ToJson(), 0);
     TRY(WriteAll(fd_.get(), line + "\n", path_));
     prev_hash_ = ChainHash(line);
   }
   std::string text;
-  for (Record& r : records) {
-    std::size_t redactions = redactor_ != nullptr ? redactor_->RedactJson(r.fields) : 0;
-    std::string line = RecordLine(r.type, r.fields, redactions);
+  for (const AuditRecord& r : records) {
+    Json fields = RecordFields(r);
+    std::size_t redactions = redactor_ != nullptr ? redactor_->RedactJson(fields) : 0;
+    std::string line = RecordLine(RecordType(r), fields, redactions);
     prev_hash_ = ChainHash(line);
     text += line;
     text += '\n';
@@ -325,133 +312,6 @@ void AuditWriter::Flusher::Run() {
     last_sync_ = std::chrono::steady_clock::now();
     SyncTo(lock, requested_);
   }
-}
-
-Result<VerifyReport> VerifyAuditLog(const std::string& path,
-                                    const std::optional<std::string>& hmac_key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  VerifyReport r;
-  r.bytes = data.size();
-  auto chain = [&](std::string_view line) {
-    return hmac_key ? HmacSha256Hex(*hmac_key, line) : Sha256Hex(line);
-  };
-  auto broken = [&](std::uint64_t line_no, std::string why) {
-    r.verdict = VerifyReport::Verdict::kBroken;
-    r.first_bad_line = line_no;
-    r.problem = std::move(why);
-    return r;
-  };
-  std::string expected_prev = kZeroHash;
-  std::map<std::string, std::uint64_t> session_seq;
-  std::uint64_t line_no = 0;
-  std::size_t pos = 0;
-  bool pending_torn = false;  // the previous line was torn and must be followed by log_recovered
-  while (pos < data.size()) {
-    ++line_no;
-    std::size_t nl = data.find('\n', pos);
-    const bool terminated = nl != std::string::npos;
-    std::string_view line(data.data() + pos, (terminated ? nl : data.size()) - pos);
-    pos = terminated ? nl + 1 : data.size();
-    Json rec = Json::parse(line, nullptr, false);
-    if (rec.is_discarded() || !rec.is_object()) {
-      if (!terminated) {
-        r.verdict = VerifyReport::Verdict::kTornTail;
-        r.first_bad_line = line_no;
-        r.problem = "line " + std::to_string(line_no) +
-                    " is torn (no newline, not a whole record): the writer was interrupted";
-        return r;
-      }
-      if (pending_torn) return broken(line_no, "two unreadable lines in a row");
-      pending_torn = true;
-      expected_prev = chain(line);
-      continue;
-    }
-    if (!terminated) {
-      r.verdict = VerifyReport::Verdict::kTornTail;
-      r.first_bad_line = line_no;
-      r.problem = "line " + std::to_string(line_no) + " has no final newline: torn write";
-      return r;
-    }
-    auto str = [&](const char* k) -> std::string {
-      auto it = rec.find(k);
-      return it != rec.end() && it->is_string() ? it->get<std::string>() : std::string();
-    };
-    if (!rec.contains("v") || rec["v"] != 1) return broken(line_no, "missing or unknown \"v\"");
-    std::string type = str("type"), session = str("session");
-    if (type.empty() || session.empty() || str("ts").empty()) {
-      return broken(line_no, "record lacks type, session or ts");
-    }
-    if (pending_torn) {
-      if (type != "log_recovered") {
-        return broken(line_no - 1, "line " + std::to_string(line_no - 1) +
-                                       " is not a record and no log_recovered record follows");
-      }
-      r.warnings.push_back("line " + std::to_string(line_no - 1) +
-                           " was torn by a crash and recovered at line " + std::to_string(line_no));
-      pending_torn = false;
-    }
-    if (str("prev") != expected_prev) {
-      if (line_no == 1) return broken(1, "first record does not start a chain (head cut off?)");
-      return broken(line_no, hmac_key && line_no == 2 && rec.value("prev", "") != ""
-                                 ? "chain mismatch (wrong key, or the line before was edited)"
-                                 : "chain mismatch: the line before was edited, removed or "
-                                   "reordered");
-    }
-    if (!rec.contains("seq") || !rec["seq"].is_number_unsigned()) {
-      return broken(line_no, "record lacks seq");
-    }
-    std::uint64_t seq = rec["seq"].get<std::uint64_t>();
-    auto [it, fresh] = session_seq.emplace(session, 0);
-    if (fresh) ++r.sessions;
-    if (seq != it->second + 1) {
-      return broken(line_no, "seq " + std::to_string(seq) + " follows " +
-                                 std::to_string(it->second) + " in session " + session);
-    }
-    it->second = seq;
-    if (fresh && type != "session_started" && type != "log_recovered") {
-      r.warnings.push_back("session " + session + " has no session_started record");
-    }
-    if (rec.contains("chain") && rec["chain"] == "hmac-sha256" && !hmac_key) {
-      return broken(line_no, "this log is HMAC-chained: pass --key-file");
-    }
-    expected_prev = chain(line);
-    ++r.records;
-  }
-  if (pending_torn) {
-    r.verdict = VerifyReport::Verdict::kTornTail;
-    r.first_bad_line = line_no;
-    r.problem = "last line " + std::to_string(line_no) + " is not a whole record: torn write";
-  }
-  return r;
-}
-
-Result<std::string> ShowAuditLog(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
-  std::ostringstream out;
-  std::string line;
-  std::uint64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    Json rec = Json::parse(line, nullptr, false);
-    if (rec.is_discarded() || !rec.is_object()) {
-      out << "line " << n << ": (not a record, " << line.size() << " bytes)\n";
-      continue;
-    }
-    std::string ts = rec.value("ts", std::string());
-    std::string session = rec.value("session", std::string()).substr(0, 8);
-    std::string type = rec.value("type", std::string());
-    out << ts << "  " << session << "  #" << rec.value("seq", 0) << "  " << type;
-    for (const char* k :
-         {"tool", "status", "code", "op", "path", "scope", "reason", "elapsed_ms", "output_bytes",
-          "truncated", "bytes_before", "bytes_after", "workspace", "redactions"}) {
-      if (rec.contains(k)) out << "  " << k << "=" << DumpJson(rec[k]);
-    }
-    out << "\n";
-  }
-  return out.str();
 }
 
 }  // namespace cordon

@@ -1,0 +1,355 @@
+// Each record's JSON form and the catalog table. A record's field names here, in its struct and
+// in the table below are kept equal by tests/audit_test.cc (CatalogMatchesRecords).
+#include "audit/records.h"
+
+#include <algorithm>
+#include <map>
+
+namespace cordon {
+namespace {
+
+template <typename T>
+void Put(Json& j, const char* key, const std::optional<T>& v) {
+  if (v) j[key] = *v;
+}
+
+template <typename T>
+Json OrNull(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+}  // namespace
+
+Json SessionStartedRecord::ToJson() const {
+  return {{"cordon_version", cordon_version}, {"client", client},
+          {"workspace", workspace},           {"chain", chain},
+          {"policy_sha256", policy_sha256},   {"policy_files", policy_files},
+          {"policy_notes", policy_notes},     {"scopes", scopes},
+          {"confinement", confinement},       {"sandbox", sandbox}};
+}
+
+Json ToolStartedRecord::ToJson() const {
+  Json j = {{"tool", tool}};
+  Put(j, "call", call);
+  Put(j, "scope", scope);
+  Put(j, "effect", effect);
+  Put(j, "args", args);
+  Put(j, "input_bytes", input_bytes);
+  Put(j, "unvalidated", unvalidated);
+  Put(j, "server", server);
+  Put(j, "args_bytes", args_bytes);
+  Put(j, "args_sha256", args_sha256);
+  return j;
+}
+
+Json ToolFinishedRecord::ToJson() const {
+  Json j = {{"tool", tool}, {"status", status}, {"elapsed_ms", elapsed_ms}};
+  Put(j, "call", call);
+  Put(j, "code", code);
+  Put(j, "message", message);
+  Put(j, "output_bytes", output_bytes);
+  Put(j, "truncated", truncated);
+  Put(j, "server", server);
+  Put(j, "server_tool", server_tool);
+  Put(j, "output_redactions", output_redactions);
+  Put(j, "reason", reason);
+  return j;
+}
+
+Json PolicyDeniedRecord::ToJson() const {
+  Json j = {{"call", call}, {"tool", tool}, {"scope", scope}, {"rule", rule}};
+  Put(j, "decided_by", decided_by);
+  return j;
+}
+
+Json FileWriteRecord::ToJson() const {
+  Json j = {{"call", call},
+            {"tool", tool},
+            {"op", op},
+            {"path", path},
+            {"sha256_before", OrNull(sha256_before)},
+            {"bytes_before", bytes_before},
+            {"status", status}};
+  Put(j, "sha256_after", sha256_after);
+  Put(j, "bytes_after", bytes_after);
+  Put(j, "code", code);
+  return j;
+}
+
+Json ProcessRecord::ToJson() const {
+  Json j = {{"argv", argv},
+            {"cwd", cwd},
+            {"kind", kind},
+            {"tool", tool},
+            {"status", status},
+            {"exit_code", OrNull(exit_code)},
+            {"signal", OrNull(signal)},
+            {"elapsed_ms", elapsed_ms},
+            {"cpu_ms", cpu_ms},
+            {"max_rss_kb", max_rss_kb},
+            {"confinement", confinement},
+            {"stdout_bytes", stdout_bytes},
+            {"stderr_bytes", stderr_bytes},
+            {"truncated", truncated}};
+  Put(j, "cgroup", cgroup);
+  Put(j, "job", job);
+  Put(j, "cancel_requested", cancel_requested);
+  Put(j, "spec_sha256", spec_sha256);
+  if (error_code) j["error"] = {{"code", *error_code}, {"message", error_message}};
+  return j;
+}
+
+Json McpDiagnosticRecord::ToJson() const {
+  Json j = {{"server", server}, {"reason", reason}};
+  Put(j, "source", source);
+  Put(j, "message", message);
+  Put(j, "stderr", stderr_tail);
+  Put(j, "method", method);
+  Put(j, "protocolVersion", protocol_version);
+  Put(j, "bytes", bytes);
+  Put(j, "messages", messages);
+  Put(j, "http_status", http_status);
+  Put(j, "curl", curl);
+  Put(j, "body", body);
+  Put(j, "tools", tools);
+  return j;
+}
+
+Json McpTrustRecord::ToJson() const {
+  return {{"server", server},
+          {"source", source},
+          {"definition_sha256", definition_sha256},
+          {"tools", tools}};
+}
+
+Json McpClientRecord::ToJson() const {
+  return {{"clientInfo", client_info}, {"protocolVersion", protocol_version}};
+}
+
+Json InstructionsRecord::ToJson() const {
+  Json j = {{"files", files}, {"bytes", bytes}, {"truncated", truncated}};
+  Put(j, "path", path);
+  Put(j, "sha256", sha256);
+  return j;
+}
+
+Json SessionFinishedRecord::ToJson() const { return {{"calls", calls}, {"errors", errors}}; }
+
+Json LogRecoveredRecord::ToJson() const { return {{"torn_bytes", torn_bytes}}; }
+
+std::string_view RecordType(const AuditRecord& record) {
+  return std::visit([](const auto& r) { return std::decay_t<decltype(r)>::kType; }, record);
+}
+
+Json RecordFields(const AuditRecord& record) {
+  return std::visit([](const auto& r) { return r.ToJson(); }, record);
+}
+
+namespace {
+
+// `show` numbers give `audit show`'s column order; a name keeps one number across types.
+constexpr AuditFieldInfo kCommon[] = {
+    {"v", true, "record format version, 1"},
+    {"seq", true, "1-based position of the record in its session"},
+    {"ts", true, "UTC time of writing, RFC 3339 with milliseconds"},
+    {"session", true, "session id (UUID v4)"},
+    {"type", true, "record type (this table)"},
+    {"prev", true, "SHA-256 (or HMAC-SHA-256) of the previous line; 64 zeros for the first"},
+    {"redactions", false, "number of secrets replaced in this record's fields", 14},
+};
+
+constexpr AuditFieldInfo kSessionStarted[] = {
+    {"cordon_version", true, "cordon's version"},
+    {"client", true, "who drives the session: cli, mcp, ..."},
+    {"workspace", true, "the workspace root", 13},
+    {"chain", true, "sha256 or hmac-sha256"},
+    {"policy_sha256", true, "hash of the merged policy"},
+    {"policy_files", true, "policy layers: [{path, sha256, layer}]"},
+    {"policy_notes", true, "notes the policy loader made"},
+    {"scopes", true, "granted scopes"},
+    {"confinement", true, "what the kernel offers (Landlock ABI, seccomp, user namespaces)"},
+    {"sandbox", true, "the sandbox host, or {available: false, error}"},
+};
+
+constexpr AuditFieldInfo kToolStarted[] = {
+    {"call", false, "call number in the session (absent under cordon wrap)"},
+    {"tool", true, "tool name; mcp__{server}__{tool} for an MCP server's tool", 1},
+    {"scope", false, "scope the tool needs", 6},
+    {"effect", false, "none, file_write or process"},
+    {"args", false, "the input, with file contents replaced by {bytes, sha256}"},
+    {"input_bytes", false, "size of an input that was not valid JSON"},
+    {"unvalidated", false,
+     "present when the input was passed on unchecked: the tool's schema uses what cordon's "
+     "validator does not support (the reason)"},
+    {"server", false, "MCP server (configured name, or \"wrapped\")"},
+    {"args_bytes", false, "size of the arguments (cordon wrap)"},
+    {"args_sha256", false, "hash of the arguments (cordon wrap)"},
+};
+
+constexpr AuditFieldInfo kToolFinished[] = {
+    {"call", false, "call number (absent under cordon wrap)"},
+    {"tool", true, "tool name", 1},
+    {"status", true, "ok, error or cancelled", 2},
+    {"code", false, "error code (docs/errors.md)", 3},
+    {"message", false, "error message, redacted"},
+    {"output_bytes", false, "size of the result sent to the agent", 9},
+    {"truncated", false, "whether the output cap cut the result", 10},
+    {"elapsed_ms", true, "wall time of the call", 8},
+    {"server", false, "MCP server"},
+    {"server_tool", false, "the tool's own name on its server"},
+    {"output_redactions", false, "secrets replaced in the result"},
+    {"reason", false, "why the client cancelled (cordon wrap)", 7},
+};
+
+constexpr AuditFieldInfo kPolicyDenied[] = {
+    {"call", true, "call number"},
+    {"tool", true, "tool name", 1},
+    {"scope", true, "scope the policy does not grant", 6},
+    {"rule", true, "the policy key that decided"},
+    {"decided_by", false, "the policy file that set it, or built-in default"},
+};
+
+constexpr AuditFieldInfo kFileWrite[] = {
+    {"call", true, "call number"},
+    {"tool", true, "tool name", 1},
+    {"op", true, "create, replace, edit, ...", 4},
+    {"path", true, "workspace-relative path", 5},
+    {"sha256_before", true, "hash of the old content; null for a new file"},
+    {"bytes_before", true, "size of the old content", 11},
+    {"sha256_after", false, "hash of the new content (when written)"},
+    {"bytes_after", false, "size of the new content (when written)", 12},
+    {"status", true, "written or failed", 2},
+    {"code", false, "error code when failed", 3},
+};
+
+constexpr AuditFieldInfo kProcess[] = {
+    {"argv", true, "the command"},
+    {"cwd", true, "its working directory"},
+    {"kind", true, "run_command, job, mcp_server, exec, ..."},
+    {"tool", true, "the tool that ran it", 1},
+    {"status", true, "exited, signaled, timeout, cancelled or failed", 2},
+    {"exit_code", true, "exit code, or null"},
+    {"signal", true, "signal number, or null"},
+    {"elapsed_ms", true, "wall time", 8},
+    {"cpu_ms", true, "CPU time"},
+    {"max_rss_kb", true, "peak resident memory"},
+    {"confinement", true, "the layers that confined it"},
+    {"cgroup", false, "cgroup limits and usage"},
+    {"job", false, "background job id"},
+    {"cancel_requested", false, "whether the job was cancelled (background jobs)"},
+    {"spec_sha256", false,
+     "SHA-256 of the confinement spec the shim applied, as the shim computed it (equals "
+     "`cordon exec --plan`'s `spec_sha256`)"},
+    {"error", false, "sandbox failure: {code, message}"},
+    {"stdout_bytes", true, "bytes written to stdout"},
+    {"stderr_bytes", true, "bytes written to stderr"},
+    {"truncated", true, "whether captured output was cut", 10},
+};
+
+constexpr AuditFieldInfo kMcpDiagnostic[] = {
+    {"server", true, "MCP server"},
+    {"reason", true, "what happened", 7},
+    {"source", false, "the config file"},
+    {"message", false, "error message"},
+    {"stderr", false, "tail of the server's stderr"},
+    {"method", false, "the JSON-RPC method concerned"},
+    {"protocolVersion", false, "the version the server offered"},
+    {"bytes", false, "size of a dropped message"},
+    {"messages", false, "messages received on a GET stream"},
+    {"http_status", false, "HTTP status"},
+    {"curl", false, "libcurl's error"},
+    {"body", false, "start of an HTTP error body"},
+    {"tools", false, "names of tools hidden because they changed"},
+};
+
+constexpr AuditFieldInfo kMcpTrust[] = {
+    {"server", true, "MCP server"},
+    {"source", true, "the config file"},
+    {"definition_sha256", true, "hash of the server's definition"},
+    {"tools", true, "number of tools pinned"},
+};
+
+constexpr AuditFieldInfo kMcpClient[] = {
+    {"clientInfo", true, "the MCP client's clientInfo"},
+    {"protocolVersion", true, "the negotiated protocol version"},
+};
+
+constexpr AuditFieldInfo kInstructions[] = {
+    {"files", true, "[{path, sha256, bytes, truncated}] of AGENTS.md and its includes"},
+    {"bytes", true, "size of the instructions sent"},
+    {"truncated", true, "whether the budget cut them", 10},
+    {"path", false, "the file, when there is one", 5},
+    {"sha256", false, "its hash, when there is one file"},
+};
+
+constexpr AuditFieldInfo kSessionFinished[] = {
+    {"calls", true, "tool calls in the session"},
+    {"errors", true, "calls that ended in an error"},
+};
+
+constexpr AuditFieldInfo kLogRecovered[] = {
+    {"torn_bytes", true, "size of the torn line before this record"},
+};
+
+constexpr AuditRecordInfo kCatalog[] = {
+    {SessionStartedRecord::kType, "a session began", kSessionStarted},
+    {ToolStartedRecord::kType, "a tool call was received", kToolStarted},
+    {ToolFinishedRecord::kType, "a tool call ended", kToolFinished},
+    {PolicyDeniedRecord::kType, "the policy refused a call", kPolicyDenied},
+    {FileWriteRecord::kType, "a tool wrote (or failed to write) a file", kFileWrite},
+    {ProcessRecord::kType, "a confined process ended", kProcess},
+    {McpDiagnosticRecord::kType, "something about an MCP server worth knowing", kMcpDiagnostic},
+    {McpTrustRecord::kType, "cordon mcp trust pinned a server's tools", kMcpTrust},
+    {McpClientRecord::kType, "an MCP client initialized", kMcpClient},
+    {InstructionsRecord::kType, "AGENTS.md was sent to the client", kInstructions},
+    {SessionFinishedRecord::kType, "a session ended", kSessionFinished},
+    {LogRecoveredRecord::kType, "the writer found the last line torn by a crash", kLogRecovered},
+};
+static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
+
+}  // namespace
+
+std::span<const AuditRecordInfo> AuditRecordCatalog() { return kCatalog; }
+
+const AuditRecordInfo* FindAuditRecordInfo(std::string_view type) {
+  for (const auto& info : kCatalog) {
+    if (info.type == type) return &info;
+  }
+  return nullptr;
+}
+
+std::span<const AuditFieldInfo> AuditCommonFields() { return kCommon; }
+
+const std::vector<std::string_view>& AuditShowKeys() {
+  static const std::vector<std::string_view> keys = [] {
+    std::map<int, std::string_view> by_rank;
+    auto add = [&](std::span<const AuditFieldInfo> fields) {
+      for (const auto& f : fields) {
+        if (f.show > 0) by_rank.emplace(f.show, f.name);
+      }
+    };
+    for (const auto& info : kCatalog) add(info.fields);
+    add(kCommon);
+    std::vector<std::string_view> out;
+    for (const auto& [rank, name] : by_rank) out.push_back(name);
+    return out;
+  }();
+  return keys;
+}
+
+std::string AuditRecordTableMarkdown() {
+  std::string out = "| record | field | required | meaning |\n|---|---|---|---|\n";
+  auto rows = [&](std::string_view type, std::string_view about,
+                  std::span<const AuditFieldInfo> fields) {
+    out += "| **" + std::string(type) + "** | | | " + std::string(about) + " |\n";
+    for (const auto& f : fields) {
+      out += "| | `" + std::string(f.name) + "` | " + (f.required ? "yes" : "no") + " | " +
+             std::string(f.about) + " |\n";
+    }
+  };
+  rows("(every record)", "fields ahead of the record's own", kCommon);
+  for (const auto& info : kCatalog) rows(info.type, info.about, info.fields);
+  return out;
+}
+
+}  // namespace cordon

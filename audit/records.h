@@ -1,0 +1,206 @@
+// The audit record catalog: one struct per record type, its JSON form, and the field table that
+// `audit show`, the verifier and docs/audit.md are built from.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/text.h"
+
+namespace cordon {
+
+// The first record of a session: who runs it, on what, under which policy and confinement.
+struct SessionStartedRecord {
+  static constexpr std::string_view kType = "session_started";
+  std::string cordon_version{};
+  std::string client{};
+  std::string workspace{};
+  std::string chain{};  // sha256 | hmac-sha256
+  std::string policy_sha256{};
+  Json policy_files = Json::array();  // [{path, sha256, layer}]
+  Json policy_notes = Json::array();
+  Json scopes = Json::array();
+  Json confinement = Json::object();
+  Json sandbox = Json::object();
+  Json ToJson() const;
+};
+
+struct ToolStartedRecord {
+  static constexpr std::string_view kType = "tool_started";
+  std::optional<std::uint64_t> call{};  // absent for calls proxied by `cordon wrap`
+  std::string tool{};
+  std::optional<std::string> scope{};
+  std::optional<std::string> effect{};
+  std::optional<Json> args{};                  // summarized: file contents become {bytes, sha256}
+  std::optional<std::uint64_t> input_bytes{};  // input that was not JSON at all
+  // Why the input was not checked against the tool's schema (a keyword cordon's validator
+  // does not support); absent when it was checked.
+  std::optional<std::string> unvalidated{};
+  std::optional<std::string> server{};  // cordon wrap
+  std::optional<std::uint64_t> args_bytes{};
+  std::optional<std::string> args_sha256{};
+  Json ToJson() const;
+};
+
+struct ToolFinishedRecord {
+  static constexpr std::string_view kType = "tool_finished";
+  std::optional<std::uint64_t> call{};
+  std::string tool{};
+  std::string status{};  // ok | error | cancelled
+  std::optional<std::string> code{};
+  std::optional<std::string> message{};
+  std::optional<std::uint64_t> output_bytes{};
+  std::optional<bool> truncated{};
+  double elapsed_ms = 0;
+  std::optional<std::string> server{};
+  std::optional<std::string> server_tool{};
+  std::optional<std::uint64_t> output_redactions{};
+  std::optional<std::string> reason{};  // why the client cancelled (cordon wrap)
+  Json ToJson() const;
+};
+
+struct PolicyDeniedRecord {
+  static constexpr std::string_view kType = "policy_denied";
+  std::uint64_t call = 0;
+  std::string tool{};
+  std::string scope{};
+  std::string rule{};
+  std::optional<std::string> decided_by{};
+  Json ToJson() const;
+};
+
+struct FileWriteRecord {
+  static constexpr std::string_view kType = "file_write";
+  std::uint64_t call = 0;
+  std::string tool{};
+  std::string op{};
+  std::string path{};
+  std::optional<std::string> sha256_before{};  // null for a new file
+  std::uint64_t bytes_before = 0;
+  std::optional<std::string> sha256_after{};
+  std::optional<std::uint64_t> bytes_after{};
+  std::string status{};  // written | failed
+  std::optional<std::string> code{};
+  Json ToJson() const;
+};
+
+struct ProcessRecord {
+  static constexpr std::string_view kType = "process";
+  std::vector<std::string> argv{};
+  std::string cwd{};
+  std::string kind{};
+  std::string tool{};
+  std::string status{};
+  std::optional<int> exit_code{};  // null when none
+  std::optional<int> signal{};     // null when none
+  double elapsed_ms = 0;
+  double cpu_ms = 0;
+  std::int64_t max_rss_kb = 0;
+  Json confinement = Json::object();
+  std::optional<Json> cgroup{};
+  std::optional<std::string> job{};
+  std::optional<bool> cancel_requested{};
+  std::optional<std::string> spec_sha256{};  // the shim's hash of the spec it applied
+  std::optional<std::string> error_code{};   // with error_message: {"error": {code, message}}
+  std::string error_message{};
+  std::uint64_t stdout_bytes = 0;
+  std::uint64_t stderr_bytes = 0;
+  bool truncated = false;
+  Json ToJson() const;
+};
+
+struct McpDiagnosticRecord {
+  static constexpr std::string_view kType = "mcp_diagnostic";
+  std::string server{};
+  std::string reason{};
+  std::optional<std::string> source{};
+  std::optional<std::string> message{};
+  std::optional<std::string> method{};
+  std::optional<std::string> stderr_tail{};       // "stderr"
+  std::optional<std::string> protocol_version{};  // "protocolVersion"
+  std::optional<std::uint64_t> bytes{};
+  std::optional<std::uint64_t> messages{};
+  std::optional<long> http_status{};
+  std::optional<std::string> curl{};
+  std::optional<std::string> body{};
+  std::optional<std::vector<std::string>> tools{};
+  Json ToJson() const;
+};
+
+struct McpTrustRecord {
+  static constexpr std::string_view kType = "mcp_trust";
+  std::string server{};
+  std::string source{};
+  std::string definition_sha256{};
+  std::uint64_t tools = 0;
+  Json ToJson() const;
+};
+
+struct McpClientRecord {
+  static constexpr std::string_view kType = "mcp_client";
+  Json client_info{};              // "clientInfo"
+  std::string protocol_version{};  // "protocolVersion"
+  Json ToJson() const;
+};
+
+struct InstructionsRecord {
+  static constexpr std::string_view kType = "instructions";
+  Json files = Json::array();  // [{path, sha256, bytes, truncated}]
+  std::uint64_t bytes = 0;
+  bool truncated = false;
+  std::optional<std::string> path{};  // one file: its path and hash at the top level too
+  std::optional<std::string> sha256{};
+  Json ToJson() const;
+};
+
+struct SessionFinishedRecord {
+  static constexpr std::string_view kType = "session_finished";
+  std::uint64_t calls = 0;
+  std::uint64_t errors = 0;
+  Json ToJson() const;
+};
+
+// Written by the writer itself when it finds the log's last line torn by a crash.
+struct LogRecoveredRecord {
+  static constexpr std::string_view kType = "log_recovered";
+  std::uint64_t torn_bytes = 0;
+  Json ToJson() const;
+};
+
+using AuditRecord =
+    std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
+                 FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
+                 McpClientRecord, InstructionsRecord, SessionFinishedRecord, LogRecoveredRecord>;
+
+std::string_view RecordType(const AuditRecord& record);
+Json RecordFields(const AuditRecord& record);
+
+// The catalog as data.
+struct AuditFieldInfo {
+  std::string_view name;
+  bool required;
+  std::string_view about;
+  int show = 0;  // position among `audit show`'s key=value columns; 0: not shown
+};
+struct AuditRecordInfo {
+  std::string_view type;
+  std::string_view about;
+  std::span<const AuditFieldInfo> fields;
+};
+
+// Every record type, in AuditRecord's order.
+std::span<const AuditRecordInfo> AuditRecordCatalog();
+const AuditRecordInfo* FindAuditRecordInfo(std::string_view type);
+// The fields every record carries, ahead of its own.
+std::span<const AuditFieldInfo> AuditCommonFields();
+// The keys `audit show` prints after the type, in order.
+const std::vector<std::string_view>& AuditShowKeys();
+// The record table of docs/audit.md (Markdown), generated from the catalog.
+std::string AuditRecordTableMarkdown();
+
+}  // namespace cordon

@@ -1,0 +1,28 @@
+// VerifyAuditLog: checks a log's hash chain, sequence numbers and each record's required fields
+// (from the catalog, audit/records.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace cordon {
+
+struct VerifyReport {
+  enum class Verdict { kIntact, kTornTail, kBroken };
+  Verdict verdict = Verdict::kIntact;
+  std::uint64_t records = 0;
+  std::uint64_t sessions = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t first_bad_line = 0;  // 1-based; 0 when none
+  std::string problem;
+  std::vector<std::string> warnings;
+};
+
+Result<VerifyReport> VerifyAuditLog(const std::string& path,
+                                    const std::optional<std::string>& hmac_key);
+
+}  // namespace cordon

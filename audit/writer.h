@@ -1,0 +1,107 @@
+// AuditWriter: appends catalog records (audit/records.h) to the hash-chained JSONL log.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "audit/records.h"
+#include "core/error.h"
+#include "core/fsync_mode.h"
+#include "core/redact.h"
+#include "core/text.h"
+#include "core/unique_fd.h"
+
+namespace cordon {
+
+// Reads an HMAC key file (trailing newlines dropped).
+Result<std::string> ReadKeyFile(const std::string& path);
+
+std::string NewSessionId();
+std::string NowRfc3339();
+std::string DefaultAuditLogPath(const std::string& session_id);
+
+class AuditWriter {
+ public:
+  // Opens (creating with 0600 and parent dirs 0700) the log for appending. With a key, the
+  // chain is HMAC-SHA-256 instead of SHA-256.
+  static Result<AuditWriter> Open(const std::string& path, std::string session_id, FsyncMode fsync,
+                                  std::optional<std::string> hmac_key, const Redactor* redactor);
+
+  AuditWriter(AuditWriter&&) = default;
+  // No move assignment: the flusher thread of the old writer may still be syncing its fd.
+  AuditWriter& operator=(AuditWriter&&) = delete;
+
+  // Appends one record. Fields are redacted first. Durability: under kAlways every record is
+  // fdatasync'ed before Append returns. Under kPerCall a `durable` record is handed to a
+  // background flusher, which fdatasyncs it at once (one fdatasync covers every record written
+  // before it: group commit), so the caller is not held up; Flush() waits for it. Under kNever
+  // nothing is synced. The line itself is written (into the page cache, so it survives a crash
+  // of cordon) before Append returns in every mode.
+  Status Append(const AuditRecord& record, bool durable = false);
+  // Appends several records with one lock and one write, in order.
+  Status AppendAll(std::span<const AuditRecord> records, bool durable);
+  // Waits until every durable record appended so far is on disk (kPerCall), and reports a
+  // failed background fdatasync.
+  Status Flush();
+
+  const std::string& path() const { return path_; }
+  const std::string& session() const { return session_; }
+  bool keyed() const { return key_.has_value(); }
+  std::uint64_t seq() const { return seq_; }
+
+ private:
+  AuditWriter() = default;
+  std::string ChainHash(std::string_view line) const;
+  // One record as a JSON line (no newline); takes the next seq.
+  std::string RecordLine(std::string_view type, const Json& fields, std::size_t redactions);
+  // Reads the file's last line (under the lock) when another writer has appended since.
+  Status SyncTail(bool* torn, std::string* torn_line);
+
+  std::string path_;
+  std::string session_;
+  FsyncMode fsync_ = FsyncMode::kPerCall;
+  std::optional<std::string> key_;
+  const Redactor* redactor_ = nullptr;
+  UniqueFd fd_;
+  std::string prev_hash_;
+  std::uint64_t seq_ = 0;
+  std::int64_t known_size_ = -1;
+
+  // The kPerCall flusher: a thread that fdatasyncs up to the highest requested offset.
+  class Flusher {
+   public:
+    explicit Flusher(int fd) : fd_(fd) {}
+    ~Flusher();
+    void Request(std::int64_t upto);
+    // Makes everything requested durable now (one fdatasync in the caller, unless the flusher
+    // already covered it); returns the errno of any failed fdatasync, else 0.
+    int SyncNow();
+
+   private:
+    void Run();
+    // fdatasync without the lock held (it is retaken); afterwards everything up to `target` is
+    // synced, and a failure is kept in error_.
+    void SyncTo(std::unique_lock<std::mutex>& lock, std::int64_t target);
+    int fd_;
+    std::mutex mu_;
+    std::condition_variable work_cv_;
+    std::int64_t requested_ = 0, synced_ = 0;
+    int error_ = 0;
+    bool stop_ = false;
+    bool idle_ = false;  // waiting for a request (not syncing, not pacing)
+    static constexpr std::chrono::microseconds kMinSyncInterval{1000};
+    std::chrono::steady_clock::time_point last_sync_{};
+    std::thread thread_;
+  };
+  std::unique_ptr<Flusher> flusher_;  // after fd_: destroyed (and joined) before fd_ closes
+};
+
+}  // namespace cordon
