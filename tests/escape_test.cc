@@ -348,7 +348,8 @@ TEST_F(EscapeTest, CgroupsOfAKilledCordonAreSweptByTheNext) {
     }
     EXPECT_TRUE(ReadFile(job + "/cgroup.procs").empty())
         << "the sandbox outlived a killed cordon: " << job;
-    EXPECT_TRUE(testing::Exists(job)) << job;
+    // The empty group stays until a cordon starts; under ctest -j2 another test's cordon may be
+    // that start, so a group already gone was swept, not leaked.
   }
   auto next = Exec({"true"});
   ASSERT_EQ(next.exit_code, 0) << next.err;
