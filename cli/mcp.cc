@@ -154,7 +154,7 @@ int Call(const McpFlags& f, const std::string& args, Session& session, mcp::McpH
 int Probe(const McpFlags& f, const Json& args, Session& session) {
   mcp::ServerConfig probe;
   probe.name = "probe";
-  probe.transport = "streamable_http";
+  probe.transport = mcp::Transport::kStreamableHttp;
   probe.url = f.url;
   auto client = mcp::ConnectServer(session, probe);
   if (!client) {

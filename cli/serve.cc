@@ -26,8 +26,7 @@ std::string TokenFromFile(const std::string& path) {
   token = RandomHex(24);
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   const std::string line = token + "\n";
-  if (!fd.valid() ||
-      ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+  if (!fd.valid() || !WriteAll(fd.get(), line, path)) {
     std::fprintf(stderr, "cordon: cannot write token file %s\n", path.c_str());
     return {};
   }

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 
 #include "core/hash.h"
 
@@ -111,15 +112,11 @@ class TempFile {
   // `.cordon-tmp-PID-…` whose PID no longer exists and that were last written over 30 s ago
   // (the age guards a writer on another host that shares the directory).
   static void SweepStale(int dirfd) {
-    int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    DIR* d = ::fdopendir(fd);
-    if (d == nullptr) {
-      ::close(fd);
-      return;
-    }
+    UniqueDir d =
+        UniqueDir::FromFd(UniqueFd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)));
+    if (!d.valid()) return;
     const std::time_t now = std::time(nullptr);
-    while (dirent* e = ::readdir(d)) {
+    while (dirent* e = d.Next()) {
       if (!NamesDeadProcess(e->d_name, ".cordon-tmp-")) continue;
       struct stat st {};
       if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
@@ -127,7 +124,6 @@ class TempFile {
       if (now - st.st_mtime < 30) continue;
       ::unlinkat(dirfd, e->d_name, 0);
     }
-    ::closedir(d);
   }
 
  private:
@@ -406,6 +402,53 @@ Result<WriteOutcome> Workspace::AtomicReplace(const std::string& rel, std::strin
   out.sha256_after = Sha256Hex(content);
   out.bytes_after = content.size();
   return out;
+}
+
+namespace {
+
+constexpr std::size_t kMaxAgentsFiles = 32;
+constexpr int kMaxAgentsDepth = 6;
+constexpr std::size_t kMaxAgentsDirEntries = 20000;
+
+}  // namespace
+
+std::vector<std::string> FindAgentsFiles(const Workspace& ws) {
+  std::vector<std::string> found;
+  std::size_t entries = 0;
+  std::function<void(UniqueFd, const std::string&, int)> walk =
+      [&](UniqueFd dirfd, const std::string& rel, int depth) {
+        UniqueDir d = UniqueDir::FromFd(std::move(dirfd));
+        if (!d.valid()) return;
+        std::vector<std::string> subdirs;
+        while (dirent* e = d.Next()) {
+          if (++entries > kMaxAgentsDirEntries) break;
+          std::string name = e->d_name;
+          if (name == "." || name == "..") continue;
+          if (e->d_type == DT_REG && name == "AGENTS.md")
+            found.push_back(rel.empty() ? name : rel + "/" + name);
+          if (e->d_type == DT_DIR && name[0] != '.' && name != "node_modules" &&
+              depth < kMaxAgentsDepth) {
+            subdirs.push_back(name);
+          }
+        }
+        std::sort(subdirs.begin(), subdirs.end());
+        for (const auto& sub : subdirs) {
+          if (found.size() >= kMaxAgentsFiles || entries > kMaxAgentsDirEntries) break;
+          UniqueFd fd(::openat(::dirfd(d.get()), sub.c_str(),
+                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+          if (fd.valid()) walk(std::move(fd), rel.empty() ? sub : rel + "/" + sub, depth + 1);
+        }
+      };
+  UniqueFd root(::openat(ws.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (root.valid()) walk(std::move(root), "", 0);
+  // Root first (it is found first at depth 0 only if present; make it explicit), then by path.
+  std::stable_sort(found.begin(), found.end(), [](const std::string& x, const std::string& y) {
+    const bool xr = x == "AGENTS.md", yr = y == "AGENTS.md";
+    if (xr != yr) return xr;
+    return x < y;
+  });
+  if (found.size() > kMaxAgentsFiles) found.resize(kMaxAgentsFiles);
+  return found;
 }
 
 }  // namespace cordon

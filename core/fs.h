@@ -92,4 +92,9 @@ class Workspace {
   UniqueFd fd_;
 };
 
+// The workspace's AGENTS.md files, root first, then nested ones in path order: a bounded walk
+// (depth, entries, at most 32 files) that never follows a symlink and skips hidden directories
+// and node_modules, whose AGENTS.md files are other projects' business.
+std::vector<std::string> FindAgentsFiles(const Workspace& ws);
+
 }  // namespace cordon

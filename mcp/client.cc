@@ -19,7 +19,7 @@ Json AnswerServerRequest(const Message& m, const std::string& workspace) {
 }
 
 Result<std::unique_ptr<McpConnection>> ConnectServer(Session& session, const ServerConfig& config) {
-  if (config.transport == "streamable_http") {
+  if (config.transport == Transport::kStreamableHttp) {
     ASSIGN_OR_RETURN(auto http, HttpClient::Connect(session, config));
     return std::unique_ptr<McpConnection>(std::move(http));
   }
@@ -29,9 +29,9 @@ Result<std::unique_ptr<McpConnection>> ConnectServer(Session& session, const Ser
 
 Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
                                                           const ServerConfig& config) {
-  if (config.transport != "stdio") {
+  if (config.transport != Transport::kStdio) {
     return Fail(Code::kServerUnavailable, "server " + config.name + ": transport " +
-                                              config.transport +
+                                              std::string(Name(kTransportNames, config.transport)) +
                                               " is not supported yet (stdio only)");
   }
   auto c = std::unique_ptr<StdioClient>(new StdioClient(session, config));

@@ -82,10 +82,10 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
           return {};
         };
         if (kk == "transport") {
-          ASSIGN_OR_RETURN(s.transport, str());
-          if (s.transport != "stdio" && s.transport != "streamable_http") {
-            return Fail(Code::kInvalidInput, w + ": transport must be stdio or streamable_http");
-          }
+          ASSIGN_OR_RETURN(std::string transport_name, str());
+          auto parsed = ParseName(kTransportNames, transport_name, "transport");
+          if (!parsed) return Fail(Code::kInvalidInput, w + ": " + parsed.error().message);
+          s.transport = *parsed;
         } else if (kk == "command") {
           ASSIGN_OR_RETURN(s.command, str());
         } else if (kk == "url") {
@@ -156,7 +156,7 @@ Result<std::vector<ServerConfig>> ParseMcpJson(const std::string& text, const st
     s.source = source;
     try {
       if (def.contains("url")) {
-        s.transport = "streamable_http";
+        s.transport = Transport::kStreamableHttp;
         s.url = def["url"].get<std::string>();
         if (def.contains("headers"))
           s.headers = def["headers"].get<std::map<std::string, std::string>>();
@@ -270,7 +270,7 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
            {"reason", "environment variable " + missing + " is not set; server skipped"}});
       continue;
     }
-    if (s.transport == "stdio" && s.command.empty()) {
+    if (s.transport == Transport::kStdio && s.command.empty()) {
       cfg.diagnostics.push_back(
           {{"server", name}, {"source", s.source}, {"reason", "stdio server without command"}});
       continue;

@@ -8,15 +8,22 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "policy/policy.h"
 
 namespace cordon::mcp {
 
+enum class Transport { kStdio, kStreamableHttp };
+inline constexpr EnumName<Transport> kTransportNames[] = {
+    {Transport::kStdio, "stdio"}, {Transport::kStreamableHttp, "streamable_http"}};
+NLOHMANN_JSON_SERIALIZE_ENUM(Transport, {{Transport::kStdio, "stdio"},
+                                         {Transport::kStreamableHttp, "streamable_http"}})
+
 struct ServerConfig {
   std::string name;
-  std::string transport = "stdio";  // stdio | streamable_http
+  Transport transport = Transport::kStdio;
   std::string command;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;

@@ -2,7 +2,6 @@
 // tools/call (through Session::Call, so limits, redaction and audit apply), logging/setLevel.
 #include "mcp/server.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -35,58 +34,7 @@ std::string NegotiateVersion(const Json& requested) {
   return kSupportedVersions[0];
 }
 
-namespace {
-
-constexpr std::size_t kMaxAgentsFiles = 32;
-constexpr int kMaxAgentsDepth = 6;
-constexpr std::size_t kMaxAgentsDirEntries = 20000;
-
-// The workspace's AGENTS.md files, root first, then nested ones in path order: a bounded walk
-// (depth, entries) that never follows a symlink and skips hidden directories and
-// node_modules, whose AGENTS.md files are other projects' business.
-std::vector<std::string> FindAgentsFiles(const Workspace& ws) {
-  std::vector<std::string> found;
-  std::size_t entries = 0;
-  std::function<void(int, const std::string&, int)> walk = [&](int dirfd, const std::string& rel,
-                                                               int depth) {
-    DIR* d = ::fdopendir(dirfd);
-    if (d == nullptr) {
-      ::close(dirfd);
-      return;
-    }
-    std::vector<std::string> subdirs;
-    while (dirent* e = ::readdir(d)) {
-      if (++entries > kMaxAgentsDirEntries) break;
-      std::string name = e->d_name;
-      if (name == "." || name == "..") continue;
-      if (e->d_type == DT_REG && name == "AGENTS.md")
-        found.push_back(rel.empty() ? name : rel + "/" + name);
-      if (e->d_type == DT_DIR && name[0] != '.' && name != "node_modules" &&
-          depth < kMaxAgentsDepth) {
-        subdirs.push_back(name);
-      }
-    }
-    std::sort(subdirs.begin(), subdirs.end());
-    for (const auto& sub : subdirs) {
-      if (found.size() >= kMaxAgentsFiles || entries > kMaxAgentsDirEntries) break;
-      int fd = ::openat(::dirfd(d), sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd >= 0) walk(fd, rel.empty() ? sub : rel + "/" + sub, depth + 1);
-    }
-    ::closedir(d);
-  };
-  int root = ::openat(ws.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root >= 0) walk(root, "", 0);
-  // Root first (it is found first at depth 0 only if present; make it explicit), then by path.
-  std::stable_sort(found.begin(), found.end(), [](const std::string& x, const std::string& y) {
-    const bool xr = x == "AGENTS.md", yr = y == "AGENTS.md";
-    if (xr != yr) return xr;
-    return x < y;
-  });
-  if (found.size() > kMaxAgentsFiles) found.resize(kMaxAgentsFiles);
-  return found;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Json McpServer::Instructions() {
   // AGENTS.md files guide the agent; they change neither the catalog nor the limits. All of

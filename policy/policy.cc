@@ -590,14 +590,13 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
                                             PolicyLayer::kUser};
   for (std::size_t i = 0; i < sources.dirs.size(); ++i) {
     const std::string& dir = sources.dirs[i];
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) continue;
+    UniqueDir d = UniqueDir::Open(dir.c_str());
+    if (!d.valid()) continue;
     std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
+    while (dirent* e = d.Next()) {
       std::string n = e->d_name;
       if (n.size() > 5 && n.substr(n.size() - 5) == ".toml" && n[0] != '.') names.push_back(n);
     }
-    ::closedir(d);
     std::sort(names.begin(), names.end());
     for (const auto& n : names) {
       TRY(LoadFile(policy, dir + "/" + n, i < 3 ? kLayers[i] : PolicyLayer::kUser, true));

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/unique_fd.h"
 #include "runner/cgroup.h"
 #include "runner/host_probe.h"
 #include "runner/landlock.h"
@@ -23,25 +24,25 @@ namespace {
 
 // Runs argv (no shell) and returns exit status and combined output (bounded).
 std::pair<int, std::string> Capture(const std::vector<std::string>& argv) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return {-1, "pipe failed"};
+  Pipe p = MakePipe();
+  if (!p.valid()) return {-1, "pipe failed"};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+  posix_spawn_file_actions_adddup2(&fa, p.write.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, p.write.get(), 2);
   std::vector<char*> a;
   for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
   a.push_back(nullptr);
   pid_t pid = -1;
   int rc = posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  ::close(p[1]);
+  p.write.Reset();
   std::string out;
   char buf[4096];
   ssize_t n;
-  while ((n = ::read(p[0], buf, sizeof buf)) > 0 && out.size() < 8192)
+  while ((n = ::read(p.read.get(), buf, sizeof buf)) > 0 && out.size() < 8192)
     out.append(buf, static_cast<std::size_t>(n));
-  ::close(p[0]);
+  p.read.Reset();
   if (rc != 0) return {-1, "cannot run " + argv[0]};
   int status = 0;
   ::waitpid(pid, &status, 0);

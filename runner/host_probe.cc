@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/unique_fd.h"
+
 namespace cordon {
 
 std::string FindOnPath(const std::string& name) {
@@ -34,11 +36,8 @@ ConfinementProbe ProbeConfinement() {
   struct open_how how {};
   how.flags = O_PATH | O_CLOEXEC;
   how.resolve = RESOLVE_BENEATH;
-  long fd = ::syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof how);
-  if (fd >= 0) {
-    p.openat2 = true;
-    ::close(static_cast<int>(fd));
-  }
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof how)));
+  p.openat2 = fd.valid();
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   p.landlock_abi = abi > 0 ? static_cast<int>(abi) : 0;
   p.seccomp = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
