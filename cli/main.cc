@@ -107,6 +107,11 @@ int Run(int argc, char** argv, char** envp) {
     const auto extra = at->remaining();
     if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !extra.empty())
       return UsageError(*at, "unknown command or argument: " + extra.front());
+    // `cordon exec make test`: the command belongs after "--"; say so instead of "not expected".
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr &&
+        ctx.facts->takes_command.contains(at))
+      return UsageError(*at, std::string(e.what()) + " (the command goes after --: " +
+                                 CommandPath(*at) + " [OPTIONS] -- CMD ARGS)");
     return UsageError(*at, e.what());
   }
   const CLI::App* cmd = Deepest(app);

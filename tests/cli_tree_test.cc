@@ -113,6 +113,9 @@ TEST_F(CliTreeTest, UsageErrorsUnderExecAndWrapExit125) {
     EXPECT_EQ(r.exit_code, 125) << ::testing::PrintToString(args) << r.err;
     EXPECT_NE(r.err.find("usage: cordon " + args[0]), std::string::npos) << r.err;
   }
+  // A command given without "--" is told where it goes.
+  auto bare = Cordon({"exec", "true"});
+  EXPECT_NE(bare.err.find("the command goes after --"), std::string::npos) << bare.err;
   // Could not start (a missing workspace): also cordon's own failure, so 125, not 3.
   auto r = Cordon({"exec", "--workspace", dir_ / "missing", "--audit-log", log, "--", "true"});
   EXPECT_EQ(r.exit_code, 125) << r.err;

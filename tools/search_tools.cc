@@ -401,7 +401,6 @@ ToolSpec MakeFindFilesTool() {
                       {"include_hidden", {{"type", "boolean"}}},
                       {"follow_symlinks", {{"type", "boolean"}}},
                       {"max_results", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}}}},
-                    {"required", {"pattern"}},
                     {"additionalProperties", false}};
   SetOutputSchemas(t, FilesProperties(), {"files", "count", "truncated", "tool"});
   t.example = {{"pattern", "main"}, {"extensions", {"c"}}};
