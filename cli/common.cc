@@ -74,6 +74,12 @@ int UsageError(const CLI::App& app, const std::string& why) {
 
 void TakesCommand(Context& ctx, CLI::App* app) { ctx.facts->takes_command.insert(app); }
 
+std::vector<std::string> NetworkModeChoices() {
+  std::vector<std::string> names;
+  for (const auto& entry : kNetworkModeNames) names.emplace_back(entry.name);
+  return names;
+}
+
 CLI::Option* WithChoices(Context& ctx, CLI::Option* opt, std::vector<std::string> names,
                          std::function<Status(const std::string&)> parse) {
   std::string shown;

@@ -49,6 +49,8 @@ int UsageError(const CLI::App& app, const std::string& why);
 // A subcommand whose help and usage end with "-- CMD [ARGS...]".
 void TakesCommand(Context& ctx, CLI::App* app);
 // An option accepting one of `names`; `parse` is the one that decides, with its own message.
+// The names --network accepts, from NetworkMode's one name table.
+std::vector<std::string> NetworkModeChoices();
 CLI::Option* WithChoices(Context& ctx, CLI::Option* opt, std::vector<std::string> names,
                          std::function<Status(const std::string&)> parse);
 

@@ -24,7 +24,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
   WithChoices(ctx,
               cmd->add_option("--network", f->network,
                               "network access (default: the policy's network mode)"),
-              {"none", "loopback", "allow"},
+              NetworkModeChoices(),
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
   cmd->add_option("--timeout", f->timeout, "time limit in seconds")->type_name("SECONDS");
   cmd->add_flag("--plan", f->plan, "print the launch plan as JSON and run nothing");

@@ -192,32 +192,27 @@ void AddMcpCommand(CLI::App& root, Context& ctx) {
   auto f = std::make_shared<McpFlags>();
   char** const* envp = &ctx.envp;
 
-  CLI::App* list = Verb(mcp, "list", "configured servers: name, transport, file, trust", f);
-  AddJsonOutput(list, f);
-  ctx.run[list] = [f, envp] {
-    return WithHub(*f, false, *envp, [&](Session& s, mcp::McpHub& h) { return List(*f, s, h); });
+  // The verbs that only take an optional --json (and, but for list, a server name).
+  using HubVerb = int (*)(const McpFlags&, Session&, mcp::McpHub&);
+  struct SimpleVerb {
+    const char* name;
+    const char* description;
+    bool takes_server;
+    HubVerb run;
   };
-
-  CLI::App* test = Verb(mcp, "test", "start a server confined, initialize, count its tools", f);
-  AddServerName(test, f);
-  AddJsonOutput(test, f);
-  ctx.run[test] = [f, envp] {
-    return WithHub(*f, false, *envp, [&](Session& s, mcp::McpHub& h) { return Test(*f, s, h); });
-  };
-
-  CLI::App* tools = Verb(mcp, "tools", "a server's tools as the agent sees them", f);
-  AddServerName(tools, f);
-  AddJsonOutput(tools, f);
-  ctx.run[tools] = [f, envp] {
-    return WithHub(*f, false, *envp, [&](Session& s, mcp::McpHub& h) { return Tools(*f, s, h); });
-  };
-
-  CLI::App* trust = Verb(mcp, "trust", "pin a server's definition and tools so that it may run", f);
-  AddServerName(trust, f);
-  AddJsonOutput(trust, f);
-  ctx.run[trust] = [f, envp] {
-    return WithHub(*f, false, *envp, [&](Session& s, mcp::McpHub& h) { return Trust(*f, s, h); });
-  };
+  for (const SimpleVerb& v :
+       {SimpleVerb{"list", "configured servers: name, transport, file, trust", false, &List},
+        SimpleVerb{"test", "start a server confined, initialize, count its tools", true, &Test},
+        SimpleVerb{"tools", "a server's tools as the agent sees them", true, &Tools},
+        SimpleVerb{"trust", "pin a server's definition and tools so that it may run", true,
+                   &Trust}}) {
+    CLI::App* verb = Verb(mcp, v.name, v.description, f);
+    if (v.takes_server) AddServerName(verb, f);
+    AddJsonOutput(verb, f);
+    ctx.run[verb] = [f, envp, run = v.run] {
+      return WithHub(*f, false, *envp, [&](Session& s, mcp::McpHub& h) { return run(*f, s, h); });
+    };
+  }
 
   CLI::App* call = Verb(mcp, "call", "call a server's tool through the audited path", f);
   AddServerName(call, f);

@@ -21,7 +21,7 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
                       ->group("Commands");
   TakesCommand(ctx, cmd);
   WithChoices(ctx, cmd->add_option("--network", f->network, "the server's network access"),
-              {"none", "loopback", "allow"},
+              NetworkModeChoices(),
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
   cmd->add_option("--read", f->read, "a read-only path for the server's own files (repeatable)")
       ->type_name("DIR");
