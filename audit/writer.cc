@@ -183,12 +183,12 @@ Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
 }
 
 std::string AuditWriter::RecordLine(std::string_view type, const Json& fields,
-                                    std::size_t redactions) {
+                                    std::size_t redactions, const std::string& ts) {
   // The common fields first, in a fixed order, then the record's own (sorted by key), then the
   // redaction count: built as text, not as a JSON object that would copy every field. No
   // catalog record has a field named like a common one (tests/audit_test.cc checks).
   constexpr auto kReplace = Json::error_handler_t::replace;
-  std::string line = "{\"v\":1,\"seq\":" + std::to_string(++seq_) + ",\"ts\":\"" + NowRfc3339() +
+  std::string line = "{\"v\":1,\"seq\":" + std::to_string(++seq_) + ",\"ts\":\"" + ts +
                      "\",\"session\":" + Json(session_).dump(-1, ' ', false, kReplace) +
                      ",\"type\":" + Json(std::string(type)).dump(-1, ' ', false, kReplace) +
                      ",\"prev\":\"" + prev_hash_ + "\"";
@@ -208,6 +208,8 @@ Status AuditWriter::Append(const AuditRecord& record, bool durable) {
 
 Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable) {
   FileLock lock(fd_.get());
+  // The records of one write share one timestamp: they reach the log at one moment.
+  const std::string ts = NowRfc3339();
   bool torn = false;
   std::string torn_line;
   TRY(SyncTail(&torn, &torn_line));
@@ -215,7 +217,7 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
     // A crash tore the last line. Keep it as evidence, end it, and chain a record to it.
     TRY(WriteAll(fd_.get(), "\n", path_));
     const LogRecoveredRecord recovered{.torn_bytes = torn_line.size()};
-    std::string line = RecordLine(recovered.kType, recovered.ToJson(), 0);
+    std::string line = RecordLine(recovered.kType, recovered.ToJson(), 0, ts);
     TRY(WriteAll(fd_.get(), line + "\n", path_));
     prev_hash_ = ChainHash(line);
   }
@@ -223,7 +225,7 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
   for (const AuditRecord& r : records) {
     Json fields = RecordFields(r);
     std::size_t redactions = redactor_ != nullptr ? redactor_->RedactJson(fields) : 0;
-    std::string line = RecordLine(RecordType(r), fields, redactions);
+    std::string line = RecordLine(RecordType(r), fields, redactions, ts);
     prev_hash_ = ChainHash(line);
     text += line;
     text += '\n';

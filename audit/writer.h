@@ -61,7 +61,8 @@ class AuditWriter {
   AuditWriter() = default;
   std::string ChainHash(std::string_view line) const;
   // One record as a JSON line (no newline); takes the next seq.
-  std::string RecordLine(std::string_view type, const Json& fields, std::size_t redactions);
+  std::string RecordLine(std::string_view type, const Json& fields, std::size_t redactions,
+                         const std::string& ts);
   // Reads the file's last line (under the lock) when another writer has appended since.
   Status SyncTail(bool* torn, std::string* torn_line);
 
