@@ -1,6 +1,7 @@
 // The wrap proxy. Client lines go to the server's stdin; server lines go to the client. Requests
 // named tools/call open a tool_started record that the matching response closes; responses are
-// redacted; non-JSON and oversized server output is dropped and recorded as a diagnostic.
+// redacted; non-JSON and oversized server output is dropped and recorded as a diagnostic; a
+// message cordon cannot read or represent is refused with a JSON-RPC error, never the proxy's end.
 #include "mcp/wrap.h"
 
 #include <unistd.h>
