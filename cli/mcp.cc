@@ -88,7 +88,7 @@ int Test(const McpFlags& f, Session&, mcp::McpHub& hub) {
   auto client = hub.Client(*s);
   Json r = {{"server", s->name},
             {"ready", true},
-            {"protocolVersion", (*client)->initialize_result().value("protocolVersion", "")},
+            {"protocolVersion", JsonStringField((*client)->initialize_result(), "protocolVersion")},
             {"tools", tools->first.size()},
             {"hidden_tools", tools->second.size()}};
   std::cout << (f.json_output
@@ -161,8 +161,11 @@ int Probe(const McpFlags& f, const Json& args, Session& session) {
     std::fprintf(stderr, "cordon: %s\n", client.error().ToString().c_str());
     return kExitToolError;
   }
-  Json out = {{"protocolVersion", (*client)->initialize_result().value("protocolVersion", "")},
-              {"serverInfo", (*client)->initialize_result().value("serverInfo", Json::object())}};
+  Json out = {
+      {"protocolVersion", JsonStringField((*client)->initialize_result(), "protocolVersion")},
+      {"serverInfo", (*client)->initialize_result().is_object()
+                         ? (*client)->initialize_result().value("serverInfo", Json::object())
+                         : Json::object()}};
   auto tools = (*client)->ListTools();
   out["tools"] = Json::array();
   if (tools) {

@@ -2,7 +2,10 @@
 #include "core/text.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace cordon {
@@ -127,18 +130,99 @@ Result<Json> ParseJsonBounded(std::string_view text, const ParseLimits& limits) 
                                          " levels deep; the limit is " +
                                          std::to_string(limits.max_depth));
   }
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Re-parse with exceptions only to obtain the position for the message.
-    try {
-      Json again = Json::parse(text);
-      again.clear();
-    } catch (const Json::parse_error& e) {
-      return Fail(Code::kInvalidInput, std::string("malformed JSON: ") + e.what());
+  try {
+    Json j = Json::parse(text);
+    if (!limits.allow_inexact_integers && !JsonIntegersExact(text)) {
+      return Fail(Code::kInvalidInput,
+                  "JSON input holds an integer beyond 64 bits, which cordon cannot represent "
+                  "exactly");
     }
-    return Fail(Code::kInvalidInput, "malformed JSON");
+    return j;
+  } catch (const Json::out_of_range& e) {
+    return Fail(Code::kInvalidInput, std::string("JSON number out of range: ") + e.what());
+  } catch (const Json::exception& e) {
+    // parse_error (syntax, invalid UTF-8) and any other refusal of the parser.
+    return Fail(Code::kInvalidInput, std::string("malformed JSON: ") + e.what());
   }
-  return j;
+}
+
+namespace {
+
+// Calls on_number(begin, end) for each number token outside strings; the callback may look at
+// text[begin, end). Relies on JSON's grammar: outside strings, '-' and digits start numbers only.
+template <typename OnNumber>
+void ForEachNumber(std::string_view text, OnNumber on_number) {
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      std::size_t end = i + 1;
+      while (end < text.size() && std::strchr("0123456789+-.eE", text[end]) != nullptr &&
+             text[end] != '\0') {
+        ++end;
+      }
+      on_number(i, end);
+      i = end - 1;
+    }
+  }
+}
+
+bool Overflows(std::string_view token) {
+  const std::string copy(token);
+  return std::isinf(std::strtod(copy.c_str(), nullptr));
+}
+
+}  // namespace
+
+bool JsonIntegersExact(std::string_view text) {
+  bool exact = true;
+  ForEachNumber(text, [&](std::size_t begin, std::size_t end) {
+    const std::string_view token = text.substr(begin, end - begin);
+    if (!exact || token.find_first_of(".eE") != std::string_view::npos) return;
+    // nlohmann keeps negative integers as int64 and the others as uint64; beyond, a double.
+    std::from_chars_result r;
+    if (token.front() == '-') {
+      std::int64_t v;
+      r = std::from_chars(token.data(), token.data() + token.size(), v);
+    } else {
+      std::uint64_t v;
+      r = std::from_chars(token.data(), token.data() + token.size(), v);
+    }
+    if (r.ec == std::errc::result_out_of_range) exact = false;
+  });
+  return exact;
+}
+
+std::string NullOverflowingNumbers(std::string_view text) {
+  std::string out;
+  std::size_t copied = 0;
+  ForEachNumber(text, [&](std::size_t begin, std::size_t end) {
+    if (!Overflows(text.substr(begin, end - begin))) return;
+    out.append(text.substr(copied, begin - copied));
+    out += "null";
+    copied = end;
+  });
+  out.append(text.substr(copied));
+  return out;
+}
+
+std::string JsonStringField(const Json& obj, std::string_view key, std::string fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(std::string(key));
+  if (it == obj.end() || !it->is_string()) return fallback;
+  return it->get<std::string>();
 }
 
 std::string DumpJson(const Json& j, int indent) {

@@ -25,10 +25,27 @@ std::size_t JsonNestingDepth(std::string_view text);
 struct ParseLimits {
   std::size_t max_bytes = 8u << 20;
   std::size_t max_depth = 64;
+  // An integer beyond 64 bits becomes a double and loses digits: refused (invalid_input) unless
+  // the caller keeps the original text for anything it passes on.
+  bool allow_inexact_integers = false;
 };
 
 // Parses untrusted JSON: size and depth are checked first, errors are invalid_input/too_large.
+// Never throws: malformed text, invalid UTF-8, numbers out of a double's range (1e400) and, by
+// default, integers beyond 64 bits are invalid_input, with the reason in the message.
 Result<Json> ParseJsonBounded(std::string_view text, const ParseLimits& limits = {});
+
+// False when the JSON text holds an integer beyond 64 bits (123456789012345678901234567890):
+// the parser keeps it as a double, so a re-serialized copy would not carry its digits.
+bool JsonIntegersExact(std::string_view text);
+
+// The JSON text with each number that overflows a double (1e400) replaced by null, so that the
+// rest of a message (its id) can still be read to answer it.
+std::string NullOverflowingNumbers(std::string_view text);
+
+// obj[key] when obj is an object and that member is a string, else `fallback`. Never throws:
+// for fields of JSON that came from outside, where .value() would throw on a wrong type.
+std::string JsonStringField(const Json& obj, std::string_view key, std::string fallback = "");
 
 // Serializes JSON, replacing invalid UTF-8 instead of throwing.
 std::string DumpJson(const Json& j, int indent = -1);

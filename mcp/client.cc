@@ -121,7 +121,7 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
     return std::unexpected(init.error());
   }
   raw->init_ = *init;
-  const std::string version = init->value("protocolVersion", "");
+  const std::string version = JsonStringField(*init, "protocolVersion");
   if (!IsSupportedVersion(version)) {
     session.Audit(McpDiagnosticRecord{.server = config.name,
                                       .reason = "protocol version mismatch",
@@ -163,12 +163,53 @@ void StdioClient::Send(const Json& msg) {
 void StdioClient::OnLine(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (line.empty()) return;
-  auto parsed = ParseMessage(line);
+  try {
+    ReadLine(line);
+  } catch (const Json::exception& e) {
+    // A field of a type cordon did not expect: dropped and recorded; the reader goes on.
+    session_.Audit(McpDiagnosticRecord{.server = config_.name,
+                                       .reason = "unreadable message from the server dropped",
+                                       .message = std::string(e.what()).substr(0, 500),
+                                       .bytes = line.size()},
+                   false);
+  }
+}
+
+void StdioClient::ReadLine(std::string_view line) {
+  // Integers beyond 64 bits are accepted here only to be refused below with the message's kind
+  // and id known: cordon re-serializes what servers send, and would change their digits.
+  auto parsed = ParseMessage(line, kMaxMessageBytes, BigIntegers::kAccept);
+  std::optional<Message> refused;
+  std::string why;
   if (std::holds_alternative<Json>(parsed)) {
-    session_.Audit(
-        McpDiagnosticRecord{
-            .server = config_.name, .reason = "non-JSON-RPC line on stdout", .bytes = line.size()},
-        false);
+    why = JsonStringField(std::get<Json>(parsed)["error"], "message");
+    refused = ReadAroundOverflow(line);
+    if (!refused) {
+      session_.Audit(McpDiagnosticRecord{.server = config_.name,
+                                         .reason = "non-JSON-RPC line on stdout",
+                                         .message = why.substr(0, 500),
+                                         .bytes = line.size()},
+                     false);
+      return;
+    }
+  } else if (!JsonIntegersExact(line)) {
+    why = "the message holds an integer beyond 64 bits, which cordon cannot carry exactly";
+    refused = std::get<Message>(parsed);
+  }
+  if (refused) {
+    // Refused, not altered: a waiting request fails now, a server request is answered.
+    session_.Audit(McpDiagnosticRecord{.server = config_.name,
+                                       .reason = "message from the server refused",
+                                       .message = why.substr(0, 500),
+                                       .bytes = line.size()},
+                   false);
+    if (refused->kind == Message::Kind::kResponse && refused->id.is_number_integer()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      responses_[refused->id.get<std::int64_t>()] = Json{{"error", {{"message", why}}}};
+      cv_.notify_all();
+    } else if (refused->kind == Message::Kind::kRequest) {
+      Send(MakeError(refused->id, kInvalidRequest, why));
+    }
     return;
   }
   const Message& m = std::get<Message>(parsed);
@@ -227,7 +268,7 @@ Result<Json> StdioClient::Request(const std::string& method, Json params,
   responses_.erase(id);
   if (r.contains("error")) {
     return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + ": " +
-                                              r["error"].value("message", std::string("error")));
+                                              JsonStringField(r["error"], "message", "error"));
   }
   return r["result"];
 }
@@ -237,7 +278,17 @@ Result<Json> McpConnection::ListTools() {
   Json params = Json::object();
   for (int page = 0; page < 100; ++page) {
     ASSIGN_OR_RETURN(Json r, Request("tools/list", params));
-    for (auto& t : r.value("tools", Json::array())) all.push_back(std::move(t));
+    if (!r.is_object() || !r.value("tools", Json::array()).is_array()) {
+      return Fail(Code::kServerUnavailable, "tools/list answered without a tools array");
+    }
+    // A tool entry of the wrong shape is left out: every later reader expects an object with
+    // a string name and, when present, a string description.
+    for (auto& t : r["tools"]) {
+      if (t.is_object() && t.contains("name") && t["name"].is_string() &&
+          (!t.contains("description") || t["description"].is_string())) {
+        all.push_back(std::move(t));
+      }
+    }
     if (!r.contains("nextCursor") || !r["nextCursor"].is_string()) break;
     params["cursor"] = r["nextCursor"];
   }

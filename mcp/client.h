@@ -78,6 +78,7 @@ class StdioClient : public McpConnection {
   void OnLine(std::string_view line);
   void Send(const Json& msg);
 
+  void ReadLine(std::string_view line);  // OnLine's work; may throw Json::exception
   Session& session_;
   ServerConfig config_;
   std::thread pump_;

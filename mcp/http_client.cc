@@ -88,7 +88,7 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session,
                               {{"protocolVersion", "2025-11-25"},
                                {"capabilities", Json::object()},
                                {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}}));
-  c->version_ = c->init_.value("protocolVersion", "");
+  c->version_ = JsonStringField(c->init_, "protocolVersion");
   if (!IsSupportedVersion(c->version_)) {
     session.Audit(McpDiagnosticRecord{.server = config.name,
                                       .reason = "protocol version mismatch",
@@ -328,9 +328,13 @@ Result<Json> HttpClient::Request(const std::string& method, Json params,
   } else {
     payloads.push_back(r.body);
   }
+  std::string refused;  // why the last unreadable payload was refused
   for (const auto& p : payloads) {
     auto parsed = ParseMessage(p);
-    if (std::holds_alternative<Json>(parsed)) continue;
+    if (std::holds_alternative<Json>(parsed)) {
+      refused = JsonStringField(std::get<Json>(parsed)["error"], "message");
+      continue;
+    }
     const Message& m = std::get<Message>(parsed);
     if (m.kind == Message::Kind::kRequest) {
       // Server requests in the stream are answered (or refused) at once, never ignored.
@@ -340,13 +344,14 @@ Result<Json> HttpClient::Request(const std::string& method, Json params,
     if (m.kind == Message::Kind::kResponse && m.id == id) {
       if (!m.error.is_null()) {
         return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + ": " +
-                                                  m.error.value("message", std::string("error")));
+                                                  JsonStringField(m.error, "message", "error"));
       }
       return m.result;
     }
   }
-  return Fail(Code::kServerUnavailable,
-              "server " + config_.name + ": no response to " + method + " in the HTTP reply");
+  return Fail(Code::kServerUnavailable, "server " + config_.name + ": no response to " + method +
+                                            " in the HTTP reply" +
+                                            (refused.empty() ? "" : " (refused: " + refused + ")"));
 }
 
 }  // namespace cordon::mcp

@@ -32,22 +32,9 @@ Json ProgressToken(const Json& params) {
   return params["_meta"].value("progressToken", Json());
 }
 
-std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_bytes) {
-  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
-  if (line.size() > max_bytes) {
-    return MakeError(nullptr, kInvalidRequest,
-                     "message is " + std::to_string(line.size()) + " bytes; the limit is " +
-                         std::to_string(max_bytes));
-  }
-  ParseLimits limits;
-  limits.max_bytes = max_bytes;
-  limits.max_depth = kMaxMessageDepth;
-  auto parsed = ParseJsonBounded(line, limits);
-  if (!parsed) {
-    const bool depth = parsed.error().message.find("nests") != std::string::npos;
-    return MakeError(nullptr, depth ? kInvalidRequest : kParseError, parsed.error().message);
-  }
-  Json& j = *parsed;
+namespace {
+
+std::variant<Message, Json> ParseEnvelope(Json& j) {
   if (j.is_array()) {
     return MakeError(nullptr, kInvalidRequest, "JSON-RPC batches are not supported");
   }
@@ -81,6 +68,60 @@ std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_
     return m;
   }
   return MakeError(id, kInvalidRequest, "not a request, notification or response");
+}
+
+}  // namespace
+
+std::optional<Message> ReadAroundOverflow(std::string_view line) {
+  const std::string nulled = NullOverflowingNumbers(line);
+  if (nulled == line) return std::nullopt;
+  Json j = Json::parse(nulled, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  auto m = ParseEnvelope(j);
+  if (!std::holds_alternative<Message>(m)) return std::nullopt;
+  return std::get<Message>(std::move(m));
+}
+
+std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_bytes,
+                                         BigIntegers big) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
+  if (line.size() > max_bytes) {
+    return MakeError(nullptr, kInvalidRequest,
+                     "message is " + std::to_string(line.size()) + " bytes; the limit is " +
+                         std::to_string(max_bytes));
+  }
+  ParseLimits limits;
+  limits.max_bytes = max_bytes;
+  limits.max_depth = kMaxMessageDepth;
+  limits.allow_inexact_integers = true;  // checked below, where the id is known
+  auto parsed = ParseJsonBounded(line, limits);
+  if (!parsed) {
+    const std::string& why = parsed.error().message;
+    if (why.find("nests") != std::string::npos) return MakeError(nullptr, kInvalidRequest, why);
+    if (why.starts_with("JSON number out of range")) {
+      // Valid JSON with a number no double holds: refused, but answered under its id when the
+      // rest of the message can be read, so that the sender is not left waiting.
+      auto around = ReadAroundOverflow(line);
+      const Json id = around && around->kind != Message::Kind::kNotification ? around->id : Json();
+      return MakeError(
+          id, kInvalidRequest,
+          "the message holds a number out of range, which cordon cannot represent (" + why + ")");
+    }
+    return MakeError(nullptr, kParseError, why);
+  }
+  try {
+    auto m = ParseEnvelope(*parsed);
+    if (big == BigIntegers::kRefuse && std::holds_alternative<Message>(m) &&
+        !JsonIntegersExact(line)) {
+      const Message& msg = std::get<Message>(m);
+      return MakeError(msg.kind == Message::Kind::kNotification ? Json() : msg.id, kInvalidRequest,
+                       "the message holds an integer beyond 64 bits, which cordon cannot carry "
+                       "exactly; it is refused rather than altered");
+    }
+    return m;
+  } catch (const Json::exception& e) {
+    return MakeError(nullptr, kInvalidRequest, std::string("unreadable message: ") + e.what());
+  }
 }
 
 }  // namespace cordon::mcp

@@ -62,10 +62,23 @@ class LineSplitter {
   bool skipping_ = false;
 };
 
-// Parses one message. On failure returns the error response (with id null, or the id when it
-// could be read) that the peer must receive.
+// What ParseMessage does with an integer beyond 64 bits, which the parser holds as a double
+// and a re-serialized copy would not carry exactly: refused (cordon would re-serialize the
+// message), or accepted (the caller forwards the original line, or refuses it before it would
+// re-serialize it).
+enum class BigIntegers { kRefuse, kAccept };
+
+// Parses one message; never throws. On failure returns the error response that the peer must
+// receive: -32700 with id null when the line is not JSON; -32600 for a message that is JSON but
+// not a valid request, or holds a number out of range (1e400), with its id when it could be read.
 std::variant<Message, Json> ParseMessage(std::string_view line,
-                                         std::size_t max_bytes = kMaxMessageBytes);
+                                         std::size_t max_bytes = kMaxMessageBytes,
+                                         BigIntegers big = BigIntegers::kRefuse);
+
+// The envelope of a line that ParseMessage refused for a number out of range, read with those
+// numbers as null, so that the refusal can reach the request's sender or the response's
+// waiter. Nullopt when the line is not readable even so.
+std::optional<Message> ReadAroundOverflow(std::string_view line);
 
 inline constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 bool IsSupportedVersion(std::string_view version);

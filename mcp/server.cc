@@ -202,6 +202,17 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
 }
 
 std::optional<Json> McpServer::Handle(const Message& m) {
+  // nlohmann throws when a field has another type than the one read; that is the client's
+  // error, answered under its id, and the server goes on with the next message.
+  try {
+    return Dispatch(m);
+  } catch (const Json::exception& e) {
+    if (m.kind != Message::Kind::kRequest) return std::nullopt;
+    return MakeError(m.id, kInvalidParams, std::string("malformed params: ") + e.what());
+  }
+}
+
+std::optional<Json> McpServer::Dispatch(const Message& m) {
   if (m.kind == Message::Kind::kResponse) return std::nullopt;  // cordon sends no requests yet
   if (m.kind == Message::Kind::kNotification) {
     if (m.method == "notifications/initialized") initialized_ = true;

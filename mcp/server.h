@@ -32,6 +32,7 @@ class McpServer {
   ~McpServer();
   // Handles one line from the client; returns what to send back now (possibly nothing).
   std::vector<Json> HandleLine(std::string_view line);
+  // Never throws: a field of the wrong type is answered as the client's error.
   std::optional<Json> Handle(const Message& m);
   // Runs a tools/call request on a pooled worker, like the stdio server does, but delivers its
   // progress notifications and its response to `sink` and calls `done` at the end (also when
@@ -49,6 +50,7 @@ class McpServer {
     std::function<void(const Json&)> sink;  // where progress and the answer go (send_ if empty)
     std::function<void()> on_end;
   };
+  std::optional<Json> Dispatch(const Message& m);
   Json Initialize(const Json& params);
   Json Instructions();
   void StartCall(const Message& m, Json args, std::function<void(const Json&)> sink = {},

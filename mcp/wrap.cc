@@ -1,6 +1,7 @@
 // The wrap proxy. Client lines go to the server's stdin; server lines go to the client. Requests
 // named tools/call open a tool_started record that the matching response closes; responses are
-// redacted; non-JSON and oversized server output is dropped and recorded as a diagnostic.
+// redacted; non-JSON and oversized server output is dropped and recorded as a diagnostic; a
+// message cordon cannot read or represent is refused with a JSON-RPC error, never the proxy's end.
 #include "mcp/wrap.h"
 
 #include <unistd.h>
@@ -64,45 +65,103 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   auto to_client = [&](std::string_view line) {
     (void)WriteAll(client_out, std::string(line) + "\n", "MCP client");
   };
+  auto to_server = [&](std::string_view line) {
+    if (proc != nullptr && proc->stdin_fd() >= 0) {
+      (void)WriteAll(proc->stdin_fd(), std::string(line) + "\n", "MCP server");
+    }
+  };
+  // A server message cordon must read but cannot represent (a number out of range, or an
+  // integer beyond 64 bits in a message it must change) is refused, never forwarded altered:
+  // a request's refusal goes back to the server, and a client waiting for a response gets an
+  // error under its id instead of waiting forever. The proxy goes on; the record says why.
+  auto refuse_from_server = [&](std::string_view line, const std::optional<Message>& m,
+                                const std::string& why) {
+    session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                      .reason = "message from the server refused",
+                                      .message = why.substr(0, 500),
+                                      .bytes = line.size()},
+                  false);
+    if (m && m->kind == Message::Kind::kResponse && !m->id.is_null()) {
+      auto it = pending.find(m->id.dump());
+      if (it != pending.end()) {
+        finish(it, ToolFinishedRecord{.status = "error",
+                                      .code = std::string(CodeName(Code::kServerUnavailable)),
+                                      .message = why.substr(0, 500),
+                                      .output_bytes = line.size()});
+      }
+      to_client(DumpJson(
+          MakeError(m->id, kInternalError, "cordon refused the server's response: " + why)));
+    } else if (m && m->kind == Message::Kind::kRequest) {
+      to_server(DumpJson(MakeError(m->id, kInvalidRequest, why)));
+    } else {
+      to_server(DumpJson(MakeError(nullptr, kInvalidRequest, why)));
+    }
+  };
+  auto from_server_line = [&](std::string_view line) {
+    auto parsed = ParseMessage(line, kMaxMessageBytes, BigIntegers::kAccept);
+    if (std::holds_alternative<Json>(parsed)) {
+      const std::string why = JsonStringField(std::get<Json>(parsed)["error"], "message");
+      if (auto around = ReadAroundOverflow(line)) {
+        refuse_from_server(line, around, why);
+        return;
+      }
+      if (line.find_first_not_of(" \t") != std::string_view::npos &&
+          line[line.find_first_not_of(" \t")] == '{') {
+        refuse_from_server(line, std::nullopt, why);
+        return;
+      }
+      // Garbage on a server's stdout would break the client: drop it, say so.
+      session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                        .reason = "non-JSON-RPC line on stdout dropped",
+                                        .bytes = line.size()},
+                    false);
+      return;
+    }
+    Message& m = std::get<Message>(parsed);
+    // Caps and redaction change the message only when they apply; otherwise the line goes
+    // through byte for byte (integers beyond 64 bits and "1.0" keep their spelling).
+    std::size_t redactions = session.redactor().RedactJson(m.params) +
+                             session.redactor().RedactJson(m.result) +
+                             session.redactor().RedactJson(m.error);
+    bool truncated = false;
+    auto it = m.kind == Message::Kind::kResponse ? pending.find(m.id.dump()) : pending.end();
+    if (it != pending.end()) {
+      const std::size_t cap = static_cast<std::size_t>(session.policy().limits.max_output_bytes);
+      if (line.size() > cap && m.result.is_object()) truncated = CapToolResult(m.result, cap);
+    }
+    const bool changed = redactions > 0 || truncated;
+    if (changed && !JsonIntegersExact(line)) {
+      refuse_from_server(line, m,
+                         "the message holds an integer beyond 64 bits and must be redacted or "
+                         "cut; cordon cannot re-serialize it exactly");
+      return;
+    }
+    if (it != pending.end()) {
+      const bool is_error = !m.error.is_null() || (m.result.is_object() &&
+                                                   m.result.value("isError", Json(false)) != false);
+      ToolFinishedRecord rec{
+          .status = is_error ? "error" : "ok", .output_bytes = line.size(), .truncated = truncated};
+      if (redactions > 0) rec.output_redactions = redactions;
+      finish(it, std::move(rec));
+    }
+    to_client(changed ? DumpJson(Rebuild(m)) : std::string(line));
+  };
 
   RunHooks hooks;
   hooks.on_stdout = [&](std::string_view chunk) {
     from_server.Feed(
         chunk,
         [&](std::string_view line) {
-          auto parsed = ParseMessage(line);
-          if (std::holds_alternative<Json>(parsed)) {
-            // Garbage on a server's stdout would break the client: drop it, say so.
-            session.Audit(McpDiagnosticRecord{.server = "wrapped",
-                                              .reason = "non-JSON-RPC line on stdout dropped",
-                                              .bytes = line.size()},
-                          false);
-            return;
-          }
-          Message& m = std::get<Message>(parsed);
-          // Caps and redaction change the message only when they apply; otherwise the line
-          // goes through byte for byte.
-          std::size_t redactions = session.redactor().RedactJson(m.params) +
-                                   session.redactor().RedactJson(m.result) +
-                                   session.redactor().RedactJson(m.error);
-          bool truncated = false;
-          auto it = m.kind == Message::Kind::kResponse ? pending.find(m.id.dump()) : pending.end();
-          if (it != pending.end()) {
-            const std::size_t cap =
-                static_cast<std::size_t>(session.policy().limits.max_output_bytes);
-            if (line.size() > cap && m.result.is_object()) truncated = CapToolResult(m.result, cap);
-            const bool is_error =
-                !m.error.is_null() || (m.result.is_object() && m.result.value("isError", false));
-            ToolFinishedRecord rec{.status = is_error ? "error" : "ok",
-                                   .output_bytes = line.size(),
-                                   .truncated = truncated};
-            if (redactions > 0) rec.output_redactions = redactions;
-            finish(it, std::move(rec));
-          }
-          if (redactions > 0 || truncated) {
-            to_client(DumpJson(Rebuild(m)));
-          } else {
-            to_client(line);
+          try {
+            from_server_line(line);
+          } catch (const Json::exception& e) {
+            // A field of a type cordon did not expect: the message is dropped, the proxy lives.
+            session.Audit(
+                McpDiagnosticRecord{.server = "wrapped",
+                                    .reason = "unreadable message from the server dropped",
+                                    .message = std::string(e.what()).substr(0, 500),
+                                    .bytes = line.size()},
+                false);
           }
         },
         [&](std::size_t bytes) {
@@ -111,6 +170,46 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                                             .bytes = bytes},
                         false);
         });
+  };
+  auto from_client_line = [&](std::string_view line) {
+    // Client messages are read, never changed: what goes to the server is the original line.
+    auto parsed = ParseMessage(line, kMaxMessageBytes, BigIntegers::kAccept);
+    if (std::holds_alternative<Json>(parsed)) {
+      const Json& error = std::get<Json>(parsed);
+      session.Audit(
+          McpDiagnosticRecord{.server = "wrapped",
+                              .reason = "message from the client refused",
+                              .message = JsonStringField(error["error"], "message").substr(0, 500),
+                              .bytes = line.size()},
+          false);
+      to_client(DumpJson(error));  // answered here, never forwarded
+      return;
+    }
+    const Message& m = std::get<Message>(parsed);
+    if (m.kind == Message::Kind::kNotification && m.method == "notifications/cancelled" &&
+        m.params.is_object() && m.params.contains("requestId")) {
+      // The client gave up on a call: it is over for the audit trail, whatever the server
+      // still does (the protocol says it sends no response).
+      auto it = pending.find(m.params["requestId"].dump());
+      if (it != pending.end()) {
+        ToolFinishedRecord rec{.status = "cancelled"};
+        if (m.params.contains("reason") && m.params["reason"].is_string()) {
+          rec.reason = m.params["reason"].get<std::string>().substr(0, 200);
+        }
+        finish(it, std::move(rec));
+      }
+    }
+    if (m.kind == Message::Kind::kRequest && m.method == "tools/call" && m.params.is_object()) {
+      std::string tool = JsonStringField(m.params, "name");
+      const std::string args = DumpJson(m.params.value("arguments", Json::object()));
+      session.Audit(ToolStartedRecord{.tool = tool,
+                                      .server = "wrapped",
+                                      .args_bytes = args.size(),
+                                      .args_sha256 = Sha256Hex(args)},
+                    false);
+      pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
+    }
+    to_server(line);
   };
   hooks.extra_fd = client_in;
   hooks.on_extra_readable = [&]() -> bool {
@@ -132,38 +231,18 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     from_client.Feed(
         {buf, static_cast<std::size_t>(n)},
         [&](std::string_view line) {
-          auto parsed = ParseMessage(line);
-          if (std::holds_alternative<Json>(parsed)) {
-            to_client(DumpJson(std::get<Json>(parsed)));  // answered here, never forwarded
-            return;
-          }
-          const Message& m = std::get<Message>(parsed);
-          if (m.kind == Message::Kind::kNotification && m.method == "notifications/cancelled" &&
-              m.params.is_object() && m.params.contains("requestId")) {
-            // The client gave up on a call: it is over for the audit trail, whatever the server
-            // still does (the protocol says it sends no response).
-            auto it = pending.find(m.params["requestId"].dump());
-            if (it != pending.end()) {
-              ToolFinishedRecord rec{.status = "cancelled"};
-              if (m.params.contains("reason") && m.params["reason"].is_string()) {
-                rec.reason = m.params["reason"].get<std::string>().substr(0, 200);
-              }
-              finish(it, std::move(rec));
-            }
-          }
-          if (m.kind == Message::Kind::kRequest && m.method == "tools/call" &&
-              m.params.is_object()) {
-            std::string tool = m.params.value("name", "");
-            const std::string args = m.params.value("arguments", Json::object()).dump();
-            session.Audit(ToolStartedRecord{.tool = tool,
-                                            .server = "wrapped",
-                                            .args_bytes = args.size(),
-                                            .args_sha256 = Sha256Hex(args)},
-                          false);
-            pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
-          }
-          if (proc != nullptr && proc->stdin_fd() >= 0) {
-            (void)WriteAll(proc->stdin_fd(), std::string(line) + "\n", "MCP server");
+          try {
+            from_client_line(line);
+          } catch (const Json::exception& e) {
+            // Refused, not forwarded: the client hears why, the record keeps it.
+            session.Audit(
+                McpDiagnosticRecord{.server = "wrapped",
+                                    .reason = "unreadable message from the client refused",
+                                    .message = std::string(e.what()).substr(0, 500),
+                                    .bytes = line.size()},
+                false);
+            to_client(DumpJson(MakeError(nullptr, kInvalidRequest,
+                                         std::string("unreadable message: ") + e.what())));
           }
         },
         [&](std::size_t bytes) {

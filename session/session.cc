@@ -196,7 +196,7 @@ bool CapToolResult(Json& result, std::size_t cap) {
   bool truncated = false;
   if (result.contains("content") && result["content"].is_array()) {
     for (auto& item : result["content"]) {
-      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") &&
+      if (JsonStringField(item, "type") == "text" && item.contains("text") &&
           item["text"].is_string()) {
         std::string& text = item["text"].get_ref<std::string&>();
         if (text.size() > cap) {
@@ -339,7 +339,10 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
   bool truncated = false;
   std::optional<Error> error;
   if (outcome && external) {
-    if (outcome->is_object() && outcome->contains("content")) {
+    // A server's result is read with its types checked: a wrong type is the server's error,
+    // never an exception out of the pipeline.
+    if (outcome->is_object() && outcome->contains("content") &&
+        (!outcome->contains("isError") || (*outcome)["isError"].is_boolean())) {
       result = std::move(*outcome);
       redactions = redactor_.RedactJson(result);
       truncated = CapToolResult(result, cap);
@@ -390,7 +393,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
              result["structuredContent"].is_object() &&
              result["structuredContent"].contains("error") &&
              result["structuredContent"]["error"].is_object()) {
-    finished.code = result["structuredContent"]["error"].value("code", "");
+    finished.code = JsonStringField(result["structuredContent"]["error"], "code");
   }
   if (redactions > 0) finished.output_redactions = redactions;
   if (!started_written) {

@@ -49,6 +49,31 @@ TEST_F(CliTest, SuccessfulCallPrintsCallToolResultAndExitsZero) {
   EXPECT_EQ(j["structuredContent"]["lines"], Json({"hello", "world"}));
 }
 
+TEST_F(CliTest, CallRefusesNumbersOutOfRangeAsInvalidInput) {
+  // Issue 9: 1e400 made `cordon call` exit 3 (an uncaught out_of_range). It is bad input: an
+  // invalid_input result and exit 1, whether it comes inline, from @FILE or from @-.
+  const std::string overflow = R"({"path":"hello.txt","start_line":1e400})";
+  const std::string big = R"({"path":"hello.txt","start_line":123456789012345678901234567890})";
+  WriteFile(dir_ / "input.json", R"({"path":"hello.txt","start_line":-1E+999})");
+  const testing::RunResult runs[] = {
+      Call("read_file_range", overflow),
+      Call("read_file_range", big),
+      Call("read_file_range", "@" + (dir_ / "input.json")),
+      Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(), "--json",
+              "@-"},
+             overflow),
+  };
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.signal, 0);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(CodeOf(r), "invalid_input") << r.out;
+  }
+  EXPECT_NE(runs[0].out.find("out of range"), std::string::npos) << runs[0].out;
+  EXPECT_NE(runs[1].out.find("64 bits"), std::string::npos) << runs[1].out;
+  auto verify = Cordon({"audit", "verify", log()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out;
+}
+
 TEST_F(CliTest, BadInputGetsStableCodesAndNeverCrashes) {
   struct Case {
     std::string name, tool, json, code;

@@ -178,6 +178,57 @@ TEST_F(McpClientTest, CrashingHangingAndGarbageServersDoNotTakeCordonDown) {
       0);
 }
 
+TEST_F(McpClientTest, AConfiguredServerSendingNumbersOutOfRangeCannotEndCordon) {
+  // Issue 9: a configured server's 1e400 (or a tool entry of the wrong types) ended cordon.
+  // Now: malformed tool entries are left out, a response cordon cannot read or carry exactly
+  // fails the call at once as server_unavailable, and the record says why.
+  WriteFile(dir_ / "ws/tools/num.sh",
+            "while IFS= read -r line; do\n"
+            "  id=$(printf '%s' \"$line\" | sed -n 's/.*\"id\":\\([0-9][0-9]*\\).*/\\1/p')\n"
+            "  case \"$line\" in\n"
+            "    *'\"method\":\"initialize\"'*) printf "
+            "'{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"protocolVersion\":\"2025-06-18\","
+            "\"capabilities\":{\"tools\":{}},\"serverInfo\":{\"name\":\"num\",\"version\":\"1\"}}}"
+            "\\n' \"$id\" ;;\n"
+            "    *'\"method\":\"tools/list\"'*) printf "
+            "'{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"tools\":[{\"name\":5},{\"name\":"
+            "\"bad\",\"description\":7},{\"name\":\"big\",\"inputSchema\":{\"type\":\"object\"}},"
+            "{\"name\":\"huge\",\"inputSchema\":{\"type\":\"object\"}}]}}\\n' \"$id\" ;;\n"
+            "    *'\"name\":\"big\"'*) printf "
+            "'{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":"
+            "\"x\"}],\"v\":1e400}}\\n' \"$id\" ;;\n"
+            "    *'\"name\":\"huge\"'*) printf "
+            "'{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":"
+            "\"x\"}],\"n\":123456789012345678901234567890}}\\n' \"$id\" ;;\n"
+            "  esac\n"
+            "done\n");
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.num]\ncommand = \"sh\"\nargs = [\"${CORDON_WORKSPACE}/tools/num.sh\"]\n"
+            "timeout_secs = 30\n");
+  auto tools = Cordon({"mcp", "tools", "num"});
+  EXPECT_EQ(tools.exit_code, 0) << tools.out << tools.err;
+  EXPECT_NE(tools.out.find("mcp__num__big"), std::string::npos) << tools.out;
+  EXPECT_EQ(tools.out.find("mcp__num__bad"), std::string::npos) << tools.out;
+  for (const char* tool : {"big", "huge"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto call = Cordon({"mcp", "call", "num", tool, "--json", "{}"});
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20))
+        << tool << ": the call must fail at once, not at the timeout";
+    EXPECT_EQ(call.signal, 0) << tool;
+    EXPECT_EQ(call.exit_code, 1) << tool << ": " << call.out << call.err;
+    Json j = Json::parse(call.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << call.out << call.err;
+    EXPECT_EQ(j["structuredContent"]["error"]["code"], "server_unavailable") << call.out;
+  }
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("message from the server refused"), std::string::npos) << log;
+  EXPECT_NE(log.find("64 bits"), std::string::npos);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "audit.jsonl"})
+          .exit_code,
+      0);
+}
+
 TEST_F(McpClientTest, ConfiguredServerToolsAppearNamespacedThroughServe) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
   const std::string scripts =
@@ -487,6 +538,42 @@ TEST_F(McpClientTest, ServeHttpRequiresTheTokenAndRefusesRebinding) {
                 .out,
             "404");
   EXPECT_EQ(curl({"-H", auth}, "{broken").out, "400");
+  server.reset();
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
+          .exit_code,
+      0);
+}
+
+TEST_F(McpClientTest, ServeHttpAnswersNumbersOutOfRangeAndKeepsServing) {
+  // Issue 9: an HTTP body with 1e400 is the client's error (400 with the JSON-RPC error under
+  // its id), and the server keeps serving that session.
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  const int port = FreeLoopbackPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http",
+                               "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      env_);
+  const std::string sid = InitializeOverHttp(url);
+  ASSERT_EQ(sid.size(), 32u);
+  for (
+      const char* bad :
+      {R"({"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":1e400}})",
+       R"({"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":123456789012345678901234567890}})"}) {
+    auto r = CurlPost(url, bad, sid);
+    EXPECT_NE(r.err.find(" 400"), std::string::npos) << r.err;
+    Json j = Json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << bad << ": " << r.out << r.err;
+    EXPECT_EQ(j["id"], 2) << r.out;
+    EXPECT_EQ(j["error"]["code"], -32600) << r.out;
+  }
+  auto ping = CurlPost(url, R"({"jsonrpc":"2.0","id":3,"method":"ping"})", sid);
+  EXPECT_NE(ping.out.find("\"id\":3"), std::string::npos) << ping.out << ping.err;
+  EXPECT_NE(ping.out.find("\"result\""), std::string::npos) << ping.out;
+  int status = 0;
+  EXPECT_EQ(::waitpid(server->pid(), &status, WNOHANG), 0) << "serve --http must still run";
   server.reset();
   EXPECT_EQ(
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -51,6 +52,28 @@ TEST(JsonRpc, FramingErrorsGetTheirStandardCodes) {
   auto ok = ParseMessage(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
   ASSERT_TRUE(std::holds_alternative<Message>(ok));
   EXPECT_EQ(std::get<Message>(ok).kind, Message::Kind::kNotification);
+}
+
+TEST(JsonRpc, NumbersOutOfRangeAreRefusedUnderTheirIdWhenItCanBeRead) {
+  auto params = ParseMessage(R"({"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":1e400}})");
+  ASSERT_EQ(ErrorCode(params), kInvalidRequest);
+  EXPECT_EQ(std::get<Json>(params)["id"], 7);
+  auto id = ParseMessage(R"({"jsonrpc":"2.0","id":1e400,"method":"ping"})");
+  ASSERT_EQ(ErrorCode(id), kInvalidRequest);
+  EXPECT_TRUE(std::get<Json>(id)["id"].is_null());
+  EXPECT_EQ(ErrorCode(ParseMessage("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}")),
+            kParseError);
+  const std::string big =
+      R"({"jsonrpc":"2.0","id":"b","result":{"n":123456789012345678901234567890}})";
+  ASSERT_EQ(ErrorCode(ParseMessage(big)), kInvalidRequest);
+  EXPECT_EQ(std::get<Json>(ParseMessage(big))["id"], "b");
+  EXPECT_TRUE(
+      std::holds_alternative<Message>(ParseMessage(big, kMaxMessageBytes, BigIntegers::kAccept)));
+  auto around = ReadAroundOverflow(R"({"jsonrpc":"2.0","id":3,"result":{"v":-1e400}})");
+  ASSERT_TRUE(around.has_value());
+  EXPECT_EQ(around->kind, Message::Kind::kResponse);
+  EXPECT_EQ(around->id, 3);
+  EXPECT_FALSE(ReadAroundOverflow("{not json 1e400").has_value());
 }
 
 TEST(WorkerPool, ReusesWorkersGrowsToItsCapAndFinishesQueuedJobsOnStop) {
@@ -233,6 +256,211 @@ TEST_F(McpServerTest, StdioSurvivesGarbageAndOversizedLinesAndExitsOnEof) {
   EXPECT_EQ(replies[1]["error"]["code"], kInvalidRequest);
   EXPECT_EQ(replies[2]["id"], 1);
   EXPECT_TRUE(replies[2].contains("result"));
+}
+
+// Each line of a JSON-RPC stream, parsed (a line that is not JSON fails the test).
+std::vector<Json> JsonLines(const std::string& out) {
+  std::vector<Json> lines;
+  for (std::size_t pos = 0, nl; (nl = out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    Json j = Json::parse(out.substr(pos, nl - pos), nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "stdout must carry only JSON-RPC: " << out.substr(pos, 200);
+    lines.push_back(j);
+  }
+  return lines;
+}
+
+TEST_F(McpServerTest, StdioAnswersEveryRequestAroundNumbersOutOfRangeAndExitsZero) {
+  // Issue 9: 1e400 made serve exit 3 and lose the answers it had buffered. Every valid request
+  // is answered, each malformed one gets its error (under its id when that can be read).
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"ping"})") + "\n" +
+      R"({"jsonrpc":"2.0","id":1e400,"method":"ping"})" + "\n" +
+      R"({"jsonrpc":"2.0","id":2,"method":"ping"})" + "\n" +
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file_range","arguments":{"path":"a.txt","start_line":1e400}}})" +
+      "\n" +
+      R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_file_range","arguments":{"path":"a.txt","start_line":123456789012345678901234567890}}})" +
+      "\n" + "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}\n" +
+      R"({"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":-1e400}})" + "\n" +
+      R"({"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_file_range","arguments":{"path":"a.txt","start_line":1}}})" +
+      "\n";
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                                 "--audit-log", dir_ / "serve.jsonl"},
+                                {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, Json> by_id;  // id (as JSON text) -> reply; errors with id null in order
+  std::vector<Json> null_id;
+  for (Json& j : JsonLines(r.out)) {
+    if (j["id"].is_null()) {
+      null_id.push_back(j);
+    } else {
+      by_id[j["id"].dump()] = j;
+    }
+  }
+  EXPECT_EQ(by_id.size(), 5u) << r.out;
+  EXPECT_TRUE(by_id["1"].contains("result")) << r.out;
+  EXPECT_TRUE(by_id["2"].contains("result")) << r.out;
+  EXPECT_EQ(by_id["3"]["error"]["code"], kInvalidRequest) << r.out;
+  EXPECT_NE(by_id["3"]["error"]["message"].get<std::string>().find("out of range"),
+            std::string::npos);
+  EXPECT_EQ(by_id["4"]["error"]["code"], kInvalidRequest) << r.out;
+  EXPECT_EQ(by_id["6"]["result"]["structuredContent"]["lines"], Json({"alpha", "beta"})) << r.out;
+  ASSERT_EQ(null_id.size(), 3u) << r.out;  // the id 1e400, the invalid UTF-8, the notification
+  EXPECT_EQ(null_id[0]["error"]["code"], kInvalidRequest);
+  EXPECT_EQ(null_id[1]["error"]["code"], kParseError);
+  EXPECT_EQ(null_id[2]["error"]["code"], kInvalidRequest);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "serve.jsonl"})
+          .exit_code,
+      0);
+}
+
+// A child process driven line by line over pipes, for protocols where the order of both sides
+// matters (the client must not hang up before the server has spoken).
+class LinePeer {
+ public:
+  explicit LinePeer(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> a;
+      for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~LinePeer() {
+    CloseInput();
+    if (from_ >= 0) ::close(from_);
+    if (pid_ > 0) Wait();
+  }
+  void Send(const std::string& line) {
+    const std::string l = line + "\n";
+    ASSERT_EQ(::write(to_, l.data(), l.size()), static_cast<ssize_t>(l.size()));
+  }
+  void CloseInput() {
+    if (to_ >= 0) ::close(to_);
+    to_ = -1;
+  }
+  // The next line from the child, or "" after `secs` seconds or at EOF.
+  std::string Line(int secs = 20) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(secs);
+    while (true) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string l = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return l;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) return "";
+      pollfd p{from_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+      char chunk[65536];
+      ssize_t n = ::read(from_, chunk, sizeof chunk);
+      if (n <= 0) return "";
+      buf_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+  // Waits for the child; its exit code, or 128 + the signal that ended it.
+  int Wait() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buf_;
+};
+
+TEST_F(McpServerTest, WrapSurvivesNumbersOutOfRangeAndForwardsBigIntegersByteForByte) {
+  // Issue 9: a wrapped server that writes 1e400 ended the proxy. Now: the client gets the
+  // original bytes of what cordon does not change (a 30-digit integer, 1.0), an error for the
+  // response cordon cannot read, the server gets an error for its request cordon cannot read,
+  // a response that must be redacted but holds a big integer is refused rather than altered,
+  // and the proxy goes on.
+  const std::string init_reply =
+      R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"num","version":"1"},"big":123456789012345678901234567890,"one":1.0}})";
+  WriteFile(
+      dir_ / "ws/num-server.sh",
+      "while IFS= read -r line; do\n"
+      "  case \"$line\" in\n"
+      "    *'\"method\":\"initialize\"'*) printf '%s\\n' '" +
+          init_reply +
+          "' ;;\n"
+          "    *'\"id\":7'*) printf '%s\\n' "
+          "'{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\","
+          "\"text\":\"x\"}],\"v\":1e400}}'\n"
+          "      printf '%s\\n' "
+          "'{\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"roots/list\",\"params\":{\"x\":-"
+          "1e400}}' ;;\n"
+          "    *'\"id\":\"s1\"'*) printf "
+          "'{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":"
+          "\"info\",\"data\":%s}}\\n' \"$line\" ;;\n"
+          "    *'\"id\":9'*) printf '%s\\n' "
+          "'{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":[{\"type\":\"text\","
+          "\"text\":\"ghp_abcdefghijklmnopqrstuvwxyz0123456789AB\"}],\"n\":"
+          "123456789012345678901234567890}}' ;;\n"
+          "    *'\"method\":\"ping\"'*) printf '%s\\n' "
+          "'{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"n\":-123456789012345678901234567890}}' "
+          ";;\n"
+          "  esac\n"
+          "done\n");
+  LinePeer wrap({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+                 dir_ / "num.jsonl", "--", "/bin/sh", dir_ / "ws/num-server.sh"},
+                {"XDG_CONFIG_HOME=" + (dir_ / "config")});
+  wrap.Send(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})");
+  EXPECT_EQ(wrap.Line(), init_reply) << "a message cordon does not change passes byte for byte";
+
+  wrap.Send(
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}})");
+  std::map<std::string, Json> got;  // by id, or by method for the notification
+  for (int i = 0; i < 2; ++i) {
+    Json j = Json::parse(wrap.Line(), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "the proxy stopped answering";
+    got[j.contains("id") ? j["id"].dump() : j.value("method", "")] = j;
+  }
+  EXPECT_EQ(got["7"]["error"]["code"], kInternalError) << got["7"].dump();
+  // What the server received for its request "s1", echoed back in a notification.
+  const Json& told = got["notifications/message"]["params"]["data"];
+  EXPECT_EQ(told["id"], "s1") << told.dump();
+  EXPECT_EQ(told["error"]["code"], kInvalidRequest) << told.dump();
+
+  wrap.Send(R"({"jsonrpc":"2.0","id":8,"method":"ping"})");
+  EXPECT_EQ(wrap.Line(),
+            R"({"jsonrpc":"2.0","id":8,"result":{"n":-123456789012345678901234567890}})")
+      << "the proxy keeps running and keeps the digits";
+
+  wrap.Send(
+      R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"t","arguments":{}}})");
+  const std::string refused = wrap.Line();
+  EXPECT_EQ(refused.find("ghp_abcdef"), std::string::npos) << "a token reached the client";
+  Json r9 = Json::parse(refused, nullptr, false);
+  EXPECT_EQ(r9["id"], 9) << refused;
+  EXPECT_EQ(r9["error"]["code"], kInternalError) << refused;
+
+  wrap.CloseInput();
+  EXPECT_EQ(wrap.Wait(), 0);
+  const std::string log = cordon::testing::ReadFile(dir_ / "num.jsonl");
+  EXPECT_NE(log.find("message from the server refused"), std::string::npos) << log;
+  EXPECT_EQ(log.find("ghp_abcdef"), std::string::npos);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "num.jsonl"})
+          .exit_code,
+      0);
 }
 
 TEST_F(McpServerTest, CancellationKillsTheConfinedProcessAndProgressIsReported) {

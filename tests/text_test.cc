@@ -57,6 +57,58 @@ TEST(ParseJsonBounded, RejectsWithStableCodes) {
   EXPECT_EQ((*ok)["a"][1], 2);
 }
 
+TEST(ParseJsonBounded, NumbersOutOfRangeAreInvalidInputNotExceptions) {
+  // nlohmann throws out_of_range 406 for these; ParseJsonBounded never throws.
+  for (const char* text : {"1e400", "-1e400", R"({"a":[1,2,1e999]})", "[1E+400]", R"({"a":"\xff"})",
+                           "{\"a\":\"\xff\"}"}) {
+    auto r = ParseJsonBounded(text);
+    ASSERT_FALSE(r.has_value()) << text;
+    EXPECT_EQ(r.error().code, Code::kInvalidInput) << text;
+  }
+  EXPECT_NE(ParseJsonBounded("1e400").error().message.find("out of range"), std::string::npos);
+  // Integers beyond 64 bits would lose digits: refused unless the caller keeps the text.
+  const std::string big = R"({"n":123456789012345678901234567890})";
+  EXPECT_EQ(ParseJsonBounded(big).error().code, Code::kInvalidInput);
+  ParseLimits keep;
+  keep.allow_inexact_integers = true;
+  EXPECT_TRUE(ParseJsonBounded(big, keep).has_value());
+  // What still fits is accepted as before.
+  EXPECT_TRUE(ParseJsonBounded(R"([18446744073709551615,-9223372036854775808,1e300,1e-400,1.0])"));
+}
+
+TEST(JsonIntegersExact, Table) {
+  struct Case {
+    const char* text;
+    bool exact;
+  };
+  const Case cases[] = {
+      {"0", true},
+      {"18446744073709551615", true},
+      {"18446744073709551616", false},
+      {"-9223372036854775808", true},
+      {"-9223372036854775809", false},
+      {"123456789012345678901234567890.5", true},  // a double by its spelling
+      {"1e30", true},
+      {R"({"s":"123456789012345678901234567890"})", true},  // digits in a string
+      {R"({"s":"\"123456789012345678901234567890"})", true},
+      {R"([1,{"a":123456789012345678901234567890}])", false},
+  };
+  for (const auto& c : cases) EXPECT_EQ(JsonIntegersExact(c.text), c.exact) << c.text;
+}
+
+TEST(NullOverflowingNumbers, Table) {
+  EXPECT_EQ(NullOverflowingNumbers(R"({"id":7,"x":1e400,"y":[-1E999,2]})"),
+            R"({"id":7,"x":null,"y":[null,2]})");
+  EXPECT_EQ(NullOverflowingNumbers(R"({"s":"1e400","n":1e300})"), R"({"s":"1e400","n":1e300})");
+}
+
+TEST(JsonStringField, NeverThrows) {
+  EXPECT_EQ(JsonStringField(Json::parse(R"({"a":"x"})"), "a"), "x");
+  EXPECT_EQ(JsonStringField(Json::parse(R"({"a":5})"), "a", "d"), "d");
+  EXPECT_EQ(JsonStringField(Json(5), "a", "d"), "d");
+  EXPECT_EQ(JsonStringField(Json::array(), "a"), "");
+}
+
 TEST(DumpJson, NeverThrowsOnInvalidUtf8) {
   Json j = std::string("x\xff");
   EXPECT_EQ(DumpJson(j), "\"x\xef\xbf\xbd\"");
