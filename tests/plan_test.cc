@@ -182,7 +182,9 @@ TEST(SeccompPlan, MemfdAndShmgetAreRefusedOnlyWhereNothingElseBoundsThem) {
     EXPECT_EQ(HasRule(rules, "memfd_secret"), c.memfd_refused) << c.cgroup << c.own_ipc;
     EXPECT_EQ(HasRule(rules, "shmget"), c.shmget_refused) << c.cgroup << c.own_ipc;
     for (const auto& r : rules) {
-      if (r.syscall == "memfd_create" || r.syscall == "shmget") EXPECT_EQ(r.errno_value, ENOSYS);
+      if (r.syscall == "memfd_create" || r.syscall == "shmget") {
+        EXPECT_EQ(r.errno_value, ENOSYS);
+      }
     }
   }
 }
