@@ -2,19 +2,14 @@
 // look at arguments are here, each with the reason it exists.
 #include "runner/seccomp.h"
 
-#include <linux/audit.h>
-#include <linux/filter.h>
 #include <linux/sched.h>
-#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstddef>
 
 namespace cordon {
 
@@ -172,32 +167,6 @@ Result<std::vector<SeccompRule>> SeccompRulesFromJson(const Json& j) {
   return rules;
 }
 
-namespace {
-
-// libseccomp's x86_64 filter matches syscall numbers, and an x32 call is an x86_64 call whose
-// number has bit 30 set: none of the rules above would match it. A second, stacked filter
-// answers every such call ENOSYS (on kernels built without x32 they fail that way anyway).
-Status RefuseX32() {
-#if defined(__x86_64__)
-  constexpr std::uint32_t kX32Bit = 0x40000000u;
-  sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, kX32Bit, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog prog{static_cast<unsigned short>(sizeof code / sizeof code[0]), code};
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) {
-    return SysFail(Code::kSandboxUnavailable, "prctl(PR_SET_SECCOMP) x32 filter", "");
-  }
-#endif
-  return {};
-}
-
-}  // namespace
-
 Status ApplySeccomp(const std::vector<SeccompRule>& rules) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == nullptr) return Fail(Code::kSandboxUnavailable, "seccomp_init failed");
@@ -205,7 +174,8 @@ Status ApplySeccomp(const std::vector<SeccompRule>& rules) {
     scmp_filter_ctx c;
     ~Releaser() { seccomp_release(c); }
   } releaser{ctx};
-  // Syscalls of another architecture (int 0x80 on x86_64) are killed, not allowed.
+  // Syscalls of another architecture (int 0x80 on x86_64) are killed, not allowed; so are x32
+  // calls (x86_64 numbers with bit 30 set), which the argument rules would not match.
   seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   for (const auto& r : rules) {
     int nr = seccomp_syscall_resolve_name(r.syscall.c_str());
@@ -236,7 +206,7 @@ Status ApplySeccomp(const std::vector<SeccompRule>& rules) {
   if (int rc = seccomp_load(ctx); rc != 0) {
     return Fail(Code::kSandboxUnavailable, "seccomp_load failed", -rc, "seccomp_load");
   }
-  return RefuseX32();
+  return {};
 }
 
 }  // namespace cordon
