@@ -63,6 +63,7 @@ std::vector<SeccompRule> BuildSeccompRules(const std::vector<std::string>& plain
   // owner (root, when cordon runs as root). Every call that carries a mode in a register is
   // refused when the mode has either bit, for files and directories alike (issue 9).
   for (const auto& m : kModeArguments) {
+    if (denied_plainly(m.syscall)) continue;  // already refused whatever the mode
     for (std::uint64_t bit : {std::uint64_t{S_ISUID}, std::uint64_t{S_ISGID}}) {
       rules.push_back(
           {m.syscall,
@@ -73,8 +74,10 @@ std::vector<SeccompRule> BuildSeccompRules(const std::vector<std::string>& plain
   }
   // openat2 passes its mode inside struct open_how, which seccomp cannot read; ENOSYS makes
   // callers fall back to openat, whose mode the rules above see.
-  rules.push_back(
-      {"openat2", ENOSYS, {}, "mode unreadable by seccomp; callers fall back to openat"});
+  if (!denied_plainly("openat2")) {
+    rules.push_back(
+        {"openat2", ENOSYS, {}, "mode unreadable by seccomp; callers fall back to openat"});
+  }
   // io_uring performs opens (with a mode), and much else, without passing through this filter.
   // The shipped policy denies it too; here it stays denied whatever a policy layer removes.
   for (const char* ring : {"io_uring_setup", "io_uring_enter", "io_uring_register"}) {
@@ -85,16 +88,17 @@ std::vector<SeccompRule> BuildSeccompRules(const std::vector<std::string>& plain
   // Without a memory cgroup nothing counts the pages of a memfd: they are not in the private
   // /tmp (sized to the memory limit), not in RLIMIT_AS until mapped, and RLIMIT_FSIZE bounds
   // one memfd, not how many a process keeps open or passes on. ENOSYS is what an old kernel
-  // answers, and callers fall back to shm_open or a file in $TMPDIR, both bounded.
+  // answers, and callers fall back to a file in $TMPDIR, the bounded /tmp.
   if (!memory.cgroup) {
     for (const char* mfd : {"memfd_create", "memfd_secret"}) {
+      if (denied_plainly(mfd)) continue;
       rules.push_back(
           {mfd, ENOSYS, {}, "no memory cgroup counts its pages; callers fall back to $TMPDIR"});
     }
   }
   // Without an IPC namespace of the sandbox's own (the weaker mode), a SysV segment lives in the
   // host's namespace and outlives the call.
-  if (!memory.own_ipc_namespace) {
+  if (!memory.own_ipc_namespace && !denied_plainly("shmget")) {
     rules.push_back(
         {"shmget", ENOSYS, {}, "no private IPC namespace: a segment would outlive the call"});
   }

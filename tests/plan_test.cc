@@ -166,6 +166,28 @@ TEST(SeccompPlan, X32CallsAreKilled) {
 #endif
 }
 
+TEST(SeccompPlan, APlainDenyIsNotDoubledByABuiltInRule) {
+  // libseccomp refuses two rules with different actions for one call: a syscall the policy
+  // already denies outright gets no second rule, and the filter still loads.
+  const std::vector<std::string> plain = {"openat2", "memfd_create", "chmod", "shmget"};
+  const auto rules = BuildSeccompRules(plain, NetworkMode::kNone);
+  for (const auto& name : plain) {
+    EXPECT_EQ(std::count_if(rules.begin(), rules.end(),
+                            [&](const SeccompRule& r) { return r.syscall == name; }),
+              1)
+        << name;
+  }
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(10);
+    _exit(ApplySeccomp(rules) ? 0 : 11);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 TEST(SeccompPlan, MemfdAndShmgetAreRefusedOnlyWhereNothingElseBoundsThem) {
   struct Case {
     bool cgroup, own_ipc, memfd_refused, shmget_refused;
