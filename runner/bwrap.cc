@@ -56,7 +56,10 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
     }
   };
   // The private /tmp first, so a read path below /tmp is bound on top of it, not hidden by it.
-  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/home"});
+  // Its pages are RAM: sized to the memory limit, it cannot pin more than that.
+  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev"});
+  if (l.tmp_size_bytes > 0) a.insert(a.end(), {"--size", std::to_string(l.tmp_size_bytes)});
+  a.insert(a.end(), {"--tmpfs", "/tmp", "--dir", "/tmp/home"});
   for (const auto& p : l.read) bind("--ro-bind", p);
   a.insert(a.end(), {l.workspace_writable ? "--bind" : "--ro-bind", l.workspace, l.workspace});
   for (const auto& p : l.write) bind("--bind", p);

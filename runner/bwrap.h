@@ -2,6 +2,7 @@
 // argv of bwrap; nothing here touches the kernel, so plans compare in unit tests.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -36,6 +37,8 @@ struct SandboxLayout {
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;  // ancestors of protected paths: bound onto themselves
   NetworkMode network = NetworkMode::kNone;
+  // The private /tmp's size (bwrap >= 0.8.0 --size); 0 leaves tmpfs's default, half the RAM.
+  std::int64_t tmp_size_bytes = 0;
   std::string shim;  // host path of cordon-shim
   std::string cwd;
   std::vector<std::pair<std::string, std::string>> env;

@@ -12,6 +12,7 @@ Json ContainSpecJson(const ContainSpec& s) {
   return {{"rlimits", RlimitsJson(s.rlimits)},
           {"landlock", s.landlock ? LandlockSpecJson(*s.landlock) : Json(nullptr)},
           {"seccomp", SeccompRulesJson(s.seccomp)},
+          {"ipc_shm_bytes", s.ipc_shm_bytes},
           {"argv", s.argv},
           {"cwd", s.cwd}};
 }
@@ -27,6 +28,7 @@ Result<ContainSpec> ContainSpecFromJson(const Json& j) {
   try {
     s.argv = j.at("argv").get<std::vector<std::string>>();
     s.cwd = j.value("cwd", "");
+    s.ipc_shm_bytes = j.value("ipc_shm_bytes", std::uint64_t{0});
   } catch (const std::exception& e) {
     return Fail(Code::kSandboxUnavailable, std::string("bad spec: ") + e.what());
   }
@@ -65,6 +67,12 @@ Status DropAllCapabilities() {
 std::optional<ContainFailure> Contain(const ContainSpec& spec) {
   // 1. Resource limits (core dumps off, files, file size, CPU; memory/pids without a cgroup).
   if (auto st = ApplyRlimits(spec.rlimits); !st) return ContainFailure{"rlimits", st.error()};
+  // The SysV shm limits of the sandbox's own IPC namespace (Landlock then keeps /proc/sys
+  // read-only, so the command cannot raise them back).
+  if (spec.ipc_shm_bytes > 0) {
+    if (auto st = ApplyIpcShmLimits(spec.ipc_shm_bytes); !st)
+      return ContainFailure{"ipc_limits", st.error()};
+  }
   // 2. no_new_privs: no setuid/file-capability gains across execve; Landlock needs it.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     return ContainFailure{

@@ -15,6 +15,7 @@ struct ContainSpec {
   std::vector<RlimitSpec> rlimits;
   std::optional<LandlockSpec> landlock;  // nullopt only in the explicit weaker mode w/o Landlock
   std::vector<SeccompRule> seccomp;
+  std::uint64_t ipc_shm_bytes = 0;  // SysV shm limits of the sandbox's own IPC namespace; 0: none
   std::vector<std::string> argv;
   std::string cwd;
 };

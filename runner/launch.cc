@@ -114,6 +114,12 @@ Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& 
   }
   h.landlock_abi = LandlockAbi();
   h.cgroups = ProbeCgroups();
+  // For tests, and for a person who wants to see the fallback: no per-call cgroup, as on a host
+  // without a delegated one. Memory and pids then fall back to rlimits, the sized /tmp, the
+  // IPC namespace's shm limits and the memfd refusal (SECURITY.md, issue 9).
+  if (const char* off = std::getenv("CORDON_TEST_NO_CGROUP"); off != nullptr && off[0] == '1') {
+    h.cgroups = {CgroupMode::kNone, "CORDON_TEST_NO_CGROUP=1 is set", ""};
+  }
   h.bwrap = FindOnPath("bwrap");
   std::string why;
   if (h.bwrap.empty()) {
@@ -417,7 +423,12 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
       }
     }
   }
-  c.contain.seccomp = BuildSeccompRules(policy.seccomp_deny, s.network);
+  const bool cgroup = facts.cgroup != CgroupMode::kNone;
+  c.contain.seccomp =
+      BuildSeccompRules(policy.seccomp_deny, s.network,
+                        SeccompMemory{.cgroup = cgroup, .own_ipc_namespace = !host.weaker});
+  // bwrap gives the sandbox its own IPC namespace: its SysV shm limits are the memory limit.
+  if (!host.weaker) c.contain.ipc_shm_bytes = static_cast<std::uint64_t>(c.limits.memory_bytes);
   if (host.weaker) {
     // No pid namespace to end: the command's process group is what the shim kills at the end,
     // so nothing it starts may leave that group.
@@ -428,7 +439,6 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   }
   c.cgroup = facts.cgroup;
   c.cgroup_error = facts.cgroup_error;
-  const bool cgroup = c.cgroup != CgroupMode::kNone;
   c.contain.rlimits = BuildRlimits(c.limits, cgroup, cgroup);
   c.contain.argv = req.argv;
   c.contain.cwd = c.cwd;
@@ -450,6 +460,7 @@ std::vector<std::string> LaunchArgv(const LaunchPlan& plan) {
   l.protect = s.protect;
   l.pins = s.pins;
   l.network = s.network;
+  l.tmp_size_bytes = plan.call.limits.memory_bytes;
   l.shim = s.shim;
   l.cwd = plan.call.cwd;
   l.env = plan.call.env;

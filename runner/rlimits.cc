@@ -1,8 +1,14 @@
 // rlimits: core dumps off always; files, file size and CPU always; memory and process count
-// only where no cgroup enforces them.
+// only where no cgroup enforces them. Also the SysV shm limits of the sandbox's IPC namespace.
 #include "runner/rlimits.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "core/unique_fd.h"
 
 namespace cordon {
 
@@ -54,6 +60,33 @@ Status ApplyRlimits(const std::vector<RlimitSpec>& specs) {
       return SysFail(Code::kSandboxUnavailable, "setrlimit", s.name);
     }
   }
+  return {};
+}
+
+IpcShmLimits BuildIpcShmLimits(std::uint64_t bytes, std::uint64_t page_size) {
+  return {bytes, page_size > 0 ? bytes / page_size : 0};
+}
+
+namespace {
+
+Status WriteSysctl(const char* path, std::uint64_t value) {
+  UniqueFd fd(::open(path, O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", path);
+  const std::string text = std::to_string(value) + "\n";
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return SysFail(Code::kSandboxUnavailable, "write", path);
+  }
+  return {};
+}
+
+}  // namespace
+
+Status ApplyIpcShmLimits(std::uint64_t bytes) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const IpcShmLimits l =
+      BuildIpcShmLimits(bytes, page > 0 ? static_cast<std::uint64_t>(page) : 4096);
+  TRY(WriteSysctl("/proc/sys/kernel/shmmax", l.shmmax));
+  TRY(WriteSysctl("/proc/sys/kernel/shmall", l.shmall_pages));
   return {};
 }
 

@@ -25,4 +25,15 @@ Json RlimitsJson(const std::vector<RlimitSpec>& specs);
 Result<std::vector<RlimitSpec>> RlimitsFromJson(const Json& j);
 Status ApplyRlimits(const std::vector<RlimitSpec>& specs);
 
+// The SysV shared memory of an IPC namespace the sandbox owns: no segment larger than `bytes`
+// (kernel.shmmax) and no more than `bytes` in all segments together (kernel.shmall, in pages).
+// Only for a private namespace: on the host's it would change the host.
+struct IpcShmLimits {
+  std::uint64_t shmmax = 0;
+  std::uint64_t shmall_pages = 0;
+  bool operator==(const IpcShmLimits&) const = default;
+};
+IpcShmLimits BuildIpcShmLimits(std::uint64_t bytes, std::uint64_t page_size);
+Status ApplyIpcShmLimits(std::uint64_t bytes);
+
 }  // namespace cordon

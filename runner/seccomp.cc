@@ -6,16 +6,101 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace cordon {
 
+namespace {
+
+// Syscalls newer than libseccomp 2.5.4's table. From 424 on, every architecture but alpha, ia64
+// and the mips ABIs shares one number, so x86_64 and aarch64 use the same column.
+struct SyscallNumber {
+  const char* name;
+  int number;
+};
+constexpr SyscallNumber kFallbackNumbers[] = {
+    {"io_uring_setup", 425}, {"io_uring_enter", 426}, {"io_uring_register", 427}, {"clone3", 435},
+    {"openat2", 437},        {"memfd_secret", 447},   {"fchmodat2", 452},
+};
+
+// The calls that take a file mode in a register, and which argument holds it. For open and
+// openat the mode matters only with O_CREAT or O_TMPFILE; glibc and musl pass 0 otherwise.
+struct ModeArgument {
+  const char* syscall;
+  unsigned index;
+};
+constexpr ModeArgument kModeArguments[] = {
+    {"chmod", 1}, {"fchmod", 1},  {"fchmodat", 2}, {"fchmodat2", 2}, {"mknod", 1}, {"mknodat", 2},
+    {"mkdir", 1}, {"mkdirat", 2}, {"open", 2},     {"openat", 3},    {"creat", 1},
+};
+
+}  // namespace
+
+int FallbackSyscallNumber(const std::string& name) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  for (const auto& s : kFallbackNumbers) {
+    if (name == s.name) return s.number;
+  }
+#endif
+  (void)name;
+  return -1;
+}
+
 std::vector<SeccompRule> BuildSeccompRules(const std::vector<std::string>& plain_denies,
-                                           NetworkMode network) {
+                                           NetworkMode network, SeccompMemory memory) {
   std::vector<SeccompRule> rules;
   for (const auto& name : plain_denies) {
     rules.push_back({name, EPERM, {}, "listed in [seccomp] deny"});
+  }
+  auto denied_plainly = [&](const char* name) {
+    return std::find(plain_denies.begin(), plain_denies.end(), name) != plain_denies.end();
+  };
+  // A set-user-ID or set-group-ID file in a writable root outlives the sandbox, and nosuid on
+  // the sandbox's mounts does not travel with it: a host user who runs it later becomes its
+  // owner (root, when cordon runs as root). Every call that carries a mode in a register is
+  // refused when the mode has either bit, for files and directories alike (issue 9).
+  for (const auto& m : kModeArguments) {
+    if (denied_plainly(m.syscall)) continue;  // already refused whatever the mode
+    for (std::uint64_t bit : {std::uint64_t{S_ISUID}, std::uint64_t{S_ISGID}}) {
+      rules.push_back(
+          {m.syscall,
+           EPERM,
+           {{m.index, SeccompArg::Op::kMaskedEq, bit, bit}},
+           bit == S_ISUID ? "mode with the set-user-ID bit" : "mode with the set-group-ID bit"});
+    }
+  }
+  // openat2 passes its mode inside struct open_how, which seccomp cannot read; ENOSYS makes
+  // callers fall back to openat, whose mode the rules above see.
+  if (!denied_plainly("openat2")) {
+    rules.push_back(
+        {"openat2", ENOSYS, {}, "mode unreadable by seccomp; callers fall back to openat"});
+  }
+  // io_uring performs opens (with a mode), and much else, without passing through this filter.
+  // The shipped policy denies it too; here it stays denied whatever a policy layer removes.
+  for (const char* ring : {"io_uring_setup", "io_uring_enter", "io_uring_register"}) {
+    if (!denied_plainly(ring)) {
+      rules.push_back({ring, EPERM, {}, "io_uring does I/O this filter never sees"});
+    }
+  }
+  // Without a memory cgroup nothing counts the pages of a memfd: they are not in the private
+  // /tmp (sized to the memory limit), not in RLIMIT_AS until mapped, and RLIMIT_FSIZE bounds
+  // one memfd, not how many a process keeps open or passes on. ENOSYS is what an old kernel
+  // answers, and callers fall back to a file in $TMPDIR, the bounded /tmp.
+  if (!memory.cgroup) {
+    for (const char* mfd : {"memfd_create", "memfd_secret"}) {
+      if (denied_plainly(mfd)) continue;
+      rules.push_back(
+          {mfd, ENOSYS, {}, "no memory cgroup counts its pages; callers fall back to $TMPDIR"});
+    }
+  }
+  // Without an IPC namespace of the sandbox's own (the weaker mode), a SysV segment lives in the
+  // host's namespace and outlives the call.
+  if (!memory.own_ipc_namespace && !denied_plainly("shmget")) {
+    rules.push_back(
+        {"shmget", ENOSYS, {}, "no private IPC namespace: a segment would outlive the call"});
   }
   // New namespaces would let the process build its own mount table or user mapping inside the
   // sandbox; bwrap already made every namespace cordon wants.
@@ -93,10 +178,12 @@ Status ApplySeccomp(const std::vector<SeccompRule>& rules) {
     scmp_filter_ctx c;
     ~Releaser() { seccomp_release(c); }
   } releaser{ctx};
-  // Syscalls of another architecture (int 0x80 on x86_64) are killed, not allowed.
+  // Syscalls of another architecture (int 0x80 on x86_64) are killed, not allowed; so are x32
+  // calls (x86_64 numbers with bit 30 set), which the argument rules would not match.
   seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   for (const auto& r : rules) {
     int nr = seccomp_syscall_resolve_name(r.syscall.c_str());
+    if (nr == __NR_SCMP_ERROR) nr = FallbackSyscallNumber(r.syscall);
     if (nr == __NR_SCMP_ERROR) continue;
     std::vector<scmp_arg_cmp> cmps;
     for (const auto& a : r.args) {

@@ -27,13 +27,26 @@ struct SeccompRule {
   std::string why;
 };
 
+// What the rest of the sandbox already bounds, so that the filter refuses only what nothing
+// else does. The defaults are the strict answers.
+struct SeccompMemory {
+  bool cgroup = false;             // a memory cgroup charges memfd and shm pages to the call
+  bool own_ipc_namespace = false;  // SysV segments die with the sandbox (bwrap --unshare-ipc)
+};
+
 std::vector<SeccompRule> BuildSeccompRules(const std::vector<std::string>& plain_denies,
-                                           NetworkMode network);
+                                           NetworkMode network, SeccompMemory memory = {});
+
+// The number of a syscall that this libseccomp (2.5.4) may not name yet, on the architecture
+// the shim runs on; -1 when the table has no such entry. ApplySeccomp uses it when
+// seccomp_syscall_resolve_name does not know the name.
+int FallbackSyscallNumber(const std::string& name);
 Json SeccompRulesJson(const std::vector<SeccompRule>& rules);
 Result<std::vector<SeccompRule>> SeccompRulesFromJson(const Json& j);
 
 // Installs the filter: default allow, each rule returns its errno, foreign architectures are
-// killed. Unknown syscall names on this architecture are skipped (they cannot be called).
+// killed. A name neither libseccomp nor FallbackSyscallNumber knows on this architecture is
+// skipped (it cannot be called there).
 Status ApplySeccomp(const std::vector<SeccompRule>& rules);
 
 }  // namespace cordon

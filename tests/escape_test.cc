@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,6 +40,33 @@ int CountSleeps(const std::string& seconds) {
     if (pid[0] >= '0' && pid[0] <= '9' && ReadFile(e.path().string() + "/cmdline") == wanted) ++n;
   }
   return n;
+}
+
+// Every file or directory under `root` (the root itself included) that carries a set-user-ID or
+// set-group-ID bit, as the host sees it.
+std::vector<std::string> SetIdFiles(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  auto check = [&](const std::string& p) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+      char mode[16];
+      std::snprintf(mode, sizeof mode, "%o", st.st_mode & 07777);
+      out.push_back(p + " (" + mode + ")");
+    }
+  };
+  check(root);
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    check(it->path().string());
+  }
+  return out;
+}
+
+std::string Joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + "\n";
+  return s;
 }
 
 class EscapeTest : public ::testing::Test {
@@ -478,6 +506,181 @@ TEST_F(EscapeTest, OptionInjectionIntoSearchToolsIsText) {
   EXPECT_FALSE(testing::Exists(marker));
   Json fj = Json::parse(f.out);
   EXPECT_FALSE(fj["isError"].get<bool>()) << f.out;
+}
+
+TEST_F(EscapeTest, NoSyscallLeavesASetIdBitInTheWorkspace) {
+  // Each syscall that takes a mode, by its own number, with S_ISUID or S_ISGID: EPERM, and the
+  // host sees no such bit afterwards. openat2 hides its mode in memory: ENOSYS (callers fall
+  // back to openat). The sandbox's /tmp is checked too, from inside.
+  ASSERT_TRUE(SetIdFiles(ws_).empty()) << Joined(SetIdFiles(ws_));
+  const std::vector<std::string> eperm = {"chmod-suid", "chmod-sgid", "fchmod", "fchmodat",
+                                          "fchmodat2",  "open",       "openat", "creat",
+                                          "mknod",      "mknodat",    "mkdir",  "mkdirat"};
+  std::string script;
+  for (const auto& how : eperm) script += "./probe setid " + how + " made-by-" + how + "; ";
+  script += "./probe setid openat2 made-by-openat2; ./probe setid openat /tmp/in-tmp; ";
+  script += "find /tmp -perm /6000 | sed 's/^/tmp-setid: /'";
+  auto r = Exec({"sh", "-c", script});
+  for (const auto& how : eperm) {
+    EXPECT_NE(r.out.find("refused: setid " + how + ": errno=" + std::to_string(EPERM) + " "),
+              std::string::npos)
+        << how << " was not refused with EPERM:\n"
+        << r.out << r.err;
+  }
+  EXPECT_NE(r.out.find("refused: setid openat2: errno=" + std::to_string(ENOSYS) + " "),
+            std::string::npos)
+      << "openat2 was not refused with ENOSYS:\n"
+      << r.out << r.err;
+  EXPECT_NE(r.out.find("refused: setid openat: errno=1 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ESCAPED"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("tmp-setid"), std::string::npos) << r.out;
+  EXPECT_TRUE(SetIdFiles(ws_).empty()) << Joined(SetIdFiles(ws_));
+  // io_uring could open with a mode that no filter sees: it stays refused.
+  ExpectRefused(Probe({"io_uring"}), "io_uring_setup");
+}
+
+TEST_F(EscapeTest, ShellToolsCannotMakeASetIdFile) {
+  // The tools an agent would reach for: chmod, install -m, cp -p of a set-user-ID binary (the
+  // system's and one made here), each told "Operation not permitted", nothing set on the host.
+  std::string suid_src = dir_ / "suid-src";
+  std::filesystem::create_directories(suid_src);
+  std::filesystem::copy_file(FindOnPath("true"), suid_src + "/own-suid");
+  std::filesystem::copy_file(FindOnPath("true"), suid_src + "/own-sgid");
+  ASSERT_EQ(::chmod((suid_src + "/own-suid").c_str(), 04755), 0);
+  ASSERT_EQ(::chmod((suid_src + "/own-sgid").c_str(), 02755), 0);
+  ::chmod(dir_.path().c_str(), 0755);  // the sandbox reads suid-src through a policy read path
+  WriteFile(dir_ / "read.toml", "[filesystem]\nread = [\"" + suid_src + "\"]\n");
+  const std::vector<std::string> opts = {"--policy", dir_ / "read.toml"};
+  std::vector<std::pair<std::string, std::string>> attempts = {
+      {"chmod 4755", "touch a && chmod 4755 a"},
+      {"chmod u+s", "touch b && chmod u+s b"},
+      {"chmod g+s", "touch c && chmod g+s c"},
+      {"chmod g+s on a directory", "mkdir d && chmod g+s d"},
+      {"install -m 4755", "install -m 4755 /bin/true installed"},
+      {"install -m 2755", "install -m 2755 /bin/true installed-g"},
+      {"cp -p of our own setuid copy", "cp -p " + suid_src + "/own-suid own-suid-copy"},
+      {"cp -p of our own setgid copy", "cp -p " + suid_src + "/own-sgid own-sgid-copy"},
+      {"mkdir -m 2755", "mkdir -m 2755 gdir"},
+  };
+  for (const auto& [what, cmd] : attempts) {
+    auto r = Exec({"sh", "-c", cmd}, opts);
+    EXPECT_NE(r.exit_code, 0) << what << " succeeded\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("Operation not permitted"), std::string::npos)
+        << what << ": the caller was not told EPERM\n"
+        << r.err;
+  }
+  struct stat passwd {};
+  if (::stat("/usr/bin/passwd", &passwd) == 0 && (passwd.st_mode & S_ISUID) != 0) {
+    // Root's cp keeps the owner (root) and then asks for the bit: EPERM. An ordinary user's cp
+    // cannot keep root as the owner and drops the bits itself, so only the result is checked.
+    auto r = Exec({"sh", "-c", "cp -p /usr/bin/passwd passwd-copy"}, opts);
+    if (::geteuid() == 0) {
+      EXPECT_NE(r.err.find("Operation not permitted"), std::string::npos) << r.out << r.err;
+    }
+    EXPECT_TRUE(testing::Exists(ws_ + "/passwd-copy")) << r.out << r.err;
+  }
+  EXPECT_TRUE(SetIdFiles(ws_).empty()) << Joined(SetIdFiles(ws_));
+  // The copies exist, without the bits: cp still does the rest of its work.
+  EXPECT_TRUE(testing::Exists(ws_ + "/own-suid-copy"));
+}
+
+TEST_F(EscapeTest, FileCapabilitiesCannotBeSet) {
+  ExpectRefused(Probe({"setcap", ws_ + "/capped"}), "setxattr security.capability");
+  char buf[64];
+  EXPECT_LT(::getxattr((ws_ + "/capped").c_str(), "security.capability", buf, sizeof buf), 0)
+      << "a file capability reached the host";
+}
+
+// The RAM a sandbox can pin without a cgroup: its /tmp, memfds and SysV shared memory are each
+// bounded by the policy's memory limit. Run with the cgroup turned off (CORDON_TEST_NO_CGROUP,
+// as on a host without a delegated cgroup) and, where the host offers one, with it: the cgroup
+// then ends the attempt instead.
+class PinnedMemoryTest : public EscapeTest {
+ protected:
+  static constexpr long long kLimit = 128ll << 20;
+  void SetUp() override {
+    EscapeTest::SetUp();
+    if (IsSkipped()) return;
+    WriteFile(dir_ / "mem.toml",
+              "[limits]\nmemory_bytes = " + std::to_string(kLimit) + "\ntimeout_secs = 120\n");
+  }
+  testing::RunResult Pin(std::vector<std::string> args, bool cgroup) {
+    args.insert(args.begin(), ws_ + "/probe");
+    std::vector<std::string> env;
+    if (!cgroup) env.push_back("CORDON_TEST_NO_CGROUP=1");
+    return Exec(args, {"--policy", dir_ / "mem.toml"}, env);
+  }
+  // Whether this host gives cordon a per-call cgroup (root here; not an ordinary user).
+  bool HostHasCgroup() {
+    auto r = testing::Run({testing::CordonBin(), "exec", "--workspace", ws_, "--audit-log",
+                           dir_ / "cgroup-probe.jsonl", "--", "true"},
+                          env_);
+    return r.exit_code == 0 &&
+           ReadFile(dir_ / "cgroup-probe.jsonl").find("\"cgroup\":\"none\"") == std::string::npos;
+  }
+  // Refused by the bound: exit 1 with one of `errnos`. Under a cgroup the cgroup may end the
+  // attempt first (its OOM killer picks a process of the sandbox): then any failure will do.
+  void ExpectBounded(const testing::RunResult& r, bool cgroup, std::vector<int> errnos,
+                     const std::string& what) {
+    EXPECT_EQ(r.out.find("ESCAPED"), std::string::npos) << what << "\n" << r.out << r.err;
+    EXPECT_NE(r.exit_code, 0) << what << "\n" << r.out << r.err;
+    if (cgroup && r.exit_code != 1) return;
+    EXPECT_EQ(r.exit_code, 1) << what << "\n" << r.out << r.err;
+    bool seen = false;
+    for (int e : errnos) {
+      seen = seen || r.out.find("errno=" + std::to_string(e) + " ") != std::string::npos;
+    }
+    EXPECT_TRUE(seen) << what << ": unexpected errno\n" << r.out << r.err;
+  }
+};
+
+TEST_F(PinnedMemoryTest, PrivateTmpHoldsNoMoreThanTheMemoryLimit) {
+  for (bool cgroup : {false, true}) {
+    if (cgroup && !HostHasCgroup()) continue;
+    auto r = Pin({"fill", "/tmp/fill", std::to_string(2 * kLimit)}, cgroup);
+    ExpectBounded(r, cgroup, {ENOSPC, EFBIG}, std::string("/tmp, cgroup=") + (cgroup ? "1" : "0"));
+    long long wrote = -1;
+    if (auto at = r.out.find("fill: wrote "); at != std::string::npos) {
+      wrote = std::atoll(r.out.c_str() + at + 12);
+      EXPECT_LE(wrote, kLimit) << r.out;
+    }
+    // The host is unharmed: cordon reported the call and the host still runs commands.
+    EXPECT_EQ(testing::Run({"/bin/true"}).exit_code, 0);
+  }
+  auto df =
+      Exec({"sh", "-c", "df -B1 --output=size /tmp | tail -1"}, {"--policy", dir_ / "mem.toml"});
+  EXPECT_LE(std::atoll(df.out.c_str()), kLimit) << "the private /tmp is larger: " << df.out;
+}
+
+TEST_F(PinnedMemoryTest, MemfdPagesAreBounded) {
+  for (bool cgroup : {false, true}) {
+    if (cgroup && !HostHasCgroup()) continue;
+    const std::string tag = std::string(", cgroup=") + (cgroup ? "1" : "0");
+    // Without a cgroup nothing would count memfd pages: memfd_create answers ENOSYS, as an old
+    // kernel would, and callers fall back to the bounded /tmp.
+    ExpectBounded(Pin({"memfd", std::to_string(2 * kLimit)}, cgroup), cgroup, {ENOSYS, ENOMEM},
+                  "one memfd written past the limit" + tag);
+    ExpectBounded(Pin({"memfd", std::to_string(2 * kLimit), "1", "ftruncate"}, cgroup), cgroup,
+                  {ENOSYS, ENOMEM, EFBIG}, "one memfd grown with ftruncate" + tag);
+    ExpectBounded(Pin({"memfd", std::to_string(16ll << 20), "16"}, cgroup), cgroup,
+                  {ENOSYS, ENOMEM}, "sixteen memfds of 16 MiB" + tag);
+  }
+}
+
+TEST_F(PinnedMemoryTest, SysvSharedMemoryIsBounded) {
+  for (bool cgroup : {false, true}) {
+    if (cgroup && !HostHasCgroup()) continue;
+    const std::string tag = std::string(", cgroup=") + (cgroup ? "1" : "0");
+    // One segment larger than the limit: shmmax refuses it.
+    ExpectBounded(Pin({"shm", std::to_string(2 * kLimit)}, cgroup), cgroup, {EINVAL},
+                  "one segment past the limit" + tag);
+    // Many segments, each within shmmax, kept after detaching: shmall ends them at the limit.
+    auto r = Pin({"shm", std::to_string(32ll << 20), "8"}, cgroup);
+    ExpectBounded(r, cgroup, {ENOSPC}, "eight segments of 32 MiB" + tag);
+    if (auto at = r.out.find("shm: made "); at != std::string::npos) {
+      EXPECT_LE(std::atoll(r.out.c_str() + at + 10), kLimit) << r.out;
+    }
+  }
 }
 
 TEST_F(EscapeTest, WithoutBwrapCordonFailsClosed) {

@@ -4,9 +4,15 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <regex>
 
@@ -100,6 +106,116 @@ TEST(SeccompPlan, DefaultDeniesAndArgumentRules) {
   auto back = SeccompRulesFromJson(SeccompRulesJson(rules));
   ASSERT_TRUE(back);
   EXPECT_EQ(back->size(), rules.size());
+}
+
+TEST(SeccompPlan, SetIdModesAreRefusedOnEveryCallThatTakesAMode) {
+  const auto rules = BuildSeccompRules({}, NetworkMode::kNone);
+  struct Want {
+    const char* syscall;
+    unsigned index;
+  };
+  for (const Want& w :
+       {Want{"chmod", 1}, Want{"fchmod", 1}, Want{"fchmodat", 2}, Want{"fchmodat2", 2},
+        Want{"mknod", 1}, Want{"mknodat", 2}, Want{"mkdir", 1}, Want{"mkdirat", 2}, Want{"open", 2},
+        Want{"openat", 3}, Want{"creat", 1}}) {
+    for (std::uint64_t bit : {std::uint64_t{S_ISUID}, std::uint64_t{S_ISGID}}) {
+      const bool found = std::any_of(rules.begin(), rules.end(), [&](const SeccompRule& r) {
+        return r.syscall == w.syscall && r.errno_value == EPERM && r.args.size() == 1 &&
+               r.args[0].index == w.index && r.args[0].op == SeccompArg::Op::kMaskedEq &&
+               r.args[0].mask == bit && r.args[0].value == bit;
+      });
+      EXPECT_TRUE(found) << w.syscall << " bit " << std::oct << bit;
+    }
+  }
+  const auto openat2 = std::find_if(rules.begin(), rules.end(),
+                                    [](const SeccompRule& r) { return r.syscall == "openat2"; });
+  ASSERT_NE(openat2, rules.end());
+  EXPECT_EQ(openat2->errno_value, ENOSYS);
+  EXPECT_TRUE(openat2->args.empty());
+  // io_uring stays refused even when a policy layer removed it from the plain list.
+  for (const char* ring : {"io_uring_setup", "io_uring_enter", "io_uring_register"})
+    EXPECT_TRUE(HasRule(rules, ring)) << ring;
+#if defined(__x86_64__) || defined(__aarch64__)
+  // libseccomp 2.5.4 does not name fchmodat2; the applier uses the number.
+  EXPECT_EQ(FallbackSyscallNumber("fchmodat2"), 452);
+  EXPECT_EQ(FallbackSyscallNumber("openat2"), 437);
+#endif
+  EXPECT_EQ(FallbackSyscallNumber("no_such_call"), -1);
+}
+
+TEST(SeccompPlan, X32CallsAreKilled) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "x32 exists only on x86_64";
+#else
+  // An x32 call is an x86_64 call whose number has bit 30 set: the argument rules would not
+  // match it. In a child, with the filter as the shim loads it, one kills the process (SIGSYS)
+  // on every kernel, with or without x32 support.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(10);
+    if (!ApplySeccomp(BuildSeccompRules({}, NetworkMode::kNone))) _exit(11);
+    ::syscall(0x40000000L + SYS_fchmodat, AT_FDCWD, "/nonexistent", 04755);
+    _exit(12);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit " << WEXITSTATUS(status)
+                                   << " (10: no_new_privs, 11: apply, 12: the x32 call returned)";
+  EXPECT_EQ(WTERMSIG(status), SIGSYS);
+#endif
+}
+
+TEST(SeccompPlan, APlainDenyIsNotDoubledByABuiltInRule) {
+  // libseccomp refuses two rules with different actions for one call: a syscall the policy
+  // already denies outright gets no second rule, and the filter still loads.
+  const std::vector<std::string> plain = {"openat2", "memfd_create", "chmod", "shmget"};
+  const auto rules = BuildSeccompRules(plain, NetworkMode::kNone);
+  for (const auto& name : plain) {
+    EXPECT_EQ(std::count_if(rules.begin(), rules.end(),
+                            [&](const SeccompRule& r) { return r.syscall == name; }),
+              1)
+        << name;
+  }
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(10);
+    _exit(ApplySeccomp(rules) ? 0 : 11);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST(SeccompPlan, MemfdAndShmgetAreRefusedOnlyWhereNothingElseBoundsThem) {
+  struct Case {
+    bool cgroup, own_ipc, memfd_refused, shmget_refused;
+  };
+  for (const Case& c : {Case{false, true, true, false}, Case{true, true, false, false},
+                        Case{false, false, true, true}, Case{true, false, false, true}}) {
+    const auto rules = BuildSeccompRules(
+        {}, NetworkMode::kNone, SeccompMemory{.cgroup = c.cgroup, .own_ipc_namespace = c.own_ipc});
+    EXPECT_EQ(HasRule(rules, "memfd_create"), c.memfd_refused) << c.cgroup << c.own_ipc;
+    EXPECT_EQ(HasRule(rules, "memfd_secret"), c.memfd_refused) << c.cgroup << c.own_ipc;
+    EXPECT_EQ(HasRule(rules, "shmget"), c.shmget_refused) << c.cgroup << c.own_ipc;
+    for (const auto& r : rules) {
+      if (r.syscall == "memfd_create" || r.syscall == "shmget") {
+        EXPECT_EQ(r.errno_value, ENOSYS);
+      }
+    }
+  }
+}
+
+TEST(RlimitPlan, IpcShmLimitsAreTheMemoryLimit) {
+  EXPECT_EQ(BuildIpcShmLimits(128ull << 20, 4096), (IpcShmLimits{128ull << 20, 32768}));
+  EXPECT_EQ(BuildIpcShmLimits(4095, 4096), (IpcShmLimits{4095, 0}));
+  ContainSpec spec;
+  spec.argv = {"true"};
+  spec.ipc_shm_bytes = 1234567;
+  auto back = ContainSpecFromJson(ContainSpecJson(spec));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->ipc_shm_bytes, 1234567u);
 }
 
 TEST(SeccompPlan, ShippedPolicyListsTheIssueDenies) {
@@ -225,6 +341,14 @@ TEST(BwrapPlan, NamespacesMountsAndOrder) {
   EXPECT_EQ(dash + 4, a.size());
 }
 
+TEST(BwrapPlan, PrivateTmpIsSizedToTheMemoryLimit) {
+  auto l = Layout();
+  EXPECT_EQ(IndexOf(BuildBwrapArgv(l), {"--size"}), std::string::npos);
+  l.tmp_size_bytes = 134217728;
+  EXPECT_NE(IndexOf(BuildBwrapArgv(l), {"--size", "134217728", "--tmpfs", "/tmp"}),
+            std::string::npos);
+}
+
 TEST(BwrapPlan, NetworkAllowSharesTheHostNetworkAndReadOnlyWorkspaceSkipsProtection) {
   auto l = Layout();
   l.network = NetworkMode::kAllow;
@@ -342,6 +466,37 @@ TEST(PurePlan, FactsDecideEverythingAndTheCgroupFallbackIsInThePlan) {
   EXPECT_EQ(conf["cgroup"], "none");
   EXPECT_EQ(conf["cgroup_error"], "mkdir cgroup: Permission denied");
   EXPECT_EQ(conf["rlimits"], RlimitsJson(fallback->call.contain.rlimits));
+}
+
+TEST(PurePlan, PinnedMemoryIsBoundedByTheMemoryLimit) {
+  const Policy policy = HandPolicy();
+  HostFacts facts = HandFacts();
+  ProcessRequest req;
+  req.argv = {"true"};
+  const std::int64_t limit = policy.LimitsFor("").memory_bytes;
+  const auto has = [](const LaunchPlan& p, const char* call) {
+    return HasRule(p.call.contain.seccomp, call);
+  };
+  auto with_cgroup = BuildLaunchPlan(policy, facts, req);
+  ASSERT_TRUE(with_cgroup) << with_cgroup.error().message;
+  EXPECT_NE(IndexOf(LaunchArgv(*with_cgroup), {"--size", std::to_string(limit), "--tmpfs", "/tmp"}),
+            std::string::npos);
+  EXPECT_EQ(with_cgroup->call.contain.ipc_shm_bytes, static_cast<std::uint64_t>(limit));
+  EXPECT_FALSE(has(*with_cgroup, "memfd_create")) << "the cgroup charges memfd pages";
+  EXPECT_FALSE(has(*with_cgroup, "shmget")) << "bwrap's IPC namespace holds the segments";
+  facts.cgroup = CgroupMode::kNone;
+  auto without = BuildLaunchPlan(policy, facts, req);
+  ASSERT_TRUE(without);
+  EXPECT_TRUE(has(*without, "memfd_create"));
+  EXPECT_EQ(without->call.contain.ipc_shm_bytes, static_cast<std::uint64_t>(limit));
+  // The weaker mode has no IPC namespace of its own: the host's sysctls are left alone and
+  // shmget is refused (a segment there would outlive the call).
+  facts.host.weaker = true;
+  facts.host.bwrap.clear();
+  auto weaker = BuildLaunchPlan(policy, facts, req);
+  ASSERT_TRUE(weaker);
+  EXPECT_EQ(weaker->call.contain.ipc_shm_bytes, 0u);
+  EXPECT_TRUE(has(*weaker, "shmget"));
 }
 
 TEST(PurePlan, RefusalsComeFromTheFacts) {
