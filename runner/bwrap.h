@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "policy/policy.h"
+#include "runner/git_view.h"
 
 namespace cordon {
 
@@ -35,6 +36,7 @@ struct SandboxLayout {
   std::vector<HostPath> deny;
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;  // ancestors of protected paths: bound onto themselves
+  std::vector<GitViewMount> git_views;  // after the protected paths (runner/git_view.h)
   NetworkMode network = NetworkMode::kNone;
   std::string shim;  // host path of cordon-shim
   std::string cwd;
@@ -57,6 +59,7 @@ std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_
 struct ProtectedScan {
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;
+  std::vector<std::string> git_dirs;  // absolute: shown through git views (runner/git_view.h)
   std::size_t scanned = 0;
   bool truncated = false;
 };
