@@ -19,6 +19,15 @@ std::vector<std::string_view> Split(std::string_view rel) {
   return parts;
 }
 
+// Entries at the top of a git directory that git reads for configuration, commands or the
+// location of other git directories.
+bool TellsGitWhatToDo(std::string_view name) {
+  static constexpr std::string_view kNames[] = {
+      "config",  "config.worktree", "commondir", "gitdir",  "hooks",  "info",
+      "modules", "worktrees",       "branches",  "remotes", "shallow"};
+  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+}
+
 bool WritableParts(const std::vector<std::string_view>& parts, std::size_t from) {
   if (from >= parts.size()) return false;  // the git directory itself
   const std::string_view first = parts[from];
@@ -35,11 +44,12 @@ bool WritableParts(const std::vector<std::string_view>& parts, std::size_t from)
   if (IsGitSharedDir(first)) return true;
   if (first == "worktrees") return WritableParts(parts, from + 2);
   if (first == "modules") {
-    // A submodule's name may hold slashes (modules/libs/foo/): writable only when every way of
-    // reading the name gives a writable path, so no reading reaches a config or hook.
-    if (from + 2 >= parts.size()) return false;
-    for (std::size_t end = from + 2; end < parts.size(); ++end) {
-      if (!WritableParts(parts, end)) return false;
+    // A submodule's name may hold slashes (modules/libs/foo/). Read with a one-component name
+    // the path must be writable, and no longer reading of the name may land on an entry git
+    // takes instructions from (modules/a/objects/config is the config of submodule a/objects).
+    if (!WritableParts(parts, from + 2)) return false;
+    for (std::size_t end = from + 3; end < parts.size(); ++end) {
+      if (TellsGitWhatToDo(parts[end])) return false;
     }
     return true;
   }

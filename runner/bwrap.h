@@ -35,7 +35,7 @@ struct SandboxLayout {
   std::vector<HostPath> write;  // beyond the workspace
   std::vector<HostPath> deny;
   std::vector<ProtectedEntry> protect;
-  std::vector<std::string> pins;  // ancestors of protected paths: bound onto themselves
+  std::vector<std::string> pins;        // ancestors of protected paths: bound onto themselves
   std::vector<GitViewMount> git_views;  // after the protected paths (runner/git_view.h)
   NetworkMode network = NetworkMode::kNone;
   std::string shim;  // host path of cordon-shim

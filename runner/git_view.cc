@@ -302,8 +302,8 @@ Status GitViews::Materialize(const GitViewMount& m, View& v) {
   for (const auto& n : m.shared) TRY(ensure(n, true));
   for (const auto& n : m.read_only) {
     struct stat st {};
-    TRY(ensure(n, ::fstatat(host.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                      S_ISDIR(st.st_mode)));
+    TRY(ensure(
+        n, ::fstatat(host.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)));
   }
   for (const auto& n : v.mount_points) {
     if (points.count(n)) continue;
@@ -381,7 +381,8 @@ void GitViews::SyncOutLocked(const std::string& git_dir, View& v) {
     } else if (!view_sig.exists && rec.view.exists) {
       // Deleted in the view (MERGE_HEAD after a commit): deleted on the host only if the
       // host's is still the one last synced.
-      if (rec.host.exists && StatSig(host.get(), n) == rec.host) ::unlinkat(host.get(), n.c_str(), 0);
+      if (rec.host.exists && StatSig(host.get(), n) == rec.host)
+        ::unlinkat(host.get(), n.c_str(), 0);
       rec.view = {};
       rec.host = StatSig(host.get(), n);
     }

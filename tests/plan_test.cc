@@ -228,10 +228,17 @@ TEST(BwrapPlan, NamespacesMountsAndOrder) {
 TEST(BwrapPlan, GitViewsAreBoundOverEachGitDirectoryWithTheSharedAndReadOnlyParts) {
   SandboxLayout l = Layout();
   l.protect.erase(l.protect.begin());  // no .git/hooks bind: the view covers it
-  l.git_views = {{"/ws/.git/modules/sub", "/st/views/7-ab/2", {"objects", "refs"}, {"config"},
-                  {"HEAD", "index"}, {}},
-                 {"/ws/.git", "/st/views/7-ab/1", {"objects", "refs", "logs"},
-                  {"config", "hooks", "modules"}, {"HEAD", "index", "ORIG_HEAD"},
+  l.git_views = {{"/ws/.git/modules/sub",
+                  "/st/views/7-ab/2",
+                  {"objects", "refs"},
+                  {"config"},
+                  {"HEAD", "index"},
+                  {}},
+                 {"/ws/.git",
+                  "/st/views/7-ab/1",
+                  {"objects", "refs", "logs"},
+                  {"config", "hooks", "modules"},
+                  {"HEAD", "index", "ORIG_HEAD"},
                   {{"info", "../info-elsewhere"}}}};
   auto a = BuildBwrapArgv(l);
   const auto ws = IndexOf(a, {"--bind", "/ws", "/ws"});
@@ -294,8 +301,8 @@ TEST(GitView, ListsCopiesAndSyncsOnlyTheAllowedFiles) {
     EXPECT_EQ(mounts[2].git_dir, git + "/worktrees/wt");
     EXPECT_EQ(mounts[0].view_dir, (*dry)[0].view_dir) << "the plan names the view that runs";
     EXPECT_EQ(mounts[0].shared, (std::vector<std::string>{"objects", "refs"}));
-    EXPECT_EQ(mounts[0].read_only, (std::vector<std::string>{"config", "hooks", "modules",
-                                                             "worktrees"}));
+    EXPECT_EQ(mounts[0].read_only,
+              (std::vector<std::string>{"config", "hooks", "modules", "worktrees"}));
     EXPECT_EQ(mounts[0].copied, (std::vector<std::string>{"HEAD", "index"}));
     EXPECT_EQ(mounts[2].read_only, std::vector<std::string>{"commondir"});
     const std::string v = mounts[0].view_dir;

@@ -1,11 +1,11 @@
 // Policy: layering, list merging ("!entry", project layer), provenance per entry, the show
 // renderings, enum name tables, unknown keys with file:line, tighten-only project files,
 // examples, and the protected-path rule.
-#include "policy/git_rules.h"
 #include "policy/policy.h"
 
 #include <gtest/gtest.h>
 
+#include "policy/git_rules.h"
 #include "policy/policy_show.h"
 #include "tests/test_util.h"
 
@@ -438,23 +438,66 @@ TEST(ProtectedPaths, Table) {
 
 // The one definition of what may be written inside a git directory (policy/git_rules.h).
 TEST(GitRules, OnlyWhatACommitNeedsIsWritable) {
-  for (const char* p :
-       {"HEAD", "index", "index.lock", "HEAD.lock", "packed-refs", "packed-refs.lock",
-        "ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REBASE_HEAD", "FETCH_HEAD", "AUTO_MERGE",
-        "COMMIT_EDITMSG", "objects/ab/cdef", "objects/info/alternates", "objects/pack/x.pack",
-        "refs/heads/main", "refs/heads/main.lock", "refs/stash", "logs/HEAD",
-        "logs/refs/heads/x", "modules/sub/HEAD", "modules/sub/objects/ab/cd",
-        "modules/a/modules/b/index", "worktrees/wt/HEAD", "worktrees/wt/index.lock"}) {
+  for (const char* p : {"HEAD",
+                        "index",
+                        "index.lock",
+                        "HEAD.lock",
+                        "packed-refs",
+                        "packed-refs.lock",
+                        "ORIG_HEAD",
+                        "MERGE_HEAD",
+                        "CHERRY_PICK_HEAD",
+                        "REBASE_HEAD",
+                        "FETCH_HEAD",
+                        "AUTO_MERGE",
+                        "COMMIT_EDITMSG",
+                        "objects/ab/cdef",
+                        "objects/info/alternates",
+                        "objects/pack/x.pack",
+                        "refs/heads/main",
+                        "refs/heads/main.lock",
+                        "refs/stash",
+                        "logs/HEAD",
+                        "logs/refs/heads/x",
+                        "modules/sub/HEAD",
+                        "modules/sub/objects/ab/cd",
+                        "modules/a/modules/b/index",
+                        "worktrees/wt/HEAD",
+                        "worktrees/wt/index.lock"}) {
     EXPECT_TRUE(IsGitWritable(p)) << p;
   }
-  for (const char* p :
-       {"", "config", "config.lock", "config.worktree", "commondir", "gitdir", "hooks",
-        "hooks/pre-commit", "info/attributes", "info/exclude", "description", "shallow",
-        "sharedindex.abc", "rebase-merge/done", "modules/sub/config", "modules/sub/hooks/x",
-        "modules/sub/commondir", "modules/libs/foo/config", "modules/a/objects/config",
-        "modules/sub", "worktrees/wt/commondir", "worktrees/wt/gitdir",
-        "worktrees/wt/config.worktree", "worktrees/wt", "objects/../config", "refs/../hooks/x",
-        "head", "X_HEAD/y", "lower_HEAD", "HEAD/x"}) {
+  for (const char* p : {"",
+                        "config",
+                        "config.lock",
+                        "config.worktree",
+                        "commondir",
+                        "gitdir",
+                        "hooks",
+                        "hooks/pre-commit",
+                        "info/attributes",
+                        "info/exclude",
+                        "description",
+                        "shallow",
+                        "sharedindex.abc",
+                        "rebase-merge/done",
+                        "modules/sub/config",
+                        "modules/sub/hooks/x",
+                        "modules/sub/commondir",
+                        "modules/libs/objects/hooks/x",
+                        "modules/a/refs/config",
+                        "modules/libs/foo/config",
+                        "modules/a/objects/config",
+                        "modules/sub",
+                        "worktrees/wt/commondir",
+                        "worktrees/wt/gitdir",
+                        "worktrees/wt/config.worktree",
+                        "worktrees/wt",
+                        "objects/../config",
+                        "refs/../hooks/x",
+                        "head",
+                        "X_HEAD/y",
+                        "lower_HEAD",
+                        "HEAD/x"}) {
     EXPECT_FALSE(IsGitWritable(p)) << p;
   }
   // Relative to the workspace: any directory named .git, at any depth.

@@ -115,9 +115,10 @@ namespace {
 Status CheckGitRule(const std::string& root, const std::string& rel) {
   if (!GitRuleAllowsWrite(rel)) {
     return Fail(Code::kDeniedByPolicy,
-                rel + " is inside a git directory, where only objects/, refs/, logs/, HEAD, "
-                      "index, packed-refs, *_HEAD, COMMIT_EDITMSG and their lock files may be "
-                      "written (config, hooks, commondir, info and the rest tell git what to run)");
+                rel +
+                    " is inside a git directory, where only objects/, refs/, logs/, HEAD, "
+                    "index, packed-refs, *_HEAD, COMMIT_EDITMSG and their lock files may be "
+                    "written (config, hooks, commondir, info and the rest tell git what to run)");
   }
   for (std::size_t pos = rel.find(".git/"); pos != std::string::npos;
        pos = rel.find(".git/", pos + 1)) {
@@ -137,7 +138,8 @@ Status CheckGitRule(const std::string& root, const std::string& rel) {
 
 Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::string& path) {
   ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(path));
-  if (Status git = CheckGitRule(ctx.workspace.root(), rel); !git) return std::unexpected(git.error());
+  if (Status git = CheckGitRule(ctx.workspace.root(), rel); !git)
+    return std::unexpected(git.error());
   if (IsProtectedPath(rel)) {
     return Fail(Code::kDeniedByPolicy,
                 rel +
