@@ -79,6 +79,9 @@ GitViewMount ListGitDir(const std::string& git_dir) {
   m.git_dir = git_dir;
   for (const auto& n : DirNames(git_dir)) {
     if (n.starts_with(".cordon-sync-")) continue;  // a sync of cordon's own, under way
+    // A host git's lock (index.lock...) is gone in a moment: binding it could fail the launch,
+    // and in the view the sandbox's git takes its own.
+    if (n.ends_with(".lock")) continue;
     const std::string p = git_dir + "/" + n;
     struct stat st {};
     if (::lstat(p.c_str(), &st) != 0) continue;
@@ -116,16 +119,25 @@ UniqueFd OpenDirNoFollow(const std::string& path) {
 
 // Copies dir `from`/name over dir `to`/name by temp file + rename: a reader of `to` sees the
 // old file or the new one, never a partial one. The source must be a regular file (the view is
-// writable by the sandbox: a symlink or fifo planted there is not followed).
-bool CopyAt(int from, int to, const std::string& name) {
+// writable by the sandbox: a symlink or fifo planted there is not followed). With `git_lock`
+// the temp file is git's own lock (NAME.lock, O_EXCL), waited for up to 2 s: a host git that
+// read the file before cannot write its stale copy back over this one (git verifies the index
+// it read is still on disk before writing), and one that holds the lock finishes first.
+bool CopyAt(int from, int to, const std::string& name, bool git_lock = false) {
   UniqueFd src(::openat(from, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st {};
   if (!src.valid() || ::fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   const std::string tmp =
-      ".cordon-sync-" + std::to_string(::getpid()) + "-" + RandomHex() + "-" + name;
+      git_lock ? name + ".lock"
+               : ".cordon-sync-" + std::to_string(::getpid()) + "-" + RandomHex() + "-" + name;
   const mode_t mode = (st.st_mode & 0666) | 0600;
-  UniqueFd dst(
-      ::openat(to, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+  UniqueFd dst;
+  for (int tries = 0; tries < 100; ++tries) {
+    dst = UniqueFd(
+        ::openat(to, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (dst.valid() || errno != EEXIST || !git_lock) break;
+    ::usleep(20000);  // a host git holds the lock: it renames or removes it when done
+  }
   if (!dst.valid()) return false;
   bool ok = true;
   char buf[1 << 16];
@@ -375,7 +387,7 @@ void GitViews::SyncOutLocked(const std::string& git_dir, View& v) {
       if (::fstatat(host.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
         continue;  // the host has something else under this name: it is not replaced
       }
-      if (!CopyAt(view.get(), host.get(), n)) continue;  // tried again at the next sync
+      if (!CopyAt(view.get(), host.get(), n, true)) continue;  // tried again at the next sync
       rec.view = view_sig;
       rec.host = StatSig(host.get(), n);
     } else if (!view_sig.exists && rec.view.exists) {
