@@ -60,6 +60,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                                                                it->second.started)
                          .count();
     session.Audit(rec, true);
+    session.processes().SyncGitViews();  // a tool-call boundary of the wrapped server
     pending.erase(it);
   };
   auto to_client = [&](std::string_view line) {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "core/redact.h"
@@ -76,6 +77,7 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
         a.insert(a.end(), {"--ro-bind", "/dev/null", p.path});
       }
     }
+    AppendGitViewArgs(l.git_views, a);
   }
   for (const auto& d : l.deny) {
     if (d.kind == PathKind::kDir) {
@@ -119,6 +121,32 @@ constexpr const char* kRootFiles[] = {
     ".mcp.json", ".bashrc",   ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
     ".zshenv",   ".zprofile", ".zlogin",       ".zlogout",    ".envrc",       ".inputrc"};
 
+// The directory a `.git` file ("gitdir: PATH") names, when it lies inside the workspace.
+std::optional<std::string> GitFileTarget(const std::string& git_file, const std::string& ws) {
+  std::string line;
+  {
+    UniqueFd fd(::open(git_file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    char buf[4096];
+    ssize_t n = fd.valid() ? ::read(fd.get(), buf, sizeof buf) : -1;
+    if (n <= 0) return std::nullopt;
+    line.assign(buf, static_cast<std::size_t>(n));
+  }
+  if (line.rfind("gitdir:", 0) != 0) return std::nullopt;
+  line = line.substr(0, line.find('\n'));
+  std::size_t b = line.find_first_not_of(" \t", 7);
+  if (b == std::string::npos) return std::nullopt;
+  std::string target = line.substr(b);
+  while (!target.empty() && (target.back() == '\r' || target.back() == ' ')) target.pop_back();
+  if (target.empty()) return std::nullopt;
+  if (target[0] != '/') target = git_file.substr(0, git_file.rfind('/')) + "/" + target;
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(target.c_str(), nullptr), &std::free);
+  if (real == nullptr) return std::nullopt;
+  std::string r = real.get();
+  if (r.size() <= ws.size() || r.compare(0, ws.size(), ws) != 0 || r[ws.size()] != '/')
+    return std::nullopt;
+  return r;
+}
+
 }  // namespace
 
 Result<ProtectedScan> ScanProtectedPaths(const std::string& ws, std::size_t max_entries,
@@ -143,11 +171,13 @@ Result<ProtectedScan> ScanProtectedPaths(const std::string& ws, std::size_t max_
     const std::string git = prefix + ".git";
     PathKind k = kind_of(git);
     if (k == PathKind::kDir) {
-      TRY(add(git + "/config", kind_of(git + "/config"), false));
-      TRY(add(git + "/hooks", kind_of(git + "/hooks"), true));
+      scan.git_dirs.push_back(ws + "/" + git);  // shown through a git view
     } else if (k == PathKind::kFile || (k == PathKind::kMissing && at_root)) {
       // A gitdir file, or no repository at all: the agent may not plant one.
       TRY(add(git, k, true));
+      if (k == PathKind::kFile) {
+        if (auto target = GitFileTarget(ws + "/" + git, ws)) scan.git_dirs.push_back(*target);
+      }
     } else if (k != PathKind::kMissing) {
       TRY(add(git, k, true));
     }

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "policy/policy.h"
+#include "runner/git_view.h"
 
 namespace cordon {
 
@@ -35,7 +36,8 @@ struct SandboxLayout {
   std::vector<HostPath> write;  // beyond the workspace
   std::vector<HostPath> deny;
   std::vector<ProtectedEntry> protect;
-  std::vector<std::string> pins;  // ancestors of protected paths: bound onto themselves
+  std::vector<std::string> pins;        // ancestors of protected paths: bound onto themselves
+  std::vector<GitViewMount> git_views;  // after the protected paths (runner/git_view.h)
   NetworkMode network = NetworkMode::kNone;
   // The private /tmp's size (bwrap >= 0.8.0 --size); 0 leaves tmpfs's default, half the RAM.
   std::int64_t tmp_size_bytes = 0;
@@ -60,6 +62,7 @@ std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_
 struct ProtectedScan {
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;
+  std::vector<std::string> git_dirs;  // absolute: shown through git views (runner/git_view.h)
   std::size_t scanned = 0;
   bool truncated = false;
 };

@@ -372,6 +372,14 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     }
     s.protect = facts.protected_scan->protect;
     s.pins = facts.protected_scan->pins;
+    s.git_views = facts.git_views;
+    for (auto& pin : GitViewPins(workspace, s.git_views)) {
+      if (std::find(s.pins.begin(), s.pins.end(), pin) == s.pins.end()) s.pins.push_back(pin);
+    }
+    // Shallow first: a pin is bound before the pins below it.
+    std::stable_sort(s.pins.begin(), s.pins.end(), [](const std::string& a, const std::string& b) {
+      return std::count(a.begin(), a.end(), '/') < std::count(b.begin(), b.end(), '/');
+    });
     for (const auto& p : s.protect) {
       if (p.kind == PathKind::kMissing) s.created_stubs.push_back(p.path);
     }
@@ -459,6 +467,7 @@ std::vector<std::string> LaunchArgv(const LaunchPlan& plan) {
   l.deny = s.deny;
   l.protect = s.protect;
   l.pins = s.pins;
+  l.git_views = s.git_views;
   l.network = s.network;
   l.tmp_size_bytes = plan.call.limits.memory_bytes;
   l.shim = s.shim;
@@ -496,7 +505,8 @@ Json ConfinementJson(const LaunchPlan& plan) {
             {"cgroup", std::string(Name(kCgroupModeNames, c.cgroup))},
             {"rlimits", RlimitsJson(c.contain.rlimits)},
             {"workspace", s.workspace_writable ? "read-write" : "read-only"},
-            {"protected_paths", s.protect.size()}};
+            {"protected_paths", s.protect.size()},
+            {"git_views", s.git_views.size()}};
   if (weaker) j["weaker_reason"] = s.weaker_reason;
   if (!c.cgroup_error.empty()) j["cgroup_error"] = c.cgroup_error;
   return j;
@@ -509,7 +519,8 @@ Json PlanJson(const LaunchPlan& plan) {
           {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
           {"contain", ContainSpecJson(plan.call.contain)},
           {"confinement", ConfinementJson(plan)},
-          {"stubs", plan.session.created_stubs}};
+          {"stubs", plan.session.created_stubs},
+          {"git_views", GitViewsJson(plan.session.git_views)}};
 }
 
 Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan& plan,

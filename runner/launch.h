@@ -81,6 +81,7 @@ struct HostFacts {
   uid_t euid = 0;
   std::optional<ProtectedScan> protected_scan;  // absent when the workspace is read-only
   std::optional<Error> protected_error;         // the scan refused the workspace
+  std::vector<GitViewMount> git_views;          // the session's views of the scan's git dirs
   std::map<std::string, std::vector<std::string>> paths_except;  // weaker mode: PathsExcept
   // The cgroup as acquired: its mode, or kNone with the reason creating it failed (the plan
   // then falls back to rlimits for memory and pids).
@@ -133,6 +134,7 @@ struct SessionLaunch {
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;
   std::vector<std::string> created_stubs;  // protected stubs bwrap will create on the host
+  std::vector<GitViewMount> git_views;     // every git directory, shown through a view
   NetworkMode network = NetworkMode::kNone;
   bool weaker() const { return bwrap.empty(); }
 };

@@ -38,6 +38,10 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources*
   LaunchResources dropped;
   ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
                                                     acquired != nullptr ? acquired : &dropped));
+  if (facts.protected_scan && !host->weaker) {  // sync-in; `--plan` (no acquired) writes nothing
+    ASSIGN_OR_RETURN(facts.git_views,
+                     git_views_.Prepare(facts.protected_scan->git_dirs, acquired != nullptr));
+  }
   return BuildLaunchPlan(policy_, facts, req);
 }
 
@@ -72,6 +76,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
     const ProcessRequest& req, const std::atomic<bool>* cancel) {
   ASSIGN_OR_RETURN(auto proc, Launch(req));
   proc->Run(cancel);
+  git_views_.SyncOut();
   Record(*proc, "", false);
   return proc;
 }
@@ -82,6 +87,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
   ASSIGN_OR_RETURN(auto proc, Launch(req));
   if (started) started(*proc);
   proc->Run(cancel, &hooks);
+  git_views_.SyncOut();
   Record(*proc, "", false);
   return proc;
 }
@@ -99,6 +105,7 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   raw->thread = std::thread([this, raw] {
     BlockTerminationSignals();
     raw->proc->Run(&raw->cancel);
+    git_views_.SyncOut();
     Record(*raw->proc, raw->id, raw->cancel.load());
   });
   return Json{{"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/signals.h"
+#include "runner/git_view.h"
 #include "runner/launch.h"
 
 namespace cordon {
@@ -41,6 +42,9 @@ class ProcessHost {
   Result<std::unique_ptr<ConfinedProcess>> RunWithHooks(
       const ProcessRequest& req, RunHooks& hooks, const std::atomic<bool>* cancel,
       const std::function<void(ConfinedProcess&)>& started);
+  // Writes what the sandboxes changed in the git views back to the host (runner/git_view.h):
+  // after each process, and at each tool-call boundary while a long-lived one runs.
+  void SyncGitViews() { git_views_.SyncOut(); }
   Json List();
   Result<Json> Output(const std::string& id, std::size_t max_chars);
   Result<Json> Cancel(const std::string& id);
@@ -63,6 +67,7 @@ class ProcessHost {
   Result<SandboxHost> host_;
   char** envp_;
   Recorder record_;
+  GitViews git_views_;  // outlives every job (members go after the destructor's joins)
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   int next_job_ = 0;

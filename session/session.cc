@@ -369,6 +369,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
   const bool is_error = result["isError"].get<bool>();
   if (is_error) ++errors_;
 
+  processes_->SyncGitViews();  // a tool-call boundary: long-lived processes' git writes go out
   // 6. Record.
   const auto elapsed =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)

@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -130,6 +131,90 @@ class EscapeTest : public ::testing::Test {
     }
     return pid;
   }
+  // --- git metadata (SECURITY.md "Git metadata (issue 9)") ---
+  // Host git, with no global or system configuration of the machine running the tests.
+  testing::RunResult HostGit(const std::string& repo, std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", repo});
+    return testing::Run(args, GitEnv());
+  }
+  std::vector<std::string> GitEnv() {
+    return {"HOME=" + (dir_ / "home"),          "GIT_CONFIG_NOSYSTEM=1",
+            "GIT_CONFIG_GLOBAL=/dev/null",      "GIT_AUTHOR_NAME=t",
+            "GIT_AUTHOR_EMAIL=t@example.org",   "GIT_COMMITTER_NAME=t",
+            "GIT_COMMITTER_EMAIL=t@example.org"};
+  }
+  void InitRepo(const std::string& repo) {
+    std::filesystem::create_directories(repo);
+    for (std::vector<std::string> c : {std::vector<std::string>{"init", "-q", "-b", "main"},
+                                       {"config", "user.name", "t"},
+                                       {"config", "user.email", "t@example.org"},
+                                       {"config", "commit.gpgsign", "false"},
+                                       {"commit", "-q", "--allow-empty", "-m", "base"}}) {
+      auto r = HostGit(repo, c);
+      ASSERT_EQ(r.exit_code, 0) << c[0] << ": " << r.out << r.err;
+    }
+  }
+  // An executable that leaves a marker when run: what core.fsmonitor or a hook would run.
+  std::string Sentinel() {
+    const std::string path = dir_ / "sentinel.sh";
+    WriteFile(path, "#!/bin/sh\ntouch " + (dir_ / "SENTINEL_RAN") + "\nexit 1\n");
+    ::chmod(path.c_str(), 0755);
+    return path;
+  }
+  bool SentinelRan() { return testing::Exists(dir_ / "SENTINEL_RAN"); }
+  // What a user does on the host: git status (in the repository and with -C) and a hook run.
+  void HostGitUses(const std::string& repo) {
+    HostGit(repo, {"status", "--porcelain"});
+    testing::Run({"/bin/sh", "-c", "cd '" + repo + "' && /usr/bin/git status"}, GitEnv());
+    HostGit(repo, {"hook", "run", "--ignore-missing", "pre-commit"});
+    HostGit(repo, {"hook", "run", "--ignore-missing", "post-checkout"});
+  }
+  // Runs `plant` in a sandbox that stays alive; the host uses git in each repository while it
+  // runs and after it ended. The sentinel must never run.
+  void ExpectPlantHasNoHostEffect(const std::string& plant, const std::vector<std::string>& repos,
+                                  const std::string& what) {
+    const std::string ready = ws_ + "/.plant-ready";
+    std::error_code ec;
+    std::filesystem::remove(ready, ec);
+    const std::string out = dir_ / "plant.out";
+    std::vector<std::string> envs = env_;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      if (entry.rfind("XDG_CONFIG_HOME=", 0) != 0 && entry.rfind("XDG_STATE_HOME=", 0) != 0)
+        envs.push_back(entry);
+    }
+    std::vector<char*> cenv;
+    for (auto& e : envs) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      const std::string script = "cd '" + ws_ + "'; " + plant + "; touch '" + ready + "'; sleep 2";
+      const std::string log = dir_ / "plant.jsonl";
+      ::execle(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(),
+               "--audit-log", log.c_str(), "--", "/bin/sh", "-c", script.c_str(),
+               static_cast<char*>(nullptr), cenv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 300 && !testing::Exists(ready); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(testing::Exists(ready)) << what << ": the plant did not run: " << ReadFile(out);
+    for (const auto& r : repos) HostGitUses(r);
+    EXPECT_FALSE(SentinelRan()) << what << ": host git ran the planted command during the run";
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    for (const auto& r : repos) HostGitUses(r);
+    EXPECT_FALSE(SentinelRan()) << what << ": host git ran the planted command after the run\n"
+                                << ReadFile(out);
+    std::filesystem::remove(ready, ec);
+  }
+  // Files the plant copies from (the sandbox has its own /tmp: they live in the workspace).
+  std::string Payload(const std::string& name) { return ws_ + "/payload/" + name; }
+  std::string FsmonitorConfig() { return "[core]\n\tfsmonitor = " + Sentinel() + "\n"; }
+
   TempDir dir_;
   std::string ws_;
   std::vector<std::string> env_;
@@ -190,6 +275,156 @@ TEST_F(EscapeTest, GitHooksAndConfigAreReadOnlyButObjectsAreWritable) {
   WriteFile(ws_ + "/vendor/lib/.git/config", "[core]\n");
   ExpectRefused(Probe({"write", ws_ + "/vendor/lib/.git/hooks/pre-commit"}), "nested hook");
   ExpectRefused(Probe({"write", ws_ + "/vendor/lib/.git/config"}), "nested config");
+  // The rest of the top of a git directory is the sandbox's private view: a write there may
+  // succeed inside, and never reaches the host (issue 9).
+  for (const char* p : {"/.git/commondir", "/.git/config.worktree", "/vendor/lib/.git/commondir"}) {
+    Probe({"write", ws_ + p});
+    EXPECT_FALSE(testing::Exists(ws_ + p)) << p << " reached the host";
+  }
+  // What a commit writes at the top (HEAD, index) goes through.
+  auto head = Probe({"write", ws_ + "/.git/HEAD"});
+  EXPECT_EQ(head.exit_code, 0) << head.out << head.err;
+  EXPECT_EQ(ReadFile(ws_ + "/.git/HEAD"), "pwned\n");
+}
+
+TEST_F(EscapeTest, GitCommondirPlantedByExecNeverReachesHostGit) {
+  InitRepo(ws_);
+  const std::string cfg = FsmonitorConfig();
+  // commondir sends git to a directory the agent controls for its config and hooks.
+  WriteFile(Payload("evil.config"), cfg);
+  ExpectPlantHasNoHostEffect(
+      "mkdir -p evil/objects evil/refs evil/hooks; cp '" + Payload("evil.config") +
+          "' evil/config; cp .git/HEAD evil/HEAD; echo ../evil > .git/commondir",
+      {ws_}, ".git/commondir from exec");
+  EXPECT_FALSE(testing::Exists(ws_ + "/.git/commondir"));
+}
+
+TEST_F(EscapeTest, GitCommondirPlantedByTheFileToolsIsRefused) {
+  InitRepo(ws_);
+  std::filesystem::create_directories(ws_ + "/evil/objects");
+  std::filesystem::create_directories(ws_ + "/evil/refs");
+  WriteFile(ws_ + "/evil/config", FsmonitorConfig());
+  auto r = Call("create_file", {{"path", ".git/commondir"}, {"content", "../evil\n"}});
+  EXPECT_NE(r.out.find("denied_by_policy"), std::string::npos) << r.out << r.err;
+  EXPECT_FALSE(testing::Exists(ws_ + "/.git/commondir"));
+  for (const char* p : {".git/config", ".git/hooks/pre-commit", ".git/info/exclude",
+                        ".git/modules/x/config", ".git/worktrees/x/commondir"}) {
+    auto w = Call("create_file", {{"path", p}, {"content", "x\n"}});
+    EXPECT_NE(w.out.find("denied_by_policy"), std::string::npos) << p << ": " << w.out << w.err;
+  }
+  // A repository cannot be started by writing into a .git that does not exist.
+  auto fresh = Call("create_file", {{"path", "newrepo/.git/HEAD"}, {"content", "ref: x\n"}});
+  EXPECT_NE(fresh.out.find("denied_by_policy"), std::string::npos) << fresh.out << fresh.err;
+  EXPECT_FALSE(testing::Exists(ws_ + "/newrepo/.git"));
+  // What a commit needs stays writable for the file tools too.
+  auto ok = Call("create_file", {{"path", ".git/refs/heads/by-tool"}, {"content", "x\n"}});
+  EXPECT_EQ(ok.out.find("denied_by_policy"), std::string::npos) << ok.out << ok.err;
+  HostGitUses(ws_);
+  EXPECT_FALSE(SentinelRan());
+}
+
+TEST_F(EscapeTest, LinkedWorktreeCommondirCannotBeRedirected) {
+  InitRepo(ws_);
+  const std::string wt = dir_ / "linked";
+  auto add = HostGit(ws_, {"worktree", "add", "-q", "-b", "wtb", wt});
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  WriteFile(Payload("evil.config"), FsmonitorConfig());
+  const std::string before = ReadFile(ws_ + "/.git/worktrees/linked/commondir");
+  ExpectPlantHasNoHostEffect("mkdir -p evil/objects evil/refs; cp '" + Payload("evil.config") +
+                                 "' evil/config; echo " + ws_ +
+                                 "/evil > .git/worktrees/linked/commondir; "
+                                 "cp '" +
+                                 Payload("evil.config") + "' .git/worktrees/linked/config.worktree",
+                             {wt, ws_}, ".git/worktrees/<name>/commondir");
+  EXPECT_EQ(ReadFile(ws_ + "/.git/worktrees/linked/commondir"), before);
+}
+
+TEST_F(EscapeTest, SubmoduleConfigAndHooksAreReadOnly) {
+  InitRepo(dir_ / "subsrc");
+  InitRepo(ws_);
+  auto add = HostGit(
+      ws_, {"-c", "protocol.file.allow=always", "submodule", "add", "-q", dir_ / "subsrc", "sub"});
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  ASSERT_TRUE(testing::Exists(ws_ + "/.git/modules/sub/config"));
+  WriteFile(Payload("evil.config"), FsmonitorConfig());
+  WriteFile(Payload("evil.hook"), "#!/bin/sh\nexec " + Sentinel() + "\n");
+  const std::string m = ".git/modules/sub";
+  ExpectPlantHasNoHostEffect("cat '" + Payload("evil.config") + "' >> " + m + "/config; cp '" +
+                                 Payload("evil.config") + "' " + m + "/config.new; mv -f " + m +
+                                 "/config.new " + m + "/config; cp '" + Payload("evil.hook") +
+                                 "' " + m + "/hooks/pre-commit; chmod +x " + m +
+                                 "/hooks/pre-commit",
+                             {ws_ + "/sub", ws_}, ".git/modules/<name>/config and hooks");
+  EXPECT_FALSE(testing::Exists(ws_ + "/" + m + "/hooks/pre-commit"));
+  EXPECT_EQ(ReadFile(ws_ + "/" + m + "/config").find("fsmonitor"), std::string::npos);
+}
+
+TEST_F(EscapeTest, GitConfigRenameHooksAndInfoNeverReachTheHost) {
+  InitRepo(ws_);
+  WriteFile(Payload("evil.config"), FsmonitorConfig());
+  WriteFile(Payload("evil.hook"), "#!/bin/sh\nexec " + Sentinel() + "\n");
+  const std::string config = ReadFile(ws_ + "/.git/config");
+  ExpectPlantHasNoHostEffect("cp '" + Payload("evil.config") +
+                                 "' .git/config.new; mv -f .git/config.new .git/config; "
+                                 "cp '" +
+                                 Payload("evil.config") +
+                                 "' .git/config; "
+                                 "rm -rf .git/hooks; mkdir -p .git/hooks; cp '" +
+                                 Payload("evil.hook") + "' .git/hooks/pre-commit; cp '" +
+                                 Payload("evil.hook") +
+                                 "' .git/hooks/post-checkout; chmod +x .git/hooks/*; "
+                                 "mkdir -p .git/info; echo '* filter=evil' > .git/info/attributes; "
+                                 "echo '*' > .git/info/exclude",
+                             {ws_}, ".git/config via rename, .git/hooks/*, .git/info/*");
+  EXPECT_EQ(ReadFile(ws_ + "/.git/config"), config);
+  EXPECT_EQ(ReadFile(ws_ + "/.git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/.git/hooks/post-checkout"));
+  EXPECT_FALSE(testing::Exists(ws_ + "/.git/info/attributes"));
+  EXPECT_NE(ReadFile(ws_ + "/.git/info/exclude"), "*\n");
+}
+
+TEST_F(EscapeTest, GitCommitCheckoutStashAndRebaseWorkInsideAndReachTheHost) {
+  InitRepo(ws_);
+  WriteFile(ws_ + "/a.txt", "a\n");
+  ASSERT_EQ(HostGit(ws_, {"add", "a.txt"}).exit_code, 0);
+  ASSERT_EQ(HostGit(ws_, {"commit", "-q", "-m", "host"}).exit_code, 0);
+  // Inside: a branch with a commit, a commit on main, a stash round trip, a rebase onto main.
+  const std::string script =
+      "set -e; export GIT_CONFIG_NOSYSTEM=1; "
+      "git checkout -q -b feature; echo f > f.txt; git add f.txt; git commit -q -m feat; "
+      "git checkout -q main; echo m > m.txt; git add m.txt; git commit -q -m onmain; "
+      "git checkout -q feature; echo dirty >> a.txt; git stash -q; "
+      "test \"$(cat a.txt)\" = a; git stash pop -q; grep -q dirty a.txt; "
+      "git commit -q -am stashed; git rebase -q main; git log --format=%s";
+  // The host uses git while the sandbox runs.
+  std::atomic<bool> done{false};
+  int host_status_failures = 0, host_status_runs = 0;
+  std::thread host([&] {
+    while (!done.load()) {
+      auto st = HostGit(ws_, {"status", "--porcelain"});
+      ++host_status_runs;
+      if (st.exit_code != 0) ++host_status_failures;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  auto r = Exec({"/bin/sh", "-c", script});
+  done = true;
+  host.join();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_GT(host_status_runs, 0);
+  EXPECT_EQ(host_status_failures, 0) << "host git status failed during the sandbox run";
+  // The host repository has it all: branch, commits in rebased order, HEAD on feature.
+  auto log = HostGit(ws_, {"log", "--format=%s", "feature"});
+  EXPECT_EQ(log.out, "stashed\nfeat\nonmain\nhost\nbase\n") << log.err;
+  EXPECT_EQ(HostGit(ws_, {"rev-parse", "--abbrev-ref", "HEAD"}).out, "feature\n");
+  EXPECT_EQ(HostGit(ws_, {"log", "--format=%s", "-1", "main"}).out, "onmain\n");
+  auto status = HostGit(ws_, {"status", "--porcelain"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(status.out, "?? probe\n") << "the host index matches the sandbox's commits";
+  EXPECT_EQ(HostGit(ws_, {"stash", "list"}).out, "");
+  EXPECT_FALSE(testing::Exists(ws_ + "/.git/rebase-merge"));
+  auto fsck = HostGit(ws_, {"fsck", "--no-progress"});
+  EXPECT_EQ(fsck.exit_code, 0) << fsck.out << fsck.err;
 }
 
 TEST_F(EscapeTest, MissingProtectedPathsCannotBeCreated) {

@@ -349,6 +349,131 @@ TEST(BwrapPlan, PrivateTmpIsSizedToTheMemoryLimit) {
             std::string::npos);
 }
 
+TEST(BwrapPlan, GitViewsAreBoundOverEachGitDirectoryWithTheSharedAndReadOnlyParts) {
+  SandboxLayout l = Layout();
+  l.protect.erase(l.protect.begin());  // no .git/hooks bind: the view covers it
+  l.git_views = {{"/ws/.git/modules/sub",
+                  "/st/views/7-ab/2",
+                  {"objects", "refs"},
+                  {"config"},
+                  {"HEAD", "index"},
+                  {}},
+                 {"/ws/.git",
+                  "/st/views/7-ab/1",
+                  {"objects", "refs", "logs"},
+                  {"config", "hooks", "modules"},
+                  {"HEAD", "index", "ORIG_HEAD"},
+                  {{"info", "../info-elsewhere"}}}};
+  auto a = BuildBwrapArgv(l);
+  const auto ws = IndexOf(a, {"--bind", "/ws", "/ws"});
+  const auto view = IndexOf(a, {"--bind", "/st/views/7-ab/1", "/ws/.git"});
+  const auto objects = IndexOf(a, {"--bind", "/ws/.git/objects", "/ws/.git/objects"});
+  const auto logs = IndexOf(a, {"--bind", "/ws/.git/logs", "/ws/.git/logs"});
+  const auto config = IndexOf(a, {"--ro-bind", "/ws/.git/config", "/ws/.git/config"});
+  const auto modules = IndexOf(a, {"--ro-bind", "/ws/.git/modules", "/ws/.git/modules"});
+  const auto sub = IndexOf(a, {"--bind", "/st/views/7-ab/2", "/ws/.git/modules/sub"});
+  const auto sub_config =
+      IndexOf(a, {"--ro-bind", "/ws/.git/modules/sub/config", "/ws/.git/modules/sub/config"});
+  const auto vscode = IndexOf(a, {"--tmpfs", "/ws/.vscode"});
+  for (auto i : {ws, view, objects, logs, config, modules, sub, sub_config, vscode}) {
+    ASSERT_NE(i, std::string::npos);
+  }
+  EXPECT_LT(ws, view);
+  EXPECT_LT(vscode, view) << "views come after the protected paths";
+  EXPECT_LT(view, objects);
+  EXPECT_LT(objects, config);
+  EXPECT_LT(modules, sub) << "a submodule's view is mounted over its parent's read-only modules/";
+  EXPECT_LT(sub, sub_config);
+  // Copied files and symlinks live in the view: no bind; nothing binds the old config/hooks.
+  EXPECT_EQ(IndexOf(a, {"--ro-bind", "/ws/.git/HEAD", "/ws/.git/HEAD"}), std::string::npos);
+  EXPECT_EQ(IndexOf(a, {"/ws/.git/info"}), std::string::npos);
+  EXPECT_LT(view, IndexOf(a, {"--ro-bind", "/ws/.git/hooks", "/ws/.git/hooks"}));
+  // A read-only workspace has no views.
+  l.workspace_writable = false;
+  EXPECT_EQ(IndexOf(BuildBwrapArgv(l), {"--bind", "/st/views/7-ab/1", "/ws/.git"}),
+            std::string::npos);
+}
+
+TEST(GitView, ListsCopiesAndSyncsOnlyTheAllowedFiles) {
+  testing::TempDir d;
+  const std::string git = d / "ws/.git";
+  std::filesystem::create_directories(git + "/objects/ab");
+  std::filesystem::create_directories(git + "/refs/heads");
+  std::filesystem::create_directories(git + "/hooks");
+  std::filesystem::create_directories(git + "/modules/libs/foo/objects");
+  std::filesystem::create_directories(git + "/worktrees/wt");
+  testing::WriteFile(git + "/HEAD", "ref: refs/heads/main\n");
+  testing::WriteFile(git + "/index", "INDEX1");
+  testing::WriteFile(git + "/config", "[core]\n");
+  testing::WriteFile(git + "/modules/libs/foo/HEAD", "ref: refs/heads/main\n");
+  testing::WriteFile(git + "/worktrees/wt/HEAD", "abc\n");
+  testing::WriteFile(git + "/worktrees/wt/commondir", "../..\n");
+  ASSERT_EQ(::symlink("../elsewhere", (git + "/info").c_str()), 0);
+  ::setenv("XDG_STATE_HOME", (d / "state").c_str(), 1);
+  std::vector<GitViewMount> mounts;
+  {
+    GitViews views;
+    auto dry = views.Prepare({git}, false);
+    ASSERT_TRUE(dry) << dry.error().message;
+    EXPECT_FALSE(testing::Exists(d / "state/cordon/views")) << "--plan writes nothing";
+    auto made = views.Prepare({git}, true);
+    ASSERT_TRUE(made) << made.error().message;
+    mounts = *made;
+    ASSERT_EQ(mounts.size(), 3u);  // .git, modules/libs/foo, worktrees/wt
+    EXPECT_EQ(mounts[0].git_dir, git);
+    EXPECT_EQ(mounts[1].git_dir, git + "/modules/libs/foo");
+    EXPECT_EQ(mounts[2].git_dir, git + "/worktrees/wt");
+    EXPECT_EQ(mounts[0].view_dir, (*dry)[0].view_dir) << "the plan names the view that runs";
+    EXPECT_EQ(mounts[0].shared, (std::vector<std::string>{"objects", "refs"}));
+    EXPECT_EQ(mounts[0].read_only,
+              (std::vector<std::string>{"config", "hooks", "modules", "worktrees"}));
+    EXPECT_EQ(mounts[0].copied, (std::vector<std::string>{"HEAD", "index"}));
+    EXPECT_EQ(mounts[2].read_only, std::vector<std::string>{"commondir"});
+    const std::string v = mounts[0].view_dir;
+    struct stat st {};
+    ASSERT_EQ(::stat(v.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    EXPECT_EQ(testing::ReadFile(v + "/index"), "INDEX1");
+    EXPECT_TRUE(testing::Exists(v + "/config")) << "mount point";
+    EXPECT_EQ(testing::ReadFile(v + "/config"), "");
+    char buf[64] = {};
+    ASSERT_GT(::readlink((v + "/info").c_str(), buf, sizeof buf - 1), 0);
+    EXPECT_STREQ(buf, "../elsewhere");
+    // What a sandbox does in the view: commit (index, HEAD), ORIG_HEAD, and forbidden names.
+    testing::WriteFile(v + "/index.new", "INDEX2");
+    ASSERT_EQ(::rename((v + "/index.new").c_str(), (v + "/index").c_str()), 0);
+    testing::WriteFile(v + "/ORIG_HEAD", "deadbeef\n");
+    testing::WriteFile(v + "/commondir", "/tmp/evil\n");
+    testing::WriteFile(v + "/config.new", "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+    ASSERT_EQ(::symlink("/etc/shadow", (v + "/MERGE_HEAD").c_str()), 0);
+    views.SyncOut();
+    EXPECT_EQ(testing::ReadFile(git + "/index"), "INDEX2");
+    EXPECT_EQ(testing::ReadFile(git + "/ORIG_HEAD"), "deadbeef\n");
+    EXPECT_FALSE(testing::Exists(git + "/commondir"));
+    EXPECT_FALSE(testing::Exists(git + "/config.new"));
+    EXPECT_FALSE(testing::Exists(git + "/MERGE_HEAD")) << "a symlink is never followed";
+    EXPECT_EQ(testing::ReadFile(git + "/config"), "[core]\n");
+    // Sync-in: the host moves HEAD; the view copy was unchanged, so it follows.
+    testing::WriteFile(git + "/HEAD", "ref: refs/heads/other\n");
+    ASSERT_TRUE(views.Prepare({git}, true));
+    EXPECT_EQ(testing::ReadFile(v + "/HEAD"), "ref: refs/heads/other\n");
+    // Deleted in the view (ORIG_HEAD): deleted on the host, which still had the synced copy.
+    ASSERT_EQ(::unlink((v + "/ORIG_HEAD").c_str()), 0);
+    views.SyncOut();
+    EXPECT_FALSE(testing::Exists(git + "/ORIG_HEAD"));
+    for (const auto& n : std::filesystem::directory_iterator(git)) {
+      EXPECT_EQ(n.path().filename().string().rfind(".cordon-sync-", 0), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(testing::Exists(mounts[0].view_dir)) << "views go with the session";
+  // A view directory of a cordon that is gone is removed by the next one.
+  const std::string stale = d / "state/cordon/views/999999999-abc/1";
+  std::filesystem::create_directories(stale);
+  { GitViews next; }
+  EXPECT_FALSE(testing::Exists(stale));
+  ::unsetenv("XDG_STATE_HOME");
+}
+
 TEST(BwrapPlan, NetworkAllowSharesTheHostNetworkAndReadOnlyWorkspaceSkipsProtection) {
   auto l = Layout();
   l.network = NetworkMode::kAllow;
@@ -370,17 +495,19 @@ TEST(ProtectedScan, FindsNestedRepositoriesAndRefusesSymlinks) {
     return std::any_of(scan->protect.begin(), scan->protect.end(),
                        [&](const auto& p) { return p.path == d / ("ws/" + rel); });
   };
-  EXPECT_TRUE(protects(".git/hooks"));
-  EXPECT_TRUE(protects(".git/config"));
-  EXPECT_TRUE(protects("third_party/lib/.git/hooks"));
+  // Git directories are shown through views (runner/git_view.h), not by binding parts of them.
+  EXPECT_FALSE(protects(".git/hooks"));
+  EXPECT_FALSE(protects(".git/config"));
+  EXPECT_EQ(scan->git_dirs,
+            (std::vector<std::string>{d / "ws/.git", d / "ws/third_party/lib/.git"}));
   EXPECT_TRUE(protects("app/.vscode"));
   EXPECT_TRUE(protects(".mcp.json"));
-  for (const char* pin :
-       {".git", "third_party", "third_party/lib", "third_party/lib/.git", "app"}) {
-    EXPECT_NE(std::find(scan->pins.begin(), scan->pins.end(), d / (std::string("ws/") + pin)),
-              scan->pins.end())
-        << pin;
-  }
+  EXPECT_NE(std::find(scan->pins.begin(), scan->pins.end(), d / "ws/app"), scan->pins.end());
+  // The ancestors of a viewed git directory are pinned by the plan.
+  std::vector<GitViewMount> views = {{d / "ws/.git", "/v/1", {}, {}, {}, {}},
+                                     {d / "ws/third_party/lib/.git", "/v/2", {}, {}, {}, {}}};
+  EXPECT_EQ(GitViewPins(d / "ws", views),
+            (std::vector<std::string>{d / "ws/third_party", d / "ws/third_party/lib"}));
   ASSERT_EQ(::symlink("/tmp", (d / "ws/.claude").c_str()), 0);
   auto bad = ScanProtectedPaths(d / "ws");
   ASSERT_FALSE(bad);

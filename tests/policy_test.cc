@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "policy/git_rules.h"
 #include "policy/policy_show.h"
 #include "tests/test_util.h"
 
@@ -433,6 +434,84 @@ TEST(ProtectedPaths, Table) {
                         ".gitconfig.example", "cordon/x", ".vscodeignore"}) {
     EXPECT_FALSE(IsProtectedPath(p)) << p;
   }
+}
+
+// The one definition of what may be written inside a git directory (policy/git_rules.h).
+TEST(GitRules, OnlyWhatACommitNeedsIsWritable) {
+  for (const char* p : {"HEAD",
+                        "index",
+                        "index.lock",
+                        "HEAD.lock",
+                        "packed-refs",
+                        "packed-refs.lock",
+                        "ORIG_HEAD",
+                        "MERGE_HEAD",
+                        "CHERRY_PICK_HEAD",
+                        "REBASE_HEAD",
+                        "FETCH_HEAD",
+                        "AUTO_MERGE",
+                        "COMMIT_EDITMSG",
+                        "objects/ab/cdef",
+                        "objects/info/alternates",
+                        "objects/pack/x.pack",
+                        "refs/heads/main",
+                        "refs/heads/main.lock",
+                        "refs/stash",
+                        "logs/HEAD",
+                        "logs/refs/heads/x",
+                        "modules/sub/HEAD",
+                        "modules/sub/objects/ab/cd",
+                        "modules/a/modules/b/index",
+                        "worktrees/wt/HEAD",
+                        "worktrees/wt/index.lock"}) {
+    EXPECT_TRUE(IsGitWritable(p)) << p;
+  }
+  for (const char* p : {"",
+                        "config",
+                        "config.lock",
+                        "config.worktree",
+                        "commondir",
+                        "gitdir",
+                        "hooks",
+                        "hooks/pre-commit",
+                        "info/attributes",
+                        "info/exclude",
+                        "description",
+                        "shallow",
+                        "sharedindex.abc",
+                        "rebase-merge/done",
+                        "modules/sub/config",
+                        "modules/sub/hooks/x",
+                        "modules/sub/commondir",
+                        "modules/libs/objects/hooks/x",
+                        "modules/a/refs/config",
+                        "modules/libs/foo/config",
+                        "modules/a/objects/config",
+                        "modules/sub",
+                        "worktrees/wt/commondir",
+                        "worktrees/wt/gitdir",
+                        "worktrees/wt/config.worktree",
+                        "worktrees/wt",
+                        "objects/../config",
+                        "refs/../hooks/x",
+                        "head",
+                        "X_HEAD/y",
+                        "lower_HEAD",
+                        "HEAD/x"}) {
+    EXPECT_FALSE(IsGitWritable(p)) << p;
+  }
+  // Relative to the workspace: any directory named .git, at any depth.
+  EXPECT_TRUE(GitRuleAllowsWrite("src/main.c"));
+  EXPECT_TRUE(GitRuleAllowsWrite(".git/HEAD"));
+  EXPECT_TRUE(GitRuleAllowsWrite("vendor/lib/.git/objects/ab/cd"));
+  EXPECT_TRUE(GitRuleAllowsWrite(".git"));  // .git itself: IsProtectedPath's concern
+  EXPECT_FALSE(GitRuleAllowsWrite(".git/commondir"));
+  EXPECT_FALSE(GitRuleAllowsWrite(".git/config"));
+  EXPECT_FALSE(GitRuleAllowsWrite(".git/info/exclude"));
+  EXPECT_FALSE(GitRuleAllowsWrite("vendor/lib/.git/hooks/pre-commit"));
+  EXPECT_FALSE(GitRuleAllowsWrite(".git/modules/sub/config"));
+  EXPECT_FALSE(GitRuleAllowsWrite(".git/worktrees/wt/commondir"));
+  EXPECT_FALSE(GitRuleAllowsWrite("./.git/commondir"));
 }
 
 }  // namespace

@@ -265,9 +265,16 @@ TEST_F(ToolsTest, ContainmentErrors) {
   EXPECT_EQ(ReadFile(dir_ / "outside.txt"), "outside\n");
   EXPECT_FALSE(testing::Exists(dir_ / "escape.txt"));
   EXPECT_FALSE(testing::Exists(Ws(".git")));
-  // .git/objects stays writable.
+  // No repository can be started by writing into a .git that does not exist (issue 9)...
+  Json fresh = s->Call("create_file", {{"path", ".git/objects/ab/cdef"}, {"content", "blob"}});
+  EXPECT_EQ(CodeOf(fresh), "denied_by_policy") << fresh.dump();
+  EXPECT_FALSE(testing::Exists(Ws(".git")));
+  // ...and in an existing one .git/objects stays writable, .git/commondir does not.
+  std::filesystem::create_directories(Ws(".git/objects"));
   Json r = s->Call("create_file", {{"path", ".git/objects/ab/cdef"}, {"content", "blob"}});
   EXPECT_EQ(CodeOf(r), "ok") << r.dump();
+  Json commondir = s->Call("create_file", {{"path", ".git/commondir"}, {"content", "/tmp\n"}});
+  EXPECT_EQ(CodeOf(commondir), "denied_by_policy") << commondir.dump();
 }
 
 TEST_F(ToolsTest, ReplaceRangeErrorsLeaveTheFileUntouched) {

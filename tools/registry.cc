@@ -1,6 +1,10 @@
 // The registry and the catalog renderings for MCP, OpenAI and Anthropic tool formats.
 #include "tools/registry.h"
 
+#include <sys/stat.h>
+
+#include "policy/git_rules.h"
+
 namespace cordon {
 
 std::string_view EffectName(Effect effect) {
@@ -104,8 +108,38 @@ void SetOutputSchemas(ToolSpec& spec, Json success_properties, Json required) {
                         {"additionalProperties", false}};
 }
 
+namespace {
+
+// Inside a git directory only what a commit needs may be written (policy/git_rules.h), and a
+// `.git` directory that does not exist may not be made by writing into it.
+Status CheckGitRule(const std::string& root, const std::string& rel) {
+  if (!GitRuleAllowsWrite(rel)) {
+    return Fail(Code::kDeniedByPolicy,
+                rel +
+                    " is inside a git directory, where only objects/, refs/, logs/, HEAD, "
+                    "index, packed-refs, *_HEAD, COMMIT_EDITMSG and their lock files may be "
+                    "written (config, hooks, commondir, info and the rest tell git what to run)");
+  }
+  for (std::size_t pos = rel.find(".git/"); pos != std::string::npos;
+       pos = rel.find(".git/", pos + 1)) {
+    if (pos != 0 && rel[pos - 1] != '/') continue;
+    struct stat st {};
+    const std::string dir = root + "/" + rel.substr(0, pos + 4);
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Fail(Code::kDeniedByPolicy, rel.substr(0, pos + 4) +
+                                             " is not an existing git directory: a repository "
+                                             "cannot be created with the file tools");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::string& path) {
   ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(path));
+  if (Status git = CheckGitRule(ctx.workspace.root(), rel); !git)
+    return std::unexpected(git.error());
   if (IsProtectedPath(rel)) {
     return Fail(Code::kDeniedByPolicy,
                 rel +

@@ -1,0 +1,404 @@
+// The git view: listing a git directory into a view, the view's bwrap arguments, and syncing
+// the allowed files between the view and the host (runner/git_view.h).
+#include "runner/git_view.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "core/fs.h"
+#include "core/unique_fd.h"
+#include "policy/git_rules.h"
+
+namespace cordon {
+namespace {
+
+constexpr int kMaxModuleDepth = 16;  // modules/<name with slashes>/...: git allows nesting
+
+bool IsUnder(const std::string& path, const std::string& root) {
+  return path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+         path[root.size()] == '/';
+}
+
+bool IsRealDir(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+std::vector<std::string> DirNames(const std::string& dir) {
+  std::vector<std::string> names;
+  UniqueDir d = UniqueDir::Open(dir.c_str());
+  if (!d.valid()) return names;
+  while (dirent* e = d.Next()) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Every git directory reachable from `dir` through modules/* and worktrees/*.
+void Expand(const std::string& dir, std::set<std::string>& out) {
+  if (!IsRealDir(dir) || !out.insert(dir).second) return;
+  for (const auto& n : DirNames(dir + "/worktrees")) Expand(dir + "/worktrees/" + n, out);
+  std::function<void(const std::string&, int)> modules = [&](const std::string& m, int depth) {
+    if (depth > kMaxModuleDepth) return;
+    for (const auto& n : DirNames(m)) {
+      const std::string child = m + "/" + n;
+      if (!IsRealDir(child)) continue;
+      if (Exists(child + "/HEAD")) {
+        Expand(child, out);
+      } else {
+        modules(child, depth + 1);  // a submodule name with a slash: modules/libs/foo
+      }
+    }
+  };
+  modules(dir + "/modules", 1);
+}
+
+GitViewMount ListGitDir(const std::string& git_dir) {
+  GitViewMount m;
+  m.git_dir = git_dir;
+  for (const auto& n : DirNames(git_dir)) {
+    if (n.starts_with(".cordon-sync-")) continue;  // a sync of cordon's own, under way
+    // A host git's lock (index.lock...) is gone in a moment: binding it could fail the launch,
+    // and in the view the sandbox's git takes its own.
+    if (n.ends_with(".lock")) continue;
+    const std::string p = git_dir + "/" + n;
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char buf[PATH_MAX];
+      ssize_t len = ::readlink(p.c_str(), buf, sizeof buf - 1);
+      if (len > 0) m.symlinks.emplace_back(n, std::string(buf, static_cast<std::size_t>(len)));
+    } else if (S_ISDIR(st.st_mode) && IsGitSharedDir(n)) {
+      m.shared.push_back(n);
+    } else if (S_ISREG(st.st_mode) && IsGitSyncedFile(n)) {
+      m.copied.push_back(n);
+    } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+      m.read_only.push_back(n);
+    }
+    // A socket or fifo at the top (fsmonitor--daemon.ipc) is not shown.
+  }
+  return m;
+}
+
+std::string RandomHex() {
+  unsigned char b[6] = {};
+  if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) {
+    static std::atomic<unsigned> n{0};
+    unsigned v = ++n ^ static_cast<unsigned>(::getpid());
+    std::memcpy(b, &v, sizeof v);
+  }
+  char out[13];
+  for (int i = 0; i < 6; ++i) std::snprintf(out + 2 * i, 3, "%02x", b[i]);
+  return out;
+}
+
+UniqueFd OpenDirNoFollow(const std::string& path) {
+  return UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
+// Copies dir `from`/name over dir `to`/name by temp file + rename: a reader of `to` sees the
+// old file or the new one, never a partial one. The source must be a regular file (the view is
+// writable by the sandbox: a symlink or fifo planted there is not followed). With `git_lock`
+// the temp file is git's own lock (NAME.lock, O_EXCL), waited for up to 2 s: a host git that
+// read the file before cannot write its stale copy back over this one (git verifies the index
+// it read is still on disk before writing), and one that holds the lock finishes first.
+bool CopyAt(int from, int to, const std::string& name, bool git_lock = false) {
+  UniqueFd src(::openat(from, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!src.valid() || ::fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const std::string tmp =
+      git_lock ? name + ".lock"
+               : ".cordon-sync-" + std::to_string(::getpid()) + "-" + RandomHex() + "-" + name;
+  const mode_t mode = (st.st_mode & 0666) | 0600;
+  UniqueFd dst;
+  for (int tries = 0; tries < 100; ++tries) {
+    dst = UniqueFd(
+        ::openat(to, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (dst.valid() || errno != EEXIST || !git_lock) break;
+    ::usleep(20000);  // a host git holds the lock: it renames or removes it when done
+  }
+  if (!dst.valid()) return false;
+  bool ok = true;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(src.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ok = false;
+    if (n <= 0) break;
+    if (!WriteAll(dst.get(), {buf, static_cast<std::size_t>(n)}, name)) {
+      ok = false;
+      break;
+    }
+  }
+  ok = ok && ::fchmod(dst.get(), mode) == 0;
+  dst.Reset();
+  if (ok && ::renameat(to, tmp.c_str(), to, name.c_str()) == 0) return true;
+  ::unlinkat(to, tmp.c_str(), 0);
+  return false;
+}
+
+}  // namespace
+
+void AppendGitViewArgs(const std::vector<GitViewMount>& views, std::vector<std::string>& a) {
+  std::vector<const GitViewMount*> sorted;
+  for (const auto& v : views) sorted.push_back(&v);
+  // A parent's path sorts before its children's: a view's read-only modules/ is mounted before
+  // the views of the submodules in it.
+  std::sort(sorted.begin(), sorted.end(),
+            [](const GitViewMount* x, const GitViewMount* y) { return x->git_dir < y->git_dir; });
+  for (const GitViewMount* v : sorted) {
+    a.insert(a.end(), {"--bind", v->view_dir, v->git_dir});
+    for (const auto& n : v->shared) {
+      const std::string p = v->git_dir + "/" + n;
+      a.insert(a.end(), {"--bind", p, p});
+    }
+    for (const auto& n : v->read_only) {
+      const std::string p = v->git_dir + "/" + n;
+      a.insert(a.end(), {"--ro-bind", p, p});
+    }
+  }
+}
+
+std::vector<std::string> GitViewPins(const std::string& workspace,
+                                     const std::vector<GitViewMount>& views) {
+  std::set<std::string> pins;
+  auto inside_a_view = [&](const std::string& p) {
+    return std::any_of(views.begin(), views.end(), [&](const GitViewMount& v) {
+      return p == v.git_dir || IsUnder(p, v.git_dir);
+    });
+  };
+  for (const auto& v : views) {
+    if (!IsUnder(v.git_dir, workspace)) continue;
+    for (std::size_t pos = v.git_dir.find('/', workspace.size() + 1); pos != std::string::npos;
+         pos = v.git_dir.find('/', pos + 1)) {
+      const std::string a = v.git_dir.substr(0, pos);
+      if (!inside_a_view(a)) pins.insert(a);
+    }
+  }
+  return {pins.begin(), pins.end()};
+}
+
+Json GitViewsJson(const std::vector<GitViewMount>& views) {
+  Json out = Json::array();
+  for (const auto& v : views) {
+    Json links = Json::object();
+    for (const auto& [n, t] : v.symlinks) links[n] = t;
+    out.push_back({{"git_dir", v.git_dir},
+                   {"view", v.view_dir},
+                   {"shared", v.shared},
+                   {"read_only", v.read_only},
+                   {"copied", v.copied},
+                   {"symlinks", links}});
+  }
+  return out;
+}
+
+std::string CordonStateDir() {
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && x[0] == '/') {
+    return std::string(x) + "/cordon";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && home[0] == '/' ? home : "/tmp") + "/.local/state/cordon";
+}
+
+GitViews::GitViews() {
+  const std::string views = CordonStateDir() + "/views";
+  RemoveStale(views);
+  root_ = views + "/" + std::to_string(::getpid()) + "-" + RandomHex();
+}
+
+GitViews::~GitViews() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [git_dir, v] : views_) {
+    if (v.made) SyncOutLocked(git_dir, v);
+  }
+  std::error_code ec;  // remove_all does not follow the symlinks a command left there
+  std::filesystem::remove_all(root_, ec);
+}
+
+void GitViews::RemoveStale(const std::string& views_root) {
+  for (const auto& n : DirNames(views_root)) {
+    if (!NamesDeadProcess(n, "")) continue;
+    std::error_code ec;
+    std::filesystem::remove_all(views_root + "/" + n, ec);
+  }
+}
+
+Result<std::vector<GitViewMount>> GitViews::Prepare(const std::vector<std::string>& git_dirs,
+                                                    bool materialize) {
+  std::set<std::string> all;
+  for (const auto& d : git_dirs) Expand(d, all);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<GitViewMount> out;
+  for (const auto& d : all) {
+    auto [it, fresh] = views_.try_emplace(d);
+    View& v = it->second;
+    if (fresh) v.dir = root_ + "/" + std::to_string(views_.size());
+    GitViewMount m = ListGitDir(d);
+    m.view_dir = v.dir;
+    if (materialize) TRY(Materialize(m, v));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+GitViews::Sig GitViews::StatSig(int dfd, const std::string& name) {
+  struct stat st {};
+  if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    return {};
+  }
+  return {true,
+          st.st_dev,
+          st.st_ino,
+          st.st_size,
+          st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+          st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec};
+}
+
+Status GitViews::Materialize(const GitViewMount& m, View& v) {
+  if (!v.made) {
+    std::error_code ec;
+    std::filesystem::create_directories(root_, ec);
+    for (const std::string& d : {CordonStateDir(), CordonStateDir() + "/views", root_}) {
+      ::chmod(d.c_str(), 0700);
+    }
+    if (::mkdir(v.dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return SysFail(Code::kSandboxUnavailable, "mkdir", v.dir);
+    }
+    v.made = true;
+  }
+  UniqueFd view = OpenDirNoFollow(v.dir);
+  if (!view.valid()) return SysFail(Code::kSandboxUnavailable, "open", v.dir);
+  UniqueFd host = OpenDirNoFollow(m.git_dir);
+  if (!host.valid()) return SysFail(Code::kSandboxUnavailable, "open", m.git_dir);
+  // Mount points for what is bound, of the kind bwrap needs; anything the sandbox left under
+  // such a name in the view (private) gives way to the host's entry.
+  std::set<std::string> points;
+  auto ensure = [&](const std::string& n, bool dir) -> Status {
+    points.insert(n);
+    struct stat st {};
+    if (::fstatat(view.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) return {};
+      std::error_code ec;
+      std::filesystem::remove_all(v.dir + "/" + n, ec);
+    }
+    if (dir ? ::mkdirat(view.get(), n.c_str(), 0700) != 0
+            : UniqueFd(::openat(view.get(), n.c_str(),
+                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600))
+                      .valid() == false) {
+      return SysFail(Code::kSandboxUnavailable, "create mount point", v.dir + "/" + n);
+    }
+    return {};
+  };
+  for (const auto& n : m.shared) TRY(ensure(n, true));
+  for (const auto& n : m.read_only) {
+    struct stat st {};
+    TRY(ensure(
+        n, ::fstatat(host.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)));
+  }
+  for (const auto& n : v.mount_points) {
+    if (points.count(n)) continue;
+    // The host no longer has it: the empty mount point goes (a non-empty one is the sandbox's).
+    if (::unlinkat(view.get(), n.c_str(), AT_REMOVEDIR) != 0) {
+      struct stat st {};
+      if (::fstatat(view.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+          st.st_size == 0) {
+        ::unlinkat(view.get(), n.c_str(), 0);
+      }
+    }
+  }
+  v.mount_points = std::move(points);
+  for (const auto& [n, target] : m.symlinks) {
+    char buf[PATH_MAX];
+    ssize_t len = ::readlinkat(view.get(), n.c_str(), buf, sizeof buf - 1);
+    if (len >= 0 && std::string(buf, static_cast<std::size_t>(len)) == target) continue;
+    std::error_code ec;
+    std::filesystem::remove_all(v.dir + "/" + n, ec);
+    if (::symlinkat(target.c_str(), view.get(), n.c_str()) != 0) {
+      return SysFail(Code::kSandboxUnavailable, "symlink", v.dir + "/" + n);
+    }
+  }
+  // Sync-in: a host file changed since the last sync replaces a view copy left unchanged.
+  std::set<std::string> names(m.copied.begin(), m.copied.end());
+  for (const auto& [n, s] : v.files) names.insert(n);
+  for (const auto& n : names) {
+    if (v.mount_points.count(n)) continue;
+    Synced& rec = v.files[n];
+    const Sig host_sig = StatSig(host.get(), n);
+    if (host_sig == rec.host) continue;
+    if (StatSig(view.get(), n) == rec.view) {
+      if (host_sig.exists) {
+        if (!CopyAt(host.get(), view.get(), n)) {
+          return SysFail(Code::kSandboxUnavailable, "copy into the git view", m.git_dir + "/" + n);
+        }
+      } else {
+        ::unlinkat(view.get(), n.c_str(), 0);
+      }
+    }
+    rec.host = host_sig;
+    rec.view = StatSig(view.get(), n);
+  }
+  return {};
+}
+
+void GitViews::SyncOut() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [git_dir, v] : views_) {
+    if (v.made) SyncOutLocked(git_dir, v);
+  }
+}
+
+void GitViews::SyncOutLocked(const std::string& git_dir, View& v) {
+  UniqueFd view = OpenDirNoFollow(v.dir);
+  UniqueFd host = OpenDirNoFollow(git_dir);
+  if (!view.valid() || !host.valid()) return;
+  std::set<std::string> names;
+  for (const auto& [n, s] : v.files) names.insert(n);
+  for (const auto& n : DirNames(v.dir)) {
+    if (IsGitSyncedFile(n)) names.insert(n);
+  }
+  for (const auto& n : names) {
+    if (v.mount_points.count(n)) continue;
+    Synced& rec = v.files[n];
+    const Sig view_sig = StatSig(view.get(), n);
+    if (view_sig.exists && view_sig != rec.view) {
+      struct stat st {};
+      if (::fstatat(host.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+        continue;  // the host has something else under this name: it is not replaced
+      }
+      if (!CopyAt(view.get(), host.get(), n, true)) continue;  // tried again at the next sync
+      rec.view = view_sig;
+      rec.host = StatSig(host.get(), n);
+    } else if (!view_sig.exists && rec.view.exists) {
+      // Deleted in the view (MERGE_HEAD after a commit): deleted on the host only if the
+      // host's is still the one last synced.
+      if (rec.host.exists && StatSig(host.get(), n) == rec.host)
+        ::unlinkat(host.get(), n.c_str(), 0);
+      rec.view = {};
+      rec.host = StatSig(host.get(), n);
+    }
+  }
+}
+
+}  // namespace cordon
