@@ -43,8 +43,13 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources*
 
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessRequest& req) {
   LaunchResources resources;
+  const std::uint64_t token = guard_ ? guard_->BeforeLaunch() : 0;
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources));
-  return ConfinedProcess::Start(plan, std::move(resources), req);
+  if (guard_) guard_->Launched(token, plan.session.workspace_writable, plan.session.protect,
+                                plan.session.git_dirs);
+  auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
+  if (!proc && guard_) guard_->AfterProcess();
+  return proc;
 }
 
 Json ProcessHost::ResultJson(const ConfinedProcess& p) {
@@ -73,6 +78,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
   ASSIGN_OR_RETURN(auto proc, Launch(req));
   proc->Run(cancel);
   Record(*proc, "", false);
+  if (guard_) guard_->AfterProcess();
   return proc;
 }
 
@@ -83,6 +89,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
   if (started) started(*proc);
   proc->Run(cancel, &hooks);
   Record(*proc, "", false);
+  if (guard_) guard_->AfterProcess();
   return proc;
 }
 
@@ -100,6 +107,7 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
     BlockTerminationSignals();
     raw->proc->Run(&raw->cancel);
     Record(*raw->proc, raw->id, raw->cancel.load());
+    if (guard_) guard_->AfterProcess();
   });
   return Json{{"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};
 }

@@ -12,6 +12,7 @@
 
 #include "core/signals.h"
 #include "runner/launch.h"
+#include "runner/workspace_guard.h"
 
 namespace cordon {
 
@@ -41,6 +42,12 @@ class ProcessHost {
   Result<std::unique_ptr<ConfinedProcess>> RunWithHooks(
       const ProcessRequest& req, RunHooks& hooks, const std::atomic<bool>* cancel,
       const std::function<void(ConfinedProcess&)>& started);
+  // The session's workspace guard: it sweeps after each process and, while one runs, at each
+  // call boundary (SweepAtCallBoundary).
+  void SetGuard(std::unique_ptr<WorkspaceGuard> guard) { guard_ = std::move(guard); }
+  void SweepAtCallBoundary() {
+    if (guard_) guard_->AtCallBoundary();
+  }
   Json List();
   Result<Json> Output(const std::string& id, std::size_t max_chars);
   Result<Json> Cancel(const std::string& id);
@@ -65,6 +72,7 @@ class ProcessHost {
   Recorder record_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
+  std::unique_ptr<WorkspaceGuard> guard_;  // outlives the jobs: their threads end in a sweep
   int next_job_ = 0;
 };
 

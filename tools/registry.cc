@@ -1,6 +1,9 @@
 // The registry and the catalog renderings for MCP, OpenAI and Anthropic tool formats.
 #include "tools/registry.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 namespace cordon {
 
 std::string_view EffectName(Effect effect) {
@@ -106,11 +109,28 @@ void SetOutputSchemas(ToolSpec& spec, Json success_properties, Json required) {
 
 Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::string& path) {
   ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(path));
-  if (IsProtectedPath(rel)) {
-    return Fail(Code::kDeniedByPolicy,
-                rel +
-                    " is a protected path (.git/config, .git/hooks, .cordon/, .thndrs/, "
-                    ".mcp.json, .vscode/, .claude/, shell dotfiles) and cannot be written");
+  // The same definition the workspace guard sweeps by (runner/workspace_guard).
+  if (IsProtectedPath(rel, ctx.policy.filesystem.protected_names)) {
+    return Fail(Code::kDeniedByPolicy, rel + " is a protected path (" + ProtectedNamesText() +
+                                           ", filesystem.protected_names) and cannot be written");
+  }
+  // A `.git` that is not already a directory would be a repository (or a gitdir pointer) the
+  // agent planted: refused here as the sweep removes one a process creates.
+  for (std::size_t start = 0; start < rel.size();) {
+    std::size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    if (rel.compare(start, end - start, ".git") == 0) {
+      const std::string git = rel.substr(0, end);
+      struct stat st {};
+      if (end == rel.size() ||
+          ::fstatat(ctx.workspace.fd(), git.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !S_ISDIR(st.st_mode)) {
+        return Fail(Code::kDeniedByPolicy,
+                    rel + " would create or replace " + git +
+                        ": a git directory the workspace does not have cannot be planted");
+      }
+    }
+    start = end + 1;
   }
   return rel;
 }
