@@ -106,8 +106,8 @@ Json ProtectedPathRemovedRecord::ToJson() const {
 }
 
 Json SetuidStrippedRecord::ToJson() const {
-  Json j = {{"path", path}, {"mode_before", mode_before}, {"mode_after", mode_after},
-            {"when", when}};
+  Json j = {
+      {"path", path}, {"mode_before", mode_before}, {"mode_after", mode_after}, {"when", when}};
   Put(j, "error", error);
   return j;
 }

@@ -338,26 +338,15 @@ std::string ExpandPath(std::string_view path, const std::string& workspace,
 
 namespace {
 
-constexpr std::string_view kProtectedDirs[] = {".cordon", ".thndrs",      ".vscode", ".claude",
+constexpr std::string_view kProtectedDirs[] = {".cordon", ".thndrs",       ".vscode", ".claude",
                                                ".idea",   ".devcontainer", ".cursor"};
-constexpr std::string_view kProtectedFiles[] = {".mcp.json",
-                                                ".gitmodules",
-                                                ".bashrc",
-                                                ".bash_profile",
-                                                ".bash_login",
-                                                ".bash_logout",
-                                                ".profile",
-                                                ".zshrc",
-                                                ".zshenv",
-                                                ".zprofile",
-                                                ".zlogin",
-                                                ".zlogout",
-                                                ".inputrc",
-                                                ".envrc",
-                                                ".cshrc",
-                                                ".tcshrc",
-                                                ".kshrc",
-                                                ".config/fish/config.fish"};
+constexpr std::string_view kProtectedFiles[] = {
+    ".mcp.json",     ".gitmodules", ".bashrc",
+    ".bash_profile", ".bash_login", ".bash_logout",
+    ".profile",      ".zshrc",      ".zshenv",
+    ".zprofile",     ".zlogin",     ".zlogout",
+    ".inputrc",      ".envrc",      ".cshrc",
+    ".tcshrc",       ".kshrc",      ".config/fish/config.fish"};
 
 }  // namespace
 

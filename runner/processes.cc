@@ -45,8 +45,9 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   LaunchResources resources;
   const std::uint64_t token = guard_ ? guard_->BeforeLaunch() : 0;
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources));
-  if (guard_) guard_->Launched(token, plan.session.workspace_writable, plan.session.protect,
-                                plan.session.git_dirs);
+  if (guard_)
+    guard_->Launched(token, plan.session.workspace_writable, plan.session.protect,
+                     plan.session.git_dirs);
   auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
   if (!proc && guard_) guard_->AfterProcess();
   return proc;

@@ -128,15 +128,14 @@ class Walker {
     if (text.rfind("gitdir:", 0) != 0) return {};
     std::string target = text.substr(7);
     while (!target.empty() && (target.front() == ' ' || target.front() == '\t')) target.erase(0, 1);
-    while (!target.empty() && (target.back() == '\n' || target.back() == '\r' ||
-                               target.back() == ' ')) {
+    while (!target.empty() &&
+           (target.back() == '\n' || target.back() == '\r' || target.back() == ' ')) {
       target.pop_back();
     }
     if (target.empty()) return {};
     if (target[0] != '/') {
-      const std::string parent = rel.find('/') == std::string::npos
-                                     ? std::string()
-                                     : rel.substr(0, rel.rfind('/'));
+      const std::string parent =
+          rel.find('/') == std::string::npos ? std::string() : rel.substr(0, rel.rfind('/'));
       target = (parent.empty() ? root_ : Abs(parent)) + "/" + target;
     }
     std::unique_ptr<char, decltype(&std::free)> real(::realpath(target.c_str(), nullptr),
@@ -155,7 +154,8 @@ class Walker {
   }
 
   int root_fd() {
-    if (!root_fd_.valid()) root_fd_ = UniqueFd(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root_fd_.valid())
+      root_fd_ = UniqueFd(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     return root_fd_.get();
   }
 
@@ -183,8 +183,7 @@ class Walker {
         unsigned char type = d->d_type;
         struct stat st {};
         bool have_stat = false;
-        if (type == DT_UNKNOWN ||
-            (read_modes_ && type == DT_REG)) {
+        if (type == DT_UNKNOWN || (read_modes_ && type == DT_REG)) {
           if (::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
           have_stat = true;
           type = S_ISDIR(st.st_mode)   ? DT_DIR
@@ -226,8 +225,9 @@ class Walker {
             st.st_uid != ::geteuid()) {
           continue;  // another user's: the sandbox (this uid, no capabilities) cannot open it
         }
-        return SysFail(Code::kSandboxUnavailable, "open (a directory cordon must search for git "
-                                                  "directories and protected names)",
+        return SysFail(Code::kSandboxUnavailable,
+                       "open (a directory cordon must search for git "
+                       "directories and protected names)",
                        Abs(child));
       }
       TRY(Dir(sub.get(), child));
@@ -286,8 +286,8 @@ Status CopyTree(int from, const std::string& name, int to, const std::string& dn
       return SysFail(Code::kInternal, "symlinkat", shown);
   } else if (S_ISREG(st.st_mode)) {
     UniqueFd in(::openat(from, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-    UniqueFd out(::openat(to, dname.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                          0600));
+    UniqueFd out(
+        ::openat(to, dname.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!in.valid() || !out.valid()) return SysFail(Code::kInternal, "open", shown);
     char buf[65536];
     for (ssize_t r; (r = ::read(in.get(), buf, sizeof buf)) != 0;) {
@@ -389,8 +389,7 @@ Status MoveBeneath(const std::string& root, const std::string& path, const std::
   UniqueFd dparent(::open(dest.substr(0, dslash).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dparent.valid()) return SysFail(Code::kInternal, "open", dest.substr(0, dslash));
   if (::syscall(SYS_renameat2, parent.get(), leaf.c_str(), dparent.get(),
-                dest.substr(dslash + 1).c_str(),
-                RENAME_NOREPLACE) == 0) {
+                dest.substr(dslash + 1).c_str(), RENAME_NOREPLACE) == 0) {
     return {};
   }
   if (errno != EXDEV) return SysFail(Code::kInternal, "renameat2", path);
@@ -503,13 +502,14 @@ void WorkspaceGuard::Sweep(const std::string& when) {
       const std::string rel = p.substr(root.size() + 1);
       const std::size_t slash = rel.rfind('/');
       UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-      UniqueFd parent = OpenBeneath(root_fd.get(), slash == std::string::npos ? "" : rel.substr(0, slash),
-                                    O_RDONLY | O_DIRECTORY);
+      UniqueFd parent =
+          OpenBeneath(root_fd.get(), slash == std::string::npos ? "" : rel.substr(0, slash),
+                      O_RDONLY | O_DIRECTORY);
       const std::string leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
       // O_PATH, then fchmod through /proc: a chmod by name could follow a swapped-in symlink.
-      UniqueFd f(parent.valid() ? ::openat(parent.get(), leaf.c_str(),
-                                           O_PATH | O_NOFOLLOW | O_CLOEXEC)
-                                : -1);
+      UniqueFd f(parent.valid()
+                     ? ::openat(parent.get(), leaf.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)
+                     : -1);
       struct stat st {};
       if (!f.valid() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
         e.error = std::string("not stripped: ") + std::strerror(errno);

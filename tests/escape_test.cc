@@ -168,13 +168,22 @@ TEST_F(EscapeTest, GitHooksAndConfigAreReadOnlyButObjectsAreWritable) {
 TEST_F(EscapeTest, MissingProtectedPathsCreatedInsideAreSweptIntoQuarantine) {
   // Issue 9: no placeholder holds a missing protected name any more. Whatever a process makes
   // under one is moved out of the workspace into cordon's quarantine when it ends, and recorded.
-  const std::vector<std::string> names = {
-      ".gitmodules",         ".vscode/tasks.json",     ".devcontainer/devcontainer.json",
-      ".idea/workspace.xml", ".cursor/rules",          ".claude/settings.json",
-      ".cordon/policy.toml", ".thndrs/mcp.toml",       ".mcp.json",
-      ".envrc",              "sub/.vscode/tasks.json", "sub/.envrc",
-      "sub/.bashrc",         "a/b/c/d/.idea/x",        "lib/.extra-protected",
-      "sub/.gitmodules"};
+  const std::vector<std::string> names = {".gitmodules",
+                                          ".vscode/tasks.json",
+                                          ".devcontainer/devcontainer.json",
+                                          ".idea/workspace.xml",
+                                          ".cursor/rules",
+                                          ".claude/settings.json",
+                                          ".cordon/policy.toml",
+                                          ".thndrs/mcp.toml",
+                                          ".mcp.json",
+                                          ".envrc",
+                                          "sub/.vscode/tasks.json",
+                                          "sub/.envrc",
+                                          "sub/.bashrc",
+                                          "a/b/c/d/.idea/x",
+                                          "lib/.extra-protected",
+                                          "sub/.gitmodules"};
   WriteFile(dir_ / "names.toml", "[filesystem]\nprotected_names = [\".extra-protected\"]\n");
   std::string script = "set -e; git init -q sub; git init -q a/b/c/d/e/f; ";
   for (const auto& n : names) {
@@ -187,18 +196,18 @@ TEST_F(EscapeTest, MissingProtectedPathsCreatedInsideAreSweptIntoQuarantine) {
   auto quarantined = [&](const std::string& rel) {
     for (const auto& e : std::filesystem::recursive_directory_iterator(state)) {
       const std::string p = e.path().string();
-      if (p.size() > rel.size() && p.compare(p.size() - rel.size() - 1, std::string::npos,
-                                             "/" + rel) == 0) {
+      if (p.size() > rel.size() &&
+          p.compare(p.size() - rel.size() - 1, std::string::npos, "/" + rel) == 0) {
         return true;
       }
     }
     return false;
   };
-  for (const std::string rel : {".gitmodules", ".vscode", ".devcontainer", ".idea", ".cursor",
-                                ".claude", ".cordon", ".thndrs", ".mcp.json", ".envrc",
-                                "sub/.vscode", "sub/.envrc", "sub/.bashrc", "a/b/c/d/.idea",
-                                "lib/.extra-protected", "sub/.gitmodules", "sub/.git",
-                                "a/b/c/d/e/f/.git"}) {
+  for (const std::string rel :
+       {".gitmodules", ".vscode", ".devcontainer", ".idea", ".cursor", ".claude", ".cordon",
+        ".thndrs", ".mcp.json", ".envrc", "sub/.vscode", "sub/.envrc", "sub/.bashrc",
+        "a/b/c/d/.idea", "lib/.extra-protected", "sub/.gitmodules", "sub/.git",
+        "a/b/c/d/e/f/.git"}) {
     EXPECT_FALSE(testing::Exists(ws_ + "/" + rel)) << rel << " is still in the workspace";
     EXPECT_TRUE(quarantined(rel)) << rel << " is not in " << state;
     EXPECT_NE(log.find("\"path\":\"" + ws_ + "/" + rel + "\""), std::string::npos)
@@ -311,10 +320,11 @@ class PlaceholderTest : public EscapeTest {
     int in = -1;
     const std::string log = dir_ / ("log-" + seconds + ".jsonl");
     pid_t pid =
-        serve ? Spawn({testing::CordonBin(), "serve", "--workspace", repo_, "--audit-log", log}, &in)
-              : Spawn({testing::CordonBin(), "exec", "--workspace", repo_, "--audit-log", log, "--",
-                       "sleep", seconds},
-                      &in);
+        serve
+            ? Spawn({testing::CordonBin(), "serve", "--workspace", repo_, "--audit-log", log}, &in)
+            : Spawn({testing::CordonBin(), "exec", "--workspace", repo_, "--audit-log", log, "--",
+                     "sleep", seconds},
+                    &in);
     ASSERT_GT(pid, 0);
     if (serve) {
       const std::string msgs =
@@ -374,8 +384,7 @@ TEST_F(EscapeTest, EveryNestedRepositoryIsFoundAndProtected) {
   ASSERT_TRUE(j.is_object()) << plan.out.substr(0, 400);
   for (const auto& r : repos) {
     const std::string git = ws_ + "/" + r + "/.git";
-    EXPECT_NE(std::find(j["git_dirs"].begin(), j["git_dirs"].end(), Json(git)),
-              j["git_dirs"].end())
+    EXPECT_NE(std::find(j["git_dirs"].begin(), j["git_dirs"].end(), Json(git)), j["git_dirs"].end())
         << git << " is not among the plan's git dirs";
     ExpectRefused(Probe({"write", git + "/hooks/pre-commit"}), git + "/hooks");
     ExpectRefused(Probe({"write", git + "/config"}), git + "/config");

@@ -352,7 +352,8 @@ TEST(WorkspaceGuard, SweepQuarantinesWhatAppearedKeepsTheBaselineAndStripsSetuid
 TEST(WorkspaceGuard, MoveAcrossFilesystemsCopiesWithoutFollowingSymlinks) {
   testing::TempDir d;
   const std::string shm = "/dev/shm/cordon-guard-test-" + std::to_string(::getpid());
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   if (::stat("/dev/shm", &b) != 0 || ::stat(d.path().c_str(), &a) != 0 || a.st_dev == b.st_dev) {
     GTEST_SKIP() << "no second filesystem at /dev/shm to move across";
   }
