@@ -281,7 +281,8 @@ std::string Policy::CanonicalJson() const {
   j["seccomp"]["deny"] = seccomp_deny;
   j["sandbox"]["allow_weaker"] = allow_weaker_sandbox;
   // Only when set, so that the hash of a policy that does not use the key is unchanged.
-  if (max_scan_entries != kDefaultMaxScanEntries) j["sandbox"]["max_scan_entries"] = max_scan_entries;
+  if (max_scan_entries != kDefaultMaxScanEntries)
+    j["sandbox"]["max_scan_entries"] = max_scan_entries;
   for (const auto& [name, o] : tools) {
     j["tools"][name]["limits"] = o.limits;
     if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);

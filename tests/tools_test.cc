@@ -265,7 +265,12 @@ TEST_F(ToolsTest, ContainmentErrors) {
   EXPECT_EQ(ReadFile(dir_ / "outside.txt"), "outside\n");
   EXPECT_FALSE(testing::Exists(dir_ / "escape.txt"));
   EXPECT_FALSE(testing::Exists(Ws(".git")));
-  // .git/objects stays writable.
+  // Issue 9: a workspace without a repository cannot gain one through the file tools either.
+  Json planted = s->Call("create_file", {{"path", ".git/objects/ab/cdef"}, {"content", "blob"}});
+  EXPECT_EQ(CodeOf(planted), "denied_by_policy") << planted.dump();
+  EXPECT_FALSE(testing::Exists(Ws(".git")));
+  // In a repository that exists, .git/objects stays writable.
+  std::filesystem::create_directories(Ws(".git/objects"));
   Json r = s->Call("create_file", {{"path", ".git/objects/ab/cdef"}, {"content", "blob"}});
   EXPECT_EQ(CodeOf(r), "ok") << r.dump();
 }
