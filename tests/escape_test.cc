@@ -369,6 +369,43 @@ TEST_F(PlaceholderTest, NothingAppearsInTheWorkspaceWhenServeWithABackgroundJobI
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGKILL}) RunAndSignal(true, sig, std::to_string(n++));
 }
 
+TEST_F(PlaceholderTest, ABackgroundJobsProtectedNameIsSweptAtTheNextCallBoundary) {
+  // While a long-lived process runs, the sweep runs at each tool-call boundary: a .vscode/ a
+  // background job made is gone after the next call, while the job still runs.
+  int in = -1;
+  pid_t pid = Spawn(
+      {testing::CordonBin(), "serve", "--workspace", repo_, "--audit-log", dir_ / "boundary.jsonl"},
+      &in);
+  ASSERT_GT(pid, 0);
+  const std::string first =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sh","args":["-c","mkdir -p .vscode && echo x > .vscode/tasks.json && exec sleep 77"],"background":true}}})"
+      "\n";
+  ASSERT_EQ(::write(in, first.data(), first.size()), static_cast<ssize_t>(first.size()));
+  ASSERT_TRUE(WaitForSleeps("77", true));
+  ASSERT_TRUE(testing::Exists(repo_ + "/.vscode/tasks.json")) << "the window: it exists meanwhile";
+  const std::string second =
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file_range","arguments":{"path":"src/main.c"}}})"
+      "\n";
+  ASSERT_EQ(::write(in, second.data(), second.size()), static_cast<ssize_t>(second.size()));
+  bool gone = false;
+  for (int i = 0; i < 400 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    gone = !testing::Exists(repo_ + "/.vscode");
+  }
+  EXPECT_TRUE(gone) << ".vscode/ outlived the next call boundary";
+  EXPECT_GT(CountSleeps("77"), 0) << "the job should still run";
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  ::close(in);
+  EXPECT_TRUE(WaitForSleeps("77", false));
+  const std::string log = ReadFile(dir_ / "boundary.jsonl");
+  EXPECT_NE(log.find("\"when\":\"call_boundary\""), std::string::npos) << log;
+}
+
 TEST_F(EscapeTest, EveryNestedRepositoryIsFoundAndProtected) {
   // Deeper than the old bounded scan (depth 3), inside node_modules, and behind more than its
   // 5000 entries: each repository's git dir is in the plan and its hooks are read-only.
