@@ -99,6 +99,19 @@ Json ProcessRecord::ToJson() const {
   return j;
 }
 
+Json ProtectedPathRemovedRecord::ToJson() const {
+  Json j = {{"path", path}, {"kind", kind}, {"quarantine", quarantine}, {"when", when}};
+  Put(j, "error", error);
+  return j;
+}
+
+Json SetuidStrippedRecord::ToJson() const {
+  Json j = {
+      {"path", path}, {"mode_before", mode_before}, {"mode_after", mode_after}, {"when", when}};
+  Put(j, "error", error);
+  return j;
+}
+
 Json McpDiagnosticRecord::ToJson() const {
   Json j = {{"server", server}, {"reason", reason}};
   Put(j, "source", source);
@@ -291,6 +304,22 @@ constexpr AuditFieldInfo kLogRecovered[] = {
     {"torn_bytes", true, "size of the torn line before this record"},
 };
 
+constexpr AuditFieldInfo kProtectedPathRemoved[] = {
+    {"path", true, "where the protected name was (absolute)", 5},
+    {"kind", true, "dir, file, symlink or other"},
+    {"quarantine", true, "where cordon moved it: <state>/quarantine/<session>/..."},
+    {"when", true, "process_end, call_boundary or launch: which sweep found it"},
+    {"error", false, "why it could not be moved (it is still there)"},
+};
+
+constexpr AuditFieldInfo kSetuidStripped[] = {
+    {"path", true, "the file (absolute)", 5},
+    {"mode_before", true, "its mode before, octal"},
+    {"mode_after", true, "its mode after, octal"},
+    {"when", true, "process_end, call_boundary or launch: which sweep found it"},
+    {"error", false, "why the bits could not be cleared"},
+};
+
 constexpr AuditRecordInfo kCatalog[] = {
     {SessionStartedRecord::kType, "a session began", kSessionStarted},
     {ToolStartedRecord::kType, "a tool call was received", kToolStarted},
@@ -304,6 +333,12 @@ constexpr AuditRecordInfo kCatalog[] = {
     {InstructionsRecord::kType, "AGENTS.md was sent to the client", kInstructions},
     {SessionFinishedRecord::kType, "a session ended", kSessionFinished},
     {LogRecoveredRecord::kType, "the writer found the last line torn by a crash", kLogRecovered},
+    {ProtectedPathRemovedRecord::kType,
+     "the workspace guard moved a protected name a confined process created into quarantine",
+     kProtectedPathRemoved},
+    {SetuidStrippedRecord::kType,
+     "the workspace guard cleared set-user-ID/set-group-ID bits of a file in a writable root",
+     kSetuidStripped},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

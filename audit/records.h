@@ -172,10 +172,34 @@ struct LogRecoveredRecord {
   Json ToJson() const;
 };
 
+// The workspace guard moved a protected name that a confined process created (a new .git, a
+// .vscode/, an .envrc, ...) out of the workspace into cordon's quarantine.
+struct ProtectedPathRemovedRecord {
+  static constexpr std::string_view kType = "protected_path_removed";
+  std::string path{};        // absolute, where it was
+  std::string kind{};        // dir, file, symlink, other
+  std::string quarantine{};  // where it is now
+  std::string when{};        // process_end, call_boundary, launch
+  std::optional<std::string> error{};
+  Json ToJson() const;
+};
+
+// The workspace guard cleared set-user-ID/set-group-ID bits of a file in a writable root.
+struct SetuidStrippedRecord {
+  static constexpr std::string_view kType = "setuid_stripped";
+  std::string path{};
+  std::string mode_before{};  // octal, e.g. "4755"
+  std::string mode_after{};
+  std::string when{};
+  std::optional<std::string> error{};
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
-                 McpClientRecord, InstructionsRecord, SessionFinishedRecord, LogRecoveredRecord>;
+                 McpClientRecord, InstructionsRecord, SessionFinishedRecord, LogRecoveredRecord,
+                 ProtectedPathRemovedRecord, SetuidStrippedRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

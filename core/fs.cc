@@ -451,4 +451,14 @@ std::vector<std::string> FindAgentsFiles(const Workspace& ws) {
   return found;
 }
 
+std::string CordonStateDir() {
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && x[0] == '/') {
+    return std::string(x) + "/cordon";
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') {
+    return std::string(h) + "/.local/state/cordon";
+  }
+  return "/tmp/cordon-state-" + std::to_string(::getuid());
+}
+
 }  // namespace cordon

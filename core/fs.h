@@ -97,4 +97,8 @@ class Workspace {
 // and node_modules, whose AGENTS.md files are other projects' business.
 std::vector<std::string> FindAgentsFiles(const Workspace& ws);
 
+// cordon's state directory: $XDG_STATE_HOME/cordon, ~/.local/state/cordon, or (no usable HOME)
+// /tmp/cordon-state-UID. Git views and the quarantine live under it, never in a workspace.
+std::string CordonStateDir();
+
 }  // namespace cordon

@@ -145,7 +145,15 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
 }
 
 Result<std::vector<ServerConfig>> ParseMcpJson(const std::string& text, const std::string& source) {
-  ASSIGN_OR_RETURN(Json j, ParseJsonBounded(text));
+  auto parsed = ParseJsonBounded(text);
+  if (!parsed) {
+    // Name the file: "malformed JSON" alone leaves the user to guess which config it was.
+    Error e = parsed.error();
+    e.message = source + ": " + e.message;
+    if (e.where.empty()) e.where = source;
+    return std::unexpected(e);
+  }
+  Json j = std::move(*parsed);
   std::vector<ServerConfig> out;
   if (!j.is_object() || !j.contains("mcpServers") || !j["mcpServers"].is_object()) return out;
   for (const auto& [name, def] : j["mcpServers"].items()) {

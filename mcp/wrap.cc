@@ -59,6 +59,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     rec.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                                it->second.started)
                          .count();
+    session.processes().SweepAtCallBoundary();  // before the response reaches the client
     session.Audit(rec, true);
     session.processes().SyncGitViews();  // a tool-call boundary of the wrapped server
     pending.erase(it);

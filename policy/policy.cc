@@ -57,6 +57,15 @@ std::string PathEntry(const std::string& name, const std::string& path) {
   return {};
 }
 
+// A protected name: one path component, matched at any depth.
+std::string NameEntry(const std::string& name, const std::string& entry) {
+  if (entry.empty() || entry == "." || entry == ".." || entry.find('/') != std::string::npos ||
+      entry.find('\0') != std::string::npos) {
+    return name + " entry \"" + entry + "\" must be one file or directory name (no /)";
+  }
+  return {};
+}
+
 std::string ScopeEntry(const std::string&, const std::string& scope) {
   return IsKnownScope(scope) ? std::string() : "unknown scope \"" + scope + "\"";
 }
@@ -226,6 +235,10 @@ const ListKey kListKeys[] = {
     {"redact", "env_names", ListPolarity::kDenies, false, false,
      [](const Policy& p) { return p.redact_env_names; },
      [](Policy& p, std::vector<std::string> v) { p.redact_env_names = std::move(v); }, AnyEntry},
+    {"filesystem", "protected_names", ListPolarity::kDenies, false, false,
+     [](const Policy& p) { return p.filesystem.protected_names; },
+     [](Policy& p, std::vector<std::string> v) { p.filesystem.protected_names = std::move(v); },
+     NameEntry},
     {"seccomp", "deny", ListPolarity::kDenies, true, false,
      [](const Policy& p) { return p.seccomp_deny; },
      [](Policy& p, std::vector<std::string> v) { p.seccomp_deny = std::move(v); }, AnyEntry},
@@ -262,9 +275,14 @@ std::string Policy::CanonicalJson() const {
   j["filesystem"]["read"] = filesystem.read;
   j["filesystem"]["write"] = filesystem.write;
   j["filesystem"]["deny"] = filesystem.deny;
+  if (!filesystem.protected_names.empty())
+    j["filesystem"]["protected_names"] = filesystem.protected_names;
   j["network"]["mode"] = NetworkModeName(network);
   j["seccomp"]["deny"] = seccomp_deny;
   j["sandbox"]["allow_weaker"] = allow_weaker_sandbox;
+  // Only when set, so that the hash of a policy that does not use the key is unchanged.
+  if (max_scan_entries != kDefaultMaxScanEntries)
+    j["sandbox"]["max_scan_entries"] = max_scan_entries;
   for (const auto& [name, o] : tools) {
     j["tools"][name]["limits"] = o.limits;
     if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);
@@ -320,25 +338,28 @@ std::string ExpandPath(std::string_view path, const std::string& workspace,
   return out;
 }
 
-bool IsProtectedPath(std::string_view rel) {
-  static constexpr std::string_view kDirs[] = {".cordon", ".thndrs", ".vscode", ".claude"};
-  static constexpr std::string_view kFiles[] = {".mcp.json",
-                                                ".bashrc",
-                                                ".bash_profile",
-                                                ".bash_login",
-                                                ".bash_logout",
-                                                ".profile",
-                                                ".zshrc",
-                                                ".zshenv",
-                                                ".zprofile",
-                                                ".zlogin",
-                                                ".zlogout",
-                                                ".inputrc",
-                                                ".envrc",
-                                                ".cshrc",
-                                                ".tcshrc",
-                                                ".kshrc",
-                                                ".config/fish/config.fish"};
+namespace {
+
+constexpr std::string_view kProtectedDirs[] = {".cordon", ".thndrs",       ".vscode", ".claude",
+                                               ".idea",   ".devcontainer", ".cursor"};
+constexpr std::string_view kProtectedFiles[] = {
+    ".mcp.json",     ".gitmodules", ".bashrc",
+    ".bash_profile", ".bash_login", ".bash_logout",
+    ".profile",      ".zshrc",      ".zshenv",
+    ".zprofile",     ".zlogin",     ".zlogout",
+    ".inputrc",      ".envrc",      ".cshrc",
+    ".tcshrc",       ".kshrc",      ".config/fish/config.fish"};
+
+}  // namespace
+
+std::string ProtectedNamesText() {
+  std::string out = ".git/config, .git/hooks, a new .git";
+  for (std::string_view d : kProtectedDirs) out += ", " + std::string(d) + "/";
+  for (std::string_view f : kProtectedFiles) out += ", " + std::string(f);
+  return out;
+}
+
+bool IsProtectedPath(std::string_view rel, std::span<const std::string> extra_names) {
   std::vector<std::string_view> parts;
   std::string_view rest = rel;
   while (!rest.empty()) {
@@ -348,8 +369,15 @@ bool IsProtectedPath(std::string_view rel) {
   }
   for (std::size_t i = 0; i < parts.size(); ++i) {
     std::string_view p = parts[i];
-    if (std::find(std::begin(kDirs), std::end(kDirs), p) != std::end(kDirs)) return true;
-    if (std::find(std::begin(kFiles), std::end(kFiles), p) != std::end(kFiles)) return true;
+    if (std::find(std::begin(kProtectedDirs), std::end(kProtectedDirs), p) !=
+        std::end(kProtectedDirs)) {
+      return true;
+    }
+    if (std::find(std::begin(kProtectedFiles), std::end(kProtectedFiles), p) !=
+        std::end(kProtectedFiles)) {
+      return true;
+    }
+    if (std::find(extra_names.begin(), extra_names.end(), p) != extra_names.end()) return true;
     if (p == ".git" && i + 1 < parts.size() &&
         (parts[i + 1] == "config" || parts[i + 1] == "hooks")) {
       return true;
@@ -435,6 +463,16 @@ Status ApplyNetworkKey(Policy& policy, const KeyInput& in) {
 }
 
 Status ApplySandboxKey(Policy& policy, const KeyInput& in) {
+  if (in.key == "max_scan_entries") {
+    ASSIGN_OR_RETURN(std::int64_t v, PositiveInteger(in.node, in.name, in.where));
+    if (in.tighten_only && v > policy.max_scan_entries) {
+      policy.notes.push_back(in.where + ": a project file cannot raise " + in.name);
+      return {};
+    }
+    policy.max_scan_entries = v;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
   if (in.key != "allow_weaker") return UnknownKey(in.source, in.node, in.name);
   auto v = in.node.value<bool>();
   if (!in.node.is_boolean() || !v) {
@@ -485,7 +523,7 @@ Status ApplyToolSection(Policy& policy, const KeyInput& in) {
 }
 
 // Examples are checked when the file loads: a policy that contradicts them is refused.
-Status CheckExamples(Policy&, const KeyInput& in) {
+Status CheckExamples(Policy& policy, const KeyInput& in) {
   const bool want_protected = in.key == "protected";
   if (!want_protected && in.key != "writable") return UnknownKey(in.source, in.node, in.name);
   ASSIGN_OR_RETURN(auto paths, StringArray(in.node, in.source, in.name));
@@ -494,7 +532,7 @@ Status CheckExamples(Policy&, const KeyInput& in) {
     if (!rel) {
       return Fail(Code::kInvalidInput, in.where + ": example " + p + ": " + rel.error().message);
     }
-    if (IsProtectedPath(*rel) != want_protected) {
+    if (IsProtectedPath(*rel, policy.filesystem.protected_names) != want_protected) {
       return Fail(Code::kInvalidInput, in.where + ": example fails: " + p + " should be " +
                                            (want_protected ? "protected" : "writable"));
     }

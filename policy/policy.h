@@ -57,7 +57,14 @@ struct FilesystemPolicy {
   std::vector<std::string> read;
   std::vector<std::string> write;
   std::vector<std::string> deny;
+  // Names protected in every writable root besides the built-in ones (IsProtectedPath):
+  // never written by a file tool, swept out of the workspace when a process creates them.
+  std::vector<std::string> protected_names;
 };
+
+// The workspace walk that finds every git directory and protected name refuses a launch
+// past this many entries (sandbox.max_scan_entries raises it).
+inline constexpr std::int64_t kDefaultMaxScanEntries = 2'000'000;
 
 // A per-tool section ([tools.NAME]): limit overrides and a network mode.
 struct ToolOverride {
@@ -94,6 +101,7 @@ struct Policy {
   NetworkMode network = NetworkMode::kNone;
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
   bool allow_weaker_sandbox = false;      // [sandbox] allow_weaker: Landlock+seccomp without bwrap
+  std::int64_t max_scan_entries = kDefaultMaxScanEntries;  // [sandbox] max_scan_entries
   std::map<std::string, ToolOverride> tools;
   std::vector<PolicyFile> files;
   // key ("limits.timeout_secs") -> where its value came from ("policies.d/00-default.toml:4").
@@ -159,9 +167,14 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
 std::string ExpandPath(std::string_view path, const std::string& workspace,
                        const std::string& home);
 
-// Paths inside a writable workspace that the agent may never write, nested repos included:
-// .git/config, .git/hooks, .cordon/, .thndrs/, .mcp.json, .vscode/, .claude/, shell dotfiles.
-// `rel` is a normalized workspace-relative path.
-bool IsProtectedPath(std::string_view rel);
+// Paths inside a writable workspace that the agent may never write, at any depth: .git/config,
+// .git/hooks, .gitmodules, .cordon/, .thndrs/, .vscode/, .devcontainer/, .idea/, .cursor/,
+// .claude/, .mcp.json, .envrc, shell dotfiles, and each of `extra_names`
+// (filesystem.protected_names). `rel` is a normalized workspace-relative path. The one
+// definition behind the file tools' refusal and the workspace sweep (runner/workspace_guard).
+// A `.git` that does not exist yet is the other half of the rule (CreatesGitDir).
+bool IsProtectedPath(std::string_view rel, std::span<const std::string> extra_names = {});
+// The built-in protected names, for messages and docs.
+std::string ProtectedNamesText();
 
 }  // namespace cordon

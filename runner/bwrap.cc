@@ -1,22 +1,15 @@
-// bwrap argv construction and the workspace scan that feeds it. Agent arguments never appear
+// bwrap argv construction. Agent arguments never appear
 // here: the command is handed to the shim through its spec, after bwrap's own "--".
 #include "runner/bwrap.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <functional>
-#include <memory>
-#include <optional>
 #include <set>
 
 #include "core/redact.h"
-#include "core/unique_fd.h"
 
 namespace cordon {
 
@@ -68,13 +61,11 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
     // An ancestor of a protected path that is a mount point cannot be renamed or removed, so
     // the protected path cannot be moved aside and recreated.
     for (const auto& pin : l.pins) a.insert(a.end(), {"--bind", pin, pin});
+    // Only entries that exist: a mount point over a missing name would have bwrap create it
+    // in the user's workspace, where the host sees it.
     for (const auto& p : l.protect) {
       if (p.kind == PathKind::kDir || p.kind == PathKind::kFile) {
         a.insert(a.end(), {"--ro-bind", p.path, p.path});
-      } else if (p.want_dir) {
-        a.insert(a.end(), {"--tmpfs", p.path, "--remount-ro", p.path});
-      } else {
-        a.insert(a.end(), {"--ro-bind", "/dev/null", p.path});
       }
     }
     AppendGitViewArgs(l.git_views, a);
@@ -112,138 +103,6 @@ std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_
     }
   }
   return env;
-}
-
-namespace {
-
-constexpr const char* kRootDirs[] = {".cordon", ".thndrs", ".vscode", ".claude"};
-constexpr const char* kRootFiles[] = {
-    ".mcp.json", ".bashrc",   ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
-    ".zshenv",   ".zprofile", ".zlogin",       ".zlogout",    ".envrc",       ".inputrc"};
-
-// The directory a `.git` file ("gitdir: PATH") names, when it lies inside the workspace.
-std::optional<std::string> GitFileTarget(const std::string& git_file, const std::string& ws) {
-  std::string line;
-  {
-    UniqueFd fd(::open(git_file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    char buf[4096];
-    ssize_t n = fd.valid() ? ::read(fd.get(), buf, sizeof buf) : -1;
-    if (n <= 0) return std::nullopt;
-    line.assign(buf, static_cast<std::size_t>(n));
-  }
-  if (line.rfind("gitdir:", 0) != 0) return std::nullopt;
-  line = line.substr(0, line.find('\n'));
-  std::size_t b = line.find_first_not_of(" \t", 7);
-  if (b == std::string::npos) return std::nullopt;
-  std::string target = line.substr(b);
-  while (!target.empty() && (target.back() == '\r' || target.back() == ' ')) target.pop_back();
-  if (target.empty()) return std::nullopt;
-  if (target[0] != '/') target = git_file.substr(0, git_file.rfind('/')) + "/" + target;
-  std::unique_ptr<char, decltype(&std::free)> real(::realpath(target.c_str(), nullptr), &std::free);
-  if (real == nullptr) return std::nullopt;
-  std::string r = real.get();
-  if (r.size() <= ws.size() || r.compare(0, ws.size(), ws) != 0 || r[ws.size()] != '/')
-    return std::nullopt;
-  return r;
-}
-
-}  // namespace
-
-Result<ProtectedScan> ScanProtectedPaths(const std::string& ws, std::size_t max_entries,
-                                         int max_depth) {
-  ProtectedScan scan;
-  std::set<std::string> pins;
-  auto add = [&](const std::string& rel, PathKind kind, bool want_dir) -> Status {
-    if (kind == PathKind::kSymlink || kind == PathKind::kOther) {
-      return Fail(Code::kSandboxUnavailable,
-                  "protected path " + rel +
-                      " is a symbolic link or special file; cordon will not "
-                      "run processes in this workspace until it is a plain file or directory");
-    }
-    scan.protect.push_back({ws + "/" + rel, kind, want_dir});
-    for (std::size_t pos = rel.find('/'); pos != std::string::npos; pos = rel.find('/', pos + 1)) {
-      pins.insert(ws + "/" + rel.substr(0, pos));
-    }
-    return {};
-  };
-  auto kind_of = [&](const std::string& rel) { return DescribeHostPath(ws + "/" + rel).kind; };
-  auto add_git = [&](const std::string& prefix, bool at_root) -> Status {
-    const std::string git = prefix + ".git";
-    PathKind k = kind_of(git);
-    if (k == PathKind::kDir) {
-      scan.git_dirs.push_back(ws + "/" + git);  // shown through a git view
-    } else if (k == PathKind::kFile || (k == PathKind::kMissing && at_root)) {
-      // A gitdir file, or no repository at all: the agent may not plant one.
-      TRY(add(git, k, true));
-      if (k == PathKind::kFile) {
-        if (auto target = GitFileTarget(ws + "/" + git, ws)) scan.git_dirs.push_back(*target);
-      }
-    } else if (k != PathKind::kMissing) {
-      TRY(add(git, k, true));
-    }
-    return {};
-  };
-  for (const char* d : kRootDirs) TRY(add(d, kind_of(d), true));
-  // A missing shell dotfile matters only where a shell reads it: in a workspace that is the
-  // user's home. Elsewhere only existing ones are protected (no stub is mounted).
-  bool is_home = false;
-  if (const char* home = std::getenv("HOME"); home != nullptr) {
-    std::unique_ptr<char, decltype(&std::free)> real(::realpath(home, nullptr), &std::free);
-    is_home = real != nullptr && ws == real.get();
-  }
-  for (const char* f : kRootFiles) {
-    PathKind k = kind_of(f);
-    if (k != PathKind::kMissing || is_home || std::string_view(f) == ".mcp.json")
-      TRY(add(f, k, false));
-  }
-  TRY(add_git("", true));
-  // Nested repositories and protected names below the root, within a bounded walk.
-  std::function<Status(const std::string&, int)> walk = [&](const std::string& rel,
-                                                            int depth) -> Status {
-    if (depth > max_depth || scan.truncated) return {};
-    std::string dir = rel.empty() ? ws : ws + "/" + rel;
-    std::vector<std::pair<std::string, unsigned char>> entries;
-    {
-      UniqueDir d = UniqueDir::Open(dir.c_str());
-      if (!d.valid()) return {};
-      while (dirent* e = d.Next()) {
-        std::string n = e->d_name;
-        if (n == "." || n == "..") continue;
-        entries.emplace_back(n, e->d_type);
-      }
-    }
-    for (const auto& [n, type] : entries) {
-      if (++scan.scanned > max_entries) {
-        scan.truncated = true;
-        return {};
-      }
-      const std::string child = rel.empty() ? n : rel + "/" + n;
-      if (!rel.empty()) {
-        if (n == ".git") {
-          TRY(add_git(rel + "/", false));
-          continue;
-        }
-        if (IsProtectedPath(child)) {
-          PathKind k = kind_of(child);
-          TRY(add(child, k, k == PathKind::kDir));
-          continue;
-        }
-      } else if (n == ".git" || IsProtectedPath(child)) {
-        continue;  // handled above
-      }
-      if (type == DT_DIR && n != "node_modules" && n != "target" && n != ".venv") {
-        TRY(walk(child, depth + 1));
-      }
-    }
-    return {};
-  };
-  TRY(walk("", 1));
-  scan.pins.assign(pins.begin(), pins.end());
-  std::sort(scan.pins.begin(), scan.pins.end(), [](const std::string& a, const std::string& b) {
-    return std::count(a.begin(), a.end(), '/') < std::count(b.begin(), b.end(), '/') ||
-           (std::count(a.begin(), a.end(), '/') == std::count(b.begin(), b.end(), '/') && a < b);
-  });
-  return scan;
 }
 
 }  // namespace cordon

@@ -22,10 +22,11 @@ struct HostPath {
   std::string symlink_target;  // for kSymlink
 };
 
+// An existing protected entry, bound read-only onto itself. A missing one gets no mount point:
+// nothing is ever created in the workspace for it (the workspace guard sweeps it instead).
 struct ProtectedEntry {
   std::string path;  // absolute
   PathKind kind = PathKind::kMissing;
-  bool want_dir = false;  // for a missing entry: an empty read-only dir rather than /dev/null
 };
 
 struct SandboxLayout {
@@ -57,17 +58,15 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& layout);
 std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_env,
                                                                     const std::string& workspace);
 
-// Protected paths present in (or missing from) the workspace, and the directories to pin so
-// that no ancestor of a protected path can be renamed. Fails closed on a protected symlink.
+// The protected entries that exist in the writable roots, the directories to pin so that no
+// ancestor of one can be renamed, and every git directory; made by ScanProtectedPaths
+// (runner/workspace_guard.h), a full walk.
 struct ProtectedScan {
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;
-  std::vector<std::string> git_dirs;  // absolute: shown through git views (runner/git_view.h)
-  std::size_t scanned = 0;
-  bool truncated = false;
+  std::vector<std::string> git_dirs;  // absolute: every .git dir, and a .git file's target inside
+  std::size_t scanned = 0;            // directory entries walked
 };
-Result<ProtectedScan> ScanProtectedPaths(const std::string& workspace,
-                                         std::size_t max_entries = 5000, int max_depth = 3);
 
 HostPath DescribeHostPath(const std::string& path);
 

@@ -214,14 +214,6 @@ Json GitViewsJson(const std::vector<GitViewMount>& views) {
   return out;
 }
 
-std::string CordonStateDir() {
-  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && x[0] == '/') {
-    return std::string(x) + "/cordon";
-  }
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr && home[0] == '/' ? home : "/tmp") + "/.local/state/cordon";
-}
-
 GitViews::GitViews() {
   const std::string views = CordonStateDir() + "/views";
   RemoveStale(views);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/text.h"
 
 namespace cordon {
@@ -39,9 +40,6 @@ void AppendGitViewArgs(const std::vector<GitViewMount>& views, std::vector<std::
 std::vector<std::string> GitViewPins(const std::string& workspace,
                                      const std::vector<GitViewMount>& views);
 Json GitViewsJson(const std::vector<GitViewMount>& views);
-
-// $XDG_STATE_HOME/cordon, or ~/.local/state/cordon.
-std::string CordonStateDir();
 
 // The views of one session: one per git directory, shared by every sandbox of the session,
 // removed with it. Thread-safe (background jobs sync from their own threads).

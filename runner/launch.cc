@@ -47,10 +47,8 @@ bool Under(const std::string& path, const std::string& root) {
                           path[root.size()] == '/');
 }
 
-// A lock per workspace: held shared while a sandbox runs, so stubs are removed only when no
-// sandbox (of any cordon process) might still have them mounted.
 // cordon's private runtime directory (0700): $XDG_RUNTIME_DIR/cordon or /tmp/cordon-UID.
-std::string StubLockDir() {
+std::string RuntimeDir() {
   std::string dir;
   if (const char* r = std::getenv("XDG_RUNTIME_DIR"); r != nullptr && r[0] == '/') {
     dir = std::string(r) + "/cordon";
@@ -59,14 +57,6 @@ std::string StubLockDir() {
   }
   ::mkdir(dir.c_str(), 0700);
   return dir;
-}
-
-std::string StubLockPath(const std::string& workspace) {
-  return StubLockDir() + "/stubs-" + Sha256Hex(workspace).substr(0, 16) + ".lock";
-}
-
-int OpenStubLock(const std::string& workspace) {
-  return ::open(StubLockPath(workspace).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
 void KillSandboxNamespace(pid_t init, int sig) {
@@ -247,6 +237,18 @@ OwnedTempDir::~OwnedTempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+std::vector<std::string> WritableRoots(const Policy& policy, const std::string& workspace,
+                                       const std::string& home) {
+  const PolicyPaths pp = ExpandPolicyPaths(policy, workspace, home);
+  std::vector<std::string> roots;
+  if (!pp.workspace_in_write) return roots;
+  roots.push_back(workspace);
+  for (const auto& w : pp.write) {
+    if (DescribeHostPath(w).kind == PathKind::kDir) roots.push_back(w);
+  }
+  return roots;
+}
+
 Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
                                   const std::string& workspace, const ProcessRequest& req,
                                   char** host_env, LaunchResources* acquired) {
@@ -265,7 +267,8 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
   f.euid = ::geteuid();
   const bool writable = pp.workspace_in_write && req.workspace_writable;
   if (writable) {
-    auto scan = ScanProtectedPaths(workspace);
+    auto scan =
+        ScanProtectedPaths(WritableRoots(policy, workspace, f.home), GuardOptions::From(policy));
     if (scan) {
       f.protected_scan = std::move(*scan);
     } else {
@@ -284,7 +287,7 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
     for (const auto& r : roots) f.paths_except[r] = PathsExcept(r, hidden);
     if (host.landlock_abi >= 1) {
       // No private /tmp without a mount namespace: a directory of this call's own.
-      std::string dir = StubLockDir() + "/tmp-XXXXXX";
+      std::string dir = RuntimeDir() + "/tmp-XXXXXX";
       if (::mkdtemp(dir.data()) == nullptr)
         return SysFail(Code::kSandboxUnavailable, "mkdtemp", dir);
       acquired->private_tmp = OwnedTempDir(dir);
@@ -339,7 +342,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   if (s.workspace_writable && !host.weaker && facts.workspace_stat) {
     // Inside bwrap's user namespace only cordon's own uid is mapped. A workspace owned by
     // another user is then not writable for the command, whatever root could do outside, and
-    // bwrap cannot make the protected stubs in it: say so instead of failing halfway.
+    // bwrap could not bind it writable for the command: say so instead of failing halfway.
     const auto [owner, mode] = *facts.workspace_stat;
     if (owner != facts.euid && (mode & S_IWOTH) == 0) {
       return Fail(Code::kSandboxUnavailable,
@@ -372,6 +375,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     }
     s.protect = facts.protected_scan->protect;
     s.pins = facts.protected_scan->pins;
+    s.git_dirs = facts.protected_scan->git_dirs;
     s.git_views = facts.git_views;
     for (auto& pin : GitViewPins(workspace, s.git_views)) {
       if (std::find(s.pins.begin(), s.pins.end(), pin) == s.pins.end()) s.pins.push_back(pin);
@@ -380,9 +384,6 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     std::stable_sort(s.pins.begin(), s.pins.end(), [](const std::string& a, const std::string& b) {
       return std::count(a.begin(), a.end(), '/') < std::count(b.begin(), b.end(), '/');
     });
-    for (const auto& p : s.protect) {
-      if (p.kind == PathKind::kMissing) s.created_stubs.push_back(p.path);
-    }
   }
   LandlockInput ll;
   for (const auto& r : s.read) ll.read.push_back(r.path);
@@ -519,7 +520,7 @@ Json PlanJson(const LaunchPlan& plan) {
           {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
           {"contain", ContainSpecJson(plan.call.contain)},
           {"confinement", ConfinementJson(plan)},
-          {"stubs", plan.session.created_stubs},
+          {"git_dirs", plan.session.git_dirs},
           {"git_views", GitViewsJson(plan.session.git_views)}};
 }
 
@@ -534,9 +535,6 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   proc->timeout_ms_ = call.limits.timeout_secs * 1000;
   proc->private_tmp_ = std::move(resources.private_tmp);
   if (resources.cgroup) proc->cgroup_.emplace(std::move(*resources.cgroup));
-  // Shared stub lock first, before bwrap creates or relies on any stub.
-  UniqueFd stub_lock(OpenStubLock(plan.session.workspace));
-  if (stub_lock.valid()) ::flock(stub_lock.get(), LOCK_SH);
   const bool weaker = plan.session.weaker();
   const std::string spec = LaunchSpec(plan);
   UniqueFd spec_fd(::memfd_create("cordon-spec", MFD_CLOEXEC));
@@ -613,8 +611,6 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   proc->status_fd_ = std::move(st.read);
   proc->json_fd_ = std::move(js.read);
   if (call.pipe_stdin) proc->in_fd_ = std::move(in.write);
-  proc->stubs_ = plan.session.created_stubs;
-  proc->stub_lock_ = std::move(stub_lock);
   for (int fd :
        {proc->out_fd_.get(), proc->err_fd_.get(), proc->status_fd_.get(), proc->json_fd_.get()}) {
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -626,7 +622,6 @@ ConfinedProcess::~ConfinedProcess() {
   if (!done_ && pid_ > 0) {
     Terminate();
     ::waitpid(pid_, nullptr, 0);
-    CleanupStubs();
   }
 }
 
@@ -663,20 +658,6 @@ void ConfinedProcess::Terminate() {
     ::kill(pid_, SIGKILL);
     ::kill(-pid_, SIGKILL);
   }
-}
-
-void ConfinedProcess::CleanupStubs() {
-  stub_lock_.Reset();
-  if (stubs_.empty()) return;
-  UniqueFd lock(OpenStubLock(workspace_));
-  if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return;  // another sandbox runs
-  for (auto it = stubs_.rbegin(); it != stubs_.rend(); ++it) {
-    struct stat st {};
-    if (::lstat(it->c_str(), &st) != 0) continue;
-    if (S_ISREG(st.st_mode) && st.st_size == 0) ::unlink(it->c_str());
-    if (S_ISDIR(st.st_mode)) ::rmdir(it->c_str());  // only if empty
-  }
-  stubs_.clear();
 }
 
 void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
@@ -795,7 +776,6 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   }
   if (reason) o.status = *reason;
   if (cgroup_) o.cgroup = cgroup_->Stats();
-  CleanupStubs();
   std::lock_guard<std::mutex> lock(mu_);
   outcome_ = o;
   done_ = true;

@@ -21,6 +21,7 @@
 #include "runner/capture.h"
 #include "runner/cgroup.h"
 #include "runner/contain.h"
+#include "runner/workspace_guard.h"
 
 namespace cordon {
 
@@ -113,6 +114,11 @@ struct LaunchResources {
   OwnedTempDir private_tmp;
 };
 
+// The roots a confined process may write, which the workspace guard walks: the workspace (none
+// at all when the policy keeps it read-only) and each policy write path that is a directory.
+std::vector<std::string> WritableRoots(const Policy& policy, const std::string& workspace,
+                                       const std::string& home);
+
 // Reads the host and acquires the cgroup and (weaker mode) the private TMPDIR. Fails only when
 // an acquisition that has no fallback fails; a refused workspace is a fact the plan reports.
 Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
@@ -133,8 +139,8 @@ struct SessionLaunch {
   std::vector<HostPath> deny;
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;
-  std::vector<std::string> created_stubs;  // protected stubs bwrap will create on the host
-  std::vector<GitViewMount> git_views;     // every git directory, shown through a view
+  std::vector<std::string> git_dirs;    // every git dir in the writable roots (full walk)
+  std::vector<GitViewMount> git_views;  // every git directory, shown through a view
   NetworkMode network = NetworkMode::kNone;
   bool weaker() const { return bwrap.empty(); }
 };
@@ -233,11 +239,8 @@ class ConfinedProcess {
  private:
   ConfinedProcess(std::size_t cap) : out_(cap), err_(cap) {}
   void Terminate();
-  void CleanupStubs();
   ProcessRequest req_;
   std::string workspace_;
-  std::vector<std::string> stubs_;
-  UniqueFd stub_lock_;
   OwnedTempDir private_tmp_;  // weaker mode: the call's own temporary directory
   Json confinement_;
   pid_t pid_ = -1;

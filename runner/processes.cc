@@ -47,8 +47,14 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources*
 
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessRequest& req) {
   LaunchResources resources;
+  const std::uint64_t token = guard_ ? guard_->BeforeLaunch() : 0;
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources));
-  return ConfinedProcess::Start(plan, std::move(resources), req);
+  if (guard_)
+    guard_->Launched(token, plan.session.workspace_writable, plan.session.protect,
+                     plan.session.git_dirs);
+  auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
+  if (!proc && guard_) guard_->AfterProcess();
+  return proc;
 }
 
 Json ProcessHost::ResultJson(const ConfinedProcess& p) {
@@ -78,6 +84,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
   proc->Run(cancel);
   git_views_.SyncOut();
   Record(*proc, "", false);
+  if (guard_) guard_->AfterProcess();
   return proc;
 }
 
@@ -89,6 +96,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
   proc->Run(cancel, &hooks);
   git_views_.SyncOut();
   Record(*proc, "", false);
+  if (guard_) guard_->AfterProcess();
   return proc;
 }
 
@@ -107,6 +115,7 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
     raw->proc->Run(&raw->cancel);
     git_views_.SyncOut();
     Record(*raw->proc, raw->id, raw->cancel.load());
+    if (guard_) guard_->AfterProcess();
   });
   return Json{{"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};
 }

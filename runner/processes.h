@@ -13,6 +13,7 @@
 #include "core/signals.h"
 #include "runner/git_view.h"
 #include "runner/launch.h"
+#include "runner/workspace_guard.h"
 
 namespace cordon {
 
@@ -45,6 +46,12 @@ class ProcessHost {
   // Writes what the sandboxes changed in the git views back to the host (runner/git_view.h):
   // after each process, and at each tool-call boundary while a long-lived one runs.
   void SyncGitViews() { git_views_.SyncOut(); }
+  // The session's workspace guard: it sweeps after each process and, while one runs, at each
+  // call boundary (SweepAtCallBoundary).
+  void SetGuard(std::unique_ptr<WorkspaceGuard> guard) { guard_ = std::move(guard); }
+  void SweepAtCallBoundary() {
+    if (guard_) guard_->AtCallBoundary();
+  }
   Json List();
   Result<Json> Output(const std::string& id, std::size_t max_chars);
   Result<Json> Cancel(const std::string& id);
@@ -70,6 +77,7 @@ class ProcessHost {
   GitViews git_views_;  // outlives every job (members go after the destructor's joins)
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
+  std::unique_ptr<WorkspaceGuard> guard_;  // outlives the jobs: their threads end in a sweep
   int next_job_ = 0;
 };
 

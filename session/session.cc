@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -48,6 +49,34 @@ Result<std::string> ReadAuditKey(const std::string& path) {
     return Fail(Code::kInvalidInput, "audit key file " + path + " holds fewer than 16 bytes");
   }
   return key;
+}
+
+std::string HomeDir() {
+  const char* home = std::getenv("HOME");
+  return home != nullptr ? home : "/nonexistent";
+}
+
+std::string Octal(mode_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%o", static_cast<unsigned>(mode));
+  return buf;
+}
+
+AuditRecord GuardRecord(const GuardEvent& e) {
+  std::optional<std::string> error;
+  if (!e.error.empty()) error = e.error;
+  if (e.kind == GuardEvent::Kind::kSetuidStripped) {
+    return SetuidStrippedRecord{.path = e.path,
+                                .mode_before = Octal(e.mode_before),
+                                .mode_after = Octal(e.mode_after),
+                                .when = e.when,
+                                .error = error};
+  }
+  return ProtectedPathRemovedRecord{.path = e.path,
+                                    .kind = e.entry_kind,
+                                    .quarantine = e.quarantine,
+                                    .when = e.when,
+                                    .error = error};
 }
 
 }  // namespace
@@ -101,6 +130,10 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested) {
         raw->RecordProcess(p, job_id, cancel_requested);
       });
+  s->processes_->SetGuard(std::make_unique<WorkspaceGuard>(
+      WritableRoots(s->policy_, s->workspace_.root(), HomeDir()), GuardOptions::From(s->policy_),
+      CordonStateDir() + "/quarantine/" + session_id,
+      [raw](const GuardEvent& e) { raw->Audit(GuardRecord(e), true); }));
   return s;
 }
 
@@ -370,6 +403,9 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
   if (is_error) ++errors_;
 
   processes_->SyncGitViews();  // a tool-call boundary: long-lived processes' git writes go out
+  // The call's boundary: what a long-lived process made meanwhile is swept before it returns.
+  processes_->SweepAtCallBoundary();
+
   // 6. Record.
   const auto elapsed =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)

@@ -260,6 +260,16 @@ std::vector<AuditRecord> FullRecords() {
       InstructionsRecord{.path = "AGENTS.md", .sha256 = "h"},
       SessionFinishedRecord{},
       LogRecoveredRecord{},
+      ProtectedPathRemovedRecord{.path = "/ws/.envrc",
+                                 .kind = "file",
+                                 .quarantine = "/q/.envrc",
+                                 .when = "process_end",
+                                 .error = "e"},
+      SetuidStrippedRecord{.path = "/ws/tool",
+                           .mode_before = "4755",
+                           .mode_after = "755",
+                           .when = "process_end",
+                           .error = "e"},
   };
 }
 

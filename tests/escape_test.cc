@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -427,23 +428,279 @@ TEST_F(EscapeTest, GitCommitCheckoutStashAndRebaseWorkInsideAndReachTheHost) {
   EXPECT_EQ(fsck.exit_code, 0) << fsck.out << fsck.err;
 }
 
-TEST_F(EscapeTest, MissingProtectedPathsCannotBeCreated) {
-  for (const char* p :
-       {"/.mcp.json", "/.vscode/tasks.json", "/.cordon/policy.toml", "/.claude/settings.json"}) {
-    ExpectRefused(Probe({"write", ws_ + p}), p);
+TEST_F(EscapeTest, MissingProtectedPathsCreatedInsideAreSweptIntoQuarantine) {
+  // Issue 9: no placeholder holds a missing protected name any more. Whatever a process makes
+  // under one is moved out of the workspace into cordon's quarantine when it ends, and recorded.
+  const std::vector<std::string> names = {".gitmodules",
+                                          ".vscode/tasks.json",
+                                          ".devcontainer/devcontainer.json",
+                                          ".idea/workspace.xml",
+                                          ".cursor/rules",
+                                          ".claude/settings.json",
+                                          ".cordon/policy.toml",
+                                          ".thndrs/mcp.toml",
+                                          ".mcp.json",
+                                          ".envrc",
+                                          "sub/.vscode/tasks.json",
+                                          "sub/.envrc",
+                                          "sub/.bashrc",
+                                          "a/b/c/d/.idea/x",
+                                          "lib/.extra-protected",
+                                          "sub/.gitmodules"};
+  WriteFile(dir_ / "names.toml", "[filesystem]\nprotected_names = [\".extra-protected\"]\n");
+  std::string script = "set -e; git init -q sub; git init -q a/b/c/d/e/f; ";
+  for (const auto& n : names) {
+    script += "mkdir -p \"$(dirname " + n + ")\"; echo planted > " + n + "; ";
   }
-  // The stubs cordon mounted are gone from the host afterwards.
-  EXPECT_FALSE(testing::Exists(ws_ + "/.mcp.json"));
-  EXPECT_FALSE(testing::Exists(ws_ + "/.vscode"));
-  // A workspace without a repository cannot have one planted.
+  auto r = Exec({"sh", "-c", script}, {"--policy", dir_ / "names.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  const std::string state = dir_ / "state/cordon/quarantine";
+  auto quarantined = [&](const std::string& rel) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(state)) {
+      const std::string p = e.path().string();
+      if (p.size() > rel.size() &&
+          p.compare(p.size() - rel.size() - 1, std::string::npos, "/" + rel) == 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (const std::string rel :
+       {".gitmodules", ".vscode", ".devcontainer", ".idea", ".cursor", ".claude", ".cordon",
+        ".thndrs", ".mcp.json", ".envrc", "sub/.vscode", "sub/.envrc", "sub/.bashrc",
+        "a/b/c/d/.idea", "lib/.extra-protected", "sub/.gitmodules", "sub/.git",
+        "a/b/c/d/e/f/.git"}) {
+    EXPECT_FALSE(testing::Exists(ws_ + "/" + rel)) << rel << " is still in the workspace";
+    EXPECT_TRUE(quarantined(rel)) << rel << " is not in " << state;
+    EXPECT_NE(log.find("\"path\":\"" + ws_ + "/" + rel + "\""), std::string::npos)
+        << rel << " has no record";
+  }
+  EXPECT_NE(log.find("\"type\":\"protected_path_removed\""), std::string::npos);
+  // What was there before stays: the workspace's own repository, and ordinary files.
+  EXPECT_EQ(ReadFile(ws_ + "/.git/config"), "[core]\n");
+  EXPECT_TRUE(testing::Exists(ws_ + "/sub"));
+  // A workspace without a repository does not keep one planted.
   TempDir plain;
   std::filesystem::create_directories(plain / "src");
-  auto r = testing::Run(
+  auto p = testing::Run(
       {testing::CordonBin(), "exec", "--workspace", plain.path(), "--audit-log", dir_ / "a2.jsonl",
        "--", "sh", "-c", "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit"},
       env_);
+  EXPECT_FALSE(testing::Exists(plain / ".git")) << p.out << p.err;
+}
+
+TEST_F(EscapeTest, FileToolsAndProcessesAgreeOnProtectedNames) {
+  // One definition (IsProtectedPath + a .git the workspace does not have): what a file tool
+  // refuses, a process may create only until the sweep at its end, which removes it.
+  for (const std::string rel :
+       {".envrc", "sub/.vscode/settings.json", ".devcontainer/devcontainer.json", ".gitmodules",
+        ".idea/x.xml", ".cursor/rules", "deep/er/.git/HEAD", "x/.git"}) {
+    auto c = Call("create_file", {{"path", rel}, {"content", "x\n"}});
+    EXPECT_NE(c.out.find("denied_by_policy"), std::string::npos) << rel << ": " << c.out;
+    auto e = Exec({"sh", "-c", "mkdir -p \"$(dirname " + rel + ")\" && echo x > " + rel});
+    EXPECT_FALSE(testing::Exists(ws_ + "/" + rel)) << rel << " was created by a process and kept";
+  }
+}
+
+// `inode path` of every entry below root, sorted: what a host reader of the workspace sees.
+// The index is left out: the test's own `git status` on the host rewrites it.
+std::vector<std::string> InodeListing(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    if (e.path() == root + "/.git/index") continue;
+    struct stat st {};
+    ::lstat(e.path().c_str(), &st);
+    out.push_back(std::to_string(st.st_ino) + " " + e.path().string().substr(root.size()));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string Diff(const std::vector<std::string>& before, const std::vector<std::string>& after) {
+  std::string d;
+  for (const auto& x : after) {
+    if (!std::binary_search(before.begin(), before.end(), x)) d += "+ " + x + "\n";
+  }
+  for (const auto& x : before) {
+    if (!std::binary_search(after.begin(), after.end(), x)) d += "- " + x + "\n";
+  }
+  return d;
+}
+
+class PlaceholderTest : public EscapeTest {
+ protected:
+  void SetUp() override {
+    EscapeTest::SetUp();
+    if (IsSkipped()) return;
+    if (FindOnPath("git").empty()) GTEST_SKIP() << "SKIPPED SECURITY TEST: git is not installed";
+    repo_ = dir_ / "repo";
+    std::filesystem::create_directories(repo_ + "/src");
+    WriteFile(repo_ + "/src/main.c", "int main(void) { return 0; }\n");
+    Git({"init", "-q"});
+    Git({"add", "."});
+    Git({"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "init"});
+    ASSERT_EQ(Git({"status", "--porcelain"}), "");
+  }
+  std::string Git(std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/env", "git", "-C", repo_});
+    auto r = testing::Run(args, {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }
+  // Starts cordon with ARGS, its stdin a pipe (returned in *in) and its output discarded.
+  pid_t Spawn(const std::vector<std::string>& args, int* in) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return -1;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(p[0], 0);
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      for (const auto& e : env_) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> argv;
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      _exit(127);
+    }
+    ::close(p[0]);
+    *in = p[1];
+    return pid;
+  }
+  static bool WaitForSleeps(const std::string& seconds, bool running) {
+    for (int i = 0; i < 400; ++i) {
+      if ((CountSleeps(seconds) > 0) == running) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+  }
+  // Runs a sandboxed `sleep SECONDS` (by `cordon exec`, or as a background run_shell job of
+  // `cordon serve`), checks the workspace from the host while it runs, ends cordon with SIG,
+  // and checks again; then a next cordon start, and again.
+  void RunAndSignal(bool serve, int sig, const std::string& seconds) {
+    SCOPED_TRACE(std::string(serve ? "serve" : "exec") + " + " + ::sigabbrev_np(sig));
+    const auto before = InodeListing(repo_);
+    int in = -1;
+    const std::string log = dir_ / ("log-" + seconds + ".jsonl");
+    pid_t pid =
+        serve
+            ? Spawn({testing::CordonBin(), "serve", "--workspace", repo_, "--audit-log", log}, &in)
+            : Spawn({testing::CordonBin(), "exec", "--workspace", repo_, "--audit-log", log, "--",
+                     "sleep", seconds},
+                    &in);
+    ASSERT_GT(pid, 0);
+    if (serve) {
+      const std::string msgs =
+          R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+          "\n"
+          R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+          "\n"
+          R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sleep","args":[")" +
+          seconds + R"("],"background":true}}})" + "\n";
+      ASSERT_EQ(::write(in, msgs.data(), msgs.size()), static_cast<ssize_t>(msgs.size()));
+    }
+    ASSERT_TRUE(WaitForSleeps(seconds, true)) << "the sandboxed sleep never started";
+    // A host reader during the run sees exactly the workspace it had: no placeholder.
+    EXPECT_EQ(Diff(before, InodeListing(repo_)), "") << "visible on the host during the run";
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ::close(in);
+    EXPECT_TRUE(WaitForSleeps(seconds, false)) << "the sandbox outlived cordon";
+    EXPECT_EQ(Diff(before, InodeListing(repo_)), "") << "left in the workspace after the signal";
+    EXPECT_EQ(Git({"status", "--porcelain"}), "");
+    // The next cordon start leaves nothing behind either.
+    auto next = testing::Run({testing::CordonBin(), "exec", "--workspace", repo_, "--audit-log",
+                              dir_ / "next.jsonl", "--", "true"},
+                             env_);
+    EXPECT_EQ(next.exit_code, 0) << next.err;
+    EXPECT_EQ(Diff(before, InodeListing(repo_)), "") << "left after the next cordon start";
+    EXPECT_EQ(Git({"status", "--porcelain"}), "");
+  }
+  std::string repo_;
+};
+
+TEST_F(PlaceholderTest, NothingAppearsInTheWorkspaceWhenExecIsSignalled) {
+  int n = 81;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGKILL}) RunAndSignal(false, sig, std::to_string(n++));
+}
+
+TEST_F(PlaceholderTest, NothingAppearsInTheWorkspaceWhenServeWithABackgroundJobIsSignalled) {
+  int n = 91;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGKILL}) RunAndSignal(true, sig, std::to_string(n++));
+}
+
+TEST_F(PlaceholderTest, ABackgroundJobsProtectedNameIsSweptAtTheNextCallBoundary) {
+  // While a long-lived process runs, the sweep runs at each tool-call boundary: a .vscode/ a
+  // background job made is gone after the next call, while the job still runs.
+  int in = -1;
+  pid_t pid = Spawn(
+      {testing::CordonBin(), "serve", "--workspace", repo_, "--audit-log", dir_ / "boundary.jsonl"},
+      &in);
+  ASSERT_GT(pid, 0);
+  const std::string first =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sh","args":["-c","mkdir -p .vscode && echo x > .vscode/tasks.json && exec sleep 77"],"background":true}}})"
+      "\n";
+  ASSERT_EQ(::write(in, first.data(), first.size()), static_cast<ssize_t>(first.size()));
+  ASSERT_TRUE(WaitForSleeps("77", true));
+  ASSERT_TRUE(testing::Exists(repo_ + "/.vscode/tasks.json")) << "the window: it exists meanwhile";
+  const std::string second =
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file_range","arguments":{"path":"src/main.c"}}})"
+      "\n";
+  ASSERT_EQ(::write(in, second.data(), second.size()), static_cast<ssize_t>(second.size()));
+  bool gone = false;
+  for (int i = 0; i < 400 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    gone = !testing::Exists(repo_ + "/.vscode");
+  }
+  EXPECT_TRUE(gone) << ".vscode/ outlived the next call boundary";
+  EXPECT_GT(CountSleeps("77"), 0) << "the job should still run";
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  ::close(in);
+  EXPECT_TRUE(WaitForSleeps("77", false));
+  const std::string log = ReadFile(dir_ / "boundary.jsonl");
+  EXPECT_NE(log.find("\"when\":\"call_boundary\""), std::string::npos) << log;
+}
+
+TEST_F(EscapeTest, EveryNestedRepositoryIsFoundAndProtected) {
+  // Deeper than the old bounded scan (depth 3), inside node_modules, and behind more than its
+  // 5000 entries: each repository's git dir is in the plan and its hooks are read-only.
+  std::filesystem::create_directories(ws_ + "/aaa-big");
+  for (int i = 0; i < 6000; ++i) WriteFile(ws_ + "/aaa-big/f" + std::to_string(i), "");
+  const std::vector<std::string> repos = {"a/b/c/d/e/lib", "node_modules/pkg", "target/x",
+                                          ".venv/lib/site", "zzz/after-the-big-dir"};
+  for (const auto& r : repos) {
+    std::filesystem::create_directories(ws_ + "/" + r + "/.git/hooks");
+    WriteFile(ws_ + "/" + r + "/.git/config", "[core]\n");
+  }
+  auto plan = Exec({"true"}, {"--plan"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  Json j = Json::parse(plan.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << plan.out.substr(0, 400);
+  for (const auto& r : repos) {
+    const std::string git = ws_ + "/" + r + "/.git";
+    EXPECT_NE(std::find(j["git_dirs"].begin(), j["git_dirs"].end(), Json(git)), j["git_dirs"].end())
+        << git << " is not among the plan's git dirs";
+    ExpectRefused(Probe({"write", git + "/hooks/pre-commit"}), git + "/hooks");
+    ExpectRefused(Probe({"write", git + "/config"}), git + "/config");
+    EXPECT_EQ(ReadFile(git + "/config"), "[core]\n");
+  }
+}
+
+TEST_F(EscapeTest, AWorkspaceBeyondTheWalkCapIsRefusedNotPassedThrough) {
+  for (int i = 0; i < 300; ++i) WriteFile(ws_ + "/f" + std::to_string(i), "");
+  WriteFile(dir_ / "cap.toml", "[sandbox]\nmax_scan_entries = 100\n");
+  auto r = Exec({"true"}, {"--policy", dir_ / "cap.toml"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_FALSE(testing::Exists(plain / ".git/hooks/pre-commit"));
+  EXPECT_NE(r.err.find("sandbox_unavailable"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sandbox.max_scan_entries"), std::string::npos) << r.err;
 }
 
 TEST_F(EscapeTest, SymlinkReplacementOfAProtectedDirectoryFails) {

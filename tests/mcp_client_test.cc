@@ -98,6 +98,14 @@ TEST_F(McpClientTest, ConfigPrecedenceExpansionAndDiagnostics) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("mcp.toml:3: unknown key \"comand\""), std::string::npos)
       << bad.error().message;
+  // A malformed .mcp.json names the file (issue 9: "malformed JSON" alone named nothing).
+  WriteFile(dir_ / "ws/.cordon/mcp.toml", "");
+  WriteFile(dir_ / "ws/.mcp.json", "{\"mcpServers\": ");
+  auto torn = LoadMcpConfig(DefaultConfigSources(dir_ / "ws"), dir_ / "ws");
+  ASSERT_FALSE(torn);
+  EXPECT_NE(torn.error().message.find(dir_ / "ws/.mcp.json"), std::string::npos)
+      << torn.error().message;
+  EXPECT_NE(torn.error().message.find("malformed JSON"), std::string::npos);
   EXPECT_TRUE(IsValidServerName("a-b_1"));
   EXPECT_FALSE(IsValidServerName("a b"));
   EXPECT_FALSE(IsValidServerName("../x"));

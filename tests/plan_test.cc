@@ -15,6 +15,7 @@
 #include <csignal>
 #include <filesystem>
 #include <regex>
+#include <set>
 
 #include "core/hash.h"
 #include "runner/bwrap.h"
@@ -24,6 +25,7 @@
 #include "runner/rlimits.h"
 #include "runner/seccomp.h"
 #include "runner/shim/sha256.h"
+#include "runner/workspace_guard.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -301,9 +303,9 @@ SandboxLayout Layout() {
   l.workspace = "/ws";
   l.read = {{"/usr", PathKind::kDir, {}}, {"/bin", PathKind::kSymlink, "usr/bin"}};
   l.deny = {{"/etc/shadow", PathKind::kFile, {}}, {"/etc/ssh", PathKind::kDir, {}}};
-  l.protect = {{"/ws/.git/hooks", PathKind::kDir, true},
-               {"/ws/.mcp.json", PathKind::kMissing, false},
-               {"/ws/.vscode", PathKind::kMissing, true}};
+  l.protect = {{"/ws/.git/hooks", PathKind::kDir},
+               {"/ws/.mcp.json", PathKind::kMissing},
+               {"/ws/.vscode", PathKind::kMissing}};
   l.pins = {"/ws/.git"};
   l.shim = "/opt/cordon/cordon-shim";
   l.cwd = "/ws";
@@ -333,9 +335,10 @@ TEST(BwrapPlan, NamespacesMountsAndOrder) {
   ASSERT_NE(ws, std::string::npos);
   EXPECT_LT(ws, pin);
   EXPECT_LT(pin, hooks) << "protected binds must come after the writable workspace and pins";
-  EXPECT_NE(IndexOf(a, {"--ro-bind", "/dev/null", "/ws/.mcp.json"}), std::string::npos);
-  EXPECT_NE(IndexOf(a, {"--tmpfs", "/ws/.vscode", "--remount-ro", "/ws/.vscode"}),
-            std::string::npos);
+  // A protected name that does not exist gets no mount point: bwrap would create it in the
+  // user's workspace, where the host sees it (issue 9, promise 2).
+  EXPECT_EQ(IndexOf(a, {"/ws/.mcp.json"}), std::string::npos);
+  EXPECT_EQ(IndexOf(a, {"/ws/.vscode"}), std::string::npos);
   // The shim comes right after bwrap's "--"; the agent's argv is not on this command line.
   const auto dash = IndexOf(a, {"--", kShimInSandbox, "--spec-fd", "3"});
   EXPECT_EQ(dash + 4, a.size());
@@ -374,12 +377,12 @@ TEST(BwrapPlan, GitViewsAreBoundOverEachGitDirectoryWithTheSharedAndReadOnlyPart
   const auto sub = IndexOf(a, {"--bind", "/st/views/7-ab/2", "/ws/.git/modules/sub"});
   const auto sub_config =
       IndexOf(a, {"--ro-bind", "/ws/.git/modules/sub/config", "/ws/.git/modules/sub/config"});
-  const auto vscode = IndexOf(a, {"--tmpfs", "/ws/.vscode"});
-  for (auto i : {ws, view, objects, logs, config, modules, sub, sub_config, vscode}) {
+  const auto hooks_protected = IndexOf(a, {"--ro-bind", "/ws/.git/hooks", "/ws/.git/hooks"});
+  for (auto i : {ws, view, objects, logs, config, modules, sub, sub_config, hooks_protected}) {
     ASSERT_NE(i, std::string::npos);
   }
   EXPECT_LT(ws, view);
-  EXPECT_LT(vscode, view) << "views come after the protected paths";
+  EXPECT_EQ(IndexOf(a, {"/ws/.vscode"}), std::string::npos) << "a missing name gets no mount point";
   EXPECT_LT(view, objects);
   EXPECT_LT(objects, config);
   EXPECT_LT(modules, sub) << "a submodule's view is mounted over its parent's read-only modules/";
@@ -495,14 +498,20 @@ TEST(ProtectedScan, FindsNestedRepositoriesAndRefusesSymlinks) {
     return std::any_of(scan->protect.begin(), scan->protect.end(),
                        [&](const auto& p) { return p.path == d / ("ws/" + rel); });
   };
-  // Git directories are shown through views (runner/git_view.h), not by binding parts of them.
-  EXPECT_FALSE(protects(".git/hooks"));
-  EXPECT_FALSE(protects(".git/config"));
+  EXPECT_TRUE(protects(".git/hooks"));
+  EXPECT_FALSE(protects(".git/config")) << "missing: no placeholder (the sweep removes a new one)";
+  EXPECT_TRUE(protects("third_party/lib/.git/hooks"));
+  EXPECT_TRUE(protects("app/.vscode"));
+  EXPECT_FALSE(protects(".mcp.json")) << "a missing name gets no placeholder";
+  EXPECT_FALSE(protects(".git")) << "a .git dir stays writable (the git view decides inside)";
   EXPECT_EQ(scan->git_dirs,
             (std::vector<std::string>{d / "ws/.git", d / "ws/third_party/lib/.git"}));
-  EXPECT_TRUE(protects("app/.vscode"));
-  EXPECT_TRUE(protects(".mcp.json"));
-  EXPECT_NE(std::find(scan->pins.begin(), scan->pins.end(), d / "ws/app"), scan->pins.end());
+  for (const char* pin :
+       {".git", "third_party", "third_party/lib", "third_party/lib/.git", "app"}) {
+    EXPECT_NE(std::find(scan->pins.begin(), scan->pins.end(), d / (std::string("ws/") + pin)),
+              scan->pins.end())
+        << pin;
+  }
   // The ancestors of a viewed git directory are pinned by the plan.
   std::vector<GitViewMount> views = {{d / "ws/.git", "/v/1", {}, {}, {}, {}},
                                      {d / "ws/third_party/lib/.git", "/v/2", {}, {}, {}, {}}};
@@ -512,6 +521,107 @@ TEST(ProtectedScan, FindsNestedRepositoriesAndRefusesSymlinks) {
   auto bad = ScanProtectedPaths(d / "ws");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, Code::kSandboxUnavailable);
+}
+
+TEST(ProtectedScan, AGitFileTargetInsideTheRootIsAGitDirAndItsConfigIsProtected) {
+  testing::TempDir d;
+  std::filesystem::create_directories(d / "ws/store/sub.git/hooks");
+  testing::WriteFile(d / "ws/store/sub.git/config", "[core]\n");
+  std::filesystem::create_directories(d / "ws/sub");
+  testing::WriteFile(d / "ws/sub/.git", "gitdir: ../store/sub.git\n");
+  auto scan = ScanProtectedPaths(d / "ws");
+  ASSERT_TRUE(scan) << scan.error().message;
+  EXPECT_EQ(scan->git_dirs, std::vector<std::string>{d / "ws/store/sub.git"});
+  std::set<std::string> protect;
+  for (const auto& p : scan->protect) protect.insert(p.path);
+  EXPECT_TRUE(protect.count(d / "ws/sub/.git"));
+  EXPECT_TRUE(protect.count(d / "ws/store/sub.git/config"));
+  EXPECT_TRUE(protect.count(d / "ws/store/sub.git/hooks"));
+}
+
+TEST(ProtectedScan, TheWalkHasNoSilentBoundAndRefusesPastItsCap) {
+  testing::TempDir d;
+  std::filesystem::create_directories(d / "ws/big");
+  for (int i = 0; i < 6000; ++i) testing::WriteFile(d / ("ws/big/f" + std::to_string(i)), "");
+  std::filesystem::create_directories(d / "ws/1/2/3/4/5/6/7/8/node_modules/x/.git");
+  auto scan = ScanProtectedPaths(d / "ws");
+  ASSERT_TRUE(scan) << scan.error().message;
+  EXPECT_EQ(scan->git_dirs, std::vector<std::string>{d / "ws/1/2/3/4/5/6/7/8/node_modules/x/.git"});
+  EXPECT_GT(scan->scanned, 6000u);
+  GuardOptions small;
+  small.max_entries = 5000;
+  auto refused = ScanProtectedPaths(d / "ws", small);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Code::kSandboxUnavailable);
+  EXPECT_NE(refused.error().message.find("sandbox.max_scan_entries"), std::string::npos);
+}
+
+TEST(WorkspaceGuard, SweepQuarantinesWhatAppearedKeepsTheBaselineAndStripsSetuid) {
+  testing::TempDir d;
+  const std::string ws = d / "ws";
+  std::filesystem::create_directories(ws + "/.git/hooks");
+  std::filesystem::create_directories(ws + "/.vscode");
+  std::filesystem::create_directories(ws + "/old/.git");
+  auto scan = ScanProtectedPaths(ws);
+  ASSERT_TRUE(scan);
+  std::vector<GuardEvent> events;
+  WorkspaceGuard guard({ws}, {}, d / "q", [&](const GuardEvent& e) { events.push_back(e); });
+  guard.Launched(guard.BeforeLaunch(), true, scan->protect, scan->git_dirs);
+  // What a process makes meanwhile.
+  std::filesystem::create_directories(ws + "/sub/.git/hooks");
+  testing::WriteFile(ws + "/sub/.git/hooks/post-checkout", "evil");
+  testing::WriteFile(ws + "/a/.envrc", "evil");
+  ASSERT_EQ(::symlink("/etc", (ws + "/.idea").c_str()), 0);
+  testing::WriteFile(ws + "/tool", "#!/bin/sh\n");
+  ASSERT_EQ(::chmod((ws + "/tool").c_str(), 06755), 0);
+  guard.AfterProcess();
+  EXPECT_FALSE(testing::Exists(ws + "/sub/.git"));
+  EXPECT_FALSE(testing::Exists(ws + "/a/.envrc"));
+  struct stat st {};
+  EXPECT_NE(::lstat((ws + "/.idea").c_str(), &st), 0);
+  EXPECT_EQ(testing::ReadFile(d / "q/sub/.git/hooks/post-checkout"), "evil");
+  ASSERT_EQ(::lstat((d / "q/.idea").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "a symlink is moved, never followed";
+  EXPECT_TRUE(testing::Exists("/etc/passwd"));
+  // The baseline stays.
+  EXPECT_TRUE(testing::Exists(ws + "/.git/hooks"));
+  EXPECT_TRUE(testing::Exists(ws + "/.vscode"));
+  EXPECT_TRUE(testing::Exists(ws + "/old/.git"));
+  ASSERT_EQ(::stat((ws + "/tool").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  std::set<std::string> removed, stripped;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.error, "") << e.path;
+    EXPECT_EQ(e.when, "process_end");
+    (e.kind == GuardEvent::Kind::kSetuidStripped ? stripped : removed).insert(e.path);
+  }
+  EXPECT_EQ(removed, (std::set<std::string>{ws + "/sub/.git", ws + "/a/.envrc", ws + "/.idea"}));
+  EXPECT_EQ(stripped, std::set<std::string>{ws + "/tool"});
+  // The same name again keeps both copies.
+  testing::WriteFile(ws + "/a/.envrc", "again");
+  guard.Sweep("call_boundary");
+  EXPECT_EQ(testing::ReadFile(d / "q/a/.envrc.1"), "again");
+}
+
+TEST(WorkspaceGuard, MoveAcrossFilesystemsCopiesWithoutFollowingSymlinks) {
+  testing::TempDir d;
+  const std::string shm = "/dev/shm/cordon-guard-test-" + std::to_string(::getpid());
+  struct stat a {
+  }, b{};
+  if (::stat("/dev/shm", &b) != 0 || ::stat(d.path().c_str(), &a) != 0 || a.st_dev == b.st_dev) {
+    GTEST_SKIP() << "no second filesystem at /dev/shm to move across";
+  }
+  std::filesystem::create_directories(d / "ws/x/.vscode/inner");
+  testing::WriteFile(d / "ws/x/.vscode/inner/f", "data");
+  ASSERT_EQ(::symlink("/etc/passwd", (d / "ws/x/.vscode/link").c_str()), 0);
+  auto st = MoveBeneath(d / "ws", d / "ws/x/.vscode", shm + "/q/x/.vscode");
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_FALSE(testing::Exists(d / "ws/x/.vscode"));
+  EXPECT_EQ(testing::ReadFile(shm + "/q/x/.vscode/inner/f"), "data");
+  struct stat l {};
+  ASSERT_EQ(::lstat((shm + "/q/x/.vscode/link").c_str(), &l), 0);
+  EXPECT_TRUE(S_ISLNK(l.st_mode));
+  std::filesystem::remove_all(shm);
 }
 
 TEST(Environment, AllowlistOnly) {
@@ -543,9 +653,9 @@ HostFacts HandFacts() {
   f.workspace_stat.emplace(0, 0755);
   f.euid = 0;
   ProtectedScan scan;
-  scan.protect = {{"/nonexistent-ws/.mcp.json", PathKind::kMissing, false},
-                  {"/nonexistent-ws/.git/hooks", PathKind::kDir, true}};
+  scan.protect = {{"/nonexistent-ws/.git/hooks", PathKind::kDir}};
   scan.pins = {"/nonexistent-ws/.git"};
+  scan.git_dirs = {"/nonexistent-ws/.git"};
   f.protected_scan = scan;
   f.cgroup = CgroupMode::kV2;
   return f;
@@ -567,7 +677,7 @@ TEST(PurePlan, FactsDecideEverythingAndTheCgroupFallbackIsInThePlan) {
   auto plan = BuildLaunchPlan(policy, facts, req);
   ASSERT_TRUE(plan) << plan.error().message;
   EXPECT_EQ(plan->session.read.size(), 2u) << "a path the facts call missing is not bound";
-  EXPECT_EQ(plan->session.created_stubs, std::vector<std::string>{"/nonexistent-ws/.mcp.json"});
+  EXPECT_EQ(plan->session.git_dirs, std::vector<std::string>{"/nonexistent-ws/.git"});
   EXPECT_EQ(plan->call.cwd, "/nonexistent-ws");
   EXPECT_EQ(plan->call.contain.argv, req.argv);
   const auto has_nproc = [](const std::vector<RlimitSpec>& v) {

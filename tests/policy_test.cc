@@ -273,9 +273,10 @@ TEST(PolicyLists, EveryListKeyIsReachableFromAFile) {
   // A list key born later gets the merge rule by being in ListKeys(); this checks the table.
   for (const ListKey& k : ListKeys()) {
     SCOPED_TRACE(k.Name());
-    const std::string entry = k.Name() == "scopes.grant"  ? "fs:read"
-                              : k.section == "filesystem" ? "/x"
-                                                          : "x";
+    const std::string entry = k.Name() == "scopes.grant"                 ? "fs:read"
+                              : k.Name() == "filesystem.protected_names" ? ".x"
+                              : k.section == "filesystem"                ? "/x"
+                                                                         : "x";
     Policy p;
     const std::string text =
         "[" + std::string(k.section) + "]\n" + std::string(k.key) + " = [\"" + entry + "\"]\n";
@@ -421,17 +422,50 @@ TEST(PolicyEnums, FsyncAndLayersFromFiles) {
   }
 }
 
+TEST(ProtectedPaths, PolicyKeysForMoreNamesAndTheWalkCap) {
+  Policy p;
+  EXPECT_EQ(p.max_scan_entries, kDefaultMaxScanEntries);
+  ASSERT_TRUE(ApplyPolicyText(p,
+                              "[filesystem]\nprotected_names = [\".tool-versions\"]\n"
+                              "[sandbox]\nmax_scan_entries = 5000000\n",
+                              "user.toml", false));
+  EXPECT_EQ(p.filesystem.protected_names, std::vector<std::string>{".tool-versions"});
+  EXPECT_EQ(p.max_scan_entries, 5000000);
+  // A project file may lower the cap and add names, not raise the cap.
+  ASSERT_TRUE(ApplyPolicyText(p, "[sandbox]\nmax_scan_entries = 9000000\n", "proj.toml", true));
+  EXPECT_EQ(p.max_scan_entries, 5000000);
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes.back().find("cannot raise sandbox.max_scan_entries"), std::string::npos);
+  // A name is one path component.
+  Policy q;
+  auto bad = ApplyPolicyText(q, "[filesystem]\nprotected_names = [\"a/b\"]\n", "x.toml", false);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("one file or directory name"), std::string::npos);
+  // Policy examples see the extra names.
+  EXPECT_TRUE(
+      ApplyPolicyText(p, "[examples]\nprotected = [\"sub/.tool-versions\"]\n", "e.toml", false));
+}
+
 TEST(ProtectedPaths, Table) {
   for (const char* p :
        {".git/config", ".git/hooks", ".git/hooks/pre-commit", "vendor/x/.git/config",
         "a/.git/hooks/post-checkout", ".cordon", ".cordon/policy.toml", ".thndrs/mcp.toml",
         ".mcp.json", "sub/.mcp.json", ".vscode/tasks.json", ".claude/settings.json", ".bashrc",
-        ".zshrc", ".profile", "x/.bash_profile", ".envrc", ".config/fish/config.fish"}) {
+        ".zshrc", ".profile", "x/.bash_profile", ".envrc", ".config/fish/config.fish",
+        // Issue 9: auto-run configuration, at any depth.
+        ".gitmodules", "sub/.gitmodules", ".devcontainer/devcontainer.json", "a/.idea/x.xml",
+        ".cursor/rules", "sub/.vscode/settings.json", "sub/.envrc"}) {
     EXPECT_TRUE(IsProtectedPath(p)) << p;
   }
-  for (const char* p : {"src/main.c", ".git/objects/ab/cd", ".git/HEAD", ".git/refs/heads/main",
-                        ".github/workflows/ci.yml", "config", "hooks/x", "docs/profile.md",
-                        ".gitconfig.example", "cordon/x", ".vscodeignore"}) {
+  const std::vector<std::string> extra = {".tool-versions"};
+  EXPECT_TRUE(IsProtectedPath("a/.tool-versions", extra));
+  EXPECT_TRUE(IsProtectedPath(".tool-versions/x", extra));
+  EXPECT_FALSE(IsProtectedPath("a/.tool-versions"));
+  EXPECT_FALSE(IsProtectedPath("a/tool-versions", extra));
+  for (const char* p :
+       {"src/main.c", ".git/objects/ab/cd", ".git/HEAD", ".git/refs/heads/main",
+        ".github/workflows/ci.yml", "config", "hooks/x", "docs/profile.md", ".gitconfig.example",
+        "cordon/x", ".vscodeignore", ".ideas/x", ".gitmodules.bak", ".cursorrules.md"}) {
     EXPECT_FALSE(IsProtectedPath(p)) << p;
   }
 }

@@ -1,6 +1,7 @@
 // The registry and the catalog renderings for MCP, OpenAI and Anthropic tool formats.
 #include "tools/registry.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "policy/git_rules.h"
@@ -140,11 +141,28 @@ Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::strin
   ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(path));
   if (Status git = CheckGitRule(ctx.workspace.root(), rel); !git)
     return std::unexpected(git.error());
-  if (IsProtectedPath(rel)) {
-    return Fail(Code::kDeniedByPolicy,
-                rel +
-                    " is a protected path (.git/config, .git/hooks, .cordon/, .thndrs/, "
-                    ".mcp.json, .vscode/, .claude/, shell dotfiles) and cannot be written");
+  // The same definition the workspace guard sweeps by (runner/workspace_guard).
+  if (IsProtectedPath(rel, ctx.policy.filesystem.protected_names)) {
+    return Fail(Code::kDeniedByPolicy, rel + " is a protected path (" + ProtectedNamesText() +
+                                           ", filesystem.protected_names) and cannot be written");
+  }
+  // A `.git` that is not already a directory would be a repository (or a gitdir pointer) the
+  // agent planted: refused here as the sweep removes one a process creates.
+  for (std::size_t start = 0; start < rel.size();) {
+    std::size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    if (rel.compare(start, end - start, ".git") == 0) {
+      const std::string git = rel.substr(0, end);
+      struct stat st {};
+      if (end == rel.size() ||
+          ::fstatat(ctx.workspace.fd(), git.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !S_ISDIR(st.st_mode)) {
+        return Fail(Code::kDeniedByPolicy,
+                    rel + " would create or replace " + git +
+                        ": a git directory the workspace does not have cannot be planted");
+      }
+    }
+    start = end + 1;
   }
   return rel;
 }

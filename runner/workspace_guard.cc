@@ -1,0 +1,519 @@
+// The workspace guard: the full walk behind the launch's protected binds and git directories,
+// and the sweep that quarantines protected names a confined process created.
+#include "runner/workspace_guard.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/unique_fd.h"
+
+namespace cordon {
+namespace {
+
+// getdents64's record; glibc 2.36 has no wrapper.
+struct Dirent64 {
+  ino64_t d_ino;
+  off64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+PathKind KindOfMode(mode_t m) {
+  if (S_ISDIR(m)) return PathKind::kDir;
+  if (S_ISREG(m)) return PathKind::kFile;
+  if (S_ISLNK(m)) return PathKind::kSymlink;
+  return PathKind::kOther;
+}
+
+PathKind KindOfType(unsigned char t) {
+  switch (t) {
+    case DT_DIR:
+      return PathKind::kDir;
+    case DT_REG:
+      return PathKind::kFile;
+    case DT_LNK:
+      return PathKind::kSymlink;
+    default:
+      return PathKind::kOther;
+  }
+}
+
+const char* KindName(PathKind k) {
+  switch (k) {
+    case PathKind::kDir:
+      return "dir";
+    case PathKind::kFile:
+      return "file";
+    case PathKind::kSymlink:
+      return "symlink";
+    case PathKind::kMissing:
+      return "missing";
+    default:
+      return "other";
+  }
+}
+
+UniqueFd OpenDirAt(int parent, const char* name) {
+  return UniqueFd(::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
+// Opens `rel` (a path below root_fd) without following any symlink and without leaving root.
+UniqueFd OpenBeneath(int root_fd, const std::string& rel, std::uint64_t flags) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const char* p = rel.empty() ? "." : rel.c_str();
+  return UniqueFd(static_cast<int>(::syscall(SYS_openat2, root_fd, p, &how, sizeof how)));
+}
+
+class Walker {
+ public:
+  Walker(const std::string& root, const GuardOptions& opts, bool read_modes, bool scan_mode)
+      : root_(root), opts_(opts), read_modes_(read_modes), scan_mode_(scan_mode) {}
+
+  Result<WorkspaceWalk> Run() {
+    UniqueFd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", root_);
+    TRY(Dir(fd.get(), ""));
+    return std::move(out_);
+  }
+
+ private:
+  std::string Abs(const std::string& rel) const {
+    return root_ == "/" ? "/" + rel : root_ + "/" + rel;
+  }
+
+  Status Found(const std::string& rel, PathKind kind, bool git) {
+    if (scan_mode_ && (kind == PathKind::kSymlink || kind == PathKind::kOther)) {
+      return Fail(Code::kSandboxUnavailable,
+                  "protected path " + Abs(rel) +
+                      " is a symbolic link or special file; cordon will not run processes in "
+                      "this workspace until it is a plain file or directory",
+                  0, Abs(rel));
+    }
+    out_.found.push_back({Abs(rel), kind, git});
+    return {};
+  }
+
+  // A git dir's own protected entries (config, hooks), when they exist.
+  Status GitDirEntries(int git_fd, const std::string& git_rel) {
+    for (const char* n : {"config", "hooks"}) {
+      struct stat st {};
+      if (::fstatat(git_fd, n, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        TRY(Found(git_rel + "/" + n, KindOfMode(st.st_mode), false));
+      }
+    }
+    return {};
+  }
+
+  // A `.git` file: its target, when it lies inside this root, is a git dir too.
+  Status GitFile(int dir_fd, const std::string& rel) {
+    UniqueFd f(::openat(dir_fd, ".git", O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!f.valid()) return {};
+    char buf[PATH_MAX + 16];
+    ssize_t n = ::read(f.get(), buf, sizeof buf - 1);
+    if (n <= 0) return {};
+    std::string text(buf, static_cast<std::size_t>(n));
+    if (text.rfind("gitdir:", 0) != 0) return {};
+    std::string target = text.substr(7);
+    while (!target.empty() && (target.front() == ' ' || target.front() == '\t')) target.erase(0, 1);
+    while (!target.empty() &&
+           (target.back() == '\n' || target.back() == '\r' || target.back() == ' ')) {
+      target.pop_back();
+    }
+    if (target.empty()) return {};
+    if (target[0] != '/') {
+      const std::string parent =
+          rel.find('/') == std::string::npos ? std::string() : rel.substr(0, rel.rfind('/'));
+      target = (parent.empty() ? root_ : Abs(parent)) + "/" + target;
+    }
+    std::unique_ptr<char, decltype(&std::free)> real(::realpath(target.c_str(), nullptr),
+                                                     &std::free);
+    if (real == nullptr) return {};
+    const std::string t = real.get();
+    if (t.size() <= root_.size() || t.compare(0, root_.size(), root_) != 0 ||
+        (root_ != "/" && t[root_.size()] != '/')) {
+      return {};  // outside this writable root: the sandbox cannot write it
+    }
+    out_.git_dirs.push_back(t);
+    const std::string trel = t.substr(root_ == "/" ? 1 : root_.size() + 1);
+    UniqueFd g = OpenBeneath(root_fd(), trel, O_RDONLY | O_DIRECTORY);
+    if (g.valid()) TRY(GitDirEntries(g.get(), trel));
+    return {};
+  }
+
+  int root_fd() {
+    if (!root_fd_.valid())
+      root_fd_ = UniqueFd(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    return root_fd_.get();
+  }
+
+  Status Dir(int fd, const std::string& rel) {
+    alignas(Dirent64) char buf[32768];
+    std::vector<std::pair<std::string, unsigned char>> subdirs;
+    while (true) {
+      long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+      if (n < 0) return SysFail(Code::kSandboxUnavailable, "getdents64", Abs(rel));
+      if (n == 0) break;
+      for (long off = 0; off < n;) {
+        auto* d = reinterpret_cast<Dirent64*>(buf + off);
+        off += d->d_reclen;
+        const char* name = d->d_name;
+        if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+        if (++out_.entries > opts_.max_entries) {
+          return Fail(Code::kSandboxUnavailable,
+                      "the writable root " + root_ + " holds more than " +
+                          std::to_string(opts_.max_entries) +
+                          " entries, the most cordon walks to find every git directory and "
+                          "protected name; raise sandbox.max_scan_entries in a policy file "
+                          "(user or system layer) to run here",
+                      0, root_);
+        }
+        unsigned char type = d->d_type;
+        struct stat st {};
+        bool have_stat = false;
+        if (type == DT_UNKNOWN || (read_modes_ && type == DT_REG)) {
+          if (::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+          have_stat = true;
+          type = S_ISDIR(st.st_mode)   ? DT_DIR
+                 : S_ISREG(st.st_mode) ? DT_REG
+                 : S_ISLNK(st.st_mode) ? DT_LNK
+                                       : DT_FIFO;
+        }
+        const std::string child = rel.empty() ? std::string(name) : rel + "/" + name;
+        if (std::strcmp(name, ".git") == 0) {
+          const PathKind k = KindOfType(type);
+          TRY(Found(child, k, true));
+          if (k == PathKind::kDir) {
+            out_.git_dirs.push_back(Abs(child));
+            UniqueFd g = OpenDirAt(fd, name);
+            if (g.valid()) TRY(GitDirEntries(g.get(), child));
+          } else if (k == PathKind::kFile) {
+            TRY(GitFile(fd, child));
+          }
+          continue;  // git's own tree is the git view's business, not a place for names
+        }
+        if (IsProtectedPath(child, opts_.extra_names)) {
+          TRY(Found(child, KindOfType(type), false));
+          continue;
+        }
+        if (type == DT_DIR) {
+          subdirs.emplace_back(name, type);
+        } else if (have_stat && type == DT_REG && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+          out_.setuid_files.push_back(Abs(child));
+        }
+      }
+    }
+    for (const auto& [name, type] : subdirs) {
+      const std::string child = rel.empty() ? name : rel + "/" + name;
+      UniqueFd sub = OpenDirAt(fd, name.c_str());
+      if (!sub.valid()) {
+        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) continue;  // changed meanwhile
+        struct stat st {};
+        if (errno == EACCES && ::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_uid != ::geteuid()) {
+          continue;  // another user's: the sandbox (this uid, no capabilities) cannot open it
+        }
+        return SysFail(Code::kSandboxUnavailable,
+                       "open (a directory cordon must search for git "
+                       "directories and protected names)",
+                       Abs(child));
+      }
+      TRY(Dir(sub.get(), child));
+    }
+    return {};
+  }
+
+  std::string root_;
+  const GuardOptions& opts_;
+  bool read_modes_;
+  bool scan_mode_;
+  UniqueFd root_fd_;
+  WorkspaceWalk out_;
+};
+
+void Pin(std::set<std::string>& pins, const std::string& root, const std::string& path) {
+  // Every directory strictly between root and path.
+  for (std::size_t pos = path.find('/', root.size() + 1); pos != std::string::npos;
+       pos = path.find('/', pos + 1)) {
+    pins.insert(path.substr(0, pos));
+  }
+}
+
+// Copies `name` in `from` to `dname` in `to`, without following symlinks; then removes it.
+Status CopyTree(int from, const std::string& name, int to, const std::string& dname,
+                const std::string& shown) {
+  struct stat st {};
+  if (::fstatat(from, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return SysFail(Code::kInternal, "fstatat", shown);
+  if (S_ISDIR(st.st_mode)) {
+    if (::mkdirat(to, dname.c_str(), 0700) != 0) return SysFail(Code::kInternal, "mkdirat", shown);
+    UniqueFd src = OpenDirAt(from, name.c_str());
+    UniqueFd dst = OpenDirAt(to, dname.c_str());
+    if (!src.valid() || !dst.valid()) return SysFail(Code::kInternal, "open", shown);
+    std::vector<std::string> names;
+    {
+      UniqueFd dup(::fcntl(src.get(), F_DUPFD_CLOEXEC, 0));
+      UniqueDir d = UniqueDir::FromFd(std::move(dup));
+      if (!d.valid()) return SysFail(Code::kInternal, "fdopendir", shown);
+      while (dirent* e = d.Next()) {
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+          names.emplace_back(e->d_name);
+      }
+    }
+    for (const auto& n : names) TRY(CopyTree(src.get(), n, dst.get(), n, shown + "/" + n));
+    if (::unlinkat(from, name.c_str(), AT_REMOVEDIR) != 0)
+      return SysFail(Code::kInternal, "rmdir", shown);
+    return {};
+  }
+  if (S_ISLNK(st.st_mode)) {
+    char buf[PATH_MAX];
+    ssize_t n = ::readlinkat(from, name.c_str(), buf, sizeof buf - 1);
+    if (n < 0) return SysFail(Code::kInternal, "readlinkat", shown);
+    buf[n] = 0;
+    if (::symlinkat(buf, to, dname.c_str()) != 0)
+      return SysFail(Code::kInternal, "symlinkat", shown);
+  } else if (S_ISREG(st.st_mode)) {
+    UniqueFd in(::openat(from, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+    UniqueFd out(
+        ::openat(to, dname.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!in.valid() || !out.valid()) return SysFail(Code::kInternal, "open", shown);
+    char buf[65536];
+    for (ssize_t r; (r = ::read(in.get(), buf, sizeof buf)) != 0;) {
+      if (r < 0) return SysFail(Code::kInternal, "read", shown);
+      if (::write(out.get(), buf, static_cast<std::size_t>(r)) != r)
+        return SysFail(Code::kInternal, "write", shown);
+    }
+    // The copy keeps the permission bits, never set-user-ID or set-group-ID.
+    ::fchmod(out.get(), st.st_mode & 0777);
+  }
+  // A FIFO, socket or device is not copied (its contents are not data); it is removed.
+  if (::unlinkat(from, name.c_str(), 0) != 0) return SysFail(Code::kInternal, "unlink", shown);
+  return {};
+}
+
+void MkdirAll(const std::string& path) {
+  for (std::size_t pos = 1; pos != std::string::npos;) {
+    pos = path.find('/', pos + 1);
+    ::mkdir(path.substr(0, pos).c_str(), 0700);
+  }
+}
+
+}  // namespace
+
+GuardOptions GuardOptions::From(const Policy& policy) {
+  GuardOptions o;
+  o.max_entries = static_cast<std::size_t>(policy.max_scan_entries);
+  o.extra_names = policy.filesystem.protected_names;
+  return o;
+}
+
+Result<WorkspaceWalk> WalkWritableRoot(const std::string& root, const GuardOptions& opts,
+                                       bool read_modes) {
+  return Walker(root, opts, read_modes, false).Run();
+}
+
+Result<ProtectedScan> ScanProtectedPaths(const std::vector<std::string>& roots,
+                                         const GuardOptions& opts) {
+  ProtectedScan scan;
+  std::set<std::string> pins;
+  for (const auto& root : roots) {
+    ASSIGN_OR_RETURN(WorkspaceWalk w, Walker(root, opts, false, true).Run());
+    scan.scanned += w.entries;
+    for (const auto& f : w.found) {
+      // A `.git` dir stays writable (the git view decides what inside it is); its config and
+      // hooks, a `.git` file and every other protected entry are bound read-only onto
+      // themselves.
+      if (!(f.git && f.kind == PathKind::kDir)) scan.protect.push_back({f.path, f.kind});
+      Pin(pins, root, f.path);
+    }
+    for (const auto& g : w.git_dirs) {
+      scan.git_dirs.push_back(g);
+      Pin(pins, root, g + "/x");  // the git dir itself and its ancestors
+    }
+  }
+  // Sorted, so that the same tree gives the same plan whatever order getdents returned.
+  std::sort(scan.git_dirs.begin(), scan.git_dirs.end());
+  std::sort(scan.protect.begin(), scan.protect.end(),
+            [](const ProtectedEntry& a, const ProtectedEntry& b) { return a.path < b.path; });
+  scan.pins.assign(pins.begin(), pins.end());
+  // Outer directories first: bwrap mounts in order, and a pin must not hide an inner one.
+  std::sort(scan.pins.begin(), scan.pins.end(), [](const std::string& a, const std::string& b) {
+    const auto da = std::count(a.begin(), a.end(), '/'), db = std::count(b.begin(), b.end(), '/');
+    return da < db || (da == db && a < b);
+  });
+  return scan;
+}
+
+Result<ProtectedScan> ScanProtectedPaths(const std::string& workspace, const GuardOptions& opts) {
+  return ScanProtectedPaths(std::vector<std::string>{workspace}, opts);
+}
+
+Status MoveBeneath(const std::string& root, const std::string& path, const std::string& dest) {
+  if (path.size() <= root.size() + 1 || path.compare(0, root.size() + 1, root + "/") != 0) {
+    return Fail(Code::kInternal, path + " is not below " + root);
+  }
+  const std::string rel = path.substr(root.size() + 1);
+  const std::size_t slash = rel.rfind('/');
+  const std::string parent_rel = slash == std::string::npos ? "" : rel.substr(0, slash);
+  const std::string leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd.valid()) return SysFail(Code::kInternal, "open", root);
+  // The parent as it is now, reached without a symlink: a swapped component cannot redirect
+  // the move to a directory outside the workspace.
+  UniqueFd parent = OpenBeneath(root_fd.get(), parent_rel, O_RDONLY | O_DIRECTORY);
+  if (!parent.valid()) return SysFail(Code::kInternal, "open (no symlink)", path);
+  const std::size_t dslash = dest.rfind('/');
+  MkdirAll(dest.substr(0, dslash));
+  UniqueFd dparent(::open(dest.substr(0, dslash).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dparent.valid()) return SysFail(Code::kInternal, "open", dest.substr(0, dslash));
+  if (::syscall(SYS_renameat2, parent.get(), leaf.c_str(), dparent.get(),
+                dest.substr(dslash + 1).c_str(), RENAME_NOREPLACE) == 0) {
+    return {};
+  }
+  if (errno != EXDEV) return SysFail(Code::kInternal, "renameat2", path);
+  // Across filesystems: a copy that never follows a symlink, then the original is removed.
+  return CopyTree(parent.get(), leaf, dparent.get(), dest.substr(dslash + 1), path);
+}
+
+WorkspaceGuard::WorkspaceGuard(std::vector<std::string> roots, GuardOptions opts,
+                               std::string quarantine_dir, Sink sink)
+    : roots_(std::move(roots)),
+      opts_(std::move(opts)),
+      quarantine_(std::move(quarantine_dir)),
+      sink_(std::move(sink)) {}
+
+std::uint64_t WorkspaceGuard::BeforeLaunch() {
+  bool running = false;
+  std::uint64_t token = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running = active_ > 0;
+    token = generation_;
+  }
+  if (running) Sweep("launch");
+  std::lock_guard<std::mutex> lock(mu_);
+  return running ? token + 1 : generation_;  // a sweep while one runs: never adopt
+}
+
+void WorkspaceGuard::Launched(std::uint64_t token, bool scanned,
+                              const std::vector<ProtectedEntry>& protect,
+                              const std::vector<std::string>& git_dirs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Adopt what the launch's own walk saw only when no confined process ran since BeforeLaunch
+  // looked: then everything there was made on the host, not by a sandbox. A launch that did
+  // not walk (a read-only workspace) has nothing to adopt.
+  if (scanned && (!have_baseline_ || (token == generation_ && active_ == 0))) {
+    baseline_.clear();
+    for (const auto& p : protect) baseline_.insert(p.path);
+    for (const auto& g : git_dirs) baseline_.insert(g);
+    have_baseline_ = true;
+  }
+  ++active_;
+  ++generation_;
+}
+
+void WorkspaceGuard::AfterProcess() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (active_ > 0) --active_;
+    ++generation_;
+  }
+  Sweep("process_end");
+}
+
+void WorkspaceGuard::AtCallBoundary() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (active_ == 0) return;
+  }
+  Sweep("call_boundary");
+}
+
+void WorkspaceGuard::Sweep(const std::string& when) {
+  std::lock_guard<std::mutex> sweeping(sweep_mu_);
+  std::set<std::string> baseline;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!have_baseline_) return;
+    baseline = baseline_;
+  }
+  for (std::size_t i = 0; i < roots_.size(); ++i) {
+    const std::string& root = roots_[i];
+    auto walk = WalkWritableRoot(root, opts_, true);
+    if (!walk) {
+      GuardEvent e{.kind = GuardEvent::Kind::kProtectedRemoved, .path = root, .entry_kind = "dir"};
+      e.error = "the sweep could not walk " + root + ": " + walk.error().message;
+      e.when = when;
+      if (sink_) sink_(e);
+      continue;
+    }
+    std::vector<std::string> moved;
+    for (const auto& f : walk->found) {
+      if (baseline.count(f.path)) continue;
+      // Below something already moved (a new .git's config): it went with it.
+      if (std::any_of(moved.begin(), moved.end(), [&](const std::string& m) {
+            return f.path.compare(0, m.size() + 1, m + "/") == 0;
+          })) {
+        continue;
+      }
+      const std::string rel = f.path.substr(root.size() + 1);
+      // The same name swept twice keeps both: NAME, NAME.1, NAME.2, ...
+      const std::string base = quarantine_ + (i == 0 ? "" : "/.roots" + root) + "/" + rel;
+      std::string dest = base;
+      struct stat seen {};
+      for (int n = 1; ::lstat(dest.c_str(), &seen) == 0; ++n) dest = base + "." + std::to_string(n);
+      GuardEvent e{.kind = GuardEvent::Kind::kProtectedRemoved,
+                   .path = f.path,
+                   .entry_kind = KindName(f.kind),
+                   .quarantine = dest};
+      e.when = when;
+      if (auto st = MoveBeneath(root, f.path, dest); !st) {
+        e.error = st.error().message;
+      } else {
+        moved.push_back(f.path);
+      }
+      if (sink_) sink_(e);
+    }
+    for (const auto& p : walk->setuid_files) {
+      GuardEvent e{.kind = GuardEvent::Kind::kSetuidStripped, .path = p, .entry_kind = "file"};
+      e.when = when;
+      const std::string rel = p.substr(root.size() + 1);
+      const std::size_t slash = rel.rfind('/');
+      UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      UniqueFd parent =
+          OpenBeneath(root_fd.get(), slash == std::string::npos ? "" : rel.substr(0, slash),
+                      O_RDONLY | O_DIRECTORY);
+      const std::string leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
+      // O_PATH, then fchmod through /proc: a chmod by name could follow a swapped-in symlink.
+      UniqueFd f(parent.valid()
+                     ? ::openat(parent.get(), leaf.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)
+                     : -1);
+      struct stat st {};
+      if (!f.valid() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        e.error = std::string("not stripped: ") + std::strerror(errno);
+      } else {
+        e.mode_before = st.st_mode & 07777;
+        e.mode_after = e.mode_before & ~static_cast<mode_t>(S_ISUID | S_ISGID);
+        const std::string proc = "/proc/self/fd/" + std::to_string(f.get());
+        if (::chmod(proc.c_str(), e.mode_after) != 0) {
+          e.error = std::string("chmod: ") + std::strerror(errno);
+        }
+      }
+      if (sink_) sink_(e);
+    }
+  }
+}
+
+}  // namespace cordon
