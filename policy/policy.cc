@@ -265,6 +265,7 @@ std::string Policy::CanonicalJson() const {
   j["network"]["mode"] = NetworkModeName(network);
   j["seccomp"]["deny"] = seccomp_deny;
   j["sandbox"]["allow_weaker"] = allow_weaker_sandbox;
+  j["sandbox"]["allow_dangerous_workspace"] = allow_dangerous_workspace;
   for (const auto& [name, o] : tools) {
     j["tools"][name]["limits"] = o.limits;
     if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);
@@ -435,16 +436,23 @@ Status ApplyNetworkKey(Policy& policy, const KeyInput& in) {
 }
 
 Status ApplySandboxKey(Policy& policy, const KeyInput& in) {
-  if (in.key != "allow_weaker") return UnknownKey(in.source, in.node, in.name);
+  bool Policy::*field = nullptr;
+  if (in.key == "allow_weaker") {
+    field = &Policy::allow_weaker_sandbox;
+  } else if (in.key == "allow_dangerous_workspace") {
+    field = &Policy::allow_dangerous_workspace;
+  } else {
+    return UnknownKey(in.source, in.node, in.name);
+  }
   auto v = in.node.value<bool>();
   if (!in.node.is_boolean() || !v) {
-    return Fail(Code::kInvalidInput, in.where + ": sandbox.allow_weaker must be true or false");
+    return Fail(Code::kInvalidInput, in.where + ": " + in.name + " must be true or false");
   }
-  if (in.tighten_only && *v && !policy.allow_weaker_sandbox) {
-    policy.notes.push_back(in.where + ": a project file cannot allow a weaker sandbox");
+  if (in.tighten_only && *v && !(policy.*field)) {
+    policy.notes.push_back(in.where + ": a project file cannot set " + in.name + " = true");
     return {};
   }
-  policy.allow_weaker_sandbox = *v;
+  policy.*field = *v;
   policy.provenance[in.name] = in.where;
   return {};
 }

@@ -60,10 +60,10 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
   for (const auto& p : l.read) bind("--ro-bind", p);
   a.insert(a.end(), {l.workspace_writable ? "--bind" : "--ro-bind", l.workspace, l.workspace});
   for (const auto& p : l.write) bind("--bind", p);
+  // An ancestor of a protected or masked path that is a mount point cannot be renamed or
+  // removed, so the path cannot be moved aside and recreated.
+  for (const auto& pin : l.pins) a.insert(a.end(), {"--bind", pin, pin});
   if (l.workspace_writable) {
-    // An ancestor of a protected path that is a mount point cannot be renamed or removed, so
-    // the protected path cannot be moved aside and recreated.
-    for (const auto& pin : l.pins) a.insert(a.end(), {"--bind", pin, pin});
     for (const auto& p : l.protect) {
       if (p.kind == PathKind::kDir || p.kind == PathKind::kFile) {
         a.insert(a.end(), {"--ro-bind", p.path, p.path});
