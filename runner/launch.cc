@@ -245,9 +245,12 @@ std::vector<std::string> Binds(const SessionLaunch& s, bool writable_only) {
 Status PlanMasks(const HostFacts& facts, SessionLaunch& s) {
   const std::vector<std::string> binds = Binds(s, false);
   const std::vector<std::string> writable = Binds(s, true);
+  // A path at or below a directory masked already needs no mount of its own (nor could bwrap
+  // make its mount point in that read-only tmpfs).
   auto already = [&](const std::string& p) {
-    return std::any_of(s.deny.begin(), s.deny.end(),
-                       [&](const HostPath& d) { return d.path == p; });
+    return std::any_of(s.deny.begin(), s.deny.end(), [&](const HostPath& d) {
+      return d.path == p || (d.kind == PathKind::kDir && PathUnder(p, d.path));
+    });
   };
   for (const auto& own : facts.own) {
     if (PathUnder(s.workspace, own.path)) {

@@ -647,7 +647,7 @@ TEST_F(EscapeTest, RootAndHomeAreRefusedAsWritableWorkspaces) {
     }
     return testing::Run(argv, env);
   };
-  for (const std::string ws : {std::string("/"), home, dir_ / "home-link"}) {
+  for (const std::string& ws : {std::string("/"), home, dir_ / "home-link"}) {
     auto r = exec(ws, {});
     EXPECT_EQ(r.exit_code, 125) << ws << ": " << r.out << r.err;
     EXPECT_NE(r.err.find("denied_by_policy"), std::string::npos) << ws << ": " << r.err;

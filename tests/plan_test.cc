@@ -375,9 +375,12 @@ TEST(PurePlan, OwnFilesRootOnlyFilesAndDangerousWorkspacesComeFromTheFacts) {
   facts.own = {{"/nonexistent-ws/home/.local/state/cordon", PathKind::kDir, {}},
                {"/nonexistent-ws/home/.config", PathKind::kMissing, {}},
                {"/usr/cordon-missing", PathKind::kMissing, {}},
-               {"/elsewhere/audit.key", PathKind::kFile, {}}};
+               {"/elsewhere/audit.key", PathKind::kFile, {}},
+               {"/nonexistent-ws/home/.local/state/cordon/trust.json", PathKind::kFile, {}}};
   auto scan = std::make_shared<RootOnlyScan>();
-  scan->masked = {{"/usr/share/secret", PathKind::kFile, {}}, {"/etc/shadow", PathKind::kFile, {}}};
+  scan->masked = {{"/usr/share/secret", PathKind::kFile, {}},
+                  {"/etc/shadow", PathKind::kFile, {}},
+                  {"/nonexistent-ws/home/.local/state/cordon/key", PathKind::kFile, {}}};
   facts.root_only = scan;
   auto plan = BuildLaunchPlan(policy, facts, req);
   ASSERT_TRUE(plan) << plan.error().message;
@@ -388,6 +391,7 @@ TEST(PurePlan, OwnFilesRootOnlyFilesAndDangerousWorkspacesComeFromTheFacts) {
                                       "/nonexistent-ws/home/.config", "/usr/share/secret"}));
   EXPECT_EQ(plan->session.own_masked, 2u);
   EXPECT_EQ(plan->session.root_only_masked, 1u) << "/etc/shadow is denied already";
+  // Nothing is mounted below a masked directory: bwrap could not make the mount point.
   EXPECT_NE(std::find(plan->session.created_stubs.begin(), plan->session.created_stubs.end(),
                       "/nonexistent-ws/home/.config"),
             plan->session.created_stubs.end());
