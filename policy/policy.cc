@@ -265,7 +265,8 @@ std::string Policy::CanonicalJson() const {
   j["network"]["mode"] = NetworkModeName(network);
   j["seccomp"]["deny"] = seccomp_deny;
   j["sandbox"]["allow_weaker"] = allow_weaker_sandbox;
-  j["sandbox"]["allow_dangerous_workspace"] = allow_dangerous_workspace;
+  // Only when set: the policies recorded before the key existed keep their hash.
+  if (allow_dangerous_workspace) j["sandbox"]["allow_dangerous_workspace"] = true;
   for (const auto& [name, o] : tools) {
     j["tools"][name]["limits"] = o.limits;
     if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);

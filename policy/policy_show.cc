@@ -56,7 +56,7 @@ std::string PolicyShowText(const Policy& policy) {
   scalar("network.mode", effective["network"]["mode"]);
   scalar("audit.fsync", effective["audit"]["fsync"]);
   scalar("sandbox.allow_weaker", effective["sandbox"]["allow_weaker"]);
-  scalar("sandbox.allow_dangerous_workspace", effective["sandbox"]["allow_dangerous_workspace"]);
+  scalar("sandbox.allow_dangerous_workspace", policy.allow_dangerous_workspace);
   for (const auto& [tool, o] : policy.tools) {
     for (const auto& [k, v] : o.limits) scalar("tools." + tool + "." + k, v);
     if (o.network) scalar("tools." + tool + ".network", NetworkModeName(*o.network));

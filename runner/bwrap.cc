@@ -62,7 +62,18 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
   for (const auto& p : l.write) bind("--bind", p);
   // An ancestor of a protected or masked path that is a mount point cannot be renamed or
   // removed, so the path cannot be moved aside and recreated.
-  for (const auto& pin : l.pins) a.insert(a.end(), {"--bind", pin, pin});
+  auto writable = [&](const std::string& p) {
+    auto under = [&](const std::string& root) {
+      return p == root || (p.size() > root.size() && p.compare(0, root.size(), root) == 0 &&
+                           (root == "/" || p[root.size()] == '/'));
+    };
+    if (l.workspace_writable && under(l.workspace)) return true;
+    return std::any_of(l.write.begin(), l.write.end(),
+                       [&](const HostPath& w) { return under(w.path); });
+  };
+  for (const auto& pin : l.pins) {
+    if (writable(pin)) a.insert(a.end(), {"--bind", pin, pin});
+  }
   if (l.workspace_writable) {
     for (const auto& p : l.protect) {
       if (p.kind == PathKind::kDir || p.kind == PathKind::kFile) {
