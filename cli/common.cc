@@ -106,6 +106,9 @@ void AddSessionFlags(CLI::App* app, SessionFlags* f) {
       ->type_name("FILE");
   app->add_option("--policy", f->policy_files, "an extra policy layer (may be repeated)")
       ->type_name("FILE");
+  app->add_flag("--allow-dangerous-workspace", f->allow_dangerous_workspace,
+                "let / or your home directory be a writable workspace (a confined command "
+                "could then rewrite your shell startup files, ~/.gitconfig, ...)");
 }
 
 SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& client) {
@@ -114,6 +117,12 @@ SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& clie
   o.audit_log = f.audit_log;
   if (!f.audit_key_file.empty()) o.audit_key_file = f.audit_key_file;
   o.policy_files = f.policy_files;
+  o.allow_dangerous_workspace = f.allow_dangerous_workspace;
+  // cordon's own files that only mcp/ knows of: the trust store and the user's MCP servers.
+  o.own_files.push_back(mcp::TrustStorePath());
+  for (const auto& [path, project] : mcp::DefaultConfigSources(".").files) {
+    if (!project) o.own_files.push_back(path);
+  }
   o.shipped_policy_dir = ShippedPolicyDir();
   o.client = client;
   return o;

@@ -66,6 +66,7 @@ struct SessionFlags {
   std::string audit_log;
   std::string audit_key_file;
   std::vector<std::string> policy_files;
+  bool allow_dangerous_workspace = false;
 };
 void AddSessionFlags(CLI::App* app, SessionFlags* flags);
 SessionOptions SessionOptionsFrom(const SessionFlags& flags, const std::string& client);

@@ -70,7 +70,9 @@ void AddServeCommand(CLI::App& root, Context& ctx) {
       }
       http = *o;
     }
-    auto session = StartSessionOr(kExitStart, SessionOptionsFrom(f->session, "mcp"), ctx.envp);
+    SessionOptions options = SessionOptionsFrom(f->session, "mcp");
+    if (!f->token_file.empty()) options.own_files.push_back(f->token_file);  // never shown inside
+    auto session = StartSessionOr(kExitStart, options, ctx.envp);
     if (!session) return session.error();
     auto config = LoadSessionMcpConfig(**session);
     if (!config) {

@@ -283,6 +283,8 @@ std::string Policy::CanonicalJson() const {
   // Only when set, so that the hash of a policy that does not use the key is unchanged.
   if (max_scan_entries != kDefaultMaxScanEntries)
     j["sandbox"]["max_scan_entries"] = max_scan_entries;
+  // Only when set: the policies recorded before the key existed keep their hash.
+  if (allow_dangerous_workspace) j["sandbox"]["allow_dangerous_workspace"] = true;
   for (const auto& [name, o] : tools) {
     j["tools"][name]["limits"] = o.limits;
     if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);
@@ -473,16 +475,23 @@ Status ApplySandboxKey(Policy& policy, const KeyInput& in) {
     policy.provenance[in.name] = in.where;
     return {};
   }
-  if (in.key != "allow_weaker") return UnknownKey(in.source, in.node, in.name);
+  bool Policy::*field = nullptr;
+  if (in.key == "allow_weaker") {
+    field = &Policy::allow_weaker_sandbox;
+  } else if (in.key == "allow_dangerous_workspace") {
+    field = &Policy::allow_dangerous_workspace;
+  } else {
+    return UnknownKey(in.source, in.node, in.name);
+  }
   auto v = in.node.value<bool>();
   if (!in.node.is_boolean() || !v) {
-    return Fail(Code::kInvalidInput, in.where + ": sandbox.allow_weaker must be true or false");
+    return Fail(Code::kInvalidInput, in.where + ": " + in.name + " must be true or false");
   }
-  if (in.tighten_only && *v && !policy.allow_weaker_sandbox) {
-    policy.notes.push_back(in.where + ": a project file cannot allow a weaker sandbox");
+  if (in.tighten_only && *v && !(policy.*field)) {
+    policy.notes.push_back(in.where + ": a project file cannot set " + in.name + " = true");
     return {};
   }
-  policy.allow_weaker_sandbox = *v;
+  policy.*field = *v;
   policy.provenance[in.name] = in.where;
   return {};
 }

@@ -102,6 +102,13 @@ struct Policy {
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
   bool allow_weaker_sandbox = false;      // [sandbox] allow_weaker: Landlock+seccomp without bwrap
   std::int64_t max_scan_entries = kDefaultMaxScanEntries;  // [sandbox] max_scan_entries
+  // [sandbox] allow_dangerous_workspace (or --allow-dangerous-workspace): `/` or $HOME may be
+  // a writable workspace. Off, they are refused for writing (denied_by_policy).
+  bool allow_dangerous_workspace = false;
+  // cordon's own files (configuration, policy layers, trust store, state, audit log, keys):
+  // absolute, canonical paths the session fills in (runner/mask.h), never a policy file. No
+  // confined process and no file tool reads or writes at or below one of them.
+  std::vector<std::string> own_paths;
   std::map<std::string, ToolOverride> tools;
   std::vector<PolicyFile> files;
   // key ("limits.timeout_secs") -> where its value came from ("policies.d/00-default.toml:4").

@@ -57,6 +57,7 @@ std::string PolicyShowText(const Policy& policy) {
   scalar("audit.fsync", effective["audit"]["fsync"]);
   scalar("sandbox.allow_weaker", effective["sandbox"]["allow_weaker"]);
   scalar("sandbox.max_scan_entries", policy.max_scan_entries);
+  scalar("sandbox.allow_dangerous_workspace", policy.allow_dangerous_workspace);
   for (const auto& [tool, o] : policy.tools) {
     for (const auto& [k, v] : o.limits) scalar("tools." + tool + "." + k, v);
     if (o.network) scalar("tools." + tool + ".network", NetworkModeName(*o.network));

@@ -57,12 +57,21 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
   for (const auto& p : l.read) bind("--ro-bind", p);
   a.insert(a.end(), {l.workspace_writable ? "--bind" : "--ro-bind", l.workspace, l.workspace});
   for (const auto& p : l.write) bind("--bind", p);
+  // An ancestor of a protected or masked path that is a mount point cannot be renamed or
+  // removed, so the path cannot be moved aside and recreated.
+  auto writable = [&](const std::string& p) {
+    auto under = [&](const std::string& root) {
+      return p == root || (p.size() > root.size() && p.compare(0, root.size(), root) == 0 &&
+                           (root == "/" || p[root.size()] == '/'));
+    };
+    if (l.workspace_writable && under(l.workspace)) return true;
+    return std::any_of(l.write.begin(), l.write.end(),
+                       [&](const HostPath& w) { return under(w.path); });
+  };
+  for (const auto& pin : l.pins) {
+    if (writable(pin)) a.insert(a.end(), {"--bind", pin, pin});
+  }
   if (l.workspace_writable) {
-    // An ancestor of a protected path that is a mount point cannot be renamed or removed, so
-    // the protected path cannot be moved aside and recreated.
-    for (const auto& pin : l.pins) a.insert(a.end(), {"--bind", pin, pin});
-    // Only entries that exist: a mount point over a missing name would have bwrap create it
-    // in the user's workspace, where the host sees it.
     for (const auto& p : l.protect) {
       if (p.kind == PathKind::kDir || p.kind == PathKind::kFile) {
         a.insert(a.end(), {"--ro-bind", p.path, p.path});

@@ -16,6 +16,7 @@
 #include "runner/host_probe.h"
 #include "runner/landlock.h"
 #include "runner/launch.h"
+#include "runner/mask.h"
 
 extern char** environ;
 
@@ -117,6 +118,52 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
   std::string shim = shim_path.empty() ? DefaultShimPath() : shim_path;
   add("cordon-shim", ::access(shim.c_str(), X_OK) == 0, true, shim,
       "reinstall cordon: cordon-shim must sit next to cordon");
+  // Protections that need no kernel feature: which are active, and what they cover.
+  {
+    std::string list;
+    for (const auto& p : CordonOwnPaths({})) list += (list.empty() ? "" : ", ") + p;
+    add("own_files", true, false,
+        "cordon's own files are masked in every sandbox and refused by the file tools: " + list +
+            ", plus the audit log, audit key, --policy layers and serve's token file of each "
+            "session",
+        "");
+    const char* home = std::getenv("HOME");
+    add("dangerous_workspace", true, false,
+        "/ and your home directory (" + CanonicalPath(home != nullptr ? home : "/nonexistent") +
+            ") are refused as writable workspaces unless --allow-dangerous-workspace is given",
+        "");
+    if (::geteuid() == 0) {
+      std::vector<std::string> roots;
+      for (const char* r : {"/etc", "/usr", "/opt"}) {
+        if (std::filesystem::is_directory(r)) roots.emplace_back(r);
+      }
+      const RootOnlyScan scan = ScanRootOnly(roots, roots);
+      std::string root_list, in_usr;
+      for (const auto& r : roots) root_list += " " + r;
+      std::size_t usr_count = 0;
+      for (const auto& m : scan.masked) {
+        if (m.path.rfind("/usr/", 0) != 0) continue;
+        if (++usr_count <= 5) in_usr += (in_usr.empty() ? "" : ", ") + m.path;
+      }
+      add("root_only_files", true, false,
+          "cordon runs as root: entries that ordinary users cannot read are masked under the "
+          "read binds outside /usr (scan of" +
+              root_list + ": " + std::to_string(scan.masked.size()) + " such entries among " +
+              std::to_string(scan.scanned) + " in " + std::to_string(static_cast<long>(scan.ms)) +
+              " ms; sessions scan all but /usr, once per session); files created after a "
+              "session's scan are not covered" +
+              (usr_count == 0
+                   ? std::string("; /usr holds none")
+                   : "; NOT masked, under /usr (" + std::to_string(usr_count) + "): " + in_usr),
+          "");
+    } else {
+      add("root_only_files", true, false,
+          "cordon runs as uid " + std::to_string(::geteuid()) +
+              ": inside the sandbox it is the same uid, and the kernel refuses what it cannot "
+              "read outside; no scan is needed",
+          "");
+    }
+  }
   // End to end: a confined `true` through the same path every tool call takes.
   if (ok) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "cordon-doctor-XXXXXX").string();

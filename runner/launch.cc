@@ -222,6 +222,92 @@ bool Masked(const HostPath& hp) {
   return hp.kind != PathKind::kMissing && hp.kind != PathKind::kSymlink;
 }
 
+// The binds that show host paths in the sandbox, and those of them a command may write.
+std::vector<std::string> Binds(const SessionLaunch& s, bool writable_only) {
+  std::vector<std::string> out;
+  if (!writable_only || s.workspace_writable) out.push_back(s.workspace);
+  for (const auto& w : s.write) out.push_back(w.path);
+  if (writable_only) return out;
+  for (const auto& r : s.read) {
+    if (r.kind != PathKind::kSymlink) out.push_back(r.path);
+  }
+  return out;
+}
+
+// cordon's own files and (as root) root-only files join the deny masks, after every bind, so
+// that no read, write or --read grant shows them. An own file that does not exist is covered
+// where a command could create it: cordon's own directories are made in GatherHostFacts, and
+// anything else missing there refuses the launch (a mount point would appear on the host).
+Status PlanMasks(const HostFacts& facts, SessionLaunch& s) {
+  const std::vector<std::string> binds = Binds(s, false);
+  const std::vector<std::string> writable = Binds(s, true);
+  // A path at or below a directory masked already needs no mount of its own (nor could bwrap
+  // make its mount point in that read-only tmpfs).
+  auto already = [&](const std::string& p) {
+    return std::any_of(s.deny.begin(), s.deny.end(), [&](const HostPath& d) {
+      return d.path == p || (d.kind == PathKind::kDir && PathUnder(p, d.path));
+    });
+  };
+  for (const auto& own : facts.own) {
+    if (PathUnder(s.workspace, own.path)) {
+      return Fail(Code::kDeniedByPolicy,
+                  "the workspace " + s.workspace + " lies inside cordon's own files (" + own.path +
+                      "), which no confined process may read or write; choose another workspace",
+                  0, s.workspace);
+    }
+    const bool shown = std::any_of(binds.begin(), binds.end(), [&](const std::string& b) {
+      return PathUnder(own.path, b) || PathUnder(b, own.path);
+    });
+    if (!shown || already(own.path)) continue;
+    if (own.kind == PathKind::kMissing) {
+      const std::string parent = own.path.substr(0, std::max<std::size_t>(1, own.path.rfind('/')));
+      if (UnderAny(parent, writable) == nullptr) continue;  // nothing can create it
+      // A protected name (~/.cordon, ~/.thndrs in a workspace at $HOME): the workspace guard
+      // sweeps one a process creates, as any other.
+      if (own.path.size() > s.workspace.size() && PathUnder(own.path, s.workspace) &&
+          IsProtectedPath(own.path.substr(s.workspace == "/" ? 1 : s.workspace.size() + 1))) {
+        continue;
+      }
+      // Could not be made (see GatherHostFacts), or a file an option names that does not exist
+      // yet: a mount point would create it on the host. Refuse rather than leave it open.
+      return Fail(Code::kSandboxUnavailable,
+                  "cordon's own path " + own.path +
+                      " does not exist and lies where a confined process could create it; "
+                      "create it, or choose a workspace that does not contain it",
+                  0, own.path);
+    } else if (own.kind != PathKind::kSymlink) {
+      s.deny.push_back(own);
+    } else {
+      continue;  // own paths are canonical: a symlink here is the missing path's own leaf
+    }
+    ++s.own_masked;
+  }
+  if (facts.root_only) {
+    for (const auto& r : facts.root_only->masked) {
+      if (already(r.path)) continue;
+      s.deny.push_back(r);
+      ++s.root_only_masked;
+    }
+  }
+  return {};
+}
+
+// A masked path below a writable root could be moved aside with its parent and recreated: each
+// directory between the root and the mask becomes a mount point, which cannot be renamed.
+void PinMaskAncestors(SessionLaunch& s) {
+  const std::vector<std::string> writable = Binds(s, true);
+  for (const auto& d : s.deny) {
+    const std::string* root = UnderAny(d.path, writable);
+    if (root == nullptr || d.path == *root) continue;
+    for (std::size_t pos = d.path.find('/', root->size() + 1); pos != std::string::npos;
+         pos = d.path.find('/', pos + 1)) {
+      std::string pin = d.path.substr(0, pos);
+      if (std::find(s.pins.begin(), s.pins.end(), pin) == s.pins.end())
+        s.pins.push_back(std::move(pin));
+    }
+  }
+}
+
 }  // namespace
 
 OwnedTempDir& OwnedTempDir::operator=(OwnedTempDir&& o) noexcept {
@@ -265,6 +351,49 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
   struct stat st {};
   if (::stat(workspace.c_str(), &st) == 0) f.workspace_stat.emplace(st.st_uid, st.st_mode);
   f.euid = ::geteuid();
+  const std::vector<std::string> own_dirs = CordonOwnDirectories();
+  for (const auto& own : policy.own_paths) {
+    HostPath hp = DescribeHostPath(own);
+    if (hp.kind == PathKind::kMissing &&
+        std::find(own_dirs.begin(), own_dirs.end(), own) != own_dirs.end()) {
+      // cordon's own configuration or state directory, missing: made now (0700), so that a
+      // confined process cannot make it first. A mount point would appear on the host anyway.
+      std::error_code ec;
+      std::filesystem::create_directories(own, ec);
+      if (!ec) ::chmod(own.c_str(), 0700);
+      hp = DescribeHostPath(own);
+    }
+    if (hp.kind == PathKind::kMissing) {
+      // Its first missing component: the one a command could create.
+      for (std::string up = own;;) {
+        const std::size_t slash = up.find_last_of('/');
+        if (slash == 0 || slash == std::string::npos) break;
+        up.resize(slash);
+        if (DescribeHostPath(up).kind != PathKind::kMissing) break;
+        hp.path = up;
+      }
+    }
+    f.own.push_back(std::move(hp));
+  }
+  f.dangerous_workspace = DangerousWorkspaceReason(workspace, CanonicalPath(f.home));
+  if (f.euid == 0 && !host.weaker && host.root_only) {
+    // As real root, sandbox uid 0 owns what host uid 0 owns: the files ordinary users cannot
+    // read are found here, once per session (the cache), and masked by the plan.
+    std::vector<std::string> roots, named = {workspace};
+    for (const auto* list : {&pp.read, &req.extra_read}) {
+      for (const auto& r : *list) {
+        named.push_back(r);
+        // /usr is package-managed and world-readable by convention: walking its ~160k entries
+        // costs ~0.7 s per session as root, for one root-only entry found on the test host (a
+        // polkit rules directory). It is left out; `cordon doctor` scans it and lists what the
+        // sandbox would show, and SECURITY.md says so.
+        if (PathUnder(r, "/usr")) continue;
+        if (f.paths.at(r).kind == PathKind::kDir) roots.push_back(r);
+      }
+    }
+    named.insert(named.end(), pp.write.begin(), pp.write.end());
+    f.root_only = host.root_only->Get(roots, named);
+  }
   const bool writable = pp.workspace_in_write && req.workspace_writable;
   if (writable) {
     auto scan =
@@ -280,6 +409,9 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
     std::vector<std::string> hidden;
     for (const auto& d : pp.deny) {
       if (Masked(f.paths.at(d))) hidden.push_back(d);
+    }
+    for (const auto& own : f.own) {
+      if (own.kind != PathKind::kMissing) hidden.push_back(own.path);
     }
     std::vector<std::string> roots = pp.read;
     roots.insert(roots.end(), req.extra_read.begin(), req.extra_read.end());
@@ -339,6 +471,9 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     if (hp.kind != PathKind::kMissing) s.write.push_back(hp);
   }
   s.workspace_writable = pp.workspace_in_write && req.workspace_writable;
+  if (s.workspace_writable && facts.dangerous_workspace && !policy.allow_dangerous_workspace) {
+    return std::unexpected(DangerousWorkspaceError(workspace, *facts.dangerous_workspace));
+  }
   if (s.workspace_writable && !host.weaker && facts.workspace_stat) {
     // Inside bwrap's user namespace only cordon's own uid is mapped. A workspace owned by
     // another user is then not writable for the command, whatever root could do outside, and
@@ -368,6 +503,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     HostPath hp = described(d);
     if (Masked(hp)) s.deny.push_back(hp);
   }
+  TRY(PlanMasks(facts, s));
   if (s.workspace_writable) {
     if (facts.protected_error) return std::unexpected(*facts.protected_error);
     if (!facts.protected_scan) {
@@ -385,6 +521,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
       return std::count(a.begin(), a.end(), '/') < std::count(b.begin(), b.end(), '/');
     });
   }
+  PinMaskAncestors(s);
   LandlockInput ll;
   for (const auto& r : s.read) ll.read.push_back(r.path);
   // Listing "/" is harmless: bwrap's root holds only the binds above.
@@ -507,7 +644,9 @@ Json ConfinementJson(const LaunchPlan& plan) {
             {"rlimits", RlimitsJson(c.contain.rlimits)},
             {"workspace", s.workspace_writable ? "read-write" : "read-only"},
             {"protected_paths", s.protect.size()},
-            {"git_views", s.git_views.size()}};
+            {"git_views", s.git_views.size()},
+            {"masked_own_files", s.own_masked},
+            {"masked_root_only", s.root_only_masked}};
   if (weaker) j["weaker_reason"] = s.weaker_reason;
   if (!c.cgroup_error.empty()) j["cgroup_error"] = c.cgroup_error;
   return j;

@@ -21,6 +21,7 @@
 #include "runner/capture.h"
 #include "runner/cgroup.h"
 #include "runner/contain.h"
+#include "runner/mask.h"
 #include "runner/workspace_guard.h"
 
 namespace cordon {
@@ -33,6 +34,8 @@ struct SandboxHost {
   bool weaker = false;  // no bwrap: Landlock + seccomp only (policy allowed it)
   std::string weaker_reason;
   CgroupSupport cgroups;
+  // Root-only scans (runner/mask.h), shared by every launch of the session.
+  std::shared_ptr<RootOnlyCache> root_only = std::make_shared<RootOnlyCache>();
   Json ToJson() const;
 };
 
@@ -89,6 +92,13 @@ struct HostFacts {
   CgroupMode cgroup = CgroupMode::kNone;
   std::string cgroup_error;
   std::string private_tmp;  // weaker mode: this call's own temporary directory
+  // Each of cordon's own files (policy.own_paths) as found: itself when it exists, else its
+  // first missing component (kMissing), which the plan covers when a bind would let the
+  // command create it.
+  std::vector<HostPath> own;
+  std::optional<std::string> dangerous_workspace;  // why the workspace is `/` or $HOME
+  // Running as root: what ordinary users cannot read under the read binds (null otherwise).
+  std::shared_ptr<const RootOnlyScan> root_only;
 };
 
 // A directory removed with everything in it when its owner goes (remove_all does not follow
@@ -136,7 +146,9 @@ struct SessionLaunch {
   bool workspace_writable = true;
   std::vector<HostPath> read;
   std::vector<HostPath> write;  // beyond the workspace
-  std::vector<HostPath> deny;
+  std::vector<HostPath> deny;   // the policy's deny list, then cordon's own files, then root-only
+  std::size_t own_masked = 0;   // of deny: cordon's own files
+  std::size_t root_only_masked = 0;  // of deny: root-only files (cordon runs as root)
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;
   std::vector<std::string> git_dirs;    // every git dir in the writable roots (full walk)

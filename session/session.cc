@@ -10,6 +10,7 @@
 #include "core/hash.h"
 #include "core/version.h"
 #include "runner/host_probe.h"
+#include "runner/mask.h"
 #include "tools/schema.h"
 
 namespace cordon {
@@ -108,6 +109,16 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   ASSIGN_OR_RETURN(AuditWriter writer, AuditWriter::Open(path, session_id, s->policy_.audit_fsync,
                                                          std::move(key), &s->redactor_));
   s->audit_.emplace(std::move(writer));
+  // cordon's own files, masked from every confined process and refused by the file tools:
+  // the policy layers it read (the shipped ones excepted: they are part of the installation),
+  // the audit log and its key, and whatever else the caller names.
+  std::vector<std::string> own = options.own_files;
+  own.push_back(path);
+  if (options.audit_key_file) own.push_back(*options.audit_key_file);
+  for (std::size_t i = 1; i < sources.dirs.size(); ++i) own.push_back(sources.dirs[i]);
+  own.insert(own.end(), sources.extra_files.begin(), sources.extra_files.end());
+  s->policy_.own_paths = CordonOwnPaths(own);
+  if (options.allow_dangerous_workspace) s->policy_.allow_dangerous_workspace = true;
   SessionStartedRecord started{.cordon_version = kCordonVersion,
                                .client = options.client,
                                .workspace = s->workspace_.root(),

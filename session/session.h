@@ -46,6 +46,11 @@ struct SessionOptions {
   std::string shipped_policy_dir;         // the repo's / install's policies.d
   std::string client = "cli";             // who drives the session (cli, mcp, ...)
   std::string shim_path;                  // empty: next to the binary
+  // --allow-dangerous-workspace: `/` or $HOME may be a writable workspace.
+  bool allow_dangerous_workspace = false;
+  // Files of cordon's that other options name (serve's token file, the MCP trust store and user
+  // configuration): masked like the audit log and key (runner/mask.h).
+  std::vector<std::string> own_files;
 };
 
 // Caps a server's CallToolResult for the agent: text items cut at `cap` bytes with a marker,

@@ -1185,5 +1185,254 @@ TEST_F(EscapeTest, WithoutBwrapCordonFailsClosed) {
   EXPECT_NE(r.err.find("bwrap"), std::string::npos) << r.err;
 }
 
+// cordon's own files, laid out in a simulated home inside the workspace: HOME points there,
+// the XDG variables are unset (so the defaults below HOME apply), and the options name an audit
+// log, an audit key and a policy layer there too.
+class OwnFilesTest : public EscapeTest {
+ protected:
+  void SetUp() override {
+    EscapeTest::SetUp();
+    if (IsSkipped()) return;
+    home_ = ws_ + "/home";
+    std::filesystem::create_directories(home_ + "/.config/cordon/policies.d");
+    WriteFile(home_ + "/.config/cordon/policies.d/50-user.toml", "[limits]\ntimeout_secs = 60\n");
+    std::filesystem::create_directories(home_ + "/.local/state/cordon");
+    WriteFile(home_ + "/.local/state/cordon/trust.json", "{}\n");
+    std::filesystem::create_directories(home_ + "/keys");
+    WriteFile(home_ + "/keys/audit.key", "own-file-secret-0123456789abcdef\n");
+    WriteFile(home_ + "/keys/extra.toml", "[limits]\ntimeout_secs = 50\n");
+    std::filesystem::create_directories(home_ + "/logs");
+    env_ = {"HOME=" + home_, "XDG_CONFIG_HOME=", "XDG_STATE_HOME=", "XDG_RUNTIME_DIR="};
+  }
+  std::vector<std::string> SessionOpts() {
+    return {"--workspace",      ws_,
+            "--audit-log",      home_ + "/logs/audit.jsonl",
+            "--audit-key-file", home_ + "/keys/audit.key",
+            "--policy",         home_ + "/keys/extra.toml"};
+  }
+  testing::RunResult ExecOwn(std::vector<std::string> cmd, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {testing::CordonBin(), "exec"};
+    for (auto& o : SessionOpts()) argv.push_back(o);
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    return testing::Run(argv, env_);
+  }
+  testing::RunResult CallOwn(const std::string& tool, const Json& input) {
+    std::vector<std::string> argv = {testing::CordonBin(), "call", tool};
+    for (auto& o : SessionOpts()) argv.push_back(o);
+    argv.insert(argv.end(), {"--json", input.dump()});
+    return testing::Run(argv, env_);
+  }
+  // Every own file, as the workspace-relative path and the absolute one.
+  std::vector<std::string> OwnFiles() {
+    return {home_ + "/.config/cordon/policies.d/50-user.toml",
+            home_ + "/.local/state/cordon/trust.json", home_ + "/keys/audit.key",
+            home_ + "/keys/extra.toml", home_ + "/logs/audit.jsonl"};
+  }
+  std::string home_;
+};
+
+TEST_F(OwnFilesTest, OwnFilesAreNeitherReadableNorWritableFromExec) {
+  // The audit log exists once a session has run.
+  ASSERT_EQ(ExecOwn({"true"}).exit_code, 0);
+  const std::string key_before = ReadFile(home_ + "/keys/audit.key");
+  for (const auto& f : OwnFiles()) {
+    auto read = ExecOwn({ws_ + "/probe", "read", f});
+    ExpectRefused(read, "read " + f);
+    auto write = ExecOwn({ws_ + "/probe", "write", f});
+    ExpectRefused(write, "write " + f);
+  }
+  // A new policy layer cannot be planted, nor the directories renamed aside and recreated.
+  auto plant =
+      ExecOwn({"sh", "-c",
+               "echo '[network]' > " + home_ + "/.config/cordon/policies.d/90-evil.toml; mv " +
+                   home_ + "/.config " + home_ + "/.config-aside; mkdir -p " + home_ +
+                   "/.config/cordon/policies.d && echo x > " + home_ +
+                   "/.config/cordon/policies.d/90-evil.toml; rm -f " + home_ +
+                   "/logs/audit.jsonl " + home_ + "/.local/state/cordon/trust.json"});
+  EXPECT_FALSE(testing::Exists(home_ + "/.config/cordon/policies.d/90-evil.toml")) << plant.err;
+  EXPECT_FALSE(testing::Exists(home_ + "/.config-aside"));
+  EXPECT_TRUE(testing::Exists(home_ + "/.local/state/cordon/trust.json"));
+  EXPECT_EQ(ReadFile(home_ + "/keys/audit.key"), key_before);
+  // The log survived every attempt, whole: its chain (keyed) still verifies.
+  auto verify = testing::Run({testing::CordonBin(), "audit", "verify", home_ + "/logs/audit.jsonl",
+                              "--key-file", home_ + "/keys/audit.key"},
+                             env_);
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+TEST_F(OwnFilesTest, MissingOwnDirectoriesCannotBeCreatedFromExec) {
+  // No configuration or state directory yet: a command must not be able to create one.
+  std::filesystem::remove_all(home_ + "/.config");
+  std::filesystem::remove_all(home_ + "/.local");
+  auto r = ExecOwn({"sh", "-c",
+                    "mkdir -p " + home_ + "/.config/cordon/policies.d " + home_ +
+                        "/.local/state/cordon; echo x > " + home_ +
+                        "/.config/cordon/policies.d/90-evil.toml; echo '{}' > " + home_ +
+                        "/.local/state/cordon/trust.json"});
+  EXPECT_FALSE(testing::Exists(home_ + "/.config/cordon/policies.d/90-evil.toml")) << r.err;
+  EXPECT_FALSE(testing::Exists(home_ + "/.local/state/cordon/trust.json")) << r.err;
+  // cordon made its own directories (0700) before the launch, and masked them: no placeholder,
+  // and nothing the command wrote is in them.
+  struct stat st {};
+  ASSERT_EQ(::stat((home_ + "/.config/cordon").c_str(), &st), 0) << r.err;
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_FALSE(testing::Exists(home_ + "/.config/cordon/policies.d")) << r.err;
+}
+
+TEST_F(OwnFilesTest, ReadGrantsDoNotShowOwnFiles) {
+  // The configuration outside the workspace, and a policy layer granting read on it.
+  TempDir xdg;
+  std::filesystem::create_directories(xdg / "cordon/policies.d");
+  WriteFile(xdg / "cordon/policies.d/50-user.toml", "[limits]\ntimeout_secs = 60\n");
+  WriteFile(home_ + "/keys/extra.toml",
+            "[filesystem]\nread = [\"" + xdg.path() + "\", \"" + home_ + "/keys\"]\n");
+  std::replace(env_.begin(), env_.end(), std::string("XDG_CONFIG_HOME="),
+               "XDG_CONFIG_HOME=" + xdg.path());
+  ExpectRefused(ExecOwn({ws_ + "/probe", "read", xdg / "cordon/policies.d/50-user.toml"}),
+                "a read grant over the configuration directory");
+  ExpectRefused(ExecOwn({ws_ + "/probe", "read", home_ + "/keys/audit.key"}),
+                "a read grant over the key");
+}
+
+TEST_F(OwnFilesTest, FileToolsRefuseOwnFilesAndNeverListThem) {
+  ASSERT_EQ(ExecOwn({"true"}).exit_code, 0);
+  for (const auto& f : OwnFiles()) {
+    const std::string rel = f.substr(ws_.size() + 1);
+    auto read = CallOwn("read_file_range", {{"path", rel}, {"start_line", 1}});
+    EXPECT_NE(read.out.find("denied_by_policy"), std::string::npos) << rel << ": " << read.out;
+    EXPECT_EQ(read.out.find("own-file-secret"), std::string::npos) << rel;
+    auto write =
+        CallOwn("replace_range", {{"path", rel}, {"old_string", "a"}, {"new_string", "b"}});
+    EXPECT_NE(write.out.find("denied_by_policy"), std::string::npos) << rel << ": " << write.out;
+  }
+  auto plant = CallOwn("create_file", {{"path", "home/.config/cordon/policies.d/90-evil.toml"},
+                                       {"content", "[network]\nmode = \"allow\"\n"}});
+  EXPECT_NE(plant.out.find("denied_by_policy"), std::string::npos) << plant.out;
+  EXPECT_FALSE(testing::Exists(home_ + "/.config/cordon/policies.d/90-evil.toml"));
+  auto found = CallOwn("find_files", {{"include_hidden", true}});
+  EXPECT_EQ(found.exit_code, 0) << found.out << found.err;
+  EXPECT_NE(found.out.find("probe"), std::string::npos) << found.out;
+  for (const char* name : {"audit.key", "50-user.toml", "trust.json", "audit.jsonl", "extra.toml"})
+    EXPECT_EQ(found.out.find(name), std::string::npos) << name << " listed: " << found.out;
+  auto listed = CallOwn("list_searchable_files", {{"include_hidden", true}});
+  for (const char* name : {"audit.key", "50-user.toml", "trust.json", "audit.jsonl", "extra.toml"})
+    EXPECT_EQ(listed.out.find(name), std::string::npos) << name << " listed: " << listed.out;
+  if (!FindOnPath("rg").empty()) {
+    auto search =
+        CallOwn("search_text", {{"pattern", "own-file-secret"}, {"include_hidden", true}});
+    EXPECT_EQ(search.exit_code, 0) << search.out << search.err;
+    EXPECT_EQ(search.out.find("audit.key"), std::string::npos) << search.out;
+    EXPECT_EQ(search.out.find("own-file-secret-0123"), std::string::npos) << search.out;
+  }
+}
+
+TEST_F(EscapeTest, RootAndHomeAreRefusedAsWritableWorkspaces) {
+  const std::string home = dir_ / "home";
+  std::filesystem::create_directories(home);
+  WriteFile(home + "/notes.txt", "hello\n");
+  std::filesystem::create_symlink(home, dir_ / "home-link");
+  std::vector<std::string> env = {"HOME=" + home};
+  auto exec = [&](const std::string& ws, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws, "--audit-log",
+                                     dir_ / "audit.jsonl"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    // Refused before anything runs; were it not, `/` would only run `true`.
+    if (ws == "/") {
+      argv.insert(argv.end(), {"--", "true"});
+    } else {
+      argv.insert(argv.end(), {"--", "sh", "-c", "echo x > " + ws + "/planted"});
+    }
+    return testing::Run(argv, env);
+  };
+  for (const std::string& ws : {std::string("/"), home, dir_ / "home-link"}) {
+    auto r = exec(ws, {});
+    EXPECT_EQ(r.exit_code, 125) << ws << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("denied_by_policy"), std::string::npos) << ws << ": " << r.err;
+    EXPECT_NE(r.err.find("--allow-dangerous-workspace"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(testing::Exists(home + "/planted"));
+  auto call = [&](const std::string& tool, const Json& in, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {testing::CordonBin(), "call",   tool,
+                                     "--workspace",        home,     "--audit-log",
+                                     dir_ / "audit.jsonl", "--json", in.dump()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return testing::Run(argv, env);
+  };
+  auto write = call("create_file", {{"path", "planted"}, {"content", "x\n"}}, {});
+  EXPECT_NE(write.out.find("denied_by_policy"), std::string::npos) << write.out;
+  EXPECT_FALSE(testing::Exists(home + "/planted"));
+  // Read-only use still works.
+  auto read = call("read_file_range", {{"path", "notes.txt"}, {"start_line", 1}}, {});
+  EXPECT_EQ(read.exit_code, 0) << read.out << read.err;
+  EXPECT_NE(read.out.find("hello"), std::string::npos) << read.out;
+  auto found = call("find_files", {{"pattern", "notes"}}, {});
+  EXPECT_EQ(found.exit_code, 0) << found.out << found.err;
+  // The flag names the risk, and then the home directory is writable.
+  auto allowed = exec(home, {"--allow-dangerous-workspace"});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.out << allowed.err;
+  EXPECT_TRUE(testing::Exists(home + "/planted"));
+}
+
+// The first entry under /etc that "others" may not read and the policy does not deny: what an
+// ordinary user's sandbox must not read either (the kernel refuses it).
+std::string ExistingRootOnlyFile() {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           "/etc", std::filesystem::directory_options::skip_permission_denied, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const std::string p = it->path().string();
+    if ((st.st_mode & S_IROTH) == 0 && p.find("shadow") == std::string::npos &&
+        p.find("sudoers") == std::string::npos && p.find("/ssl/private") == std::string::npos &&
+        p.find("/ssh/") == std::string::npos)
+      return p;
+  }
+  return {};
+}
+
+TEST_F(EscapeTest, FilesOrdinaryUsersCannotReadAreUnreadableInside) {
+  if (::geteuid() != 0) {
+    // As an ordinary user the sandbox runs with the same uid: the kernel refuses it already.
+    const std::string existing = ExistingRootOnlyFile();
+    if (existing.empty()) {
+      GTEST_SKIP() << "SKIPPED SECURITY TEST: not root, and no file under /etc denies "
+                      "others read to assert that the kernel refuses it";
+    }
+    ExpectRefused(Probe({"read", existing}), existing);
+    return;
+  }
+  // Fresh root-only entries under two read binds, made here and removed after.
+  char file_tmpl[] = "/etc/cordon-test-XXXXXX";
+  const int fd = ::mkstemp(file_tmpl);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "root-only-secret\n", 17), 17);
+  ::close(fd);
+  ASSERT_EQ(::chmod(file_tmpl, 0600), 0);
+  std::filesystem::create_directories("/opt");
+  char dir_tmpl[] = "/opt/cordon-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_tmpl), nullptr);
+  ASSERT_EQ(::chmod(dir_tmpl, 0700), 0);
+  const std::string inner = std::string(dir_tmpl) + "/readable-inside.txt";
+  WriteFile(inner, "root-only-secret\n");
+  ::chmod(inner.c_str(), 0644);
+  auto file = Probe({"read", file_tmpl});
+  auto dir = Probe({"read", inner});
+  auto list = Exec({"ls", dir_tmpl});
+  // Named by the policy, the file is readable again.
+  WriteFile(dir_ / "named.toml", std::string("[filesystem]\nread = [\"") + file_tmpl + "\"]\n");
+  auto named = Probe({"read", file_tmpl}, {"--policy", dir_ / "named.toml"});
+  ::unlink(file_tmpl);
+  std::filesystem::remove_all(dir_tmpl);
+  ExpectRefused(file, "a fresh 0600 root-owned file under /etc");
+  ExpectRefused(dir, "a file inside a fresh 0700 root-owned directory under /opt");
+  EXPECT_EQ(list.out.find("readable-inside"), std::string::npos) << list.out;
+  EXPECT_EQ(named.exit_code, 0) << named.out << named.err;
+}
+
 }  // namespace
 }  // namespace cordon

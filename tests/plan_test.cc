@@ -22,6 +22,7 @@
 #include "runner/host_probe.h"
 #include "runner/landlock.h"
 #include "runner/launch.h"
+#include "runner/mask.h"
 #include "runner/rlimits.h"
 #include "runner/seccomp.h"
 #include "runner/shim/sha256.h"
@@ -754,6 +755,113 @@ TEST(PurePlan, RefusalsComeFromTheFacts) {
   EXPECT_EQ(scan.error().message, "protected path .claude");
   ProcessRequest none;
   EXPECT_EQ(BuildLaunchPlan(policy, HandFacts(), none).error().code, Code::kInvalidInput);
+}
+
+TEST(PurePlan, OwnFilesRootOnlyFilesAndDangerousWorkspacesComeFromTheFacts) {
+  const Policy policy = HandPolicy();
+  ProcessRequest req;
+  req.argv = {"true"};
+  HostFacts facts = HandFacts();
+  // An existing own file in the workspace, a missing one the command could not create (below
+  // /usr), and one nothing shows.
+  facts.own = {{"/nonexistent-ws/home/.local/state/cordon", PathKind::kDir, {}},
+               {"/usr/cordon-missing", PathKind::kMissing, {}},
+               {"/elsewhere/audit.key", PathKind::kFile, {}},
+               {"/nonexistent-ws/home/.local/state/cordon/trust.json", PathKind::kFile, {}}};
+  auto scan = std::make_shared<RootOnlyScan>();
+  scan->masked = {{"/usr/share/secret", PathKind::kFile, {}},
+                  {"/etc/shadow", PathKind::kFile, {}},
+                  {"/nonexistent-ws/home/.local/state/cordon/key", PathKind::kFile, {}}};
+  facts.root_only = scan;
+  auto plan = BuildLaunchPlan(policy, facts, req);
+  ASSERT_TRUE(plan) << plan.error().message;
+  std::vector<std::string> deny;
+  for (const auto& d : plan->session.deny) deny.push_back(d.path);
+  EXPECT_EQ(deny,
+            (std::vector<std::string>{"/etc/shadow", "/nonexistent-ws/home/.local/state/cordon",
+                                      "/usr/share/secret"}));
+  EXPECT_EQ(plan->session.own_masked, 1u);
+  EXPECT_EQ(plan->session.root_only_masked, 1u) << "/etc/shadow is denied already";
+  // A missing own path the command could create (GatherHostFacts makes cordon's own
+  // directories; this one it could not) refuses the launch: a mount point would appear on the
+  // host, and leaving it open would let the command plant cordon's configuration.
+  HostFacts open_facts = facts;
+  open_facts.own.push_back({"/nonexistent-ws/home/.config", PathKind::kMissing, {}});
+  auto open_refused = BuildLaunchPlan(policy, open_facts, req);
+  ASSERT_FALSE(open_refused);
+  EXPECT_EQ(open_refused.error().code, Code::kSandboxUnavailable);
+  // Every directory between the writable root and a mask is pinned.
+  for (const char* pin : {"/nonexistent-ws/home", "/nonexistent-ws/home/.local",
+                          "/nonexistent-ws/home/.local/state"}) {
+    EXPECT_NE(std::find(plan->session.pins.begin(), plan->session.pins.end(), pin),
+              plan->session.pins.end())
+        << pin;
+  }
+  const std::vector<std::string> argv = LaunchArgv(*plan);
+  std::string joined;
+  for (const auto& a : argv) joined += (joined.empty() ? "" : " ") + a;
+  EXPECT_NE(joined.find("--ro-bind /dev/null /usr/share/secret"), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--tmpfs /nonexistent-ws/home/.local/state/cordon --remount-ro"),
+            std::string::npos)
+      << joined;
+  Json conf = ConfinementJson(*plan);
+  EXPECT_EQ(conf["masked_own_files"], 1);
+  EXPECT_EQ(conf["masked_root_only"], 1);
+
+  // A workspace inside cordon's own files is refused; so is $HOME, writable, without the flag.
+  HostFacts inside = HandFacts();
+  inside.own = {{"/nonexistent-ws", PathKind::kDir, {}}};
+  auto refused = BuildLaunchPlan(policy, inside, req);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Code::kDeniedByPolicy);
+  HostFacts home = HandFacts();
+  home.dangerous_workspace = "it is your home directory";
+  auto danger = BuildLaunchPlan(policy, home, req);
+  ASSERT_FALSE(danger);
+  EXPECT_EQ(danger.error().code, Code::kDeniedByPolicy);
+  EXPECT_NE(danger.error().message.find("--allow-dangerous-workspace"), std::string::npos);
+  req.workspace_writable = false;
+  EXPECT_TRUE(BuildLaunchPlan(policy, home, req)) << "read-only use still works";
+  req.workspace_writable = true;
+  Policy allowed = policy;
+  allowed.allow_dangerous_workspace = true;
+  EXPECT_TRUE(BuildLaunchPlan(allowed, home, req));
+}
+
+TEST(RootOnlyScan, FindsWhatOthersCannotReadAndSparesNamedPaths) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir / "open/sub");
+  std::filesystem::create_directories(dir / "closed/inner");
+  std::filesystem::create_directories(dir / "named-parent/ws");
+  testing::WriteFile(dir / "open/ok.txt", "x");
+  testing::WriteFile(dir / "open/sub/secret.txt", "x");
+  testing::WriteFile(dir / "closed/inner/x.txt", "x");
+  ::chmod((dir / "open/sub/secret.txt").c_str(), 0640);
+  ::chmod((dir / "closed").c_str(), 0750);
+  ::chmod((dir / "named-parent").c_str(), 0700);
+  const auto scan = ScanRootOnly({dir.path()}, {dir.path(), dir / "named-parent/ws"});
+  std::vector<std::string> masked;
+  for (const auto& m : scan.masked) masked.push_back(m.path);
+  EXPECT_EQ(masked, (std::vector<std::string>{dir / "closed", dir / "open/sub/secret.txt"}));
+  EXPECT_GE(scan.scanned, 7u);
+  RootOnlyCache cache;
+  auto a = cache.Get({dir.path()}, {dir.path()});
+  testing::WriteFile(dir / "open/later.txt", "x");
+  ::chmod((dir / "open/later.txt").c_str(), 0600);
+  auto b = cache.Get({dir.path()}, {dir.path()});
+  EXPECT_EQ(a.get(), b.get()) << "one scan per session: a file made later is not covered";
+}
+
+TEST(OwnPaths, CanonicalPathsAndDangerousWorkspaces) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir / "real");
+  std::filesystem::create_symlink(dir / "real", dir / "link");
+  EXPECT_EQ(CanonicalPath(dir / "link/missing/x"), CanonicalPath(dir / "real") + "/missing/x");
+  EXPECT_TRUE(DangerousWorkspaceReason("/", "/home/u"));
+  EXPECT_TRUE(DangerousWorkspaceReason("/home/u", "/home/u"));
+  EXPECT_TRUE(DangerousWorkspaceReason("/", "/"));
+  EXPECT_FALSE(DangerousWorkspaceReason("/home/u/project", "/home/u"));
+  EXPECT_FALSE(DangerousWorkspaceReason("/home", "/home/u"));
 }
 
 TEST(PurePlan, WeakerModeTmpdirIsDecidedInThePlan) {

@@ -18,7 +18,7 @@ constexpr off_t kQuickFileBytes = 8 << 20;
 
 Result<Json> Run(const Json& in, ToolContext& ctx) {
   const Limits& lim = ctx.policy.limits;
-  ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(in["path"].get<std::string>()));
+  ASSIGN_OR_RETURN(std::string rel, ResolveReadablePath(ctx, in["path"].get<std::string>()));
   const std::int64_t start = in["start_line"].get<std::int64_t>();
   std::int64_t end =
       in.contains("end_line") ? in["end_line"].get<std::int64_t>() : start + lim.max_read_lines - 1;

@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
+
 #include "policy/git_rules.h"
+#include "runner/mask.h"
 
 namespace cordon {
 
@@ -135,10 +138,60 @@ Status CheckGitRule(const std::string& root, const std::string& rel) {
   return {};
 }
 
+std::string Home() {
+  const char* h = std::getenv("HOME");
+  return h != nullptr ? h : "/nonexistent";
+}
+
+std::string Absolute(const ToolContext& ctx, const std::string& rel) {
+  const std::string& root = ctx.workspace.root();
+  return rel == "." ? root : (root == "/" ? "/" : root + "/") + rel;
+}
+
+Status CheckNotMasked(const ToolContext& ctx, const std::string& rel) {
+  const std::vector<std::string> masked = ToolMaskedRoots(ctx);
+  const std::string* hit = UnderAny(Absolute(ctx, rel), masked);
+  if (hit == nullptr) return {};
+  const bool own = UnderAny(*hit, ctx.policy.own_paths) != nullptr;
+  return Fail(Code::kDeniedByPolicy,
+              rel + (own ? " is one of cordon's own files (" + *hit +
+                               ": configuration, policy, state, audit log or key), which no tool "
+                               "may read or write"
+                         : " lies under " + *hit + ", which the policy denies (filesystem.deny)"),
+              0, rel);
+}
+
 }  // namespace
+
+// The one masked set of the sandbox (runner/launch.cc), canonical like the workspace root.
+std::vector<std::string> ToolMaskedRoots(const ToolContext& ctx) {
+  std::vector<std::string> out = ctx.policy.own_paths;
+  const std::string home = Home();
+  for (const auto& d : ctx.policy.filesystem.deny) {
+    out.push_back(CanonicalPath(ExpandPath(d, ctx.workspace.root(), home)));
+  }
+  return out;
+}
+
+bool HiddenFromTools(const ToolContext& ctx, const std::vector<std::string>& masked,
+                     const std::string& rel) {
+  return UnderAny(Absolute(ctx, rel), masked) != nullptr;
+}
+
+Result<std::string> ResolveReadablePath(const ToolContext& ctx, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(path));
+  TRY(CheckNotMasked(ctx, rel));
+  return rel;
+}
 
 Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::string& path) {
   ASSIGN_OR_RETURN(std::string rel, ctx.workspace.Relative(path));
+  if (!ctx.policy.allow_dangerous_workspace) {
+    if (auto why = DangerousWorkspaceReason(ctx.workspace.root(), CanonicalPath(Home()))) {
+      return std::unexpected(DangerousWorkspaceError(ctx.workspace.root(), *why));
+    }
+  }
+  TRY(CheckNotMasked(ctx, rel));
   if (Status git = CheckGitRule(ctx.workspace.root(), rel); !git)
     return std::unexpected(git.error());
   // The same definition the workspace guard sweeps by (runner/workspace_guard).

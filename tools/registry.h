@@ -86,8 +86,18 @@ ToolSpec MakeSearchTextTool();
 ToolSpec MakeFindFilesTool();
 ToolSpec MakeListSearchableFilesTool();
 
-// Shared by the write tools: normalizes `path`, refuses protected paths (denied_by_policy).
+// Shared by the write tools: normalizes `path`, refuses protected paths, cordon's own files,
+// the policy's deny list and a dangerous workspace (/ or $HOME) (denied_by_policy).
 Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::string& path);
+// Shared by the read tools: normalizes `path`, refuses cordon's own files and the policy's
+// deny list (denied_by_policy), as the sandbox masks them.
+Result<std::string> ResolveReadablePath(const ToolContext& ctx, const std::string& path);
+// What the file tools refuse, as the sandbox masks it: cordon's own files, then the policy's
+// deny list, as canonical absolute paths.
+std::vector<std::string> ToolMaskedRoots(const ToolContext& ctx);
+// Whether a workspace-relative path that a search or listing returned must be left out.
+bool HiddenFromTools(const ToolContext& ctx, const std::vector<std::string>& masked,
+                     const std::string& rel);
 // The error schema every tool's output schema admits.
 Json ErrorOutputSchema();
 // Sets spec.success_schema and spec.output_schema from the success properties.

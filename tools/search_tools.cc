@@ -123,6 +123,7 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
   std::size_t bytes = 0;
   bool truncated = proc->Counts().stdout_dropped_bytes > 0;
   std::set<std::string> files;
+  const std::vector<std::string> masked = ToolMaskedRoots(ctx);
   const std::string out = proc->StdoutText();
   for (std::string_view line : Lines(out)) {
     if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) {
@@ -138,6 +139,8 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
     const std::string type = ev.value("type", "");
     if (type != "match" && type != "context") continue;
     const Json& d = ev["data"];
+    std::string path = StripDotSlash(RgText(d["path"]));
+    if (HiddenFromTools(ctx, masked, path)) continue;  // masked in the sandbox; never named
     if (type == "match") ++matches;
     if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) {
       truncated = true;
@@ -150,7 +153,6 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
     for (const auto& s : d.value("submatches", Json::array())) {
       subs.push_back({{"text", RgText(s["match"])}, {"start", s["start"]}, {"end", s["end"]}});
     }
-    std::string path = StripDotSlash(RgText(d["path"]));
     files.insert(path);
     Json rec = {{"kind", type},
                 {"path", path},
@@ -169,8 +171,11 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
               {"tool", "rg"}};
 }
 
-Json FilesOutput(std::vector<std::string> files, std::int64_t cap, bool truncated,
-                 const std::string& tool) {
+Json FilesOutput(const ToolContext& ctx, std::vector<std::string> files, std::int64_t cap,
+                 bool truncated, const std::string& tool) {
+  // What the sandbox masks (cordon's own files, denied paths) is not listed, even by name.
+  const std::vector<std::string> masked = ToolMaskedRoots(ctx);
+  std::erase_if(files, [&](const std::string& p) { return HiddenFromTools(ctx, masked, p); });
   std::sort(files.begin(), files.end());
   if (static_cast<std::int64_t>(files.size()) > cap) {
     files.resize(static_cast<std::size_t>(cap));
@@ -280,7 +285,7 @@ Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
     }
     files.push_back(std::move(p));
   }
-  return FilesOutput(std::move(files), cap, truncated, used);
+  return FilesOutput(ctx, std::move(files), cap, truncated, used);
 }
 
 Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
@@ -325,7 +330,7 @@ Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
       if (!line.empty()) files.push_back(StripDotSlash(std::string(line)));
     }
   }
-  return FilesOutput(std::move(files), cap, truncated, used);
+  return FilesOutput(ctx, std::move(files), cap, truncated, used);
 }
 
 Json ExtensionsSchema() {
