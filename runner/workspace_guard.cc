@@ -162,6 +162,9 @@ class Walker {
   Status Dir(int fd, const std::string& rel) {
     alignas(Dirent64) char buf[32768];
     std::vector<std::pair<std::string, unsigned char>> subdirs;
+    // git takes a directory holding HEAD, objects/ and refs/ for a (bare) git directory when it
+    // is run there, and reads its config (core.pager, aliases...): not only `.git` is one.
+    bool has_head = false, has_objects = false, has_refs = false;
     while (true) {
       long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
       if (n < 0) return SysFail(Code::kSandboxUnavailable, "getdents64", Abs(rel));
@@ -192,6 +195,9 @@ class Walker {
                                        : DT_FIFO;
         }
         const std::string child = rel.empty() ? std::string(name) : rel + "/" + name;
+        if (std::strcmp(name, "HEAD") == 0) has_head = type == DT_REG;
+        if (std::strcmp(name, "objects") == 0) has_objects = type == DT_DIR;
+        if (std::strcmp(name, "refs") == 0) has_refs = type == DT_DIR;
         if (std::strcmp(name, ".git") == 0) {
           const PathKind k = KindOfType(type);
           TRY(Found(child, k, true));
@@ -213,6 +219,17 @@ class Walker {
         } else if (have_stat && type == DT_REG && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
           out_.setuid_files.push_back(Abs(child));
         }
+      }
+    }
+    if (has_head && has_objects && has_refs) {
+      // Its HEAD is what makes git take it for a repository: an existing one is held read-only
+      // (and, below the root, the directory is shown through a git view like a `.git`); a new
+      // one is swept, which moves HEAD, config and hooks into quarantine and leaves the rest.
+      const std::string head = rel.empty() ? std::string("HEAD") : rel + "/HEAD";
+      TRY(Found(head, PathKind::kFile, false));
+      if (!rel.empty()) {
+        out_.git_dirs.push_back(Abs(rel));
+        TRY(GitDirEntries(fd, rel));
       }
     }
     for (const auto& [name, type] : subdirs) {

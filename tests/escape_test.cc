@@ -300,6 +300,39 @@ TEST_F(EscapeTest, GitCommondirPlantedByExecNeverReachesHostGit) {
   EXPECT_FALSE(testing::Exists(ws_ + "/.git/commondir"));
 }
 
+TEST_F(EscapeTest, EmbeddedBareRepositoriesNeverReachHostGit) {
+  // git takes any directory holding HEAD, objects/ and refs/ for a bare repository when it runs
+  // there, and reads its config: a hook path set there runs on the host's `git hook run`.
+  InitRepo(ws_);
+  const std::string hooks_cfg = "[core]\n\thooksPath = " + (dir_ / "evilhooks") + "\n";
+  std::filesystem::create_directories(dir_ / "evilhooks");
+  WriteFile(dir_ / "evilhooks/pre-commit", "#!/bin/sh\ntouch " + (dir_ / "SENTINEL_RAN") + "\n");
+  ::chmod((dir_ / "evilhooks/pre-commit").c_str(), 0755);
+  WriteFile(Payload("bare.config"), FsmonitorConfig() + hooks_cfg);
+  // 1. An existing bare repository (a test fixture): its config and hooks stay read-only.
+  auto init = HostGit(ws_, {"init", "-q", "--bare", "fixture.git"});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  const std::string fixture_cfg = ReadFile(ws_ + "/fixture.git/config");
+  ExpectPlantHasNoHostEffect("cp '" + Payload("bare.config") + "' fixture.git/config; cp '" +
+                                 Payload("bare.config") +
+                                 "' fixture.git/config.worktree; echo x > fixture.git/commondir",
+                             {ws_, ws_ + "/fixture.git"}, "an existing bare repository");
+  EXPECT_EQ(ReadFile(ws_ + "/fixture.git/config"), fixture_cfg);
+  EXPECT_FALSE(testing::Exists(ws_ + "/fixture.git/commondir"));
+  // 2. A new one, in a subdirectory: after the run git no longer takes it for a repository.
+  auto r = Exec({"/bin/sh", "-c",
+                 "mkdir -p sub/objects sub/refs && echo 'ref: refs/heads/main' > sub/HEAD && cp '" +
+                     Payload("bare.config") + "' sub/config"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(testing::Exists(ws_ + "/sub/HEAD")) << "HEAD is swept into quarantine";
+  EXPECT_FALSE(testing::Exists(ws_ + "/sub/config")) << "its config goes with it";
+  EXPECT_TRUE(testing::Exists(ws_ + "/sub/objects")) << "the rest of what the agent wrote stays";
+  auto top = HostGit(ws_ + "/sub", {"rev-parse", "--absolute-git-dir"});
+  EXPECT_EQ(top.out, ws_ + "/.git\n") << "git must find the workspace's own repository";
+  HostGitUses(ws_ + "/sub");
+  EXPECT_FALSE(SentinelRan()) << "host git ran what a planted bare repository configured";
+}
+
 TEST_F(EscapeTest, GitCommondirPlantedByTheFileToolsIsRefused) {
   InitRepo(ws_);
   std::filesystem::create_directories(ws_ + "/evil/objects");
