@@ -96,6 +96,20 @@ std::vector<SeccompRule> BuildSeccompRules(const std::vector<std::string>& plain
           {mfd, ENOSYS, {}, "no memory cgroup counts its pages; callers fall back to $TMPDIR"});
     }
   }
+  // Nor does anything count an O_TMPFILE file's pages on a tmpfs that is not sized: bwrap's
+  // /dev is an unsized tmpfs, and Landlock does not see O_TMPFILE (it makes no name). Without a
+  // cgroup, O_TMPFILE answers EOPNOTSUPP ("the filesystem does not support it"), on which
+  // callers (glibc's tmpfile, among others) fall back to a named file, in the sized /tmp.
+  if (!memory.cgroup) {
+    constexpr std::uint64_t kTmpfileBit = 020000000;  // __O_TMPFILE, without O_DIRECTORY
+    for (const auto& [call, index] : {std::pair{"open", 1u}, std::pair{"openat", 2u}}) {
+      if (denied_plainly(call)) continue;
+      rules.push_back({call,
+                       EOPNOTSUPP,
+                       {{index, SeccompArg::Op::kMaskedEq, kTmpfileBit, kTmpfileBit}},
+                       "O_TMPFILE without a memory cgroup: nothing would count its pages"});
+    }
+  }
   // Without an IPC namespace of the sandbox's own (the weaker mode), a SysV segment lives in the
   // host's namespace and outlives the call.
   if (!memory.own_ipc_namespace && !denied_plainly("shmget")) {

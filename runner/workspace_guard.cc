@@ -85,7 +85,34 @@ class Walker {
   Result<WorkspaceWalk> Run() {
     UniqueFd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", root_);
-    TRY(Dir(fd.get(), ""));
+    buf_.resize(32768);
+    // Depth first with an explicit stack (no recursion: a deep tree cannot exhaust the stack).
+    // A pending directory holds its parent's fd, so at most one fd per level is open.
+    std::vector<Pending> pending;
+    TRY(Dir(fd.get(), "", 0, false, pending));
+    while (!pending.empty()) {
+      Pending next = std::move(pending.back());
+      pending.pop_back();
+      if (next.depth > kMaxDepth) {
+        // Deeper than any real tree: in a sweep the whole subtree goes to quarantine; before a
+        // launch cordon refuses rather than leave a part of the workspace unchecked.
+        if (!scan_mode_) {
+          TRY(Found(next.rel, PathKind::kDir, false));
+          continue;
+        }
+        return Fail(Code::kSandboxUnavailable,
+                    Abs(next.rel) + " lies more than " + std::to_string(kMaxDepth) +
+                        " directories deep; cordon cannot check a tree that deep for git "
+                        "directories and protected names: flatten or remove it",
+                    0, Abs(next.rel));
+      }
+      UniqueFd sub = OpenDirAt(next.parent->get(), next.name.c_str());
+      if (!sub.valid()) {
+        TRY(Unopenable(next));
+        continue;
+      }
+      TRY(Dir(sub.get(), next.rel, next.depth, next.in_git, pending));
+    }
     return std::move(out_);
   }
 
@@ -159,14 +186,51 @@ class Walker {
     return root_fd_.get();
   }
 
-  Status Dir(int fd, const std::string& rel) {
-    alignas(Dirent64) char buf[32768];
+  struct Pending {
+    std::shared_ptr<UniqueFd> parent;
+    std::string name;
+    std::string rel;
+    int depth = 0;
+    bool in_git = false;  // below a `.git`: only repositories hidden there are looked for
+  };
+  static constexpr int kMaxDepth = 256;
+
+  // A directory that could not be opened.
+  Status Unopenable(const Pending& p) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR || err == ELOOP) return {};  // changed meanwhile
+    struct stat st {};
+    if (err == EACCES &&
+        ::fstatat(p.parent->get(), p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        st.st_uid != ::geteuid()) {
+      return {};  // another user's: the sandbox (this uid, no capabilities) cannot open it
+    }
+    if (!scan_mode_) {
+      // In a sweep: a directory made unreadable cannot be checked, so it goes to quarantine
+      // whole rather than stop the sweep (and leave what else appeared in place).
+      return Found(p.rel, PathKind::kDir, false);
+    }
+    errno = err;
+    return SysFail(Code::kSandboxUnavailable,
+                   "open (a directory cordon must search for git directories and protected "
+                   "names)",
+                   Abs(p.rel));
+  }
+
+  Status Dir(int fd, const std::string& rel, int depth, bool in_git,
+             std::vector<Pending>& pending) {
+    char* buf = buf_.data();
+    std::shared_ptr<UniqueFd> self;  // this directory's fd, shared by its pending children
     std::vector<std::pair<std::string, unsigned char>> subdirs;
+    std::vector<std::string> git_children;  // `.git` directories here, walked as in_git
     // git takes a directory holding HEAD, objects/ and refs/ for a (bare) git directory when it
     // is run there, and reads its config (core.pager, aliases...): not only `.git` is one.
-    bool has_head = false, has_objects = false, has_refs = false;
+    // As git's is_git_directory: HEAD (a file or a symlink), and objects/ and refs/ (followed
+    // when symlinks) or a commondir file.
+    bool has_head = false, has_objects = false, has_refs = false, has_commondir = false;
+    PathKind head_kind = PathKind::kFile;
     while (true) {
-      long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+      long n = ::syscall(SYS_getdents64, fd, buf, buf_.size());
       if (n < 0) return SysFail(Code::kSandboxUnavailable, "getdents64", Abs(rel));
       if (n == 0) break;
       for (long off = 0; off < n;) {
@@ -195,9 +259,17 @@ class Walker {
                                        : DT_FIFO;
         }
         const std::string child = rel.empty() ? std::string(name) : rel + "/" + name;
-        if (std::strcmp(name, "HEAD") == 0) has_head = type == DT_REG;
-        if (std::strcmp(name, "objects") == 0) has_objects = type == DT_DIR;
-        if (std::strcmp(name, "refs") == 0) has_refs = type == DT_DIR;
+        if (std::strcmp(name, "HEAD") == 0 && (type == DT_REG || type == DT_LNK)) {
+          has_head = true;
+          head_kind = KindOfType(type);
+        }
+        if (std::strcmp(name, "objects") == 0) has_objects = DirOrLinkToDir(fd, name, type);
+        if (std::strcmp(name, "refs") == 0) has_refs = DirOrLinkToDir(fd, name, type);
+        if (std::strcmp(name, "commondir") == 0) has_commondir = type == DT_REG || type == DT_LNK;
+        if (in_git) {
+          if (type == DT_DIR) subdirs.emplace_back(name, type);
+          continue;
+        }
         if (std::strcmp(name, ".git") == 0) {
           const PathKind k = KindOfType(type);
           TRY(Found(child, k, true));
@@ -205,6 +277,9 @@ class Walker {
             out_.git_dirs.push_back(Abs(child));
             UniqueFd g = OpenDirAt(fd, name);
             if (g.valid()) TRY(GitDirEntries(g.get(), child));
+            // The sandbox writes objects/, refs/ and logs/ (and submodules' through their
+            // views): a repository hidden in there is looked for too.
+            git_children.push_back(name);
           } else if (k == PathKind::kFile) {
             TRY(GitFile(fd, child));
           }
@@ -221,37 +296,40 @@ class Walker {
         }
       }
     }
-    if (has_head && has_objects && has_refs) {
+    if (has_head && ((has_objects && has_refs) || has_commondir) && !(in_git && depth == 1)) {
       // Its HEAD is what makes git take it for a repository: an existing one is held read-only
       // (and, below the root, the directory is shown through a git view like a `.git`); a new
       // one is swept, which moves HEAD, config and hooks into quarantine and leaves the rest.
       const std::string head = rel.empty() ? std::string("HEAD") : rel + "/HEAD";
-      TRY(Found(head, PathKind::kFile, false));
-      if (!rel.empty()) {
+      TRY(Found(head, head_kind, false));
+      if (!rel.empty() && !in_git) {
         out_.git_dirs.push_back(Abs(rel));
         TRY(GitDirEntries(fd, rel));
       }
     }
-    for (const auto& [name, type] : subdirs) {
-      const std::string child = rel.empty() ? name : rel + "/" + name;
-      UniqueFd sub = OpenDirAt(fd, name.c_str());
-      if (!sub.valid()) {
-        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) continue;  // changed meanwhile
-        struct stat st {};
-        if (errno == EACCES && ::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            st.st_uid != ::geteuid()) {
-          continue;  // another user's: the sandbox (this uid, no capabilities) cannot open it
-        }
-        return SysFail(Code::kSandboxUnavailable,
-                       "open (a directory cordon must search for git "
-                       "directories and protected names)",
-                       Abs(child));
-      }
-      TRY(Dir(sub.get(), child));
+    if (!subdirs.empty() || !git_children.empty()) {
+      self = std::make_shared<UniqueFd>(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+      if (!self->valid()) return SysFail(Code::kSandboxUnavailable, "dup", Abs(rel));
+    }
+    for (auto& [name, type] : subdirs) {
+      std::string child = rel.empty() ? name : rel + "/" + name;
+      pending.push_back(Pending{self, std::move(name), std::move(child), depth + 1, in_git});
+    }
+    for (auto& name : git_children) {
+      std::string child = rel.empty() ? name : rel + "/" + name;
+      pending.push_back(Pending{self, std::move(name), std::move(child), 1, true});
     }
     return {};
   }
 
+  static bool DirOrLinkToDir(int fd, const char* name, unsigned char type) {
+    if (type == DT_DIR) return true;
+    if (type != DT_LNK) return false;
+    struct stat st {};
+    return ::fstatat(fd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+  }
+
+  std::vector<char> buf_;
   std::string root_;
   const GuardOptions& opts_;
   bool read_modes_;

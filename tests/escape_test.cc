@@ -333,6 +333,68 @@ TEST_F(EscapeTest, EmbeddedBareRepositoriesNeverReachHostGit) {
   EXPECT_FALSE(SentinelRan()) << "host git ran what a planted bare repository configured";
 }
 
+TEST_F(EscapeTest, HiddenAndLooseRepositoriesAreFoundToo) {
+  // git's own test for a repository is looser than "HEAD file + objects/ + refs/": HEAD may be a
+  // symlink, objects/ and refs/ may be symlinks, or a commondir file stands in for both; and
+  // the sandbox writes inside .git/objects. Each such plant loses its HEAD at the sweep.
+  InitRepo(ws_);
+  auto r = Exec({"/bin/sh", "-c",
+                 "set -e; git init -q --bare a; rm a/HEAD; ln -s refs/heads/main a/HEAD; "
+                 "mkdir -p b/.o b/refs c/x; ln -s .o b/objects; echo 'ref: refs/heads/main' > "
+                 "b/HEAD; echo 'ref: refs/heads/main' > c/HEAD; echo ../b > c/commondir; "
+                 "git init -q --bare .git/objects/r"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* head : {"a/HEAD", "b/HEAD", "c/HEAD", ".git/objects/r/HEAD"}) {
+    struct stat st {};
+    EXPECT_NE(::lstat((ws_ + "/" + head).c_str(), &st), 0) << head << " survived the sweep";
+  }
+  for (const char* dir : {"a", "b", "c"}) {
+    auto top = HostGit(ws_ + "/" + dir, {"rev-parse", "--absolute-git-dir"});
+    EXPECT_EQ(top.out, ws_ + "/.git\n") << dir << ": git still takes it for a repository";
+  }
+  // The file tools never write the names that make a repository, outside a .git directory.
+  for (const char* p : {"w/HEAD", "w/commondir", "w/gitdir"}) {
+    auto w = Call("create_file", {{"path", p}, {"content", "ref: refs/heads/main\n"}});
+    EXPECT_NE(w.out.find("denied_by_policy"), std::string::npos) << p << ": " << w.out << w.err;
+  }
+}
+
+TEST_F(EscapeTest, ADeepOrUnreadableTreeCannotStopTheSweep) {
+  // A tree 600 levels deep once crashed cordon in its recursive walk (stack exhaustion), and a
+  // directory made unreadable once stopped the sweep: either left the planted names in place.
+  auto r = Exec({"/bin/sh", "-c",
+                 "mkdir .vscode d && touch d/.envrc && chmod 000 d && p=deep && i=0 && "
+                 "while [ $i -lt 600 ]; do p=$p/a; i=$((i+1)); done && mkdir -p $p && "
+                 "mkdir -p $p/.git"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(testing::Exists(ws_ + "/.vscode")) << "the sweep did not run to its end";
+  EXPECT_FALSE(testing::Exists(ws_ + "/d/.envrc"));
+  std::string deep = ws_ + "/deep";
+  for (int i = 0; i < 300; ++i) deep += "/a";
+  EXPECT_FALSE(testing::Exists(deep)) << "a subtree deeper than the walk goes to quarantine";
+  // The workspace stays usable.
+  auto next = Exec({"true"});
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+}
+
+TEST_F(EscapeTest, TmpfileInUnsizedTmpfsIsRefusedWithoutACgroup) {
+  // bwrap's /dev is an unsized tmpfs, and Landlock does not see O_TMPFILE: without a memory
+  // cgroup O_TMPFILE answers EOPNOTSUPP, so no unnamed file can pin memory there.
+  auto r = Exec({"python3", "-c",
+                 "import os,errno\n"
+                 "for d in ('/dev', '/dev/shm', '/tmp'):\n"
+                 "  try:\n"
+                 "    os.open(d, os.O_TMPFILE | os.O_RDWR); print(d, 'opened')\n"
+                 "  except OSError as e:\n"
+                 "    print(d, errno.errorcode[e.errno])\n"},
+                {}, {"CORDON_TEST_NO_CGROUP=1"});
+  EXPECT_EQ(r.out.find("opened"), std::string::npos) << r.out << r.err;
+  // EOPNOTSUPP and ENOTSUP are one errno on Linux; Python names it ENOTSUP.
+  EXPECT_TRUE(r.out.find("/dev EOPNOTSUPP") != std::string::npos ||
+              r.out.find("/dev ENOTSUP") != std::string::npos)
+      << r.out << r.err;
+}
+
 TEST_F(EscapeTest, GitCommondirPlantedByTheFileToolsIsRefused) {
   InitRepo(ws_);
   std::filesystem::create_directories(ws_ + "/evil/objects");
@@ -603,7 +665,8 @@ class PlaceholderTest : public EscapeTest {
     return pid;
   }
   static bool WaitForSleeps(const std::string& seconds, bool running) {
-    for (int i = 0; i < 400; ++i) {
+    // Up to 60 s: a loaded CI machine once took more than 10 s to start one sandbox.
+    for (int i = 0; i < 2400; ++i) {
       if ((CountSleeps(seconds) > 0) == running) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
@@ -634,7 +697,11 @@ class PlaceholderTest : public EscapeTest {
           seconds + R"("],"background":true}}})" + "\n";
       ASSERT_EQ(::write(in, msgs.data(), msgs.size()), static_cast<ssize_t>(msgs.size()));
     }
-    ASSERT_TRUE(WaitForSleeps(seconds, true)) << "the sandboxed sleep never started";
+    if (!WaitForSleeps(seconds, true)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      FAIL() << "the sandboxed sleep never started; the log says:\n" << ReadFile(log);
+    }
     // A host reader during the run sees exactly the workspace it had: no placeholder.
     EXPECT_EQ(Diff(before, InodeListing(repo_)), "") << "visible on the host during the run";
     ::kill(pid, sig);

@@ -194,6 +194,20 @@ Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::strin
   TRY(CheckNotMasked(ctx, rel));
   if (Status git = CheckGitRule(ctx.workspace.root(), rel); !git)
     return std::unexpected(git.error());
+  // HEAD, commondir and gitdir are what make git take a directory for a repository (a bare one
+  // needs no `.git`): outside a `.git` directory the file tools never write one, as the sweep
+  // quarantines the HEAD of a repository a process makes.
+  {
+    const std::string base =
+        rel.substr(rel.rfind('/') == std::string::npos ? 0 : rel.rfind('/') + 1);
+    const bool in_git = rel.rfind(".git/", 0) == 0 || rel.find("/.git/") != std::string::npos;
+    if (!in_git && (base == "HEAD" || base == "commondir" || base == "gitdir")) {
+      return Fail(Code::kDeniedByPolicy,
+                  rel + ": a file named " + base +
+                      " outside a .git directory would make git take its directory for a "
+                      "repository, whose config host git would obey; it cannot be written");
+    }
+  }
   // The same definition the workspace guard sweeps by (runner/workspace_guard).
   if (IsProtectedPath(rel, ctx.policy.filesystem.protected_names)) {
     return Fail(Code::kDeniedByPolicy, rel + " is a protected path (" + ProtectedNamesText() +
