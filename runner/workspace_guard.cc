@@ -107,6 +107,7 @@ class Walker {
                     0, Abs(next.rel));
       }
       UniqueFd sub = OpenDirAt(next.parent->get(), next.name.c_str());
+      if (!sub.valid() && errno == EACCES && !scan_mode_) sub = GiveBackAccess(next);
       if (!sub.valid()) {
         TRY(Unopenable(next));
         continue;
@@ -194,6 +195,21 @@ class Walker {
     bool in_git = false;  // below a `.git`: only repositories hidden there are looked for
   };
   static constexpr int kMaxDepth = 256;
+
+  // In a sweep, a directory of this uid that a process made unreadable (chmod 000) to hide what
+  // it holds: u+rwx is given back (the process had it, being this uid) and it is walked.
+  UniqueFd GiveBackAccess(const Pending& p) {
+    struct stat st {};
+    if (::fstatat(p.parent->get(), p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+      errno = EACCES;
+      return UniqueFd();
+    }
+    ::fchmodat(p.parent->get(), p.name.c_str(), (st.st_mode & 07777) | S_IRWXU, 0);
+    UniqueFd fd = OpenDirAt(p.parent->get(), p.name.c_str());
+    if (!fd.valid()) errno = EACCES;
+    return fd;
+  }
 
   // A directory that could not be opened.
   Status Unopenable(const Pending& p) {
