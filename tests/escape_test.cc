@@ -377,7 +377,10 @@ TEST_F(EscapeTest, ADeepOrUnreadableTreeCannotStopTheSweep) {
   EXPECT_EQ(next.exit_code, 0) << next.err;
 }
 
+bool NoCgroupRunIsSkippedHere();
+
 TEST_F(EscapeTest, TmpfileInUnsizedTmpfsIsRefusedWithoutACgroup) {
+  if (NoCgroupRunIsSkippedHere()) GTEST_SKIP() << "the sanitizer build's shim cannot run here";
   // bwrap's /dev is an unsized tmpfs, and Landlock does not see O_TMPFILE: without a memory
   // cgroup O_TMPFILE answers EOPNOTSUPP, so no unnamed file can pin memory there.
   auto r = Exec({"python3", "-c",
@@ -1187,6 +1190,20 @@ TEST_F(EscapeTest, FileCapabilitiesCannotBeSet) {
 // bounded by the policy's memory limit. Run with the cgroup turned off (CORDON_TEST_NO_CGROUP,
 // as on a host without a delegated cgroup) and, where the host offers one, with it: the cgroup
 // then ends the attempt instead.
+// In a sanitizer build the shim is ASan-built too, and ASan cannot map its shadow memory under the
+// RLIMIT_AS the no-cgroup mode sets: those runs are left to the release build and the
+// unprivileged pass of CI, and say so.
+bool NoCgroupRunIsSkippedHere() {
+#if defined(__SANITIZE_ADDRESS__)
+  std::fprintf(stderr,
+               "SKIPPED SECURITY TEST (sanitizer build): the no-cgroup mode sets RLIMIT_AS, under "
+               "which the ASan-built shim cannot start; the release build runs this\n");
+  return true;
+#else
+  return false;
+#endif
+}
+
 class PinnedMemoryTest : public EscapeTest {
  protected:
   static constexpr long long kLimit = 128ll << 20;
@@ -1229,6 +1246,7 @@ class PinnedMemoryTest : public EscapeTest {
 TEST_F(PinnedMemoryTest, PrivateTmpHoldsNoMoreThanTheMemoryLimit) {
   for (bool cgroup : {false, true}) {
     if (cgroup && !HostHasCgroup()) continue;
+    if (!cgroup && NoCgroupRunIsSkippedHere()) continue;
     auto r = Pin({"fill", "/tmp/fill", std::to_string(2 * kLimit)}, cgroup);
     ExpectBounded(r, cgroup, {ENOSPC, EFBIG}, std::string("/tmp, cgroup=") + (cgroup ? "1" : "0"));
     long long wrote = -1;
@@ -1247,6 +1265,7 @@ TEST_F(PinnedMemoryTest, PrivateTmpHoldsNoMoreThanTheMemoryLimit) {
 TEST_F(PinnedMemoryTest, MemfdPagesAreBounded) {
   for (bool cgroup : {false, true}) {
     if (cgroup && !HostHasCgroup()) continue;
+    if (!cgroup && NoCgroupRunIsSkippedHere()) continue;
     const std::string tag = std::string(", cgroup=") + (cgroup ? "1" : "0");
     // Without a cgroup nothing would count memfd pages: memfd_create answers ENOSYS, as an old
     // kernel would, and callers fall back to the bounded /tmp.
@@ -1262,6 +1281,7 @@ TEST_F(PinnedMemoryTest, MemfdPagesAreBounded) {
 TEST_F(PinnedMemoryTest, SysvSharedMemoryIsBounded) {
   for (bool cgroup : {false, true}) {
     if (cgroup && !HostHasCgroup()) continue;
+    if (!cgroup && NoCgroupRunIsSkippedHere()) continue;
     const std::string tag = std::string(", cgroup=") + (cgroup ? "1" : "0");
     // One segment larger than the limit: shmmax refuses it.
     ExpectBounded(Pin({"shm", std::to_string(2 * kLimit)}, cgroup), cgroup, {EINVAL},
