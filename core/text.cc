@@ -95,10 +95,15 @@ bool CutLine(std::string& line, std::size_t max_chars) {
   return true;
 }
 
-std::size_t JsonNestingDepth(std::string_view text) {
-  std::size_t depth = 0, max_depth = 0;
+namespace {
+
+// Calls on_char(i) for each character of `text` outside JSON strings; on_char returns the index
+// to go on from (i + 1, or past a token it consumed).
+template <typename OnChar>
+void ForEachOutsideStrings(std::string_view text, OnChar on_char) {
   bool in_string = false, escaped = false;
-  for (char c : text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
     if (in_string) {
       if (escaped) {
         escaped = false;
@@ -107,16 +112,29 @@ std::size_t JsonNestingDepth(std::string_view text) {
       } else if (c == '"') {
         in_string = false;
       }
-      continue;
-    }
-    if (c == '"') {
+      ++i;
+    } else if (c == '"') {
       in_string = true;
-    } else if (c == '[' || c == '{') {
+      ++i;
+    } else {
+      i = on_char(i);
+    }
+  }
+}
+
+}  // namespace
+
+std::size_t JsonNestingDepth(std::string_view text) {
+  std::size_t depth = 0, max_depth = 0;
+  ForEachOutsideStrings(text, [&](std::size_t i) {
+    const char c = text[i];
+    if (c == '[' || c == '{') {
       max_depth = std::max(max_depth, ++depth);
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }
-  }
+    return i + 1;
+  });
   return max_depth;
 }
 
@@ -152,31 +170,17 @@ namespace {
 // text[begin, end). Relies on JSON's grammar: outside strings, '-' and digits start numbers only.
 template <typename OnNumber>
 void ForEachNumber(std::string_view text, OnNumber on_number) {
-  bool in_string = false, escaped = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
+  ForEachOutsideStrings(text, [&](std::size_t i) {
     const char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
+    if (c != '-' && (c < '0' || c > '9')) return i + 1;
+    std::size_t end = i + 1;
+    while (end < text.size() && std::strchr("0123456789+-.eE", text[end]) != nullptr &&
+           text[end] != '\0') {
+      ++end;
     }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      std::size_t end = i + 1;
-      while (end < text.size() && std::strchr("0123456789+-.eE", text[end]) != nullptr &&
-             text[end] != '\0') {
-        ++end;
-      }
-      on_number(i, end);
-      i = end - 1;
-    }
-  }
+    on_number(i, end);
+    return end;
+  });
 }
 
 bool Overflows(std::string_view token) {
