@@ -150,6 +150,20 @@ Json SessionFinishedRecord::ToJson() const { return {{"calls", calls}, {"errors"
 
 Json LogRecoveredRecord::ToJson() const { return {{"torn_bytes", torn_bytes}}; }
 
+// --- failclosed: gap, log_detached
+Json GapRecord::ToJson() const {
+  return {{"lost", lost}, {"types", types}, {"calls", calls}, {"errno", err}, {"error", error}};
+}
+
+Json LogDetachedRecord::ToJson() const {
+  return {{"reason", reason},
+          {"path", path},
+          {"previous_head", previous_head},
+          {"previous_size", previous_size},
+          {"previous_ino", previous_ino},
+          {"where", where}};
+}
+
 std::string_view RecordType(const AuditRecord& record) {
   return std::visit([](const auto& r) { return std::decay_t<decltype(r)>::kType; }, record);
 }
@@ -320,6 +334,24 @@ constexpr AuditFieldInfo kSetuidStripped[] = {
     {"error", false, "why the bits could not be cleared"},
 };
 
+// --- failclosed: gap, log_detached
+constexpr AuditFieldInfo kGap[] = {
+    {"lost", true, "records that could not be written after their act had happened", 5},
+    {"types", true, "their types, in order, without repeats"},
+    {"calls", true, "the tool calls they belonged to"},
+    {"errno", true, "errno of the failed write", 6},
+    {"error", true, "the failure, as text"},
+};
+
+constexpr AuditFieldInfo kLogDetached[] = {
+    {"reason", true, "deleted or replaced: what happened to the file at the path", 5},
+    {"path", true, "the log's path"},
+    {"previous_head", true, "chain hash of this writer's last line in the old file"},
+    {"previous_size", true, "the old file's size when the writer noticed"},
+    {"previous_ino", true, "the old file's inode number"},
+    {"where", true, "old_file or new_file: which of the two copies this is", 6},
+};
+
 constexpr AuditRecordInfo kCatalog[] = {
     {SessionStartedRecord::kType, "a session began", kSessionStarted},
     {ToolStartedRecord::kType, "a tool call was received", kToolStarted},
@@ -339,6 +371,11 @@ constexpr AuditRecordInfo kCatalog[] = {
     {SetuidStrippedRecord::kType,
      "the workspace guard cleared set-user-ID/set-group-ID bits of a file in a writable root",
      kSetuidStripped},
+    // --- failclosed
+    {GapRecord::kType,
+     "records were lost after their act happened; the session took no further calls", kGap},
+    {LogDetachedRecord::kType, "the log file was deleted or replaced while the writer had it open",
+     kLogDetached},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

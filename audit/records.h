@@ -195,11 +195,41 @@ struct SetuidStrippedRecord {
   Json ToJson() const;
 };
 
+// --- failclosed: records the writer writes when the log could not take records, or was
+// deleted or replaced under it.
+// Records were lost after the act they describe had happened (the session then took no
+// further calls). Written by the writer itself, as soon as the log takes a write again.
+struct GapRecord {
+  static constexpr std::string_view kType = "gap";
+  std::uint64_t lost = 0;            // records that never reached the log
+  Json types = Json::array();        // their types, in order, without repeats
+  Json calls = Json::array();        // the tool calls they belonged to
+  int err = 0;                       // errno of the failed write
+  std::string error{};               // the failure, as text
+  Json ToJson() const;
+};
+
+// The log file was deleted or replaced while this writer had it open. Written to the old file
+// (still readable through any other link to it) and as the first record this writer puts into
+// the file now at the path, naming the chain head it left behind.
+struct LogDetachedRecord {
+  static constexpr std::string_view kType = "log_detached";
+  std::string reason{};              // deleted or replaced
+  std::string path{};
+  std::string previous_head{};       // the chain hash of the writer's last line in the old file
+  std::uint64_t previous_size = 0;   // the old file's size then
+  std::uint64_t previous_ino = 0;    // the old file's inode number
+  std::string where{};               // old_file or new_file: which copy of the record this is
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
                  McpClientRecord, InstructionsRecord, SessionFinishedRecord, LogRecoveredRecord,
-                 ProtectedPathRemovedRecord, SetuidStrippedRecord>;
+                 ProtectedPathRemovedRecord, SetuidStrippedRecord,
+                 // --- failclosed
+                 GapRecord, LogDetachedRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

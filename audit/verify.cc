@@ -95,12 +95,34 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
     std::uint64_t seq = rec["seq"].get<std::uint64_t>();
     auto [it, fresh] = session_seq.emplace(session, 0);
     if (fresh) ++r.sessions;
+    // --- failclosed: a writer whose log was deleted or replaced continues its session in the
+    // file now at the path, starting with log_detached: its seq goes on from the old file.
+    if (fresh && type == "log_detached" && str("where") == "new_file" && seq > 0) {
+      it->second = seq - 1;
+    }
+    if (type == "gap") {
+      const std::uint64_t lost = rec.value("lost", std::uint64_t{0});
+      ++r.gaps;
+      r.lost_records += lost;
+      std::string what = "line " + std::to_string(line_no) + ": gap: " + std::to_string(lost) +
+                         " record(s) of session " + session +
+                         " were lost after their act (types " + rec.value("types", Json()).dump() +
+                         ", calls " + rec.value("calls", Json()).dump() + "): " + str("error");
+      if (r.gap_problem.empty()) r.gap_problem = what;
+      r.warnings.push_back(std::move(what));
+    } else if (type == "log_detached") {
+      ++r.detached;
+      r.warnings.push_back("line " + std::to_string(line_no) + ": the log was " + str("reason") +
+                           " while session " + session + " had it open (" + str("where") +
+                           " copy; previous head " + str("previous_head") + ")");
+    }
     if (seq != it->second + 1) {
       return broken(line_no, "seq " + std::to_string(seq) + " follows " +
                                  std::to_string(it->second) + " in session " + session);
     }
     it->second = seq;
-    if (fresh && type != "session_started" && type != "log_recovered") {
+    if (fresh && type != "session_started" && type != "log_recovered" &&
+        type != "log_detached") {
       r.warnings.push_back("session " + session + " has no session_started record");
     }
     if (rec.contains("chain") && rec["chain"] == "hmac-sha256" && !hmac_key) {

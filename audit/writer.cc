@@ -202,26 +202,145 @@ std::string AuditWriter::RecordLine(std::string_view type, const Json& fields,
   return line;
 }
 
-Status AuditWriter::Append(const AuditRecord& record, bool durable) {
-  return AppendAll(std::span<const AuditRecord>(&record, 1), durable);
+Status AuditWriter::Append(const AuditRecord& record, bool durable, When when) {
+  return AppendAll(std::span<const AuditRecord>(&record, 1), durable, when);
 }
 
-Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable) {
-  FileLock lock(fd_.get());
+// --- failclosed: cut-back writes, lost-record bookkeeping, detachment.
+Status AuditWriter::WriteOrCutBack(const std::string& text, std::int64_t size_before) {
+  if (auto st = WriteAll(fd_.get(), text, path_); !st) {
+    // A partial write would leave a torn line that the next writer takes for a crash: cut the
+    // file back to where it ended (under the lock; ftruncate needs no free space).
+    if (::ftruncate(fd_.get(), size_before) != 0) {
+      std::fprintf(stderr, "cordon: could not cut the audit log %s back after a failed write\n",
+                   path_.c_str());
+    }
+    return st;
+  }
+  return {};
+}
+
+void AuditWriter::NoteLost(std::span<const AuditRecord> records, const Error& why) {
+  if (!lost_) lost_.emplace();
+  for (const AuditRecord& r : records) {
+    ++lost_->count;
+    const Json type = std::string(RecordType(r));
+    if (std::find(lost_->types.begin(), lost_->types.end(), type) == lost_->types.end()) {
+      lost_->types.push_back(type);
+    }
+    const Json fields = RecordFields(r);
+    if (auto it = fields.find("call"); it != fields.end() && it->is_number_unsigned() &&
+                                       std::find(lost_->calls.begin(), lost_->calls.end(),
+                                                 *it) == lost_->calls.end()) {
+      lost_->calls.push_back(*it);
+    }
+  }
+  lost_->err = why.err;
+  lost_->error = why.message;
+}
+
+Status AuditWriter::CheckAttached(const std::string& ts) {
+  struct stat fst {};
+  if (::fstat(fd_.get(), &fst) != 0) return SysFail(Code::kAuditUnavailable, "fstat", path_);
+  struct stat pst {};
+  std::string reason;
+  if (fst.st_nlink == 0) {
+    reason = "deleted";
+  } else if (::lstat(path_.c_str(), &pst) != 0) {
+    if (errno != ENOENT) return {};  // cannot tell (e.g. EACCES on a parent): write on
+    reason = "moved";
+  } else if (pst.st_dev != fst.st_dev || pst.st_ino != fst.st_ino) {
+    reason = "replaced";
+  }
+  if (reason.empty()) return {};
+  detached_ = true;
+  LogDetachedRecord rec{.reason = reason,
+                        .path = path_,
+                        .previous_ino = static_cast<std::uint64_t>(fst.st_ino),
+                        .where = "old_file"};
+  {
+    // The old file gets the record too: whoever still holds a link to it can read it there.
+    FileLock lock(fd_.get());
+    bool torn = false;
+    std::string torn_line;
+    if (SyncTail(&torn, &torn_line) && !torn) {
+      rec.previous_head = prev_hash_;
+      rec.previous_size = static_cast<std::uint64_t>(known_size_);
+      const std::uint64_t seq_before = seq_;
+      std::string line = RecordLine(rec.kType, rec.ToJson(), 0, ts);
+      if (WriteOrCutBack(line + "\n", known_size_)) {
+        prev_hash_ = ChainHash(line);
+        if (fsync_ != FsyncMode::kNever) (void)::fdatasync(fd_.get());
+      } else {
+        seq_ = seq_before;
+      }
+    }
+  }
+  if (flusher_) {
+    (void)flusher_->SyncNow();
+    flusher_.reset();  // joined before the old fd closes
+  }
+  const std::string what = "the audit log " + path_ + " was " + reason +
+                           " while cordon had it open (old inode " + std::to_string(fst.st_ino) +
+                           "); this session takes no further calls";
+  if (auto st = MkdirParents(path_); !st) return Fail(Code::kAuditUnavailable, what, 0, path_);
+  int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Fail(Code::kAuditUnavailable, what + "; reopening it failed: " +
+                                                       std::strerror(errno), errno, path_);
+  fd_ = UniqueFd(fd);
+  known_size_ = -1;
+  // The file now at the path starts this writer's part with the record that links the chain
+  // head it left behind (the verifier accepts a session that begins there with log_detached).
+  rec.where = "new_file";
+  if (auto st = Append(rec, true); !st) {
+    return Fail(Code::kAuditUnavailable, what + "; " + st.error().message, st.error().err, path_);
+  }
+  return Fail(Code::kAuditUnavailable, what, 0, path_);
+}
+
+Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable, When when) {
   // The records of one write share one timestamp: they reach the log at one moment.
   const std::string ts = NowRfc3339();
+  if (!detached_) {
+    if (auto st = CheckAttached(ts); !st) {
+      if (when == When::kAfterAct) NoteLost(records, st.error());
+      return st;
+    }
+  }
+  FileLock lock(fd_.get());
   bool torn = false;
   std::string torn_line;
-  TRY(SyncTail(&torn, &torn_line));
+  if (auto st = SyncTail(&torn, &torn_line); !st) {
+    known_size_ = -1;
+    if (when == When::kAfterAct) NoteLost(records, st.error());
+    return Fail(Code::kAuditUnavailable, st.error().message, st.error().err, path_);
+  }
+  const std::int64_t size_before = known_size_;
+  const std::uint64_t seq_before = seq_;
+  const std::string prev_before = prev_hash_;
+  std::string text;
   if (torn) {
     // A crash tore the last line. Keep it as evidence, end it, and chain a record to it.
-    TRY(WriteAll(fd_.get(), "\n", path_));
+    text += '\n';
     const LogRecoveredRecord recovered{.torn_bytes = torn_line.size()};
     std::string line = RecordLine(recovered.kType, recovered.ToJson(), 0, ts);
-    TRY(WriteAll(fd_.get(), line + "\n", path_));
     prev_hash_ = ChainHash(line);
+    text += line;
+    text += '\n';
   }
-  std::string text;
+  // --- failclosed: records lost after their act are reported first, by a gap record.
+  auto gap_line = [&] {
+    const GapRecord gap{.lost = lost_->count,
+                        .types = lost_->types,
+                        .calls = lost_->calls,
+                        .err = lost_->err,
+                        .error = lost_->error};
+    std::string line = RecordLine(gap.kType, gap.ToJson(), 0, ts);
+    prev_hash_ = ChainHash(line);
+    return line + '\n';
+  };
+  const bool had_gap = lost_.has_value();
+  if (had_gap) text += gap_line();
   for (const AuditRecord& r : records) {
     Json fields = RecordFields(r);
     std::size_t redactions = redactor_ != nullptr ? redactor_->RedactJson(fields) : 0;
@@ -230,18 +349,48 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
     text += line;
     text += '\n';
   }
-  // On a failed write the next SyncTail sees an unexpected size and re-reads the chain's end.
-  TRY(WriteAll(fd_.get(), text, path_));
-  // Under the lock with O_APPEND, the file now ends where SyncTail saw it end plus these lines
-  // (and the recovery lines, if any): no second fstat needed.
-  struct stat st {};
-  if (torn) {
-    if (::fstat(fd_.get(), &st) == 0) known_size_ = st.st_size;
-  } else {
-    known_size_ += static_cast<std::int64_t>(text.size());
+  // Nothing of a failed write stays in the file, so the chain and seq go back to before it.
+  auto fail = [&](const Error& e) -> Status {
+    seq_ = seq_before;
+    prev_hash_ = prev_before;
+    if (when == When::kAfterAct) NoteLost(records, e);
+    if (when == When::kAfterAct && !torn) {
+      // The gap alone is small: it may fit where the records did not (the space a partial
+      // write took is free again). Written now, it survives this process dying.
+      std::string gap = gap_line();
+      if (WriteOrCutBack(gap, size_before)) {
+        known_size_ = size_before + static_cast<std::int64_t>(gap.size());
+        lost_.reset();
+        if (fsync_ != FsyncMode::kNever) (void)::fdatasync(fd_.get());
+        return Fail(Code::kAuditUnavailable, e.message, e.err, path_);
+      }
+      seq_ = seq_before;
+      prev_hash_ = prev_before;
+    }
+    known_size_ = -1;  // the next SyncTail re-reads the chain's end
+    return Fail(Code::kAuditUnavailable, e.message, e.err, path_);
+  };
+  if (when == When::kBeforeAct) {
+    // Room for these records and for what the act will add (and a gap record), allocated now:
+    // blocks already allocated past EOF (by an earlier reservation) cost nothing. A file
+    // system without fallocate gets no reservation; the after-act path still fails closed.
+    const off_t len = static_cast<off_t>(text.size() + kReserveBytes);
+    if (::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, size_before, len) != 0 &&
+        errno != EOPNOTSUPP) {
+      return fail(SysFail(Code::kAuditUnavailable,
+                          "fallocate (reserving room for the records after the act)", path_)
+                      .error());
+    }
   }
+  if (auto st = WriteOrCutBack(text, size_before); !st) return fail(st.error());
+  // Under the lock with O_APPEND, the file now ends where SyncTail saw it end plus these lines:
+  // no second fstat needed.
+  known_size_ = size_before + static_cast<std::int64_t>(text.size());
+  if (had_gap) lost_.reset();
   if (fsync_ == FsyncMode::kAlways) {
-    if (::fdatasync(fd_.get()) != 0) return SysFail(Code::kInternal, "fdatasync", path_);
+    if (::fdatasync(fd_.get()) != 0) {
+      return SysFail(Code::kAuditUnavailable, "fdatasync", path_);
+    }
   } else if (fsync_ == FsyncMode::kPerCall && durable) {
     if (!flusher_) flusher_ = std::make_unique<Flusher>(fd_.get());
     flusher_->Request(known_size_);

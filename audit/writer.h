@@ -45,9 +45,29 @@ class AuditWriter {
   // before it: group commit), so the caller is not held up; Flush() waits for it. Under kNever
   // nothing is synced. The line itself is written (into the page cache, so it survives a crash
   // of cordon) before Append returns in every mode.
-  Status Append(const AuditRecord& record, bool durable = false);
+  //
+  // --- failclosed: `when` says whether an act follows the records (kBeforeAct: tool_started of
+  // an effectful call, session_started) or has already happened (kAfterAct). Before an act the
+  // writer first makes sure kReserveBytes past the records are allocated to the file
+  // (fallocate FALLOC_FL_KEEP_SIZE, re-checked under the lock on every such append, since other
+  // writers' records consume it), so the act's later records fit on a full disk; if that or the
+  // write fails, nothing is left in the file and the act must not start. A failed write never
+  // leaves a torn line: the file is cut back to its size before the write, under the lock.
+  // After an act, a failed write is remembered (count, types, calls, errno) and written as a
+  // `gap` record at once if the log takes it, else by the next write that succeeds. Before
+  // every write the writer checks that the file at the path is still the one it has open; if it
+  // was deleted or replaced, it writes `log_detached` into the old file and as the first record
+  // of its own in the file now at the path (created if need be), and fails the write.
+  enum class When { kAfterAct, kBeforeAct };
+  static constexpr std::size_t kReserveBytes = 64 * 1024;
+  Status Append(const AuditRecord& record, bool durable = false, When when = When::kAfterAct);
   // Appends several records with one lock and one write, in order.
-  Status AppendAll(std::span<const AuditRecord> records, bool durable);
+  Status AppendAll(std::span<const AuditRecord> records, bool durable,
+                   When when = When::kAfterAct);
+  // Whether records were lost after their act and no gap record says so yet.
+  bool gap_pending() const { return lost_.has_value(); }
+  // Whether the log was found deleted or replaced (the writer now writes to the new file).
+  bool detached() const { return detached_; }
   // Waits until every durable record appended so far is on disk (kPerCall), and reports a
   // failed background fdatasync.
   Status Flush();
@@ -65,6 +85,23 @@ class AuditWriter {
                          const std::string& ts);
   // Reads the file's last line (under the lock) when another writer has appended since.
   Status SyncTail(bool* torn, std::string* torn_line);
+  // --- failclosed
+  // Checks (under the lock) that the path still names the open file; on a deleted or replaced
+  // log, records it in both files and switches to the file at the path (log_detached).
+  Status CheckAttached(const std::string& ts);
+  // Writes `text` at the end under the lock; on failure cuts the file back to `size_before`.
+  Status WriteOrCutBack(const std::string& text, std::int64_t size_before);
+  // Remembers records lost after their act (for the gap record).
+  void NoteLost(std::span<const AuditRecord> records, const Error& why);
+  struct Lost {
+    std::uint64_t count = 0;
+    Json types = Json::array();
+    Json calls = Json::array();
+    int err = 0;
+    std::string error;
+  };
+  std::optional<Lost> lost_;
+  bool detached_ = false;
 
   std::string path_;
   std::string session_;

@@ -35,8 +35,18 @@ std::string_view CodeName(Code code) {
       return "unsupported_file_type";
     case Code::kInternal:
       return "internal";
+    case Code::kAuditUnavailable:
+      return "audit_unavailable";
+    case Code::kNoSpace:
+      return "no_space";
   }
   return "internal";
+}
+
+Code WriteErrorCode(int err, Code other) {
+  if (err == ENOSPC || err == EDQUOT) return Code::kNoSpace;
+  if (err == EFBIG) return Code::kTooLarge;
+  return other;
 }
 
 std::string Error::ToString() const { return std::string(CodeName(code)) + ": " + message; }

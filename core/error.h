@@ -27,6 +27,9 @@ enum class Code {
   kBinaryFile,
   kUnsupportedFileType,
   kInternal,
+  // --- failclosed: the audit log cannot take the record an act needs; the disk is full.
+  kAuditUnavailable,
+  kNoSpace,
 };
 
 std::string_view CodeName(Code code);
@@ -56,6 +59,10 @@ inline std::unexpected<Error> SysFail(Code code, std::string_view call, std::str
   if (!where.empty()) msg += " (" + where + ")";
   return std::unexpected(Error{code, std::move(msg), err, std::move(where)});
 }
+
+// The code of a failed write or sync: no_space when the filesystem is full or the quota is
+// spent (ENOSPC, EDQUOT), too_large when the file size limit is hit (EFBIG), else `other`.
+Code WriteErrorCode(int err, Code other = Code::kInternal);
 
 }  // namespace cordon
 

@@ -158,8 +158,7 @@ Status WriteAll(int fd, std::string_view data, const std::string& where) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return SysFail(errno == ENOSPC || errno == EFBIG ? Code::kTooLarge : Code::kInternal, "write",
-                     where);
+      return SysFail(WriteErrorCode(errno), "write", where);
     }
     data.remove_prefix(static_cast<std::size_t>(n));
   }
@@ -348,7 +347,7 @@ Result<WriteOutcome> Workspace::CreateExclusive(const std::string& rel,
   }
   ASSIGN_OR_RETURN(TempFile tmp, TempFile::Create(dir.get(), leaf, 0666));
   TRY(WriteAll(tmp.fd(), content, rel));
-  if (::fsync(tmp.fd()) != 0) return SysFail(Code::kInternal, "fsync", rel);
+  if (::fsync(tmp.fd()) != 0) return SysFail(WriteErrorCode(errno), "fsync", rel);
   if (::renameat2(dir.get(), tmp.name().c_str(), dir.get(), leaf.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno == EEXIST) return Fail(Code::kAlreadyExists, rel + " appeared while it was created");
     if (errno != EINVAL && errno != ENOSYS) return SysFail(Code::kInternal, "renameat2", rel);
@@ -382,7 +381,7 @@ Result<WriteOutcome> Workspace::AtomicReplace(const std::string& rel, std::strin
     // Keep the owner when we are allowed to; failure here only means we may not.
     (void)::fchown(tmp.fd(), expected.id.uid, expected.id.gid);
   }
-  if (::fsync(tmp.fd()) != 0) return SysFail(Code::kInternal, "fsync", rel);
+  if (::fsync(tmp.fd()) != 0) return SysFail(WriteErrorCode(errno), "fsync", rel);
   struct stat now {};
   if (::fstatat(dir.get(), leaf.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) {
     return Fail(Code::kConflict, rel + " disappeared while it was being replaced");

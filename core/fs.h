@@ -20,7 +20,8 @@ namespace cordon {
 // how leftovers of a cordon killed with SIGKILL are told from a live one's.
 bool NamesDeadProcess(std::string_view name, std::string_view prefix);
 
-// Writes all of `data` to `fd`, retrying short writes and EINTR (ENOSPC/EFBIG: too_large).
+// Writes all of `data` to `fd`, retrying short writes and EINTR (ENOSPC/EDQUOT: no_space; EFBIG:
+// too_large).
 Status WriteAll(int fd, std::string_view data, const std::string& where);
 
 // Lexically normalizes an agent-supplied path into a workspace-relative one ("." for the root).

@@ -106,6 +106,28 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   const std::string session_id = NewSessionId();
   const std::string path =
       options.audit_log.empty() ? DefaultAuditLogPath(session_id) : options.audit_log;
+  // The one host probe of the session: recorded in session_started, then used for every process.
+  auto host = PrepareSandboxHost(s->policy_, options.shim_path);
+  // --- failclosed: cordon's own files that a confined process could write are refused before
+  // anything is opened. With bwrap, each own file is masked (a bind over it) wherever it lies,
+  // and the file tools refuse it. Without bwrap (the weaker mode), Landlock grants a writable
+  // root as a whole: an own file under one could be written, so the session does not start.
+  if (host && host->weaker) {
+    const std::vector<std::string> roots =
+        WritableRoots(s->policy_, s->workspace_.root(), HomeDir());
+    std::vector<std::pair<std::string, std::string>> named = {{"the audit log", path}};
+    if (options.audit_key_file) named.emplace_back("the audit key", *options.audit_key_file);
+    for (const auto& f : options.own_files) named.emplace_back("cordon's own file", f);
+    for (const auto& [what, file] : named) {
+      if (const std::string* root = UnderAny(CanonicalPath(file), roots)) {
+        return Fail(Code::kDeniedByPolicy,
+                    what + " " + file + " lies under the writable root " + *root +
+                        ", and without bwrap (" + host->weaker_reason +
+                        ") cordon cannot mask it from confined processes, which could write it; "
+                        "put it outside the writable roots");
+      }
+    }
+  }
   ASSIGN_OR_RETURN(AuditWriter writer, AuditWriter::Open(path, session_id, s->policy_.audit_fsync,
                                                          std::move(key), &s->redactor_));
   s->audit_.emplace(std::move(writer));
@@ -130,11 +152,14 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   for (const auto& f : s->policy_.files) {
     started.policy_files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
   }
-  // The one host probe of the session: recorded here, then used for every process.
-  auto host = PrepareSandboxHost(s->policy_, options.shim_path);
   started.sandbox =
       host ? host->ToJson() : Json{{"available", false}, {"error", host.error().message}};
-  s->Audit(started, true);
+  // session_started comes before anything the session does (exec runs its command right after):
+  // it makes the first reservation, and a log that cannot take it refuses the session.
+  if (auto st = s->Audit(started, true, AuditWriter::When::kBeforeAct); !st) {
+    s->finished_ = true;  // no session_finished for a session whose start is not in the log
+    return std::unexpected(st.error());
+  }
   Session* raw = s.get();
   s->processes_ = std::make_unique<ProcessHost>(
       s->policy_, s->workspace_, std::move(host), envp,
@@ -144,7 +169,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   s->processes_->SetGuard(std::make_unique<WorkspaceGuard>(
       WritableRoots(s->policy_, s->workspace_.root(), HomeDir()), GuardOptions::From(s->policy_),
       CordonStateDir() + "/quarantine/" + session_id,
-      [raw](const GuardEvent& e) { raw->Audit(GuardRecord(e), true); }));
+      [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); }));
   return s;
 }
 
@@ -154,24 +179,40 @@ void Session::Finish() {
   if (finished_ || !audit_) return;
   finished_ = true;
   processes_.reset();  // cancels and reaps background jobs; their records come first
-  Audit(SessionFinishedRecord{.calls = calls_.load(), .errors = errors_.load()}, true);
+  (void)Audit(SessionFinishedRecord{.calls = calls_.load(), .errors = errors_.load()}, true);
   // The session's end makes every durable record durable: nothing is left in flight.
   if (auto st = audit_->Flush(); !st) {
     std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
   }
 }
 
-void Session::Audit(const AuditRecord& record, bool durable) {
-  AuditAll(std::span<const AuditRecord>(&record, 1), durable);
+Status Session::Audit(const AuditRecord& record, bool durable, AuditWriter::When when) {
+  return AuditAll(std::span<const AuditRecord>(&record, 1), durable, when);
 }
 
-void Session::AuditAll(std::span<const AuditRecord> records, bool durable) {
-  if (!audit_) return;
+Status Session::AuditAll(std::span<const AuditRecord> records, bool durable,
+                         AuditWriter::When when) {
+  if (!audit_) return {};
   std::lock_guard<std::mutex> lock(audit_mu_);
-  if (auto st = audit_->AppendAll(records, durable); !st) {
-    // Losing the audit trail must be loud; the call result still reaches the caller.
-    std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
+  auto st = audit_->AppendAll(records, durable, when);
+  if (st) return {};
+  // --- failclosed: losing the audit trail must be loud, and must stop the session when an
+  // act already happened (or the log was deleted or replaced under it).
+  const Error& e = st.error();
+  std::string message = "the audit log " + audit_->path() + " could not take a record (" +
+                        e.message + (e.err != 0 ? ", errno " + std::to_string(e.err) : "") + ")";
+  std::fprintf(stderr, "cordon: audit write failed: %s\n", message.c_str());
+  if ((when == AuditWriter::When::kAfterAct || audit_->detached()) && !poisoned_) {
+    poisoned_ = Error{Code::kAuditUnavailable,
+                      message + " after an act had happened; this session takes no further calls",
+                      e.err, audit_->path()};
   }
+  return std::unexpected(Error{Code::kAuditUnavailable, message, e.err, audit_->path()});
+}
+
+std::optional<Error> Session::poisoned() const {
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  return poisoned_;
 }
 
 void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
@@ -203,7 +244,7 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
     rec.error_code = std::string(CodeName(o.error->code));
     rec.error_message = o.error->message;
   }
-  Audit(rec, true);
+  (void)Audit(rec, true);
 }
 
 std::vector<const ToolSpec*> Session::Catalog() const { return GrantedTools(policy_); }
@@ -280,6 +321,11 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                   std::size_t input_bytes, const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::uint64_t call_id = ++calls_;
+  // --- failclosed: a poisoned session takes no further calls (nothing is run or written).
+  if (std::optional<Error> poison = poisoned()) {
+    ++errors_;
+    return MakeErrorResult(*poison);
+  }
   ToolStartedRecord started{.call = call_id, .tool = tool};
   if (input) {
     started.args = SummarizeArgs(**input);
@@ -287,10 +333,17 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     started.input_bytes = input_bytes;
   }
   bool started_written = false;
-  auto write_started = [&] {
-    if (started_written) return;
+  bool started_failed = false;  // the record before the act failed: nothing happened
+  // tool_started precedes the act: if it cannot be written (or the reservation for the act's
+  // later records cannot be made), the call fails with audit_unavailable and does nothing.
+  auto write_started = [&]() -> Status {
+    if (started_written) return {};
+    if (auto st = Audit(started, false, AuditWriter::When::kBeforeAct); !st) {
+      started_failed = true;
+      return st;
+    }
     started_written = true;
-    Audit(started, false);
+    return {};
   };
   const ToolSpec* spec = nullptr;
   std::optional<ExternalName> external;
@@ -325,8 +378,8 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
         auto it = policy_.provenance.find("scopes.grant");
         denied.decided_by = it != policy_.provenance.end() ? it->second : "built-in default";
       }
-      write_started();
-      Audit(denied, true);
+      TRY(write_started());
+      (void)Audit(denied, true);
       return Fail(Code::kDeniedByPolicy,
                   tool + " needs scope " + scope + ", which the policy does not grant");
     }
@@ -345,12 +398,12 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
       } else if (std::string err = ValidateAgainstSchema(schema, args); !err.empty()) {
         return Fail(Code::kInvalidInput, "input does not match the " + tool + " schema: " + err);
       }
-      write_started();
+      TRY(write_started());
       return external_->Call(*external, args, cancel);
     }
     // A quick call without side effects (read_file_range) keeps tool_started for the one
     // write at the end: nothing happens in between that a crash could hide.
-    if (spec->effect != Effect::kNone || !spec->quick) write_started();
+    if (spec->effect != Effect::kNone || !spec->quick) TRY(write_started());
     ToolContext ctx{workspace_, policy_,
                     [&](const FileWriteReport& w) {
                       FileWriteRecord rec{.call = call_id,
@@ -365,8 +418,8 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                         rec.bytes_after = w.written->bytes_after;
                       }
                       if (w.code) rec.code = std::string(CodeName(*w.code));
-                      write_started();
-                      Audit(rec, true);
+                      (void)write_started();  // written before the tool ran
+                      (void)Audit(rec, true);
                     },
                     processes_.get(), cancel};
     try {
@@ -444,11 +497,14 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     finished.code = JsonStringField(result["structuredContent"]["error"], "code");
   }
   if (redactions > 0) finished.output_redactions = redactions;
-  if (!started_written) {
+  if (started_failed) {
+    // Nothing happened and nothing of the call is in the log: no tool_finished without its
+    // tool_started.
+  } else if (!started_written) {
     const AuditRecord both[] = {std::move(started), std::move(finished)};
-    AuditAll(both, true);
+    (void)AuditAll(both, true);
   } else {
-    Audit(std::move(finished), true);
+    (void)Audit(std::move(finished), true);
   }
   return result;
 }

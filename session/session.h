@@ -89,10 +89,17 @@ class Session {
     redactor_.AddValue(std::move(rule), std::move(value));
   }
   ExternalTools* external_tools() { return external_; }
-  // Appends a catalog record (audit/records.h); a failed write is reported on stderr.
-  void Audit(const AuditRecord& record, bool durable);
+  // Appends a catalog record (audit/records.h). --- failclosed: a record written before an act
+  // (kBeforeAct) that fails means the act must not start (audit_unavailable is returned). Any
+  // other failed write poisons the session: every later call fails with audit_unavailable,
+  // naming the log and the errno, and the writer records a `gap` as soon as it can.
+  Status Audit(const AuditRecord& record, bool durable,
+               AuditWriter::When when = AuditWriter::When::kAfterAct);
   // Several records, written together in order (one lock, one write).
-  void AuditAll(std::span<const AuditRecord> records, bool durable);
+  Status AuditAll(std::span<const AuditRecord> records, bool durable,
+                  AuditWriter::When when = AuditWriter::When::kAfterAct);
+  // Why the session takes no further calls, if it does not.
+  std::optional<Error> poisoned() const;
 
  private:
   Session() = default;
@@ -101,7 +108,8 @@ class Session {
   Workspace workspace_;
   Redactor redactor_;
   std::optional<AuditWriter> audit_;
-  std::mutex audit_mu_;
+  mutable std::mutex audit_mu_;
+  std::optional<Error> poisoned_;  // --- failclosed: set by a failed after-act write
   std::unique_ptr<ProcessHost> processes_;
   ExternalTools* external_ = nullptr;
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.
