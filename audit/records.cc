@@ -344,7 +344,7 @@ constexpr AuditFieldInfo kGap[] = {
 };
 
 constexpr AuditFieldInfo kLogDetached[] = {
-    {"reason", true, "deleted or replaced: what happened to the file at the path", 5},
+    {"reason", true, "deleted, moved or replaced: what happened to the file at the path", 5},
     {"path", true, "the log's path"},
     {"previous_head", true, "chain hash of this writer's last line in the old file"},
     {"previous_size", true, "the old file's size when the writer noticed"},

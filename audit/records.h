@@ -214,7 +214,7 @@ struct GapRecord {
 // the file now at the path, naming the chain head it left behind.
 struct LogDetachedRecord {
   static constexpr std::string_view kType = "log_detached";
-  std::string reason{};              // deleted or replaced
+  std::string reason{};              // deleted, moved or replaced
   std::string path{};
   std::string previous_head{};       // the chain hash of the writer's last line in the old file
   std::uint64_t previous_size = 0;   // the old file's size then

@@ -75,7 +75,8 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
   verify->add_option("--key-file", f->key_file, "the key of an HMAC-SHA-256 chain")
       ->type_name("FILE");
   verify->footer(
-      "exit codes: 0 intact, 1 broken (the first bad line is named), 4 intact but for "
+      "exit codes: 0 intact, 1 broken (the first bad line is named) or a gap (records lost "
+      "after their act), 4 intact but for "
       "a torn last line, 3 unreadable log or key");
   ctx.run[verify] = [f] { return Verify(f->log, f->key_file); };
   CLI::App* show =

@@ -204,11 +204,19 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     if (m.kind == Message::Kind::kRequest && m.method == "tools/call" && m.params.is_object()) {
       std::string tool = JsonStringField(m.params, "name");
       const std::string args = DumpJson(m.params.value("arguments", Json::object()));
-      session.Audit(ToolStartedRecord{.tool = tool,
-                                      .server = "wrapped",
-                                      .args_bytes = args.size(),
-                                      .args_sha256 = Sha256Hex(args)},
-                    false);
+      // --- failclosed: the call reaches the server only when its tool_started is in the log
+      // (and the session is not poisoned); otherwise the client hears audit_unavailable.
+      Status logged = session.poisoned()
+                          ? Status(std::unexpected(*session.poisoned()))
+                          : session.Audit(ToolStartedRecord{.tool = tool,
+                                                            .server = "wrapped",
+                                                            .args_bytes = args.size(),
+                                                            .args_sha256 = Sha256Hex(args)},
+                                          false, AuditWriter::When::kBeforeAct);
+      if (!logged) {
+        to_client(DumpJson(MakeResult(m.id, MakeErrorResult(logged.error()))));
+        return;
+      }
       pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
     }
     to_server(line);
