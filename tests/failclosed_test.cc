@@ -57,6 +57,18 @@ std::vector<std::string> TypesOf(const std::vector<Json>& recs) {
   return out;
 }
 
+// The records of the session that wrote the log's first record (the filler writer below is
+// another session on the same file, and records its own gaps).
+std::vector<Json> FirstSession(const std::vector<Json>& recs) {
+  std::vector<Json> out;
+  if (recs.empty() || !recs[0].is_object()) return out;
+  const std::string session = recs[0].value("session", "");
+  for (const auto& r : recs) {
+    if (r.is_object() && r.value("session", "") == session) out.push_back(r);
+  }
+  return out;
+}
+
 bool HasType(const std::vector<Json>& recs, const std::string& type) {
   for (const auto& r : recs) {
     if (r.is_object() && r.value("type", "") == type) return true;
@@ -184,12 +196,13 @@ TEST_P(FullDiskTest, RecordBeforeTheActFailsAndTheActDoesNotStart) {
   r = s->Call("create_file", {{"path", "new.txt"}, {"content", "x"}});
   EXPECT_EQ(CodeOf(r), "ok") << r.dump();
   s->Finish();
-  auto recs = LogRecords(log_);
-  EXPECT_FALSE(HasType(recs, "gap"));
+  auto recs = FirstSession(LogRecords(log_));
+  EXPECT_FALSE(HasType(recs, "gap")) << "nothing was lost: the refused calls did nothing";
+  EXPECT_EQ(recs.back()["type"], "session_finished");
   auto v = VerifyAuditLog(log_, std::nullopt);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->verdict, VerifyReport::Verdict::kIntact) << v->problem;
-  EXPECT_EQ(v->gaps, 0u);
+  for (const auto& w : v->warnings) EXPECT_EQ(w.find("torn"), std::string::npos) << w;
 }
 
 // The disk fills while a command runs (another writer takes the reservation): the records
@@ -225,10 +238,10 @@ TEST_P(FullDiskTest, RecordAfterTheActFailsPoisonsTheSessionAndLeavesAGap) {
   // Space again: the session's end writes the gap first.
   std::filesystem::remove(full_ + "/filler");
   s->Finish();
-  auto recs = LogRecords(log_);
+  for (const auto& rec : LogRecords(log_)) ASSERT_TRUE(rec.is_object()) << "a torn line";
+  auto recs = FirstSession(LogRecords(log_));
   Json gap;
   for (const auto& rec : recs) {
-    ASSERT_TRUE(rec.is_object()) << "a torn or unreadable line";
     if (rec["type"] == "gap") gap = rec;
   }
   ASSERT_TRUE(gap.is_object()) << testing::ReadFile(log_);
@@ -239,7 +252,7 @@ TEST_P(FullDiskTest, RecordAfterTheActFailsPoisonsTheSessionAndLeavesAGap) {
   EXPECT_EQ(recs.back()["type"], "session_finished");
   auto v = VerifyAuditLog(log_, std::nullopt);
   ASSERT_TRUE(v);
-  EXPECT_EQ(v->gaps, 1u);
+  EXPECT_GE(v->gaps, 1u);
   EXPECT_GE(v->lost_records, 2u);
   for (const auto& w : v->warnings) EXPECT_EQ(w.find("torn"), std::string::npos) << w;
   auto out = testing::Run(
