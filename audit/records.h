@@ -201,11 +201,11 @@ struct SetuidStrippedRecord {
 // further calls). Written by the writer itself, as soon as the log takes a write again.
 struct GapRecord {
   static constexpr std::string_view kType = "gap";
-  std::uint64_t lost = 0;            // records that never reached the log
-  Json types = Json::array();        // their types, in order, without repeats
-  Json calls = Json::array();        // the tool calls they belonged to
-  int err = 0;                       // errno of the failed write
-  std::string error{};               // the failure, as text
+  std::uint64_t lost = 0;      // records that never reached the log
+  Json types = Json::array();  // their types, in order, without repeats
+  Json calls = Json::array();  // the tool calls they belonged to
+  int err = 0;                 // errno of the failed write
+  std::string error{};         // the failure, as text
   Json ToJson() const;
 };
 
@@ -214,12 +214,12 @@ struct GapRecord {
 // the file now at the path, naming the chain head it left behind.
 struct LogDetachedRecord {
   static constexpr std::string_view kType = "log_detached";
-  std::string reason{};              // deleted, moved or replaced
+  std::string reason{};  // deleted, moved or replaced
   std::string path{};
-  std::string previous_head{};       // the chain hash of the writer's last line in the old file
-  std::uint64_t previous_size = 0;   // the old file's size then
-  std::uint64_t previous_ino = 0;    // the old file's inode number
-  std::string where{};               // old_file or new_file: which copy of the record this is
+  std::string previous_head{};      // the chain hash of the writer's last line in the old file
+  std::uint64_t previous_size = 0;  // the old file's size then
+  std::uint64_t previous_ino = 0;   // the old file's inode number
+  std::string where{};              // old_file or new_file: which copy of the record this is
   Json ToJson() const;
 };
 

@@ -105,9 +105,9 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
       ++r.gaps;
       r.lost_records += lost;
       std::string what = "line " + std::to_string(line_no) + ": gap: " + std::to_string(lost) +
-                         " record(s) of session " + session +
-                         " were lost after their act (types " + rec.value("types", Json()).dump() +
-                         ", calls " + rec.value("calls", Json()).dump() + "): " + str("error");
+                         " record(s) of session " + session + " were lost after their act (types " +
+                         rec.value("types", Json()).dump() + ", calls " +
+                         rec.value("calls", Json()).dump() + "): " + str("error");
       if (r.gap_problem.empty()) r.gap_problem = what;
       r.warnings.push_back(std::move(what));
     } else if (type == "log_detached") {
@@ -121,8 +121,7 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
                                  std::to_string(it->second) + " in session " + session);
     }
     it->second = seq;
-    if (fresh && type != "session_started" && type != "log_recovered" &&
-        type != "log_detached") {
+    if (fresh && type != "session_started" && type != "log_recovered" && type != "log_detached") {
       r.warnings.push_back("session " + session + " has no session_started record");
     }
     if (rec.contains("chain") && rec["chain"] == "hmac-sha256" && !hmac_key) {

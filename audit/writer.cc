@@ -229,9 +229,9 @@ void AuditWriter::NoteLost(std::span<const AuditRecord> records, const Error& wh
       lost_->types.push_back(type);
     }
     const Json fields = RecordFields(r);
-    if (auto it = fields.find("call"); it != fields.end() && it->is_number_unsigned() &&
-                                       std::find(lost_->calls.begin(), lost_->calls.end(),
-                                                 *it) == lost_->calls.end()) {
+    if (auto it = fields.find("call");
+        it != fields.end() && it->is_number_unsigned() &&
+        std::find(lost_->calls.begin(), lost_->calls.end(), *it) == lost_->calls.end()) {
       lost_->calls.push_back(*it);
     }
   }
@@ -285,8 +285,9 @@ Status AuditWriter::CheckAttached(const std::string& ts) {
                            "); this session takes no further calls";
   if (auto st = MkdirParents(path_); !st) return Fail(Code::kAuditUnavailable, what, 0, path_);
   int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Fail(Code::kAuditUnavailable, what + "; reopening it failed: " +
-                                                       std::strerror(errno), errno, path_);
+  if (fd < 0)
+    return Fail(Code::kAuditUnavailable, what + "; reopening it failed: " + std::strerror(errno),
+                errno, path_);
   fd_ = UniqueFd(fd);
   known_size_ = -1;
   // The file now at the path starts this writer's part with the record that links the chain
@@ -375,8 +376,7 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
     // blocks already allocated past EOF (by an earlier reservation) cost nothing. A file
     // system without fallocate gets no reservation; the after-act path still fails closed.
     const off_t len = static_cast<off_t>(text.size() + kReserveBytes);
-    if (::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, size_before, len) != 0 &&
-        errno != EOPNOTSUPP) {
+    if (::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, size_before, len) != 0 && errno != EOPNOTSUPP) {
       return fail(SysFail(Code::kAuditUnavailable,
                           "fallocate (reserving room for the records after the act)", path_)
                       .error());

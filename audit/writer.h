@@ -62,8 +62,7 @@ class AuditWriter {
   static constexpr std::size_t kReserveBytes = 64 * 1024;
   Status Append(const AuditRecord& record, bool durable = false, When when = When::kAfterAct);
   // Appends several records with one lock and one write, in order.
-  Status AppendAll(std::span<const AuditRecord> records, bool durable,
-                   When when = When::kAfterAct);
+  Status AppendAll(std::span<const AuditRecord> records, bool durable, When when = When::kAfterAct);
   // Whether records were lost after their act and no gap record says so yet.
   bool gap_pending() const { return lost_.has_value(); }
   // Whether the log was found deleted or replaced (the writer now writes to the new file).

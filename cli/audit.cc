@@ -32,8 +32,8 @@ int Verify(const std::string& log, const std::string& key_file) {
       // the checkpoint work gives incompleteness its own exit code.
       if (report->gaps > 0) {
         std::cout << "GAP: " << report->lost_records << " record(s) lost in " << report->gaps
-                  << " gap(s); " << report->gap_problem << "; the chain of the "
-                  << report->records << " records present is unbroken\n";
+                  << " gap(s); " << report->gap_problem << "; the chain of the " << report->records
+                  << " records present is unbroken\n";
         return kExitToolError;
       }
       std::cout << "ok: " << report->records << " records, " << report->sessions

@@ -96,9 +96,8 @@ void ConsumeLogSpace(const std::string& log) {
   ASSERT_TRUE(other) << other.error().message;
   for (std::size_t size : {4000, 1000, 200, 20, 1}) {
     for (int i = 0; i < 100000; ++i) {
-      if (!other->Append(McpDiagnosticRecord{.server = "filler",
-                                             .reason = "filler",
-                                             .message = std::string(size, 'x')})) {
+      if (!other->Append(McpDiagnosticRecord{
+              .server = "filler", .reason = "filler", .message = std::string(size, 'x')})) {
         break;
       }
     }
@@ -213,11 +212,10 @@ TEST_P(FullDiskTest, RecordAfterTheActFailsPoisonsTheSessionAndLeavesAGap) {
   ASSERT_TRUE(s);
   Json shell_result;
   std::thread call([&] {
-    shell_result = s->Call("run_shell", {{"program", "sh"},
-                                         {"args",
-                                          {"-c",
-                                           "while [ ! -e go ]; do sleep 0.02; done; touch ran"}},
-                                         {"timeout_secs", 60}});
+    shell_result =
+        s->Call("run_shell", {{"program", "sh"},
+                              {"args", {"-c", "while [ ! -e go ]; do sleep 0.02; done; touch ran"}},
+                              {"timeout_secs", 60}});
   });
   // Wait for tool_started (the act is under way), then fill the disk and the reservation.
   for (int i = 0; i < 3000 && ReadFile(log_).find("\"tool_started\"") == std::string::npos; ++i) {
@@ -255,8 +253,8 @@ TEST_P(FullDiskTest, RecordAfterTheActFailsPoisonsTheSessionAndLeavesAGap) {
   EXPECT_GE(v->gaps, 1u);
   EXPECT_GE(v->lost_records, 2u);
   for (const auto& w : v->warnings) EXPECT_EQ(w.find("torn"), std::string::npos) << w;
-  auto out = testing::Run(
-      {testing::FromEnv("CORDON_TEST_BIN", CORDON_BIN), "audit", "verify", log_});
+  auto out =
+      testing::Run({testing::FromEnv("CORDON_TEST_BIN", CORDON_BIN), "audit", "verify", log_});
   EXPECT_NE(out.exit_code, 0) << out.out;
   EXPECT_EQ(out.out.find(" intact\n"), std::string::npos) << out.out;
   EXPECT_NE(out.out.find("GAP"), std::string::npos) << out.out;
@@ -274,8 +272,8 @@ TEST_P(FullDiskTest, FileWriteOnAFullDiskIsNoSpaceAndKeepsThePreviousFile) {
   ASSERT_TRUE(s) << s.error().message;
   FillUp(full_ + "/filler");
   const std::string big(64 * 1024, 'n');
-  Json r = (*s)->Call("replace_range",
-                      {{"path", "a.txt"}, {"old_string", "old"}, {"new_string", big}});
+  Json r =
+      (*s)->Call("replace_range", {{"path", "a.txt"}, {"old_string", "old"}, {"new_string", big}});
   EXPECT_EQ(CodeOf(r), "no_space") << r.dump();
   EXPECT_EQ(ReadFile(o.workspace + "/a.txt"), "old content\n");
   r = (*s)->Call("create_file", {{"path", "b.txt"}, {"content", big}});
