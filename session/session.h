@@ -42,6 +42,9 @@ struct SessionOptions {
   std::string workspace = ".";
   std::string audit_log;  // empty: DefaultAuditLogPath
   std::optional<std::string> audit_key_file;
+  // --- checkpoint: --audit-signing-key (else policy [audit] signing_key), --audit-witness ---
+  std::optional<std::string> audit_signing_key;
+  std::optional<std::string> audit_witness;  // FILE, fd:N or syslog
   std::vector<std::string> policy_files;  // --policy
   std::string shipped_policy_dir;         // the repo's / install's policies.d
   std::string client = "cli";             // who drives the session (cli, mcp, ...)
