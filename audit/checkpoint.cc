@@ -177,10 +177,10 @@ Result<std::string> Ed25519Key::Sign(std::string_view msg) const {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   unsigned char sig[64];
   std::size_t len = sizeof sig;
-  const bool ok =
-      ctx != nullptr && EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, impl_->pkey) == 1 &&
-      EVP_DigestSign(ctx, sig, &len, reinterpret_cast<const unsigned char*>(msg.data()),
-                     msg.size()) == 1;
+  const bool ok = ctx != nullptr &&
+                  EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, impl_->pkey) == 1 &&
+                  EVP_DigestSign(ctx, sig, &len, reinterpret_cast<const unsigned char*>(msg.data()),
+                                 msg.size()) == 1;
   EVP_MD_CTX_free(ctx);
   if (!ok) return Fail(Code::kInternal, "Ed25519 signing failed");
   return Hex(sig, len);
@@ -222,8 +222,7 @@ Result<std::shared_ptr<AuditWitness>> AuditWitness::Open(const std::string& spec
   }
   if (spec.rfind("fd:", 0) == 0) {
     const std::string num = spec.substr(3);
-    if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos ||
-        num.size() > 6) {
+    if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos || num.size() > 6) {
       return Fail(Code::kInvalidInput, "witness " + spec + ": fd:N needs a descriptor number");
     }
     w->fd_ = std::stoi(num);
@@ -231,9 +230,9 @@ Result<std::shared_ptr<AuditWitness>> AuditWitness::Open(const std::string& spec
       return Fail(Code::kInvalidInput, "witness " + spec + ": descriptor is not open", errno);
     }
     if (w->fd_ <= 2) {
-      return Fail(Code::kInvalidInput,
-                  "witness " + spec + ": standard streams are not a witness (exec passes the "
-                                      "command's standard error through)");
+      return Fail(Code::kInvalidInput, "witness " + spec +
+                                           ": standard streams are not a witness (exec passes the "
+                                           "command's standard error through)");
     }
     // A confined process must not inherit it.
     ::fcntl(w->fd_, F_SETFD, FD_CLOEXEC);

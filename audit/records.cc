@@ -22,10 +22,10 @@ Json OrNull(const std::optional<T>& v) {
 
 Json SessionStartedRecord::ToJson() const {
   Json j = {{"cordon_version", cordon_version}, {"client", client},
-          {"workspace", workspace},           {"chain", chain},
-          {"policy_sha256", policy_sha256},   {"policy_files", policy_files},
-          {"policy_notes", policy_notes},     {"scopes", scopes},
-          {"confinement", confinement},       {"sandbox", sandbox}};
+            {"workspace", workspace},           {"chain", chain},
+            {"policy_sha256", policy_sha256},   {"policy_files", policy_files},
+            {"policy_notes", policy_notes},     {"scopes", scopes},
+            {"confinement", confinement},       {"sandbox", sandbox}};
   Put(j, "git", git);
   return j;
 }

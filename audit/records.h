@@ -201,8 +201,8 @@ struct SetuidStrippedRecord {
 // The first line of a log file: the file's id and chain mode, and the file it continues.
 struct LogStartedRecord {
   static constexpr std::string_view kType = "log_started";
-  std::string log_id{};  // 128-bit random, hex
-  std::string chain{};   // sha256 | hmac-sha256
+  std::string log_id{};                 // 128-bit random, hex
+  std::string chain{};                  // sha256 | hmac-sha256
   std::optional<std::string> key_id{};  // the checkpoint signing key, when one is configured
   std::optional<Json> previous{};       // {log_id, lines, bytes, head} after a rotation
   Json ToJson() const;

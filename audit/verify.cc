@@ -170,8 +170,8 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
                                  std::to_string(it->second) + " in session " + session);
     }
     it->second = seq;
-    if (fresh && type != "session_started" && type != "log_recovered" &&
-        type != "log_started" && type != "checkpoint") {
+    if (fresh && type != "session_started" && type != "log_recovered" && type != "log_started" &&
+        type != "checkpoint") {
       r.warnings.push_back("session " + session + " has no session_started record");
     }
     if (rec.contains("chain") && rec["chain"] == "hmac-sha256" && !hmac_key) {

@@ -188,10 +188,9 @@ Status AuditWriter::Checkpoint(bool force) {
   if (!checkpoints_.enabled()) return {};
   if (!force) {
     const bool by_count = since_checkpoint_ >= checkpoints_.every_records;
-    const bool by_time = since_checkpoint_ > 0 && std::chrono::steady_clock::now() -
-                                                          last_checkpoint_ >=
-                                                      std::chrono::seconds(
-                                                          checkpoints_.every_seconds);
+    const bool by_time =
+        since_checkpoint_ > 0 && std::chrono::steady_clock::now() - last_checkpoint_ >=
+                                     std::chrono::seconds(checkpoints_.every_seconds);
     if (!by_count && !by_time) return {};
   }
   std::string line;
@@ -450,7 +449,8 @@ Result<std::string> RotateAuditLog(const std::string& path, std::optional<std::s
     if (first.is_object() && first.value("type", "") == "log_started") {
       log_id = first.value("log_id", "");
     }
-    const std::size_t start = data.rfind('\n', data.size() - 2);
+    const std::size_t start =
+        data.size() < 2 ? std::string::npos : data.rfind('\n', data.size() - 2);
     const std::string_view last(data.data() + (start == std::string::npos ? 0 : start + 1),
                                 data.size() - 1 - (start == std::string::npos ? 0 : start + 1));
     head = hmac_key ? HmacSha256Hex(*hmac_key, last) : Sha256Hex(last);
@@ -464,12 +464,12 @@ Result<std::string> RotateAuditLog(const std::string& path, std::optional<std::s
   }
   if (rotated.empty()) return Fail(Code::kInternal, "no free rotation name for " + path);
   CheckpointConfig next = checkpoints;
-  next.previous = Json{{"log_id", log_id},
-                       {"lines", static_cast<std::uint64_t>(
-                                     std::count(data.begin(), data.end(), '\n'))},
-                       {"bytes", data.size()},
-                       {"head", head},
-                       {"path", rotated}};
+  next.previous =
+      Json{{"log_id", log_id},
+           {"lines", static_cast<std::uint64_t>(std::count(data.begin(), data.end(), '\n'))},
+           {"bytes", data.size()},
+           {"head", head},
+           {"path", rotated}};
   const std::string tmp = path + ".rotating-" + RandomHex(4);
   {
     ASSIGN_OR_RETURN(AuditWriter w, AuditWriter::Open(tmp, NewSessionId(), FsyncMode::kAlways,

@@ -31,11 +31,11 @@ std::string DefaultAuditLogPath(const std::string& session_id);
 
 // --- checkpoint: what the writer signs and where the checkpoints also go (docs/adr/0003) ---
 struct CheckpointConfig {
-  std::shared_ptr<const Ed25519Key> key;        // null: checkpoints unsigned
-  std::shared_ptr<AuditWitness> witness;        // null: none
-  std::uint64_t every_records = 1000;           // a checkpoint after this many records ...
-  std::int64_t every_seconds = 60;              // ... or this many seconds (checked on write)
-  std::optional<Json> previous;                 // log_started.previous of a new file (rotate)
+  std::shared_ptr<const Ed25519Key> key;  // null: checkpoints unsigned
+  std::shared_ptr<AuditWitness> witness;  // null: none
+  std::uint64_t every_records = 1000;     // a checkpoint after this many records ...
+  std::int64_t every_seconds = 60;        // ... or this many seconds (checked on write)
+  std::optional<Json> previous;           // log_started.previous of a new file (rotate)
   bool enabled() const { return key != nullptr || witness != nullptr; }
 };
 

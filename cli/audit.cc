@@ -124,8 +124,7 @@ int Verify(const VerifyFlags& f) {
   }
   if (r.checkpoints > 0) {
     std::cout << "checkpoints: " << r.checkpoints << (r.signed_checked ? " signed" : "")
-              << ", complete up to line " << r.proven_lines << " (" << r.proven_bytes
-              << " bytes)";
+              << ", complete up to line " << r.proven_lines << " (" << r.proven_bytes << " bytes)";
     if (r.witness_checkpoints > 0) std::cout << ", " << r.witness_checkpoints << " witnessed";
     std::cout << "\n";
   }
@@ -231,16 +230,18 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
   CLI::App* audit = root.add_subcommand("audit", "check or read an audit log")
                         ->group("Commands")
                         ->require_subcommand(1);
-  CLI::App* verify =
-      audit->add_subcommand("verify", "check a log's hash chain and completeness")->group("Commands");
+  CLI::App* verify = audit->add_subcommand("verify", "check a log's hash chain and completeness")
+                         ->group("Commands");
   verify->add_option("LOG", f->verify.log, "the audit log")->required()->type_name("FILE");
   verify->add_option("--key-file", f->verify.key_file, "the key of an HMAC-SHA-256 chain")
       ->type_name("FILE");
-  verify->add_option("--pubkey", f->verify.pubkeys,
-                     "a checkpoint public key (repeat for rotated keys)")
+  verify
+      ->add_option("--pubkey", f->verify.pubkeys,
+                   "a checkpoint public key (repeat for rotated keys)")
       ->type_name("FILE");
-  verify->add_option("--witness", f->verify.witness,
-                     "the checkpoints written outside the log (--audit-witness)")
+  verify
+      ->add_option("--witness", f->verify.witness,
+                   "the checkpoints written outside the log (--audit-witness)")
       ->type_name("FILE");
   WithChoices(ctx, verify->add_option("--require", f->verify.require, "the weakest mode to accept"),
               {"plain", "hmac", "signed"}, [](const std::string& v) -> Status {
@@ -258,9 +259,8 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       audit->add_subcommand("show", "print a readable timeline of a log")->group("Commands");
   show->add_option("LOG", f->log, "the audit log")->required()->type_name("FILE");
   ctx.run[show] = [f] { return Show(f->log); };
-  CLI::App* keygen =
-      audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
-          ->group("Commands");
+  CLI::App* keygen = audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
+                         ->group("Commands");
   keygen->add_option("--out", f->out, "write audit-signing.key (0600) and audit-signing.pub here")
       ->type_name("DIR");
   keygen->add_option("--private", f->priv, "the private key file (PEM PKCS#8, 0600)")
@@ -273,8 +273,7 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
   rotate->add_option("LOG", f->log, "the audit log")->required()->type_name("FILE");
   rotate->add_option("--key-file", f->key_file, "the key of an HMAC-SHA-256 chain")
       ->type_name("FILE");
-  rotate->add_option("--audit-signing-key", f->signing_key,
-                     "the checkpoint key the new file names")
+  rotate->add_option("--audit-signing-key", f->signing_key, "the checkpoint key the new file names")
       ->type_name("FILE");
   ctx.run[rotate] = [f] { return Rotate(f->log, f->key_file, f->signing_key); };
 }

@@ -38,7 +38,8 @@ inline constexpr ExitCodeDoc kExitCodeDocs[] = {
     {kExitTornTail, "audit verify: intact but for a last line torn by a crash"},
     {kExitUnprovenTail, "audit verify: intact, but records after the last checkpoint are unproven"},
     {kExitCut, "audit verify: the witness holds a checkpoint the log lacks (cut or replaced)"},
-    {kExitWeakerMode, "audit verify: the log's mode (plain, hmac, signed) is weaker than --require"},
+    {kExitWeakerMode,
+     "audit verify: the log's mode (plain, hmac, signed) is weaker than --require"},
     {kExitNoCheckpoint, "audit verify: the log is empty or has no checkpoint to prove it complete"},
 };
 inline constexpr ExitCodeDoc kExecExitCodeDocs[] = {

@@ -274,8 +274,7 @@ std::string Policy::CanonicalJson() const {
   j["audit"]["fsync"] = Name(kFsyncModeNames, audit_fsync);
   // Only when set: the policies recorded before these keys existed keep their hash.
   if (!audit_signing_key.empty()) j["audit"]["signing_key"] = audit_signing_key;
-  if (audit_checkpoint_records != 1000)
-    j["audit"]["checkpoint_records"] = audit_checkpoint_records;
+  if (audit_checkpoint_records != 1000) j["audit"]["checkpoint_records"] = audit_checkpoint_records;
   if (audit_checkpoint_seconds != 60) j["audit"]["checkpoint_seconds"] = audit_checkpoint_seconds;
   j["filesystem"]["read"] = filesystem.read;
   j["filesystem"]["write"] = filesystem.write;

@@ -231,10 +231,10 @@ void Session::Finish() {
   if (finished_ || !audit_) return;
   finished_ = true;
   processes_.reset();  // cancels and reaps background jobs; their records come first
-  Audit(SessionFinishedRecord{.calls = calls_.load(),
-                              .errors = errors_.load(),
-                              .git = GitHead(workspace_.root())},
-        true);
+  Audit(
+      SessionFinishedRecord{
+          .calls = calls_.load(), .errors = errors_.load(), .git = GitHead(workspace_.root())},
+      true);
   // --- checkpoint: every session's end is signed ---
   {
     std::lock_guard<std::mutex> lock(audit_mu_);

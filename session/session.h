@@ -45,10 +45,10 @@ struct SessionOptions {
   // --- checkpoint: --audit-signing-key (else policy [audit] signing_key), --audit-witness ---
   std::optional<std::string> audit_signing_key;
   std::optional<std::string> audit_witness;  // FILE, fd:N or syslog
-  std::vector<std::string> policy_files;  // --policy
-  std::string shipped_policy_dir;         // the repo's / install's policies.d
-  std::string client = "cli";             // who drives the session (cli, mcp, ...)
-  std::string shim_path;                  // empty: next to the binary
+  std::vector<std::string> policy_files;     // --policy
+  std::string shipped_policy_dir;            // the repo's / install's policies.d
+  std::string client = "cli";                // who drives the session (cli, mcp, ...)
+  std::string shim_path;                     // empty: next to the binary
   // --allow-dangerous-workspace: `/` or $HOME may be a writable workspace.
   bool allow_dangerous_workspace = false;
   // Files of cordon's that other options name (serve's token file, the MCP trust store and user

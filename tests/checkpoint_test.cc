@@ -47,9 +47,10 @@ class CheckpointTest : public ::testing::Test {
   std::string Pub(const std::string& name) { return dir_ / (name + "/audit-signing.pub"); }
   // One `cordon call` session on the log, signed with `key` and witnessed.
   void SignedCall(const std::string& key, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"call",    "read_file_range", "--workspace",
-                                     dir_ / "ws", "--audit-log",     log(),
-                                     "--json",  R"({"path":"hello.txt","start_line":1})"};
+    std::vector<std::string> args = {"call",        "read_file_range",
+                                     "--workspace", dir_ / "ws",
+                                     "--audit-log", log(),
+                                     "--json",      R"({"path":"hello.txt","start_line":1})"};
     if (!key.empty()) {
       args.push_back("--audit-signing-key");
       args.push_back(key);
@@ -164,9 +165,9 @@ TEST_F(CheckpointTest, WitnessCatchesAReplacedLog) {
   const std::string original = ReadFile(log());
   std::filesystem::remove(log());
   // A fresh log written by someone who holds the key, witness left as it was.
-  auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
-                   "--audit-signing-key", Key("k"), "--json",
-                   R"({"path":"hello.txt","start_line":1})"});
+  auto r =
+      Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+              "--audit-signing-key", Key("k"), "--json", R"({"path":"hello.txt","start_line":1})"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Verify({"--pubkey", Pub("k")}).exit_code, 0);
   auto witnessed = Verify({"--pubkey", Pub("k"), "--witness", witness()});
@@ -264,11 +265,14 @@ TEST_F(CheckpointTest, OldLogWithoutLogStartedStillVerifiesWithAWarning) {
   SignedCall("");
   auto lines = Lines(ReadFile(log()));
   ASSERT_EQ(Json::parse(lines[0])["type"], "log_started");
-  // Rebuild without the first line, as a log from before log_started.
+  // Rebuild without the first line, as a log from before log_started: the session's records
+  // are numbered from 1 again.
+  const Json first = Json::parse(lines[0]);
   std::string rebuilt, prev(64, '0');
   for (std::size_t i = 1; i < lines.size(); ++i) {
     Json rec = Json::parse(lines[i]);
     if (rec["type"] == "checkpoint") continue;
+    if (rec["session"] == first["session"]) rec["seq"] = rec["seq"].get<std::uint64_t>() - 1;
     rec["prev"] = prev;
     const std::string line = rec.dump();
     prev = Sha256Hex(line);
@@ -320,8 +324,7 @@ TEST_F(CheckpointTest, GitHeadIsRecordedAtStartAndEnd) {
 
 TEST_F(CheckpointTest, SigningKeyIsUnreadableInsideAndNeverInTheLog) {
   // The key sits in the workspace, where a confined process could otherwise read it.
-  auto kg = Cordon({"audit", "keygen", "--private", dir_ / "ws/k.key", "--public",
-                    dir_ / "k.pub"});
+  auto kg = Cordon({"audit", "keygen", "--private", dir_ / "ws/k.key", "--public", dir_ / "k.pub"});
   ASSERT_EQ(kg.exit_code, 0) << kg.err;
   struct stat st {};
   ASSERT_EQ(::stat((dir_ / "ws/k.key").c_str(), &st), 0);
@@ -338,8 +341,8 @@ TEST_F(CheckpointTest, SigningKeyIsUnreadableInsideAndNeverInTheLog) {
   EXPECT_EQ(tool.out.find(body), std::string::npos) << tool.out;
   // A call whose arguments carry the key text: the record is redacted.
   Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
-                      "--audit-signing-key", dir_ / "ws/k.key", "--json",
-                      Json{{"path", body}, {"start_line", 1}}.dump()});
+          "--audit-signing-key", dir_ / "ws/k.key", "--json",
+          Json{{"path", body}, {"start_line", 1}}.dump()});
   const std::string text = ReadFile(log());
   EXPECT_EQ(text.find(body), std::string::npos);
   EXPECT_NE(text.find("\"type\":\"checkpoint\""), std::string::npos);
