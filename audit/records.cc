@@ -21,11 +21,13 @@ Json OrNull(const std::optional<T>& v) {
 }  // namespace
 
 Json SessionStartedRecord::ToJson() const {
-  return {{"cordon_version", cordon_version}, {"client", client},
-          {"workspace", workspace},           {"chain", chain},
-          {"policy_sha256", policy_sha256},   {"policy_files", policy_files},
-          {"policy_notes", policy_notes},     {"scopes", scopes},
-          {"confinement", confinement},       {"sandbox", sandbox}};
+  Json j = {{"cordon_version", cordon_version}, {"client", client},
+            {"workspace", workspace},           {"chain", chain},
+            {"policy_sha256", policy_sha256},   {"policy_files", policy_files},
+            {"policy_notes", policy_notes},     {"scopes", scopes},
+            {"confinement", confinement},       {"sandbox", sandbox}};
+  Put(j, "git", git);
+  return j;
 }
 
 Json ToolStartedRecord::ToJson() const {
@@ -146,7 +148,11 @@ Json InstructionsRecord::ToJson() const {
   return j;
 }
 
-Json SessionFinishedRecord::ToJson() const { return {{"calls", calls}, {"errors", errors}}; }
+Json SessionFinishedRecord::ToJson() const {
+  Json j = {{"calls", calls}, {"errors", errors}};
+  Put(j, "git", git);
+  return j;
+}
 
 Json LogRecoveredRecord::ToJson() const { return {{"torn_bytes", torn_bytes}}; }
 
@@ -162,6 +168,21 @@ Json LogDetachedRecord::ToJson() const {
           {"previous_size", previous_size},
           {"previous_ino", previous_ino},
           {"where", where}};
+}
+
+// --- checkpoint ---
+Json LogStartedRecord::ToJson() const {
+  Json j = {{"log_id", log_id}, {"chain", chain}};
+  Put(j, "key_id", key_id);
+  Put(j, "previous", previous);
+  return j;
+}
+
+Json CheckpointRecord::ToJson() const {
+  Json j = {{"log_id", log_id}, {"lines", lines}, {"bytes", bytes}, {"head", head}};
+  Put(j, "key_id", key_id);
+  Put(j, "sig", sig);
+  return j;
 }
 
 std::string_view RecordType(const AuditRecord& record) {
@@ -196,6 +217,7 @@ constexpr AuditFieldInfo kSessionStarted[] = {
     {"scopes", true, "granted scopes"},
     {"confinement", true, "what the kernel offers (Landlock ABI, seccomp, user namespaces)"},
     {"sandbox", true, "the sandbox host, or {available: false, error}"},
+    {"git", false, "{head, branch} of the workspace's git repository; absent when not a repo"},
 };
 
 constexpr AuditFieldInfo kToolStarted[] = {
@@ -312,6 +334,7 @@ constexpr AuditFieldInfo kInstructions[] = {
 constexpr AuditFieldInfo kSessionFinished[] = {
     {"calls", true, "tool calls in the session"},
     {"errors", true, "calls that ended in an error"},
+    {"git", false, "{head, branch} of the workspace's git repository at the end"},
 };
 
 constexpr AuditFieldInfo kLogRecovered[] = {
@@ -352,6 +375,24 @@ constexpr AuditFieldInfo kLogDetached[] = {
     {"where", true, "old_file or new_file: which of the two copies this is", 6},
 };
 
+// --- checkpoint ---
+constexpr AuditFieldInfo kLogStarted[] = {
+    {"log_id", true, "the file's id: 128 random bits, hex"},
+    {"chain", true, "sha256 or hmac-sha256: the chain mode of every line of the file"},
+    {"key_id", false, "id of the checkpoint signing key (16 hex of SHA-256 of the public key)"},
+    {"previous", false,
+     "the file this one continues after `cordon audit rotate`: {log_id, lines, bytes, head}"},
+};
+
+constexpr AuditFieldInfo kCheckpoint[] = {
+    {"log_id", true, "the log_started id of this file (empty when the file has none)"},
+    {"lines", true, "whole lines in the file before this record"},
+    {"bytes", true, "byte offset of this record"},
+    {"head", true, "chain hash of the line before this record (equals this record's prev)"},
+    {"key_id", false, "the signing key's id; absent for an unsigned (witness-only) checkpoint"},
+    {"sig", false, "Ed25519 signature (hex) of the signed text (docs/audit.md)"},
+};
+
 constexpr AuditRecordInfo kCatalog[] = {
     {SessionStartedRecord::kType, "a session began", kSessionStarted},
     {ToolStartedRecord::kType, "a tool call was received", kToolStarted},
@@ -376,6 +417,9 @@ constexpr AuditRecordInfo kCatalog[] = {
      "records were lost after their act happened; the session took no further calls", kGap},
     {LogDetachedRecord::kType, "the log file was deleted or replaced while the writer had it open",
      kLogDetached},
+    // --- checkpoint ---
+    {LogStartedRecord::kType, "the first line of a log file", kLogStarted},
+    {CheckpointRecord::kType, "a signed statement of the log's position", kCheckpoint},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

@@ -27,6 +27,7 @@ struct SessionStartedRecord {
   Json scopes = Json::array();
   Json confinement = Json::object();
   Json sandbox = Json::object();
+  std::optional<Json> git{};  // {head, branch} of the workspace's repository (checkpoint helper)
   Json ToJson() const;
 };
 
@@ -162,6 +163,7 @@ struct SessionFinishedRecord {
   static constexpr std::string_view kType = "session_finished";
   std::uint64_t calls = 0;
   std::uint64_t errors = 0;
+  std::optional<Json> git{};  // {head, branch} at the session's end (checkpoint helper)
   Json ToJson() const;
 };
 
@@ -223,13 +225,38 @@ struct LogDetachedRecord {
   Json ToJson() const;
 };
 
+// --- checkpoint: the log's first record, and signed positions (docs/adr/0003) ---
+// The first line of a log file: the file's id and chain mode, and the file it continues.
+struct LogStartedRecord {
+  static constexpr std::string_view kType = "log_started";
+  std::string log_id{};                 // 128-bit random, hex
+  std::string chain{};                  // sha256 | hmac-sha256
+  std::optional<std::string> key_id{};  // the checkpoint signing key, when one is configured
+  std::optional<Json> previous{};       // {log_id, lines, bytes, head} after a rotation
+  Json ToJson() const;
+};
+
+// A signed statement of the file-wide position: every line before this one.
+struct CheckpointRecord {
+  static constexpr std::string_view kType = "checkpoint";
+  std::string log_id{};
+  std::uint64_t lines = 0;
+  std::uint64_t bytes = 0;
+  std::string head{};
+  std::optional<std::string> key_id{};
+  std::optional<std::string> sig{};
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
                  McpClientRecord, InstructionsRecord, SessionFinishedRecord, LogRecoveredRecord,
                  ProtectedPathRemovedRecord, SetuidStrippedRecord,
                  // --- failclosed
-                 GapRecord, LogDetachedRecord>;
+                 GapRecord, LogDetachedRecord,
+                 // --- checkpoint ---
+                 LogStartedRecord, CheckpointRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

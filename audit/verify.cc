@@ -18,6 +18,64 @@ const std::string kZeroHash(64, '0');
 
 Result<VerifyReport> VerifyAuditLog(const std::string& path,
                                     const std::optional<std::string>& hmac_key) {
+  VerifyOptions options;
+  options.hmac_key = hmac_key;
+  return VerifyAuditLog(path, options);
+}
+
+namespace {
+
+// --- checkpoint: the witness file's checkpoint lines ---
+Result<std::vector<Json>> ReadWitness(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Code::kNotFound, "cannot open witness " + path, errno, path);
+  std::vector<Json> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    // A syslog export carries a prefix before the JSON.
+    const std::size_t brace = line.find('{');
+    if (brace == std::string::npos) continue;
+    Json j = Json::parse(line.substr(brace), nullptr, false);
+    if (j.is_object() && j.value("type", "") == "checkpoint") out.push_back(std::move(j));
+  }
+  return out;
+}
+
+const Ed25519Key* FindKey(const std::vector<Ed25519Key>& keys, const std::string& id) {
+  for (const auto& k : keys) {
+    if (k.key_id() == id) return &k;
+  }
+  return nullptr;
+}
+
+// "" when the checkpoint's signature verifies with one of `keys`, else why not.
+std::string CheckSignature(const Json& cp, const std::vector<Ed25519Key>& keys) {
+  const std::string key_id = cp.value("key_id", ""), sig = cp.value("sig", "");
+  if (key_id.empty() || sig.empty()) return "is not signed";
+  const Ed25519Key* key = FindKey(keys, key_id);
+  if (key == nullptr) return "is signed by key " + key_id + ", which no --pubkey names";
+  if (!cp.contains("lines") || !cp["lines"].is_number_unsigned() || !cp.contains("bytes") ||
+      !cp["bytes"].is_number_unsigned()) {
+    return "lacks its position";
+  }
+  const CheckpointPosition pos{.log_id = cp.value("log_id", ""),
+                               .lines = cp["lines"].get<std::uint64_t>(),
+                               .bytes = cp["bytes"].get<std::uint64_t>(),
+                               .head = cp.value("head", "")};
+  if (!key->Verify(CheckpointSignedText(pos, key_id), sig)) {
+    return "has a signature that does not verify with key " + key_id;
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions& options) {
+  const std::optional<std::string>& hmac_key = options.hmac_key;
+  std::optional<std::vector<Json>> witness;
+  if (options.witness_path) {
+    ASSIGN_OR_RETURN(witness, ReadWitness(*options.witness_path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -32,13 +90,22 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
     r.problem = std::move(why);
     return r;
   };
+  r.mode = hmac_key ? "hmac-sha256" : "sha256";
   std::string expected_prev = kZeroHash;
+  // --- checkpoint: per whole line, its end offset and chain hash (for the witness) ---
+  std::vector<std::pair<std::uint64_t, std::string>> line_ends;
+  bool any_checkpoint = false, has_log_started = false, warned_unchecked = false;
+  std::uint64_t last_proven_record = 0;  // r.records at the last proven checkpoint
+  std::set<std::string> open_sessions;
+  std::vector<std::string> open_order;
   std::map<std::string, std::uint64_t> session_seq;
   std::set<std::string> unknown_types;
   std::uint64_t line_no = 0;
   std::size_t pos = 0;
   bool pending_torn = false;  // the previous line was torn and must be followed by log_recovered
+  bool torn_tail = false;
   while (pos < data.size()) {
+    const std::size_t line_start = pos;
     ++line_no;
     std::size_t nl = data.find('\n', pos);
     const bool terminated = nl != std::string::npos;
@@ -51,18 +118,21 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
         r.first_bad_line = line_no;
         r.problem = "line " + std::to_string(line_no) +
                     " is torn (no newline, not a whole record): the writer was interrupted";
-        return r;
+        torn_tail = true;
+        break;
       }
       if (pending_torn) return broken(line_no, "two unreadable lines in a row");
       pending_torn = true;
       expected_prev = chain(line);
+      line_ends.emplace_back(pos, expected_prev);
       continue;
     }
     if (!terminated) {
       r.verdict = VerifyReport::Verdict::kTornTail;
       r.first_bad_line = line_no;
       r.problem = "line " + std::to_string(line_no) + " has no final newline: torn write";
-      return r;
+      torn_tail = true;
+      break;
     }
     auto str = [&](const char* k) -> std::string {
       auto it = rec.find(k);
@@ -121,7 +191,8 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
                                  std::to_string(it->second) + " in session " + session);
     }
     it->second = seq;
-    if (fresh && type != "session_started" && type != "log_recovered" && type != "log_detached") {
+    if (fresh && type != "session_started" && type != "log_recovered" && type != "log_started" &&
+        type != "checkpoint" && type != "log_detached") {
       r.warnings.push_back("session " + session + " has no session_started record");
     }
     if (rec.contains("chain") && rec["chain"] == "hmac-sha256" && !hmac_key) {
@@ -140,13 +211,138 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
     } else if (unknown_types.insert(type).second) {
       r.warnings.push_back("line " + std::to_string(line_no) + ": unknown record type " + type);
     }
+    // --- checkpoint: the log's id, its checkpoints, and which sessions ended ---
+    if (type == "log_started") {
+      if (line_no != 1) return broken(line_no, "log_started is not the first line (spliced?)");
+      has_log_started = true;
+      r.log_id = str("log_id");
+      if (rec.value("chain", "") == "hmac-sha256" && !hmac_key) {
+        return broken(line_no, "this log is HMAC-chained: pass --key-file");
+      }
+      if (rec.contains("previous")) r.previous = rec["previous"].dump();
+    } else if (type == "checkpoint") {
+      any_checkpoint = true;
+      if (!rec["lines"].is_number_unsigned() || rec["lines"].get<std::uint64_t>() != line_no - 1 ||
+          !rec["bytes"].is_number_unsigned() || rec["bytes"].get<std::uint64_t>() != line_start ||
+          str("head") != expected_prev || str("log_id") != r.log_id) {
+        return broken(line_no, "checkpoint states a position that is not its own (lines " +
+                                   rec["lines"].dump() + ", bytes " + rec["bytes"].dump() +
+                                   "; it is at line " + std::to_string(line_no) + ", byte " +
+                                   std::to_string(line_start) + ")");
+      }
+      bool proven = true;
+      if (!options.pubkeys.empty()) {
+        if (std::string why = CheckSignature(rec, options.pubkeys); !why.empty()) {
+          if (why == "is not signed") {
+            proven = false;
+            r.warnings.push_back("line " + std::to_string(line_no) + ": checkpoint is not signed");
+          } else {
+            return broken(line_no, "checkpoint " + why);
+          }
+        } else {
+          r.signed_checked = true;
+        }
+      } else if (rec.contains("sig") && !warned_unchecked) {
+        warned_unchecked = true;
+        r.warnings.push_back("checkpoint signatures not checked: pass --pubkey");
+      }
+      if (proven) {
+        ++r.checkpoints;
+        r.proven_lines = line_no;
+        r.proven_bytes = pos;
+        last_proven_record = r.records + 1;
+      }
+    } else if (type == "session_started") {
+      if (open_sessions.insert(session).second) open_order.push_back(session);
+    } else if (type == "session_finished") {
+      open_sessions.erase(session);
+    }
     expected_prev = chain(line);
+    line_ends.emplace_back(pos, expected_prev);
     ++r.records;
   }
-  if (pending_torn) {
+  if (pending_torn && !torn_tail) {
     r.verdict = VerifyReport::Verdict::kTornTail;
     r.first_bad_line = line_no;
     r.problem = "last line " + std::to_string(line_no) + " is not a whole record: torn write";
+  }
+  for (const auto& s : open_order) {
+    if (open_sessions.contains(s)) r.unfinished_sessions.push_back(s);
+  }
+  r.unproven_records = r.records - last_proven_record;
+  if (!has_log_started && !data.empty()) {
+    r.warnings.push_back("no log_started: log id unknown, completeness cannot be proven");
+  }
+  auto set = [&](VerifyReport::Verdict v, std::string why) {
+    r.verdict = v;
+    r.problem = std::move(why);
+    return r;
+  };
+  // The witness: each of its checkpoints of this log must be in the log, at the same place.
+  if (witness) {
+    std::uint64_t other = 0;
+    for (const Json& w : *witness) {
+      if (w.value("log_id", "") != r.log_id) {
+        ++other;
+        continue;
+      }
+      if (!options.pubkeys.empty()) {
+        if (std::string why = CheckSignature(w, options.pubkeys); !why.empty()) {
+          r.warnings.push_back("a witness checkpoint " + why + "; ignored");
+          continue;
+        }
+      }
+      if (!w["lines"].is_number_unsigned() || !w["bytes"].is_number_unsigned()) continue;
+      const std::uint64_t lines = w["lines"].get<std::uint64_t>();
+      const std::uint64_t bytes = w["bytes"].get<std::uint64_t>();
+      // The checkpoint line itself (line lines+1) must be whole in the log too.
+      if (lines + 1 > line_ends.size()) {
+        return set(VerifyReport::Verdict::kCut,
+                   "the witness holds a checkpoint at line " + std::to_string(lines + 1) +
+                       " (byte " + std::to_string(bytes) + ") but the log has " +
+                       std::to_string(line_ends.size()) + " whole lines: the log was cut");
+      }
+      const std::uint64_t at_bytes = lines == 0 ? 0 : line_ends[lines - 1].first;
+      const std::string& at_head = lines == 0 ? kZeroHash : line_ends[lines - 1].second;
+      if (at_bytes != bytes || at_head != w.value("head", "")) {
+        return set(VerifyReport::Verdict::kCut,
+                   "the witness checkpoint at line " + std::to_string(lines + 1) +
+                       " does not match the log's content there: the log was replaced");
+      }
+      ++r.witness_checkpoints;
+    }
+    if (r.witness_checkpoints == 0 && !witness->empty()) {
+      return set(VerifyReport::Verdict::kCut,
+                 "the witness holds " + std::to_string(other) +
+                     " checkpoints, none of this log (id " +
+                     (r.log_id.empty() ? std::string("unknown") : r.log_id) +
+                     "): the log was replaced, or the witness is another log's");
+    }
+  }
+  if (r.verdict == VerifyReport::Verdict::kTornTail) return r;
+  using Require = VerifyOptions::Require;
+  if (options.require == Require::kHmac && !hmac_key) {
+    return set(VerifyReport::Verdict::kWeakerMode,
+               "the log is a plain SHA-256 chain; --require hmac wants an HMAC chain "
+               "(pass --key-file)");
+  }
+  if (options.require == Require::kSigned && !r.signed_checked) {
+    return set(VerifyReport::Verdict::kWeakerMode,
+               "no checkpoint signature verified; --require signed wants a signed log");
+  }
+  if (data.empty()) {
+    return set(VerifyReport::Verdict::kNoCheckpoint,
+               "the log is empty: nothing proves it was not emptied");
+  }
+  if (!any_checkpoint && !options.pubkeys.empty()) {
+    return set(VerifyReport::Verdict::kNoCheckpoint,
+               "the log has no checkpoint: nothing proves it complete");
+  }
+  if ((any_checkpoint || !options.pubkeys.empty()) && r.unproven_records > 0) {
+    return set(VerifyReport::Verdict::kUnprovenTail,
+               std::to_string(r.unproven_records) +
+                   " records after the last checkpoint are not proven (cut or replaced "
+                   "records there would not show)");
   }
   return r;
 }

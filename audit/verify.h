@@ -1,5 +1,6 @@
 // VerifyAuditLog: checks a log's hash chain, sequence numbers and each record's required fields
-// (from the catalog, audit/records.h).
+// (from the catalog, audit/records.h); with checkpoints, public keys and a witness, whether the
+// log is complete (docs/audit.md, "Verify outcomes").
 #pragma once
 
 #include <cstdint>
@@ -7,12 +8,30 @@
 #include <string>
 #include <vector>
 
+#include "audit/checkpoint.h"
 #include "core/error.h"
 
 namespace cordon {
 
+struct VerifyOptions {
+  std::optional<std::string> hmac_key;
+  std::vector<Ed25519Key> pubkeys;          // checkpoint signatures are checked against these
+  std::optional<std::string> witness_path;  // checkpoints kept outside the log
+  enum class Require { kNone, kPlain, kHmac, kSigned };
+  Require require = Require::kNone;
+};
+
 struct VerifyReport {
-  enum class Verdict { kIntact, kTornTail, kBroken };
+  // In order of precedence: the first that applies is the verdict.
+  enum class Verdict {
+    kIntact,        // intact (and, with checkpoints, complete up to the last one)
+    kTornTail,      // intact but for a torn last line
+    kBroken,        // the chain, a record or a checkpoint is wrong
+    kUnprovenTail,  // intact, but records follow the last checkpoint
+    kCut,           // the witness holds a checkpoint the log does not: cut or replaced
+    kWeakerMode,    // the log's mode is weaker than --require
+    kNoCheckpoint,  // empty, or no checkpoint where one is expected
+  };
   Verdict verdict = Verdict::kIntact;
   std::uint64_t records = 0;
   std::uint64_t sessions = 0;
@@ -26,8 +45,20 @@ struct VerifyReport {
   std::uint64_t lost_records = 0;
   std::uint64_t detached = 0;
   std::string gap_problem;  // the first gap, in words
+  // --- checkpoint ---
+  std::string mode;                     // sha256 | hmac-sha256
+  bool signed_checked = false;          // at least one checkpoint signature verified
+  std::string log_id;                   // from log_started; empty when the log has none
+  std::optional<std::string> previous;  // log_started.previous, as JSON text
+  std::uint64_t checkpoints = 0;   // checkpoint records that passed (signature when keys given)
+  std::uint64_t proven_lines = 0;  // lines up to and including the last such checkpoint
+  std::uint64_t proven_bytes = 0;
+  std::uint64_t unproven_records = 0;            // records after it
+  std::uint64_t witness_checkpoints = 0;         // witness entries of this log that matched
+  std::vector<std::string> unfinished_sessions;  // session_started without session_finished
 };
 
+Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions& options);
 Result<VerifyReport> VerifyAuditLog(const std::string& path,
                                     const std::optional<std::string>& hmac_key);
 

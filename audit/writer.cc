@@ -56,6 +56,21 @@ class FileLock {
   int fd_;
 };
 
+// Newlines in [from, to) of the file.
+Result<std::uint64_t> CountNewlines(int fd, std::int64_t from, std::int64_t to,
+                                    const std::string& path) {
+  std::uint64_t n = 0;
+  std::string block(65536, '\0');
+  while (from < to) {
+    const std::size_t want = static_cast<std::size_t>(std::min<std::int64_t>(65536, to - from));
+    ssize_t got = ::pread(fd, block.data(), want, from);
+    if (got <= 0) return SysFail(Code::kInternal, "pread", path);
+    n += static_cast<std::uint64_t>(std::count(block.data(), block.data() + got, '\n'));
+    from += got;
+  }
+  return n;
+}
+
 }  // namespace
 
 Result<std::string> ReadKeyFile(const std::string& path) {
@@ -120,7 +135,7 @@ std::string DefaultAuditLogPath(const std::string& session_id) {
 
 Result<AuditWriter> AuditWriter::Open(const std::string& path, std::string session_id,
                                       FsyncMode fsync, std::optional<std::string> hmac_key,
-                                      const Redactor* redactor) {
+                                      const Redactor* redactor, CheckpointConfig checkpoints) {
   TRY(MkdirParents(path));
   int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return SysFail(Code::kInternal, "open audit log", path);
@@ -131,7 +146,90 @@ Result<AuditWriter> AuditWriter::Open(const std::string& path, std::string sessi
   w.fsync_ = fsync;
   w.key_ = std::move(hmac_key);
   w.redactor_ = redactor;
+  w.checkpoints_ = std::move(checkpoints);
+  TRY(w.StartLog());
   return w;
+}
+
+// --- checkpoint: the log_started record of an empty file, or the id of a started one ---
+Status AuditWriter::StartLog() {
+  FileLock lock(fd_.get());
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) return SysFail(Code::kInternal, "fstat", path_);
+  if (st.st_size > 0) {
+    // The id of the file from its first line, if that is a log_started record.
+    std::string head(4096, '\0');
+    ssize_t n = ::pread(fd_.get(), head.data(), head.size(), 0);
+    head.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    head = head.substr(0, head.find('\n'));
+    Json first = Json::parse(head, nullptr, false);
+    if (first.is_object() && first.value("type", "") == "log_started") {
+      log_id_ = first.value("log_id", "");
+    }
+    return {};
+  }
+  log_id_ = RandomHex(16);
+  LogStartedRecord started{.log_id = log_id_, .chain = key_ ? "hmac-sha256" : "sha256"};
+  if (checkpoints_.key) started.key_id = checkpoints_.key->key_id();
+  started.previous = checkpoints_.previous;
+  prev_hash_ = kZeroHash;
+  std::string line = RecordLine(started.kType, started.ToJson(), 0, NowRfc3339());
+  TRY(WriteAll(fd_.get(), line + "\n", path_));
+  prev_hash_ = ChainHash(line);
+  known_size_ = static_cast<std::int64_t>(line.size() + 1);
+  lines_ = 1;
+  if (fsync_ != FsyncMode::kNever && ::fdatasync(fd_.get()) != 0) {
+    return SysFail(Code::kInternal, "fdatasync", path_);
+  }
+  return {};
+}
+
+Status AuditWriter::Checkpoint(bool force) {
+  if (!checkpoints_.enabled()) return {};
+  if (!force) {
+    const bool by_count = since_checkpoint_ >= checkpoints_.every_records;
+    const bool by_time =
+        since_checkpoint_ > 0 && std::chrono::steady_clock::now() - last_checkpoint_ >=
+                                     std::chrono::seconds(checkpoints_.every_seconds);
+    if (!by_count && !by_time) return {};
+  }
+  std::string line;
+  {
+    FileLock lock(fd_.get());
+    bool torn = false;
+    std::string torn_line;
+    TRY(SyncTail(&torn, &torn_line));
+    // A torn last line is no whole-line position: the next append recovers it first.
+    if (torn) return {};
+    const CheckpointPosition pos{.log_id = log_id_,
+                                 .lines = lines_,
+                                 .bytes = static_cast<std::uint64_t>(known_size_),
+                                 .head = prev_hash_};
+    CheckpointRecord rec{
+        .log_id = pos.log_id, .lines = pos.lines, .bytes = pos.bytes, .head = pos.head};
+    if (checkpoints_.key) {
+      rec.key_id = checkpoints_.key->key_id();
+      ASSIGN_OR_RETURN(rec.sig, checkpoints_.key->Sign(CheckpointSignedText(pos, *rec.key_id)));
+    }
+    const std::string ts = NowRfc3339();
+    line = RecordLine(rec.kType, rec.ToJson(), 0, ts);
+    TRY(WriteAll(fd_.get(), line + "\n", path_));
+    prev_hash_ = ChainHash(line);
+    known_size_ += static_cast<std::int64_t>(line.size() + 1);
+    ++lines_;
+    since_checkpoint_ = 0;
+    last_checkpoint_ = std::chrono::steady_clock::now();
+    if (fsync_ != FsyncMode::kNever && ::fdatasync(fd_.get()) != 0) {
+      return SysFail(Code::kInternal, "fdatasync", path_);
+    }
+    if (checkpoints_.witness) {
+      Json w = CheckpointJson(pos, rec.key_id, rec.sig);
+      w["type"] = "checkpoint";
+      w["ts"] = ts;
+      return checkpoints_.witness->Write(w.dump());
+    }
+  }
+  return {};
 }
 
 std::string AuditWriter::ChainHash(std::string_view line) const {
@@ -143,6 +241,13 @@ Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
   struct stat st {};
   if (::fstat(fd_.get(), &st) != 0) return SysFail(Code::kInternal, "fstat", path_);
   if (st.st_size == known_size_) return {};
+  if (checkpoints_.enabled()) {
+    // --- checkpoint: the file-wide line count, from what others appended since ---
+    const bool grew = known_size_ >= 0 && st.st_size > known_size_;
+    ASSIGN_OR_RETURN(std::uint64_t added,
+                     CountNewlines(fd_.get(), grew ? known_size_ : 0, st.st_size, path_));
+    lines_ = grew ? lines_ + added : added;
+  }
   if (st.st_size == 0) {
     prev_hash_ = kZeroHash;
     known_size_ = 0;
@@ -361,6 +466,8 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
       std::string gap = gap_line();
       if (WriteOrCutBack(gap, size_before)) {
         known_size_ = size_before + static_cast<std::int64_t>(gap.size());
+        ++lines_;  // --- checkpoint: the file-wide line count
+        ++since_checkpoint_;
         lost_.reset();
         if (fsync_ != FsyncMode::kNever) (void)::fdatasync(fd_.get());
         return Fail(Code::kAuditUnavailable, e.message, e.err, path_);
@@ -386,6 +493,10 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
   // Under the lock with O_APPEND, the file now ends where SyncTail saw it end plus these lines:
   // no second fstat needed.
   known_size_ = size_before + static_cast<std::int64_t>(text.size());
+  // --- checkpoint: the file-wide line count (the torn line's end and log_recovered, the gap)
+  const std::uint64_t added = (torn ? 2 : 0) + (had_gap ? 1 : 0) + records.size();
+  lines_ += added;
+  since_checkpoint_ += added;
   if (had_gap) lost_.reset();
   if (fsync_ == FsyncMode::kAlways) {
     if (::fdatasync(fd_.get()) != 0) {
@@ -463,6 +574,66 @@ void AuditWriter::Flusher::Run() {
     last_sync_ = std::chrono::steady_clock::now();
     SyncTo(lock, requested_);
   }
+}
+
+// --- checkpoint: rotation ---
+Result<std::string> RotateAuditLog(const std::string& path, std::optional<std::string> hmac_key,
+                                   const CheckpointConfig& checkpoints) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return SysFail(Code::kNotFound, "open audit log", path);
+  UniqueFd old(fd);
+  FileLock lock(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return SysFail(Code::kInternal, "fstat", path);
+  std::string data(static_cast<std::size_t>(st.st_size), '\0');
+  if (!data.empty() && ::pread(fd, data.data(), data.size(), 0) != st.st_size) {
+    return SysFail(Code::kInternal, "pread", path);
+  }
+  if (!data.empty() && data.back() != '\n') {
+    return Fail(Code::kInvalidInput, "audit log " + path +
+                                         " ends in a torn line; write a record first "
+                                         "(any session recovers it) before rotating");
+  }
+  std::string log_id, head = kZeroHash;
+  const std::size_t first_nl = data.find('\n');
+  if (first_nl != std::string::npos) {
+    Json first = Json::parse(std::string_view(data.data(), first_nl), nullptr, false);
+    if (first.is_object() && first.value("type", "") == "log_started") {
+      log_id = first.value("log_id", "");
+    }
+    const std::size_t start =
+        data.size() < 2 ? std::string::npos : data.rfind('\n', data.size() - 2);
+    const std::string_view last(data.data() + (start == std::string::npos ? 0 : start + 1),
+                                data.size() - 1 - (start == std::string::npos ? 0 : start + 1));
+    head = hmac_key ? HmacSha256Hex(*hmac_key, last) : Sha256Hex(last);
+  }
+  std::string rotated;
+  for (int n = 1; n < 100000; ++n) {
+    rotated = path + "." + std::to_string(n);
+    if (::link(path.c_str(), rotated.c_str()) == 0) break;
+    if (errno != EEXIST) return SysFail(Code::kInternal, "link", rotated);
+    rotated.clear();
+  }
+  if (rotated.empty()) return Fail(Code::kInternal, "no free rotation name for " + path);
+  CheckpointConfig next = checkpoints;
+  next.previous =
+      Json{{"log_id", log_id},
+           {"lines", static_cast<std::uint64_t>(std::count(data.begin(), data.end(), '\n'))},
+           {"bytes", data.size()},
+           {"head", head},
+           {"path", rotated}};
+  const std::string tmp = path + ".rotating-" + RandomHex(4);
+  {
+    ASSIGN_OR_RETURN(AuditWriter w, AuditWriter::Open(tmp, NewSessionId(), FsyncMode::kAlways,
+                                                      std::move(hmac_key), nullptr, next));
+  }
+  // LOG is replaced in one step: no moment without a LOG a writer could create afresh.
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    ::unlink(rotated.c_str());
+    return SysFail(Code::kInternal, "rename", tmp);
+  }
+  return rotated;
 }
 
 }  // namespace cordon

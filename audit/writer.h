@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "audit/checkpoint.h"
 #include "audit/records.h"
 #include "core/error.h"
 #include "core/fsync_mode.h"
@@ -28,12 +29,30 @@ std::string NewSessionId();
 std::string NowRfc3339();
 std::string DefaultAuditLogPath(const std::string& session_id);
 
+// --- checkpoint: what the writer signs and where the checkpoints also go (docs/adr/0003) ---
+struct CheckpointConfig {
+  std::shared_ptr<const Ed25519Key> key;  // null: checkpoints unsigned
+  std::shared_ptr<AuditWitness> witness;  // null: none
+  std::uint64_t every_records = 1000;     // a checkpoint after this many records ...
+  std::int64_t every_seconds = 60;        // ... or this many seconds (checked on write)
+  std::optional<Json> previous;           // log_started.previous of a new file (rotate)
+  bool enabled() const { return key != nullptr || witness != nullptr; }
+};
+
+// `cordon audit rotate`: LOG is renamed to LOG.<n> (the first free n) and a new LOG begins
+// with a log_started linking the old file's id, lines, bytes and chain head. Writers that
+// still hold the old file open keep appending to LOG.<n>. Returns the old file's new name.
+Result<std::string> RotateAuditLog(const std::string& path, std::optional<std::string> hmac_key,
+                                   const CheckpointConfig& checkpoints);
+
 class AuditWriter {
  public:
   // Opens (creating with 0600 and parent dirs 0700) the log for appending. With a key, the
   // chain is HMAC-SHA-256 instead of SHA-256.
+  // An empty file gets a log_started record first (under the log's lock).
   static Result<AuditWriter> Open(const std::string& path, std::string session_id, FsyncMode fsync,
-                                  std::optional<std::string> hmac_key, const Redactor* redactor);
+                                  std::optional<std::string> hmac_key, const Redactor* redactor,
+                                  CheckpointConfig checkpoints = {});
 
   AuditWriter(AuditWriter&&) = default;
   // No move assignment: the flusher thread of the old writer may still be syncing its fd.
@@ -67,6 +86,9 @@ class AuditWriter {
   bool gap_pending() const { return lost_.has_value(); }
   // Whether the log was found deleted or replaced (the writer now writes to the new file).
   bool detached() const { return detached_; }
+  // Appends a checkpoint (and writes it to the witness) when one is configured and `force` is
+  // set or the period (records or seconds) has passed. Taken under the log's lock.
+  Status Checkpoint(bool force);
   // Waits until every durable record appended so far is on disk (kPerCall), and reports a
   // failed background fdatasync.
   Status Flush();
@@ -75,6 +97,7 @@ class AuditWriter {
   const std::string& session() const { return session_; }
   bool keyed() const { return key_.has_value(); }
   std::uint64_t seq() const { return seq_; }
+  const std::string& log_id() const { return log_id_; }
 
  private:
   AuditWriter() = default;
@@ -111,6 +134,13 @@ class AuditWriter {
   std::string prev_hash_;
   std::uint64_t seq_ = 0;
   std::int64_t known_size_ = -1;
+  // --- checkpoint ---
+  CheckpointConfig checkpoints_;
+  std::string log_id_;
+  std::uint64_t lines_ = 0;  // '\n's in the first known_size_ bytes
+  std::uint64_t since_checkpoint_ = 0;
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+  Status StartLog();
 
   // The kPerCall flusher: a thread that fdatasyncs up to the highest requested offset.
   class Flusher {

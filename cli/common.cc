@@ -104,6 +104,12 @@ void AddSessionFlags(CLI::App* app, SessionFlags* f) {
   app->add_option("--audit-key-file", f->audit_key_file,
                   "make the audit chain an HMAC-SHA-256 chain keyed by this file")
       ->type_name("FILE");
+  app->add_option("--audit-signing-key", f->audit_signing_key,
+                  "sign audit checkpoints with this Ed25519 key (cordon audit keygen)")
+      ->type_name("FILE");
+  app->add_option("--audit-witness", f->audit_witness,
+                  "also write each checkpoint to FILE, fd:N or syslog (keep it off the host)")
+      ->type_name("WHERE");
   app->add_option("--policy", f->policy_files, "an extra policy layer (may be repeated)")
       ->type_name("FILE");
   app->add_flag("--allow-dangerous-workspace", f->allow_dangerous_workspace,
@@ -116,6 +122,8 @@ SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& clie
   o.workspace = f.workspace;
   o.audit_log = f.audit_log;
   if (!f.audit_key_file.empty()) o.audit_key_file = f.audit_key_file;
+  if (!f.audit_signing_key.empty()) o.audit_signing_key = f.audit_signing_key;
+  if (!f.audit_witness.empty()) o.audit_witness = f.audit_witness;
   o.policy_files = f.policy_files;
   o.allow_dangerous_workspace = f.allow_dangerous_workspace;
   // cordon's own files that only mcp/ knows of: the trust store and the user's MCP servers.

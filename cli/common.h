@@ -65,6 +65,8 @@ struct SessionFlags {
   std::string workspace = ".";
   std::string audit_log;
   std::string audit_key_file;
+  std::string audit_signing_key;  // --- checkpoint ---
+  std::string audit_witness;
   std::vector<std::string> policy_files;
   bool allow_dangerous_workspace = false;
 };

@@ -11,6 +11,12 @@ enum ExitCode : int {
   kExitUsage = 2,      // bad command line
   kExitStart = 3,      // cordon could not start: policy, workspace, audit log or key
   kExitTornTail = 4,   // `audit verify`: intact but for a torn last line (a crash)
+  // --- checkpoint: `audit verify`'s completeness outcomes (docs/audit.md) ---
+  kExitUnprovenTail = 5,  // intact, but records follow the last checkpoint
+  kExitCut = 6,           // the witness holds a checkpoint the log lacks: cut or replaced
+  kExitWeakerMode = 7,    // the log's mode is weaker than --require
+  kExitNoCheckpoint = 8,  // empty log, or no checkpoint where --pubkey expects one
+  kExitGap = 9,           // a `gap` record: records were lost after their act
   // `exec` and `wrap` pass the command's own code through, so cordon's own outcomes take the
   // codes env(1) and timeout(1) use, which a command rarely returns itself.
   kExitTimeout = 124,       // the time limit passed; the sandbox was terminated
@@ -31,6 +37,12 @@ inline constexpr ExitCodeDoc kExitCodeDocs[] = {
     {kExitUsage, "usage error: unknown command or option, missing argument"},
     {kExitStart, "cordon could not start: policy, workspace, audit log or key file"},
     {kExitTornTail, "audit verify: intact but for a last line torn by a crash"},
+    {kExitUnprovenTail, "audit verify: intact, but records after the last checkpoint are unproven"},
+    {kExitCut, "audit verify: the witness holds a checkpoint the log lacks (cut or replaced)"},
+    {kExitWeakerMode,
+     "audit verify: the log's mode (plain, hmac, signed) is weaker than --require"},
+    {kExitNoCheckpoint, "audit verify: the log is empty or has no checkpoint to prove it complete"},
+    {kExitGap, "audit verify: a gap record says records were lost after their act"},
 };
 inline constexpr ExitCodeDoc kExecExitCodeDocs[] = {
     {kExitTimeout, "the time limit passed and the sandbox was terminated"},

@@ -272,6 +272,10 @@ std::string Policy::CanonicalJson() const {
   j["redact"]["values_count"] = redact_values.size();
   j["redact"]["env_names"] = redact_env_names;
   j["audit"]["fsync"] = Name(kFsyncModeNames, audit_fsync);
+  // Only when set: the policies recorded before these keys existed keep their hash.
+  if (!audit_signing_key.empty()) j["audit"]["signing_key"] = audit_signing_key;
+  if (audit_checkpoint_records != 1000) j["audit"]["checkpoint_records"] = audit_checkpoint_records;
+  if (audit_checkpoint_seconds != 60) j["audit"]["checkpoint_seconds"] = audit_checkpoint_seconds;
   j["filesystem"]["read"] = filesystem.read;
   j["filesystem"]["write"] = filesystem.write;
   j["filesystem"]["deny"] = filesystem.deny;
@@ -439,6 +443,33 @@ Status ApplyLimitKey(Policy& policy, const KeyInput& in) {
 }
 
 Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
+  // --- checkpoint: the signing key and the checkpoint period ---
+  if (in.key == "signing_key") {
+    if (!in.node.is_string() || in.node.value<std::string>()->empty() ||
+        (*in.node.value<std::string>())[0] != '/') {
+      return Fail(Code::kInvalidInput, in.where + ": " + in.name + " must be an absolute path");
+    }
+    if (in.tighten_only) {
+      // A project file is written by the agent: it must not pick the key that signs its log.
+      policy.notes.push_back(in.where + ": a project file cannot set " + in.name);
+      return {};
+    }
+    policy.audit_signing_key = *in.node.value<std::string>();
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
+  if (in.key == "checkpoint_records" || in.key == "checkpoint_seconds") {
+    ASSIGN_OR_RETURN(std::int64_t v, PositiveInteger(in.node, in.name, in.where));
+    std::int64_t& slot = in.key == "checkpoint_records" ? policy.audit_checkpoint_records
+                                                        : policy.audit_checkpoint_seconds;
+    if (in.tighten_only && v > slot) {
+      policy.notes.push_back(in.where + ": a project file cannot raise " + in.name);
+      return {};
+    }
+    slot = v;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
   if (in.key != "fsync") return UnknownKey(in.source, in.node, in.name);
   ASSIGN_OR_RETURN(FsyncMode mode, NamedValue(kFsyncModeNames, in.node, in.name, in.where));
   if (in.tighten_only && !AtLeastAsStrict(mode, policy.audit_fsync)) {

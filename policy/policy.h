@@ -97,6 +97,10 @@ struct Policy {
   std::vector<std::string> redact_values;
   std::vector<std::string> redact_env_names;
   FsyncMode audit_fsync = FsyncMode::kPerCall;
+  // --- checkpoint: [audit] signing_key, checkpoint_records, checkpoint_seconds ---
+  std::string audit_signing_key;  // empty: none (or --audit-signing-key)
+  std::int64_t audit_checkpoint_records = 1000;
+  std::int64_t audit_checkpoint_seconds = 60;
   FilesystemPolicy filesystem;
   NetworkMode network = NetworkMode::kNone;
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)

@@ -80,6 +80,60 @@ AuditRecord GuardRecord(const GuardEvent& e) {
                                     .error = error};
 }
 
+// --- checkpoint: the workspace repository's HEAD, read from .git without a git binary ---
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::string text(4096, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+bool IsHexId(const std::string& s) {
+  return (s.size() == 40 || s.size() == 64) &&
+         s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+std::optional<Json> GitHead(const std::string& workspace) {
+  std::string gitdir = workspace + "/.git";
+  if (std::string link = ReadSmallFile(gitdir); link.rfind("gitdir: ", 0) == 0) {
+    gitdir = link.substr(8);  // a worktree or submodule: .git is a file naming the real dir
+    if (!gitdir.empty() && gitdir[0] != '/') gitdir = workspace + "/" + gitdir;
+  }
+  const std::string head = ReadSmallFile(gitdir + "/HEAD");
+  if (head.empty()) return std::nullopt;
+  if (IsHexId(head)) return Json{{"head", head}, {"branch", nullptr}};  // detached
+  if (head.rfind("ref: ", 0) != 0) return std::nullopt;
+  const std::string ref = head.substr(5);
+  std::string common = gitdir;
+  if (std::string c = ReadSmallFile(gitdir + "/commondir"); !c.empty()) {
+    common = c[0] == '/' ? c : gitdir + "/" + c;
+  }
+  std::string id;
+  for (const std::string& dir : {gitdir, common}) {
+    if (std::string v = ReadSmallFile(dir + "/" + ref); IsHexId(v)) {
+      id = v;
+      break;
+    }
+  }
+  if (id.empty()) {
+    std::ifstream packed(common + "/packed-refs");
+    std::string line;
+    while (std::getline(packed, line)) {
+      if (line.size() > 41 && line.substr(line.find(' ') + 1) == ref) {
+        id = line.substr(0, line.find(' '));
+        break;
+      }
+    }
+  }
+  Json j = {{"branch", ref.rfind("refs/heads/", 0) == 0 ? ref.substr(11) : ref}};
+  j["head"] = IsHexId(id) ? Json(id) : Json(nullptr);  // null: a branch with no commit yet
+  return j;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, char** envp) {
@@ -118,6 +172,12 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
     std::vector<std::pair<std::string, std::string>> named = {{"the audit log", path}};
     if (options.audit_key_file) named.emplace_back("the audit key", *options.audit_key_file);
     for (const auto& f : options.own_files) named.emplace_back("cordon's own file", f);
+    const std::string key_path = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
+    if (!key_path.empty()) named.emplace_back("the audit signing key", key_path);
+    if (options.audit_witness && options.audit_witness->rfind("fd:", 0) != 0 &&
+        *options.audit_witness != "syslog") {
+      named.emplace_back("the audit witness", *options.audit_witness);
+    }
     for (const auto& [what, file] : named) {
       if (const std::string* root = UnderAny(CanonicalPath(file), roots)) {
         return Fail(Code::kDeniedByPolicy,
@@ -128,8 +188,28 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       }
     }
   }
-  ASSIGN_OR_RETURN(AuditWriter writer, AuditWriter::Open(path, session_id, s->policy_.audit_fsync,
-                                                         std::move(key), &s->redactor_));
+  // --- checkpoint: the signing key (its PEM text joins the redactor) and the witness ---
+  CheckpointConfig checkpoints;
+  checkpoints.every_records = static_cast<std::uint64_t>(s->policy_.audit_checkpoint_records);
+  checkpoints.every_seconds = s->policy_.audit_checkpoint_seconds;
+  std::string signing_key = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
+  if (!signing_key.empty()) {
+    std::string pem;
+    ASSIGN_OR_RETURN(Ed25519Key k, Ed25519Key::LoadPrivate(signing_key, &pem));
+    s->redactor_.AddValue("audit_signing_key", pem);
+    std::istringstream lines(pem);
+    for (std::string l; std::getline(lines, l);) {
+      if (l.rfind("-----", 0) != 0) s->redactor_.AddValue("audit_signing_key", l);
+    }
+    checkpoints.key = std::make_shared<const Ed25519Key>(std::move(k));
+  }
+  if (options.audit_witness) {
+    ASSIGN_OR_RETURN(checkpoints.witness, AuditWitness::Open(*options.audit_witness));
+  }
+  const std::string witness_path = checkpoints.witness ? checkpoints.witness->path() : "";
+  ASSIGN_OR_RETURN(AuditWriter writer,
+                   AuditWriter::Open(path, session_id, s->policy_.audit_fsync, std::move(key),
+                                     &s->redactor_, std::move(checkpoints)));
   s->audit_.emplace(std::move(writer));
   // cordon's own files, masked from every confined process and refused by the file tools:
   // the policy layers it read (the shipped ones excepted: they are part of the installation),
@@ -137,6 +217,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   std::vector<std::string> own = options.own_files;
   own.push_back(path);
   if (options.audit_key_file) own.push_back(*options.audit_key_file);
+  if (!signing_key.empty()) own.push_back(signing_key);
+  if (!witness_path.empty()) own.push_back(witness_path);
   for (std::size_t i = 1; i < sources.dirs.size(); ++i) own.push_back(sources.dirs[i]);
   own.insert(own.end(), sources.extra_files.begin(), sources.extra_files.end());
   s->policy_.own_paths = CordonOwnPaths(own);
@@ -149,6 +231,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                                .policy_notes = s->policy_.notes,
                                .scopes = s->policy_.scopes,
                                .confinement = ConfinementJson(ProbeConfinement())};
+  started.git = GitHead(s->workspace_.root());
   for (const auto& f : s->policy_.files) {
     started.policy_files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
   }
@@ -179,7 +262,17 @@ void Session::Finish() {
   if (finished_ || !audit_) return;
   finished_ = true;
   processes_.reset();  // cancels and reaps background jobs; their records come first
-  (void)Audit(SessionFinishedRecord{.calls = calls_.load(), .errors = errors_.load()}, true);
+  (void)Audit(
+      SessionFinishedRecord{
+          .calls = calls_.load(), .errors = errors_.load(), .git = GitHead(workspace_.root())},
+      true);
+  // --- checkpoint: every session's end is signed ---
+  {
+    std::lock_guard<std::mutex> lock(audit_mu_);
+    if (auto st = audit_->Checkpoint(true); !st) {
+      std::fprintf(stderr, "cordon: audit checkpoint failed: %s\n", st.error().ToString().c_str());
+    }
+  }
   // The session's end makes every durable record durable: nothing is left in flight.
   if (auto st = audit_->Flush(); !st) {
     std::fprintf(stderr, "cordon: audit write failed: %s\n", st.error().ToString().c_str());
@@ -195,7 +288,13 @@ Status Session::AuditAll(std::span<const AuditRecord> records, bool durable,
   if (!audit_) return {};
   std::lock_guard<std::mutex> lock(audit_mu_);
   auto st = audit_->AppendAll(records, durable, when);
-  if (st) return {};
+  if (st) {
+    // --- checkpoint: every N records or T seconds ---
+    if (auto c = audit_->Checkpoint(false); !c) {
+      std::fprintf(stderr, "cordon: audit checkpoint failed: %s\n", c.error().ToString().c_str());
+    }
+    return {};
+  }
   // --- failclosed: losing the audit trail must be loud, and must stop the session when an
   // act already happened (or the log was deleted or replaced under it).
   const Error& e = st.error();

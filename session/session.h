@@ -42,10 +42,13 @@ struct SessionOptions {
   std::string workspace = ".";
   std::string audit_log;  // empty: DefaultAuditLogPath
   std::optional<std::string> audit_key_file;
-  std::vector<std::string> policy_files;  // --policy
-  std::string shipped_policy_dir;         // the repo's / install's policies.d
-  std::string client = "cli";             // who drives the session (cli, mcp, ...)
-  std::string shim_path;                  // empty: next to the binary
+  // --- checkpoint: --audit-signing-key (else policy [audit] signing_key), --audit-witness ---
+  std::optional<std::string> audit_signing_key;
+  std::optional<std::string> audit_witness;  // FILE, fd:N or syslog
+  std::vector<std::string> policy_files;     // --policy
+  std::string shipped_policy_dir;            // the repo's / install's policies.d
+  std::string client = "cli";                // who drives the session (cli, mcp, ...)
+  std::string shim_path;                     // empty: next to the binary
   // --allow-dangerous-workspace: `/` or $HOME may be a writable workspace.
   bool allow_dangerous_workspace = false;
   // Files of cordon's that other options name (serve's token file, the MCP trust store and user

@@ -69,7 +69,7 @@ TEST(Audit, IntactLogVerifiesAcrossSessions) {
   auto r = VerifyAuditLog(log, std::nullopt);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->verdict, VerifyReport::Verdict::kIntact) << r->problem;
-  EXPECT_EQ(r->records, 8u + 6u);
+  EXPECT_EQ(r->records, 1u + 8u + 6u);  // log_started, then the two sessions (issue 10)
   EXPECT_EQ(r->sessions, 2u);
 }
 
@@ -78,23 +78,23 @@ TEST(Audit, TamperingIsCaughtAtTheFirstBadLine) {
   std::string log = d / "a.jsonl";
   WriteSession(log, 3);
   const auto lines = Lines(ReadFile(log));
-  ASSERT_EQ(lines.size(), 8u);
+  ASSERT_EQ(lines.size(), 9u);  // log_started first (issue 10)
   struct Case {
     std::string name;
     std::vector<std::string> lines;
     std::uint64_t bad_line;
   };
   auto edited = lines;
-  edited[3].replace(edited[3].find("read_file_range"), 4, "rm -");
+  edited[4].replace(edited[4].find("read_file_range"), 4, "rm -");
   auto swapped = lines;
-  std::swap(swapped[2], swapped[3]);
+  std::swap(swapped[3], swapped[4]);
   auto cut = lines;
-  cut.erase(cut.begin() + 4);
+  cut.erase(cut.begin() + 5);
   auto headless = std::vector<std::string>(lines.begin() + 1, lines.end());
   const Case cases[] = {
-      {"edit", edited, 5},
-      {"reorder", swapped, 3},
-      {"cut in the middle", cut, 5},
+      {"edit", edited, 6},
+      {"reorder", swapped, 4},
+      {"cut in the middle", cut, 6},
       {"head cut off", headless, 1},
   };
   for (const auto& c : cases) {
@@ -115,8 +115,8 @@ TEST(Audit, TornTailIsReportedAndRecovered) {
   auto r = VerifyAuditLog(log, std::nullopt);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->verdict, VerifyReport::Verdict::kTornTail);
-  EXPECT_EQ(r->first_bad_line, 5u);
-  EXPECT_EQ(r->records, 4u);
+  EXPECT_EQ(r->first_bad_line, 6u);
+  EXPECT_EQ(r->records, 5u);
   // The next writer keeps the torn bytes as evidence and chains past them.
   WriteSession(log, 1);
   auto r2 = VerifyAuditLog(log, std::nullopt);
@@ -183,11 +183,12 @@ TEST(Audit, AppendAllWritesInOrder) {
                               ToolFinishedRecord{.tool = "x", .status = "ok"}};
   ASSERT_TRUE(w->AppendAll(recs, true));
   auto lines = Lines(ReadFile(log));
-  ASSERT_EQ(lines.size(), 2u);
-  Json a = Json::parse(lines[0]), b = Json::parse(lines[1]);
-  EXPECT_EQ(a["seq"], 1);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(Json::parse(lines[0])["type"], "log_started");  // an empty file starts with it
+  Json a = Json::parse(lines[1]), b = Json::parse(lines[2]);
+  EXPECT_EQ(a["seq"], 2);
   EXPECT_EQ(a["type"], "tool_started");
-  EXPECT_EQ(b["seq"], 2);
+  EXPECT_EQ(b["seq"], 3);
   EXPECT_EQ(b["type"], "tool_finished");
   auto r = VerifyAuditLog(log, std::nullopt);
   ASSERT_TRUE(r);
@@ -201,7 +202,8 @@ std::vector<AuditRecord> FullRecords() {
                            .client = "cli",
                            .workspace = "/w",
                            .chain = "sha256",
-                           .policy_sha256 = "p"},
+                           .policy_sha256 = "p",
+                           .git = Json::object()},
       ToolStartedRecord{.call = 1,
                         .tool = "t",
                         .scope = "s",
@@ -258,7 +260,7 @@ std::vector<AuditRecord> FullRecords() {
       McpTrustRecord{.server = "s"},
       McpClientRecord{.client_info = Json::object()},
       InstructionsRecord{.path = "AGENTS.md", .sha256 = "h"},
-      SessionFinishedRecord{},
+      SessionFinishedRecord{.git = Json::object()},
       LogRecoveredRecord{},
       ProtectedPathRemovedRecord{.path = "/ws/.envrc",
                                  .kind = "file",
@@ -270,6 +272,9 @@ std::vector<AuditRecord> FullRecords() {
                            .mode_after = "755",
                            .when = "process_end",
                            .error = "e"},
+      // --- checkpoint ---
+      LogStartedRecord{.key_id = "k", .previous = Json::object()},
+      CheckpointRecord{.key_id = "k", .sig = "s"},
   };
 }
 
@@ -341,25 +346,25 @@ TEST(AuditCatalog, VerifierChecksEachTypesRequiredFields) {
   std::string log = d / "a.jsonl";
   WriteSession(log, 2);
   auto lines = Lines(ReadFile(log));
-  ASSERT_EQ(lines.size(), 6u);
+  ASSERT_EQ(lines.size(), 7u);
   // A tool_finished without its status, chained correctly: the chain holds, the record does not.
-  Json rec = Json::parse(lines[2]);
+  Json rec = Json::parse(lines[3]);
   ASSERT_EQ(rec["type"], "tool_finished");
   rec.erase("status");
-  lines[2] = rec.dump();
+  lines[3] = rec.dump();
   WriteFile(log, Join(Rechain(lines)));
   auto r = VerifyAuditLog(log, std::nullopt);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->verdict, VerifyReport::Verdict::kBroken);
-  EXPECT_EQ(r->first_bad_line, 3u);
+  EXPECT_EQ(r->first_bad_line, 4u);
   EXPECT_NE(r->problem.find("tool_finished record lacks its required field \"status\""),
             std::string::npos)
       << r->problem;
   // A type the catalog does not know (a newer writer's) is a warning, not a break.
   lines = Lines(ReadFile(log));
-  rec = Json::parse(lines[2]);
+  rec = Json::parse(lines[3]);
   rec["type"] = "from_the_future";
-  lines[2] = rec.dump();
+  lines[3] = rec.dump();
   WriteFile(log, Join(Rechain(lines)));
   r = VerifyAuditLog(log, std::nullopt);
   ASSERT_TRUE(r);
@@ -407,7 +412,7 @@ TEST(Audit, PerCallFlusherKeepsTheChainUnderConcurrentWriters) {
   auto r = VerifyAuditLog(log, std::nullopt);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->verdict, VerifyReport::Verdict::kIntact) << r->problem;
-  EXPECT_EQ(r->records, 600u);
+  EXPECT_EQ(r->records, 601u);  // and the log_started of whichever opened the file first
   EXPECT_EQ(r->sessions, 2u);
 }
 

@@ -179,7 +179,7 @@ TEST_F(CliTest, AuditVerifyExitCodesAndShow) {
   ASSERT_EQ(Call("create_file", R"({"path":"new.txt","content":"x"})").exit_code, 0);
   auto ok = Cordon({"audit", "verify", log()});
   EXPECT_EQ(ok.exit_code, 0) << ok.out;
-  EXPECT_NE(ok.out.find("ok: 9 records, 2 sessions"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("ok: 10 records, 2 sessions"), std::string::npos) << ok.out;
   auto show = Cordon({"audit", "show", log()});
   EXPECT_EQ(show.exit_code, 0);
   EXPECT_NE(show.out.find("file_write"), std::string::npos);
@@ -191,7 +191,7 @@ TEST_F(CliTest, AuditVerifyExitCodesAndShow) {
   WriteFile(log(), edited);
   auto bad = Cordon({"audit", "verify", log()});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.out.find("BROKEN at line 7"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("BROKEN at line 8"), std::string::npos) << bad.out;
 
   WriteFile(log(), text.substr(0, text.size() - 10));
   auto torn = Cordon({"audit", "verify", log()});

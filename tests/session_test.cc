@@ -42,7 +42,7 @@ class SessionTest : public ::testing::Test {
     while (pos < text.size()) {
       std::size_t nl = text.find('\n', pos);
       Json rec = Json::parse(text.substr(pos, nl - pos));
-      if (rec["type"] != "session_started") out.push_back(rec);
+      if (rec["type"] != "session_started" && rec["type"] != "log_started") out.push_back(rec);
       pos = nl + 1;
     }
     return out;

@@ -433,9 +433,9 @@ TEST_F(ToolsTest, AuditRecordsEverySideEffectWithoutContents) {
     }
     pos = nl + 1;
   }
-  EXPECT_EQ(types, (std::vector<std::string>{"session_started", "tool_started", "file_write",
-                                             "tool_finished", "tool_started", "file_write",
-                                             "tool_finished", "session_finished"}));
+  EXPECT_EQ(types, (std::vector<std::string>{"log_started", "session_started", "tool_started",
+                                             "file_write", "tool_finished", "tool_started",
+                                             "file_write", "tool_finished", "session_finished"}));
 }
 
 TEST_F(ToolsTest, PlantedSecretsReachNeitherOutputNorLog) {

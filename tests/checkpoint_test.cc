@@ -1,0 +1,353 @@
+// Issue 10, "Prove completeness": log_started, signed checkpoints, the witness, and what
+// `cordon audit verify` says about cut, emptied, rebuilt and re-signed logs (real binary).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "core/hash.h"
+#include "core/text.h"
+#include "tests/test_util.h"
+
+namespace cordon {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& lines, std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n && i < lines.size(); ++i) out += lines[i] + "\n";
+  return out;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile(dir_ / "ws/hello.txt", "hello\nworld\n");
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
+  }
+  testing::RunResult Cordon(std::vector<std::string> args) {
+    args.insert(args.begin(), testing::CordonBin());
+    return testing::Run(args, env_);
+  }
+  void Keygen(const std::string& name) {
+    auto r = Cordon({"audit", "keygen", "--out", dir_ / name});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  std::string Key(const std::string& name) { return dir_ / (name + "/audit-signing.key"); }
+  std::string Pub(const std::string& name) { return dir_ / (name + "/audit-signing.pub"); }
+  // One `cordon call` session on the log, signed with `key` and witnessed.
+  void SignedCall(const std::string& key, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"call",        "read_file_range",
+                                     "--workspace", dir_ / "ws",
+                                     "--audit-log", log(),
+                                     "--json",      R"({"path":"hello.txt","start_line":1})"};
+    if (!key.empty()) {
+      args.push_back("--audit-signing-key");
+      args.push_back(key);
+    }
+    args.push_back("--audit-witness");
+    args.push_back(witness());
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = Cordon(args);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  testing::RunResult Verify(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"audit", "verify", log()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Cordon(args);
+  }
+  std::string log() { return dir_ / "audit.jsonl"; }
+  std::string witness() { return dir_ / "witness.jsonl"; }
+  TempDir dir_;
+  std::vector<std::string> env_;
+};
+
+TEST_F(CheckpointTest, EmptyLogIsNotIntact) {
+  WriteFile(log(), "");
+  auto r = Verify({});
+  EXPECT_EQ(r.exit_code, 8) << r.out << r.err;
+  EXPECT_NE(r.out.find("empty"), std::string::npos) << r.out;
+}
+
+TEST_F(CheckpointTest, SignedLogStartsWithLogStartedAndEndsEachSessionWithACheckpoint) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  SignedCall(Key("k"));
+  auto lines = Lines(ReadFile(log()));
+  ASSERT_GE(lines.size(), 4u);
+  Json first = Json::parse(lines[0]);
+  EXPECT_EQ(first["type"], "log_started");
+  EXPECT_EQ(first["log_id"].get<std::string>().size(), 32u);
+  EXPECT_EQ(first["chain"], "sha256");
+  int checkpoints = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    Json rec = Json::parse(lines[i]);
+    if (rec["type"] != "checkpoint") continue;
+    ++checkpoints;
+    EXPECT_EQ(Json::parse(lines[i - 1])["type"], "session_finished");
+    EXPECT_EQ(rec["lines"], i);
+    EXPECT_EQ(rec["log_id"], first["log_id"]);
+    EXPECT_EQ(rec["head"], Sha256Hex(lines[i - 1]));
+  }
+  EXPECT_EQ(checkpoints, 2);
+  EXPECT_EQ(Lines(ReadFile(witness())).size(), 2u);
+  auto ok = Verify({"--pubkey", Pub("k"), "--witness", witness(), "--require", "signed"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("complete up to line " + std::to_string(lines.size())), std::string::npos)
+      << ok.out;
+}
+
+TEST_F(CheckpointTest, CutRecordsAreAnUnprovenTailWithoutWitnessAndACutWithIt) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  SignedCall(Key("k"));
+  const auto lines = Lines(ReadFile(log()));
+  // Cut the second session's session_finished and checkpoint: its records are unproven, the
+  // session has no end, and the witness knows a checkpoint the log lacks.
+  WriteFile(log(), Join(lines, lines.size() - 2));
+  auto plain = Verify({"--pubkey", Pub("k")});
+  EXPECT_EQ(plain.exit_code, 5) << plain.out;
+  EXPECT_NE(plain.out.find("unproven"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("unfinished: session"), std::string::npos) << plain.out;
+  auto witnessed = Verify({"--pubkey", Pub("k"), "--witness", witness()});
+  EXPECT_EQ(witnessed.exit_code, 6) << witnessed.out;
+  EXPECT_NE(witnessed.out.find("cut"), std::string::npos) << witnessed.out;
+  // Cut the whole second session, right after the first session's checkpoint: the log alone
+  // cannot tell (see SECURITY.md); the witness can.
+  std::size_t first_cp = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (Json::parse(lines[i])["type"] == "checkpoint") {
+      first_cp = i;
+      break;
+    }
+  }
+  WriteFile(log(), Join(lines, first_cp + 1));
+  EXPECT_EQ(Verify({"--pubkey", Pub("k")}).exit_code, 0);
+  auto whole = Verify({"--pubkey", Pub("k"), "--witness", witness()});
+  EXPECT_EQ(whole.exit_code, 6) << whole.out;
+}
+
+TEST_F(CheckpointTest, CutLeavingAPartialLineAfterACheckpoint) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  SignedCall(Key("k"));
+  const std::string text = ReadFile(log());
+  const auto lines = Lines(text);
+  // Keep the first session and half of the second session's first line.
+  std::size_t keep = 0, first_cp = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    keep += lines[i].size() + 1;
+    if (Json::parse(lines[i])["type"] == "checkpoint") {
+      first_cp = i;
+      break;
+    }
+  }
+  WriteFile(log(), text.substr(0, keep + lines[first_cp + 1].size() / 2));
+  auto plain = Verify({"--pubkey", Pub("k")});
+  EXPECT_EQ(plain.exit_code, 4) << plain.out;  // alone, a cut into a line looks like a crash
+  auto witnessed = Verify({"--pubkey", Pub("k"), "--witness", witness()});
+  EXPECT_EQ(witnessed.exit_code, 6) << witnessed.out;
+}
+
+TEST_F(CheckpointTest, WitnessCatchesAReplacedLog) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  const std::string original = ReadFile(log());
+  std::filesystem::remove(log());
+  // A fresh log written by someone who holds the key, witness left as it was.
+  auto r =
+      Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+              "--audit-signing-key", Key("k"), "--json", R"({"path":"hello.txt","start_line":1})"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Verify({"--pubkey", Pub("k")}).exit_code, 0);
+  auto witnessed = Verify({"--pubkey", Pub("k"), "--witness", witness()});
+  EXPECT_EQ(witnessed.exit_code, 6) << witnessed.out;
+  EXPECT_NE(witnessed.out.find("replaced"), std::string::npos) << witnessed.out;
+}
+
+TEST_F(CheckpointTest, HmacLogRebuiltAsPlainFailsRequireHmac) {
+  WriteFile(dir_ / "hmac.key", "0123456789abcdef0123456789abcdef\n");
+  Keygen("k");
+  SignedCall(Key("k"), {"--audit-key-file", dir_ / "hmac.key"});
+  EXPECT_EQ(Verify({"--key-file", dir_ / "hmac.key", "--require", "hmac"}).exit_code, 0);
+  // Rebuild every line as a plain SHA-256 chain and drop the checkpoint, which the forger
+  // cannot re-sign without the key.
+  std::string rebuilt, prev(64, '0');
+  for (const auto& l : Lines(ReadFile(log()))) {
+    Json rec = Json::parse(l);
+    if (rec["type"] == "checkpoint") continue;
+    if (rec.contains("chain")) rec["chain"] = "sha256";
+    rec["prev"] = prev;
+    const std::string line = rec.dump();
+    prev = Sha256Hex(line);
+    rebuilt += line + "\n";
+  }
+  WriteFile(log(), rebuilt);
+  auto v = Verify({});
+  EXPECT_EQ(v.exit_code, 0) << v.out;  // a plain chain, and nobody asked for more
+  auto hmac = Verify({"--require", "hmac"});
+  EXPECT_EQ(hmac.exit_code, 7) << hmac.out;
+  auto sig = Verify({"--require", "signed", "--pubkey", Pub("k")});
+  EXPECT_EQ(sig.exit_code, 7) << sig.out;
+}
+
+TEST_F(CheckpointTest, ForgedSignatureAndWrongKeyAreBroken) {
+  Keygen("k");
+  Keygen("other");
+  SignedCall(Key("k"));
+  auto lines = Lines(ReadFile(log()));
+  EXPECT_EQ(Verify({"--pubkey", Pub("other")}).exit_code, 1);
+  auto wrong = Verify({"--pubkey", Pub("other")});
+  EXPECT_NE(wrong.out.find("no --pubkey names"), std::string::npos) << wrong.out;
+  // One byte of the last checkpoint's signature changed (the chain stays whole: it is the
+  // last line).
+  Json cp = Json::parse(lines.back());
+  ASSERT_EQ(cp["type"], "checkpoint");
+  std::string sig = cp["sig"];
+  sig[10] = sig[10] == '0' ? '1' : '0';
+  const std::size_t at = lines.back().find(cp["sig"].get<std::string>());
+  ASSERT_NE(at, std::string::npos);
+  lines.back().replace(at, sig.size(), sig);
+  WriteFile(log(), Join(lines, lines.size()));
+  auto forged = Verify({"--pubkey", Pub("k")});
+  EXPECT_EQ(forged.exit_code, 1) << forged.out;
+  EXPECT_NE(forged.out.find("does not verify"), std::string::npos) << forged.out;
+}
+
+TEST_F(CheckpointTest, KeysRotate) {
+  Keygen("a");
+  Keygen("b");
+  SignedCall(Key("a"));
+  SignedCall(Key("b"));
+  std::set<std::string> ids;
+  for (const auto& l : Lines(ReadFile(log()))) {
+    Json rec = Json::parse(l);
+    if (rec["type"] == "checkpoint") ids.insert(rec["key_id"].get<std::string>());
+  }
+  EXPECT_EQ(ids.size(), 2u);
+  auto both = Verify({"--pubkey", Pub("a"), "--pubkey", Pub("b"), "--require", "signed"});
+  EXPECT_EQ(both.exit_code, 0) << both.out;
+  EXPECT_EQ(Verify({"--pubkey", Pub("a")}).exit_code, 1);
+}
+
+TEST_F(CheckpointTest, RotatedLogLinksThePreviousHead) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  auto rot = Cordon({"audit", "rotate", log(), "--audit-signing-key", Key("k")});
+  ASSERT_EQ(rot.exit_code, 0) << rot.out << rot.err;
+  const auto old_lines = Lines(ReadFile(log() + ".1"));
+  ASSERT_FALSE(old_lines.empty());
+  SignedCall(Key("k"));
+  const auto lines = Lines(ReadFile(log()));
+  Json first = Json::parse(lines[0]);
+  ASSERT_EQ(first["type"], "log_started");
+  ASSERT_TRUE(first.contains("previous")) << lines[0];
+  EXPECT_EQ(first["previous"]["head"], Sha256Hex(old_lines.back()));
+  EXPECT_EQ(first["previous"]["lines"], old_lines.size());
+  EXPECT_EQ(first["previous"]["log_id"], Json::parse(old_lines[0])["log_id"]);
+  EXPECT_NE(first["log_id"], first["previous"]["log_id"]);
+  EXPECT_EQ(Verify({"--pubkey", Pub("k")}).exit_code, 0);
+  auto old = Cordon({"audit", "verify", log() + ".1", "--pubkey", Pub("k")});
+  EXPECT_EQ(old.exit_code, 0) << old.out;
+}
+
+TEST_F(CheckpointTest, OldLogWithoutLogStartedStillVerifiesWithAWarning) {
+  SignedCall("");
+  auto lines = Lines(ReadFile(log()));
+  ASSERT_EQ(Json::parse(lines[0])["type"], "log_started");
+  // Rebuild without the first line, as a log from before log_started: the session's records
+  // are numbered from 1 again.
+  const Json first = Json::parse(lines[0]);
+  std::string rebuilt, prev(64, '0');
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    Json rec = Json::parse(lines[i]);
+    if (rec["type"] == "checkpoint") continue;
+    if (rec["session"] == first["session"]) rec["seq"] = rec["seq"].get<std::uint64_t>() - 1;
+    rec["prev"] = prev;
+    const std::string line = rec.dump();
+    prev = Sha256Hex(line);
+    rebuilt += line + "\n";
+  }
+  WriteFile(log(), rebuilt);
+  auto v = Verify({});
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_NE(v.out.find("no log_started: log id unknown, completeness cannot be proven"),
+            std::string::npos)
+      << v.out;
+}
+
+TEST_F(CheckpointTest, GitHeadIsRecordedAtStartAndEnd) {
+  const std::string head = "0123456789abcdef0123456789abcdef01234567";
+  WriteFile(dir_ / "ws/.git/HEAD", "ref: refs/heads/main\n");
+  WriteFile(dir_ / "ws/.git/packed-refs",
+            "# pack-refs with: peeled fully-peeled sorted\n" + head + " refs/heads/main\n");
+  SignedCall("");
+  Json started, finished;
+  for (const auto& l : Lines(ReadFile(log()))) {
+    Json rec = Json::parse(l);
+    if (rec["type"] == "session_started") started = rec;
+    if (rec["type"] == "session_finished") finished = rec;
+  }
+  EXPECT_EQ(started["git"], (Json{{"head", head}, {"branch", "main"}})) << started.dump();
+  EXPECT_EQ(finished["git"], (Json{{"head", head}, {"branch", "main"}})) << finished.dump();
+  // A loose ref wins over packed-refs; not a repository: no field.
+  const std::string loose = "89abcdef0123456789abcdef0123456789abcdef";
+  WriteFile(dir_ / "ws/.git/refs/heads/main", loose + "\n");
+  std::filesystem::remove(log());
+  SignedCall("");
+  for (const auto& l : Lines(ReadFile(log()))) {
+    Json rec = Json::parse(l);
+    if (rec["type"] == "session_started") {
+      EXPECT_EQ(rec["git"]["head"], loose);
+    }
+  }
+  std::filesystem::remove_all(dir_ / "ws/.git");
+  std::filesystem::remove(log());
+  SignedCall("");
+  for (const auto& l : Lines(ReadFile(log()))) {
+    Json rec = Json::parse(l);
+    if (rec["type"] == "session_started") {
+      EXPECT_FALSE(rec.contains("git")) << l;
+    }
+  }
+}
+
+TEST_F(CheckpointTest, SigningKeyIsUnreadableInsideAndNeverInTheLog) {
+  // The key sits in the workspace, where a confined process could otherwise read it.
+  auto kg = Cordon({"audit", "keygen", "--private", dir_ / "ws/k.key", "--public", dir_ / "k.pub"});
+  ASSERT_EQ(kg.exit_code, 0) << kg.err;
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "ws/k.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string pem = ReadFile(dir_ / "ws/k.key");
+  const std::string body = Lines(pem)[1];
+  auto cat = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(),
+                     "--audit-signing-key", dir_ / "ws/k.key", "--", "cat", dir_ / "ws/k.key"});
+  EXPECT_NE(cat.exit_code, 0) << cat.out;
+  EXPECT_EQ(cat.out.find(body), std::string::npos);
+  auto tool = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+                      "--audit-signing-key", dir_ / "ws/k.key", "--json",
+                      Json{{"path", "k.key"}, {"start_line", 1}}.dump()});
+  EXPECT_EQ(tool.out.find(body), std::string::npos) << tool.out;
+  // A call whose arguments carry the key text: the record is redacted.
+  Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+          "--audit-signing-key", dir_ / "ws/k.key", "--json",
+          Json{{"path", body}, {"start_line", 1}}.dump()});
+  const std::string text = ReadFile(log());
+  EXPECT_EQ(text.find(body), std::string::npos);
+  EXPECT_NE(text.find("\"type\":\"checkpoint\""), std::string::npos);
+  EXPECT_EQ(Cordon({"audit", "verify", log(), "--pubkey", dir_ / "k.pub"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace cordon
