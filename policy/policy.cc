@@ -272,6 +272,8 @@ std::string Policy::CanonicalJson() const {
   j["redact"]["values_count"] = redact_values.size();
   j["redact"]["env_names"] = redact_env_names;
   j["audit"]["fsync"] = Name(kFsyncModeNames, audit_fsync);
+  // Only when off: the policies recorded before the key existed keep their hash.
+  if (!audit_file_changes) j["audit"]["file_changes"] = false;
   j["filesystem"]["read"] = filesystem.read;
   j["filesystem"]["write"] = filesystem.write;
   j["filesystem"]["deny"] = filesystem.deny;
@@ -439,6 +441,20 @@ Status ApplyLimitKey(Policy& policy, const KeyInput& in) {
 }
 
 Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
+  // --- changes: audit.file_changes (issue 10)
+  if (in.key == "file_changes") {
+    auto v = in.node.value<bool>();
+    if (!in.node.is_boolean() || !v) {
+      return Fail(Code::kInvalidInput, in.where + ": " + in.name + " must be true or false");
+    }
+    if (in.tighten_only && !*v && policy.audit_file_changes) {
+      policy.notes.push_back(in.where + ": a project file cannot turn off " + in.name);
+      return {};
+    }
+    policy.audit_file_changes = *v;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
   if (in.key != "fsync") return UnknownKey(in.source, in.node, in.name);
   ASSIGN_OR_RETURN(FsyncMode mode, NamedValue(kFsyncModeNames, in.node, in.name, in.where));
   if (in.tighten_only && !AtLeastAsStrict(mode, policy.audit_fsync)) {

@@ -97,6 +97,9 @@ struct Policy {
   std::vector<std::string> redact_values;
   std::vector<std::string> redact_env_names;
   FsyncMode audit_fsync = FsyncMode::kPerCall;
+  // [audit] file_changes: each process record lists what it changed in the writable roots
+  // (docs/adr/0004-change-records.md). A project file cannot turn it off.
+  bool audit_file_changes = true;
   FilesystemPolicy filesystem;
   NetworkMode network = NetworkMode::kNone;
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
