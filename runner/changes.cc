@@ -106,8 +106,8 @@ bool SnapshotAdd(std::vector<SnapEntry>& out, int dir_fd, const char* name, std:
                  bool git) {
   struct statx sx {};
   // Only what the diff compares; AT_STATX_DONT_SYNC: no round trip on a network filesystem.
-  constexpr unsigned kMask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | STATX_SIZE |
-                             STATX_MTIME | STATX_CTIME;
+  constexpr unsigned kMask =
+      STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | STATX_SIZE | STATX_MTIME | STATX_CTIME;
   if (::statx(dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, kMask, &sx) != 0)
     return false;
   SnapEntry e;
@@ -179,7 +179,7 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
   };
 
   // 2. Each old entry at its (translated) name, same inode: compared in place.
-  std::set<const SnapEntry*> matched;  // after entries accounted for
+  std::set<const SnapEntry*> matched;                          // after entries accounted for
   std::vector<std::pair<const SnapEntry*, std::string>> gone;  // old entries not found in place
   for (std::size_t i = head; i < bend; ++i) {
     const SnapEntry& e = b[i];
@@ -245,8 +245,8 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
     if (d.type == "dir") {
       for (; j < deleted.size() && Under(deleted[j].path, d.path); ++j) {
         ++d.below;
-        if (deleted[j].bytes_before) d.bytes_before = d.bytes_before.value_or(0) +
-                                                      *deleted[j].bytes_before;
+        if (deleted[j].bytes_before)
+          d.bytes_before = d.bytes_before.value_or(0) + *deleted[j].bytes_before;
       }
     }
     out.push_back(std::move(d));
@@ -282,8 +282,8 @@ void ChangeRecorder::Remember(const SnapEntry& e, const std::string& sha) {
   cache_[KeyOf(e)] = sha;
 }
 
-Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& after,
-                            bool concurrent, const std::vector<std::string>& exclude) {
+Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& after, bool concurrent,
+                            const std::vector<std::string>& exclude) {
   static constexpr const char* kKinds[] = {"created", "modified",     "touched", "deleted",
                                            "renamed", "mode_changed", "linked"};
   Json counts = Json::object(), git = Json::object();
@@ -305,8 +305,9 @@ Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& afte
       const std::uint64_t n = 1 + c.below;
       const std::string abs = broot.root + "/" + c.path;
       if (std::any_of(exclude.begin(), exclude.end(), [&](const std::string& x) {
-            return abs == x || Under(abs, x) || (!c.from.empty() && (broot.root + "/" + c.from == x ||
-                                                                      Under(broot.root + "/" + c.from, x)));
+            return abs == x || Under(abs, x) ||
+                   (!c.from.empty() &&
+                    (broot.root + "/" + c.from == x || Under(broot.root + "/" + c.from, x)));
           })) {
         continue;
       }
@@ -348,8 +349,7 @@ Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& afte
                                 st2.st_ctim.tv_sec == st.st_ctim.tv_sec &&
                                 st2.st_ctim.tv_nsec == st.st_ctim.tv_nsec &&
                                 static_cast<std::uint64_t>(st2.st_size) == total;
-            const std::int64_t ctime =
-                st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+            const std::int64_t ctime = st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
             if (!steady) {
               skipped = "changing";
             } else {
@@ -369,9 +369,8 @@ Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& afte
         continue;
       }
       ++listed;
-      Json j = {{"kind", c.kind},
-                {"path", first ? c.path : broot.root + "/" + c.path},
-                {"type", c.type}};
+      Json j = {
+          {"kind", c.kind}, {"path", first ? c.path : broot.root + "/" + c.path}, {"type", c.type}};
       if (!c.from.empty()) j["from"] = first ? c.from : broot.root + "/" + c.from;
       if (c.bytes_before) j["bytes_before"] = *c.bytes_before;
       if (c.bytes_after) j["bytes_after"] = *c.bytes_after;
@@ -387,8 +386,10 @@ Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& afte
       entries.push_back(std::move(j));
     }
   }
-  Json out = {{"entries", std::move(entries)}, {"counts", std::move(counts)},
-              {"omitted", omitted},            {"concurrent", concurrent}};
+  Json out = {{"entries", std::move(entries)},
+              {"counts", std::move(counts)},
+              {"omitted", omitted},
+              {"concurrent", concurrent}};
   if (!git.empty()) out["git"] = std::move(git);
   if (!unwalked.empty()) out["unwalked"] = std::move(unwalked);
   return out;

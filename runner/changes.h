@@ -65,10 +65,10 @@ struct FileChange {
 std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot& after);
 
 struct ChangeLimits {
-  std::size_t max_entries = 200;             // listed; the rest are counted
-  std::uint64_t hash_cap = 16u << 20;        // a file larger is not hashed ("over_cap")
-  std::uint64_t hash_budget = 64u << 20;     // bytes hashed per record ("budget")
-  std::size_t cache_entries = 1u << 16;      // the session's hash cache
+  std::size_t max_entries = 200;          // listed; the rest are counted
+  std::uint64_t hash_cap = 16u << 20;     // a file larger is not hashed ("over_cap")
+  std::uint64_t hash_budget = 64u << 20;  // bytes hashed per record ("budget")
+  std::size_t cache_entries = 1u << 16;   // the session's hash cache
 };
 
 // The session's change recorder: diffs, hashes what changed (after), and keeps a cache of the

@@ -1,6 +1,8 @@
 // Change records (issue 10): what a confined command changed in the writable roots reaches its
 // `process` record. The diff is tested as data; every other test runs the real binary
 // (`cordon exec`, `cordon serve`) and reads the log.
+#include "runner/changes.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 
 #include "core/hash.h"
 #include "core/text.h"
-#include "runner/changes.h"
 #include "runner/host_probe.h"
 #include "tests/test_util.h"
 
@@ -50,7 +51,8 @@ std::string Summary(const std::vector<FileChange>& changes) {
 }
 
 std::string Diff(std::vector<SnapEntry> before, std::vector<SnapEntry> after) {
-  return Summary(DiffRoot(RootSnapshot{"/w", std::move(before)}, RootSnapshot{"/w", std::move(after)}));
+  return Summary(
+      DiffRoot(RootSnapshot{"/w", std::move(before)}, RootSnapshot{"/w", std::move(after)}));
 }
 
 constexpr std::uint32_t kDir = S_IFDIR | 0755;
@@ -64,11 +66,15 @@ TEST(ChangeDiffTest, EachKindFromTwoSnapshots) {
       {"nothing", {E("a", 1)}, {E("a", 1)}, ""},
       {"created", {E("a", 1)}, {E("a", 1), E("b", 2)}, "created b\n"},
       {"modified in place", {E("a", 1)}, {E("a", 1, S_IFREG | 0644, 2, 5)}, "modified a\n"},
-      {"replaced by a new inode (sed -i)", {E("a", 1)}, {E("a", 9, S_IFREG | 0644, 1, 5)},
+      {"replaced by a new inode (sed -i)",
+       {E("a", 1)},
+       {E("a", 9, S_IFREG | 0644, 1, 5)},
        "modified a\n"},
       {"mode only", {E("a", 1)}, {E("a", 1, S_IFREG | 0600, 1, 1)}, "mode_changed a\n"},
       {"file renamed", {E("a", 1)}, {E("b", 1)}, "renamed b <- a\n"},
-      {"hard link", {E("a", 1)}, {E("a", 1, S_IFREG | 0644, 1, 1, 2), E("b", 1, S_IFREG | 0644, 1, 1, 2)},
+      {"hard link",
+       {E("a", 1)},
+       {E("a", 1, S_IFREG | 0644, 1, 1, 2), E("b", 1, S_IFREG | 0644, 1, 1, 2)},
        "linked b <- a\n"},
       {"directory renamed once, whatever is below it",
        {E("d", 1, kDir), E("d/x", 2), E("d/e", 3, kDir), E("d/e/y", 4)},
@@ -82,7 +88,9 @@ TEST(ChangeDiffTest, EachKindFromTwoSnapshots) {
        {E("s", 1, kDir), E("s/a", 2), E("s/b", 3, kDir), E("s/b/c", 4), E("s-x", 5)},
        {E("s-x", 5)},
        "deleted s +3\n"},
-      {"moved over an existing name", {E("a", 1), E("b", 2)}, {E("a", 2)},
+      {"moved over an existing name",
+       {E("a", 1), E("b", 2)},
+       {E("a", 2)},
        "renamed a <- b\ndeleted a\n"},
   };
   for (const auto& c : cases) {
@@ -114,7 +122,7 @@ class ChangesTest : public ::testing::Test {
 
   testing::RunResult Exec(std::vector<std::string> cmd, std::vector<std::string> opts = {}) {
     std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws_,
-                                     "--audit-log", log_};
+                                     "--audit-log",        log_};
     argv.insert(argv.end(), opts.begin(), opts.end());
     argv.push_back("--");
     argv.insert(argv.end(), cmd.begin(), cmd.end());
@@ -306,8 +314,9 @@ TEST_F(ChangesTest, ABackgroundJobsWritesAfterItsCallReturnedAreInItsOwnRecord) 
 }
 
 TEST_F(ChangesTest, MoreThanTheCapIsCountedNotListed) {
-  auto r = Exec({"sh", "-c", "mkdir many && i=0; while [ $i -lt 250 ]; do echo $i > many/f$i; "
-                             "i=$((i+1)); done"});
+  auto r = Exec({"sh", "-c",
+                 "mkdir many && i=0; while [ $i -lt 250 ]; do echo $i > many/f$i; "
+                 "i=$((i+1)); done"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json c = Changes();
   ASSERT_TRUE(c.is_object()) << ReadFile(log_);
