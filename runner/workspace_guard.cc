@@ -271,17 +271,25 @@ class Walker {
         unsigned char type = d->d_type;
         struct stat st {};
         bool have_stat = false;
-        if (type == DT_UNKNOWN || (read_modes_ && type == DT_REG)) {
+        const std::string child = rel.empty() ? std::string(name) : rel + "/" + name;
+        if (snapshot_) {
+          // The change record's statx also answers the walk's own questions (type, set-id bits):
+          // one stat per entry, not two.
+          if (!SnapshotAdd(out_.snapshot, fd, name, child,
+                           in_git || std::strcmp(name, ".git") == 0)) {
+            continue;  // gone meanwhile
+          }
+          st.st_mode = out_.snapshot.back().mode;
+          have_stat = true;
+        } else if (type == DT_UNKNOWN || (read_modes_ && type == DT_REG)) {
           if (::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
           have_stat = true;
+        }
+        if (have_stat) {
           type = S_ISDIR(st.st_mode)   ? DT_DIR
                  : S_ISREG(st.st_mode) ? DT_REG
                  : S_ISLNK(st.st_mode) ? DT_LNK
                                        : DT_FIFO;
-        }
-        const std::string child = rel.empty() ? std::string(name) : rel + "/" + name;
-        if (snapshot_) {
-          SnapshotAdd(out_.snapshot, fd, name, child, in_git || std::strcmp(name, ".git") == 0);
         }
         if (std::strcmp(name, "HEAD") == 0 && (type == DT_REG || type == DT_LNK)) {
           has_head = true;
@@ -315,7 +323,8 @@ class Walker {
         }
         if (type == DT_DIR) {
           subdirs.emplace_back(name, type);
-        } else if (have_stat && type == DT_REG && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+        } else if (read_modes_ && have_stat && type == DT_REG &&
+                   (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
           out_.setuid_files.push_back(Abs(child));
         }
       }
