@@ -164,10 +164,16 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
       }
     }
   }
-  auto translate = [&](const std::string& path) -> std::string {
+  // The longest moved ancestor (or the entry itself, unless `ancestors_only`) decides its new
+  // name.
+  auto translate = [&](const std::string& path, bool ancestors_only = false) -> std::string {
     if (dir_moves.empty()) return path;
-    // The longest moved ancestor (or the entry itself) decides its new name.
-    for (std::size_t cut = path.size();;) {
+    std::size_t cut = path.size();
+    if (ancestors_only) {
+      cut = path.rfind('/');
+      if (cut == std::string::npos) return path;
+    }
+    for (;;) {
       auto it = dir_moves.find(std::string_view(path).substr(0, cut));
       if (it != dir_moves.end()) return std::string(it->second) + path.substr(cut);
       if (cut == 0) break;
@@ -177,6 +183,14 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
     }
     return path;
   };
+
+  // A directory that only moved with its parent (dir/sub under `mv dir dir2`) is no rename of
+  // its own.
+  std::vector<std::string_view> implied;
+  for (const auto& [from, to] : dir_moves) {
+    if (translate(std::string(from), true) == to) implied.push_back(from);
+  }
+  for (auto from : implied) dir_moves.erase(from);
 
   // 2. Each old entry at its (translated) name, same inode: compared in place.
   std::set<const SnapEntry*> matched;                          // after entries accounted for

@@ -3,8 +3,10 @@
 // (`cordon exec`, `cordon serve`) and reads the log.
 #include "runner/changes.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -129,20 +131,60 @@ class ChangesTest : public ::testing::Test {
     return testing::Run(argv, env_);
   }
 
-  // One `cordon serve` session that makes these tools/call requests in order.
+  // One `cordon serve` session that makes these tools/call requests one after the other, each
+  // once the answer to the one before has come (serve runs calls concurrently otherwise).
   testing::RunResult Serve(const std::vector<Json>& calls) {
-    std::string in =
-        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
-        "\n"
-        R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
-        "\n";
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return {};
+    const std::vector<std::string> argv = {testing::CordonBin(), "serve", "--workspace", ws_,
+                                           "--audit-log",        log_};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      for (const auto& e : env_) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> cargv;
+      for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+      cargv.push_back(nullptr);
+      ::execv(cargv[0], cargv.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    FILE* reader = ::fdopen(out[0], "r");
+    auto send = [&](const Json& msg) {
+      const std::string line = msg.dump() + "\n";
+      return ::write(in[1], line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    };
+    auto await = [&](int id) {
+      char* buf = nullptr;
+      std::size_t cap = 0;
+      bool found = false;
+      while (!found && ::getline(&buf, &cap, reader) > 0) {
+        Json j = Json::parse(buf, nullptr, false);
+        found = j.is_object() && j.contains("id") && j["id"] == id;
+      }
+      std::free(buf);
+      return found;
+    };
+    bool ok = send(Json::parse(
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"));
+    ok = ok && await(1) && send(Json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
     int id = 2;
     for (const auto& c : calls) {
-      in += Json{{"jsonrpc", "2.0"}, {"id", id++}, {"method", "tools/call"}, {"params", c}}.dump() +
-            "\n";
+      ok =
+          ok && send(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"}, {"params", c}});
+      ok = ok && await(id++);
     }
-    return testing::Run({testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log", log_},
-                        env_, in);
+    ::close(in[1]);
+    while (::fgetc(reader) != EOF) {
+    }
+    ::fclose(reader);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    testing::RunResult r;
+    r.exit_code = ok && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
   }
 
   static Json Shell(const std::string& script, bool background = false) {
