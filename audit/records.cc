@@ -98,6 +98,7 @@ Json ProcessRecord::ToJson() const {
   Put(j, "cancel_requested", cancel_requested);
   Put(j, "spec_sha256", spec_sha256);
   if (error_code) j["error"] = {{"code", *error_code}, {"message", error_message}};
+  Put(j, "changes", changes);  // --- changes
   return j;
 }
 
@@ -293,6 +294,12 @@ constexpr AuditFieldInfo kProcess[] = {
     {"stdout_bytes", true, "bytes written to stdout"},
     {"stderr_bytes", true, "bytes written to stderr"},
     {"truncated", true, "whether captured output was cut", 10},
+    // --- changes: issue 10
+    {"changes", false,
+     "what it changed in the writable roots (absent when none was writable, or "
+     "audit.file_changes is off): {entries: [{kind, path, type, from, bytes_before, "
+     "bytes_after, mode_before, mode_after, below, content_changed, sha256_before, "
+     "sha256_after, hash_skipped}], counts: {kind: n}, omitted, concurrent, git, unwalked}"},
 };
 
 constexpr AuditFieldInfo kMcpDiagnostic[] = {

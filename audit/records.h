@@ -112,6 +112,8 @@ struct ProcessRecord {
   std::uint64_t stdout_bytes = 0;
   std::uint64_t stderr_bytes = 0;
   bool truncated = false;
+  // --- changes: what the process changed in the writable roots (runner/changes.h)
+  std::optional<Json> changes{};
   Json ToJson() const;
 };
 

@@ -276,6 +276,8 @@ std::string Policy::CanonicalJson() const {
   if (!audit_signing_key.empty()) j["audit"]["signing_key"] = audit_signing_key;
   if (audit_checkpoint_records != 1000) j["audit"]["checkpoint_records"] = audit_checkpoint_records;
   if (audit_checkpoint_seconds != 60) j["audit"]["checkpoint_seconds"] = audit_checkpoint_seconds;
+  // Only when off: the policies recorded before the key existed keep their hash.
+  if (!audit_file_changes) j["audit"]["file_changes"] = false;
   j["filesystem"]["read"] = filesystem.read;
   j["filesystem"]["write"] = filesystem.write;
   j["filesystem"]["deny"] = filesystem.deny;
@@ -467,6 +469,20 @@ Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
       return {};
     }
     slot = v;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
+  // --- changes: audit.file_changes (issue 10)
+  if (in.key == "file_changes") {
+    auto v = in.node.value<bool>();
+    if (!in.node.is_boolean() || !v) {
+      return Fail(Code::kInvalidInput, in.where + ": " + in.name + " must be true or false");
+    }
+    if (in.tighten_only && !*v && policy.audit_file_changes) {
+      policy.notes.push_back(in.where + ": a project file cannot turn off " + in.name);
+      return {};
+    }
+    policy.audit_file_changes = *v;
     policy.provenance[in.name] = in.where;
     return {};
   }

@@ -101,6 +101,9 @@ struct Policy {
   std::string audit_signing_key;  // empty: none (or --audit-signing-key)
   std::int64_t audit_checkpoint_records = 1000;
   std::int64_t audit_checkpoint_seconds = 60;
+  // [audit] file_changes: each process record lists what it changed in the writable roots
+  // (docs/adr/0004-change-records.md). A project file cannot turn it off.
+  bool audit_file_changes = true;
   FilesystemPolicy filesystem;
   NetworkMode network = NetworkMode::kNone;
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)

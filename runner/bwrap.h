@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "runner/git_view.h"
 
 namespace cordon {
+
+struct TreeSnapshot;  // runner/changes.h
 
 enum class PathKind { kMissing, kDir, kFile, kSymlink, kOther };
 
@@ -66,6 +69,9 @@ struct ProtectedScan {
   std::vector<std::string> pins;
   std::vector<std::string> git_dirs;  // absolute: every .git dir, and a .git file's target inside
   std::size_t scanned = 0;            // directory entries walked
+  // The walk's metadata snapshot, when asked for (GuardOptions::snapshot): a change record's
+  // before side (runner/changes.h).
+  std::shared_ptr<const TreeSnapshot> snapshot;
 };
 
 HostPath DescribeHostPath(const std::string& path);

@@ -33,7 +33,8 @@ Result<const SandboxHost*> ProcessHost::Host() {
   return &*host_;
 }
 
-Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources* acquired) {
+Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources* acquired,
+                                     std::shared_ptr<const TreeSnapshot>* before) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
   LaunchResources dropped;
   ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
@@ -42,19 +43,45 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources*
     ASSIGN_OR_RETURN(facts.git_views,
                      git_views_.Prepare(facts.protected_scan->git_dirs, acquired != nullptr));
   }
+  if (before != nullptr && facts.protected_scan) *before = facts.protected_scan->snapshot;
   return BuildLaunchPlan(policy_, facts, req);
 }
 
-Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessRequest& req) {
+Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessRequest& req,
+                                                             ChangeWatch* watch) {
   LaunchResources resources;
   const std::uint64_t token = guard_ ? guard_->BeforeLaunch() : 0;
-  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources));
+  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources, &watch->before));
+  if (!plan.session.workspace_writable) watch->before.reset();
   if (guard_)
     guard_->Launched(token, plan.session.workspace_writable, plan.session.protect,
                      plan.session.git_dirs);
+  watch->concurrent = running_.fetch_add(1) > 0;
+  watch->launch_no = ++launches_;
   auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
-  if (!proc && guard_) guard_->AfterProcess();
+  if (!proc) {
+    --running_;
+    if (guard_) guard_->AfterProcess();
+  }
   return proc;
+}
+
+void ProcessHost::Ended(const ConfinedProcess& p, const ChangeWatch& watch,
+                        const std::string& job_id, bool cancel_requested) {
+  git_views_.SyncOut();
+  --running_;
+  // The process-end sweep walks every writable root anyway: that walk is the after snapshot,
+  // so the tree is walked once at launch and once at the end (docs/adr/0004-change-records.md).
+  TreeSnapshot after;
+  if (guard_) guard_->AfterProcess(watch.before ? &after : nullptr);
+  Json changes = nullptr;
+  if (watch.before) {
+    // Another process launched while this one ran, or was running when it started: the window
+    // holds its changes too.
+    const bool concurrent = watch.concurrent || launches_.load() != watch.launch_no;
+    changes = changes_.Record(*watch.before, after, concurrent, policy_.own_paths);
+  }
+  if (record_) record_(p, job_id, cancel_requested, changes);
 }
 
 Json ProcessHost::ResultJson(const ConfinedProcess& p) {
@@ -73,37 +100,32 @@ Json ProcessHost::ResultJson(const ConfinedProcess& p) {
   return j;
 }
 
-void ProcessHost::Record(const ConfinedProcess& p, const std::string& job_id,
-                         bool cancel_requested) {
-  if (record_) record_(p, job_id, cancel_requested);
-}
-
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
     const ProcessRequest& req, const std::atomic<bool>* cancel) {
-  ASSIGN_OR_RETURN(auto proc, Launch(req));
+  ChangeWatch watch;
+  ASSIGN_OR_RETURN(auto proc, Launch(req, &watch));
   proc->Run(cancel);
-  git_views_.SyncOut();
-  Record(*proc, "", false);
-  if (guard_) guard_->AfterProcess();
+  Ended(*proc, watch, "", false);
   return proc;
 }
 
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
     const ProcessRequest& req, RunHooks& hooks, const std::atomic<bool>* cancel,
     const std::function<void(ConfinedProcess&)>& started) {
-  ASSIGN_OR_RETURN(auto proc, Launch(req));
+  ChangeWatch watch;
+  ASSIGN_OR_RETURN(auto proc, Launch(req, &watch));
   if (started) started(*proc);
   proc->Run(cancel, &hooks);
-  git_views_.SyncOut();
-  Record(*proc, "", false);
-  if (guard_) guard_->AfterProcess();
+  Ended(*proc, watch, "", false);
   return proc;
 }
 
 Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
-  ASSIGN_OR_RETURN(auto proc, Launch(req));
+  ChangeWatch watch;
+  ASSIGN_OR_RETURN(auto proc, Launch(req, &watch));
   auto job = std::make_unique<Job>();
   Job* raw = job.get();
+  job->watch = std::move(watch);
   {
     std::lock_guard<std::mutex> lock(mu_);
     job->id = "job-" + std::to_string(++next_job_);
@@ -113,9 +135,7 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   raw->thread = std::thread([this, raw] {
     BlockTerminationSignals();
     raw->proc->Run(&raw->cancel);
-    git_views_.SyncOut();
-    Record(*raw->proc, raw->id, raw->cancel.load());
-    if (guard_) guard_->AfterProcess();
+    Ended(*raw->proc, raw->watch, raw->id, raw->cancel.load());
   });
   return Json{{"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};
 }

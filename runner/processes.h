@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/signals.h"
+#include "runner/changes.h"
 #include "runner/git_view.h"
 #include "runner/launch.h"
 #include "runner/workspace_guard.h"
@@ -20,9 +21,10 @@ namespace cordon {
 class ProcessHost {
  public:
   // Called once per ended process, for its `process` audit record (built by the session, which
-  // owns the record catalog); job_id is empty for a foreground process.
+  // owns the record catalog); job_id is empty for a foreground process. `changes` is what it
+  // changed in the writable roots (runner/changes.h), or null when nothing was watched.
   using Recorder = std::function<void(const ConfinedProcess& p, const std::string& job_id,
-                                      bool cancel_requested)>;
+                                      bool cancel_requested, const Json& changes)>;
   // `host` is the session's one probe (PrepareSandboxHost), failed or not.
   ProcessHost(const Policy& policy, const Workspace& workspace, Result<SandboxHost> host,
               char** envp, Recorder record);
@@ -33,7 +35,9 @@ class ProcessHost {
   Result<const SandboxHost*> Host();
   // Gathers the host facts and builds the plan. What gathering acquired goes to `acquired`,
   // or is released on return when it is null (`cordon exec --plan`).
-  Result<LaunchPlan> Plan(const ProcessRequest& req, LaunchResources* acquired = nullptr);
+  // `before` receives the launch walk's metadata snapshot, when it made one.
+  Result<LaunchPlan> Plan(const ProcessRequest& req, LaunchResources* acquired = nullptr,
+                          std::shared_ptr<const TreeSnapshot>* before = nullptr);
 
   // Runs to completion (or timeout/cancel) and writes the process record.
   Result<std::unique_ptr<ConfinedProcess>> RunForeground(const ProcessRequest& req,
@@ -60,14 +64,23 @@ class ProcessHost {
   static Json ResultJson(const ConfinedProcess& p);
 
  private:
+  // What a change record needs from the launch: the before snapshot and the window.
+  struct ChangeWatch {
+    std::shared_ptr<const TreeSnapshot> before;
+    std::uint64_t launch_no = 0;
+    bool concurrent = false;  // another process was running when this one started
+  };
   struct Job {
     std::string id;
+    ChangeWatch watch;
     std::unique_ptr<ConfinedProcess> proc;
     std::atomic<bool> cancel{false};
     std::thread thread;
   };
-  Result<std::unique_ptr<ConfinedProcess>> Launch(const ProcessRequest& req);
-  void Record(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested);
+  Result<std::unique_ptr<ConfinedProcess>> Launch(const ProcessRequest& req, ChangeWatch* watch);
+  // A process ended: the sweep (whose walk is the after snapshot), then its record.
+  void Ended(const ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
+             bool cancel_requested);
 
   const Policy& policy_;
   const Workspace& workspace_;
@@ -79,6 +92,9 @@ class ProcessHost {
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::unique_ptr<WorkspaceGuard> guard_;  // outlives the jobs: their threads end in a sweep
   int next_job_ = 0;
+  ChangeRecorder changes_;  // the session's hash cache lives here
+  std::atomic<std::uint64_t> launches_{0};
+  std::atomic<int> running_{0};
 };
 
 }  // namespace cordon

@@ -79,8 +79,13 @@ UniqueFd OpenBeneath(int root_fd, const std::string& rel, std::uint64_t flags) {
 
 class Walker {
  public:
-  Walker(const std::string& root, const GuardOptions& opts, bool read_modes, bool scan_mode)
-      : root_(root), opts_(opts), read_modes_(read_modes), scan_mode_(scan_mode) {}
+  Walker(const std::string& root, const GuardOptions& opts, bool read_modes, bool scan_mode,
+         bool snapshot = false)
+      : root_(root),
+        opts_(opts),
+        read_modes_(read_modes),
+        scan_mode_(scan_mode),
+        snapshot_(snapshot) {}
 
   Result<WorkspaceWalk> Run() {
     UniqueFd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -266,15 +271,26 @@ class Walker {
         unsigned char type = d->d_type;
         struct stat st {};
         bool have_stat = false;
-        if (type == DT_UNKNOWN || (read_modes_ && type == DT_REG)) {
+        const std::string child = rel.empty() ? std::string(name) : rel + "/" + name;
+        if (snapshot_) {
+          // The change record's statx also answers the walk's own questions (type, set-id bits):
+          // one stat per entry, not two.
+          if (!SnapshotAdd(out_.snapshot, fd, name, child,
+                           in_git || std::strcmp(name, ".git") == 0)) {
+            continue;  // gone meanwhile
+          }
+          st.st_mode = out_.snapshot.back().mode;
+          have_stat = true;
+        } else if (type == DT_UNKNOWN || (read_modes_ && type == DT_REG)) {
           if (::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
           have_stat = true;
+        }
+        if (have_stat) {
           type = S_ISDIR(st.st_mode)   ? DT_DIR
                  : S_ISREG(st.st_mode) ? DT_REG
                  : S_ISLNK(st.st_mode) ? DT_LNK
                                        : DT_FIFO;
         }
-        const std::string child = rel.empty() ? std::string(name) : rel + "/" + name;
         if (std::strcmp(name, "HEAD") == 0 && (type == DT_REG || type == DT_LNK)) {
           has_head = true;
           head_kind = KindOfType(type);
@@ -307,7 +323,8 @@ class Walker {
         }
         if (type == DT_DIR) {
           subdirs.emplace_back(name, type);
-        } else if (have_stat && type == DT_REG && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+        } else if (read_modes_ && have_stat && type == DT_REG &&
+                   (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
           out_.setuid_files.push_back(Abs(child));
         }
       }
@@ -350,6 +367,7 @@ class Walker {
   const GuardOptions& opts_;
   bool read_modes_;
   bool scan_mode_;
+  bool snapshot_;
   UniqueFd root_fd_;
   WorkspaceWalk out_;
 };
@@ -427,21 +445,25 @@ GuardOptions GuardOptions::From(const Policy& policy) {
   GuardOptions o;
   o.max_entries = static_cast<std::size_t>(policy.max_scan_entries);
   o.extra_names = policy.filesystem.protected_names;
+  o.snapshot = policy.audit_file_changes;
   return o;
 }
 
 Result<WorkspaceWalk> WalkWritableRoot(const std::string& root, const GuardOptions& opts,
-                                       bool read_modes) {
-  return Walker(root, opts, read_modes, false).Run();
+                                       bool read_modes, bool snapshot) {
+  return Walker(root, opts, read_modes, false, snapshot).Run();
 }
 
 Result<ProtectedScan> ScanProtectedPaths(const std::vector<std::string>& roots,
                                          const GuardOptions& opts) {
   ProtectedScan scan;
   std::set<std::string> pins;
+  std::shared_ptr<TreeSnapshot> snapshot;
+  if (opts.snapshot) snapshot = std::make_shared<TreeSnapshot>();
   for (const auto& root : roots) {
-    ASSIGN_OR_RETURN(WorkspaceWalk w, Walker(root, opts, false, true).Run());
+    ASSIGN_OR_RETURN(WorkspaceWalk w, Walker(root, opts, false, true, opts.snapshot).Run());
     scan.scanned += w.entries;
+    if (snapshot) snapshot->roots.push_back({root, std::move(w.snapshot)});
     for (const auto& f : w.found) {
       // A `.git` dir stays writable (the git view decides what inside it is); its config and
       // hooks, a `.git` file and every other protected entry are bound read-only onto
@@ -459,6 +481,7 @@ Result<ProtectedScan> ScanProtectedPaths(const std::vector<std::string>& roots,
   std::sort(scan.protect.begin(), scan.protect.end(),
             [](const ProtectedEntry& a, const ProtectedEntry& b) { return a.path < b.path; });
   scan.pins.assign(pins.begin(), pins.end());
+  scan.snapshot = std::move(snapshot);
   // Outer directories first: bwrap mounts in order, and a pin must not hide an inner one.
   std::sort(scan.pins.begin(), scan.pins.end(), [](const std::string& a, const std::string& b) {
     const auto da = std::count(a.begin(), a.end(), '/'), db = std::count(b.begin(), b.end(), '/');
@@ -535,13 +558,13 @@ void WorkspaceGuard::Launched(std::uint64_t token, bool scanned,
   ++generation_;
 }
 
-void WorkspaceGuard::AfterProcess() {
+void WorkspaceGuard::AfterProcess(TreeSnapshot* after) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (active_ > 0) --active_;
     ++generation_;
   }
-  Sweep("process_end");
+  Sweep("process_end", after);
 }
 
 void WorkspaceGuard::AtCallBoundary() {
@@ -552,7 +575,7 @@ void WorkspaceGuard::AtCallBoundary() {
   Sweep("call_boundary");
 }
 
-void WorkspaceGuard::Sweep(const std::string& when) {
+void WorkspaceGuard::Sweep(const std::string& when, TreeSnapshot* after) {
   std::lock_guard<std::mutex> sweeping(sweep_mu_);
   std::set<std::string> baseline;
   {
@@ -562,7 +585,8 @@ void WorkspaceGuard::Sweep(const std::string& when) {
   }
   for (std::size_t i = 0; i < roots_.size(); ++i) {
     const std::string& root = roots_[i];
-    auto walk = WalkWritableRoot(root, opts_, true);
+    auto walk = WalkWritableRoot(root, opts_, true, after != nullptr);
+    if (walk && after != nullptr) after->roots.push_back({root, std::move(walk->snapshot)});
     if (!walk) {
       GuardEvent e{.kind = GuardEvent::Kind::kProtectedRemoved, .path = root, .entry_kind = "dir"};
       e.error = "the sweep could not walk " + root + ": " + walk.error().message;

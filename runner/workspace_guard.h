@@ -16,6 +16,7 @@
 #include "core/fs.h"
 #include "policy/policy.h"
 #include "runner/bwrap.h"
+#include "runner/changes.h"
 
 namespace cordon {
 
@@ -24,6 +25,8 @@ struct GuardOptions {
   // up silently and lets a repository through.
   std::size_t max_entries = static_cast<std::size_t>(kDefaultMaxScanEntries);
   std::vector<std::string> extra_names;  // filesystem.protected_names
+  // The launch's scan also keeps a metadata snapshot (runner/changes.h): audit.file_changes.
+  bool snapshot = false;
   static GuardOptions From(const Policy& policy);
 };
 
@@ -40,14 +43,16 @@ struct WorkspaceWalk {
   std::vector<std::string> git_dirs;      // absolute
   std::vector<std::string> setuid_files;  // absolute; only when the walk read modes
   std::size_t entries = 0;
+  std::vector<SnapEntry> snapshot;  // only when asked for (change records)
 };
 
 // A full getdents64 walk of `root`: every depth, node_modules/target/.venv included, DT_UNKNOWN
 // resolved with fstatat, symlinks never followed. `read_modes` stats every regular file to
 // find set-user-ID/set-group-ID bits. Fails with sandbox_unavailable past the cap, or when a
 // directory the sandbox could open up cannot be read.
+// `snapshot` also statx-es every entry it visits into WorkspaceWalk::snapshot.
 Result<WorkspaceWalk> WalkWritableRoot(const std::string& root, const GuardOptions& opts,
-                                       bool read_modes);
+                                       bool read_modes, bool snapshot = false);
 
 // What a launch binds: the walk of each writable root, refusing a protected symlink or special
 // file (the sandbox could write through it).
@@ -88,12 +93,13 @@ class WorkspaceGuard {
   // process ran in between.
   void Launched(std::uint64_t token, bool scanned, const std::vector<ProtectedEntry>& protect,
                 const std::vector<std::string>& git_dirs);
-  // A launched process ended (or failed to start): sweep.
-  void AfterProcess();
+  // A launched process ended (or failed to start): sweep. With `after`, the sweep's walk also
+  // fills it (the change record's after side); it stays empty when the sweep did not walk.
+  void AfterProcess(TreeSnapshot* after = nullptr);
   // A tool call ended: sweep while a long-lived process runs.
   void AtCallBoundary();
   // Sweeps now; `when` is recorded.
-  void Sweep(const std::string& when);
+  void Sweep(const std::string& when, TreeSnapshot* after = nullptr);
   const std::string& quarantine_dir() const { return quarantine_; }
 
  private:

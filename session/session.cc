@@ -246,9 +246,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   Session* raw = s.get();
   s->processes_ = std::make_unique<ProcessHost>(
       s->policy_, s->workspace_, std::move(host), envp,
-      [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested) {
-        raw->RecordProcess(p, job_id, cancel_requested);
-      });
+      [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
+            const Json& changes) { raw->RecordProcess(p, job_id, cancel_requested, changes); });
   s->processes_->SetGuard(std::make_unique<WorkspaceGuard>(
       WritableRoots(s->policy_, s->workspace_.root(), HomeDir()), GuardOptions::From(s->policy_),
       CordonStateDir() + "/quarantine/" + session_id,
@@ -315,7 +314,7 @@ std::optional<Error> Session::poisoned() const {
 }
 
 void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
-                            bool cancel_requested) {
+                            bool cancel_requested, const Json& changes) {
   const ProcessOutcome o = p.outcome();
   const ProcessRequest& r = p.request();
   const OutputCounts counts = p.Counts();
@@ -339,6 +338,7 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
     rec.cancel_requested = cancel_requested;
   }
   if (!o.spec_sha256.empty()) rec.spec_sha256 = o.spec_sha256;
+  if (!changes.is_null()) rec.changes = changes;  // --- changes: what it changed (issue 10)
   if (o.error) {
     rec.error_code = std::string(CodeName(o.error->code));
     rec.error_message = o.error->message;

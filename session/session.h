@@ -118,7 +118,8 @@ class Session {
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.
   Json Run(const std::string& tool, const Result<const Json*>& input, std::size_t input_bytes,
            const std::atomic<bool>* cancel);
-  void RecordProcess(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested);
+  void RecordProcess(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
+                     const Json& changes);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
   std::atomic<std::uint64_t> errors_{0};
   bool finished_ = false;

@@ -1,0 +1,394 @@
+// Change records (issue 10): what a confined command changed in the writable roots reaches its
+// `process` record. The diff is tested as data; every other test runs the real binary
+// (`cordon exec`, `cordon serve`) and reads the log.
+#include "runner/changes.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/hash.h"
+#include "core/text.h"
+#include "runner/host_probe.h"
+#include "tests/test_util.h"
+
+namespace cordon {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+// ---- the diff, as data -------------------------------------------------------------------
+
+SnapEntry E(std::string path, std::uint64_t ino, std::uint32_t mode = S_IFREG | 0644,
+            std::uint64_t size = 1, std::int64_t mtime = 1, std::uint32_t nlink = 1) {
+  SnapEntry e;
+  e.path = std::move(path);
+  e.dev = 1;
+  e.ino = ino;
+  e.size = size;
+  e.mtime_ns = mtime;
+  e.ctime_ns = mtime;
+  e.mode = mode;
+  e.nlink = nlink;
+  return e;
+}
+
+std::string Summary(const std::vector<FileChange>& changes) {
+  std::string s;
+  for (const auto& c : changes) {
+    s += c.kind + " " + c.path;
+    if (!c.from.empty()) s += " <- " + c.from;
+    if (c.below > 0) s += " +" + std::to_string(c.below);
+    s += "\n";
+  }
+  return s;
+}
+
+std::string Diff(std::vector<SnapEntry> before, std::vector<SnapEntry> after) {
+  return Summary(
+      DiffRoot(RootSnapshot{"/w", std::move(before)}, RootSnapshot{"/w", std::move(after)}));
+}
+
+constexpr std::uint32_t kDir = S_IFDIR | 0755;
+
+TEST(ChangeDiffTest, EachKindFromTwoSnapshots) {
+  struct Case {
+    const char* what;
+    std::vector<SnapEntry> before, after;
+    std::string want;
+  } cases[] = {
+      {"nothing", {E("a", 1)}, {E("a", 1)}, ""},
+      {"created", {E("a", 1)}, {E("a", 1), E("b", 2)}, "created b\n"},
+      {"modified in place", {E("a", 1)}, {E("a", 1, S_IFREG | 0644, 2, 5)}, "modified a\n"},
+      {"replaced by a new inode (sed -i)",
+       {E("a", 1)},
+       {E("a", 9, S_IFREG | 0644, 1, 5)},
+       "modified a\n"},
+      {"mode only", {E("a", 1)}, {E("a", 1, S_IFREG | 0600, 1, 1)}, "mode_changed a\n"},
+      {"file renamed", {E("a", 1)}, {E("b", 1)}, "renamed b <- a\n"},
+      {"hard link",
+       {E("a", 1)},
+       {E("a", 1, S_IFREG | 0644, 1, 1, 2), E("b", 1, S_IFREG | 0644, 1, 1, 2)},
+       "linked b <- a\n"},
+      {"directory renamed once, whatever is below it",
+       {E("d", 1, kDir), E("d/x", 2), E("d/e", 3, kDir), E("d/e/y", 4)},
+       {E("d2", 1, kDir), E("d2/x", 2), E("d2/e", 3, kDir), E("d2/e/y", 4)},
+       "renamed d2 <- d\n"},
+      {"directory renamed and a file in it edited",
+       {E("d", 1, kDir), E("d/x", 2)},
+       {E("d2", 1, kDir), E("d2/x", 2, S_IFREG | 0644, 7, 7)},
+       "renamed d2 <- d\nmodified d2/x\n"},
+      {"deleted tree folds into its directory",
+       {E("s", 1, kDir), E("s/a", 2), E("s/b", 3, kDir), E("s/b/c", 4), E("s-x", 5)},
+       {E("s-x", 5)},
+       "deleted s +3\n"},
+      {"moved over an existing name",
+       {E("a", 1), E("b", 2)},
+       {E("a", 2)},
+       "renamed a <- b\ndeleted a\n"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(Diff(c.before, c.after), c.want) << c.what;
+  }
+}
+
+// ---- the real binary ---------------------------------------------------------------------
+
+class ChangesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (FindOnPath("bwrap").empty()) {
+      GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed, so cordon fails closed";
+    }
+    std::ifstream userns("/proc/sys/user/max_user_namespaces");
+    long max = 0;
+    if (!(userns >> max) || max <= 0) {
+      GTEST_SKIP()
+          << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
+    }
+    ws_ = dir_ / "ws";
+    std::filesystem::create_directories(ws_ + "/.git/objects");
+    std::filesystem::create_directories(ws_ + "/.git/refs");
+    WriteFile(ws_ + "/.git/HEAD", "ref: refs/heads/main\n");
+    WriteFile(ws_ + "/.git/config", "[core]\n");
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
+  }
+
+  testing::RunResult Exec(std::vector<std::string> cmd, std::vector<std::string> opts = {}) {
+    std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws_,
+                                     "--audit-log",        log_};
+    argv.insert(argv.end(), opts.begin(), opts.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    return testing::Run(argv, env_);
+  }
+
+  // One `cordon serve` session that makes these tools/call requests one after the other, each
+  // once the answer to the one before has come (serve runs calls concurrently otherwise).
+  testing::RunResult Serve(const std::vector<Json>& calls) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return {};
+    const std::vector<std::string> argv = {testing::CordonBin(), "serve", "--workspace", ws_,
+                                           "--audit-log",        log_};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      for (const auto& e : env_) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> cargv;
+      for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+      cargv.push_back(nullptr);
+      ::execv(cargv[0], cargv.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    FILE* reader = ::fdopen(out[0], "r");
+    auto send = [&](const Json& msg) {
+      const std::string line = msg.dump() + "\n";
+      return ::write(in[1], line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    };
+    auto await = [&](int id) {
+      char* buf = nullptr;
+      std::size_t cap = 0;
+      bool found = false;
+      while (!found && ::getline(&buf, &cap, reader) > 0) {
+        Json j = Json::parse(buf, nullptr, false);
+        found = j.is_object() && j.contains("id") && j["id"] == id;
+      }
+      std::free(buf);
+      return found;
+    };
+    bool ok = send(Json::parse(
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"));
+    ok = ok && await(1) && send(Json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    int id = 2;
+    for (const auto& c : calls) {
+      ok =
+          ok && send(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"}, {"params", c}});
+      ok = ok && await(id++);
+    }
+    ::close(in[1]);
+    while (::fgetc(reader) != EOF) {
+    }
+    ::fclose(reader);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    testing::RunResult r;
+    r.exit_code = ok && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  }
+
+  static Json Shell(const std::string& script, bool background = false) {
+    Json args = {{"program", "sh"}, {"args", {"-c", script}}};
+    if (background) args["background"] = true;
+    return {{"name", "run_shell"}, {"arguments", args}};
+  }
+
+  std::vector<Json> Records(const std::string& type) {
+    std::vector<Json> out;
+    std::istringstream in(ReadFile(log_));
+    for (std::string line; std::getline(in, line);) {
+      Json j = Json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("type", "") == type) out.push_back(j);
+    }
+    return out;
+  }
+
+  // The changes of the only (or last) process record.
+  Json Changes() {
+    auto procs = Records("process");
+    if (procs.empty()) return Json();
+    return procs.back().value("changes", Json());
+  }
+
+  static std::vector<Json> Entries(const Json& changes, const std::string& kind) {
+    std::vector<Json> out;
+    if (!changes.is_object() || !changes.contains("entries")) return out;
+    for (const auto& e : changes["entries"]) {
+      if (e.value("kind", "") == kind) out.push_back(e);
+    }
+    return out;
+  }
+
+  TempDir dir_;
+  std::string ws_;
+  std::string log_ = dir_ / "audit.jsonl";
+  std::vector<std::string> env_;
+};
+
+TEST_F(ChangesTest, RmRfSrcIsRecordedAsOneDeletedDirectory) {
+  WriteFile(ws_ + "/src/a.c", "int a;\n");
+  WriteFile(ws_ + "/src/lib/b.c", "int bb;\n");
+  WriteFile(ws_ + "/keep.txt", "k\n");
+  auto r = Exec({"rm", "-rf", "src"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << "the process record carries no changes:\n" << ReadFile(log_);
+  auto del = Entries(c, "deleted");
+  ASSERT_EQ(del.size(), 1u) << c.dump(2);
+  EXPECT_EQ(del[0]["path"], "src");
+  EXPECT_EQ(del[0]["type"], "dir");
+  EXPECT_EQ(del[0]["below"], 3);  // a.c, lib, lib/b.c
+  EXPECT_EQ(del[0]["bytes_before"], 7 + 8);
+  EXPECT_EQ(c["counts"]["deleted"], 4);
+  EXPECT_EQ(c["entries"].size(), 1u) << c.dump(2);
+}
+
+TEST_F(ChangesTest, SedInPlaceIsAModificationWithTheHashAfter) {
+  WriteFile(ws_ + "/conf.txt", "mode=old\n");
+  auto r = Exec({"sed", "-i", "s/old/newer/", "conf.txt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << ReadFile(log_);
+  auto mod = Entries(c, "modified");
+  ASSERT_EQ(mod.size(), 1u) << c.dump(2);
+  EXPECT_EQ(mod[0]["path"], "conf.txt");
+  EXPECT_EQ(mod[0]["bytes_before"], 9);
+  EXPECT_EQ(mod[0]["bytes_after"], 11);
+  EXPECT_EQ(mod[0]["sha256_after"], Sha256Hex("mode=newer\n"));
+  // Nothing else: sed's temporary file came and went within the run.
+  EXPECT_EQ(c["entries"].size(), 1u) << c.dump(2);
+}
+
+TEST_F(ChangesTest, ADirectoryRenameIsOneEntryNotOneDeleteAndCreatePerFile) {
+  for (int i = 0; i < 300; ++i) WriteFile(ws_ + "/dir/sub/f" + std::to_string(i), "x");
+  auto r = Exec({"mv", "dir", "dir2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << ReadFile(log_);
+  ASSERT_EQ(c["entries"].size(), 1u) << c.dump(2);
+  EXPECT_EQ(c["entries"][0]["kind"], "renamed");
+  EXPECT_EQ(c["entries"][0]["from"], "dir");
+  EXPECT_EQ(c["entries"][0]["path"], "dir2");
+  EXPECT_EQ(c["entries"][0]["type"], "dir");
+  EXPECT_EQ(c["counts"]["deleted"], 0);
+  EXPECT_EQ(c["counts"]["created"], 0);
+  EXPECT_EQ(c["omitted"], 0);
+}
+
+TEST_F(ChangesTest, AHardLinkIsANewNameOfAnExistingFile) {
+  WriteFile(ws_ + "/a", "shared\n");
+  auto r = Exec({"ln", "a", "b"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << ReadFile(log_);
+  auto linked = Entries(c, "linked");
+  ASSERT_EQ(linked.size(), 1u) << c.dump(2);
+  EXPECT_EQ(linked[0]["path"], "b");
+  EXPECT_EQ(linked[0]["from"], "a");
+  EXPECT_EQ(c["counts"]["created"], 0) << c.dump(2);
+  EXPECT_EQ(c["counts"]["modified"], 0) << c.dump(2);
+}
+
+TEST_F(ChangesTest, AModeOnlyChangeIsRecordedWithBothModes) {
+  WriteFile(ws_ + "/f", "secret-ish\n");
+  ::chmod((ws_ + "/f").c_str(), 0644);
+  auto r = Exec({"chmod", "600", "f"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << ReadFile(log_);
+  auto m = Entries(c, "mode_changed");
+  ASSERT_EQ(m.size(), 1u) << c.dump(2);
+  EXPECT_EQ(m[0]["path"], "f");
+  EXPECT_EQ(m[0]["mode_before"], "644");
+  EXPECT_EQ(m[0]["mode_after"], "600");
+  EXPECT_FALSE(m[0].contains("sha256_after")) << "no content changed";
+}
+
+TEST_F(ChangesTest, CreatingAndDeletingWithinTheRunLeavesNothing) {
+  WriteFile(ws_ + "/stay", "s\n");
+  auto r = Exec({"sh", "-c", "echo x > tmp && mkdir d && echo y > d/z && rm -r tmp d"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << "an empty change list is still recorded:\n" << ReadFile(log_);
+  EXPECT_TRUE(c["entries"].empty()) << c.dump(2);
+  for (const auto& [kind, n] : c["counts"].items()) EXPECT_EQ(n, 0) << kind;
+}
+
+TEST_F(ChangesTest, ARewriteWithTheSameContentIsTouchedWithEqualHashes) {
+  // The first call hashes what it created; the second finds that hash in the session's cache
+  // (keyed by dev, ino, size, mtime, ctime) for its sha256_before.
+  auto r = Serve({Shell("printf same > f"), Shell("sleep 0.05; printf same > f")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto procs = Records("process");
+  ASSERT_EQ(procs.size(), 2u) << ReadFile(log_);
+  auto created = Entries(procs[0]["changes"], "created");
+  ASSERT_EQ(created.size(), 1u) << procs[0].dump(2);
+  EXPECT_EQ(created[0]["sha256_after"], Sha256Hex("same"));
+  auto touched = Entries(procs[1]["changes"], "touched");
+  ASSERT_EQ(touched.size(), 1u) << procs[1].dump(2);
+  EXPECT_EQ(touched[0]["path"], "f");
+  EXPECT_EQ(touched[0]["sha256_before"], Sha256Hex("same"));
+  EXPECT_EQ(touched[0]["sha256_after"], Sha256Hex("same"));
+}
+
+TEST_F(ChangesTest, ABackgroundJobsWritesAfterItsCallReturnedAreInItsOwnRecord) {
+  auto r = Serve({Shell("sleep 1; echo late > late.txt", true), Shell("sleep 3")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json job_record;
+  std::uint64_t job_seq = 0, first_finished_seq = 0;
+  for (const auto& p : Records("process")) {
+    if (p.contains("job")) {
+      job_record = p;
+      job_seq = p["seq"];
+    }
+  }
+  for (const auto& f : Records("tool_finished")) {
+    if (first_finished_seq == 0) first_finished_seq = f["seq"];
+  }
+  ASSERT_TRUE(job_record.is_object()) << ReadFile(log_);
+  EXPECT_GT(job_seq, first_finished_seq) << "the job's record comes when it ends";
+  auto created = Entries(job_record["changes"], "created");
+  ASSERT_EQ(created.size(), 1u) << job_record.dump(2);
+  EXPECT_EQ(created[0]["path"], "late.txt");
+  EXPECT_EQ(created[0]["sha256_after"], Sha256Hex("late\n"));
+  // The foreground `sleep 3` ran meanwhile: both windows are marked as shared.
+  EXPECT_EQ(job_record["changes"]["concurrent"], true);
+}
+
+TEST_F(ChangesTest, MoreThanTheCapIsCountedNotListed) {
+  auto r = Exec({"sh", "-c",
+                 "mkdir many && i=0; while [ $i -lt 250 ]; do echo $i > many/f$i; "
+                 "i=$((i+1)); done"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << ReadFile(log_);
+  EXPECT_EQ(c["entries"].size(), 200u);
+  EXPECT_EQ(c["counts"]["created"], 251);  // many/ and its 250 files
+  EXPECT_EQ(c["omitted"], 51);
+  EXPECT_LT(ReadFile(log_).size(), 200u * 1024) << "one bounded record";
+}
+
+TEST_F(ChangesTest, SymlinksAreRecordedNeverFollowedAndGitInternalsAreCounted) {
+  auto r = Exec({"sh", "-c", "ln -s /etc/passwd link && echo o > .git/objects/obj"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << ReadFile(log_);
+  auto created = Entries(c, "created");
+  ASSERT_EQ(created.size(), 1u) << c.dump(2);
+  EXPECT_EQ(created[0]["path"], "link");
+  EXPECT_EQ(created[0]["type"], "symlink");
+  EXPECT_FALSE(created[0].contains("sha256_after")) << "a symlink is never followed";
+  EXPECT_EQ(c["git"]["created"], 1) << c.dump(2);
+}
+
+TEST_F(ChangesTest, TurnedOffByPolicyTheRecordHasNoChanges) {
+  WriteFile(dir_ / "off.toml", "[audit]\nfile_changes = false\n");
+  auto r = Exec({"touch", "x"}, {"--policy", dir_ / "off.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto procs = Records("process");
+  ASSERT_EQ(procs.size(), 1u) << ReadFile(log_);
+  EXPECT_FALSE(procs[0].contains("changes"));
+}
+
+}  // namespace
+}  // namespace cordon
