@@ -3,6 +3,7 @@
 #include "core/redact.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstring>
 #include <optional>
@@ -10,6 +11,8 @@
 
 namespace cordon {
 namespace {
+
+constexpr auto npos_sv = std::string_view::npos;
 
 bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool IsUpperOrDigit(char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
@@ -36,18 +39,37 @@ bool IEqualAt(std::string_view s, std::size_t i, std::string_view word) {
   return true;
 }
 
+bool IsB64Url(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
+bool IsKeyChar(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
+// The end of the userinfo or password part of a URL: what may not appear in it unescaped.
+bool IsUrlUserChar(char c) {
+  return c > ' ' && c != ':' && c != '@' && c != '/' && c != '?' && c != '#' && c != '"' &&
+         c != '\'' && c != '<' && c != '>' && c != '\\' && c != 0x7f;
+}
+bool IsUrlPasswordChar(char c) { return c == ':' || IsUrlUserChar(c); }
+
 struct Match {
   std::size_t keep;    // bytes at the start of the match that stay visible
   std::size_t length;  // total bytes matched
   const char* rule;
 };
 
-// Tries every token shape at position i; returns the first that matches.
+// The first bytes a token shape can start with: every other byte is skipped with one lookup.
+constexpr auto kStarts = [] {
+  std::array<bool, 256> t{};
+  for (unsigned char c : std::string_view("-AgxbBes:")) t[c] = true;
+  return t;
+}();
+
+// Tries every token shape at position i; returns the first that matches. Each shape's scan is
+// bounded by what it consumes or by a run that no later start inside it can begin again, so the
+// whole scan stays linear.
 std::optional<Match> MatchTokenAt(std::string_view s, std::size_t i) {
   const bool boundary = i == 0 || !IsAlnum(s[i - 1]);
   if (StartsWithAt(s, i, "-----BEGIN ")) {
-    std::size_t eol = s.find('\n', i);
-    std::string_view header = s.substr(i, (eol == std::string_view::npos ? s.size() : eol) - i);
+    // The header line is short: looking further for it on a long line would be quadratic.
+    std::string_view header = s.substr(i, 100);
+    header = header.substr(0, header.find('\n'));
     if (header.find("PRIVATE KEY-----") != std::string_view::npos) {
       std::size_t end = s.find("-----END ", i + 11);
       std::size_t stop = s.size();
@@ -80,6 +102,46 @@ std::optional<Match> MatchTokenAt(std::string_view s, std::size_t i) {
     if (ws > 0) {
       std::size_t n = CountWhile(s, i + 6 + ws, IsTokenChar);
       if (n >= 8) return Match{6 + ws, 6 + ws + n, "bearer"};
+    }
+  }
+  const bool b64_boundary = i == 0 || !IsB64Url(s[i - 1]);
+  if (b64_boundary && StartsWithAt(s, i, "eyJ")) {
+    // A JWT: header.payload.signature, base64url, the header a JSON object ("eyJ" is "{\"").
+    std::size_t header = CountWhile(s, i, IsB64Url);
+    std::size_t at = i + header;
+    if (header >= 10 && at < s.size() && s[at] == '.') {
+      std::size_t payload = CountWhile(s, at + 1, IsB64Url);
+      at += 1 + payload;
+      if (payload >= 2 && at < s.size() && s[at] == '.') {
+        std::size_t signature = CountWhile(s, at + 1, IsB64Url);
+        return Match{0, at + 1 + signature - i, "jwt"};
+      }
+    }
+  }
+  if (s[i] == ':' && StartsWithAt(s, i, "://")) {
+    // scheme://user:password@host: the password goes, the scheme, user and host stay. The
+    // scheme itself is not needed (a cut may have taken it).
+    std::size_t user = CountWhile(s, i + 3, IsUrlUserChar);
+    std::size_t at = i + 3 + user;
+    if (at < s.size() && s[at] == ':') {
+      std::size_t pw = CountWhile(s, at + 1, IsUrlPasswordChar);
+      if (pw > 0 && at + 1 + pw < s.size() && s[at + 1 + pw] == '@') {
+        return Match{3 + user + 1, 3 + user + 1 + pw, "url_password"};
+      }
+    }
+  }
+  if (s[i] == 's' && (i == 0 || !IsKeyChar(s[i - 1])) && StartsWithAt(s, i, "sk-")) {
+    // sk-..., sk-ant-..., sk-proj-...: 20 or more key characters, one of them a digit (words
+    // joined by hyphens, such as sk-learn-pipeline-options, are not keys).
+    std::size_t n = CountWhile(s, i + 3, IsKeyChar);
+    std::string_view key = s.substr(i + 3, n);
+    std::size_t rest = n;
+    for (std::string_view kind : {"ant-", "proj-"}) {
+      if (key.starts_with(kind)) rest = n - kind.size();
+    }
+    if (rest >= 20 &&
+        std::any_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return Match{0, 3 + n, "api_key"};
     }
   }
   return std::nullopt;
@@ -115,38 +177,109 @@ void Redactor::AddSecretEnvironment(char** envp) {
   }
 }
 
-std::size_t Redactor::Redact(std::string& text) const {
-  std::size_t count = 0;
+std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
+  // Exact values: every occurrence, then the earliest (and at one place the longest) wins.
+  std::vector<Span> exact;
   for (const auto& [rule, value] : values_) {
-    const std::string marker = "[REDACTED:" + rule + "]";
-    for (std::size_t pos = text.find(value); pos != std::string::npos;
-         pos = text.find(value, pos + marker.size())) {
-      text.replace(pos, value.size(), marker);
-      ++count;
+    for (std::size_t pos = s.find(value); pos != std::string_view::npos;
+         pos = s.find(value, pos + value.size())) {
+      exact.push_back(Span{pos, pos + value.size(), 0, rule});
     }
   }
+  std::sort(exact.begin(), exact.end(), [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
+  });
+  std::vector<Span> out;
+  std::size_t gap = 0;  // where the text not yet covered starts
+  auto scan_gap = [&](std::size_t to) {
+    std::string_view g = s.substr(gap, to - gap);
+    for (std::size_t i = 0; i < g.size();) {
+      if (!kStarts[static_cast<unsigned char>(g[i])]) {
+        ++i;
+        continue;
+      }
+      auto m = MatchTokenAt(g, i);
+      if (!m) {
+        ++i;
+        continue;
+      }
+      out.push_back(Span{gap + i, gap + i + m->length, m->keep, m->rule});
+      i += m->length;
+    }
+  };
+  for (const Span& e : exact) {
+    if (e.begin < gap) continue;  // overlaps one already taken
+    scan_gap(e.begin);
+    out.push_back(e);
+    gap = e.end;
+  }
+  scan_gap(s.size());
+  return out;
+}
+
+std::size_t Redactor::Redact(std::string& text) const {
+  const std::vector<Span> spans = Find(text);
+  if (spans.empty()) return 0;
   std::string out;
-  std::string_view s(text);
+  out.reserve(text.size());
   std::size_t copied = 0;
-  for (std::size_t i = 0; i < s.size();) {
-    auto m = MatchTokenAt(s, i);
-    if (!m) {
-      ++i;
-      continue;
-    }
-    out.append(s.substr(copied, i + m->keep - copied));
+  for (const Span& sp : spans) {
+    out.append(text, copied, sp.begin + sp.keep - copied);
     out += "[REDACTED:";
-    out += m->rule;
-    out += "]";
-    i += m->length;
-    copied = i;
-    ++count;
+    out += sp.rule;
+    out += ']';
+    copied = sp.end;
   }
-  if (copied > 0) {
-    out.append(s.substr(copied));
-    text = std::move(out);
+  out.append(text, copied, std::string::npos);
+  text = std::move(out);
+  return spans.size();
+}
+
+std::size_t Redactor::CutBefore(std::string_view text, std::size_t cut) const {
+  if (cut >= text.size()) return cut;
+  const std::size_t lo = cut > kWindow ? cut - kWindow : 0;
+  const std::size_t hi = std::min(text.size(), cut + kWindow);
+  for (const Span& sp : Find(text.substr(lo, hi - lo))) {
+    if (lo + sp.begin < cut && lo + sp.end > cut) return lo + sp.begin;
+    if (lo + sp.begin >= cut) break;
   }
-  return count;
+  return cut;
+}
+
+std::size_t Redactor::StartAfter(std::string_view text, std::size_t start) const {
+  if (start == 0 || start >= text.size()) return start;
+  const std::size_t lo = start > kWindow ? start - kWindow : 0;
+  const std::size_t hi = std::min(text.size(), start + kWindow);
+  for (const Span& sp : Find(text.substr(lo, hi - lo))) {
+    if (lo + sp.begin < start && lo + sp.end > start) {
+      start = lo + sp.end;
+      break;
+    }
+    if (lo + sp.begin >= start) break;
+  }
+  // The end of a private key block whose BEGIN line lies before the window: the window shows
+  // base64 lines, then the END line. All of it up to the END line goes.
+  std::string_view ahead = text.substr(start, hi > start ? hi - start : 0);
+  std::size_t end = ahead.find("-----END ");
+  if (end != std::string_view::npos && ahead.substr(0, end).find("-----BEGIN ") == npos_sv) {
+    std::size_t dashes = ahead.find("-----", end + 9);
+    std::size_t eol = ahead.find('\n', end);
+    std::string_view line = ahead.substr(end, std::min(eol, ahead.size()) - end);
+    if (dashes != std::string_view::npos && line.find("PRIVATE KEY-----") != npos_sv) {
+      start += dashes + 5;
+    }
+  }
+  return start;
+}
+
+std::size_t Redactor::LineCut(std::string_view line, std::size_t max_chars) const {
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xc0) != 0x80 && chars++ == max_chars) {
+      return CutBefore(line, i);
+    }
+  }
+  return std::string_view::npos;
 }
 
 std::size_t Redactor::RedactJson(Json& j) const {
@@ -176,7 +309,24 @@ std::size_t Redactor::RedactJson(Json& j) const {
       count += RedactJson(item);
     }
   } else if (j.is_object()) {
-    for (auto& item : j) count += RedactJson(item);
+    // Keys are text the agent or a server chose: a secret used as a key is redacted too.
+    std::vector<std::pair<std::string, std::string>> renames;  // old key, redacted key
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      count += RedactJson(it.value());
+      std::string key = it.key();
+      if (std::size_t n = Redact(key); n > 0) {
+        count += n;
+        renames.emplace_back(it.key(), std::move(key));
+      }
+    }
+    for (auto& [old_key, key] : renames) {
+      Json value = std::move(j[old_key]);
+      j.erase(old_key);
+      // Two secrets that redact alike must not overwrite each other: nothing is lost silently.
+      std::string name = key;
+      for (int n = 2; j.contains(name); ++n) name = key + "#" + std::to_string(n);
+      j[name] = std::move(value);
+    }
   }
   return count;
 }

@@ -53,6 +53,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
     guard_->Launched(token, plan.session.workspace_writable, plan.session.protect,
                      plan.session.git_dirs);
   auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
+  if (proc) (*proc)->SetRedactor(redactor_);
   if (!proc && guard_) guard_->AfterProcess();
   return proc;
 }

@@ -49,6 +49,8 @@ class ProcessHost {
   // The session's workspace guard: it sweeps after each process and, while one runs, at each
   // call boundary (SweepAtCallBoundary).
   void SetGuard(std::unique_ptr<WorkspaceGuard> guard) { guard_ = std::move(guard); }
+  // The session's redactor, for the cuts of every process's output (it outlives the host).
+  void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
   void SweepAtCallBoundary() {
     if (guard_) guard_->AtCallBoundary();
   }
@@ -79,6 +81,7 @@ class ProcessHost {
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::unique_ptr<WorkspaceGuard> guard_;  // outlives the jobs: their threads end in a sweep
   int next_job_ = 0;
+  const Redactor* redactor_ = nullptr;
 };
 
 }  // namespace cordon
