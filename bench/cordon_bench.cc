@@ -254,7 +254,7 @@ BENCHMARK(BM_Redact_10MB)->Unit(benchmark::kMillisecond);
 void BM_Redact_Hostile_10MB(benchmark::State& state) {
   const Redactor r = BenchRedactor();
   static const std::string text = [] {
-    const std::string unit = "-----BEGIN eyJabcdefghij.x sk-0 ://u:p Bearer x AKIA ghp_ xoxb-";
+    const std::string unit = "-----BEGIN eyJabcdefghij.x sk-0 ://u:p Bearer x AKIA ghp_ xoxb- ";
     std::string t;
     while (t.size() < (10u << 20)) t += unit;
     return t;

@@ -14,7 +14,9 @@ namespace {
 
 constexpr auto npos_sv = std::string_view::npos;
 
-bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+bool IsAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
 bool IsUpperOrDigit(char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
 bool IsTokenChar(char c) {
   return IsAlnum(c) || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' || c == '=' ||
@@ -27,14 +29,12 @@ std::size_t CountWhile(std::string_view s, std::size_t from, bool (*pred)(char))
   return n;
 }
 
-bool StartsWithAt(std::string_view s, std::size_t i, std::string_view prefix) {
-  return s.size() - i >= prefix.size() && s.compare(i, prefix.size(), prefix) == 0;
-}
-
 bool IEqualAt(std::string_view s, std::size_t i, std::string_view word) {
   if (s.size() - i < word.size()) return false;
   for (std::size_t k = 0; k < word.size(); ++k) {
-    if (std::tolower(static_cast<unsigned char>(s[i + k])) != word[k]) return false;
+    char c = s[i + k];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != word[k]) return false;
   }
   return true;
 }
@@ -61,90 +61,134 @@ constexpr auto kStarts = [] {
   return t;
 }();
 
-// Tries every token shape at position i; returns the first that matches. Each shape's scan is
-// bounded by what it consumes or by a run that no later start inside it can begin again, so the
-// whole scan stays linear.
-std::optional<Match> MatchTokenAt(std::string_view s, std::size_t i) {
-  const bool boundary = i == 0 || !IsAlnum(s[i - 1]);
-  if (StartsWithAt(s, i, "-----BEGIN ")) {
-    // The header line is short: looking further for it on a long line would be quadratic.
-    std::string_view header = s.substr(i, 100);
-    header = header.substr(0, header.find('\n'));
-    if (header.find("PRIVATE KEY-----") != std::string_view::npos) {
-      std::size_t end = s.find("-----END ", i + 11);
-      std::size_t stop = s.size();
-      if (end != std::string_view::npos) {
-        std::size_t tail = s.find("-----", end + 9);
-        stop = tail == std::string_view::npos ? s.size() : tail + 5;
-      }
-      return Match{0, stop - i, "private_key"};
-    }
+// A literal at s[i]: the length is a constant, so the comparison is inlined.
+template <std::size_t N>
+bool At(std::string_view s, std::size_t i, const char (&lit)[N]) {
+  return s.size() - i >= N - 1 && std::memcmp(s.data() + i, lit, N - 1) == 0;
+}
+
+std::optional<Match> MatchPrivateKey(std::string_view s, std::size_t i) {
+  if (!At(s, i, "-----BEGIN ")) return std::nullopt;
+  // The header line is short: looking further for it on a long line would be quadratic.
+  std::string_view header = s.substr(i, 80);
+  header = header.substr(0, header.find('\n'));
+  if (header.find("PRIVATE KEY-----") == std::string_view::npos) return std::nullopt;
+  std::size_t end = s.find("-----END ", i + 11);
+  std::size_t stop = s.size();
+  if (end != std::string_view::npos) {
+    std::size_t tail = s.find("-----", end + 9);
+    stop = tail == std::string_view::npos ? s.size() : tail + 5;
   }
-  if (boundary && (StartsWithAt(s, i, "AKIA") || StartsWithAt(s, i, "ASIA"))) {
-    if (CountWhile(s, i + 4, IsUpperOrDigit) >= 16) return Match{0, 20, "aws_access_key"};
+  return Match{0, stop - i, "private_key"};
+}
+
+std::optional<Match> MatchAws(std::string_view s, std::size_t i) {
+  if ((At(s, i, "AKIA") || At(s, i, "ASIA")) && CountWhile(s, i + 4, IsUpperOrDigit) >= 16) {
+    return Match{0, 20, "aws_access_key"};
   }
-  if (boundary && s.size() - i > 4 && s[i] == 'g' && s[i + 1] == 'h' &&
-      std::strchr("pousr", s[i + 2]) != nullptr && s[i + 3] == '_') {
+  return std::nullopt;
+}
+
+std::optional<Match> MatchGithub(std::string_view s, std::size_t i) {
+  if (s.size() - i > 4 && s[i + 1] == 'h' && std::strchr("pousr", s[i + 2]) != nullptr &&
+      s[i + 2] != '\0' && s[i + 3] == '_') {
     std::size_t n = CountWhile(s, i + 4, IsAlnum);
     if (n >= 36) return Match{0, 4 + n, "github_token"};
   }
-  if (boundary && StartsWithAt(s, i, "github_pat_")) {
+  if (At(s, i, "github_pat_")) {
     std::size_t n = CountWhile(s, i + 11, [](char c) { return IsAlnum(c) || c == '_'; });
     if (n >= 22) return Match{0, 11 + n, "github_token"};
   }
-  if (boundary && s.size() - i > 5 && StartsWithAt(s, i, "xox") &&
-      std::strchr("baprs", s[i + 3]) != nullptr && s[i + 4] == '-') {
+  return std::nullopt;
+}
+
+std::optional<Match> MatchSlack(std::string_view s, std::size_t i) {
+  if (s.size() - i > 5 && At(s, i, "xox") && std::strchr("baprs", s[i + 3]) != nullptr &&
+      s[i + 3] != '\0' && s[i + 4] == '-') {
     std::size_t n = CountWhile(s, i + 5, [](char c) { return IsAlnum(c) || c == '-'; });
     if (n >= 10) return Match{0, 5 + n, "slack_token"};
   }
-  if (boundary && IEqualAt(s, i, "bearer")) {
-    std::size_t ws = CountWhile(s, i + 6, [](char c) { return c == ' ' || c == '\t'; });
-    if (ws > 0) {
-      std::size_t n = CountWhile(s, i + 6 + ws, IsTokenChar);
-      if (n >= 8) return Match{6 + ws, 6 + ws + n, "bearer"};
-    }
+  return std::nullopt;
+}
+
+std::optional<Match> MatchBearer(std::string_view s, std::size_t i) {
+  if (!IEqualAt(s, i, "bearer")) return std::nullopt;
+  std::size_t ws = CountWhile(s, i + 6, [](char c) { return c == ' ' || c == '\t'; });
+  if (ws == 0) return std::nullopt;
+  std::size_t n = CountWhile(s, i + 6 + ws, IsTokenChar);
+  if (n >= 8) return Match{6 + ws, 6 + ws + n, "bearer"};
+  return std::nullopt;
+}
+
+// A JWT: header.payload.signature, base64url, the header a JSON object ("eyJ" is "{\"").
+std::optional<Match> MatchJwt(std::string_view s, std::size_t i) {
+  if (!At(s, i, "eyJ")) return std::nullopt;
+  std::size_t header = CountWhile(s, i, IsB64Url);
+  std::size_t at = i + header;
+  if (header < 10 || at >= s.size() || s[at] != '.') return std::nullopt;
+  std::size_t payload = CountWhile(s, at + 1, IsB64Url);
+  at += 1 + payload;
+  if (payload < 2 || at >= s.size() || s[at] != '.') return std::nullopt;
+  std::size_t signature = CountWhile(s, at + 1, IsB64Url);
+  return Match{0, at + 1 + signature - i, "jwt"};
+}
+
+// scheme://user:password@host: the password goes, the scheme, user and host stay. The scheme
+// itself is not needed (a cut may have taken it).
+std::optional<Match> MatchUrlPassword(std::string_view s, std::size_t i) {
+  if (!At(s, i, "://")) return std::nullopt;
+  std::size_t user = CountWhile(s, i + 3, IsUrlUserChar);
+  std::size_t at = i + 3 + user;
+  if (at >= s.size() || s[at] != ':') return std::nullopt;
+  std::size_t pw = CountWhile(s, at + 1, IsUrlPasswordChar);
+  if (pw == 0 || at + 1 + pw >= s.size() || s[at + 1 + pw] != '@') return std::nullopt;
+  return Match{3 + user + 1, 3 + user + 1 + pw, "url_password"};
+}
+
+// sk-..., sk-ant-..., sk-proj-...: 20 or more key characters, one of them a digit (words joined
+// by hyphens, such as sk-learn-pipeline-options, are not keys).
+std::optional<Match> MatchSkKey(std::string_view s, std::size_t i) {
+  if (!At(s, i, "sk-")) return std::nullopt;
+  std::size_t n = CountWhile(s, i + 3, IsKeyChar);
+  std::string_view key = s.substr(i + 3, n);
+  std::size_t rest = n;
+  for (std::string_view kind : {"ant-", "proj-"}) {
+    if (key.starts_with(kind)) rest = n - kind.size();
   }
-  const bool b64_boundary = i == 0 || !IsB64Url(s[i - 1]);
-  if (b64_boundary && StartsWithAt(s, i, "eyJ")) {
-    // A JWT: header.payload.signature, base64url, the header a JSON object ("eyJ" is "{\"").
-    std::size_t header = CountWhile(s, i, IsB64Url);
-    std::size_t at = i + header;
-    if (header >= 10 && at < s.size() && s[at] == '.') {
-      std::size_t payload = CountWhile(s, at + 1, IsB64Url);
-      at += 1 + payload;
-      if (payload >= 2 && at < s.size() && s[at] == '.') {
-        std::size_t signature = CountWhile(s, at + 1, IsB64Url);
-        return Match{0, at + 1 + signature - i, "jwt"};
-      }
-    }
-  }
-  if (s[i] == ':' && StartsWithAt(s, i, "://")) {
-    // scheme://user:password@host: the password goes, the scheme, user and host stay. The
-    // scheme itself is not needed (a cut may have taken it).
-    std::size_t user = CountWhile(s, i + 3, IsUrlUserChar);
-    std::size_t at = i + 3 + user;
-    if (at < s.size() && s[at] == ':') {
-      std::size_t pw = CountWhile(s, at + 1, IsUrlPasswordChar);
-      if (pw > 0 && at + 1 + pw < s.size() && s[at + 1 + pw] == '@') {
-        return Match{3 + user + 1, 3 + user + 1 + pw, "url_password"};
-      }
-    }
-  }
-  if (s[i] == 's' && (i == 0 || !IsKeyChar(s[i - 1])) && StartsWithAt(s, i, "sk-")) {
-    // sk-..., sk-ant-..., sk-proj-...: 20 or more key characters, one of them a digit (words
-    // joined by hyphens, such as sk-learn-pipeline-options, are not keys).
-    std::size_t n = CountWhile(s, i + 3, IsKeyChar);
-    std::string_view key = s.substr(i + 3, n);
-    std::size_t rest = n;
-    for (std::string_view kind : {"ant-", "proj-"}) {
-      if (key.starts_with(kind)) rest = n - kind.size();
-    }
-    if (rest >= 20 &&
-        std::any_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      return Match{0, 3 + n, "api_key"};
-    }
+  if (rest >= 20 &&
+      std::any_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return Match{0, 3 + n, "api_key"};
   }
   return std::nullopt;
+}
+
+// The token shape that can start with s[i], if it matches there. Each shape's scan is bounded by
+// what it consumes or by a run inside which no later start is at a boundary again, so the whole
+// scan stays linear.
+std::optional<Match> MatchTokenAt(std::string_view s, std::size_t i) {
+  const bool word_start = i == 0 || !IsAlnum(s[i - 1]);
+  const bool b64_start = i == 0 || !IsB64Url(s[i - 1]);
+  switch (s[i]) {
+    case '-':
+      return MatchPrivateKey(s, i);
+    case 'A':
+      return word_start ? MatchAws(s, i) : std::nullopt;
+    case 'g':
+      return word_start ? MatchGithub(s, i) : std::nullopt;
+    case 'x':
+      return word_start ? MatchSlack(s, i) : std::nullopt;
+    case 'b':
+    case 'B':
+      return word_start ? MatchBearer(s, i) : std::nullopt;
+    case 'e':
+      return b64_start ? MatchJwt(s, i) : std::nullopt;
+    case ':':
+      return MatchUrlPassword(s, i);
+    case 's':
+      return b64_start ? MatchSkKey(s, i) : std::nullopt;
+    default:
+      return std::nullopt;
+  }
 }
 
 }  // namespace

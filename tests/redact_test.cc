@@ -132,7 +132,7 @@ TEST(Redactor, ShapesScanInLinearTime) {
   // Hostile output: near-secrets everywhere on one line. A quadratic scan takes minutes here.
   Redactor r;
   r.AddValue("env", "an-env-secret-value");
-  const std::string unit = "-----BEGIN eyJabcdefghij.x sk-0 ://u:p Bearer x AKIA ghp_ xoxb-";
+  const std::string unit = "-----BEGIN eyJabcdefghij.x sk-0 ://u:p Bearer x AKIA ghp_ xoxb- ";
   std::string text;
   while (text.size() < (4u << 20)) text += unit;
   const auto t0 = std::chrono::steady_clock::now();
