@@ -12,6 +12,7 @@
 
 #include "audit/audit.h"
 #include "core/hash.h"
+#include "core/redact.h"
 #include "session/session.h"
 
 extern char** environ;
@@ -201,6 +202,88 @@ void BM_Baseline_Sha256Lines(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Baseline_Sha256Lines)->Unit(benchmark::kMillisecond);
+
+// Redaction of 10 MB of process output: build-log lines with paths, URLs, hashes and numbers,
+// and a few secrets, against the least any scan of it must do (memchr for newlines).
+const std::string& TenMbOutput() {
+  static const std::string text = [] {
+    const std::string lines[] = {
+        "[  42%] Building CXX object src/CMakeFiles/app.dir/main.cc.o\n",
+        "GET https://example.com/api/v1/items?page=3 200 12ms\n",
+        "commit 3f2a9c1e5b7d4f60a8c2e1b9d7f5a3c1e9b7d5f3 (HEAD -> main)\n",
+        "warning: unused variable 'x' [-Wunused-variable] at src/a/b/c.cc:120:7\n",
+        "token refresh scheduled in 3600 seconds for user alice@example.com\n",
+        "sk-learn pipeline: StandardScaler -> LogisticRegression(C=1.0)\n",
+        "Bearer auth enabled; see docs at http://localhost:8080/docs\n",
+    };
+    std::string t;
+    t.reserve(10u << 20);
+    for (std::size_t i = 0; t.size() < (10u << 20); ++i) {
+      t += lines[i % std::size(lines)];
+      if (i % 5000 == 0) {
+        t += "DATABASE_URL=postgres://app:Sup3rSecretPw@db:5432/app ";
+        t += "OPENAI_API_KEY=sk-proj-AbCdEf0123456789GhIjKlMn ";
+        t += "jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl\n";
+      }
+    }
+    return t;
+  }();
+  return text;
+}
+
+Redactor BenchRedactor() {
+  Redactor r;
+  r.AddValue("env", "ghp-like-but-an-env-value-0123456789");
+  r.AddValue("env", "hunter2-very-secret");
+  r.AddValue("policy", "project-codename-zebra");
+  return r;
+}
+
+void BM_Redact_10MB(benchmark::State& state) {
+  const Redactor r = BenchRedactor();
+  const std::string& text = TenMbOutput();
+  for (auto _ : state) {
+    std::string copy = text;
+    benchmark::DoNotOptimize(r.Redact(copy));
+    state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(text.size()));
+  }
+}
+BENCHMARK(BM_Redact_10MB)->Unit(benchmark::kMillisecond);
+
+// Hostile output: every byte a possible start of a shape that does not complete.
+void BM_Redact_Hostile_10MB(benchmark::State& state) {
+  const Redactor r = BenchRedactor();
+  static const std::string text = [] {
+    const std::string unit = "-----BEGIN eyJabcdefghij.x sk-0 ://u:p Bearer x AKIA ghp_ xoxb- ";
+    std::string t;
+    while (t.size() < (10u << 20)) t += unit;
+    return t;
+  }();
+  for (auto _ : state) {
+    std::string copy = text;
+    benchmark::DoNotOptimize(r.Redact(copy));
+    state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(text.size()));
+  }
+}
+BENCHMARK(BM_Redact_Hostile_10MB)->Unit(benchmark::kMillisecond);
+
+// Baseline: a copy and a memchr scan for newlines over the same 10 MB.
+void BM_Baseline_MemchrScan_10MB(benchmark::State& state) {
+  const std::string& text = TenMbOutput();
+  for (auto _ : state) {
+    std::string copy = text;
+    std::size_t lines = 0;
+    for (const char *p = copy.data(), *end = p + copy.size();
+         (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)))) !=
+         nullptr;
+         ++p) {
+      ++lines;
+    }
+    benchmark::DoNotOptimize(lines);
+    state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(text.size()));
+  }
+}
+BENCHMARK(BM_Baseline_MemchrScan_10MB)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace cordon

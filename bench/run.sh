@@ -21,6 +21,8 @@ def t(name):
 rows = [
     ("read_file_range, 100 lines at line 700k of a 100 MB file", "BM_ReadFileRange_100MB", "BM_Baseline_ScanLines_100MB", "read()+memchr scan"),
     ("replace_range with fsync (4 KB file, audited)", "BM_ReplaceRange_Fsync", "BM_Baseline_WriteFsyncRename", "write+fsync+rename+fsync dir"),
+    ("redaction of 10 MB of process output", "BM_Redact_10MB", "BM_Baseline_MemchrScan_10MB", "copy+memchr scan"),
+    ("redaction of 10 MB of hostile near-secrets", "BM_Redact_Hostile_10MB", "BM_Baseline_MemchrScan_10MB", "copy+memchr scan"),
 ]
 print("| figure | cordon | baseline | ratio |")
 print("|---|---|---|---|")

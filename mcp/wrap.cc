@@ -64,6 +64,10 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     session.processes().SyncGitViews();  // a tool-call boundary of the wrapped server
     pending.erase(it);
   };
+  // A message cut for a record: the cut never splits a secret (the writer redacts the rest).
+  auto clip = [&](const std::string& text) {
+    return text.substr(0, session.redactor().CutBefore(text, 500));
+  };
   auto to_client = [&](std::string_view line) {
     (void)WriteAll(client_out, std::string(line) + "\n", "MCP client");
   };
@@ -80,7 +84,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                                 const std::string& why) {
     session.Audit(McpDiagnosticRecord{.server = "wrapped",
                                       .reason = "message from the server refused",
-                                      .message = why.substr(0, 500),
+                                      .message = clip(why),
                                       .bytes = line.size()},
                   false);
     if (m && m->kind == Message::Kind::kResponse && !m->id.is_null()) {
@@ -88,7 +92,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       if (it != pending.end()) {
         finish(it, ToolFinishedRecord{.status = "error",
                                       .code = std::string(CodeName(Code::kServerUnavailable)),
-                                      .message = why.substr(0, 500),
+                                      .message = clip(why),
                                       .output_bytes = line.size()});
       }
       to_client(DumpJson(
@@ -120,13 +124,18 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       return;
     }
     Message& m = std::get<Message>(parsed);
-    // Caps and redaction change the message only when they apply; otherwise the line goes
-    // through byte for byte (integers beyond 64 bits and "1.0" keep their spelling).
-    std::size_t redactions = session.redactor().RedactJson(m.params) +
-                             session.redactor().RedactJson(m.result) +
-                             session.redactor().RedactJson(m.error);
-    bool truncated = false;
     auto it = m.kind == Message::Kind::kResponse ? pending.find(m.id.dump()) : pending.end();
+    // Caps and redaction change the message only when they apply; otherwise the line goes
+    // through byte for byte (integers beyond 64 bits and "1.0" keep their spelling). Redaction
+    // wins over passing a message unchanged, whatever its kind: values and keys of params,
+    // result and error, the id and the method. A secret the line holds elsewhere (a member
+    // cordon does not read) forces the rewrite too, which leaves that member out.
+    const Redactor& redactor = session.redactor();
+    std::size_t redactions = redactor.RedactJson(m.params) + redactor.RedactJson(m.result) +
+                             redactor.RedactJson(m.error) + redactor.RedactJson(m.id) +
+                             redactor.Redact(m.method);
+    if (redactions == 0) redactions = redactor.Find(line).size();
+    bool truncated = false;
     if (it != pending.end()) {
       const std::size_t cap = static_cast<std::size_t>(session.policy().limits.max_output_bytes);
       if (line.size() > cap && m.result.is_object()) truncated = CapToolResult(m.result, cap);
@@ -145,6 +154,17 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
           .status = is_error ? "error" : "ok", .output_bytes = line.size(), .truncated = truncated};
       if (redactions > 0) rec.output_redactions = redactions;
       finish(it, std::move(rec));
+    } else if (redactions > 0) {
+      // Not a tool call's response (a notification, a request, another response): the record
+      // says the client received it rewritten.
+      session.Audit(
+          McpDiagnosticRecord{.server = "wrapped",
+                              .reason = "message from the server redacted",
+                              .message = std::to_string(redactions) +
+                                         " secret(s) replaced before the client saw it",
+                              .method = m.method.empty() ? std::nullopt : std::optional(m.method),
+                              .bytes = line.size()},
+          false);
     }
     to_client(changed ? DumpJson(Rebuild(m)) : std::string(line));
   };
@@ -161,7 +181,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
             session.Audit(
                 McpDiagnosticRecord{.server = "wrapped",
                                     .reason = "unreadable message from the server dropped",
-                                    .message = std::string(e.what()).substr(0, 500),
+                                    .message = clip(e.what()),
                                     .bytes = line.size()},
                 false);
           }
@@ -178,12 +198,11 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     auto parsed = ParseMessage(line, kMaxMessageBytes, BigIntegers::kAccept);
     if (std::holds_alternative<Json>(parsed)) {
       const Json& error = std::get<Json>(parsed);
-      session.Audit(
-          McpDiagnosticRecord{.server = "wrapped",
-                              .reason = "message from the client refused",
-                              .message = JsonStringField(error["error"], "message").substr(0, 500),
-                              .bytes = line.size()},
-          false);
+      session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                        .reason = "message from the client refused",
+                                        .message = clip(JsonStringField(error["error"], "message")),
+                                        .bytes = line.size()},
+                    false);
       to_client(DumpJson(error));  // answered here, never forwarded
       return;
     }
@@ -248,7 +267,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
             session.Audit(
                 McpDiagnosticRecord{.server = "wrapped",
                                     .reason = "unreadable message from the client refused",
-                                    .message = std::string(e.what()).substr(0, 500),
+                                    .message = clip(e.what()),
                                     .bytes = line.size()},
                 false);
             to_client(DumpJson(MakeError(nullptr, kInvalidRequest,

@@ -29,6 +29,9 @@ void CappedStream::Append(std::string_view data) {
     head_.append(data.substr(0, take));
     data.remove_prefix(take);
   }
+  if (head_window_.size() < Redactor::kWindow) {
+    head_window_.append(data.substr(0, Redactor::kWindow - head_window_.size()));
+  }
   tail_.append(data);
   if (tail_.size() > 2 * (cap_ - half)) {
     std::size_t excess = tail_.size() - (cap_ - half);
@@ -39,11 +42,22 @@ void CappedStream::Append(std::string_view data) {
 
 void CappedStream::Evict(std::string_view gone) {
   dropped_ += gone.size();
+  // The bytes just before the tail, for a tail start that must not split a secret.
+  if (gone.size() >= Redactor::kWindow) {
+    evicted_window_.assign(gone.substr(gone.size() - Redactor::kWindow));
+  } else {
+    evicted_window_.append(gone);
+    if (evicted_window_.size() > 2 * Redactor::kWindow) {
+      evicted_window_.erase(0, evicted_window_.size() - Redactor::kWindow);
+    }
+  }
+  // An error line is kept to kMaxErrorLineBytes, plus a window so that its cut splits no secret.
+  const std::size_t line_room = kMaxErrorLineBytes + Redactor::kWindow;
   while (!gone.empty()) {
     std::size_t nl = gone.find('\n');
     std::string_view piece = gone.substr(0, nl);
-    if (partial_.size() < kMaxErrorLineBytes) {
-      partial_.append(piece.substr(0, kMaxErrorLineBytes - partial_.size()));
+    if (partial_.size() < line_room) {
+      partial_.append(piece.substr(0, line_room - partial_.size()));
     }
     if (nl == std::string_view::npos) break;
     if (error_lines_.size() < kMaxErrorLines && LooksLikeError(partial_)) {
@@ -55,16 +69,26 @@ void CappedStream::Evict(std::string_view gone) {
 }
 
 std::string CappedStream::Text() const {
-  std::string tail = tail_;
-  if (dropped_ == 0) return RepairUtf8(head_ + tail);
+  if (dropped_ == 0) return RepairUtf8(head_ + tail_);
   const std::size_t keep = cap_ - cap_ / 2;
-  if (tail.size() > keep) tail.erase(0, tail.size() - keep);
-  std::uint64_t cut = total_ - head_.size() - tail.size();
-  std::string out = head_;
+  // Where the head ends and the tail starts, each moved so that no secret is cut in two: the
+  // secret then lies whole in the dropped part, and the count says so.
+  std::size_t head_len = head_.size();
+  if (redactor_ != nullptr) head_len = redactor_->CutBefore(head_ + head_window_, head_len);
+  const std::string before = evicted_window_ + tail_;
+  std::size_t start = before.size() - std::min(before.size(), keep);
+  if (redactor_ != nullptr) start = redactor_->StartAfter(before, start);
+  const std::string_view tail = std::string_view(before).substr(start);
+  std::uint64_t cut = total_ - head_len - tail.size();
+  std::string out = head_.substr(0, head_len);
   out += "\n[cordon: " + std::to_string(cut) + " bytes of output dropped";
   if (!error_lines_.empty()) {
     out += "; error lines from the dropped part:\n";
-    for (const auto& l : error_lines_) out += "  " + l + "\n";
+    for (const auto& l : error_lines_) {
+      std::size_t len = std::min(l.size(), kMaxErrorLineBytes);
+      if (redactor_ != nullptr && l.size() > len) len = redactor_->CutBefore(l, len);
+      out += "  " + l.substr(0, len) + "\n";
+    }
     out += "[cordon: end of kept error lines";
   }
   out += "]\n";
@@ -73,13 +97,16 @@ std::string CappedStream::Text() const {
 }
 
 std::string CappedStream::Tail(std::size_t max_chars) const {
-  std::string all = StripEscapes(dropped_ ? tail_ : head_ + tail_);
-  all = RepairUtf8(all);
+  // The text before the retained part (when some was dropped) is the window that tells whether
+  // the tail's first bytes belong to a secret that began before them.
+  const std::string before = dropped_ ? RepairUtf8(StripEscapes(evicted_window_)) : std::string();
+  const std::string all = before + RepairUtf8(StripEscapes(dropped_ ? tail_ : head_ + tail_));
   std::size_t chars = 0, i = all.size();
-  while (i > 0 && chars < max_chars) {
+  while (i > before.size() && chars < max_chars) {
     --i;
     if ((static_cast<unsigned char>(all[i]) & 0xc0) != 0x80) ++chars;
   }
+  if (redactor_ != nullptr) i = redactor_->StartAfter(all, i);
   return all.substr(i);
 }
 

@@ -1,5 +1,7 @@
 // CappedStream: bounded capture of a process's output. Beyond the cap it keeps the head and the
-// tail, counts what it dropped, and keeps the error-looking lines from the dropped middle.
+// tail, counts what it dropped, and keeps the error-looking lines from the dropped middle. With a
+// redactor, no cut splits a secret: each cut keeps Redactor::kWindow bytes beyond it, and a secret
+// that straddles it falls whole into the dropped part.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/redact.h"
 #include "core/text.h"
 
 namespace cordon {
@@ -14,6 +17,8 @@ namespace cordon {
 class CappedStream {
  public:
   explicit CappedStream(std::size_t cap) : cap_(cap < 64 ? 64 : cap) {}
+  // The session's redactor (it outlives the stream); without one, cuts fall where they fall.
+  void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
   void Append(std::string_view data);
   std::uint64_t total() const { return total_; }
   std::uint64_t dropped() const { return dropped_; }
@@ -27,7 +32,11 @@ class CappedStream {
  private:
   void Evict(std::string_view gone);
   std::size_t cap_;
+  const Redactor* redactor_ = nullptr;
   std::string head_, tail_, partial_;
+  // The carry-over windows: the first bytes after the head, and the last bytes evicted before
+  // the tail (up to 2 * kWindow, trimmed in bulk).
+  std::string head_window_, evicted_window_;
   std::uint64_t total_ = 0, dropped_ = 0;
   std::vector<std::string> error_lines_;
 };

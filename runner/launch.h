@@ -247,6 +247,12 @@ class ConfinedProcess {
   std::string Tail(std::size_t max_chars) const;  // combined tail, escapes stripped
   const ProcessRequest& request() const { return req_; }
   const Json& confinement() const { return confinement_; }
+  // The session's redactor: the output's cuts (head, tail, tails) never split a secret.
+  void SetRedactor(const Redactor* redactor) {
+    std::lock_guard<std::mutex> lock(mu_);
+    out_.SetRedactor(redactor);
+    err_.SetRedactor(redactor);
+  }
 
  private:
   ConfinedProcess(std::size_t cap) : out_(cap), err_(cap) {}

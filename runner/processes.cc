@@ -59,6 +59,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   watch->concurrent = running_.fetch_add(1) > 0;
   watch->launch_no = ++launches_;
   auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
+  if (proc) (*proc)->SetRedactor(redactor_);
   if (!proc) {
     --running_;
     if (guard_) guard_->AfterProcess();

@@ -53,6 +53,8 @@ class ProcessHost {
   // The session's workspace guard: it sweeps after each process and, while one runs, at each
   // call boundary (SweepAtCallBoundary).
   void SetGuard(std::unique_ptr<WorkspaceGuard> guard) { guard_ = std::move(guard); }
+  // The session's redactor, for the cuts of every process's output (it outlives the host).
+  void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
   void SweepAtCallBoundary() {
     if (guard_) guard_->AtCallBoundary();
   }
@@ -95,6 +97,7 @@ class ProcessHost {
   ChangeRecorder changes_;  // the session's hash cache lives here
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<int> running_{0};
+  const Redactor* redactor_ = nullptr;
 };
 
 }  // namespace cordon

@@ -248,6 +248,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       s->policy_, s->workspace_, std::move(host), envp,
       [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
             const Json& changes) { raw->RecordProcess(p, job_id, cancel_requested, changes); });
+  s->processes_->SetRedactor(&s->redactor_);  // output cuts never split a secret
   s->processes_->SetGuard(std::make_unique<WorkspaceGuard>(
       WritableRoots(s->policy_, s->workspace_.root(), HomeDir()), GuardOptions::From(s->policy_),
       CordonStateDir() + "/quarantine/" + session_id,
@@ -365,8 +366,19 @@ namespace {
 const std::string kDroppedMarker = " bytes of output dropped]";
 constexpr std::size_t kBuiltinMarkerRoom = 64 * 1024;
 
-// Cuts `text` at `cap` bytes (never inside a UTF-8 sequence) and says how much went.
+// Cuts `text` at `cap` bytes (never inside a UTF-8 sequence) and says how much went. The text is
+// redacted already (step 5 redacts before it cuts): a redaction marker is never cut in half, the
+// cut moves back to its start.
 void CutText(std::string& text, std::size_t cap) {
+  constexpr std::string_view kMarker = "[REDACTED:";
+  constexpr std::size_t kLongestMarker = 64;
+  if (cap > 0) {
+    std::size_t open = text.rfind(kMarker, cap - 1);
+    if (open != std::string::npos && cap - open < kLongestMarker) {
+      std::size_t close = text.find(']', open);
+      if (close == std::string::npos || close >= cap) cap = open;
+    }
+  }
   const std::size_t dropped = text.size() - cap;
   text = RepairUtf8(std::string_view(text).substr(0, cap)) +
          "\n[cordon: " + std::to_string(dropped) + kDroppedMarker;
@@ -503,7 +515,8 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     // A quick call without side effects (read_file_range) keeps tool_started for the one
     // write at the end: nothing happens in between that a crash could hide.
     if (spec->effect != Effect::kNone || !spec->quick) TRY(write_started());
-    ToolContext ctx{workspace_, policy_,
+    ToolContext ctx{workspace_,
+                    policy_,
                     [&](const FileWriteReport& w) {
                       FileWriteRecord rec{.call = call_id,
                                           .tool = tool,
@@ -520,7 +533,9 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                       (void)write_started();  // written before the tool ran
                       (void)Audit(rec, true);
                     },
-                    processes_.get(), cancel};
+                    processes_.get(),
+                    cancel,
+                    &redactor_};
     try {
       return spec->run(args, ctx);
     } catch (const std::exception& e) {

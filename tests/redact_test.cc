@@ -1,7 +1,16 @@
-// Table tests for the redactor: every rule, the count, and what must not be touched.
+// Table tests for the redactor: every rule, the count, and what must not be touched; keys; and
+// sweeps of every cut offset across a secret (capture, line caps, result caps), unit and end to
+// end (cordon call run_shell, read_file_range, cordon wrap).
 #include "core/redact.h"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+
+#include "runner/capture.h"
+#include "session/session.h"
+#include "tests/test_util.h"
 
 namespace cordon {
 namespace {
@@ -80,6 +89,406 @@ TEST(Redactor, PrivateKeyBlockSplitAcrossLines) {
   EXPECT_EQ(r.RedactJson(lines), 4u);
   EXPECT_EQ(lines, Json({"before", "[REDACTED:private_key]", "[REDACTED:private_key]",
                          "[REDACTED:private_key]", "[REDACTED:private_key]", "after"}));
+}
+
+// --- Issue 10: redaction gaps -----------------------------------------------------------------
+
+TEST(Redactor, JwtUrlPasswordAndSkKeys) {
+  Redactor r;
+  struct Case {
+    std::string in, out;
+    std::size_t count;
+  };
+  const std::string jwt =
+      "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+      "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+  const Case cases[] = {
+      {"token: " + jwt + " end", "token: [REDACTED:jwt] end", 1},
+      {"\"" + jwt + "\"", "\"[REDACTED:jwt]\"", 1},
+      {"postgres://app:hunter2@db:5432/x", "postgres://app:[REDACTED:url_password]@db:5432/x", 1},
+      {"https://user:p:a%40ss@example.com/", "https://user:[REDACTED:url_password]@example.com/",
+       1},
+      {"redis://:onlypw@cache", "redis://:[REDACTED:url_password]@cache", 1},
+      {"key=sk-proj-AbCdEf0123456789GhIjKlMn", "key=[REDACTED:api_key]", 1},
+      {"sk-ant-api03-abcdefghij0123456789_XYZ-abc rest", "[REDACTED:api_key] rest", 1},
+      {"sk-0123456789abcdefghijKLMN", "[REDACTED:api_key]", 1},
+      // Not secrets: no password, a port, a short or digit-free sk- word, a lone JWT header.
+      {"http://example.com:8080/path", "http://example.com:8080/path", 0},
+      {"ssh://git@github.com/x", "ssh://git@github.com/x", 0},
+      {"mailto:user:x@y", "mailto:user:x@y", 0},
+      {"sk-learn-pipeline-options-and-more", "sk-learn-pipeline-options-and-more", 0},
+      {"sk-abc123", "sk-abc123", 0},
+      {"task-sk-0123456789abcdefghijKLMN", "task-sk-0123456789abcdefghijKLMN", 0},
+      {"eyJhbGciOiJIUzI1NiJ9 alone", "eyJhbGciOiJIUzI1NiJ9 alone", 0},
+  };
+  for (const auto& c : cases) {
+    std::string s = c.in;
+    EXPECT_EQ(r.Redact(s), c.count) << c.in;
+    EXPECT_EQ(s, c.out) << c.in;
+  }
+}
+
+TEST(Redactor, ShapesScanInLinearTime) {
+  // Hostile output: near-secrets everywhere on one line. A quadratic scan takes minutes here.
+  Redactor r;
+  r.AddValue("env", "an-env-secret-value");
+  const std::string unit = "-----BEGIN eyJabcdefghij.x sk-0 ://u:p Bearer x AKIA ghp_ xoxb- ";
+  std::string text;
+  while (text.size() < (4u << 20)) text += unit;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string copy = text;
+  EXPECT_EQ(r.Redact(copy), 0u);
+  const auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 10.0);
+  EXPECT_EQ(copy, text);
+}
+
+TEST(Redactor, JsonKeysAreRedactedAndNeverCollide) {
+  Redactor r;
+  r.AddValue("env", "hunter2-very-secret");
+  Json j = {{"hunter2-very-secret", 1},
+            {"sk-proj-AbCdEf0123456789GhIjKlMn", {{"x", "hunter2-very-secret"}}},
+            {"sk-proj-ZyXwVu9876543210TsRqPoNm", 3},
+            {"[REDACTED:api_key]", "an original key of that name"},
+            {"plain", "postgres://u:pw123@h"}};
+  EXPECT_EQ(r.RedactJson(j), 5u) << j.dump();
+  const std::string dump = j.dump();
+  EXPECT_EQ(dump.find("hunter2"), std::string::npos) << dump;
+  EXPECT_EQ(dump.find("sk-proj"), std::string::npos) << dump;
+  EXPECT_EQ(dump.find("pw123"), std::string::npos) << dump;
+  // Nothing lost: five keys still, the redacted ones told apart by a suffix.
+  EXPECT_EQ(j.size(), 5u) << dump;
+  EXPECT_EQ(j["[REDACTED:env]"], 1);
+  EXPECT_EQ(j["[REDACTED:api_key]"], "an original key of that name");
+  EXPECT_TRUE(j.contains("[REDACTED:api_key]#2")) << dump;
+  EXPECT_TRUE(j.contains("[REDACTED:api_key]#3")) << dump;
+  // Deterministic: the same input gives the same output.
+  Json k = {{"sk-proj-AbCdEf0123456789GhIjKlMn", {{"x", "hunter2-very-secret"}}},
+            {"sk-proj-ZyXwVu9876543210TsRqPoNm", 3},
+            {"hunter2-very-secret", 1},
+            {"[REDACTED:api_key]", "an original key of that name"},
+            {"plain", "postgres://u:pw123@h"}};
+  r.RedactJson(k);
+  EXPECT_EQ(j, k);
+}
+
+// The secrets every cut is swept across: an environment value, a JWT, a URL password, an sk- key
+// and a PEM private key block (about 3 KiB). `secret` is what must not survive in part.
+struct SweepCase {
+  std::string name, text, secret;
+};
+
+std::string PemBlock() {
+  std::string body;
+  std::uint32_t x = 12345;
+  const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (int line = 0; line < 50; ++line) {
+    for (int i = 0; i < 64; ++i) {
+      x = x * 1103515245u + 12345u;
+      body += b64[(x >> 16) % 64];
+    }
+    body += '\n';
+  }
+  return "-----BEGIN RSA PRIVATE KEY-----\n" + body + "-----END RSA PRIVATE KEY-----";
+}
+
+const std::string kEnvSecret = "Env-Secret-0123456789-abcdefghijklmnop";
+
+std::vector<SweepCase> SweepCases() {
+  const std::string jwt =
+      "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+      "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+  return {
+      {"env", "TOKEN=" + kEnvSecret, kEnvSecret},
+      {"jwt", "auth " + jwt, jwt},
+      {"url", "postgres://app:Sup3rSecretPassw0rd@db:5432/app", "Sup3rSecretPassw0rd"},
+      {"sk", "key sk-proj-AbCdEf0123456789GhIjKlMnOpQr", "sk-proj-AbCdEf0123456789GhIjKlMnOpQr"},
+      {"pem", PemBlock(), PemBlock()}};
+}
+
+Redactor SweepRedactor() {
+  Redactor r;
+  r.AddValue("env", kEnvSecret);
+  return r;
+}
+
+// No prefix and no suffix of the secret of 6 bytes or more, and no 8-byte piece of it.
+void ExpectNoPartOf(const std::string& out, const std::string& secret, const std::string& what) {
+  ASSERT_GE(secret.size(), 8u);
+  EXPECT_EQ(out.find(secret.substr(0, 6)), std::string::npos) << what << ": a prefix survived";
+  EXPECT_EQ(out.find(secret.substr(secret.size() - 6)), std::string::npos)
+      << what << ": a suffix survived";
+  for (std::size_t i = 0; i + 8 <= secret.size(); ++i) {
+    if (out.find(secret.substr(i, 8)) != std::string::npos) {
+      ADD_FAILURE() << what << ": bytes " << i << "..+8 of the secret survived";
+      return;
+    }
+  }
+}
+
+std::string Filler(std::size_t n, char c) {
+  std::string s;
+  while (s.size() < n) s += std::string(std::min<std::size_t>(79, n - s.size()), c) + "\n";
+  return s.substr(0, n);
+}
+
+std::string Captured(const std::string& text, std::size_t cap, const Redactor& r,
+                     std::size_t chunk) {
+  CappedStream cs(cap);
+  cs.SetRedactor(&r);
+  for (std::size_t i = 0; i < text.size(); i += chunk) {
+    cs.Append(std::string_view(text).substr(i, chunk));
+  }
+  EXPECT_TRUE(cs.truncated());
+  std::string out = cs.Text();
+  r.Redact(out);  // what the session's step 5 does with it
+  return out;
+}
+
+TEST(RedactCut, CaptureHeadCutSweepsEveryOffset) {
+  const Redactor r = SweepRedactor();
+  for (const auto& c : SweepCases()) {
+    const std::string before = Filler(200, 'a');
+    const std::string text = before + c.text + "\n" + Filler(40000, 'b');
+    const std::size_t s = before.size() + c.text.find(c.secret), e = s + c.secret.size();
+    for (std::size_t cut = s - 1; cut <= e + 1; ++cut) {
+      const std::string out = Captured(text, 2 * cut, r, cut % 2 ? 4093 : 65536);
+      ExpectNoPartOf(out, c.secret, c.name + " head cut at " + std::to_string(cut));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(RedactCut, CaptureTailStartSweepsEveryOffset) {
+  const Redactor r = SweepRedactor();
+  for (const auto& c : SweepCases()) {
+    const std::string before = Filler(40000, 'a') + "\n";
+    const std::string after = "\n" + Filler(100, 'b');
+    const std::string text = before + c.text + after;
+    const std::size_t s = before.size() + c.text.find(c.secret), e = s + c.secret.size();
+    // The tail keeps cap - cap/2 = keep bytes: it starts at text.size() - keep.
+    for (std::size_t start = s - 1; start <= e + 1; ++start) {
+      const std::size_t keep = text.size() - start;
+      const std::string out = Captured(text, 2 * keep, r, start % 2 ? 4093 : 65536);
+      ExpectNoPartOf(out, c.secret, c.name + " tail start at " + std::to_string(start));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(RedactCut, CaptureErrorLineCutSweepsEveryOffset) {
+  // Error lines from the dropped middle are kept to 400 bytes each: the secret starts at every
+  // offset from before that cut to past it.
+  const Redactor r = SweepRedactor();
+  for (const auto& c : SweepCases()) {
+    if (c.name == "pem") continue;  // several lines: not one error line
+    const std::size_t at = c.text.find(c.secret), len = c.secret.size();
+    for (std::size_t p = 400 - len - 1; p <= 401; ++p) {
+      if (p < 7 + at) continue;
+      const std::string line = "error: " + std::string(p - 7 - at, 'x') + c.text + " tail";
+      const std::string text = Filler(3000, 'a') + "\n" + line + "\n" + Filler(40000, 'b');
+      const std::string out = Captured(text, 1000, r, 4093);
+      ASSERT_NE(out.find("  error: xx"), std::string::npos) << out;
+      ExpectNoPartOf(out, c.secret, c.name + " error line, secret at " + std::to_string(p));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(RedactCut, CaptureTailOfCharsSweepsEveryOffset) {
+  // process_output and the timeout message show the last max_chars characters.
+  const Redactor r = SweepRedactor();
+  for (const auto& c : SweepCases()) {
+    const std::string text = Filler(300, 'a') + "\n" + c.text + "\n" + Filler(50, 'b');
+    const std::size_t s = 301 + c.text.find(c.secret), e = s + c.secret.size();
+    CappedStream cs(1u << 20);
+    cs.SetRedactor(&r);
+    cs.Append(text);
+    for (std::size_t start = s - 1; start <= e + 1; ++start) {
+      std::string out = cs.Tail(text.size() - start);
+      r.Redact(out);
+      ExpectNoPartOf(out, c.secret, c.name + " tail of chars from " + std::to_string(start));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(RedactCut, LineCutSweepsEveryOffset) {
+  // read_file_range and search_text cut a long line at max_line_chars characters.
+  const Redactor r = SweepRedactor();
+  for (const auto& c : SweepCases()) {
+    if (c.name == "pem") continue;  // lines of a file: the array rule takes a block whole
+    const std::string line = std::string(300, 'a') + " " + c.text + " " + std::string(300, 'b');
+    const std::size_t s = 301 + c.text.find(c.secret), e = s + c.secret.size();
+    for (std::size_t max = s - 1; max <= e + 1; ++max) {
+      const std::size_t at = r.LineCut(line, max);
+      ASSERT_NE(at, std::string::npos);
+      std::string out = line.substr(0, at);
+      r.Redact(out);
+      ExpectNoPartOf(out, c.secret, c.name + " line cut at " + std::to_string(max));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(RedactCut, ResultCapNeverCutsAMarkerInHalf) {
+  // The session redacts, then caps (CapStructuredResult, and wrap's CapToolResult): a cut that
+  // falls inside a marker moves back to its start.
+  const Redactor r = SweepRedactor();
+  for (const auto& c : SweepCases()) {
+    std::string text = std::string(300, 'a') + " " + c.text + " " + std::string(300, 'b');
+    r.Redact(text);
+    const std::size_t m = text.find("[REDACTED:");
+    ASSERT_NE(m, std::string::npos) << c.name;
+    const std::size_t m_end = text.find(']', m) + 1;
+    for (std::size_t cap = m - 1; cap <= m_end + 1; ++cap) {
+      Json structured = text;
+      ASSERT_TRUE(CapStructuredResult(structured, cap));
+      const std::string out = structured.get<std::string>();
+      const std::string marker = text.substr(m, m_end - m);
+      const std::size_t open = out.find("[RED");
+      if (open != std::string::npos) {
+        EXPECT_EQ(out.compare(open, marker.size(), marker), 0)
+            << c.name << " cap " << cap << ": " << out.substr(open);
+      }
+      Json result = {{"content", {{{"type", "text"}, {"text", text}}}}};
+      ASSERT_TRUE(CapToolResult(result, cap));
+      const std::string wrapped = result["content"][0]["text"].get<std::string>();
+      const std::size_t wopen = wrapped.find("[RED");
+      if (wopen != std::string::npos) {
+        EXPECT_EQ(wrapped.compare(wopen, marker.size(), marker), 0)
+            << c.name << " cap " << cap << ": " << wrapped.substr(wopen);
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// --- End to end: the real binary --------------------------------------------------------------
+
+class RedactEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::WriteFile(dir_ / "ws/a.txt", "alpha\n");
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state"),
+            "E2E_API_TOKEN=" + kEnvSecret};
+  }
+  testing::RunResult Cordon(std::vector<std::string> args, const std::string& stdin_data = {}) {
+    args.insert(args.begin(), testing::CordonBin());
+    return testing::Run(args, env_, stdin_data);
+  }
+  std::string log() { return dir_ / "audit.jsonl"; }
+  testing::TempDir dir_;
+  std::vector<std::string> env_;
+};
+
+TEST_F(RedactEndToEnd, RunShellOutputCutInsideASecretShowsNoPartOfIt) {
+  // run_shell prints filler, then a secret, then much more: the head cut (cap / 2) falls inside
+  // the secret. Before the fix the head kept the secret's first part, unredacted.
+  for (const auto& c : SweepCases()) {
+    if (c.name == "jwt" || c.name == "url") continue;  // the unit sweeps cover every shape
+    const std::string before(1000, 'a');
+    const std::size_t s = before.size() + c.text.find(c.secret);
+    for (std::size_t cut : {s + 1, s + c.secret.size() / 2, s + c.secret.size() - 1}) {
+      testing::WriteFile(dir_ / "cap.toml",
+                         "[limits]\nmax_output_bytes = " + std::to_string(2 * cut) + "\n");
+      const Json input = {{"program", "sh"},
+                          {"args",
+                           {"-c", "printf '%s' \"$1\"; head -c 200000 /dev/zero | tr '\\000' b",
+                            "sh", before + c.text}}};
+      auto r = Cordon({"call", "run_shell", "--workspace", dir_ / "ws", "--policy",
+                       dir_ / "cap.toml", "--audit-log", log(), "--json", input.dump()});
+      ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+      const Json out = Json::parse(r.out);
+      ASSERT_TRUE(out["structuredContent"]["truncated"].get<bool>()) << r.out.substr(0, 300);
+      ExpectNoPartOf(r.out, c.secret, c.name + " run_shell cut at " + std::to_string(cut));
+      ExpectNoPartOf(testing::ReadFile(log()), c.secret, c.name + " audit log");
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
+}
+
+TEST_F(RedactEndToEnd, ReadFileRangeLineCutInsideASecretShowsNoPartOfIt) {
+  for (const auto& c : SweepCases()) {
+    if (c.name == "pem") continue;
+    const std::string before(100, 'a');
+    const std::size_t s = before.size() + 1 + c.text.find(c.secret);
+    testing::WriteFile(dir_ / "ws/long.txt", before + " " + c.text + " " + std::string(100, 'b'));
+    for (std::size_t cut : {s + 1, s + c.secret.size() / 2, s + c.secret.size() - 1}) {
+      testing::WriteFile(dir_ / "cap.toml",
+                         "[limits]\nmax_line_chars = " + std::to_string(cut) + "\n");
+      auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--policy",
+                       dir_ / "cap.toml", "--audit-log", log(), "--json",
+                       R"({"path":"long.txt","start_line":1})"});
+      ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+      ASSERT_NE(r.out.find("line cut"), std::string::npos) << r.out;
+      ExpectNoPartOf(r.out, c.secret, c.name + " read_file_range cut at " + std::to_string(cut));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST_F(RedactEndToEnd, SecretKeysInToolArgumentsNeverReachTheLog) {
+  const Json input = {{"path", "a.txt"},
+                      {"start_line", 1},
+                      {kEnvSecret, 1},
+                      {"sk-proj-AbCdEf0123456789GhIjKlMnOpQr", 2}};
+  auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+                   "--json", input.dump()});
+  const std::string audit = testing::ReadFile(log());
+  EXPECT_NE(audit.find("tool_started"), std::string::npos) << audit;
+  ExpectNoPartOf(audit, kEnvSecret, "env secret as a key");
+  ExpectNoPartOf(audit, "sk-proj-AbCdEf0123456789GhIjKlMnOpQr", "sk- key as a key");
+  EXPECT_NE(audit.find("[REDACTED:env]"), std::string::npos) << audit;
+  EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
+}
+
+TEST_F(RedactEndToEnd, WrapRewritesEveryServerMessageWithASecretKey) {
+  // A server whose tools/call result has secrets as keys (two that redact alike), and which
+  // sends a notification with a secret as a key. Before the fix both reached the client as sent.
+  const std::string k1 = "sk-proj-AbCdEf0123456789GhIjKlMnOpQr";
+  const std::string k2 = "sk-proj-ZyXwVu9876543210TsRqPoNmLkJi";
+  testing::WriteFile(
+      dir_ / "ws/server.sh",
+      "read line\n"
+      "printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+      "\"2025-06-18\",\"capabilities\":{},\"serverInfo\":{\"name\":\"k\",\"version\":\"1\"}}}'\n"
+      "read line\n"
+      "printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":"
+      "{\"level\":\"info\",\"data\":{\"" +
+          kEnvSecret +
+          "\":true}}}'\n"
+          "printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":"
+          "\"text\",\"text\":\"ok\"}],\"structuredContent\":{\"" +
+          k1 + "\":1,\"" + k2 +
+          "\":2}}}'\n"
+          "read line || exit 0\n");
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}})" +
+      "\n";
+  auto r = Cordon(
+      {"wrap", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "sh", dir_ / "ws/server.sh"},
+      input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<Json> out;
+  for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    out.push_back(Json::parse(r.out.substr(pos, nl - pos)));
+  }
+  ASSERT_EQ(out.size(), 3u) << r.out;
+  ExpectNoPartOf(r.out, kEnvSecret, "notification key");
+  ExpectNoPartOf(r.out, k1, "result key 1");
+  ExpectNoPartOf(r.out, k2, "result key 2");
+  EXPECT_EQ(out[1]["params"]["data"], Json({{"[REDACTED:env]", true}})) << r.out;
+  const Json& sc = out[2]["result"]["structuredContent"];
+  EXPECT_EQ(sc, Json({{"[REDACTED:api_key]", 1}, {"[REDACTED:api_key]#2", 2}})) << r.out;
+  const std::string audit = testing::ReadFile(log());
+  ExpectNoPartOf(audit, kEnvSecret, "log");
+  ExpectNoPartOf(audit, k1, "log");
+  EXPECT_NE(audit.find("\"output_redactions\":2"), std::string::npos) << audit;
+  EXPECT_NE(audit.find("message from the server redacted"), std::string::npos) << audit;
+  EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
 }
 
 }  // namespace

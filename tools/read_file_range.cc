@@ -34,7 +34,8 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
   ASSIGN_OR_RETURN(UniqueFd file, ctx.workspace.OpenRegular(rel));
 
   const std::size_t max_chars = static_cast<std::size_t>(lim.max_line_chars);
-  const std::size_t keep_bytes = max_chars * 4 + 4;  // enough bytes for max_chars code points
+  // Enough bytes for max_chars code points, and a window beyond them so the cut splits no secret.
+  const std::size_t keep_bytes = max_chars * 4 + 4 + Redactor::kWindow;
   const std::size_t max_bytes = static_cast<std::size_t>(lim.max_output_bytes);
   Json lines = Json::array();
   std::size_t out_bytes = 0;
@@ -47,7 +48,8 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
     if (line_no >= start && line_no <= end && !stopped) {
       bool cut = false;
       if (cur_chars > max_chars) {
-        // cur holds at least max_chars code points; cut there and report what was dropped.
+        // cur holds at least max_chars code points; cut there (before a secret the cut would
+        // split) and report what was dropped.
         std::size_t chars = 0, at = cur.size();
         for (std::size_t i = 0; i < cur.size(); ++i) {
           if ((static_cast<unsigned char>(cur[i]) & 0xc0) != 0x80 && chars++ == max_chars) {
@@ -55,8 +57,12 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
             break;
           }
         }
+        if (ctx.redactor != nullptr) at = ctx.redactor->CutBefore(cur, at);
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < at; ++i)
+          kept += (static_cast<unsigned char>(cur[i]) & 0xc0) != 0x80;
         cur.resize(at);
-        cur += " [cordon: line cut, " + std::to_string(cur_chars - max_chars) + " more characters]";
+        cur += " [cordon: line cut, " + std::to_string(cur_chars - kept) + " more characters]";
         cut = true;
       }
       bool repaired = false;

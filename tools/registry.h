@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/redact.h"
 #include "core/text.h"
 #include "policy/policy.h"
 
@@ -38,6 +39,7 @@ struct ToolContext {
   std::function<void(const FileWriteReport& report)> record_file_write;
   ProcessHost* processes = nullptr;           // confined processes of this session
   const std::atomic<bool>* cancel = nullptr;  // set when the caller cancels the call
+  const Redactor* redactor = nullptr;         // line cuts move back so no secret is split
 };
 
 struct ToolSpec {

@@ -14,6 +14,24 @@ namespace {
 
 constexpr std::size_t kSearchCapture = 32u << 20;  // raw tool output cordon parses
 
+// The first n bytes of a tool's stderr for an error message, cut where no secret is split.
+std::string Clip(const ToolContext& ctx, const std::string& text, std::size_t n) {
+  return text.substr(0, ctx.redactor != nullptr ? ctx.redactor->CutBefore(text, n) : n);
+}
+
+// CutLine, with the cut moved back before a secret it would split (which then goes whole).
+bool CutLineBefore(std::string& line, std::size_t max_chars, const Redactor& redactor) {
+  const std::size_t at = redactor.LineCut(line, max_chars);
+  if (at == std::string::npos) return false;
+  std::size_t dropped = 0;
+  for (std::size_t i = at; i < line.size(); ++i) {
+    dropped += (static_cast<unsigned char>(line[i]) & 0xc0) != 0x80;
+  }
+  line.resize(at);
+  line += " [cordon: line cut, " + std::to_string(dropped) + " more characters]";
+  return true;
+}
+
 Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std::string& tool,
                                                      std::vector<std::string> argv) {
   if (ctx.processes == nullptr)
@@ -108,10 +126,11 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
   ProcessOutcome o = proc->outcome();
   const std::string err = proc->StderrText();
   if (o.exit_code && *o.exit_code == 2 && err.find("regex") != std::string::npos) {
-    return Fail(Code::kInvalidInput, "invalid pattern: " + err.substr(0, 800));
+    return Fail(Code::kInvalidInput, "invalid pattern: " + Clip(ctx, err, 800));
   }
   if (!o.exit_code || (*o.exit_code != 0 && *o.exit_code != 1 && *o.exit_code != 2)) {
-    return Fail(Code::kInternal, "rg failed (" + StatusName(o.status) + "): " + err.substr(0, 800));
+    return Fail(Code::kInternal,
+                "rg failed (" + StatusName(o.status) + "): " + Clip(ctx, err, 800));
   }
   const std::int64_t cap = ResultCap(ctx, "search_text", in);
   const std::size_t max_chars =
@@ -148,7 +167,8 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
     }
     std::string text = RgText(d["lines"]);
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    bool cut = CutLine(text, max_chars);
+    bool cut = ctx.redactor != nullptr ? CutLineBefore(text, max_chars, *ctx.redactor)
+                                       : CutLine(text, max_chars);
     Json subs = Json::array();
     for (const auto& s : d.value("submatches", Json::array())) {
       subs.push_back({{"text", RgText(s["match"])}, {"start", s["start"]}, {"end", s["end"]}});
@@ -260,7 +280,7 @@ Result<Json> FindFiles(const Json& in, ToolContext& ctx) {
     ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "find_files", argv));
     ProcessOutcome o = proc->outcome();
     if (o.exit_code.value_or(1) != 0) {
-      return Fail(Code::kInvalidInput, "fd failed: " + proc->StderrText().substr(0, 800));
+      return Fail(Code::kInvalidInput, "fd failed: " + Clip(ctx, proc->StderrText(), 800));
     }
     truncated = proc->Counts().stdout_dropped_bytes > 0;
     const std::string stdout_text = proc->StdoutText();
@@ -322,7 +342,7 @@ Result<Json> ListSearchable(const Json& in, ToolContext& ctx) {
   } else {
     ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "list_searchable_files", argv));
     if (proc->outcome().exit_code.value_or(2) > 1) {
-      return Fail(Code::kInvalidInput, used + " failed: " + proc->StderrText().substr(0, 800));
+      return Fail(Code::kInvalidInput, used + " failed: " + Clip(ctx, proc->StderrText(), 800));
     }
     truncated = proc->Counts().stdout_dropped_bytes > 0;
     const std::string stdout_text = proc->StdoutText();
