@@ -152,8 +152,8 @@ Json LogRecoveredRecord::ToJson() const { return {{"torn_bytes", torn_bytes}}; }
 
 // --- denials
 Json AccessDeniedRecord::ToJson() const {
-  Json j = {{"tool", tool},     {"kind", kind},       {"layer", layer},      {"denials", denials},
-            {"total", total},   {"omitted", omitted}, {"complete", complete}};
+  Json j = {{"tool", tool},   {"kind", kind},       {"layer", layer},      {"denials", denials},
+            {"total", total}, {"omitted", omitted}, {"complete", complete}};
   Put(j, "job", job);
   Put(j, "incomplete_reason", incomplete_reason);
   return j;

@@ -203,10 +203,10 @@ struct AccessDeniedRecord {
   std::string tool{};
   std::string kind{};
   std::optional<std::string> job{};
-  std::string layer{};         // "landlock"
+  std::string layer{};           // "landlock"
   Json denials = Json::array();  // [{blockers, path | address | object, count}]
-  std::uint64_t total = 0;     // the kernel's count when known, else the records received
-  std::uint64_t omitted = 0;   // denials not listed (beyond the per-process bound)
+  std::uint64_t total = 0;       // the kernel's count when known, else the records received
+  std::uint64_t omitted = 0;     // denials not listed (beyond the per-process bound)
   bool complete = true;
   std::optional<std::string> incomplete_reason{};
   Json ToJson() const;

@@ -98,12 +98,14 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
     const KernelAuditStatus denials = ProbeKernelAudit(abi);
     std::string remedy;
     if (!denials.available && denials.reason.find("CAP_AUDIT_READ") != std::string::npos) {
-      remedy = "run cordon as root to record what Landlock refuses confined commands; as an "
-               "ordinary user the kernel's records of those refusals go only to the host's audit "
-               "log (when it is on), which only root reads";
+      remedy =
+          "run cordon as root to record what Landlock refuses confined commands; as an "
+          "ordinary user the kernel's records of those refusals go only to the host's audit "
+          "log (when it is on), which only root reads";
     } else if (!denials.available && denials.reason.find("disabled") != std::string::npos) {
-      remedy = "enable the kernel's audit (auditctl -e 1, or boot with audit=1): cordon does not "
-               "switch it on for the host by itself";
+      remedy =
+          "enable the kernel's audit (auditctl -e 1, or boot with audit=1): cordon does not "
+          "switch it on for the host by itself";
     } else if (!denials.available) {
       remedy = "Landlock ABI 7 (Linux 6.15) with CONFIG_AUDIT=y";
     }

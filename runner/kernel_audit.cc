@@ -253,8 +253,8 @@ Json DenialSummary::ToJson() const {
     if (!e.object.empty()) j["object"] = e.object;
     list.push_back(std::move(j));
   }
-  Json j = {{"denials", list},  {"omitted", omitted},   {"received", received},
-            {"complete", complete}};
+  Json j = {
+      {"denials", list}, {"omitted", omitted}, {"received", received}, {"complete", complete}};
   if (kernel_total) j["kernel_total"] = *kernel_total;
   if (!complete) j["incomplete_reason"] = incomplete_reason;
   return j;
@@ -272,16 +272,16 @@ KernelAuditStatus ProbeKernelAudit(int landlock_abi) {
   }
   auto sock = BindReadlog();
   if (!sock) {
-    return {false, sock.error().err == EPERM
-                       ? "not recorded: needs CAP_AUDIT_READ (root)"
-                       : "not recorded: the audit netlink is unavailable: " +
-                             sock.error().ToString()};
+    return {false, sock.error().err == EPERM ? "not recorded: needs CAP_AUDIT_READ (root)"
+                                             : "not recorded: the audit netlink is unavailable: " +
+                                                   sock.error().ToString()};
   }
   auto enabled = KernelAuditEnabled();
   if (!enabled) {
-    return {false, "not recorded: cannot read the kernel's audit status (needs "
-                   "CAP_AUDIT_CONTROL): " +
-                       enabled.error().ToString()};
+    return {false,
+            "not recorded: cannot read the kernel's audit status (needs "
+            "CAP_AUDIT_CONTROL): " +
+                enabled.error().ToString()};
   }
   if (*enabled == 0) {
     return {false,
@@ -350,8 +350,7 @@ void KernelAudit::Loop() {
         if (h->nlmsg_type != kAuditLandlockAccess && h->nlmsg_type != kAuditLandlockDomain) {
           continue;
         }
-        std::string_view text(static_cast<const char*>(NLMSG_DATA(h)),
-                              h->nlmsg_len - NLMSG_HDRLEN);
+        std::string_view text(static_cast<const char*>(NLMSG_DATA(h)), h->nlmsg_len - NLMSG_HDRLEN);
         if (auto e = ParseLandlockAuditRecord(h->nlmsg_type, text)) {
           std::lock_guard<std::mutex> lock(mu_);
           Handle(*e);
@@ -404,9 +403,8 @@ void KernelAudit::Watch(pid_t creator) {
   if (creator <= 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   // A released domain of the same pid belongs to an earlier process that had this pid.
-  std::erase_if(domains_, [&](const auto& kv) {
-    return kv.second.creator == creator && kv.second.released;
-  });
+  std::erase_if(domains_,
+                [&](const auto& kv) { return kv.second.creator == creator && kv.second.released; });
   watched_[creator] = overflows_;
 }
 
@@ -467,9 +465,9 @@ DenialSummary KernelAudit::Collect(pid_t creator) {
   const std::uint64_t overflow_then = w != watched_.end() ? w->second : overflows_;
   if (overflows_ > overflow_then) {
     out.complete = false;
-    out.incomplete_reason = "cordon's audit socket overflowed: " +
-                            std::to_string(overflows_ - overflow_then) +
-                            " batches of kernel audit records were lost";
+    out.incomplete_reason =
+        "cordon's audit socket overflowed: " + std::to_string(overflows_ - overflow_then) +
+        " batches of kernel audit records were lost";
   } else if (!queue_empty) {
     out.complete = false;
     out.incomplete_reason = "the kernel's audit queue did not empty within 250 ms";

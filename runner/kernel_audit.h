@@ -128,8 +128,8 @@ class KernelAudit {
   void EvictUnwatched();
   bool WaitQueueEmpty(int ms);
 
-  UniqueFd sock_;   // multicast reader
-  UniqueFd wake_;   // eventfd: stop, or drain now
+  UniqueFd sock_;  // multicast reader
+  UniqueFd wake_;  // eventfd: stop, or drain now
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::uint64_t, Domain> domains_;

@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
     // the one the kernel's Landlock audit records name. cordon reads it from the credentials
     // of this write (SO_PASSCRED on its end of the status socket).
     if (g_status_fd >= 0) {
-      ssize_t n = ::write(g_status_fd, cordon::kConfiningLine.data(), cordon::kConfiningLine.size());
+      ssize_t n =
+          ::write(g_status_fd, cordon::kConfiningLine.data(), cordon::kConfiningLine.size());
       (void)n;
     }
     if (auto failure = cordon::Contain(*spec)) {
