@@ -337,7 +337,7 @@ constexpr AuditFieldInfo kAccessDenied[] = {
     {"layer", true, "the kernel layer that refused: landlock"},
     {"denials", true,
      "up to 32 distinct refusals: [{blockers (Landlock's access rights, e.g. fs.make_reg), path "
-     "(fs.*; as the sandbox names it) | address (net.*, host:port) | object (other fields), "
+     "(fs.*; as the sandbox names it), address (net.*, host:port) or object (other fields), "
      "count}]"},
     {"total", true,
      "denials in all: the kernel's own count (the domain's deallocated record) when it arrived, "

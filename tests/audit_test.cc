@@ -270,6 +270,14 @@ std::vector<AuditRecord> FullRecords() {
                            .mode_after = "755",
                            .when = "process_end",
                            .error = "e"},
+      // --- denials
+      AccessDeniedRecord{.tool = "exec",
+                         .kind = "foreground",
+                         .job = "job-1",
+                         .layer = "landlock",
+                         .total = 1,
+                         .complete = false,
+                         .incomplete_reason = "r"},
   };
 }
 
