@@ -117,7 +117,7 @@ Result<audit_status> AuditGet() {
   for (int round = 0; round < 4; ++round) {
     ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
     if (n < 0) return SysFail(Code::kSandboxUnavailable, "AUDIT_GET reply", "");
-    auto len = static_cast<unsigned>(n);
+    int len = static_cast<int>(n);  // signed: NLMSG_NEXT may step past an unaligned end
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
       if (h->nlmsg_type == NLMSG_ERROR) {
         const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
@@ -345,7 +345,7 @@ void KernelAudit::Loop() {
         }
         break;
       }
-      auto len = static_cast<unsigned>(n);
+      int len = static_cast<int>(n);  // signed: NLMSG_NEXT may step past an unaligned end
       for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
         if (h->nlmsg_type != kAuditLandlockAccess && h->nlmsg_type != kAuditLandlockDomain) {
           continue;
