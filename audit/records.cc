@@ -186,6 +186,15 @@ Json CheckpointRecord::ToJson() const {
   return j;
 }
 
+// --- denials
+Json AccessDeniedRecord::ToJson() const {
+  Json j = {{"tool", tool},   {"kind", kind},       {"layer", layer},      {"denials", denials},
+            {"total", total}, {"omitted", omitted}, {"complete", complete}};
+  Put(j, "job", job);
+  Put(j, "incomplete_reason", incomplete_reason);
+  return j;
+}
+
 std::string_view RecordType(const AuditRecord& record) {
   return std::visit([](const auto& r) { return std::decay_t<decltype(r)>::kType; }, record);
 }
@@ -400,6 +409,24 @@ constexpr AuditFieldInfo kCheckpoint[] = {
     {"sig", false, "Ed25519 signature (hex) of the signed text (docs/audit.md)"},
 };
 
+// --- denials
+constexpr AuditFieldInfo kAccessDenied[] = {
+    {"tool", true, "the tool that ran the process (as in its `process` record)", 1},
+    {"kind", true, "the process's kind (as in its `process` record)"},
+    {"job", false, "background job id"},
+    {"layer", true, "the kernel layer that refused: landlock"},
+    {"denials", true,
+     "up to 32 distinct refusals: [{blockers (Landlock's access rights, e.g. fs.make_reg), path "
+     "(fs.*; as the sandbox names it), address (net.*, host:port) or object (other fields), "
+     "count}]"},
+    {"total", true,
+     "denials in all: the kernel's own count (the domain's deallocated record) when it arrived, "
+     "else the records cordon received"},
+    {"omitted", true, "denials in entries beyond the 32 listed"},
+    {"complete", true, "false when some denials may be missing (incomplete_reason says why)"},
+    {"incomplete_reason", false, "why the list may be missing denials"},
+};
+
 constexpr AuditRecordInfo kCatalog[] = {
     {SessionStartedRecord::kType, "a session began", kSessionStarted},
     {ToolStartedRecord::kType, "a tool call was received", kToolStarted},
@@ -427,6 +454,11 @@ constexpr AuditRecordInfo kCatalog[] = {
     // --- checkpoint ---
     {LogStartedRecord::kType, "the first line of a log file", kLogStarted},
     {CheckpointRecord::kType, "a signed statement of the log's position", kCheckpoint},
+    // --- denials
+    {AccessDeniedRecord::kType,
+     "Landlock refused a confined process something; follows that process's `process` record "
+     "(root with the kernel's audit on only)",
+     kAccessDenied},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

@@ -250,6 +250,23 @@ struct CheckpointRecord {
   Json ToJson() const;
 };
 
+// --- denials: what Landlock refused a confined process, from the kernel's audit stream.
+// Written right after the process's own `process` record (same append), only when cordon reads
+// the kernel's Landlock records (root, audit enabled) and there was something to say.
+struct AccessDeniedRecord {
+  static constexpr std::string_view kType = "access_denied";
+  std::string tool{};
+  std::string kind{};
+  std::optional<std::string> job{};
+  std::string layer{};           // "landlock"
+  Json denials = Json::array();  // [{blockers, path | address | object, count}]
+  std::uint64_t total = 0;       // the kernel's count when known, else the records received
+  std::uint64_t omitted = 0;     // denials not listed (beyond the per-process bound)
+  bool complete = true;
+  std::optional<std::string> incomplete_reason{};
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
@@ -258,7 +275,9 @@ using AuditRecord =
                  // --- failclosed
                  GapRecord, LogDetachedRecord,
                  // --- checkpoint ---
-                 LogStartedRecord, CheckpointRecord>;
+                 LogStartedRecord, CheckpointRecord,
+                 // --- denials
+                 AccessDeniedRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

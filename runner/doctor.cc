@@ -14,6 +14,7 @@
 #include "core/unique_fd.h"
 #include "runner/cgroup.h"
 #include "runner/host_probe.h"
+#include "runner/kernel_audit.h"
 #include "runner/landlock.h"
 #include "runner/launch.h"
 #include "runner/mask.h"
@@ -91,6 +92,26 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
                      (abi >= 6 ? " + scoping)" : ")")
                : "Landlock is unavailable",
       "boot a kernel >= 5.13 with CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= list");
+  {
+    // Landlock denials in the audit log: from the kernel's audit stream, which only root
+    // (CAP_AUDIT_READ) may read, and only while the host's audit is on.
+    const KernelAuditStatus denials = ProbeKernelAudit(abi);
+    std::string remedy;
+    if (!denials.available && denials.reason.find("CAP_AUDIT_READ") != std::string::npos) {
+      remedy =
+          "run cordon as root to record what Landlock refuses confined commands; as an "
+          "ordinary user the kernel's records of those refusals go only to the host's audit "
+          "log (when it is on), which only root reads";
+    } else if (!denials.available && denials.reason.find("disabled") != std::string::npos) {
+      remedy =
+          "enable the kernel's audit (auditctl -e 1, or boot with audit=1): cordon does not "
+          "switch it on for the host by itself";
+    } else if (!denials.available) {
+      remedy = "Landlock ABI 7 (Linux 6.15) with CONFIG_AUDIT=y";
+    }
+    add("landlock_denials", denials.available, false, "Landlock denials: " + denials.reason,
+        remedy);
+  }
   const bool seccomp = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
   std::string mode;
   {

@@ -68,6 +68,11 @@ LandlockSpec BuildLandlockRules(const LandlockInput& in, int abi) {
     spec.handled_net = kNetBindTcp | kNetConnectTcp;
   }
   if (abi >= 6) spec.scoped = kScopeAbstractUnix | kScopeSignal;
+  // The shim always execs, and by default the kernel logs no denial after an execve: without
+  // this flag nothing the command itself is refused reaches the audit stream. Denials before
+  // the exec (the shim's own path search) stay logged too; nested domains the command makes
+  // log as they choose.
+  if (abi >= 7) spec.restrict_flags = kLogNewExecOn;
   return spec;
 }
 
@@ -78,6 +83,7 @@ Json LandlockSpecJson(const LandlockSpec& spec) {
           {"handled_fs", spec.handled_fs},
           {"handled_net", spec.handled_net},
           {"scoped", spec.scoped},
+          {"restrict_flags", spec.restrict_flags},
           {"paths", paths}};
 }
 
@@ -88,6 +94,7 @@ Result<LandlockSpec> LandlockSpecFromJson(const Json& j) {
     s.handled_fs = j.at("handled_fs").get<std::uint64_t>();
     s.handled_net = j.at("handled_net").get<std::uint64_t>();
     s.scoped = j.at("scoped").get<std::uint64_t>();
+    s.restrict_flags = j.value("restrict_flags", std::uint32_t{0});
     for (const auto& p : j.at("paths")) {
       s.paths.push_back({p.at("path").get<std::string>(), p.at("access").get<std::uint64_t>()});
     }
@@ -122,7 +129,10 @@ Status ApplyLandlock(const LandlockSpec& spec) {
       return SysFail(Code::kSandboxUnavailable, "landlock_add_rule", p.path);
     }
   }
-  if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0) {
+  if (spec.restrict_flags != 0 && spec.abi < 7) {
+    return Fail(Code::kSandboxUnavailable, "landlock_restrict_self flags need ABI 7");
+  }
+  if (::syscall(SYS_landlock_restrict_self, ruleset.get(), spec.restrict_flags) != 0) {
     return SysFail(Code::kSandboxUnavailable, "landlock_restrict_self", "");
   }
   return {};

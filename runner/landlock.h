@@ -25,6 +25,9 @@ inline constexpr std::uint64_t kExecute = 1ull << 0, kWriteFile = 1ull << 1, kRe
     kIoctlDev = 1ull << 15;                                                               // ABI 5
 inline constexpr std::uint64_t kNetBindTcp = 1ull << 0, kNetConnectTcp = 1ull << 1;       // ABI 4
 inline constexpr std::uint64_t kScopeAbstractUnix = 1ull << 0, kScopeSignal = 1ull << 1;  // ABI 6
+// landlock_restrict_self() flags (ABI 7).
+inline constexpr std::uint32_t kLogSameExecOff = 1u << 0, kLogNewExecOn = 1u << 1,
+                               kLogSubdomainsOff = 1u << 2;
 std::uint64_t FsAccessForAbi(int abi);
 }  // namespace landlock
 
@@ -38,6 +41,9 @@ struct LandlockSpec {
   std::uint64_t handled_fs = 0;
   std::uint64_t handled_net = 0;
   std::uint64_t scoped = 0;
+  // landlock_restrict_self() flags. ABI >= 7: kLogNewExecOn, so that what the command does after
+  // the shim's execve is logged to the kernel's audit (runner/kernel_audit.h reads it).
+  std::uint32_t restrict_flags = 0;
   std::vector<LandlockPath> paths;
   bool operator==(const LandlockSpec&) const = default;
 };

@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -82,7 +83,8 @@ Json SandboxHost::ToJson() const {
           {"weaker", weaker},
           {"weaker_reason", weaker_reason},
           {"cgroup", std::string(Name(kCgroupModeNames, cgroups.mode))},
-          {"cgroup_reason", cgroups.reason}};
+          {"cgroup_reason", cgroups.reason},
+          {"landlock_denials", landlock_denials}};
 }
 
 std::string DefaultShimPath() {
@@ -134,6 +136,14 @@ Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& 
     h.weaker = true;
     h.weaker_reason = why;
     h.bwrap.clear();
+  }
+  // Landlock denials: read from the kernel's audit stream only where cordon may (root) and the
+  // host's audit is on; cordon never switches it on.
+  if (auto ka = KernelAudit::Start(h.landlock_abi)) {
+    h.kernel_audit = *ka;
+    h.landlock_denials = "recorded";
+  } else {
+    h.landlock_denials = ka.error().message;
   }
   return h;
 }
@@ -437,6 +447,7 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
       f.cgroup_error = cg ? "unsupported" : cg.error().message;
     }
   }
+  acquired->kernel_audit = host.kernel_audit;
   return f;
 }
 
@@ -673,6 +684,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   proc->confinement_ = ConfinementJson(plan);
   proc->timeout_ms_ = call.limits.timeout_secs * 1000;
   proc->private_tmp_ = std::move(resources.private_tmp);
+  proc->kernel_audit_ = std::move(resources.kernel_audit);
   if (resources.cgroup) proc->cgroup_.emplace(std::move(*resources.cgroup));
   const bool weaker = plan.session.weaker();
   const std::string spec = LaunchSpec(plan);
@@ -683,9 +695,23 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
     return SysFail(Code::kSandboxUnavailable, "memfd spec", "");
   }
   // Each end is owned as soon as it exists: a failing pipe2 leaks none of the earlier ones.
-  Pipe out = MakePipe(), err = MakePipe(), st = MakePipe(), js = MakePipe(), in = MakePipe();
-  for (const Pipe* p : {&out, &err, &st, &js, &in}) {
+  Pipe out = MakePipe(), err = MakePipe(), js = MakePipe(), in = MakePipe();
+  for (const Pipe* p : {&out, &err, &js, &in}) {
     if (!p->valid()) return SysFail(Code::kSandboxUnavailable, "pipe2", "");
+  }
+  // The shim's status channel is a Unix socket that passes credentials: the kernel stamps each
+  // write with the writer's pid as cordon sees it, across the sandbox's pid namespace. The
+  // shim's child writes one line before it enforces Landlock, which tells cordon the pid the
+  // kernel's Landlock audit records name (runner/kernel_audit.h).
+  Pipe st;
+  {
+    int sv[2] = {-1, -1};
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      return SysFail(Code::kSandboxUnavailable, "socketpair", "");
+    st = {UniqueFd(sv[0]), UniqueFd(sv[1])};
+    const int on = 1;
+    if (::setsockopt(st.read.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
+      return SysFail(Code::kSandboxUnavailable, "setsockopt(SO_PASSCRED)", "");
   }
   UniqueFd devnull_fd;
   if (!call.inherit_stdio && !call.pipe_stdin) {
@@ -839,6 +865,10 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         }
         continue;
       }
+      if (p.fd == status_fd_.get()) {
+        OnStatusData(p.fd);
+        continue;
+      }
       ssize_t n = ::read(p.fd, buf, sizeof buf);
       if (n > 0 && p.fd == out_fd_.get() && hooks != nullptr && hooks->on_stdout) {
         // Outside mu_: the hook may take its own locks and call back into this process.
@@ -849,8 +879,6 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
           out_.Append({buf, static_cast<std::size_t>(n)});
         else if (p.fd == err_fd_.get())
           err_.Append({buf, static_cast<std::size_t>(n)});
-        else if (p.fd == status_fd_.get())
-          status_buf_.append(buf, static_cast<std::size_t>(n));
         else if (p.fd == json_fd_.get()) {
           OnJsonStatus({buf, static_cast<std::size_t>(n)});
         }
@@ -859,8 +887,6 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
           out_open = false;
         else if (p.fd == err_fd_.get())
           err_open = false;
-        else if (p.fd == status_fd_.get())
-          status_fd_.Reset();
         else if (p.fd == json_fd_.get())
           json_fd_.Reset();
       }
@@ -915,6 +941,8 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   }
   if (reason) o.status = *reason;
   if (cgroup_) o.cgroup = cgroup_->Stats();
+  // What Landlock refused it, once the kernel has delivered it (bounded wait; see kernel_audit).
+  if (kernel_audit_ && confined_pid_ > 0) o.denials = kernel_audit_->Collect(confined_pid_);
   std::lock_guard<std::mutex> lock(mu_);
   outcome_ = o;
   done_ = true;
@@ -942,6 +970,39 @@ OutputCounts ConfinedProcess::Counts() const {
   std::lock_guard<std::mutex> lock(mu_);
   return {out_.total(), err_.total(), out_.dropped(), err_.dropped(),
           out_.truncated() || err_.truncated()};
+}
+
+void ConfinedProcess::OnStatusData(int fd) {
+  char data[65536];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+  iovec iov{data, sizeof data};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    status_fd_.Reset();
+    return;
+  }
+  std::string_view got(data, static_cast<std::size_t>(n));
+  // The first line the shim's child writes, before Landlock: its pid, from the kernel (a stream
+  // socket with SO_PASSCRED never merges writes of different processes into one read).
+  if (confined_pid_ == 0 && got.rfind(kConfiningLine, 0) == 0) {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+        ucred cred{};
+        std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+        confined_pid_ = cred.pid;
+      }
+    }
+    if (confined_pid_ > 0 && kernel_audit_) kernel_audit_->Watch(confined_pid_);
+    got.remove_prefix(kConfiningLine.size());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (status_buf_.size() < 65536) status_buf_.append(got);
 }
 
 void ConfinedProcess::OnJsonStatus(std::string_view data) {

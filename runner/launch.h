@@ -21,6 +21,7 @@
 #include "runner/capture.h"
 #include "runner/cgroup.h"
 #include "runner/contain.h"
+#include "runner/kernel_audit.h"
 #include "runner/mask.h"
 #include "runner/workspace_guard.h"
 
@@ -36,6 +37,10 @@ struct SandboxHost {
   CgroupSupport cgroups;
   // Root-only scans (runner/mask.h), shared by every launch of the session.
   std::shared_ptr<RootOnlyCache> root_only = std::make_shared<RootOnlyCache>();
+  // Landlock denials (runner/kernel_audit.h): the session's reader, when cordon can read them,
+  // and what the session records about them ("recorded", or why not).
+  std::shared_ptr<KernelAudit> kernel_audit;
+  std::string landlock_denials;
   Json ToJson() const;
 };
 
@@ -122,6 +127,7 @@ class OwnedTempDir {
 struct LaunchResources {
   std::optional<CgroupJob> cgroup;
   OwnedTempDir private_tmp;
+  std::shared_ptr<KernelAudit> kernel_audit;  // the session's reader of Landlock denials
 };
 
 // The roots a confined process may write, which the workspace guard walks: the workspace (none
@@ -213,6 +219,7 @@ struct ProcessOutcome {
   std::int64_t max_rss_kb = 0;
   std::string spec_sha256;  // the shim's hash of the spec it read; empty if it did not report
   Json cgroup;
+  std::optional<DenialSummary> denials;  // Landlock denials, when the session reads them
 };
 
 // Output sizes and truncation, without building the (possibly MB-long) texts.
@@ -264,6 +271,9 @@ class ConfinedProcess {
   pid_t pid_ = -1;
   UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;
   pid_t sandbox_init_ = -1;
+  std::shared_ptr<KernelAudit> kernel_audit_;
+  pid_t confined_pid_ = 0;  // host pid of the shim's child, which enforces Landlock and execs
+  void OnStatusData(int fd);
   std::string status_buf_, json_buf_;
   void OnJsonStatus(std::string_view data);
   std::optional<CgroupJob> cgroup_;

@@ -344,6 +344,22 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
     rec.error_code = std::string(CodeName(o.error->code));
     rec.error_message = o.error->message;
   }
+  // --- denials: what Landlock refused it, in the same append, right after its record.
+  if (o.denials && (o.denials->received > 0 || !o.denials->complete)) {
+    const DenialSummary& d = *o.denials;
+    AccessDeniedRecord denied{.tool = rec.tool,
+                              .kind = rec.kind,
+                              .job = rec.job,
+                              .layer = "landlock",
+                              .denials = d.ToJson()["denials"],
+                              .total = d.kernel_total.value_or(d.received),
+                              .omitted = d.omitted,
+                              .complete = d.complete};
+    if (!d.complete) denied.incomplete_reason = d.incomplete_reason;
+    const AuditRecord both[] = {rec, denied};
+    (void)AuditAll(both, true);
+    return;
+  }
   (void)Audit(rec, true);
 }
 

@@ -276,6 +276,14 @@ std::vector<AuditRecord> FullRecords() {
       // --- checkpoint ---
       LogStartedRecord{.key_id = "k", .previous = Json::object()},
       CheckpointRecord{.key_id = "k", .sig = "s"},
+      // --- denials
+      AccessDeniedRecord{.tool = "exec",
+                         .kind = "foreground",
+                         .job = "job-1",
+                         .layer = "landlock",
+                         .total = 1,
+                         .complete = false,
+                         .incomplete_reason = "r"},
   };
 }
 

@@ -19,6 +19,7 @@
 
 #include "core/unique_fd.h"
 #include "runner/contain.h"
+#include "runner/kernel_audit.h"
 #include "runner/shim/sha256.h"
 
 namespace {
@@ -102,6 +103,14 @@ int main(int argc, char** argv) {
     // holds everything it starts: the weaker mode's seccomp rules forbid leaving it), then
     // Contain() in its fixed order, then execve. Nothing runs unconfined after this point.
     ::setsid();
+    // This process enforces Landlock and becomes the command: its pid, as cordon sees it, is
+    // the one the kernel's Landlock audit records name. cordon reads it from the credentials
+    // of this write (SO_PASSCRED on its end of the status socket).
+    if (g_status_fd >= 0) {
+      ssize_t n =
+          ::write(g_status_fd, cordon::kConfiningLine.data(), cordon::kConfiningLine.size());
+      (void)n;
+    }
     if (auto failure = cordon::Contain(*spec)) {
       const int contain_failed = -1;
       ssize_t n = ::write(exec_pipe.write.get(), &contain_failed, sizeof contain_failed);
