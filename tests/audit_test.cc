@@ -273,6 +273,10 @@ std::vector<AuditRecord> FullRecords() {
                            .mode_after = "755",
                            .when = "process_end",
                            .error = "e"},
+      // --- failclosed
+      GapRecord{.lost = 2, .types = {"process"}, .calls = {1}, .err = 28, .error = "e"},
+      LogDetachedRecord{
+          .reason = "deleted", .path = "/l", .previous_head = "h", .where = "old_file"},
       // --- checkpoint ---
       LogStartedRecord{.key_id = "k", .previous = Json::object()},
       CheckpointRecord{.key_id = "k", .sig = "s"},
