@@ -152,6 +152,7 @@ TEST_F(CheckpointTest, CutLeavingAPartialLineAfterACheckpoint) {
       break;
     }
   }
+  ASSERT_LT(first_cp + 1, lines.size()) << text;
   WriteFile(log(), text.substr(0, keep + lines[first_cp + 1].size() / 2));
   auto plain = Verify({"--pubkey", Pub("k")});
   EXPECT_EQ(plain.exit_code, 4) << plain.out;  // alone, a cut into a line looks like a crash
@@ -206,6 +207,7 @@ TEST_F(CheckpointTest, ForgedSignatureAndWrongKeyAreBroken) {
   Keygen("other");
   SignedCall(Key("k"));
   auto lines = Lines(ReadFile(log()));
+  ASSERT_FALSE(lines.empty());
   EXPECT_EQ(Verify({"--pubkey", Pub("other")}).exit_code, 1);
   auto wrong = Verify({"--pubkey", Pub("other")});
   EXPECT_NE(wrong.out.find("no --pubkey names"), std::string::npos) << wrong.out;
@@ -249,6 +251,7 @@ TEST_F(CheckpointTest, RotatedLogLinksThePreviousHead) {
   ASSERT_FALSE(old_lines.empty());
   SignedCall(Key("k"));
   const auto lines = Lines(ReadFile(log()));
+  ASSERT_FALSE(lines.empty());
   Json first = Json::parse(lines[0]);
   ASSERT_EQ(first["type"], "log_started");
   ASSERT_TRUE(first.contains("previous")) << lines[0];
@@ -264,6 +267,7 @@ TEST_F(CheckpointTest, RotatedLogLinksThePreviousHead) {
 TEST_F(CheckpointTest, OldLogWithoutLogStartedStillVerifiesWithAWarning) {
   SignedCall("");
   auto lines = Lines(ReadFile(log()));
+  ASSERT_FALSE(lines.empty());
   ASSERT_EQ(Json::parse(lines[0])["type"], "log_started");
   // Rebuild without the first line, as a log from before log_started: the session's records
   // are numbered from 1 again.
@@ -330,6 +334,7 @@ TEST_F(CheckpointTest, SigningKeyIsUnreadableInsideAndNeverInTheLog) {
   ASSERT_EQ(::stat((dir_ / "ws/k.key").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   const std::string pem = ReadFile(dir_ / "ws/k.key");
+  ASSERT_GE(Lines(pem).size(), 3u);
   const std::string body = Lines(pem)[1];
   auto cat = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(),
                      "--audit-signing-key", dir_ / "ws/k.key", "--", "cat", dir_ / "ws/k.key"});
