@@ -54,6 +54,9 @@ struct Match {
   const char* rule;
 };
 
+// Bytes after a match that its shape needs to be recognised: the '@' after a URL password.
+std::size_t NeededAfter(const Redactor::Span& sp) { return sp.rule == "url_password" ? 1 : 0; }
+
 // The first bytes a token shape can start with: every other byte is skipped with one lookup.
 constexpr auto kStarts = [] {
   std::array<bool, 256> t{};
@@ -284,7 +287,9 @@ std::size_t Redactor::CutBefore(std::string_view text, std::size_t cut) const {
   const std::size_t lo = cut > kWindow ? cut - kWindow : 0;
   const std::size_t hi = std::min(text.size(), cut + kWindow);
   for (const Span& sp : Find(text.substr(lo, hi - lo))) {
-    if (lo + sp.begin < cut && lo + sp.end > cut) return lo + sp.begin;
+    // A cut just past a secret that still needs what follows it to be recognised (the '@'
+    // after a URL password) would leave it whole but unrecognisable: that counts as a split.
+    if (lo + sp.begin < cut && lo + sp.end + NeededAfter(sp) > cut) return lo + sp.begin;
     if (lo + sp.begin >= cut) break;
   }
   return cut;
