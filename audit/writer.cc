@@ -174,12 +174,16 @@ Status AuditWriter::StartLog() {
   started.previous = checkpoints_.previous;
   prev_hash_ = kZeroHash;
   std::string line = RecordLine(started.kType, started.ToJson(), 0, NowRfc3339());
-  TRY(WriteAll(fd_.get(), line + "\n", path_));
+  // --- failclosed: a log that cannot take its first line is unavailable; nothing torn stays.
+  if (auto wr = WriteOrCutBack(line + "\n", 0); !wr) {
+    seq_ = 0;
+    return Fail(Code::kAuditUnavailable, wr.error().message, wr.error().err, path_);
+  }
   prev_hash_ = ChainHash(line);
   known_size_ = static_cast<std::int64_t>(line.size() + 1);
   lines_ = 1;
   if (fsync_ != FsyncMode::kNever && ::fdatasync(fd_.get()) != 0) {
-    return SysFail(Code::kInternal, "fdatasync", path_);
+    return SysFail(Code::kAuditUnavailable, "fdatasync", path_);
   }
   return {};
 }
