@@ -1,11 +1,85 @@
 // cordon doctor: can this host confine processes, and the remedy for each missing piece.
 #include "runner/doctor.h"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
+#include "audit/audit.h"
+#include "audit/checkpoint.h"
 #include "cli/common.h"
 
 namespace cordon::cli {
+namespace {
+
+Json Check(std::string name, bool pass, std::string detail, std::string remedy) {
+  return {{"name", std::move(name)},
+          {"ok", pass},
+          {"required", false},
+          {"detail", std::move(detail)},
+          {"remedy", pass ? std::string() : std::move(remedy)}};
+}
+
+// Issue 10, fail closed: the default audit log directory takes files, and its filesystem can
+// reserve room ahead of an act (fallocate past the end), which the writer relies on.
+Json AuditLogCheck() {
+  const std::string path = DefaultAuditLogPath(NewSessionId());
+  const std::string dir = path.substr(0, path.rfind('/'));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string probe = dir + "/.cordon-doctor-" + NewSessionId();
+  const int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Check("audit_log", false, "cannot create files in " + dir + ": " + std::strerror(errno),
+                 "make " + dir + " writable, or pass --audit-log FILE on a writable filesystem");
+  }
+  const int rc =
+      ::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(AuditWriter::kReserveBytes));
+  const int err = rc == 0 ? 0 : errno;
+  struct statvfs sv {};
+  const bool have_sv = ::fstatvfs(fd, &sv) == 0;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  const std::string free_mib =
+      have_sv ? std::to_string(static_cast<unsigned long long>(sv.f_bavail) * sv.f_frsize >> 20) +
+                    " MiB free"
+              : "free space unknown";
+  if (err != 0) {
+    return Check("audit_log", false,
+                 "audit logs in " + dir + " (" + free_mib + "): the filesystem cannot reserve " +
+                     "room ahead (fallocate: " + std::strerror(err) +
+                     "); a full disk after an act then leaves a gap record and stops the session",
+                 "put the audit log (--audit-log) on a filesystem with fallocate (ext4, xfs, "
+                 "btrfs, tmpfs)");
+  }
+  return Check(
+      "audit_log", true,
+      "audit logs in " + dir + ": writable, 64 KiB reserved ahead of each act (" + free_mib + ")",
+      "");
+}
+
+// Issue 10, checkpoints: OpenSSL can make and check Ed25519 signatures.
+Json AuditSigningCheck() {
+  auto key = Ed25519Key::Generate();
+  if (!key) {
+    return Check("audit_checkpoints", false, "Ed25519: " + key.error().message,
+                 "install an OpenSSL with Ed25519 (1.1.1 or later)");
+  }
+  auto sig = key->Sign("cordon doctor");
+  const bool pass = sig && key->Verify("cordon doctor", *sig);
+  return Check("audit_checkpoints", pass,
+               pass ? "signed checkpoints: Ed25519 signs and verifies (cordon audit keygen makes "
+                      "a key; --audit-signing-key and --audit-witness use it)"
+                    : "Ed25519 signing failed",
+               "install an OpenSSL with Ed25519 (1.1.1 or later)");
+}
+
+}  // namespace
 
 void AddDoctorCommand(CLI::App& root, Context& ctx) {
   auto json = std::make_shared<bool>(false);
@@ -18,6 +92,8 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
   ctx.run[cmd] = [json]() -> int {
     Json report;
     bool ok = RunDoctor(&report, "");
+    report["checks"].push_back(AuditLogCheck());
+    report["checks"].push_back(AuditSigningCheck());
     if (*json) {
       std::cout << DumpJson(report, 2) << std::endl;
     } else {

@@ -223,8 +223,8 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
       EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
     }
   }
-  for (const char* n :
-       {"bwrap", "user_namespaces", "landlock", "seccomp", "cgroup", "ripgrep", "fd"}) {
+  for (const char* n : {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp",
+                        "cgroup", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   EXPECT_EQ(r.exit_code, j["ok"].get<bool>() ? 0 : 1);
