@@ -2,6 +2,7 @@
 #include "audit/verify.h"
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -220,6 +221,10 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
         return broken(line_no, "this log is HMAC-chained: pass --key-file");
       }
       if (rec.contains("previous")) r.previous = rec["previous"].dump();
+      if (!str("key_id").empty() && options.pubkeys.empty()) {
+        r.warnings.push_back("log_started names the checkpoint signing key " + str("key_id") +
+                             ": pass --pubkey (and --require signed) to prove the log complete");
+      }
     } else if (type == "checkpoint") {
       any_checkpoint = true;
       if (!rec["lines"].is_number_unsigned() || rec["lines"].get<std::uint64_t>() != line_no - 1 ||
@@ -273,7 +278,8 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
   if (!has_log_started && !data.empty()) {
     r.warnings.push_back("no log_started: log id unknown, completeness cannot be proven");
   }
-  auto set = [&](VerifyReport::Verdict v, std::string why) {
+  std::function<VerifyReport(VerifyReport::Verdict, std::string)> set = [&](VerifyReport::Verdict v,
+                                                                            std::string why) {
     r.verdict = v;
     r.problem = std::move(why);
     return r;
@@ -319,7 +325,17 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
                      "): the log was replaced, or the witness is another log's");
     }
   }
-  if (r.verdict == VerifyReport::Verdict::kTornTail) return r;
+  // A torn last line does not hide a failed requirement: a rebuilt, unsigned log with a torn
+  // tail is "weaker mode" (7) or "no checkpoint" (8), not "intact but for a crash" (4).
+  const bool torn = r.verdict == VerifyReport::Verdict::kTornTail;
+  if (torn) {
+    const std::string torn_problem = r.problem;
+    set = [&, torn_problem](VerifyReport::Verdict v, std::string why) {
+      r.verdict = v;
+      r.problem = std::move(why) + "; and " + torn_problem;
+      return r;
+    };
+  }
   using Require = VerifyOptions::Require;
   if (options.require == Require::kHmac && !hmac_key) {
     return set(VerifyReport::Verdict::kWeakerMode,
@@ -338,6 +354,7 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
     return set(VerifyReport::Verdict::kNoCheckpoint,
                "the log has no checkpoint: nothing proves it complete");
   }
+  if (torn) return r;
   if ((any_checkpoint || !options.pubkeys.empty()) && r.unproven_records > 0) {
     return set(VerifyReport::Verdict::kUnprovenTail,
                std::to_string(r.unproven_records) +

@@ -207,6 +207,25 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       return;
     }
     const Message& m = std::get<Message>(parsed);
+    // --- failclosed: a poisoned session sends the server nothing but cancellations; a request
+    // is answered audit_unavailable here, anything else is dropped.
+    if (auto poisoned = session.poisoned(); poisoned && m.method != "notifications/cancelled") {
+      if (m.kind == Message::Kind::kRequest) {
+        to_client(DumpJson(MakeResult(m.id, MakeErrorResult(*poisoned))));
+      }
+      return;
+    }
+    // A tools/call without an id cannot be answered, so it cannot be recorded as a call that
+    // ended: it never reaches the server.
+    if (m.kind == Message::Kind::kNotification && m.method == "tools/call") {
+      (void)session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                              .reason = "message from the client refused",
+                                              .message = "tools/call sent as a notification (no "
+                                                         "id): not forwarded",
+                                              .bytes = line.size()},
+                          false);
+      return;
+    }
     if (m.kind == Message::Kind::kNotification && m.method == "notifications/cancelled" &&
         m.params.is_object() && m.params.contains("requestId")) {
       // The client gave up on a call: it is over for the audit trail, whatever the server

@@ -1,6 +1,8 @@
 // A session: its policy, workspace, audit log and processes, and the one call pipeline (Run).
 #include "session/session.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -166,6 +168,39 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   // anything is opened. With bwrap, each own file is masked (a bind over it) wherever it lies,
   // and the file tools refuse it. Without bwrap (the weaker mode), Landlock grants a writable
   // root as a whole: an own file under one could be written, so the session does not start.
+  {
+    // Masks work by path: a second name (hard link) of the log, a key or the witness could lie
+    // inside a writable root, where no mask covers it. And a signing key other users can read
+    // lets them re-sign a cut log. Both are refused before anything is opened.
+    const std::string signing = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
+    std::vector<std::pair<std::string, std::string>> files = {{"the audit log", path}};
+    if (options.audit_key_file) files.emplace_back("the audit key", *options.audit_key_file);
+    if (!signing.empty()) files.emplace_back("the audit signing key", signing);
+    if (options.audit_witness && options.audit_witness->rfind("fd:", 0) != 0 &&
+        *options.audit_witness != "syslog") {
+      files.emplace_back("the audit witness", *options.audit_witness);
+    }
+    for (const auto& [what, file] : files) {
+      struct stat st {};
+      if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (st.st_nlink > 1) {
+        return Fail(Code::kDeniedByPolicy,
+                    what + " " + file + " has " + std::to_string(st.st_nlink) +
+                        " hard links: cordon masks its own files by path, so another name "
+                        "for it could be reachable from the sandbox; remove the other links");
+      }
+    }
+    if (!signing.empty()) {
+      struct stat st {};
+      if (::stat(signing.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+        return Fail(Code::kDeniedByPolicy,
+                    "the audit signing key " + signing + " is accessible to other users (mode " +
+                        std::to_string((st.st_mode >> 6) & 7) +
+                        std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) +
+                        "): anyone who reads it can re-sign a cut log; chmod 600 it");
+      }
+    }
+  }
   if (host && host->weaker) {
     const std::vector<std::string> roots =
         WritableRoots(s->policy_, s->workspace_.root(), HomeDir());

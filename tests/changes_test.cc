@@ -304,6 +304,24 @@ TEST_F(ChangesTest, AModeOnlyChangeIsRecordedWithBothModes) {
   EXPECT_FALSE(m[0].contains("sha256_after")) << "no content changed";
 }
 
+// A same-size rewrite whose mtime is set back (touch -d) leaves only ctime changed, which a
+// process cannot set: it is still a modification, with the hash after.
+TEST_F(ChangesTest, ARewriteWithItsMtimeSetBackIsStillAModification) {
+  WriteFile(ws_ + "/t.txt", "AAAAAAAAAAAAAAAA\n");
+  const timespec old[2] = {{1577836800, 0}, {1577836800, 0}};  // 2020-01-01
+  ASSERT_EQ(::utimensat(AT_FDCWD, (ws_ + "/t.txt").c_str(), old, 0), 0);
+  auto r = Exec({"sh", "-c",
+                 "printf 'BBBBBBBBBBBBBBBB\\n' > t.txt && touch -d @1577836800 t.txt && "
+                 "stat -c '%s %Y' t.txt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json c = Changes();
+  ASSERT_TRUE(c.is_object()) << ReadFile(log_);
+  auto m = Entries(c, "modified");
+  ASSERT_EQ(m.size(), 1u) << c.dump(2);
+  EXPECT_EQ(m[0]["path"], "t.txt");
+  EXPECT_EQ(m[0]["sha256_after"], Sha256Hex("BBBBBBBBBBBBBBBB\n")) << m[0].dump();
+}
+
 TEST_F(ChangesTest, CreatingAndDeletingWithinTheRunLeavesNothing) {
   WriteFile(ws_ + "/stay", "s\n");
   auto r = Exec({"sh", "-c", "echo x > tmp && mkdir d && echo y > d/z && rm -r tmp d"});

@@ -1,6 +1,8 @@
 // Issue 10, "Prove completeness": log_started, signed checkpoints, the witness, and what
 // `cordon audit verify` says about cut, emptied, rebuilt and re-signed logs (real binary).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <sstream>
@@ -352,6 +354,44 @@ TEST_F(CheckpointTest, SigningKeyIsUnreadableInsideAndNeverInTheLog) {
   EXPECT_EQ(text.find(body), std::string::npos);
   EXPECT_NE(text.find("\"type\":\"checkpoint\""), std::string::npos);
   EXPECT_EQ(Cordon({"audit", "verify", log(), "--pubkey", dir_ / "k.pub"}).exit_code, 0);
+}
+
+// A torn last line does not hide a failed requirement: an unsigned log (rebuilt without the
+// key) with a torn tail fails --require signed (7), not "intact but for a crash" (4).
+TEST_F(CheckpointTest, TornTailDoesNotHideAWeakerMode) {
+  Keygen("k");
+  SignedCall("");  // no signing key: unsigned checkpoints only (the witness is configured)
+  WriteFile(log(), ReadFile(log()) + "{\"v\":1,\"seq\":9,\"ty");
+  auto v = Verify({"--pubkey", Pub("k"), "--require", "signed"});
+  EXPECT_EQ(v.exit_code, 7) << v.out;
+  EXPECT_NE(v.out.find("torn"), std::string::npos) << v.out;
+}
+
+// cordon masks its own files by path: a second name (hard link) of the log or the signing key
+// could sit in the workspace, so start refuses one; and a signing key other users can read
+// lets them re-sign a cut log, so start refuses that too.
+TEST_F(CheckpointTest, HardLinkedOwnFilesAndAnOpenSigningKeyAreRefusedAtStart) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  const std::string other = dir_ / "ws/notes.txt";
+  ASSERT_EQ(::link(log().c_str(), other.c_str()), 0);
+  auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+                   "--json", R"({"path":"hello.txt","start_line":1})"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("hard links"), std::string::npos) << r.err;
+  ::unlink(other.c_str());
+  const std::string key_link = dir_ / "ws/k.txt";
+  ASSERT_EQ(::link(Key("k").c_str(), key_link.c_str()), 0);
+  r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+              "--audit-signing-key", Key("k"), "--json", R"({"path":"hello.txt","start_line":1})"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("hard links"), std::string::npos) << r.err;
+  ::unlink(key_link.c_str());
+  ASSERT_EQ(::chmod(Key("k").c_str(), 0644), 0);
+  r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+              "--audit-signing-key", Key("k"), "--json", R"({"path":"hello.txt","start_line":1})"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("chmod 600"), std::string::npos) << r.err;
 }
 
 }  // namespace
