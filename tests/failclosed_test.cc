@@ -366,6 +366,39 @@ class OwnFileTest : public ::testing::Test {
   std::string ws_;
 };
 
+// `cordon wrap` records a tools/call before the server sees it; a tools/call sent as a
+// notification (no id) could never be answered or recorded as a call that ended, so it never
+// reaches the server. The server here prints every line it receives on its stderr, which
+// wrap passes on when it ends.
+TEST_F(OwnFileTest, WrapNeverForwardsAToolsCallWithoutAnId) {
+  testing::WriteFile(
+      ws_ + "/server.sh",
+      "while IFS= read -r line; do\n"
+      "  printf 'got %s\\n' \"$line\" >&2\n"
+      "  case \"$line\" in\n"
+      "    *'\"initialize\"'*) printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{"
+      "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"tools\":{}},\"serverInfo\":{"
+      "\"name\":\"r\",\"version\":\"1\"}}}' ;;\n"
+      "    *'\"id\":2'*) printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}' ;;\n"
+      "  esac\n"
+      "done\n");
+  const std::string log = dir_ / "wrap.jsonl";
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
+      R"({"jsonrpc":"2.0","method":"tools/call","params":{"name":"mark","arguments":{"tag":"no-id-call"}}})" +
+      "\n" + R"({"jsonrpc":"2.0","id":2,"method":"ping"})" + "\n";
+  auto r = testing::Run(
+      {Bin(), "wrap", "--workspace", ws_, "--audit-log", log, "--", "sh", ws_ + "/server.sh"}, {},
+      input);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("got {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"), std::string::npos)
+      << "the server saw the requests after it:\n"
+      << r.err;
+  EXPECT_EQ(r.err.find("no-id-call"), std::string::npos) << r.err;
+  const std::string audit = testing::ReadFile(log);
+  EXPECT_NE(audit.find("tools/call sent as a notification"), std::string::npos) << audit;
+}
+
 // With bwrap, a log inside the workspace is masked: the confined command cannot append to it,
 // and the log still verifies.
 TEST_F(OwnFileTest, LogInsideTheWorkspaceIsNotWritableByAConfinedCommand) {
