@@ -213,6 +213,10 @@ Result<std::string> WriteNewKeyPair(const std::string& private_path,
 
 namespace cordon {
 
+std::string AuditWitness::FilePath(const std::string& spec) {
+  return spec == "syslog" || spec.rfind("fd:", 0) == 0 ? std::string() : spec;
+}
+
 Result<std::shared_ptr<AuditWitness>> AuditWitness::Open(const std::string& spec) {
   std::shared_ptr<AuditWitness> w(new AuditWitness());
   w->spec_ = spec;

@@ -71,6 +71,8 @@ namespace cordon {
 class AuditWitness {
  public:
   static Result<std::shared_ptr<AuditWitness>> Open(const std::string& spec);
+  // The file a spec names ("" for fd:N and syslog), without opening it.
+  static std::string FilePath(const std::string& spec);
   ~AuditWitness();
   AuditWitness(const AuditWitness&) = delete;
   AuditWitness& operator=(const AuditWitness&) = delete;

@@ -164,55 +164,43 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       options.audit_log.empty() ? DefaultAuditLogPath(session_id) : options.audit_log;
   // The one host probe of the session: recorded in session_started, then used for every process.
   auto host = PrepareSandboxHost(s->policy_, options.shim_path);
-  // --- failclosed: cordon's own files that a confined process could write are refused before
-  // anything is opened. With bwrap, each own file is masked (a bind over it) wherever it lies,
-  // and the file tools refuse it. Without bwrap (the weaker mode), Landlock grants a writable
-  // root as a whole: an own file under one could be written, so the session does not start.
-  {
-    // Masks work by path: a second name (hard link) of the log, a key or the witness could lie
-    // inside a writable root, where no mask covers it. And a signing key other users can read
-    // lets them re-sign a cut log. Both are refused before anything is opened.
-    const std::string signing = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
-    std::vector<std::pair<std::string, std::string>> files = {{"the audit log", path}};
-    if (options.audit_key_file) files.emplace_back("the audit key", *options.audit_key_file);
-    if (!signing.empty()) files.emplace_back("the audit signing key", signing);
-    if (options.audit_witness && options.audit_witness->rfind("fd:", 0) != 0 &&
-        *options.audit_witness != "syslog") {
-      files.emplace_back("the audit witness", *options.audit_witness);
+  // --- failclosed: cordon's audit files (log, keys, witness), refused at start when a confined
+  // process could reach them.
+  const std::string signing_key = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
+  std::vector<std::pair<std::string, std::string>> audit_files = {{"the audit log", path}};
+  if (options.audit_key_file) audit_files.emplace_back("the audit key", *options.audit_key_file);
+  if (!signing_key.empty()) audit_files.emplace_back("the audit signing key", signing_key);
+  if (options.audit_witness && !AuditWitness::FilePath(*options.audit_witness).empty()) {
+    audit_files.emplace_back("the audit witness", *options.audit_witness);
+  }
+  // Masks work by path: a second name (hard link) of one of them could lie inside a writable
+  // root, where no mask covers it. And a signing key other users can read lets them re-sign a
+  // cut log. Both are refused before anything is opened.
+  for (const auto& [what, file] : audit_files) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (st.st_nlink > 1) {
+      return Fail(Code::kDeniedByPolicy,
+                  what + " " + file + " has " + std::to_string(st.st_nlink) +
+                      " hard links: cordon masks its own files by path, so another name "
+                      "for it could be reachable from the sandbox; remove the other links");
     }
-    for (const auto& [what, file] : files) {
-      struct stat st {};
-      if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      if (st.st_nlink > 1) {
-        return Fail(Code::kDeniedByPolicy,
-                    what + " " + file + " has " + std::to_string(st.st_nlink) +
-                        " hard links: cordon masks its own files by path, so another name "
-                        "for it could be reachable from the sandbox; remove the other links");
-      }
-    }
-    if (!signing.empty()) {
-      struct stat st {};
-      if (::stat(signing.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-        return Fail(Code::kDeniedByPolicy,
-                    "the audit signing key " + signing + " is accessible to other users (mode " +
-                        std::to_string((st.st_mode >> 6) & 7) +
-                        std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) +
-                        "): anyone who reads it can re-sign a cut log; chmod 600 it");
-      }
+    if (file == signing_key && (st.st_mode & 077) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
+      return Fail(Code::kDeniedByPolicy,
+                  "the audit signing key " + signing_key + " is accessible to other users (mode " +
+                      mode + "): anyone who reads it can re-sign a cut log; chmod 600 it");
     }
   }
+  // With bwrap, each own file is masked (a bind over it) wherever it lies, and the file tools
+  // refuse it. Without bwrap (the weaker mode), Landlock grants a writable root as a whole: an
+  // own file under one could be written, so the session does not start.
   if (host && host->weaker) {
     const std::vector<std::string> roots =
         WritableRoots(s->policy_, s->workspace_.root(), HomeDir());
-    std::vector<std::pair<std::string, std::string>> named = {{"the audit log", path}};
-    if (options.audit_key_file) named.emplace_back("the audit key", *options.audit_key_file);
+    std::vector<std::pair<std::string, std::string>> named = audit_files;
     for (const auto& f : options.own_files) named.emplace_back("cordon's own file", f);
-    const std::string key_path = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
-    if (!key_path.empty()) named.emplace_back("the audit signing key", key_path);
-    if (options.audit_witness && options.audit_witness->rfind("fd:", 0) != 0 &&
-        *options.audit_witness != "syslog") {
-      named.emplace_back("the audit witness", *options.audit_witness);
-    }
     for (const auto& [what, file] : named) {
       if (const std::string* root = UnderAny(CanonicalPath(file), roots)) {
         return Fail(Code::kDeniedByPolicy,
@@ -227,7 +215,6 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   CheckpointConfig checkpoints;
   checkpoints.every_records = static_cast<std::uint64_t>(s->policy_.audit_checkpoint_records);
   checkpoints.every_seconds = s->policy_.audit_checkpoint_seconds;
-  std::string signing_key = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
   if (!signing_key.empty()) {
     std::string pem;
     ASSIGN_OR_RETURN(Ed25519Key k, Ed25519Key::LoadPrivate(signing_key, &pem));

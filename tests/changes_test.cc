@@ -108,9 +108,7 @@ class ChangesTest : public ::testing::Test {
     if (FindOnPath("bwrap").empty()) {
       GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed, so cordon fails closed";
     }
-    std::ifstream userns("/proc/sys/user/max_user_namespaces");
-    long max = 0;
-    if (!(userns >> max) || max <= 0) {
+    if (!testing::UserNamespacesEnabled()) {
       GTEST_SKIP()
           << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
     }

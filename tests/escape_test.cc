@@ -78,9 +78,7 @@ class EscapeTest : public ::testing::Test {
       GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed, so cordon fails closed; "
                       "install bubblewrap to run the escape tests";
     }
-    std::ifstream userns("/proc/sys/user/max_user_namespaces");
-    long max = 0;
-    if (!(userns >> max) || max <= 0) {
+    if (!testing::UserNamespacesEnabled()) {
       GTEST_SKIP()
           << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
     }

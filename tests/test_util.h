@@ -118,6 +118,13 @@ inline std::string FromEnv(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && v[0] != '\0' ? v : fallback;
 }
+// Whether user namespaces are enabled (bwrap needs them): user.max_user_namespaces > 0.
+inline bool UserNamespacesEnabled() {
+  std::ifstream userns("/proc/sys/user/max_user_namespaces");
+  long max = 0;
+  return (userns >> max) && max > 0;
+}
+
 inline std::string CordonBin() { return FromEnv("CORDON_TEST_BIN", CORDON_BIN); }
 inline std::string ShippedPolicyDir() {
   return FromEnv("CORDON_TEST_POLICY_DIR", CORDON_POLICY_DIR);
