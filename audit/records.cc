@@ -308,7 +308,8 @@ constexpr AuditFieldInfo kProcess[] = {
      "what it changed in the writable roots (absent when none was writable, or "
      "audit.file_changes is off): {entries: [{kind, path, type, from, bytes_before, "
      "bytes_after, mode_before, mode_after, below, content_changed, sha256_before, "
-     "sha256_after, hash_skipped}], counts: {kind: n}, omitted, concurrent, git, unwalked}"},
+     "sha256_after, hash_skipped, before_unknown}], counts: {kind: n}, omitted, concurrent, "
+     "git, unwalked}"},
 };
 
 constexpr AuditFieldInfo kMcpDiagnostic[] = {

@@ -43,7 +43,9 @@ def once(ws, argv, on):
     extra = [] if on else ["--policy", off]
     cmd = [cordon, "exec", "--workspace", ws, "--audit-log", log] + extra + ["--"] + argv
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit("%s exited %d: %s" % (" ".join(cmd), r.returncode, r.stderr.strip()))
     return (time.perf_counter() - t0) * 1000
 
 

@@ -71,7 +71,7 @@ struct ProtectedScan {
   std::size_t scanned = 0;            // directory entries walked
   // The walk's metadata snapshot, when asked for (GuardOptions::snapshot): a change record's
   // before side (runner/changes.h).
-  std::shared_ptr<const TreeSnapshot> snapshot;
+  std::shared_ptr<TreeSnapshot> snapshot;
 };
 
 HostPath DescribeHostPath(const std::string& path);

@@ -3,8 +3,12 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/hash.h"
+#include "core/signals.h"
 #include "core/unique_fd.h"
 
 namespace cordon {
@@ -25,8 +30,13 @@ const char* TypeName(std::uint32_t mode) {
   return "other";
 }
 
+// Nothing is known of its state before: the pass beside the process came too late (lost), or
+// never came (deferred: the diff decides it from the after side).
+bool Unknown(const SnapEntry& e) { return e.lost || e.deferred; }
+
 bool Same(const SnapEntry& a, const SnapEntry& b) {
-  return a.ino == b.ino && a.dev == b.dev && a.ctime_ns == b.ctime_ns && a.mtime_ns == b.mtime_ns &&
+  return !Unknown(a) && !Unknown(b) && a.ino == b.ino && a.dev == b.dev &&
+         a.btime_ns == b.btime_ns && a.ctime_ns == b.ctime_ns && a.mtime_ns == b.mtime_ns &&
          a.size == b.size && a.mode == b.mode && a.nlink == b.nlink && a.path == b.path;
 }
 
@@ -42,6 +52,18 @@ struct InodeHash {
 
 InodeKey Inode(const SnapEntry& e) { return {e.dev, e.ino}; }
 
+std::int64_t BirthNs(const struct statx& sx) {
+  if ((sx.stx_mask & STATX_BTIME) == 0) return 0;
+  return sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
+}
+
+// One inode, not a reused inode number: the birth time tells them apart where the filesystem
+// keeps one (ext4, xfs, btrfs, tmpfs); and the type never changes.
+bool SameInode(const SnapEntry& x, const SnapEntry& y) {
+  return x.ino == y.ino && x.dev == y.dev && (x.mode & S_IFMT) == (y.mode & S_IFMT) &&
+         (x.btime_ns == 0 || y.btime_ns == 0 || x.btime_ns == y.btime_ns);
+}
+
 // Path order with '/' lowest, so that everything below a directory follows it directly.
 bool PathLess(const FileChange& x, const FileChange& y) {
   return std::lexicographical_compare(
@@ -54,8 +76,51 @@ bool PathLess(const FileChange& x, const FileChange& y) {
 bool ContentChanged(const SnapEntry& b, const SnapEntry& a) {
   // A directory's mtime is its entries': what changed in it is listed by name instead.
   if (S_ISDIR(a.mode)) return false;
-  return b.size != a.size || b.mtime_ns != a.mtime_ns;
+  return Unknown(b) || b.size != a.size || b.mtime_ns != a.mtime_ns;
 }
+
+// Open addressing over entry indices, with no allocation per entry: the diff's maps by path and
+// by inode. Entries sharing a key (an inode's names) are chained in insertion order.
+template <class Key, class KeyOf, class Hash>
+class FlatIndex {
+ public:
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  FlatIndex(std::size_t n_entries, std::size_t n_keys, KeyOf key_of)
+      : key_of_(key_of), next_(n_entries, kNone) {
+    std::size_t cap = 16;
+    while (cap < n_keys * 2) cap <<= 1;
+    slots_.assign(cap, Slot{});
+  }
+  void Insert(std::uint32_t i) {
+    Slot& s = SlotFor(key_of_(i));
+    if (s.head == kNone) {
+      s.head = s.tail = i;
+    } else {
+      next_[s.tail] = i;
+      s.tail = i;
+    }
+  }
+  std::uint32_t Find(const Key& k) const { return SlotFor(k).head; }
+  std::uint32_t Next(std::uint32_t i) const { return next_[i]; }
+
+ private:
+  struct Slot {
+    std::uint32_t head = kNone, tail = kNone;
+  };
+  Slot& SlotFor(const Key& k) {
+    return const_cast<Slot&>(static_cast<const FlatIndex*>(this)->SlotFor(k));
+  }
+  const Slot& SlotFor(const Key& k) const {
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t at = Hash()(k) & mask;; at = (at + 1) & mask) {
+      const Slot& s = slots_[at];
+      if (s.head == kNone || key_of_(s.head) == k) return s;
+    }
+  }
+  KeyOf key_of_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> next_;
+};
 
 bool Under(std::string_view path, std::string_view dir) {
   return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
@@ -70,13 +135,15 @@ FileChange Change(std::string kind, const SnapEntry* was, const SnapEntry* now) 
   c.git = (now != nullptr && now->git) || (was != nullptr && was->git);
   if (was != nullptr) {
     c.was = *was;
-    if (S_ISREG(was->mode)) c.bytes_before = was->size;
+    if (S_ISREG(was->mode) && !Unknown(*was)) c.bytes_before = was->size;
+    c.before_unknown = Unknown(*was);
   }
   if (now != nullptr) {
     c.now = *now;
     if (S_ISREG(now->mode)) c.bytes_after = now->size;
   }
-  if (was != nullptr && now != nullptr && (was->mode & 07777) != (now->mode & 07777)) {
+  if (was != nullptr && now != nullptr && !Unknown(*was) &&
+      (was->mode & 07777) != (now->mode & 07777)) {
     c.mode_before = was->mode & 07777;
     c.mode_after = now->mode & 07777;
   }
@@ -106,8 +173,8 @@ bool SnapshotAdd(std::vector<SnapEntry>& out, int dir_fd, const char* name, std:
                  bool git) {
   struct statx sx {};
   // Only what the diff compares; AT_STATX_DONT_SYNC: no round trip on a network filesystem.
-  constexpr unsigned kMask =
-      STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | STATX_SIZE | STATX_MTIME | STATX_CTIME;
+  constexpr unsigned kMask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | STATX_SIZE |
+                             STATX_MTIME | STATX_CTIME | STATX_BTIME;
   if (::statx(dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, kMask, &sx) != 0)
     return false;
   SnapEntry e;
@@ -119,6 +186,7 @@ bool SnapshotAdd(std::vector<SnapEntry>& out, int dir_fd, const char* name, std:
   e.ctime_ns = sx.stx_ctime.tv_sec * 1000000000LL + sx.stx_ctime.tv_nsec;
   e.mode = sx.stx_mode;
   e.nlink = sx.stx_nlink;
+  e.btime_ns = BirthNs(sx);
   e.git = git;
   out.push_back(std::move(e));
   return true;
@@ -127,39 +195,103 @@ bool SnapshotAdd(std::vector<SnapEntry>& out, int dir_fd, const char* name, std:
 std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot& after) {
   const auto& b = before.entries;
   const auto& a = after.entries;
+  // An entry the pass beside the process never reached is unchanged when the after side shows
+  // the same inode at the same name, untouched since the window opened (its ctime, which no
+  // process can set back, is older); otherwise it changed, and what it was is unknown.
+  const std::int64_t t0 = before.window_start_ns;
+  auto unchanged = [t0](const SnapEntry& x, const SnapEntry& y) {
+    if (!x.deferred) return Same(x, y);
+    return t0 > 0 && !Unknown(y) && y.ctime_ns < t0 && y.ino == x.ino && y.dev == x.dev &&
+           (y.mode & S_IFMT) == (x.mode & S_IFMT) && y.path == x.path;
+  };
   // The walk visits an unchanged tree in the same order: identical heads and tails are set
-  // aside without a hash map, so a run that changed nothing costs one comparison per entry.
+  // aside without an index, so a run that changed nothing costs one comparison per entry.
   std::size_t head = 0;
-  while (head < b.size() && head < a.size() && Same(b[head], a[head])) ++head;
+  while (head < b.size() && head < a.size() && unchanged(b[head], a[head])) ++head;
   std::size_t bend = b.size(), aend = a.size();
-  while (bend > head && aend > head && Same(b[bend - 1], a[aend - 1])) {
+  while (bend > head && aend > head && unchanged(b[bend - 1], a[aend - 1])) {
     --bend;
     --aend;
   }
   std::vector<FileChange> out;
   if (head == bend && head == aend) return out;
 
-  std::unordered_map<std::string_view, const SnapEntry*> apath;
-  std::unordered_map<InodeKey, std::vector<const SnapEntry*>, InodeHash> ainode, binode;
-  for (std::size_t i = head; i < aend; ++i) {
-    apath.emplace(a[i].path, &a[i]);
-    ainode[Inode(a[i])].push_back(&a[i]);
+  using U32 = std::uint32_t;
+  constexpr U32 kNone = UINT32_MAX;
+  auto a_path = [&a](U32 i) { return std::string_view(a[i].path); };
+  auto a_inode = [&a](U32 i) { return Inode(a[i]); };
+  auto b_inode = [&b](U32 i) { return Inode(b[i]); };
+  // Every after entry accounted for, by index.
+  std::vector<char> matched(a.size(), 0);
+  auto index_of = [&a](const SnapEntry* e) { return static_cast<std::size_t>(e - a.data()); };
+  // Most of the middle is the same entry at the same name (a tree changed in a few places): the
+  // two walks list it in the same order, so it is paired in step, re-synchronised by a short
+  // look-ahead where entries were created or went. What this pairs unchanged is accounted for
+  // here, and the indexes and the steps below see only the rest ("live"); what it fails to pair
+  // stays live and is paired there. No other name can hold an unchanged entry's inode: a new link
+  // or unlink would have changed its nlink and ctime.
+  std::vector<U32> live_b, live_a;
+  constexpr std::size_t kLookAhead = 32;
+  std::size_t bi = head, aj = head;
+  while (bi < bend && aj < aend) {
+    if (b[bi].path == a[aj].path) {
+      if (unchanged(b[bi], a[aj])) {
+        matched[aj] = 1;
+      } else {
+        live_b.push_back(static_cast<U32>(bi));
+      }
+      ++bi;
+      ++aj;
+      continue;
+    }
+    std::size_t k = aj + 1;  // entries created before b[bi]'s name?
+    while (k < aend && k <= aj + kLookAhead && a[k].path != b[bi].path) ++k;
+    if (k < aend && k <= aj + kLookAhead) {
+      aj = k;  // a[aj..k) stay live
+      continue;
+    }
+    std::size_t m = bi + 1;  // or entries gone before a[aj]'s name?
+    while (m < bend && m <= bi + kLookAhead && b[m].path != a[aj].path) ++m;
+    if (m < bend && m <= bi + kLookAhead) {
+      for (; bi < m; ++bi) live_b.push_back(static_cast<U32>(bi));
+      continue;
+    }
+    live_b.push_back(static_cast<U32>(bi++));
+    ++aj;
   }
-  for (std::size_t i = head; i < bend; ++i) binode[Inode(b[i])].push_back(&b[i]);
+  for (; bi < bend; ++bi) live_b.push_back(static_cast<U32>(bi));
+  for (std::size_t q = head; q < aend; ++q) {
+    if (!matched[q]) live_a.push_back(static_cast<U32>(q));
+  }
+  FlatIndex<std::string_view, decltype(a_path), std::hash<std::string_view>> apath(
+      a.size(), live_a.size(), a_path);
+  for (U32 q : live_a) apath.Insert(q);
+  auto find_path = [&](std::string_view p) -> const SnapEntry* {
+    const U32 q = apath.Find(p);
+    return q == kNone ? nullptr : &a[q];
+  };
+  FlatIndex<InodeKey, decltype(a_inode), InodeHash> ainode(a.size(), live_a.size(), a_inode);
+  for (U32 q : live_a) ainode.Insert(q);
+  FlatIndex<InodeKey, decltype(b_inode), InodeHash> binode(b.size(), live_b.size(), b_inode);
+  for (U32 q : live_b) binode.Insert(q);
+  auto was_before = [&](const SnapEntry& n) {  // n's inode had a name before
+    for (U32 q = binode.Find(Inode(n)); q != kNone; q = binode.Next(q)) {
+      if (SameInode(b[q], n)) return true;
+    }
+    return false;
+  };
 
   // 1. Directories that moved (same inode, another name): one rename each; what was below
   //    them is then looked for under the new name.
   std::unordered_map<std::string_view, std::string_view> dir_moves;  // old -> new
-  for (std::size_t i = head; i < bend; ++i) {
+  for (U32 i : live_b) {
     const SnapEntry& e = b[i];
     if (!S_ISDIR(e.mode)) continue;
-    auto at = apath.find(e.path);
-    if (at != apath.end() && at->second->ino == e.ino && at->second->dev == e.dev) continue;
-    auto it = ainode.find(Inode(e));
-    if (it == ainode.end()) continue;
-    for (const SnapEntry* q : it->second) {
-      if (S_ISDIR(q->mode) && q->path != e.path) {
-        dir_moves.emplace(e.path, q->path);
+    const SnapEntry* at = find_path(e.path);
+    if (at != nullptr && SameInode(*at, e)) continue;
+    for (U32 q = ainode.Find(Inode(e)); q != kNone; q = ainode.Next(q)) {
+      if (SameInode(a[q], e) && a[q].path != e.path) {
+        dir_moves.emplace(e.path, a[q].path);
         break;
       }
     }
@@ -193,20 +325,19 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
   for (auto from : implied) dir_moves.erase(from);
 
   // 2. Each old entry at its (translated) name, same inode: compared in place.
-  std::set<const SnapEntry*> matched;                          // after entries accounted for
   std::vector<std::pair<const SnapEntry*, std::string>> gone;  // old entries not found in place
-  for (std::size_t i = head; i < bend; ++i) {
+  for (U32 i : live_b) {
     const SnapEntry& e = b[i];
     std::string t = translate(e.path);
-    auto at = apath.find(t);
-    if (at == apath.end() || at->second->ino != e.ino || at->second->dev != e.dev) {
+    const SnapEntry* at = find_path(t);
+    if (at == nullptr || !SameInode(*at, e)) {
       gone.emplace_back(&e, std::move(t));
       continue;
     }
-    const SnapEntry& n = *at->second;
-    matched.insert(&n);
+    const SnapEntry& n = *at;
+    matched[index_of(&n)] = 1;
     const bool content = ContentChanged(e, n);
-    const bool mode = (e.mode & 07777) != (n.mode & 07777);
+    const bool mode = !Unknown(e) && (e.mode & 07777) != (n.mode & 07777);
     if (dir_moves.count(e.path)) {
       FileChange c = Change("renamed", &e, &n);
       c.from = e.path;
@@ -221,35 +352,32 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
       out.push_back(Change("modified", &e, &n));
     }
   }
-  // The head and tail entries are unchanged: accounted for too.
   // 3. Old entries not in place: renamed (the inode under a new name), replaced (a new inode at
   //    the same name, e.g. sed -i's rename over it), or deleted.
   std::vector<FileChange> deleted;
   for (auto& [ep, t] : gone) {
     const SnapEntry& e = *ep;
     const SnapEntry* to = nullptr;
-    if (auto it = ainode.find(Inode(e)); it != ainode.end()) {
-      for (const SnapEntry* q : it->second) {
-        if (!matched.count(q)) {
-          to = q;
-          break;
-        }
+    for (U32 q = ainode.Find(Inode(e)); q != kNone; q = ainode.Next(q)) {
+      if (!matched[q] && SameInode(a[q], e)) {
+        to = &a[q];
+        break;
       }
     }
     if (to != nullptr) {
-      matched.insert(to);
+      matched[index_of(to)] = 1;
       FileChange c = Change("renamed", &e, to);
       c.from = e.path;
       c.content = ContentChanged(e, *to);
       out.push_back(std::move(c));
       continue;
     }
-    auto at = apath.find(t);
-    if (at != apath.end() && !matched.count(at->second) && !binode.count(Inode(*at->second)) &&
-        S_ISREG(e.mode) && S_ISREG(at->second->mode)) {
-      matched.insert(at->second);
-      FileChange c = Change("modified", &e, at->second);
-      c.path = at->second->path;
+    const SnapEntry* at = find_path(t);
+    if (at != nullptr && !matched[index_of(at)] && !was_before(*at) && S_ISREG(e.mode) &&
+        S_ISREG(at->mode)) {
+      matched[index_of(at)] = 1;
+      FileChange c = Change("modified", &e, at);
+      c.path = at->path;
       out.push_back(std::move(c));
       continue;
     }
@@ -265,19 +393,23 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
         ++d.below;
         if (deleted[j].bytes_before)
           d.bytes_before = d.bytes_before.value_or(0) + *deleted[j].bytes_before;
+        d.before_unknown = d.before_unknown || deleted[j].before_unknown;
       }
     }
     out.push_back(std::move(d));
     i = j;
   }
   // 4. New entries: another name of an inode that is still there (a hard link), or created.
-  for (std::size_t i = head; i < aend; ++i) {
+  for (U32 i : live_a) {
     const SnapEntry& n = a[i];
-    if (matched.count(&n)) continue;
-    auto it = binode.find(Inode(n));
-    if (it != binode.end() && !S_ISDIR(n.mode)) {
+    if (matched[i]) continue;
+    const SnapEntry* first = nullptr;
+    for (U32 q = binode.Find(Inode(n)); q != kNone && first == nullptr; q = binode.Next(q)) {
+      if (SameInode(b[q], n)) first = &b[q];
+    }
+    if (first != nullptr && !S_ISDIR(n.mode)) {
       FileChange c = Change("linked", nullptr, &n);
-      c.from = translate(it->second.front()->path);
+      c.from = translate(first->path);
       out.push_back(std::move(c));
     } else {
       out.push_back(Change("created", nullptr, &n));
@@ -286,6 +418,132 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
   std::stable_sort(out.begin(), out.end(), PathLess);
   return out;
 }
+
+std::size_t TreeSnapshot::Deferred() const {
+  std::size_t n = 0;
+  for (const auto& r : roots) {
+    for (const auto& d : r.deferred) {
+      for (std::size_t i = d.first; i < d.end; ++i) n += r.entries[i].deferred;
+    }
+  }
+  return n;
+}
+
+void FillDeferred(TreeSnapshot& snap, std::optional<std::int64_t> t0_ns,
+                  const std::atomic<bool>* stop) {
+  constexpr unsigned kMask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | STATX_SIZE |
+                             STATX_MTIME | STATX_CTIME | STATX_BTIME;
+  for (auto& r : snap.roots) {
+    if (r.deferred.empty()) continue;
+    UniqueFd root_fd(::open(r.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    bool dropped = false;
+    auto lose = [&](SnapEntry& e) {
+      e.deferred = false;
+      if (!t0_ns) {  // before the launch: what is gone was never there for the process
+        e.path.clear();
+        dropped = true;
+        return;
+      }
+      e.lost = true;
+      e.size = 0;
+      e.nlink = 0;
+      e.mtime_ns = e.ctime_ns = -1;
+    };
+    for (const DeferredDir& d : r.deferred) {
+      UniqueFd dir_fd;
+      if (root_fd.valid()) {
+        open_how how{};
+        how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        dir_fd = UniqueFd(static_cast<int>(::syscall(
+            SYS_openat2, root_fd.get(), d.dir.empty() ? "." : d.dir.c_str(), &how, sizeof how)));
+      }
+      struct stat ds {};
+      const bool same_dir =
+          dir_fd.valid() && ::fstat(dir_fd.get(), &ds) == 0 && ds.st_ino == d.dir_ino &&
+          ((static_cast<std::uint64_t>(major(ds.st_dev)) << 32) | minor(ds.st_dev)) == d.dir_dev;
+      for (std::size_t i = d.first; i < d.end; ++i) {
+        if (stop != nullptr && stop->load(std::memory_order_relaxed)) return;
+        SnapEntry& e = r.entries[i];
+        if (!e.deferred) continue;
+        if (!same_dir) {  // moved, replaced or gone: not the directory the walk listed
+          lose(e);
+          continue;
+        }
+        const std::size_t slash = e.path.rfind('/');
+        const char* name = e.path.c_str() + (slash == std::string::npos ? 0 : slash + 1);
+        struct statx sx {};
+        if (::statx(dir_fd.get(), name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, kMask, &sx) !=
+            0) {
+          lose(e);
+          continue;
+        }
+        const std::int64_t ctime = sx.stx_ctime.tv_sec * 1000000000LL + sx.stx_ctime.tv_nsec;
+        if (t0_ns && (ctime >= *t0_ns || sx.stx_ino != e.ino)) {
+          lose(e);
+          continue;
+        }
+        e.dev = (static_cast<std::uint64_t>(sx.stx_dev_major) << 32) | sx.stx_dev_minor;
+        e.ino = sx.stx_ino;
+        e.size = sx.stx_size;
+        e.mtime_ns = sx.stx_mtime.tv_sec * 1000000000LL + sx.stx_mtime.tv_nsec;
+        e.ctime_ns = ctime;
+        e.mode = sx.stx_mode;
+        e.nlink = sx.stx_nlink;
+        e.btime_ns = BirthNs(sx);
+        e.deferred = false;
+      }
+    }
+    r.deferred.clear();
+    if (dropped) {
+      std::erase_if(r.entries, [](const SnapEntry& e) { return e.path.empty(); });
+    }
+  }
+}
+
+std::int64_t ChangeWindowStart() {
+  auto now = [](clockid_t clock) {
+    timespec ts{};
+    ::clock_gettime(clock, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+  };
+  // An inode's timestamp is the coarse clock, or (multigrain timestamps, Linux 6.13) a
+  // fine-grained reading or a floor raised by one, so it never runs ahead of the real time and
+  // may run ahead of the coarse clock: read t0 on the fine clock, then wait for the coarse one to
+  // reach it (at most a tick, 1-10 ms by CONFIG_HZ). Every later change is stamped at or after
+  // t0, every earlier one before it. Give up after 50 ms (then only later changes are certain to
+  // be at or after t0).
+  const std::int64_t t0 = now(CLOCK_REALTIME);
+  for (int i = 0; i < 250 && now(CLOCK_REALTIME_COARSE) < t0; ++i) {
+    timespec pause{0, 200000};
+    ::nanosleep(&pause, nullptr);
+  }
+  return t0;
+}
+
+SnapshotFill::SnapshotFill(std::shared_ptr<TreeSnapshot> snap) : snap_(std::move(snap)) {
+  t0_ns_ = ChangeWindowStart();
+  for (auto& r : snap_->roots) r.window_start_ns = t0_ns_;
+}
+
+void SnapshotFill::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] {
+    BlockTerminationSignals();
+    // Only idle CPU: the confined command comes first. What the pass does not reach in time the
+    // diff decides from the after side.
+    sched_param idle{};
+    (void)::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &idle);
+    FillDeferred(*snap_, t0_ns_, &stop_);
+  });
+}
+
+void SnapshotFill::Finish() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+SnapshotFill::~SnapshotFill() { Finish(); }
 
 std::optional<std::string> ChangeRecorder::Cached(const SnapEntry& e) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -398,6 +656,7 @@ Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& afte
       }
       if (c.below > 0) j["below"] = c.below;
       if (c.kind == "renamed" && c.type == "file") j["content_changed"] = c.content;
+      if (c.before_unknown) j["before_unknown"] = true;
       if (sha_before) j["sha256_before"] = *sha_before;
       if (sha_after) j["sha256_after"] = *sha_after;
       if (!skipped.empty()) j["hash_skipped"] = skipped;

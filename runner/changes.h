@@ -6,11 +6,14 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -28,22 +31,86 @@ struct SnapEntry {
   std::int64_t ctime_ns = 0;
   std::uint32_t mode = 0;  // type and permission bits
   std::uint32_t nlink = 0;
-  bool git = false;  // inside (or is) a git directory: counted, not listed
+  std::int64_t btime_ns = 0;  // birth time, 0 where the filesystem keeps none: a reused inode
+                              // number is another inode
+  bool git = false;           // inside (or is) a git directory: counted, not listed
+  // Deferred: only the name, the inode number (getdents' d_ino), the type and the directory's
+  // device are known yet; the statx pass fills the rest (FillDeferred).
+  bool deferred = false;
+  // The statx pass came too late: the inode changed after the process started (its ctime is
+  // at or after the launch), so its state before is unknown. Never equal to any entry.
+  bool lost = false;
+};
+
+// The entries of one directory that a launch walk deferred: [first, end) in `entries`, all
+// named below `dir` (root-relative, "" for the root), whose identity the walk saw as
+// (dir_dev, dir_ino).
+struct DeferredDir {
+  std::size_t first = 0, end = 0;
+  std::string dir;
+  std::uint64_t dir_dev = 0, dir_ino = 0;
 };
 
 struct RootSnapshot {
   std::string root;  // absolute
   std::vector<SnapEntry> entries;
+  std::vector<DeferredDir> deferred{};  // emptied by FillDeferred
+  // A launch's before side: when the change window opened (ChangeWindowStart), 0 when no entry
+  // was deferred past the launch. The diff decides an entry still deferred from it.
+  std::int64_t window_start_ns = 0;
 };
 
 // The writable roots as one walk saw them.
 struct TreeSnapshot {
   std::vector<RootSnapshot> roots;
+  std::size_t Deferred() const;  // entries still waiting for their statx
 };
 
 // Appends `name` (in `dir_fd`, at root-relative `rel`) to `out`; false when it is gone.
 bool SnapshotAdd(std::vector<SnapEntry>& out, int dir_fd, const char* name, std::string rel,
                  bool git);
+
+// The statx pass over the deferred entries (docs/adr/0004-change-records.md, "the before side
+// beside the process"). Without `t0_ns` (before the launch) each entry takes what statx sees now
+// and a vanished one is dropped. With `t0_ns` (ChangeWindowStart(), taken before the process
+// started) an entry whose inode changed at or after t0 (ctime, which
+// no process can set back), whose name now holds another inode, or that is gone, keeps only its
+// name, inode and type and is marked `lost`: what it was before is unknown, and the diff reports
+// it changed. A directory opened again is checked against the identity the walk saw, and never
+// through a symlink.
+// With `stop`, returns early once it is set and leaves the rest deferred.
+void FillDeferred(TreeSnapshot& snap, std::optional<std::int64_t> t0_ns,
+                  const std::atomic<bool>* stop = nullptr);
+
+// Runs FillDeferred beside the confined process, on idle CPU only: started just after it,
+// stopped (not waited for) when it has ended and the sweep has walked the after side; what the
+// pass did not reach stays deferred and the diff decides it (DiffRoot). Below kSyncFillEntries
+// deferred entries the launch fills them itself (a fraction of a millisecond).
+class SnapshotFill {
+ public:
+  static constexpr std::size_t kSyncFillEntries = 4096;
+  // Opens the change window (ChangeWindowStart: at most one clock tick): construct it before the
+  // process starts, and Start() once it has.
+  explicit SnapshotFill(std::shared_ptr<TreeSnapshot> snap);
+  ~SnapshotFill();  // Finish()
+  SnapshotFill(const SnapshotFill&) = delete;
+  SnapshotFill& operator=(const SnapshotFill&) = delete;
+  void Start();
+  // Stops the pass where it is and joins it. Not thread-safe against itself.
+  void Finish();
+  std::int64_t t0_ns() const { return t0_ns_; }
+
+ private:
+  std::shared_ptr<TreeSnapshot> snap_;
+  std::int64_t t0_ns_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The start of a change window: every inode change from the moment this returns has a ctime at
+// or after the value returned, and every change before the call a ctime before it. Waits at
+// most one clock tick.
+std::int64_t ChangeWindowStart();
 
 struct FileChange {
   std::string kind;  // created, modified, touched, deleted, renamed, linked, mode_changed
@@ -52,8 +119,9 @@ struct FileChange {
   std::string type;  // file, dir, symlink, other
   std::optional<std::uint64_t> bytes_before, bytes_after;
   std::optional<std::uint32_t> mode_before, mode_after;  // permission bits, when they changed
-  std::uint64_t below = 0;  // a deleted directory: the entries that went with it
-  bool content = false;     // renamed: the content changed too
+  std::uint64_t below = 0;      // a deleted directory: the entries that went with it
+  bool content = false;         // renamed: the content changed too
+  bool before_unknown = false;  // the before side was `lost` (SnapEntry::lost)
   bool git = false;
   // For hashing: the before and after identity.
   std::optional<SnapEntry> was, now;

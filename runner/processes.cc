@@ -34,7 +34,7 @@ Result<const SandboxHost*> ProcessHost::Host() {
 }
 
 Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources* acquired,
-                                     std::shared_ptr<const TreeSnapshot>* before) {
+                                     std::shared_ptr<TreeSnapshot>* before) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
   LaunchResources dropped;
   ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
@@ -58,7 +58,12 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
                      plan.session.git_dirs);
   watch->concurrent = running_.fetch_add(1) > 0;
   watch->launch_no = ++launches_;
+  // The statx pass of a large tree's before side runs beside the process: t0 is read (after the
+  // clock ticks over) before the process starts, the pass starts once it has.
+  if (watch->before && watch->before->Deferred() > 0)
+    watch->fill = std::make_shared<SnapshotFill>(watch->before);
   auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
+  if (watch->fill && proc) watch->fill->Start();
   if (proc) (*proc)->SetRedactor(redactor_);
   if (!proc) {
     --running_;
@@ -75,6 +80,7 @@ void ProcessHost::Ended(const ConfinedProcess& p, const ChangeWatch& watch,
   // so the tree is walked once at launch and once at the end (docs/adr/0004-change-records.md).
   TreeSnapshot after;
   if (guard_) guard_->AfterProcess(watch.before ? &after : nullptr);
+  if (watch.fill) watch.fill->Finish();  // what it did not reach, the diff decides
   Json changes = nullptr;
   if (watch.before) {
     // Another process launched while this one ran, or was running when it started: the window

@@ -37,7 +37,7 @@ class ProcessHost {
   // or is released on return when it is null (`cordon exec --plan`).
   // `before` receives the launch walk's metadata snapshot, when it made one.
   Result<LaunchPlan> Plan(const ProcessRequest& req, LaunchResources* acquired = nullptr,
-                          std::shared_ptr<const TreeSnapshot>* before = nullptr);
+                          std::shared_ptr<TreeSnapshot>* before = nullptr);
 
   // Runs to completion (or timeout/cancel) and writes the process record.
   Result<std::unique_ptr<ConfinedProcess>> RunForeground(const ProcessRequest& req,
@@ -68,7 +68,9 @@ class ProcessHost {
  private:
   // What a change record needs from the launch: the before snapshot and the window.
   struct ChangeWatch {
-    std::shared_ptr<const TreeSnapshot> before;
+    std::shared_ptr<TreeSnapshot> before;
+    // A large tree's before side is filled beside the process (docs/adr/0004-change-records.md).
+    std::shared_ptr<SnapshotFill> fill;
     std::uint64_t launch_no = 0;
     bool concurrent = false;  // another process was running when this one started
   };

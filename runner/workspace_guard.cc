@@ -7,6 +7,7 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,28 @@ PathKind KindOfMode(mode_t m) {
   if (S_ISREG(m)) return PathKind::kFile;
   if (S_ISLNK(m)) return PathKind::kSymlink;
   return PathKind::kOther;
+}
+
+// The file type bits of a getdents type (never DT_UNKNOWN here).
+std::uint32_t ModeOfType(unsigned char t) {
+  switch (t) {
+    case DT_REG:
+      return S_IFREG;
+    case DT_LNK:
+      return S_IFLNK;
+    case DT_DIR:
+      return S_IFDIR;
+    case DT_FIFO:
+      return S_IFIFO;
+    case DT_SOCK:
+      return S_IFSOCK;
+    case DT_CHR:
+      return S_IFCHR;
+    case DT_BLK:
+      return S_IFBLK;
+    default:
+      return 0;
+  }
 }
 
 PathKind KindOfType(unsigned char t) {
@@ -250,6 +273,20 @@ class Walker {
     // when symlinks) or a commondir file.
     bool has_head = false, has_objects = false, has_refs = false, has_commondir = false;
     PathKind head_kind = PathKind::kFile;
+    // Deferring needs this directory's identity, so the pass can check it opened the same one.
+    bool defer = snapshot_ && scan_mode_;
+    std::uint64_t dir_dev = 0, dir_ino = 0;
+    std::size_t deferred_here = 0;
+    const std::size_t group_first = out_.snapshot.size();
+    if (defer) {
+      struct stat ds {};
+      if (::fstat(fd, &ds) == 0) {
+        dir_dev = (static_cast<std::uint64_t>(major(ds.st_dev)) << 32) | minor(ds.st_dev);
+        dir_ino = ds.st_ino;
+      } else {
+        defer = false;
+      }
+    }
     while (true) {
       long n = ::syscall(SYS_getdents64, fd, buf, buf_.size());
       if (n < 0) return SysFail(Code::kSandboxUnavailable, "getdents64", Abs(rel));
@@ -272,7 +309,19 @@ class Walker {
         struct stat st {};
         bool have_stat = false;
         const std::string child = rel.empty() ? std::string(name) : rel + "/" + name;
-        if (snapshot_) {
+        if (defer && type != DT_DIR && type != DT_UNKNOWN) {
+          // The launch's walk: the statx of a non-directory waits for the pass that runs beside
+          // the process (FillDeferred); getdents already gave its inode number and type.
+          SnapEntry e;
+          e.path = child;
+          e.dev = dir_dev;
+          e.ino = d->d_ino;
+          e.mode = ModeOfType(type);
+          e.git = in_git || std::strcmp(name, ".git") == 0;
+          e.deferred = true;
+          out_.snapshot.push_back(std::move(e));
+          ++deferred_here;
+        } else if (snapshot_) {
           // The change record's statx also answers the walk's own questions (type, set-id bits):
           // one stat per entry, not two.
           if (!SnapshotAdd(out_.snapshot, fd, name, child,
@@ -329,6 +378,8 @@ class Walker {
         }
       }
     }
+    if (deferred_here > 0)
+      out_.deferred.push_back({group_first, out_.snapshot.size(), rel, dir_dev, dir_ino});
     if (has_head && ((has_objects && has_refs) || has_commondir) && !(in_git && depth == 1)) {
       // Its HEAD is what makes git take it for a repository: an existing one is held read-only
       // (and, below the root, the directory is shown through a git view like a `.git`); a new
@@ -463,7 +514,7 @@ Result<ProtectedScan> ScanProtectedPaths(const std::vector<std::string>& roots,
   for (const auto& root : roots) {
     ASSIGN_OR_RETURN(WorkspaceWalk w, Walker(root, opts, false, true, opts.snapshot).Run());
     scan.scanned += w.entries;
-    if (snapshot) snapshot->roots.push_back({root, std::move(w.snapshot)});
+    if (snapshot) snapshot->roots.push_back({root, std::move(w.snapshot), std::move(w.deferred)});
     for (const auto& f : w.found) {
       // A `.git` dir stays writable (the git view decides what inside it is); its config and
       // hooks, a `.git` file and every other protected entry are bound read-only onto
@@ -481,6 +532,10 @@ Result<ProtectedScan> ScanProtectedPaths(const std::vector<std::string>& roots,
   std::sort(scan.protect.begin(), scan.protect.end(),
             [](const ProtectedEntry& a, const ProtectedEntry& b) { return a.path < b.path; });
   scan.pins.assign(pins.begin(), pins.end());
+  // A small tree is filled now (well under a millisecond); a large one beside the process
+  // (SnapshotFill, started by the launch).
+  if (snapshot && snapshot->Deferred() <= opts.sync_fill_entries)
+    FillDeferred(*snapshot, std::nullopt);
   scan.snapshot = std::move(snapshot);
   // Outer directories first: bwrap mounts in order, and a pin must not hide an inner one.
   std::sort(scan.pins.begin(), scan.pins.end(), [](const std::string& a, const std::string& b) {

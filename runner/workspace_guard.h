@@ -27,6 +27,9 @@ struct GuardOptions {
   std::vector<std::string> extra_names;  // filesystem.protected_names
   // The launch's scan also keeps a metadata snapshot (runner/changes.h): audit.file_changes.
   bool snapshot = false;
+  // Up to this many deferred entries the launch's scan runs the statx pass itself; above, the
+  // launch runs it beside the process (SnapshotFill).
+  std::size_t sync_fill_entries = SnapshotFill::kSyncFillEntries;
   static GuardOptions From(const Policy& policy);
 };
 
@@ -43,7 +46,8 @@ struct WorkspaceWalk {
   std::vector<std::string> git_dirs;      // absolute
   std::vector<std::string> setuid_files;  // absolute; only when the walk read modes
   std::size_t entries = 0;
-  std::vector<SnapEntry> snapshot;  // only when asked for (change records)
+  std::vector<SnapEntry> snapshot;    // only when asked for (change records)
+  std::vector<DeferredDir> deferred;  // the launch's walk: entries whose statx is deferred
 };
 
 // A full getdents64 walk of `root`: every depth, node_modules/target/.venv included, DT_UNKNOWN

@@ -9,13 +9,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/hash.h"
 #include "core/text.h"
 #include "runner/host_probe.h"
+#include "runner/workspace_guard.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -98,6 +101,184 @@ TEST(ChangeDiffTest, EachKindFromTwoSnapshots) {
   for (const auto& c : cases) {
     EXPECT_EQ(Diff(c.before, c.after), c.want) << c.what;
   }
+}
+
+// An entry whose statx pass came after the process changed it (SnapEntry::lost): only its name,
+// inode and type are known from before.
+SnapEntry Lost(std::string path, std::uint64_t ino, std::uint32_t mode = S_IFREG) {
+  SnapEntry e = E(std::move(path), ino, mode, 0, -1);
+  e.lost = true;
+  e.nlink = 0;
+  return e;
+}
+
+TEST(ChangeDiffTest, ALostBeforeSideIsReportedChangedWithItsBeforeUnknown) {
+  struct Case {
+    const char* what;
+    std::vector<SnapEntry> before, after;
+    std::string want;
+  } cases[] = {
+      {"lost, same inode, even with equal metadata", {Lost("a", 1)}, {E("a", 1)}, "modified a\n"},
+      {"lost, then renamed", {Lost("a", 1)}, {E("b", 1)}, "renamed b <- a\n"},
+      {"lost, then deleted", {Lost("a", 1), E("z", 2)}, {E("z", 2)}, "deleted a\n"},
+      {"lost, replaced by a new inode", {Lost("a", 1)}, {E("a", 9)}, "modified a\n"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(Diff(c.before, c.after), c.want) << c.what;
+    auto changes = DiffRoot(RootSnapshot{"/w", c.before}, RootSnapshot{"/w", c.after});
+    ASSERT_FALSE(changes.empty()) << c.what;
+    EXPECT_TRUE(changes[0].before_unknown) << c.what;
+    EXPECT_FALSE(changes[0].bytes_before) << c.what << ": no size is known from before";
+    EXPECT_FALSE(changes[0].mode_before) << c.what;
+  }
+}
+
+TEST(ChangeDiffTest, AnEntryThePassNeverReachedIsDecidedFromTheAfterSide) {
+  // Deferred: only its name, inode and type are known. The window opened at t0 = 100: an after
+  // entry untouched since (ctime < 100), same inode at the same name, is unchanged.
+  auto deferred = [](std::string path, std::uint64_t ino) {
+    SnapEntry e = E(std::move(path), ino, S_IFREG, 0, 0);
+    e.deferred = true;
+    return e;
+  };
+  struct Case {
+    const char* what;
+    std::vector<SnapEntry> before, after;
+    std::string want;
+    bool unknown;
+  } cases[] = {
+      {"untouched since the window opened",
+       {deferred("a", 1)},
+       {E("a", 1, S_IFREG | 0644, 5, 50)},
+       "",
+       false},
+      {"changed in the window",
+       {deferred("a", 1)},
+       {E("a", 1, S_IFREG | 0644, 5, 150)},
+       "modified a\n",
+       true},
+      {"another inode now",
+       {deferred("a", 1)},
+       {E("a", 9, S_IFREG | 0644, 5, 50)},
+       "modified a\n",
+       true},
+      {"gone", {deferred("a", 1), E("z", 2)}, {E("z", 2)}, "deleted a\n", true},
+      {"renamed in the window",
+       {deferred("a", 1)},
+       {E("b", 1, S_IFREG | 0644, 5, 150)},
+       "renamed b <- a\n",
+       true},
+  };
+  for (const auto& c : cases) {
+    RootSnapshot before{"/w", c.before};
+    before.window_start_ns = 100;
+    auto changes = DiffRoot(before, RootSnapshot{"/w", c.after});
+    EXPECT_EQ(Summary(changes), c.want) << c.what;
+    if (!changes.empty()) {
+      EXPECT_EQ(changes[0].before_unknown, c.unknown) << c.what;
+      EXPECT_FALSE(changes[0].bytes_before) << c.what;
+    }
+  }
+  // Without a window start (the pass was to run before the launch) nothing is assumed.
+  RootSnapshot before{"/w", {deferred("a", 1)}};
+  EXPECT_EQ(Summary(DiffRoot(before, RootSnapshot{"/w", {E("a", 1)}})), "modified a\n");
+}
+
+TEST(ChangeDiffTest, ChangesSpreadThroughALargeTreeAreFoundAmongTheUnchangedEntries) {
+  // The identical head and tail are short when changes are spread out (a build's outputs): the
+  // middle is matched by name, and only what differs reaches the inode indexes.
+  std::vector<SnapEntry> before, after;
+  for (std::uint64_t i = 0; i < 3000; ++i) {
+    before.push_back(E("f" + std::to_string(i), 10 + i));
+    after.push_back(E("f" + std::to_string(i), 10 + i));
+  }
+  after[5] = E("f5", 15, S_IFREG | 0644, 9, 9);               // modified
+  after[1500] = E("f1500", 1510, S_IFREG | 0600);             // mode only
+  after[2990].path = "g2990";                                 // renamed
+  after.insert(after.begin() + 100, E("new", 99999));         // created
+  after[2001].nlink = 2;                                      // f2000 gets a second name
+  after.push_back(E("link", 2010, S_IFREG | 0644, 1, 1, 2));  // `link`
+  after.erase(after.begin() + 2501);                          // f2500 deleted
+  EXPECT_EQ(Diff(before, after),
+            "mode_changed f1500\ndeleted f2500\nmodified f5\nrenamed g2990 <- f2990\n"
+            "linked link <- f2000\ncreated new\n");
+}
+
+TEST(ChangeDiffTest, TheWindowStartSeparatesEarlierFromLaterInodeChanges) {
+  // The promise the pass beside the process rests on, checked against this kernel's
+  // timestamps (coarse, or multigrain since Linux 6.13, which may run ahead of the coarse clock).
+  TempDir dir;
+  const std::string f = dir / "f";
+  auto ctime = [&] {
+    struct stat st {};
+    EXPECT_EQ(::lstat(f.c_str(), &st), 0);
+    return st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+  };
+  for (int i = 0; i < 20; ++i) {
+    WriteFile(f, "before");
+    struct stat st {};
+    ASSERT_EQ(::lstat(f.c_str(), &st), 0);  // a query makes the next stamp fine-grained
+    WriteFile(f, "before again");
+    const std::int64_t earlier = ctime();
+    const std::int64_t t0 = ChangeWindowStart();
+    EXPECT_LT(earlier, t0) << "round " << i;
+    WriteFile(f, "after");
+    EXPECT_GE(ctime(), t0) << "round " << i;
+  }
+}
+
+TEST(ChangeDiffTest, TheStatxPassBesideTheProcessMarksWhatChangedAfterTheLaunchAsLost) {
+  TempDir dir;
+  const std::string root = dir / "w";
+  std::filesystem::create_directories(root + "/e");
+  for (const char* f : {"a", "b", "c", "d", "keep", "e/f"}) WriteFile(root + "/" + f, "1\n");
+  GuardOptions opts;
+  opts.snapshot = true;
+  opts.sync_fill_entries = 0;  // always beside the process, as on a large tree
+  auto scan = ScanProtectedPaths(root, opts);
+  ASSERT_TRUE(scan.has_value()) << scan.error().message;
+  ASSERT_TRUE(scan->snapshot);
+  TreeSnapshot& snap = *scan->snapshot;
+  ASSERT_EQ(snap.Deferred(), 6u) << "files wait for the pass; directories are stat-ed at once";
+  // The "process" starts after t0 and changes four files and swaps the directory for a symlink
+  // to a look-alike before the pass gets to them.
+  const std::int64_t t0 = ChangeWindowStart();
+  WriteFile(root + "/a", "1\n2\n");
+  ASSERT_EQ(::chmod((root + "/b").c_str(), 0600), 0);
+  std::filesystem::rename(root + "/c", root + "/c2");
+  std::filesystem::remove(root + "/d");
+  std::filesystem::rename(root + "/e", root + "/e-old");
+  std::filesystem::create_directories(dir / "elsewhere");
+  WriteFile(dir / "elsewhere/f", "secret\n");
+  std::filesystem::create_directory_symlink(dir / "elsewhere", root + "/e");
+  std::atomic<bool> stop{true};
+  FillDeferred(snap, t0, &stop);
+  EXPECT_EQ(snap.Deferred(), 6u) << "a pass told to stop leaves the rest deferred";
+  FillDeferred(snap, t0);
+  EXPECT_EQ(snap.Deferred(), 0u);
+  std::map<std::string, const SnapEntry*> by_path;
+  for (const auto& e : snap.roots[0].entries) by_path[e.path] = &e;
+  for (const char* f : {"a", "b", "c", "d", "e/f"}) {
+    ASSERT_TRUE(by_path.count(f)) << f;
+    EXPECT_TRUE(by_path[f]->lost) << f << " changed after t0: its before state is unknown";
+  }
+  ASSERT_TRUE(by_path.count("keep"));
+  const SnapEntry& keep = *by_path["keep"];
+  struct stat st {};
+  ASSERT_EQ(::lstat((root + "/keep").c_str(), &st), 0);
+  EXPECT_FALSE(keep.lost);
+  EXPECT_EQ(keep.ino, st.st_ino);
+  EXPECT_EQ(keep.size, 2u);
+  EXPECT_EQ(keep.mode, st.st_mode);
+  EXPECT_EQ(keep.ctime_ns, st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
+  // The diff against the tree after: every change is there, the untouched file is not.
+  auto after = WalkWritableRoot(root, opts, true, true);
+  ASSERT_TRUE(after.has_value());
+  std::string got = Summary(DiffRoot(snap.roots[0], RootSnapshot{root, after->snapshot}));
+  EXPECT_EQ(got,
+            "modified a\nmodified b\nrenamed c2 <- c\ndeleted d\ncreated e\n"
+            "renamed e-old <- e\nmodified e-old/f\n")
+      << got;
 }
 
 // ---- the real binary ---------------------------------------------------------------------
