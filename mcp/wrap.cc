@@ -247,7 +247,8 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     // tools/call, and resources/read and prompts/get (a server may act on those too).
     const bool is_tool = m.method == "tools/call";
     const bool is_read = m.method == "resources/read" || m.method == "prompts/get";
-    if (m.kind == Message::Kind::kRequest && (is_tool || is_read) && m.params.is_object()) {
+    // (A read without params is recorded too: the server, not cordon, says it is invalid.)
+    if (m.kind == Message::Kind::kRequest && ((is_tool && m.params.is_object()) || is_read)) {
       std::string tool = JsonStringField(m.params, m.method == "resources/read" ? "uri" : "name");
       const std::string args =
           is_tool ? DumpJson(m.params.value("arguments", Json::object())) : DumpJson(m.params);
