@@ -41,6 +41,7 @@ Json ToolStartedRecord::ToJson() const {
   Put(j, "server", server);
   Put(j, "args_bytes", args_bytes);
   Put(j, "args_sha256", args_sha256);
+  Put(j, "method", method);
   return j;
 }
 
@@ -55,6 +56,7 @@ Json ToolFinishedRecord::ToJson() const {
   Put(j, "server_tool", server_tool);
   Put(j, "output_redactions", output_redactions);
   Put(j, "reason", reason);
+  Put(j, "method", method);
   return j;
 }
 
@@ -243,6 +245,9 @@ constexpr AuditFieldInfo kToolStarted[] = {
     {"server", false, "MCP server (configured name, or \"wrapped\")"},
     {"args_bytes", false, "size of the arguments (cordon wrap)"},
     {"args_sha256", false, "hash of the arguments (cordon wrap)"},
+    {"method", false,
+     "cordon wrap: resources/read (tool is the URI) or prompts/get (tool is the prompt name); "
+     "absent for tools/call"},
 };
 
 constexpr AuditFieldInfo kToolFinished[] = {
@@ -258,6 +263,7 @@ constexpr AuditFieldInfo kToolFinished[] = {
     {"server_tool", false, "the tool's own name on its server"},
     {"output_redactions", false, "secrets replaced in the result"},
     {"reason", false, "why the client cancelled (cordon wrap)", 7},
+    {"method", false, "cordon wrap: as in tool_started"},
 };
 
 constexpr AuditFieldInfo kPolicyDenied[] = {

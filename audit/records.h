@@ -45,6 +45,9 @@ struct ToolStartedRecord {
   std::optional<std::string> server{};  // cordon wrap
   std::optional<std::uint64_t> args_bytes{};
   std::optional<std::string> args_sha256{};
+  // cordon wrap: the client request when it is not tools/call (resources/read: `tool` is the
+  // resource URI; prompts/get: the prompt name).
+  std::optional<std::string> method{};
   Json ToJson() const;
 };
 
@@ -62,6 +65,7 @@ struct ToolFinishedRecord {
   std::optional<std::string> server_tool{};
   std::optional<std::uint64_t> output_redactions{};
   std::optional<std::string> reason{};  // why the client cancelled (cordon wrap)
+  std::optional<std::string> method{};  // cordon wrap: as in tool_started
   Json ToJson() const;
 };
 

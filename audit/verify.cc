@@ -1,6 +1,7 @@
 // The verifier: walks the chain line by line and names the first line that breaks it.
 #include "audit/verify.h"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -27,17 +28,38 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path,
 namespace {
 
 // --- checkpoint: the witness file's checkpoint lines ---
-Result<std::vector<Json>> ReadWitness(const std::string& path) {
+// A line that is not a checkpoint (torn by a crash or a full disk, or edited) is named in
+// `warnings`: it may have been the witness's latest checkpoint, which then proves nothing.
+Result<std::vector<Json>> ReadWitness(const std::string& path, std::vector<std::string>* warnings) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail(Code::kNotFound, "cannot open witness " + path, errno, path);
   std::vector<Json> out;
   std::string line;
+  std::uint64_t line_no = 0;
   while (std::getline(in, line)) {
-    // A syslog export carries a prefix before the JSON.
+    ++line_no;
+    const bool terminated = !in.eof();
+    // A syslog export carries a prefix before the JSON, and other messages between.
     const std::size_t brace = line.find('{');
-    if (brace == std::string::npos) continue;
+    if (brace == std::string::npos) {
+      if (!terminated && !line.empty()) {
+        warnings->push_back("witness line " + std::to_string(line_no) +
+                            " is torn (no newline, no record); ignored");
+      }
+      continue;
+    }
     Json j = Json::parse(line.substr(brace), nullptr, false);
-    if (j.is_object() && j.value("type", "") == "checkpoint") out.push_back(std::move(j));
+    if (j.is_object() && j.value("type", "") == "checkpoint") {
+      if (!terminated) {
+        warnings->push_back("witness line " + std::to_string(line_no) +
+                            " has no final newline (a torn write?); its checkpoint is used");
+      }
+      out.push_back(std::move(j));
+    } else if (!j.is_object()) {
+      warnings->push_back("witness line " + std::to_string(line_no) + " is " +
+                          (terminated ? "not a whole JSON record" : "torn (no newline)") +
+                          " and is ignored: a checkpoint it held proves nothing");
+    }
   }
   return out;
 }
@@ -73,14 +95,14 @@ std::string CheckSignature(const Json& cp, const std::vector<Ed25519Key>& keys) 
 
 Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions& options) {
   const std::optional<std::string>& hmac_key = options.hmac_key;
+  VerifyReport r;
   std::optional<std::vector<Json>> witness;
   if (options.witness_path) {
-    ASSIGN_OR_RETURN(witness, ReadWitness(*options.witness_path));
+    ASSIGN_OR_RETURN(witness, ReadWitness(*options.witness_path, &r.warnings));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  VerifyReport r;
   r.bytes = data.size();
   auto chain = [&](std::string_view line) {
     return hmac_key ? HmacSha256Hex(*hmac_key, line) : Sha256Hex(line);
@@ -257,6 +279,14 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
         r.proven_bytes = pos;
         last_proven_record = r.records + 1;
       }
+    } else if (type == "process" && rec.contains("changes") && rec["changes"].is_object() &&
+               rec["changes"].contains("unwalked")) {
+      // What the process changed under these roots is unknown: the record claims nothing there.
+      ++r.unwalked;
+      r.warnings.push_back("line " + std::to_string(line_no) + ": process " +
+                           rec.value("argv", Json::array()).dump() + " of session " + session +
+                           ": its changes are unknown under " + rec["changes"]["unwalked"].dump() +
+                           " (the end-of-process walk could not read them)");
     } else if (type == "session_started") {
       if (open_sessions.insert(session).second) open_order.push_back(session);
     } else if (type == "session_finished") {
@@ -362,6 +392,57 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
                    "records there would not show)");
   }
   return r;
+}
+
+// --- checkpoint: a rotated file against the newer file's log_started.previous ---
+std::string CheckRotationLink(const std::string& older_path, const Json& previous,
+                              const std::optional<std::string>& hmac_key) {
+  std::ifstream in(older_path, std::ios::binary);
+  if (!in) return "cannot open " + older_path;
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!previous.is_object() || !previous.contains("lines") ||
+      !previous["lines"].is_number_unsigned() || !previous.contains("bytes") ||
+      !previous["bytes"].is_number_unsigned()) {
+    return "the link states no position";
+  }
+  const std::uint64_t lines = previous["lines"].get<std::uint64_t>();
+  const std::uint64_t bytes = previous["bytes"].get<std::uint64_t>();
+  const std::string head = previous.value("head", "");
+  const std::size_t first_nl = data.find('\n');
+  Json first = first_nl == std::string::npos
+                   ? Json()
+                   : Json::parse(std::string_view(data.data(), first_nl), nullptr, false);
+  const std::string log_id = first.is_object() && first.value("type", "") == "log_started"
+                                 ? first.value("log_id", "")
+                                 : "";
+  if (log_id != previous.value("log_id", "")) {
+    return older_path + " is log " + (log_id.empty() ? std::string("(no id)") : log_id) +
+           ", not the " + previous.value("log_id", "") + " the newer file continues";
+  }
+  if (data.size() < bytes) {
+    return older_path + " has " + std::to_string(data.size()) + " bytes, fewer than the " +
+           std::to_string(bytes) + " the newer file says it had at the rotation: it was cut";
+  }
+  if (bytes > 0 && data[bytes - 1] != '\n') {
+    return "byte " + std::to_string(bytes) + " of " + older_path +
+           " does not end a line: it was replaced or rewritten";
+  }
+  const auto nls = static_cast<std::uint64_t>(
+      std::count(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(bytes), '\n'));
+  std::string at_head = kZeroHash;
+  if (bytes > 0) {
+    const std::size_t start = bytes < 2 ? std::string::npos : data.rfind('\n', bytes - 2);
+    const std::size_t from = start == std::string::npos ? 0 : start + 1;
+    const std::string_view last(data.data() + from, bytes - 1 - from);
+    at_head = hmac_key ? HmacSha256Hex(*hmac_key, last) : Sha256Hex(last);
+  }
+  if (nls != lines || at_head != head) {
+    return "the first " + std::to_string(bytes) + " bytes of " + older_path +
+           " are not what the newer file linked (" + std::to_string(nls) + " lines, not " +
+           std::to_string(lines) + (at_head != head ? "; another chain head" : "") +
+           "): it was replaced or rewritten";
+  }
+  return "";
 }
 
 }  // namespace cordon

@@ -56,9 +56,18 @@ struct VerifyReport {
   std::uint64_t unproven_records = 0;            // records after it
   std::uint64_t witness_checkpoints = 0;         // witness entries of this log that matched
   std::vector<std::string> unfinished_sessions;  // session_started without session_finished
+  // process records whose `changes` has `unwalked` roots: what they changed there is unknown.
+  std::uint64_t unwalked = 0;
 };
 
 Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions& options);
+
+// `cordon audit rotate` links files: the newer file's log_started.previous names the older
+// file's id, line count, size and chain head at the rotation. "" when the older file (which may
+// have grown since: a session that held it open appends there) still holds exactly that prefix;
+// otherwise why not (cut, replaced or another log).
+std::string CheckRotationLink(const std::string& older_path, const Json& previous,
+                              const std::optional<std::string>& hmac_key);
 Result<VerifyReport> VerifyAuditLog(const std::string& path,
                                     const std::optional<std::string>& hmac_key);
 

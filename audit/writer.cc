@@ -173,17 +173,11 @@ Status AuditWriter::StartLog() {
   if (checkpoints_.key) started.key_id = checkpoints_.key->key_id();
   started.previous = checkpoints_.previous;
   prev_hash_ = kZeroHash;
-  std::string line = RecordLine(started.kType, started.ToJson(), 0, NowRfc3339());
+  known_size_ = 0;
+  lines_ = 0;
   // --- failclosed: a log that cannot take its first line is unavailable; nothing torn stays.
-  if (auto wr = WriteOrCutBack(line + "\n", 0); !wr) {
-    seq_ = 0;
+  if (auto wr = AppendOwnLocked(started.kType, started.ToJson(), NowRfc3339()); !wr) {
     return Fail(Code::kAuditUnavailable, wr.error().message, wr.error().err, path_);
-  }
-  prev_hash_ = ChainHash(line);
-  known_size_ = static_cast<std::int64_t>(line.size() + 1);
-  lines_ = 1;
-  if (fsync_ != FsyncMode::kNever && ::fdatasync(fd_.get()) != 0) {
-    return SysFail(Code::kAuditUnavailable, "fdatasync", path_);
   }
   return {};
 }
@@ -197,40 +191,78 @@ Status AuditWriter::Checkpoint(bool force) {
                                      std::chrono::seconds(checkpoints_.every_seconds);
     if (!by_count && !by_time) return {};
   }
-  std::string line;
-  {
-    FileLock lock(fd_.get());
-    bool torn = false;
-    std::string torn_line;
-    TRY(SyncTail(&torn, &torn_line));
-    // A torn last line is no whole-line position: the next append recovers it first.
-    if (torn) return {};
-    const CheckpointPosition pos{.log_id = log_id_,
-                                 .lines = lines_,
-                                 .bytes = static_cast<std::uint64_t>(known_size_),
-                                 .head = prev_hash_};
-    CheckpointRecord rec{
-        .log_id = pos.log_id, .lines = pos.lines, .bytes = pos.bytes, .head = pos.head};
-    if (checkpoints_.key) {
-      rec.key_id = checkpoints_.key->key_id();
-      ASSIGN_OR_RETURN(rec.sig, checkpoints_.key->Sign(CheckpointSignedText(pos, *rec.key_id)));
+  FileLock lock(fd_.get());
+  bool torn = false;
+  std::string torn_line;
+  if (auto st = SyncTail(&torn, &torn_line); !st) {
+    known_size_ = -1;
+    return Fail(Code::kAuditUnavailable, "checkpoint: " + st.error().message, st.error().err,
+                path_);
+  }
+  // A torn last line is no whole-line position: the next append recovers it first.
+  if (torn) return {};
+  const std::string ts = NowRfc3339();
+  // A checkpoint never proves a log that still owes its gap record: the gap goes first.
+  auto write_gap = [&]() -> Status {
+    const GapRecord gap{.lost = lost_->count,
+                        .types = lost_->types,
+                        .calls = lost_->calls,
+                        .err = lost_->err,
+                        .error = lost_->error};
+    bool gap_written = false;
+    Status st = AppendOwnLocked(gap.kType, gap.ToJson(), ts, &gap_written);
+    if (gap_written) {
+      ++since_checkpoint_;
+      lost_.reset();
     }
-    const std::string ts = NowRfc3339();
-    line = RecordLine(rec.kType, rec.ToJson(), 0, ts);
-    TRY(WriteAll(fd_.get(), line + "\n", path_));
-    prev_hash_ = ChainHash(line);
-    known_size_ += static_cast<std::int64_t>(line.size() + 1);
-    ++lines_;
-    since_checkpoint_ = 0;
-    last_checkpoint_ = std::chrono::steady_clock::now();
-    if (fsync_ != FsyncMode::kNever && ::fdatasync(fd_.get()) != 0) {
-      return SysFail(Code::kInternal, "fdatasync", path_);
+    return st;
+  };
+  if (lost_) {
+    if (auto st = write_gap(); !st) {
+      return Fail(Code::kAuditUnavailable,
+                  "checkpoint: the gap record before it: " + st.error().message, st.error().err,
+                  path_);
     }
-    if (checkpoints_.witness) {
-      Json w = CheckpointJson(pos, rec.key_id, rec.sig);
-      w["type"] = "checkpoint";
-      w["ts"] = ts;
-      return checkpoints_.witness->Write(w.dump());
+  }
+  const CheckpointPosition pos{.log_id = log_id_,
+                               .lines = lines_,
+                               .bytes = static_cast<std::uint64_t>(known_size_),
+                               .head = prev_hash_};
+  CheckpointRecord rec{
+      .log_id = pos.log_id, .lines = pos.lines, .bytes = pos.bytes, .head = pos.head};
+  if (checkpoints_.key) {
+    rec.key_id = checkpoints_.key->key_id();
+    auto sig = checkpoints_.key->Sign(CheckpointSignedText(pos, *rec.key_id));
+    if (!sig) {
+      return Fail(Code::kAuditUnavailable, "checkpoint not signed: " + sig.error().message,
+                  sig.error().err, path_);
+    }
+    rec.sig = std::move(*sig);
+  }
+  // --- failclosed: a checkpoint the log cannot take is a record lost after its act (the records
+  // it proves are already written): remembered for the gap record, which is written at once if
+  // it fits, and the caller poisons the session.
+  bool written = false;
+  if (auto st = AppendOwnLocked(rec.kType, rec.ToJson(), ts, &written); !st) {
+    if (!written) {
+      const AuditRecord lost_record = rec;
+      NoteLost(std::span<const AuditRecord>(&lost_record, 1), st.error());
+      (void)write_gap();
+    }
+    return Fail(Code::kAuditUnavailable, "checkpoint: " + st.error().message, st.error().err,
+                path_);
+  }
+  since_checkpoint_ = 0;
+  last_checkpoint_ = std::chrono::steady_clock::now();
+  if (checkpoints_.witness) {
+    Json w = CheckpointJson(pos, rec.key_id, rec.sig);
+    w["type"] = "checkpoint";
+    w["ts"] = ts;
+    if (auto st = checkpoints_.witness->Write(w.dump()); !st) {
+      return Fail(Code::kAuditUnavailable,
+                  "the audit witness " + checkpoints_.witness->spec() +
+                      " could not take the checkpoint (" + st.error().message + ")",
+                  st.error().err, path_);
     }
   }
   return {};
@@ -329,6 +361,30 @@ Status AuditWriter::WriteOrCutBack(const std::string& text, std::int64_t size_be
   return {};
 }
 
+// One record the writer makes itself (log_started, checkpoint, log_detached, a gap), appended
+// under the log's lock at known_size_ (which the caller has just synced): chained, written whole
+// or cut back, counted in the file-wide line count, and fdatasync'ed unless fsync = never. On a
+// failed write nothing of it stays and seq and chain are as before (*written false); a failed
+// fdatasync leaves the line in place (*written true) and fails.
+Status AuditWriter::AppendOwnLocked(std::string_view type, const Json& fields,
+                                    const std::string& ts, bool* written) {
+  if (written != nullptr) *written = false;
+  const std::uint64_t seq_before = seq_;
+  const std::string line = RecordLine(type, fields, 0, ts);
+  if (auto st = WriteOrCutBack(line + "\n", known_size_); !st) {
+    seq_ = seq_before;
+    return st;
+  }
+  if (written != nullptr) *written = true;
+  prev_hash_ = ChainHash(line);
+  known_size_ += static_cast<std::int64_t>(line.size() + 1);
+  ++lines_;
+  if (fsync_ != FsyncMode::kNever && ::fdatasync(fd_.get()) != 0) {
+    return SysFail(Code::kAuditUnavailable, "fdatasync", path_);
+  }
+  return {};
+}
+
 void AuditWriter::NoteLost(std::span<const AuditRecord> records, const Error& why) {
   if (!lost_) lost_.emplace();
   for (const AuditRecord& r : records) {
@@ -375,14 +431,8 @@ Status AuditWriter::CheckAttached(const std::string& ts) {
     if (SyncTail(&torn, &torn_line) && !torn) {
       rec.previous_head = prev_hash_;
       rec.previous_size = static_cast<std::uint64_t>(known_size_);
-      const std::uint64_t seq_before = seq_;
-      std::string line = RecordLine(rec.kType, rec.ToJson(), 0, ts);
-      if (WriteOrCutBack(line + "\n", known_size_)) {
-        prev_hash_ = ChainHash(line);
-        if (fsync_ != FsyncMode::kNever) (void)::fdatasync(fd_.get());
-      } else {
-        seq_ = seq_before;
-      }
+      // Best effort: the old file may be gone for good; the new file gets the record below.
+      (void)AppendOwnLocked(rec.kType, rec.ToJson(), ts);
     }
   }
   if (flusher_) {
@@ -467,17 +517,19 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
     if (when == When::kAfterAct && !torn) {
       // The gap alone is small: it may fit where the records did not (the space a partial
       // write took is free again). Written now, it survives this process dying.
-      std::string gap = gap_line();
-      if (WriteOrCutBack(gap, size_before)) {
-        known_size_ = size_before + static_cast<std::int64_t>(gap.size());
-        ++lines_;  // --- checkpoint: the file-wide line count
+      known_size_ = size_before;
+      const GapRecord gap{.lost = lost_->count,
+                          .types = lost_->types,
+                          .calls = lost_->calls,
+                          .err = lost_->err,
+                          .error = lost_->error};
+      bool written = false;
+      (void)AppendOwnLocked(gap.kType, gap.ToJson(), ts, &written);
+      if (written) {
         ++since_checkpoint_;
         lost_.reset();
-        if (fsync_ != FsyncMode::kNever) (void)::fdatasync(fd_.get());
         return Fail(Code::kAuditUnavailable, e.message, e.err, path_);
       }
-      seq_ = seq_before;
-      prev_hash_ = prev_before;
     }
     known_size_ = -1;  // the next SyncTail re-reads the chain's end
     return Fail(Code::kAuditUnavailable, e.message, e.err, path_);

@@ -88,6 +88,9 @@ class AuditWriter {
   bool detached() const { return detached_; }
   // Appends a checkpoint (and writes it to the witness) when one is configured and `force` is
   // set or the period (records or seconds) has passed. Taken under the log's lock.
+  // --- failclosed: a checkpoint that the log or the witness cannot take fails with
+  // audit_unavailable; one the log could not take is remembered for the gap record (written at
+  // once if it fits, else by the next write that succeeds). The session poisons itself on it.
   Status Checkpoint(bool force);
   // Waits until every durable record appended so far is on disk (kPerCall), and reports a
   // failed background fdatasync.
@@ -113,6 +116,9 @@ class AuditWriter {
   Status CheckAttached(const std::string& ts);
   // Writes `text` at the end under the lock; on failure cuts the file back to `size_before`.
   Status WriteOrCutBack(const std::string& text, std::int64_t size_before);
+  // Appends one record the writer makes itself, under the lock (see writer.cc).
+  Status AppendOwnLocked(std::string_view type, const Json& fields, const std::string& ts,
+                         bool* written = nullptr);
   // Remembers records lost after their act (for the gap record).
   void NoteLost(std::span<const AuditRecord> records, const Error& why);
   struct Lost {

@@ -4,8 +4,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include "cli/common.h"
@@ -14,7 +17,8 @@ namespace cordon::cli {
 namespace {
 
 struct VerifyFlags {
-  std::string log, key_file, witness, require;
+  std::vector<std::string> logs;
+  std::string key_file, witness, require;
   std::vector<std::string> pubkeys;
   bool json = false;
 };
@@ -61,6 +65,8 @@ const char* VerdictName(VerifyReport::Verdict v) {
   return "broken";
 }
 
+int Report(const VerifyReport& r, bool json, Json* out);
+
 int Verify(const VerifyFlags& f) {
   VerifyOptions options;
   if (!f.key_file.empty()) {
@@ -88,18 +94,122 @@ int Verify(const VerifyFlags& f) {
     std::fprintf(stderr, "cordon: --require signed needs --pubkey\n");
     return kExitUsage;
   }
-  auto report = VerifyAuditLog(f.log, options);
-  if (!report) {
-    std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
+  // --- checkpoint: several files (or a directory of them) are verified each on its own, and a
+  // file that continues another after `audit rotate` is checked against it.
+  std::vector<std::string> files;
+  for (const auto& arg : f.logs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      files.push_back(arg);
+      continue;
+    }
+    std::vector<std::string> in_dir;
+    std::error_code other_ec;
+    for (const auto& e : std::filesystem::directory_iterator(arg, ec)) {
+      // The witness may sit beside the logs; it is no log.
+      if (e.is_regular_file(ec) && e.path().filename().string()[0] != '.' &&
+          (f.witness.empty() || !std::filesystem::equivalent(e.path(), f.witness, other_ec))) {
+        in_dir.push_back(e.path().string());
+      }
+    }
+    if (ec) {
+      std::fprintf(stderr, "cordon: cannot list %s: %s\n", arg.c_str(), ec.message().c_str());
+      return kExitStart;
+    }
+    std::sort(in_dir.begin(), in_dir.end());
+    files.insert(files.end(), in_dir.begin(), in_dir.end());
+  }
+  if (files.empty()) {
+    std::fprintf(stderr, "cordon: no audit log in %s\n", f.logs.front().c_str());
     return kExitStart;
   }
-  const VerifyReport& r = *report;
+  if (files.size() == 1 && f.logs.size() == 1 && files[0] == f.logs[0]) {
+    auto report = VerifyAuditLog(files[0], options);
+    if (!report) {
+      std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
+      return kExitStart;
+    }
+    Json j;
+    const int code = Report(*report, f.json, f.json ? &j : nullptr);
+    if (f.json) std::cout << j.dump(2) << "\n";
+    return code;
+  }
+  Json all = {{"files", Json::array()}, {"links", Json::array()}};
+  std::vector<int> codes;
+  std::map<std::string, std::string> by_log_id;        // log_id -> file
+  std::vector<std::pair<std::string, Json>> previous;  // file -> its log_started.previous
+  for (const auto& file : files) {
+    if (!f.json) std::cout << "== " << file << "\n";
+    auto report = VerifyAuditLog(file, options);
+    if (!report) {
+      std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
+      return kExitStart;
+    }
+    Json j;
+    codes.push_back(Report(*report, f.json, f.json ? &j : nullptr));
+    if (f.json) {
+      j["path"] = file;
+      all["files"].push_back(std::move(j));
+    }
+    if (!report->log_id.empty()) by_log_id.emplace(report->log_id, file);
+    if (report->previous)
+      previous.emplace_back(file, Json::parse(*report->previous, nullptr, false));
+  }
+  if (!f.json && !previous.empty()) std::cout << "== rotation links\n";
+  for (const auto& [file, prev] : previous) {
+    const std::string old_id = prev.is_object() ? prev.value("log_id", "") : "";
+    auto it = by_log_id.find(old_id);
+    Json link = {{"file", file}, {"previous_log_id", old_id}};
+    if (it == by_log_id.end()) {
+      link["checked"] = false;
+      if (!f.json) {
+        std::cout << "warning: " << file << " continues log " << old_id
+                  << ", which is not among the files given: the link is not checked\n";
+      }
+    } else {
+      const std::string why = CheckRotationLink(it->second, prev, options.hmac_key);
+      link["checked"] = true;
+      link["previous_file"] = it->second;
+      link["ok"] = why.empty();
+      if (!why.empty()) {
+        link["problem"] = why;
+        codes.push_back(kExitCut);
+      }
+      if (!f.json) {
+        if (why.empty()) {
+          std::cout << "ok: " << file << " continues " << it->second << " at its line "
+                    << prev.value("lines", 0) << "\n";
+        } else {
+          std::cout << "CUT: " << file << " continues " << it->second << ", but " << why << "\n";
+        }
+      }
+    }
+    all["links"].push_back(std::move(link));
+  }
+  // The worst outcome, in the order of docs/audit.md "Verify outcomes".
+  int code = kExitOk;
+  for (int c : {kExitToolError, kExitCut, kExitGap, kExitTornTail, kExitWeakerMode,
+                kExitNoCheckpoint, kExitUnprovenTail}) {
+    if (std::find(codes.begin(), codes.end(), c) != codes.end()) {
+      code = c;
+      break;
+    }
+  }
+  if (f.json) {
+    all["exit_code"] = code;
+    std::cout << all.dump(2) << "\n";
+  }
+  return code;
+}
+
+// One file's report, printed (or, with `json`, built into *out); returns its exit code.
+int Report(const VerifyReport& r, bool json, Json* out) {
   int code = VerifyExit(r.verdict);
   // --- failclosed: a chain that is whole but records a gap is not complete.
   const bool gap = r.gaps > 0 && r.verdict != VerifyReport::Verdict::kBroken &&
                    r.verdict != VerifyReport::Verdict::kCut;
   if (gap) code = kExitGap;
-  if (f.json) {
+  if (json) {
     Json j = {{"verdict", gap ? "gap" : VerdictName(r.verdict)},
               {"exit_code", code},
               {"records", r.records},
@@ -117,11 +227,12 @@ int Verify(const VerifyFlags& f) {
               {"warnings", r.warnings},
               {"gaps", r.gaps},
               {"lost_records", r.lost_records},
-              {"detached", r.detached}};
+              {"detached", r.detached},
+              {"unwalked", r.unwalked}};
     if (!r.problem.empty()) j["problem"] = r.problem;
     if (r.first_bad_line != 0) j["first_bad_line"] = r.first_bad_line;
     if (r.previous) j["previous"] = Json::parse(*r.previous, nullptr, false);
-    std::cout << j.dump(2) << "\n";
+    *out = std::move(j);
     return code;
   }
   for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
@@ -245,7 +356,12 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
                         ->require_subcommand(1);
   CLI::App* verify = audit->add_subcommand("verify", "check a log's hash chain and completeness")
                          ->group("Commands");
-  verify->add_option("LOG", f->verify.log, "the audit log")->required()->type_name("FILE");
+  verify
+      ->add_option("LOG", f->verify.logs,
+                   "the audit log; several files, or a directory, are verified each on its own "
+                   "and their rotation links checked")
+      ->required()
+      ->type_name("FILE|DIR");
   verify->add_option("--key-file", f->verify.key_file, "the key of an HMAC-SHA-256 chain")
       ->type_name("FILE");
   verify
@@ -266,7 +382,8 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       "exit codes: 0 intact (and complete up to the last checkpoint), 1 broken (the first bad "
       "line is named), 3 unreadable log or key, 4 intact but for a torn last line, 5 records "
       "after the last checkpoint are unproven, 6 cut or replaced (the witness is ahead), 7 mode "
-      "weaker than --require, 8 empty or no checkpoint");
+      "weaker than --require, 8 empty or no checkpoint, 9 a gap record; with several files, the "
+      "worst of them (a rotation link that does not hold: 6)");
   ctx.run[verify] = [f] { return Verify(f->verify); };
   CLI::App* show =
       audit->add_subcommand("show", "print a readable timeline of a log")->group("Commands");

@@ -37,6 +37,7 @@ Json Rebuild(const Message& m) {
 struct PendingCall {
   std::string tool;
   std::chrono::steady_clock::time_point started;
+  std::optional<std::string> method;  // resources/read or prompts/get; none for tools/call
 };
 
 }  // namespace
@@ -56,6 +57,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   auto finish = [&](std::map<std::string, PendingCall>::iterator it, ToolFinishedRecord rec) {
     rec.server = "wrapped";
     rec.tool = it->second.tool;
+    rec.method = it->second.method;
     rec.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                                it->second.started)
                          .count();
@@ -136,7 +138,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                              redactor.Redact(m.method);
     if (redactions == 0) redactions = redactor.Find(line).size();
     bool truncated = false;
-    if (it != pending.end()) {
+    if (it != pending.end() && !it->second.method) {  // the cap is for tool results
       const std::size_t cap = static_cast<std::size_t>(session.policy().limits.max_output_bytes);
       if (line.size() > cap && m.result.is_object()) truncated = CapToolResult(m.result, cap);
     }
@@ -217,13 +219,15 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     }
     // A tools/call without an id cannot be answered, so it cannot be recorded as a call that
     // ended: it never reaches the server.
-    if (m.kind == Message::Kind::kNotification && m.method == "tools/call") {
-      (void)session.Audit(McpDiagnosticRecord{.server = "wrapped",
-                                              .reason = "message from the client refused",
-                                              .message = "tools/call sent as a notification (no "
-                                                         "id): not forwarded",
-                                              .bytes = line.size()},
-                          false);
+    if (m.kind == Message::Kind::kNotification &&
+        (m.method == "tools/call" || m.method == "resources/read" || m.method == "prompts/get")) {
+      (void)session.Audit(
+          McpDiagnosticRecord{.server = "wrapped",
+                              .reason = "message from the client refused",
+                              .message = m.method + " sent as a notification (no id): not "
+                                                    "forwarded",
+                              .bytes = line.size()},
+          false);
       return;
     }
     if (m.kind == Message::Kind::kNotification && m.method == "notifications/cancelled" &&
@@ -239,23 +243,33 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
         finish(it, std::move(rec));
       }
     }
-    if (m.kind == Message::Kind::kRequest && m.method == "tools/call" && m.params.is_object()) {
-      std::string tool = JsonStringField(m.params, "name");
-      const std::string args = DumpJson(m.params.value("arguments", Json::object()));
+    // Requests that ask the server for something on the agent's behalf are recorded as calls:
+    // tools/call, and resources/read and prompts/get (a server may act on those too).
+    const bool is_tool = m.method == "tools/call";
+    const bool is_read = m.method == "resources/read" || m.method == "prompts/get";
+    // (A read without params is recorded too: the server, not cordon, says it is invalid.)
+    if (m.kind == Message::Kind::kRequest && ((is_tool && m.params.is_object()) || is_read)) {
+      std::string tool = JsonStringField(m.params, m.method == "resources/read" ? "uri" : "name");
+      const std::string args =
+          is_tool ? DumpJson(m.params.value("arguments", Json::object())) : DumpJson(m.params);
       // --- failclosed: the call reaches the server only when its tool_started is in the log
       // (and the session is not poisoned); otherwise the client hears audit_unavailable.
-      Status logged = session.poisoned()
-                          ? Status(std::unexpected(*session.poisoned()))
-                          : session.Audit(ToolStartedRecord{.tool = tool,
-                                                            .server = "wrapped",
-                                                            .args_bytes = args.size(),
-                                                            .args_sha256 = Sha256Hex(args)},
-                                          false, AuditWriter::When::kBeforeAct);
+      Status logged =
+          session.poisoned()
+              ? Status(std::unexpected(*session.poisoned()))
+              : session.Audit(
+                    ToolStartedRecord{.tool = tool,
+                                      .server = "wrapped",
+                                      .args_bytes = args.size(),
+                                      .args_sha256 = Sha256Hex(args),
+                                      .method = is_read ? std::optional(m.method) : std::nullopt},
+                    false, AuditWriter::When::kBeforeAct);
       if (!logged) {
         to_client(DumpJson(MakeResult(m.id, MakeErrorResult(logged.error()))));
         return;
       }
-      pending[m.id.dump()] = {tool, std::chrono::steady_clock::now()};
+      pending[m.id.dump()] = {tool, std::chrono::steady_clock::now(),
+                              is_read ? std::optional(m.method) : std::nullopt};
     }
     to_server(line);
   };
@@ -310,6 +324,9 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   }
   ProcessOutcome o = (*result)->outcome();
   std::string err = (*result)->StderrText();
+  // The server's stderr reaches the person running cordon (and CI logs): redacted like all
+  // else the server says.
+  session.redactor().Redact(err);
   if (!err.empty()) (void)WriteAll(2, err, "stderr");
   if (o.error) {
     std::fprintf(stderr, "cordon wrap: %s\n", o.error->message.c_str());

@@ -138,4 +138,23 @@ std::string StripEscapes(std::string_view s) {
   return out;
 }
 
+std::string JoinTails(const std::string& out, const std::string& err, std::size_t max_bytes,
+                      const Redactor* redactor) {
+  std::string all =
+      err.empty() ? out
+                  : out + (out.empty() || out.back() == '\n' ? "" : "\n") + "[stderr]\n" + err;
+  if (all.size() > max_bytes) {
+    std::size_t start = all.size() - max_bytes;
+    if (redactor != nullptr) start = redactor->StartAfter(all, start);
+    all.erase(0, start);
+  }
+  return RepairUtf8(all);
+}
+
+std::string Excerpt(std::string_view text, std::size_t max_bytes, const Redactor* redactor) {
+  if (text.size() <= max_bytes) return std::string(text);
+  const std::size_t cut = redactor != nullptr ? redactor->CutBefore(text, max_bytes) : max_bytes;
+  return RepairUtf8(text.substr(0, cut));
+}
+
 }  // namespace cordon

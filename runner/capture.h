@@ -44,4 +44,12 @@ class CappedStream {
 // Removes ANSI/VT escape sequences (CSI, OSC, two-byte ESC) and other C0 controls but \n and \t.
 std::string StripEscapes(std::string_view text);
 
+// The stdout and stderr tails of one process as one text (stderr after a "[stderr]" line), cut
+// to its last `max_bytes` bytes; with a redactor the cut moves past a secret that straddles it.
+std::string JoinTails(const std::string& out, const std::string& err, std::size_t max_bytes,
+                      const Redactor* redactor);
+// The first `max_bytes` of `text` for a message; with a redactor the cut moves back to the start
+// of a secret that straddles it, so no part of it stays.
+std::string Excerpt(std::string_view text, std::size_t max_bytes, const Redactor* redactor);
+
 }  // namespace cordon

@@ -930,12 +930,12 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     std::string e;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      e = err_.Text();
+      // bwrap's stderr can echo what it was given: the excerpt never ends inside a secret.
+      e = Excerpt(err_.Text(), 500, redactor_);
     }
     o.error = Error{Code::kSandboxUnavailable,
                     "the sandbox did not start (bwrap exit " +
-                        std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) +
-                        "): " + e.substr(0, 500),
+                        std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) + "): " + e,
                     0,
                     {}};
   }
@@ -1044,11 +1044,8 @@ Json ConfinedProcess::OutputJson() const {
 
 std::string ConfinedProcess::Tail(std::size_t max_chars) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string o = out_.Tail(max_chars), e = err_.Tail(max_chars);
-  std::string all =
-      e.empty() ? o : o + (o.empty() || o.back() == '\n' ? "" : "\n") + "[stderr]\n" + e;
-  if (all.size() > max_chars * 4) all.erase(0, all.size() - max_chars * 4);
-  return RepairUtf8(all);
+  // Each stream's tail already starts past any secret; the joined text's cut does too.
+  return JoinTails(out_.Tail(max_chars), err_.Tail(max_chars), max_chars * 4, redactor_);
 }
 
 }  // namespace cordon

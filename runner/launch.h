@@ -257,6 +257,7 @@ class ConfinedProcess {
   // The session's redactor: the output's cuts (head, tail, tails) never split a secret.
   void SetRedactor(const Redactor* redactor) {
     std::lock_guard<std::mutex> lock(mu_);
+    redactor_ = redactor;
     out_.SetRedactor(redactor);
     err_.SetRedactor(redactor);
   }
@@ -265,6 +266,7 @@ class ConfinedProcess {
   ConfinedProcess(std::size_t cap) : out_(cap), err_(cap) {}
   void Terminate();
   ProcessRequest req_;
+  const Redactor* redactor_ = nullptr;  // under mu_
   std::string workspace_;
   OwnedTempDir private_tmp_;  // weaker mode: the call's own temporary directory
   Json confinement_;

@@ -291,9 +291,7 @@ void Session::Finish() {
   // --- checkpoint: every session's end is signed ---
   {
     std::lock_guard<std::mutex> lock(audit_mu_);
-    if (auto st = audit_->Checkpoint(true); !st) {
-      std::fprintf(stderr, "cordon: audit checkpoint failed: %s\n", st.error().ToString().c_str());
-    }
+    if (auto st = audit_->Checkpoint(true); !st) PoisonLocked(st.error(), "a checkpoint");
   }
   // The session's end makes every durable record durable: nothing is left in flight.
   if (auto st = audit_->Flush(); !st) {
@@ -312,23 +310,33 @@ Status Session::AuditAll(std::span<const AuditRecord> records, bool durable,
   auto st = audit_->AppendAll(records, durable, when);
   if (st) {
     // --- checkpoint: every N records or T seconds ---
-    if (auto c = audit_->Checkpoint(false); !c) {
-      std::fprintf(stderr, "cordon: audit checkpoint failed: %s\n", c.error().ToString().c_str());
-    }
+    // --- failclosed: the records are in the log, so the act they record has happened; a
+    // checkpoint that cannot be written poisons the session like any record after an act.
+    if (auto c = audit_->Checkpoint(false); !c) PoisonLocked(c.error(), "a checkpoint");
     return {};
   }
   // --- failclosed: losing the audit trail must be loud, and must stop the session when an
   // act already happened (or the log was deleted or replaced under it).
   const Error& e = st.error();
+  if (when == AuditWriter::When::kAfterAct || audit_->detached()) {
+    return std::unexpected(PoisonLocked(e, "a record"));
+  }
   std::string message = "the audit log " + audit_->path() + " could not take a record (" +
                         e.message + (e.err != 0 ? ", errno " + std::to_string(e.err) : "") + ")";
   std::fprintf(stderr, "cordon: audit write failed: %s\n", message.c_str());
-  if ((when == AuditWriter::When::kAfterAct || audit_->detached()) && !poisoned_) {
+  return std::unexpected(Error{Code::kAuditUnavailable, message, e.err, audit_->path()});
+}
+
+Error Session::PoisonLocked(const Error& e, const std::string& what) {
+  std::string message = "the audit log " + audit_->path() + " could not take " + what + " (" +
+                        e.message + (e.err != 0 ? ", errno " + std::to_string(e.err) : "") + ")";
+  std::fprintf(stderr, "cordon: audit write failed: %s\n", message.c_str());
+  if (!poisoned_) {
     poisoned_ = Error{Code::kAuditUnavailable,
                       message + " after an act had happened; this session takes no further calls",
                       e.err, audit_->path()};
   }
-  return std::unexpected(Error{Code::kAuditUnavailable, message, e.err, audit_->path()});
+  return Error{Code::kAuditUnavailable, message, e.err, audit_->path()};
 }
 
 std::optional<Error> Session::poisoned() const {

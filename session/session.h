@@ -113,6 +113,9 @@ class Session {
   std::optional<AuditWriter> audit_;
   mutable std::mutex audit_mu_;
   std::optional<Error> poisoned_;  // --- failclosed: set by a failed after-act write
+  // Says on stderr that the log could not take `what` (a record, a checkpoint) and poisons the
+  // session; returns the error for the caller. audit_mu_ is held.
+  Error PoisonLocked(const Error& e, const std::string& what);
   std::unique_ptr<ProcessHost> processes_;
   ExternalTools* external_ = nullptr;
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.

@@ -9,6 +9,7 @@
 
 #include "core/hash.h"
 #include "core/text.h"
+#include "runner/host_probe.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -392,6 +393,90 @@ TEST_F(CheckpointTest, HardLinkedOwnFilesAndAnOpenSigningKeyAreRefusedAtStart) {
               "--audit-signing-key", Key("k"), "--json", R"({"path":"hello.txt","start_line":1})"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_NE(r.err.find("chmod 600"), std::string::npos) << r.err;
+}
+
+// `audit verify` given both files of a rotation (or their directory) checks the link: the newer
+// file's log_started.previous against the older file's prefix. A cut older file is a cut (6),
+// though on its own it verifies (cut after its last checkpoint).
+TEST_F(CheckpointTest, VerifyChecksRotationLinksBetweenFiles) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  SignedCall(Key("k"));
+  ASSERT_EQ(Cordon({"audit", "rotate", log(), "--audit-signing-key", Key("k")}).exit_code, 0);
+  SignedCall(Key("k"));
+  const std::string old_log = log() + ".1";
+  auto both = Cordon({"audit", "verify", old_log, log(), "--pubkey", Pub("k")});
+  EXPECT_EQ(both.exit_code, 0) << both.out << both.err;
+  EXPECT_NE(both.out.find("ok: " + log() + " continues " + old_log), std::string::npos) << both.out;
+  // The older file cut after its first session's checkpoint: alone it verifies (a shorter,
+  // complete-looking log); with the newer file it is caught.
+  const auto old_lines = Lines(ReadFile(old_log));
+  std::size_t first_cp = 0;
+  for (std::size_t i = 0; i < old_lines.size(); ++i) {
+    if (Json::parse(old_lines[i])["type"] == "checkpoint") {
+      first_cp = i;
+      break;
+    }
+  }
+  ASSERT_GT(first_cp, 0u);
+  ASSERT_LT(first_cp + 1, old_lines.size());
+  WriteFile(old_log, Join(old_lines, first_cp + 1));
+  EXPECT_EQ(Cordon({"audit", "verify", old_log, "--pubkey", Pub("k")}).exit_code, 0);
+  auto cut = Cordon({"audit", "verify", old_log, log(), "--pubkey", Pub("k")});
+  EXPECT_EQ(cut.exit_code, 6) << cut.out << cut.err;
+  EXPECT_NE(cut.out.find("it was cut"), std::string::npos) << cut.out;
+  // The directory form finds both files (and leaves the witness beside them out).
+  std::filesystem::create_directories(dir_ / "logs");
+  std::filesystem::copy_file(old_log, dir_ / "logs/audit.jsonl.1");
+  std::filesystem::copy_file(log(), dir_ / "logs/audit.jsonl");
+  std::filesystem::copy_file(witness(), dir_ / "logs/witness.jsonl");
+  auto dir = Cordon({"audit", "verify", dir_ / "logs", "--pubkey", Pub("k"), "--witness",
+                     dir_ / "logs/witness.jsonl", "--json"});
+  EXPECT_EQ(dir.exit_code, 6) << dir.out << dir.err;
+  Json j = Json::parse(dir.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << dir.out;
+  EXPECT_EQ(j["files"].size(), 2u) << dir.out;
+  ASSERT_EQ(j["links"].size(), 1u) << dir.out;
+  EXPECT_EQ(j["links"][0]["ok"], false) << dir.out;
+}
+
+// A witness line torn by a crash or a full disk is a warning, not skipped in silence.
+TEST_F(CheckpointTest, TornWitnessLineIsAWarning) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  SignedCall(Key("k"));
+  const auto w = Lines(ReadFile(witness()));
+  ASSERT_EQ(w.size(), 2u);
+  WriteFile(witness(), w[0] + "\n" + w[1].substr(0, w[1].size() / 2));
+  auto r = Verify({"--pubkey", Pub("k"), "--witness", witness(), "--json"});
+  Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  EXPECT_NE(j["warnings"].dump().find("witness line 2 is torn"), std::string::npos) << r.out;
+  EXPECT_EQ(j["witness_checkpoints"], 1) << r.out;
+  auto text = Verify({"--pubkey", Pub("k"), "--witness", witness()});
+  EXPECT_NE(text.out.find("warning: witness line 2 is torn"), std::string::npos) << text.out;
+}
+
+// A command that creates more entries than sandbox.max_scan_entries leaves its process record
+// with `changes.unwalked`: what it changed there is unknown, and verify says so.
+TEST_F(CheckpointTest, VerifyFlagsAProcessWhoseChangesAreUnwalked) {
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  WriteFile(dir_ / "scan.toml", "[sandbox]\nmax_scan_entries = 50\n");
+  auto r = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--policy",
+                   dir_ / "scan.toml", "--", "sh", "-c",
+                   "mkdir many && cd many && i=0; while [ $i -lt 200 ]; do : > f$i; "
+                   "i=$((i+1)); done"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_NE(ReadFile(log()).find("\"unwalked\""), std::string::npos) << ReadFile(log());
+  auto v = Verify({"--json"});
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  Json j = Json::parse(v.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << v.out;
+  EXPECT_EQ(j["unwalked"], 1) << v.out;
+  EXPECT_NE(j["warnings"].dump().find("changes are unknown"), std::string::npos) << v.out;
+  auto text = Verify({});
+  EXPECT_NE(text.out.find("warning: line "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("changes are unknown"), std::string::npos) << text.out;
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -277,6 +279,103 @@ TEST_P(FullDiskTest, FileWriteOnAFullDiskIsNoSpaceAndKeepsThePreviousFile) {
     EXPECT_EQ(e.path().filename().string().find(".cordon-tmp"), std::string::npos) << e.path();
   }
   EXPECT_FALSE((*s)->poisoned());
+}
+
+// `cordon exec` and `cordon wrap` on a log that cannot take session_started: nothing starts and
+// they exit 125 (cordon itself failed; docs/cli.md: they keep 1-123 for the command's own code),
+// naming audit_unavailable.
+TEST_P(FullDiskTest, ExecAndWrapOnAFullLogExit125AndStartNothing) {
+  FillUp(full_ + "/filler");
+  const std::string bin = testing::FromEnv("CORDON_TEST_BIN", CORDON_BIN);
+  for (const std::string cmd : {"exec", "wrap"}) {
+    auto r = testing::Run({bin, cmd, "--workspace", dir_ / "ws", "--audit-log", log_, "--policy",
+                           dir_ / "fsync.toml", "--", "touch", "ran-" + cmd});
+    EXPECT_EQ(r.exit_code, 125) << cmd << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("audit_unavailable"), std::string::npos) << cmd << ": " << r.err;
+    EXPECT_FALSE(Exists(dir_ / ("ws/ran-" + cmd))) << cmd << " ran without its record";
+  }
+  EXPECT_EQ(ReadFile(log_), "");
+}
+
+// A checkpoint the log cannot take (here: RLIMIT_FSIZE leaves room for one more record and not
+// for the checkpoint after it; EFBIG) poisons the session like any record after an act, and the
+// gap record names the checkpoint.
+TEST_P(FullDiskTest, ACheckpointTheLogCannotTakePoisonsTheSessionAndLeavesAGap) {
+  WriteFile(dir_ / "fsync.toml",
+            "[audit]\nfsync = \"" + GetParam() + "\"\ncheckpoint_records = 1\n");
+  SessionOptions o = Options();
+  o.audit_log = dir_ / "audit.jsonl";  // off the tmpfs: the file size limit decides
+  o.audit_witness = dir_ / "witness.jsonl";
+  auto started = Session::Start(o, environ);
+  ASSERT_TRUE(started) << started.error().message;
+  Session& s = **started;
+  const McpDiagnosticRecord rec{.server = "t", .reason = "filler", .message = "m"};
+  ASSERT_TRUE(s.Audit(rec, true));
+  auto recs = LogRecords(o.audit_log);
+  ASSERT_GE(recs.size(), 2u);
+  ASSERT_EQ(recs.back()["type"], "checkpoint");
+  const std::string text = ReadFile(o.audit_log);
+  const std::size_t end_of_rec = text.rfind('\n', text.size() - 2);
+  const std::size_t start_of_rec = text.rfind('\n', end_of_rec - 1) + 1;
+  const std::size_t rec_line = end_of_rec + 1 - start_of_rec;
+  ASSERT_FALSE(s.poisoned());
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+  const struct rlimit tight = {static_cast<rlim_t>(text.size() + rec_line + 16), old.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &tight), 0);
+  const Status wrote = s.Audit(rec, true);
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(wrote) << "the record itself fits";
+  ASSERT_TRUE(s.poisoned()) << "a checkpoint that could not be written left the session usable";
+  EXPECT_NE(s.poisoned()->message.find("checkpoint"), std::string::npos) << s.poisoned()->message;
+  EXPECT_NE(s.poisoned()->message.find("errno 27"), std::string::npos) << s.poisoned()->message;
+  Json r = s.Call("create_file", {{"path", "late.txt"}, {"content", "x"}});
+  EXPECT_EQ(CodeOf(r), "audit_unavailable") << r.dump();
+  EXPECT_FALSE(Exists(dir_ / "ws/late.txt"));
+  s.Finish();
+  Json gap;
+  for (const auto& line : LogRecords(o.audit_log)) {
+    ASSERT_TRUE(line.is_object()) << "a torn line";
+    if (line["type"] == "gap") gap = line;
+  }
+  ASSERT_TRUE(gap.is_object()) << ReadFile(o.audit_log);
+  EXPECT_NE(gap["types"].dump().find("checkpoint"), std::string::npos) << gap.dump();
+  EXPECT_EQ(gap["errno"], EFBIG);
+  auto v = VerifyAuditLog(o.audit_log, std::nullopt);
+  ASSERT_TRUE(v);
+  EXPECT_GE(v->gaps, 1u);
+  EXPECT_NE(v->verdict, VerifyReport::Verdict::kBroken) << v->problem;
+}
+
+// A witness on a full filesystem cannot take the checkpoint: the session is poisoned (the
+// operator asked for checkpoints outside the log; losing them silently would weaken the proof),
+// the message names the witness, and later calls do nothing.
+TEST_P(FullDiskTest, AWitnessThatCannotTakeACheckpointPoisonsTheSession) {
+  WriteFile(dir_ / "fsync.toml",
+            "[audit]\nfsync = \"" + GetParam() + "\"\ncheckpoint_records = 4\n");
+  FillUp(full_ + "/filler");
+  SessionOptions o = Options();
+  o.audit_log = dir_ / "audit.jsonl";
+  o.audit_witness = full_ + "/witness.jsonl";
+  auto started = Session::Start(o, environ);
+  ASSERT_TRUE(started) << started.error().message;
+  Session& s = **started;
+  ASSERT_FALSE(s.poisoned());
+  int calls = 0;
+  while (!s.poisoned() && calls < 10) {
+    Json r =
+        s.Call("create_file", {{"path", "f" + std::to_string(calls) + ".txt"}, {"content", "x"}});
+    EXPECT_EQ(CodeOf(r), "ok") << r.dump();
+    ++calls;
+  }
+  ASSERT_TRUE(s.poisoned()) << "the witness failed " << calls << " times, unnoticed";
+  EXPECT_NE(s.poisoned()->message.find(o.audit_witness.value()), std::string::npos)
+      << s.poisoned()->message;
+  Json r = s.Call("create_file", {{"path", "late.txt"}, {"content", "x"}});
+  EXPECT_EQ(CodeOf(r), "audit_unavailable") << r.dump();
+  EXPECT_FALSE(Exists(dir_ / "ws/late.txt"));
 }
 
 class DetachTest : public ::testing::Test {

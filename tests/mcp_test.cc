@@ -10,6 +10,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "mcp/jsonrpc.h"
@@ -463,6 +464,119 @@ TEST_F(McpServerTest, WrapSurvivesNumbersOutOfRangeAndForwardsBigIntegersByteFor
       0);
 }
 
+// --- failclosed: `cordon wrap` whose log is moved mid-session. The next tools/call finds the log
+// detached: it is refused (audit_unavailable) and never reaches the server; so is everything
+// after it (requests answered audit_unavailable, notifications dropped). Both files verify.
+TEST_F(McpServerTest, WrapWhoseLogIsMovedMidSessionForwardsNothingMore) {
+  const std::string init_reply =
+      R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"p","version":"1"}}})";
+  const std::string got = dir_ / "ws/got.txt";
+  WriteFile(dir_ / "ws/srv.sh",
+            "while IFS= read -r line; do\n"
+            "  printf 'got %s\\n' \"$line\" >> " +
+                got +
+                "\n"
+                "  case \"$line\" in\n"
+                "    *'\"method\":\"initialize\"'*) printf '%s\\n' '" +
+                init_reply +
+                "' ;;\n"
+                "    *'\"id\":2'*) printf '%s\\n' "
+                "'{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[]}}' ;;\n"
+                "  esac\n"
+                "done\n");
+  const std::string log = dir_ / "wrap.jsonl", moved = dir_ / "moved.jsonl";
+  LinePeer wrap({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+                 log, "--", "/bin/sh", dir_ / "ws/srv.sh"},
+                {"XDG_CONFIG_HOME=" + (dir_ / "config")});
+  wrap.Send(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})");
+  ASSERT_EQ(wrap.Line(), init_reply);
+  wrap.Send(
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"first","arguments":{}}})");
+  ASSERT_EQ(Json::parse(wrap.Line(), nullptr, false)["id"], 2);
+  ASSERT_EQ(::rename(log.c_str(), moved.c_str()), 0);
+  auto refused = [&](int id) {
+    Json j = Json::parse(wrap.Line(), nullptr, false);
+    EXPECT_EQ(j["id"], id) << j.dump();
+    EXPECT_TRUE(j["result"].value("isError", false)) << j.dump();
+    EXPECT_EQ(j["result"]["structuredContent"]["error"]["code"], "audit_unavailable") << j.dump();
+    return j;
+  };
+  wrap.Send(
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"second","arguments":{}}})");
+  Json r3 = refused(3);
+  EXPECT_NE(r3.dump().find("moved"), std::string::npos) << r3.dump();
+  wrap.Send(R"({"jsonrpc":"2.0","method":"notifications/roots/list_changed"})");
+  wrap.Send(R"({"jsonrpc":"2.0","id":4,"method":"ping"})");
+  refused(4);
+  wrap.Send(
+      R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"third","arguments":{}}})");
+  refused(5);
+  wrap.CloseInput();
+  EXPECT_EQ(wrap.Wait(), 0);
+  const std::string seen = cordon::testing::ReadFile(got);
+  EXPECT_NE(seen.find("\"first\""), std::string::npos) << seen;
+  for (const char* never : {"second", "list_changed", "\"id\":4", "third"}) {
+    EXPECT_EQ(seen.find(never), std::string::npos) << never << " reached the server:\n" << seen;
+  }
+  const std::string old_text = cordon::testing::ReadFile(moved);
+  EXPECT_NE(old_text.find("\"type\":\"log_detached\""), std::string::npos) << old_text;
+  EXPECT_NE(old_text.find("\"reason\":\"moved\""), std::string::npos) << old_text;
+  const std::string new_text = cordon::testing::ReadFile(log);
+  EXPECT_EQ(new_text.find("{\"v\":1,\"seq\":"), 0u) << new_text;
+  EXPECT_NE(new_text.find("\"where\":\"new_file\""), std::string::npos) << new_text;
+  EXPECT_EQ(new_text.find("\"second\""), std::string::npos) << "a refused call was recorded";
+  for (const std::string& f : {moved, log}) {
+    auto v = cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", f});
+    EXPECT_EQ(v.exit_code, 0) << f << ": " << v.out;
+  }
+}
+
+// --- failclosed: `cordon serve` on stdio whose log is deleted mid-session: the next call is
+// refused and does nothing, every later call too, and the file now at the path starts with
+// log_detached and ends with session_finished.
+TEST_F(McpServerTest, ServeWhoseLogIsDeletedMidSessionRefusesEveryLaterCall) {
+  const std::string log = dir_ / "serve.jsonl";
+  LinePeer serve(
+      {cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log", log},
+      {"XDG_CONFIG_HOME=" + (dir_ / "config")});
+  serve.Send(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+  ASSERT_TRUE(Json::parse(serve.Line(), nullptr, false).contains("result"));
+  serve.Send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  auto call = [&](int id, const std::string& tool, const Json& args) {
+    serve.Send(Json{{"jsonrpc", "2.0"},
+                    {"id", id},
+                    {"method", "tools/call"},
+                    {"params", {{"name", tool}, {"arguments", args}}}}
+                   .dump());
+    Json j = Json::parse(serve.Line(), nullptr, false);
+    EXPECT_EQ(j["id"], id) << j.dump();
+    return j;
+  };
+  Json ok = call(2, "create_file", {{"path", "one.txt"}, {"content", "1"}});
+  ASSERT_FALSE(ok["result"].value("isError", true)) << ok.dump();
+  ASSERT_EQ(::unlink(log.c_str()), 0);
+  for (int id : {3, 4}) {
+    Json r = call(id, "create_file", {{"path", "two.txt"}, {"content", "2"}});
+    EXPECT_TRUE(r["result"].value("isError", false)) << r.dump();
+    EXPECT_EQ(r["result"]["structuredContent"]["error"]["code"], "audit_unavailable") << r.dump();
+  }
+  Json read = call(5, "read_file_range", {{"path", "one.txt"}});
+  EXPECT_EQ(read["result"]["structuredContent"]["error"]["code"], "audit_unavailable")
+      << read.dump();
+  EXPECT_FALSE(cordon::testing::Exists(dir_ / "ws/two.txt"));
+  serve.CloseInput();
+  EXPECT_EQ(serve.Wait(), 0);
+  const std::string text = cordon::testing::ReadFile(log);
+  Json first = Json::parse(text.substr(0, text.find('\n')), nullptr, false);
+  EXPECT_EQ(first["type"], "log_detached") << text;
+  EXPECT_EQ(first["reason"], "deleted") << text;
+  EXPECT_NE(text.find("\"type\":\"session_finished\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("two.txt"), std::string::npos) << "a refused call was recorded as done";
+  auto v = cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", log});
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+}
+
 TEST_F(McpServerTest, CancellationKillsTheConfinedProcessAndProgressIsReported) {
   if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
   const std::string init =
@@ -786,6 +900,67 @@ TEST_F(WrapTest, StructuredContentProgressAndCancellationPassThrough) {
   const std::string log = cordon::testing::ReadFile(dir_ / "wrap.jsonl");
   EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"tool\":\"get-structured-content\""), std::string::npos);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"})
+          .exit_code,
+      0);
+}
+
+// resources/read and prompts/get through `cordon wrap` are calls like tools/call: recorded with
+// tool_started before the server sees them (tool = the URI or the prompt name, method = the
+// request) and tool_finished when the response passes.
+TEST_F(WrapTest, ResourcesReadAndPromptsGetAreRecordedAsCalls) {
+  std::vector<std::string> argv = {
+      cordon::testing::CordonBin(), "wrap",   "--workspace", dir_ / "ws", "--audit-log",
+      dir_ / "wrap.jsonl",          "--read", peers_,        "--"};
+  for (const auto& a : Everything()) argv.push_back(a);
+  LineSession s(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config")});
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "initialize"},
+          {"params",
+           {{"protocolVersion", "2025-06-18"},
+            {"capabilities", Json::object()},
+            {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
+  auto init = s.Until(1, std::chrono::seconds(20));
+  ASSERT_FALSE(init.empty());
+  s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  const std::string uri = "demo://resource/dynamic/text/1";
+  s.Send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "resources/read"}, {"params", {{"uri", uri}}}});
+  auto read = s.Until(2, std::chrono::seconds(10));
+  ASSERT_FALSE(read.empty());
+  EXPECT_TRUE(read.back().contains("result")) << read.back().dump();
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 3},
+          {"method", "prompts/get"},
+          {"params", {{"name", "simple-prompt"}}}});
+  auto prompt = s.Until(3, std::chrono::seconds(10));
+  ASSERT_FALSE(prompt.empty());
+  EXPECT_TRUE(prompt.back().contains("result")) << prompt.back().dump();
+  s.Close();
+  std::map<std::string, std::vector<Json>> by_method;  // method -> its tool_* records
+  for (const std::string& line : [&] {
+         std::vector<std::string> out;
+         std::istringstream in(cordon::testing::ReadFile(dir_ / "wrap.jsonl"));
+         for (std::string l; std::getline(in, l);) out.push_back(l);
+         return out;
+       }()) {
+    Json rec = Json::parse(line, nullptr, false);
+    if (rec.is_object() && rec.contains("method") &&
+        (rec["type"] == "tool_started" || rec["type"] == "tool_finished")) {
+      by_method[rec["method"].get<std::string>()].push_back(rec);
+    }
+  }
+  ASSERT_EQ(by_method["resources/read"].size(), 2u)
+      << cordon::testing::ReadFile(dir_ / "wrap.jsonl");
+  EXPECT_EQ(by_method["resources/read"][0]["type"], "tool_started");
+  EXPECT_EQ(by_method["resources/read"][0]["tool"], uri);
+  EXPECT_EQ(by_method["resources/read"][0]["server"], "wrapped");
+  EXPECT_EQ(by_method["resources/read"][1]["type"], "tool_finished");
+  EXPECT_EQ(by_method["resources/read"][1]["status"], "ok");
+  ASSERT_EQ(by_method["prompts/get"].size(), 2u);
+  EXPECT_EQ(by_method["prompts/get"][0]["tool"], "simple-prompt");
+  EXPECT_EQ(by_method["prompts/get"][1]["status"], "ok");
   EXPECT_EQ(
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"})
           .exit_code,

@@ -313,6 +313,44 @@ TEST(RedactCut, CaptureTailOfCharsSweepsEveryOffset) {
   }
 }
 
+TEST(RedactCut, JoinedTailSweepsEveryOffset) {
+  // process_output and the timeout message join the stdout and stderr tails and keep the last
+  // 4 x max_chars bytes of the two: the secret, in the stdout tail, starts at every offset
+  // around that cut.
+  const Redactor r = SweepRedactor();
+  for (const auto& c : SweepCases()) {
+    const std::string out = Filler(300, 'a') + "\n" + c.text + "\n" + Filler(50, 'b');
+    const std::string err = "warning: x\n";
+    const std::size_t s = 301 + c.text.find(c.secret), e = s + c.secret.size();
+    const std::size_t joined = out.size() + std::string("[stderr]\n").size() + err.size();
+    for (std::size_t start = s - 1; start <= e + 1; ++start) {
+      std::string tail = JoinTails(out, err, joined - start, &r);
+      r.Redact(tail);
+      ExpectNoPartOf(tail, c.secret, c.name + " joined tail from " + std::to_string(start));
+      EXPECT_NE(tail.find("[stderr]\nwarning: x"), std::string::npos) << tail;
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(RedactCut, SandboxStartExcerptSweepsEveryOffset) {
+  // "the sandbox did not start" quotes the first 500 bytes of bwrap's stderr.
+  const Redactor r = SweepRedactor();
+  for (const auto& c : SweepCases()) {
+    if (c.name == "pem") continue;  // longer than the excerpt: it is dropped whole or kept whole
+    const std::size_t at = c.text.find(c.secret), len = c.secret.size();
+    for (std::size_t p = 500 - len - 1; p <= 501; ++p) {
+      if (p < at) continue;
+      const std::string text = std::string(p - at, 'x') + c.text + "\n" + Filler(2000, 'b');
+      std::string cut = Excerpt(text, 500, &r);
+      EXPECT_LE(cut.size(), 500u);
+      r.Redact(cut);
+      ExpectNoPartOf(cut, c.secret, c.name + " excerpt, secret at " + std::to_string(p));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 TEST(RedactCut, LineCutSweepsEveryOffset) {
   // read_file_range and search_text cut a long line at max_line_chars characters.
   const Redactor r = SweepRedactor();
@@ -442,6 +480,20 @@ TEST_F(RedactEndToEnd, SecretKeysInToolArgumentsNeverReachTheLog) {
   ExpectNoPartOf(audit, "sk-proj-AbCdEf0123456789GhIjKlMnOpQr", "sk- key as a key");
   EXPECT_NE(audit.find("[REDACTED:env]"), std::string::npos) << audit;
   EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
+}
+
+TEST_F(RedactEndToEnd, WrappedServerStderrIsRedactedOnCordonsStderr) {
+  // The wrapped server's standard error reaches cordon's (a terminal, a CI log): redacted like
+  // everything else the server says. Before the fix the key passed as written.
+  const std::string key = "sk-proj-AbCdEf0123456789GhIjKlMnOpQr";
+  testing::WriteFile(dir_ / "ws/server.sh",
+                     "printf 'using key %s\\n' '" + key + "' >&2\nread line || exit 0\n");
+  auto r = Cordon(
+      {"wrap", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "sh", dir_ / "ws/server.sh"},
+      "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("using key [REDACTED"), std::string::npos) << r.err;
+  ExpectNoPartOf(r.err, key, "wrap stderr");
 }
 
 TEST_F(RedactEndToEnd, WrapRewritesEveryServerMessageWithASecretKey) {
