@@ -4,9 +4,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "cli/common.h"
 
@@ -61,68 +64,188 @@ const char* VerdictName(VerifyReport::Verdict v) {
   return "broken";
 }
 
-int Verify(const VerifyFlags& f) {
+// With --json an error is a JSON object on stdout as well as the message on stderr, so a
+// script reading stdout always gets JSON.
+int Failed(bool json, const Error& e, int code) {
+  std::fprintf(stderr, "cordon: %s\n", e.ToString().c_str());
+  if (json) {
+    std::cout << Json{{"error", {{"code", std::string(CodeName(e.code))}, {"message", e.message}}},
+                      {"exit_code", code}}
+                     .dump(2)
+              << "\n";
+  }
+  return code;
+}
+
+Result<VerifyOptions> VerifyOptionsFrom(const VerifyFlags& f) {
   VerifyOptions options;
   if (!f.key_file.empty()) {
-    auto k = ReadKeyFile(f.key_file);
-    if (!k) {
-      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
-      return kExitStart;
-    }
-    options.hmac_key = *k;
+    ASSIGN_OR_RETURN(options.hmac_key, ReadKeyFile(f.key_file));
   }
   for (const auto& p : f.pubkeys) {
-    auto k = Ed25519Key::LoadPublic(p);
-    if (!k) {
-      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
-      return kExitStart;
-    }
-    options.pubkeys.push_back(std::move(*k));
+    ASSIGN_OR_RETURN(auto k, Ed25519Key::LoadPublic(p));
+    options.pubkeys.push_back(std::move(k));
   }
   if (!f.witness.empty()) options.witness_path = f.witness;
   using Require = VerifyOptions::Require;
   if (f.require == "plain") options.require = Require::kPlain;
   if (f.require == "hmac") options.require = Require::kHmac;
   if (f.require == "signed") options.require = Require::kSigned;
-  if (options.require == Require::kSigned && options.pubkeys.empty()) {
-    std::fprintf(stderr, "cordon: --require signed needs --pubkey\n");
-    return kExitUsage;
-  }
-  auto report = VerifyAuditLog(f.log, options);
-  if (!report) {
-    std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
-    return kExitStart;
-  }
-  const VerifyReport& r = *report;
-  int code = VerifyExit(r.verdict);
+  return options;
+}
+
+// One log's outcome: its exit code, its JSON report, and its one-line verdict.
+struct VerifyOutcome {
+  int code = kExitOk;
+  bool gap = false;
+  Json json;
+  std::string verdict_line;
+};
+
+VerifyOutcome Outcome(const VerifyReport& r) {
+  VerifyOutcome out;
+  out.code = VerifyExit(r.verdict);
   // --- failclosed: a chain that is whole but records a gap is not complete.
-  const bool gap = r.gaps > 0 && r.verdict != VerifyReport::Verdict::kBroken &&
-                   r.verdict != VerifyReport::Verdict::kCut;
-  if (gap) code = kExitGap;
+  out.gap = r.gaps > 0 && r.verdict != VerifyReport::Verdict::kBroken &&
+            r.verdict != VerifyReport::Verdict::kCut;
+  if (out.gap) out.code = kExitGap;
+  Json j = {{"verdict", out.gap ? "gap" : VerdictName(r.verdict)},
+            {"exit_code", out.code},
+            {"records", r.records},
+            {"sessions", r.sessions},
+            {"bytes", r.bytes},
+            {"mode", r.mode},
+            {"signed", r.signed_checked},
+            {"log_id", r.log_id},
+            {"checkpoints", r.checkpoints},
+            {"proven_lines", r.proven_lines},
+            {"proven_bytes", r.proven_bytes},
+            {"unproven_records", r.unproven_records},
+            {"witness_checkpoints", r.witness_checkpoints},
+            {"unfinished_sessions", r.unfinished_sessions},
+            {"warnings", r.warnings},
+            {"gaps", r.gaps},
+            {"lost_records", r.lost_records},
+            {"detached", r.detached}};
+  if (!r.problem.empty()) j["problem"] = r.problem;
+  if (r.first_bad_line != 0) j["first_bad_line"] = r.first_bad_line;
+  if (r.previous) j["previous"] = Json::parse(*r.previous, nullptr, false);
+  out.json = std::move(j);
+  std::ostringstream line;
+  if (out.gap) {
+    line << "GAP: " << r.lost_records << " record(s) lost in " << r.gaps << " gap(s); "
+         << r.gap_problem << "; the chain of the " << r.records << " records present is unbroken";
+  }
+  switch (r.verdict) {
+    case VerifyReport::Verdict::kIntact:
+      if (out.gap) break;
+      line << "ok: " << r.records << " records, " << r.sessions << " sessions, chain " << r.mode
+           << " intact";
+      break;
+    case VerifyReport::Verdict::kTornTail:
+      line << "torn: " << r.problem << "; the " << r.records << " records before it are intact";
+      if (r.checkpoints > 0) line << ", " << r.unproven_records << " of them unproven";
+      break;
+    case VerifyReport::Verdict::kBroken:
+      line << "BROKEN at line " << r.first_bad_line << ": " << r.problem;
+      break;
+    case VerifyReport::Verdict::kUnprovenTail:
+      line << "unproven tail: " << r.problem;
+      break;
+    case VerifyReport::Verdict::kCut:
+      line << "CUT: " << r.problem;
+      break;
+    case VerifyReport::Verdict::kWeakerMode:
+      line << "weaker mode: " << r.problem;
+      break;
+    case VerifyReport::Verdict::kNoCheckpoint:
+      line << "not proven: " << r.problem;
+      break;
+  }
+  out.verdict_line = line.str();
+  return out;
+}
+
+// How bad an exit code of `audit verify` is, for a directory's overall code: the per-log
+// precedence of docs/cli.md (1, 6, 4, 7, 8, 5, 0) with a gap (9) after a cut and an unreadable
+// file (3) after that. Lower is worse.
+int Severity(int code) {
+  static constexpr int kOrder[] = {kExitToolError,    kExitCut,          kExitGap,
+                                   kExitStart,        kExitTornTail,     kExitWeakerMode,
+                                   kExitNoCheckpoint, kExitUnprovenTail, kExitOk};
+  for (std::size_t i = 0; i < std::size(kOrder); ++i) {
+    if (kOrder[i] == code) return static_cast<int>(i);
+  }
+  return 0;
+}
+
+// `audit verify DIR`: every *.jsonl directly in DIR, in byte order of their names, one line each.
+int VerifyDirectory(const VerifyFlags& f, const VerifyOptions& options) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(f.log, ec)) {
+    const std::string name = e.path().filename().string();
+    // Regular files only (symlink_status: a link is not followed out of the directory).
+    if (name.ends_with(".jsonl") &&
+        e.symlink_status().type() == std::filesystem::file_type::regular)
+      names.push_back(name);
+  }
+  if (ec) {
+    return Failed(f.json,
+                  Error{Code::kNotFound, "cannot list " + f.log + ": " + ec.message(), 0, f.log},
+                  kExitStart);
+  }
+  if (names.empty()) {
+    return Failed(f.json, Error{Code::kNotFound, "no *.jsonl audit log in " + f.log, 0, f.log},
+                  kExitStart);
+  }
+  std::sort(names.begin(), names.end());
+  int worst = kExitOk;
+  Json files = Json::array();
+  for (const auto& name : names) {
+    const std::string path = (std::filesystem::path(f.log) / name).string();
+    auto report = VerifyAuditLog(path, options);
+    VerifyOutcome o;
+    if (!report) {
+      o.code = kExitStart;
+      o.verdict_line = "unreadable: " + report.error().message;
+      o.json = {
+          {"verdict", "unreadable"}, {"exit_code", o.code}, {"problem", report.error().message}};
+    } else {
+      o = Outcome(*report);
+      if (!f.json && !report->warnings.empty()) {
+        o.verdict_line += " (" + std::to_string(report->warnings.size()) + " warning(s))";
+      }
+    }
+    if (Severity(o.code) < Severity(worst)) worst = o.code;
+    o.json["path"] = path;
+    files.push_back(std::move(o.json));
+    if (!f.json) std::cout << path << ": " << o.verdict_line << "\n";
+  }
   if (f.json) {
-    Json j = {{"verdict", gap ? "gap" : VerdictName(r.verdict)},
-              {"exit_code", code},
-              {"records", r.records},
-              {"sessions", r.sessions},
-              {"bytes", r.bytes},
-              {"mode", r.mode},
-              {"signed", r.signed_checked},
-              {"log_id", r.log_id},
-              {"checkpoints", r.checkpoints},
-              {"proven_lines", r.proven_lines},
-              {"proven_bytes", r.proven_bytes},
-              {"unproven_records", r.unproven_records},
-              {"witness_checkpoints", r.witness_checkpoints},
-              {"unfinished_sessions", r.unfinished_sessions},
-              {"warnings", r.warnings},
-              {"gaps", r.gaps},
-              {"lost_records", r.lost_records},
-              {"detached", r.detached}};
-    if (!r.problem.empty()) j["problem"] = r.problem;
-    if (r.first_bad_line != 0) j["first_bad_line"] = r.first_bad_line;
-    if (r.previous) j["previous"] = Json::parse(*r.previous, nullptr, false);
-    std::cout << j.dump(2) << "\n";
-    return code;
+    std::cout << Json{{"directory", f.log}, {"exit_code", worst}, {"files", files}}.dump(2) << "\n";
+  } else {
+    std::cout << names.size() << " log(s) in " << f.log << "; exit " << worst << "\n";
+  }
+  return worst;
+}
+
+int Verify(const VerifyFlags& f) {
+  auto options = VerifyOptionsFrom(f);
+  if (!options) return Failed(f.json, options.error(), kExitStart);
+  if (options->require == VerifyOptions::Require::kSigned && options->pubkeys.empty()) {
+    return Failed(f.json, Error{Code::kInvalidInput, "--require signed needs --pubkey", 0, {}},
+                  kExitUsage);
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(f.log, ec)) return VerifyDirectory(f, *options);
+  auto report = VerifyAuditLog(f.log, *options);
+  if (!report) return Failed(f.json, report.error(), kExitStart);
+  const VerifyReport& r = *report;
+  VerifyOutcome o = Outcome(r);
+  if (f.json) {
+    std::cout << o.json.dump(2) << "\n";
+    return o.code;
   }
   for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
   if (r.previous) std::cout << "continues: " << *r.previous << "\n";
@@ -135,97 +258,65 @@ int Verify(const VerifyFlags& f) {
     if (r.witness_checkpoints > 0) std::cout << ", " << r.witness_checkpoints << " witnessed";
     std::cout << "\n";
   }
-  if (gap) {
-    std::cout << "GAP: " << r.lost_records << " record(s) lost in " << r.gaps << " gap(s); "
-              << r.gap_problem << "; the chain of the " << r.records
-              << " records present is unbroken\n";
-  }
-  switch (r.verdict) {
-    case VerifyReport::Verdict::kIntact:
-      if (gap) break;
-      std::cout << "ok: " << r.records << " records, " << r.sessions << " sessions, chain "
-                << r.mode << " intact\n";
-      break;
-    case VerifyReport::Verdict::kTornTail:
-      std::cout << "torn: " << r.problem << "; the " << r.records
-                << " records before it are intact";
-      if (r.checkpoints > 0) std::cout << ", " << r.unproven_records << " of them unproven";
-      std::cout << "\n";
-      break;
-    case VerifyReport::Verdict::kBroken:
-      std::cout << "BROKEN at line " << r.first_bad_line << ": " << r.problem << "\n";
-      break;
-    case VerifyReport::Verdict::kUnprovenTail:
-      std::cout << "unproven tail: " << r.problem << "\n";
-      break;
-    case VerifyReport::Verdict::kCut:
-      std::cout << "CUT: " << r.problem << "\n";
-      break;
-    case VerifyReport::Verdict::kWeakerMode:
-      std::cout << "weaker mode: " << r.problem << "\n";
-      break;
-    case VerifyReport::Verdict::kNoCheckpoint:
-      std::cout << "not proven: " << r.problem << "\n";
-      break;
-  }
-  return code;
+  std::cout << o.verdict_line << "\n";
+  return o.code;
 }
 
-int Show(const std::string& log) {
-  auto text = ShowAuditLog(log);
-  if (!text) {
-    std::fprintf(stderr, "cordon: %s\n", text.error().ToString().c_str());
-    return kExitStart;
+int Show(const std::string& log, bool json) {
+  if (json) {
+    auto records = ShowAuditLogJson(log);
+    if (!records) return Failed(true, records.error(), kExitStart);
+    std::cout << records->dump(2) << "\n";
+    return kExitOk;
   }
+  auto text = ShowAuditLog(log);
+  if (!text) return Failed(false, text.error(), kExitStart);
   std::cout << *text;
   return kExitOk;
 }
 
-int Keygen(const std::string& out_dir, std::string priv, std::string pub) {
+int Keygen(const std::string& out_dir, std::string priv, std::string pub, bool json) {
   if (!out_dir.empty()) {
     if (::mkdir(out_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      std::perror(("cordon: mkdir " + out_dir).c_str());
-      return kExitStart;
+      return Failed(json, SysFail(Code::kInvalidInput, "mkdir", out_dir).error(), kExitStart);
     }
     if (priv.empty()) priv = out_dir + "/audit-signing.key";
     if (pub.empty()) pub = out_dir + "/audit-signing.pub";
   }
   if (priv.empty() || pub.empty()) {
-    std::fprintf(stderr, "cordon: give --out DIR, or both --private and --public\n");
-    return kExitUsage;
+    return Failed(
+        json, Error{Code::kInvalidInput, "give --out DIR, or both --private and --public", 0, {}},
+        kExitUsage);
   }
   auto id = WriteNewKeyPair(priv, pub);
-  if (!id) {
-    std::fprintf(stderr, "cordon: %s\n", id.error().ToString().c_str());
-    return kExitStart;
+  if (!id) return Failed(json, id.error(), kExitStart);
+  if (json) {
+    std::cout << Json{{"key_id", *id}, {"private", priv}, {"public", pub}}.dump(2) << "\n";
+  } else {
+    std::cout << "key id " << *id << "\nprivate " << priv << "\npublic " << pub << "\n";
   }
-  std::cout << "key id " << *id << "\nprivate " << priv << "\npublic " << pub << "\n";
   return kExitOk;
 }
 
-int Rotate(const std::string& log, const std::string& key_file, const std::string& signing_key) {
+int Rotate(const std::string& log, const std::string& key_file, const std::string& signing_key,
+           bool json) {
   std::optional<std::string> key;
   if (!key_file.empty()) {
     auto k = ReadKeyFile(key_file);
-    if (!k) {
-      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
-      return kExitStart;
-    }
+    if (!k) return Failed(json, k.error(), kExitStart);
     key = *k;
   }
   CheckpointConfig cp;
   if (!signing_key.empty()) {
     auto k = Ed25519Key::LoadPrivate(signing_key);
-    if (!k) {
-      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
-      return kExitStart;
-    }
+    if (!k) return Failed(json, k.error(), kExitStart);
     cp.key = std::make_shared<const Ed25519Key>(std::move(*k));
   }
   auto rotated = RotateAuditLog(log, key, cp);
-  if (!rotated) {
-    std::fprintf(stderr, "cordon: %s\n", rotated.error().ToString().c_str());
-    return kExitStart;
+  if (!rotated) return Failed(json, rotated.error(), kExitStart);
+  if (json) {
+    std::cout << Json{{"log", log}, {"rotated_to", *rotated}}.dump(2) << "\n";
+    return kExitOk;
   }
   std::cout << "rotated: " << log << " -> " << *rotated << "; " << log
             << " starts a new log linked to it\n";
@@ -237,6 +328,7 @@ int Rotate(const std::string& log, const std::string& key_file, const std::strin
 void AddAuditCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     std::string log, key_file, out, priv, pub, signing_key;
+    bool json = false;
     VerifyFlags verify;
   };
   auto f = std::make_shared<Flags>();
@@ -245,7 +337,11 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
                         ->require_subcommand(1);
   CLI::App* verify = audit->add_subcommand("verify", "check a log's hash chain and completeness")
                          ->group("Commands");
-  verify->add_option("LOG", f->verify.log, "the audit log")->required()->type_name("FILE");
+  verify
+      ->add_option("LOG", f->verify.log,
+                   "the audit log, or a directory: every *.jsonl in it, one line each")
+      ->required()
+      ->type_name("FILE|DIR");
   verify->add_option("--key-file", f->verify.key_file, "the key of an HMAC-SHA-256 chain")
       ->type_name("FILE");
   verify
@@ -266,12 +362,14 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       "exit codes: 0 intact (and complete up to the last checkpoint), 1 broken (the first bad "
       "line is named), 3 unreadable log or key, 4 intact but for a torn last line, 5 records "
       "after the last checkpoint are unproven, 6 cut or replaced (the witness is ahead), 7 mode "
-      "weaker than --require, 8 empty or no checkpoint");
+      "weaker than --require, 8 empty or no checkpoint, 9 a gap record. For a directory, the "
+      "worst code of its logs, in the order 1, 6, 9, 3, 4, 7, 8, 5, 0");
   ctx.run[verify] = [f] { return Verify(f->verify); };
   CLI::App* show =
       audit->add_subcommand("show", "print a readable timeline of a log")->group("Commands");
   show->add_option("LOG", f->log, "the audit log")->required()->type_name("FILE");
-  ctx.run[show] = [f] { return Show(f->log); };
+  show->add_flag("--json", f->json, "print the records as a JSON array");
+  ctx.run[show] = [f] { return Show(f->log, f->json); };
   CLI::App* keygen = audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
                          ->group("Commands");
   keygen->add_option("--out", f->out, "write audit-signing.key (0600) and audit-signing.pub here")
@@ -279,7 +377,8 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
   keygen->add_option("--private", f->priv, "the private key file (PEM PKCS#8, 0600)")
       ->type_name("FILE");
   keygen->add_option("--public", f->pub, "the public key file (PEM)")->type_name("FILE");
-  ctx.run[keygen] = [f] { return Keygen(f->out, f->priv, f->pub); };
+  keygen->add_flag("--json", f->json, "print the key id and paths as JSON");
+  ctx.run[keygen] = [f] { return Keygen(f->out, f->priv, f->pub, f->json); };
   CLI::App* rotate =
       audit->add_subcommand("rotate", "rename LOG to LOG.N and start a new LOG linked to it")
           ->group("Commands");
@@ -288,7 +387,8 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       ->type_name("FILE");
   rotate->add_option("--audit-signing-key", f->signing_key, "the checkpoint key the new file names")
       ->type_name("FILE");
-  ctx.run[rotate] = [f] { return Rotate(f->log, f->key_file, f->signing_key); };
+  rotate->add_flag("--json", f->json, "print the old and new paths as JSON");
+  ctx.run[rotate] = [f] { return Rotate(f->log, f->key_file, f->signing_key, f->json); };
 }
 
 }  // namespace cordon::cli
