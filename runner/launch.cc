@@ -526,10 +526,11 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   }
   s.workspace_writable =
       pp.workspace_in_write && req.workspace_writable && facts.workspace_read_only.empty();
-  if (pp.workspace_in_write && req.workspace_writable) {
-    s.workspace_read_only = facts.workspace_read_only;
-  }
-  if (s.workspace_writable && facts.dangerous_workspace && !policy.allow_dangerous_workspace) {
+  const bool asked_writable = pp.workspace_in_write && req.workspace_writable;
+  if (asked_writable) s.workspace_read_only = facts.workspace_read_only;
+  // `/` or $HOME asked for writable is refused even where the user could not write it and the
+  // call would fall back to read-only: the refusal does not depend on the host's permissions.
+  if (asked_writable && facts.dangerous_workspace && !policy.allow_dangerous_workspace) {
     return std::unexpected(DangerousWorkspaceError(workspace, *facts.dangerous_workspace));
   }
   if (s.workspace_writable && !host.weaker && facts.workspace_stat) {
