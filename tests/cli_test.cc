@@ -334,9 +334,16 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
       EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
     }
   }
-  for (const char* n : {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp",
-                        "cgroup", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
+  for (const char* n :
+       {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp", "cgroup",
+        "memory_rlimit", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
     EXPECT_TRUE(names.count(n)) << n;
+  }
+  // The memory limit without a cgroup (issue 11): RLIMIT_DATA, probed in a child.
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "memory_rlimit") {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    }
   }
   EXPECT_EQ(r.exit_code, j["ok"].get<bool>() ? 0 : 1);
   // Without bwrap, doctor says so and names the package.
