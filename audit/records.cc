@@ -99,6 +99,8 @@ Json ProcessRecord::ToJson() const {
   Put(j, "job", job);
   Put(j, "cancel_requested", cancel_requested);
   Put(j, "spec_sha256", spec_sha256);
+  Put(j, "limit", limit);
+  Put(j, "timeout", timeout);
   if (error_code) j["error"] = {{"code", *error_code}, {"message", error_message}};
   Put(j, "changes", changes);  // --- changes
   return j;
@@ -306,6 +308,12 @@ constexpr AuditFieldInfo kProcess[] = {
      "SHA-256 of the confinement spec the shim applied, as the shim computed it (equals "
      "`cordon exec --plan`'s `spec_sha256`)"},
     {"error", false, "sandbox failure: {code, message}"},
+    {"limit", false,
+     "the limit that ended it: {name (timeout, cpu, file_size, memory, pids), value, unit, "
+     "policy_key, enforcer, evidence}"},
+    {"timeout", false,
+     "the timeout the call asked for: {requested, applied, capped, capped_by (the policy key), "
+     "decided_by (its file:line)}"},
     {"stdout_bytes", true, "bytes written to stdout"},
     {"stderr_bytes", true, "bytes written to stderr"},
     {"truncated", true, "whether captured output was cut", 10},

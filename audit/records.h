@@ -111,7 +111,9 @@ struct ProcessRecord {
   std::optional<std::string> job{};
   std::optional<bool> cancel_requested{};
   std::optional<std::string> spec_sha256{};  // the shim's hash of the spec it applied
-  std::optional<std::string> error_code{};   // with error_message: {"error": {code, message}}
+  std::optional<Json> limit{};    // the limit that ended it: {name, value, unit, policy_key, ...}
+  std::optional<Json> timeout{};  // {requested, applied, capped, capped_by, decided_by}
+  std::optional<std::string> error_code{};  // with error_message: {"error": {code, message}}
   std::string error_message{};
   std::uint64_t stdout_bytes = 0;
   std::uint64_t stderr_bytes = 0;

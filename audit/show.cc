@@ -35,4 +35,23 @@ Result<std::string> ShowAuditLog(const std::string& path) {
   return out.str();
 }
 
+Result<Json> ShowAuditLogJson(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
+  Json records = Json::array(), unreadable = Json::array();
+  std::string line;
+  std::uint64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    Json rec = Json::parse(line, nullptr, false);
+    if (rec.is_discarded() || !rec.is_object()) {
+      unreadable.push_back({{"line", n}, {"bytes", line.size()}});
+      continue;
+    }
+    records.push_back(std::move(rec));
+  }
+  return Json{
+      {"path", path}, {"records", std::move(records)}, {"unreadable", std::move(unreadable)}};
+}
+
 }  // namespace cordon

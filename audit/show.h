@@ -4,10 +4,15 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace cordon {
 
 // A readable timeline, one line per record.
 Result<std::string> ShowAuditLog(const std::string& path);
+
+// The same log as JSON: {"path", "records": [each record as written], "unreadable": [{"line",
+// "bytes"}]} (a line that is not a record is named, never dumped).
+Result<Json> ShowAuditLogJson(const std::string& path);
 
 }  // namespace cordon

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include "cli/common.h"
 
@@ -65,97 +66,176 @@ const char* VerdictName(VerifyReport::Verdict v) {
   return "broken";
 }
 
-int Report(const VerifyReport& r, bool json, Json* out);
+// With --json an error is a JSON object on stdout as well as the message on stderr, so a
+// script reading stdout always gets JSON.
+int Failed(bool json, const Error& e, int code) {
+  std::fprintf(stderr, "cordon: %s\n", e.ToString().c_str());
+  if (json) {
+    std::cout << Json{{"error", {{"code", std::string(CodeName(e.code))}, {"message", e.message}}},
+                      {"exit_code", code}}
+                     .dump(2)
+              << "\n";
+  }
+  return code;
+}
 
-int Verify(const VerifyFlags& f) {
+Result<VerifyOptions> VerifyOptionsFrom(const VerifyFlags& f) {
   VerifyOptions options;
   if (!f.key_file.empty()) {
-    auto k = ReadKeyFile(f.key_file);
-    if (!k) {
-      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
-      return kExitStart;
-    }
-    options.hmac_key = *k;
+    ASSIGN_OR_RETURN(options.hmac_key, ReadKeyFile(f.key_file));
   }
   for (const auto& p : f.pubkeys) {
-    auto k = Ed25519Key::LoadPublic(p);
-    if (!k) {
-      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
-      return kExitStart;
-    }
-    options.pubkeys.push_back(std::move(*k));
+    ASSIGN_OR_RETURN(auto k, Ed25519Key::LoadPublic(p));
+    options.pubkeys.push_back(std::move(k));
   }
   if (!f.witness.empty()) options.witness_path = f.witness;
   using Require = VerifyOptions::Require;
   if (f.require == "plain") options.require = Require::kPlain;
   if (f.require == "hmac") options.require = Require::kHmac;
   if (f.require == "signed") options.require = Require::kSigned;
-  if (options.require == Require::kSigned && options.pubkeys.empty()) {
-    std::fprintf(stderr, "cordon: --require signed needs --pubkey\n");
-    return kExitUsage;
+  return options;
+}
+
+// One log's outcome: its exit code, its JSON report, and its one-line verdict.
+struct VerifyOutcome {
+  int code = kExitOk;
+  bool gap = false;
+  Json json;
+  std::string verdict_line;
+};
+
+VerifyOutcome Outcome(const VerifyReport& r) {
+  VerifyOutcome out;
+  out.code = VerifyExit(r.verdict);
+  // --- failclosed: a chain that is whole but records a gap is not complete.
+  out.gap = r.gaps > 0 && r.verdict != VerifyReport::Verdict::kBroken &&
+            r.verdict != VerifyReport::Verdict::kCut;
+  if (out.gap) out.code = kExitGap;
+  Json j = {{"verdict", out.gap ? "gap" : VerdictName(r.verdict)},
+            {"exit_code", out.code},
+            {"records", r.records},
+            {"sessions", r.sessions},
+            {"bytes", r.bytes},
+            {"mode", r.mode},
+            {"signed", r.signed_checked},
+            {"log_id", r.log_id},
+            {"checkpoints", r.checkpoints},
+            {"proven_lines", r.proven_lines},
+            {"proven_bytes", r.proven_bytes},
+            {"unproven_records", r.unproven_records},
+            {"witness_checkpoints", r.witness_checkpoints},
+            {"unfinished_sessions", r.unfinished_sessions},
+            {"warnings", r.warnings},
+            {"gaps", r.gaps},
+            {"lost_records", r.lost_records},
+            {"detached", r.detached},
+            {"unwalked", r.unwalked}};
+  if (!r.problem.empty()) j["problem"] = r.problem;
+  if (r.first_bad_line != 0) j["first_bad_line"] = r.first_bad_line;
+  if (r.previous) j["previous"] = Json::parse(*r.previous, nullptr, false);
+  out.json = std::move(j);
+  std::ostringstream line;
+  if (out.gap) {
+    line << "GAP: " << r.lost_records << " record(s) lost in " << r.gaps << " gap(s); "
+         << r.gap_problem << "; the chain of the " << r.records << " records present is unbroken";
   }
-  // --- checkpoint: several files (or a directory of them) are verified each on its own, and a
-  // file that continues another after `audit rotate` is checked against it.
-  std::vector<std::string> files;
-  for (const auto& arg : f.logs) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(arg, ec)) {
-      files.push_back(arg);
+  switch (r.verdict) {
+    case VerifyReport::Verdict::kIntact:
+      if (out.gap) break;
+      line << "ok: " << r.records << " records, " << r.sessions << " sessions, chain " << r.mode
+           << " intact";
+      break;
+    case VerifyReport::Verdict::kTornTail:
+      line << "torn: " << r.problem << "; the " << r.records << " records before it are intact";
+      if (r.checkpoints > 0) line << ", " << r.unproven_records << " of them unproven";
+      break;
+    case VerifyReport::Verdict::kBroken:
+      line << "BROKEN at line " << r.first_bad_line << ": " << r.problem;
+      break;
+    case VerifyReport::Verdict::kUnprovenTail:
+      line << "unproven tail: " << r.problem;
+      break;
+    case VerifyReport::Verdict::kCut:
+      line << "CUT: " << r.problem;
+      break;
+    case VerifyReport::Verdict::kWeakerMode:
+      line << "weaker mode: " << r.problem;
+      break;
+    case VerifyReport::Verdict::kNoCheckpoint:
+      line << "not proven: " << r.problem;
+      break;
+  }
+  out.verdict_line = line.str();
+  return out;
+}
+
+// How bad an exit code of `audit verify` is, for a directory's overall code: the per-log
+// precedence of docs/cli.md (1, 6, 4, 7, 8, 5, 0) with a gap (9) after a cut and an unreadable
+// file (3) after that. Lower is worse.
+int Severity(int code) {
+  static constexpr int kOrder[] = {kExitToolError,    kExitCut,          kExitGap,
+                                   kExitStart,        kExitTornTail,     kExitWeakerMode,
+                                   kExitNoCheckpoint, kExitUnprovenTail, kExitOk};
+  for (std::size_t i = 0; i < std::size(kOrder); ++i) {
+    if (kOrder[i] == code) return static_cast<int>(i);
+  }
+  return 0;
+}
+
+// The *.jsonl regular files directly in `dir` (a link is not followed out of it), sorted by name,
+// leaving out the witness when it sits beside the logs.
+Result<std::vector<std::string>> LogsIn(const std::string& dir, const std::string& witness) {
+  std::vector<std::string> out;
+  std::error_code ec, other_ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.ends_with(".jsonl") ||
+        e.symlink_status().type() != std::filesystem::file_type::regular)
       continue;
-    }
-    std::vector<std::string> in_dir;
-    std::error_code other_ec;
-    for (const auto& e : std::filesystem::directory_iterator(arg, ec)) {
-      // The witness may sit beside the logs; it is no log.
-      if (e.is_regular_file(ec) && e.path().filename().string()[0] != '.' &&
-          (f.witness.empty() || !std::filesystem::equivalent(e.path(), f.witness, other_ec))) {
-        in_dir.push_back(e.path().string());
-      }
-    }
-    if (ec) {
-      std::fprintf(stderr, "cordon: cannot list %s: %s\n", arg.c_str(), ec.message().c_str());
-      return kExitStart;
-    }
-    std::sort(in_dir.begin(), in_dir.end());
-    files.insert(files.end(), in_dir.begin(), in_dir.end());
+    if (!witness.empty() && std::filesystem::equivalent(e.path(), witness, other_ec)) continue;
+    out.push_back(e.path().string());
   }
-  if (files.empty()) {
-    std::fprintf(stderr, "cordon: no audit log in %s\n", f.logs.front().c_str());
-    return kExitStart;
-  }
-  if (files.size() == 1 && f.logs.size() == 1 && files[0] == f.logs[0]) {
-    auto report = VerifyAuditLog(files[0], options);
-    if (!report) {
-      std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
-      return kExitStart;
-    }
-    Json j;
-    const int code = Report(*report, f.json, f.json ? &j : nullptr);
-    if (f.json) std::cout << j.dump(2) << "\n";
-    return code;
-  }
+  if (ec) return Fail(Code::kNotFound, "cannot list " + dir + ": " + ec.message(), 0, dir);
+  if (out.empty()) return Fail(Code::kNotFound, "no *.jsonl audit log in " + dir, 0, dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Several files (or a directory of them): each verified on its own, one line each, then every
+// file that continues another after `audit rotate` checked against it. The exit code is the
+// worst.
+int VerifyMany(const VerifyFlags& f, const VerifyOptions& options,
+               const std::vector<std::string>& files) {
+  int worst = kExitOk;
+  auto worse = [&worst](int code) {
+    if (Severity(code) < Severity(worst)) worst = code;
+  };
   Json all = {{"files", Json::array()}, {"links", Json::array()}};
-  std::vector<int> codes;
+  if (f.logs.size() == 1) all["directory"] = f.logs[0];
   std::map<std::string, std::string> by_log_id;        // log_id -> file
   std::vector<std::pair<std::string, Json>> previous;  // file -> its log_started.previous
-  for (const auto& file : files) {
-    if (!f.json) std::cout << "== " << file << "\n";
-    auto report = VerifyAuditLog(file, options);
+  for (const auto& path : files) {
+    auto report = VerifyAuditLog(path, options);
+    VerifyOutcome o;
     if (!report) {
-      std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
-      return kExitStart;
+      o.code = kExitStart;
+      o.verdict_line = "unreadable: " + report.error().message;
+      o.json = {
+          {"verdict", "unreadable"}, {"exit_code", o.code}, {"problem", report.error().message}};
+    } else {
+      o = Outcome(*report);
+      if (!f.json && !report->warnings.empty()) {
+        o.verdict_line += " (" + std::to_string(report->warnings.size()) + " warning(s))";
+      }
+      if (!report->log_id.empty()) by_log_id.emplace(report->log_id, path);
+      if (report->previous)
+        previous.emplace_back(path, Json::parse(*report->previous, nullptr, false));
     }
-    Json j;
-    codes.push_back(Report(*report, f.json, f.json ? &j : nullptr));
-    if (f.json) {
-      j["path"] = file;
-      all["files"].push_back(std::move(j));
-    }
-    if (!report->log_id.empty()) by_log_id.emplace(report->log_id, file);
-    if (report->previous)
-      previous.emplace_back(file, Json::parse(*report->previous, nullptr, false));
+    worse(o.code);
+    o.json["path"] = path;
+    all["files"].push_back(std::move(o.json));
+    if (!f.json) std::cout << path << ": " << o.verdict_line << "\n";
   }
-  if (!f.json && !previous.empty()) std::cout << "== rotation links\n";
   for (const auto& [file, prev] : previous) {
     const std::string old_id = prev.is_object() ? prev.value("log_id", "") : "";
     auto it = by_log_id.find(old_id);
@@ -173,7 +253,7 @@ int Verify(const VerifyFlags& f) {
       link["ok"] = why.empty();
       if (!why.empty()) {
         link["problem"] = why;
-        codes.push_back(kExitCut);
+        worse(kExitCut);
       }
       if (!f.json) {
         if (why.empty()) {
@@ -186,54 +266,43 @@ int Verify(const VerifyFlags& f) {
     }
     all["links"].push_back(std::move(link));
   }
-  // The worst outcome, in the order of docs/audit.md "Verify outcomes".
-  int code = kExitOk;
-  for (int c : {kExitToolError, kExitCut, kExitGap, kExitTornTail, kExitWeakerMode,
-                kExitNoCheckpoint, kExitUnprovenTail}) {
-    if (std::find(codes.begin(), codes.end(), c) != codes.end()) {
-      code = c;
-      break;
-    }
-  }
+  all["exit_code"] = worst;
   if (f.json) {
-    all["exit_code"] = code;
     std::cout << all.dump(2) << "\n";
+  } else {
+    std::cout << files.size() << " log(s); exit " << worst << "\n";
   }
-  return code;
+  return worst;
 }
 
-// One file's report, printed (or, with `json`, built into *out); returns its exit code.
-int Report(const VerifyReport& r, bool json, Json* out) {
-  int code = VerifyExit(r.verdict);
-  // --- failclosed: a chain that is whole but records a gap is not complete.
-  const bool gap = r.gaps > 0 && r.verdict != VerifyReport::Verdict::kBroken &&
-                   r.verdict != VerifyReport::Verdict::kCut;
-  if (gap) code = kExitGap;
-  if (json) {
-    Json j = {{"verdict", gap ? "gap" : VerdictName(r.verdict)},
-              {"exit_code", code},
-              {"records", r.records},
-              {"sessions", r.sessions},
-              {"bytes", r.bytes},
-              {"mode", r.mode},
-              {"signed", r.signed_checked},
-              {"log_id", r.log_id},
-              {"checkpoints", r.checkpoints},
-              {"proven_lines", r.proven_lines},
-              {"proven_bytes", r.proven_bytes},
-              {"unproven_records", r.unproven_records},
-              {"witness_checkpoints", r.witness_checkpoints},
-              {"unfinished_sessions", r.unfinished_sessions},
-              {"warnings", r.warnings},
-              {"gaps", r.gaps},
-              {"lost_records", r.lost_records},
-              {"detached", r.detached},
-              {"unwalked", r.unwalked}};
-    if (!r.problem.empty()) j["problem"] = r.problem;
-    if (r.first_bad_line != 0) j["first_bad_line"] = r.first_bad_line;
-    if (r.previous) j["previous"] = Json::parse(*r.previous, nullptr, false);
-    *out = std::move(j);
-    return code;
+int Verify(const VerifyFlags& f) {
+  auto options = VerifyOptionsFrom(f);
+  if (!options) return Failed(f.json, options.error(), kExitStart);
+  if (options->require == VerifyOptions::Require::kSigned && options->pubkeys.empty()) {
+    return Failed(f.json, Error{Code::kInvalidInput, "--require signed needs --pubkey", 0, {}},
+                  kExitUsage);
+  }
+  std::vector<std::string> files;
+  bool many = f.logs.size() > 1;
+  for (const auto& arg : f.logs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      files.push_back(arg);
+      continue;
+    }
+    many = true;
+    auto in_dir = LogsIn(arg, f.witness);
+    if (!in_dir) return Failed(f.json, in_dir.error(), kExitStart);
+    files.insert(files.end(), in_dir->begin(), in_dir->end());
+  }
+  if (many) return VerifyMany(f, *options, files);
+  auto report = VerifyAuditLog(files[0], *options);
+  if (!report) return Failed(f.json, report.error(), kExitStart);
+  const VerifyReport& r = *report;
+  VerifyOutcome o = Outcome(r);
+  if (f.json) {
+    std::cout << o.json.dump(2) << "\n";
+    return o.code;
   }
   for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
   if (r.previous) std::cout << "continues: " << *r.previous << "\n";
@@ -246,97 +315,65 @@ int Report(const VerifyReport& r, bool json, Json* out) {
     if (r.witness_checkpoints > 0) std::cout << ", " << r.witness_checkpoints << " witnessed";
     std::cout << "\n";
   }
-  if (gap) {
-    std::cout << "GAP: " << r.lost_records << " record(s) lost in " << r.gaps << " gap(s); "
-              << r.gap_problem << "; the chain of the " << r.records
-              << " records present is unbroken\n";
-  }
-  switch (r.verdict) {
-    case VerifyReport::Verdict::kIntact:
-      if (gap) break;
-      std::cout << "ok: " << r.records << " records, " << r.sessions << " sessions, chain "
-                << r.mode << " intact\n";
-      break;
-    case VerifyReport::Verdict::kTornTail:
-      std::cout << "torn: " << r.problem << "; the " << r.records
-                << " records before it are intact";
-      if (r.checkpoints > 0) std::cout << ", " << r.unproven_records << " of them unproven";
-      std::cout << "\n";
-      break;
-    case VerifyReport::Verdict::kBroken:
-      std::cout << "BROKEN at line " << r.first_bad_line << ": " << r.problem << "\n";
-      break;
-    case VerifyReport::Verdict::kUnprovenTail:
-      std::cout << "unproven tail: " << r.problem << "\n";
-      break;
-    case VerifyReport::Verdict::kCut:
-      std::cout << "CUT: " << r.problem << "\n";
-      break;
-    case VerifyReport::Verdict::kWeakerMode:
-      std::cout << "weaker mode: " << r.problem << "\n";
-      break;
-    case VerifyReport::Verdict::kNoCheckpoint:
-      std::cout << "not proven: " << r.problem << "\n";
-      break;
-  }
-  return code;
+  std::cout << o.verdict_line << "\n";
+  return o.code;
 }
 
-int Show(const std::string& log) {
-  auto text = ShowAuditLog(log);
-  if (!text) {
-    std::fprintf(stderr, "cordon: %s\n", text.error().ToString().c_str());
-    return kExitStart;
+int Show(const std::string& log, bool json) {
+  if (json) {
+    auto records = ShowAuditLogJson(log);
+    if (!records) return Failed(true, records.error(), kExitStart);
+    std::cout << records->dump(2) << "\n";
+    return kExitOk;
   }
+  auto text = ShowAuditLog(log);
+  if (!text) return Failed(false, text.error(), kExitStart);
   std::cout << *text;
   return kExitOk;
 }
 
-int Keygen(const std::string& out_dir, std::string priv, std::string pub) {
+int Keygen(const std::string& out_dir, std::string priv, std::string pub, bool json) {
   if (!out_dir.empty()) {
     if (::mkdir(out_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      std::perror(("cordon: mkdir " + out_dir).c_str());
-      return kExitStart;
+      return Failed(json, SysFail(Code::kInvalidInput, "mkdir", out_dir).error(), kExitStart);
     }
     if (priv.empty()) priv = out_dir + "/audit-signing.key";
     if (pub.empty()) pub = out_dir + "/audit-signing.pub";
   }
   if (priv.empty() || pub.empty()) {
-    std::fprintf(stderr, "cordon: give --out DIR, or both --private and --public\n");
-    return kExitUsage;
+    return Failed(
+        json, Error{Code::kInvalidInput, "give --out DIR, or both --private and --public", 0, {}},
+        kExitUsage);
   }
   auto id = WriteNewKeyPair(priv, pub);
-  if (!id) {
-    std::fprintf(stderr, "cordon: %s\n", id.error().ToString().c_str());
-    return kExitStart;
+  if (!id) return Failed(json, id.error(), kExitStart);
+  if (json) {
+    std::cout << Json{{"key_id", *id}, {"private", priv}, {"public", pub}}.dump(2) << "\n";
+  } else {
+    std::cout << "key id " << *id << "\nprivate " << priv << "\npublic " << pub << "\n";
   }
-  std::cout << "key id " << *id << "\nprivate " << priv << "\npublic " << pub << "\n";
   return kExitOk;
 }
 
-int Rotate(const std::string& log, const std::string& key_file, const std::string& signing_key) {
+int Rotate(const std::string& log, const std::string& key_file, const std::string& signing_key,
+           bool json) {
   std::optional<std::string> key;
   if (!key_file.empty()) {
     auto k = ReadKeyFile(key_file);
-    if (!k) {
-      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
-      return kExitStart;
-    }
+    if (!k) return Failed(json, k.error(), kExitStart);
     key = *k;
   }
   CheckpointConfig cp;
   if (!signing_key.empty()) {
     auto k = Ed25519Key::LoadPrivate(signing_key);
-    if (!k) {
-      std::fprintf(stderr, "cordon: %s\n", k.error().ToString().c_str());
-      return kExitStart;
-    }
+    if (!k) return Failed(json, k.error(), kExitStart);
     cp.key = std::make_shared<const Ed25519Key>(std::move(*k));
   }
   auto rotated = RotateAuditLog(log, key, cp);
-  if (!rotated) {
-    std::fprintf(stderr, "cordon: %s\n", rotated.error().ToString().c_str());
-    return kExitStart;
+  if (!rotated) return Failed(json, rotated.error(), kExitStart);
+  if (json) {
+    std::cout << Json{{"log", log}, {"rotated_to", *rotated}}.dump(2) << "\n";
+    return kExitOk;
   }
   std::cout << "rotated: " << log << " -> " << *rotated << "; " << log
             << " starts a new log linked to it\n";
@@ -348,6 +385,7 @@ int Rotate(const std::string& log, const std::string& key_file, const std::strin
 void AddAuditCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     std::string log, key_file, out, priv, pub, signing_key;
+    bool json = false;
     VerifyFlags verify;
   };
   auto f = std::make_shared<Flags>();
@@ -358,8 +396,8 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
                          ->group("Commands");
   verify
       ->add_option("LOG", f->verify.logs,
-                   "the audit log; several files, or a directory, are verified each on its own "
-                   "and their rotation links checked")
+                   "the audit log; several files, or a directory (every *.jsonl in it), are "
+                   "verified each on its own, one line each, and their rotation links checked")
       ->required()
       ->type_name("FILE|DIR");
   verify->add_option("--key-file", f->verify.key_file, "the key of an HMAC-SHA-256 chain")
@@ -382,13 +420,14 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       "exit codes: 0 intact (and complete up to the last checkpoint), 1 broken (the first bad "
       "line is named), 3 unreadable log or key, 4 intact but for a torn last line, 5 records "
       "after the last checkpoint are unproven, 6 cut or replaced (the witness is ahead), 7 mode "
-      "weaker than --require, 8 empty or no checkpoint, 9 a gap record; with several files, the "
-      "worst of them (a rotation link that does not hold: 6)");
+      "weaker than --require, 8 empty or no checkpoint, 9 a gap record. For a directory, the "
+      "worst code of its logs, in the order 1, 6, 9, 3, 4, 7, 8, 5, 0");
   ctx.run[verify] = [f] { return Verify(f->verify); };
   CLI::App* show =
       audit->add_subcommand("show", "print a readable timeline of a log")->group("Commands");
   show->add_option("LOG", f->log, "the audit log")->required()->type_name("FILE");
-  ctx.run[show] = [f] { return Show(f->log); };
+  show->add_flag("--json", f->json, "print the records as a JSON array");
+  ctx.run[show] = [f] { return Show(f->log, f->json); };
   CLI::App* keygen = audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
                          ->group("Commands");
   keygen->add_option("--out", f->out, "write audit-signing.key (0600) and audit-signing.pub here")
@@ -396,7 +435,8 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
   keygen->add_option("--private", f->priv, "the private key file (PEM PKCS#8, 0600)")
       ->type_name("FILE");
   keygen->add_option("--public", f->pub, "the public key file (PEM)")->type_name("FILE");
-  ctx.run[keygen] = [f] { return Keygen(f->out, f->priv, f->pub); };
+  keygen->add_flag("--json", f->json, "print the key id and paths as JSON");
+  ctx.run[keygen] = [f] { return Keygen(f->out, f->priv, f->pub, f->json); };
   CLI::App* rotate =
       audit->add_subcommand("rotate", "rename LOG to LOG.N and start a new LOG linked to it")
           ->group("Commands");
@@ -405,7 +445,8 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       ->type_name("FILE");
   rotate->add_option("--audit-signing-key", f->signing_key, "the checkpoint key the new file names")
       ->type_name("FILE");
-  ctx.run[rotate] = [f] { return Rotate(f->log, f->key_file, f->signing_key); };
+  rotate->add_flag("--json", f->json, "print the old and new paths as JSON");
+  ctx.run[rotate] = [f] { return Rotate(f->log, f->key_file, f->signing_key, f->json); };
 }
 
 }  // namespace cordon::cli

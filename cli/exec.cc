@@ -75,7 +75,11 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       std::fprintf(stderr, "cordon: %s: %s\n", std::string(CodeName(o.error->code)).c_str(),
                    o.error->message.c_str());
     } else if (o.status == ProcessStatus::kTimeout) {
-      std::fprintf(stderr, "cordon: timed out; the sandbox was terminated\n");
+      std::fprintf(stderr, "cordon: timed out: %s; the sandbox was terminated\n",
+                   o.limit ? o.limit->Describe().c_str() : "the time limit");
+    } else if (o.limit) {
+      // The command's own exit code passes through; cordon says which limit ended it.
+      std::fprintf(stderr, "cordon: the command was ended by %s\n", o.limit->Describe().c_str());
     }
     return ExecExitCode(o);
   };

@@ -45,32 +45,74 @@ Json PolicyShowJson(const Policy& policy) {
           {"sha256", policy.Sha256()}};
 }
 
+Json PolicyShowEffective(const Policy& policy) {
+  Json e = Json::parse(policy.CanonicalJson());
+  // The canonical form leaves keys at their defaults out (so that old policy hashes hold);
+  // the view shows them, so no setting is hidden from the person reading it.
+  auto put = [&](const char* section, const char* key, Json v) {
+    if (!e[section].contains(key)) e[section][key] = std::move(v);
+  };
+  put("audit", "signing_key", policy.audit_signing_key);
+  put("audit", "checkpoint_records", policy.audit_checkpoint_records);
+  put("audit", "checkpoint_seconds", policy.audit_checkpoint_seconds);
+  put("audit", "file_changes", policy.audit_file_changes);
+  put("filesystem", "protected_names", policy.filesystem.protected_names);
+  put("sandbox", "max_scan_entries", policy.max_scan_entries);
+  put("sandbox", "allow_dangerous_workspace", policy.allow_dangerous_workspace);
+  if (!e.contains("tools")) e["tools"] = Json::object();
+  return e;
+}
+
 std::string PolicyShowText(const Policy& policy) {
-  const Json effective = Json::parse(policy.CanonicalJson());
+  const Json effective = PolicyShowEffective(policy);
   std::ostringstream out;
   auto scalar = [&](const std::string& key, const Json& value) {
     out << key << " = " << value.dump() << "    # " << DecidedBy(policy, key) << "\n";
   };
-  out << "# effective policy (sha256 " << policy.Sha256() << ")\n";
-  for (const auto& [k, v] : effective["limits"].items()) scalar("limits." + k, v);
-  scalar("network.mode", effective["network"]["mode"]);
-  scalar("audit.fsync", effective["audit"]["fsync"]);
-  scalar("sandbox.allow_weaker", effective["sandbox"]["allow_weaker"]);
-  scalar("sandbox.max_scan_entries", policy.max_scan_entries);
-  scalar("sandbox.allow_dangerous_workspace", policy.allow_dangerous_workspace);
-  for (const auto& [tool, o] : policy.tools) {
-    for (const auto& [k, v] : o.limits) scalar("tools." + tool + "." + k, v);
-    if (o.network) scalar("tools." + tool + ".network", NetworkModeName(*o.network));
-  }
-  for (const ListKey& key : ListKeys()) {
+  auto list = [&](const ListKey& key) {
     const std::string name = key.Name();
-    const std::vector<std::string> values = key.get(policy);
-    out << "\n" << name << " = [    # last set by " << DecidedBy(policy, name) << "\n";
-    for (const std::string& value : values) {
+    out << name << " = [    # last set by " << DecidedBy(policy, name) << "\n";
+    for (const std::string& value : key.get(policy)) {
       out << "  " << (key.secret ? "(value not shown)" : Json(value).dump()) << ",    # "
           << EntryFrom(policy, key, value) << "\n";
     }
     out << "]\n";
+  };
+  auto list_key = [](const std::string& name) -> const ListKey* {
+    for (const ListKey& k : ListKeys()) {
+      if (k.Name() == name) return &k;
+    }
+    return nullptr;
+  };
+  out << "# effective policy (sha256 " << policy.Sha256() << ")\n";
+  // Every section of the effective policy, every key in it: a key added to the policy later
+  // shows here without a change to this function.
+  for (const auto& [section, body] : effective.items()) {
+    out << "\n# [" << section << "]\n";
+    if (section == "tools") {
+      for (const auto& [tool, o] : policy.tools) {
+        for (const auto& [k, v] : o.limits) scalar("tools." + tool + "." + k, v);
+        if (o.network) scalar("tools." + tool + ".network", NetworkModeName(*o.network));
+      }
+      if (policy.tools.empty()) out << "# (no per-tool settings)\n";
+      continue;
+    }
+    if (body.is_array()) {  // "scopes": the list scopes.grant
+      if (const ListKey* k = list_key(section + ".grant")) list(*k);
+      continue;
+    }
+    for (const auto& [k, v] : body.items()) {
+      const std::string name = section + "." + k;
+      if (name == "redact.values_count") continue;  // the redact.values list counts them
+      if (const ListKey* lk = list_key(name)) {
+        list(*lk);
+      } else if (v.is_array()) {
+        out << name << " = " << v.dump() << "    # " << DecidedBy(policy, name) << "\n";
+      } else {
+        scalar(name, v);
+      }
+    }
+    if (section == "redact") list(*list_key("redact.values"));
   }
   out << "\n# files read, in order\n";
   for (const auto& f : policy.files) {

@@ -13,7 +13,11 @@ namespace cordon {
 // key to [{"value", "from"}] in effective order; secret lists (redact.values) omit "value".
 Json PolicyShowJson(const Policy& policy);
 
-// The same, one value or entry per line with "# file:line" after it.
+// The effective policy as `policy show` prints it: the canonical values plus the keys the
+// canonical form leaves out at their defaults.
+Json PolicyShowEffective(const Policy& policy);
+
+// The same, section by section, one value or entry per line with "# file:line" after it.
 std::string PolicyShowText(const Policy& policy);
 
 }  // namespace cordon

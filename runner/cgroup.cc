@@ -7,12 +7,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
@@ -140,7 +143,7 @@ CgroupSupport ProbeCgroups() {
   s.remedy =
       "run cordon in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes cordon "
       "...`; "
-      "until then memory and process counts are limited by RLIMIT_AS and RLIMIT_NPROC";
+      "until then memory and process counts are limited by RLIMIT_DATA and RLIMIT_NPROC";
   return s;
 }
 
@@ -221,11 +224,36 @@ CgroupJob::~CgroupJob() {
   for (const auto& d : dirs_) ::rmdir(d.c_str());
 }
 
+std::uint64_t CgroupKeyedValue(const std::string& text, const std::string& key) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + at, end - at);
+    if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ') {
+      return std::strtoull(std::string(line.substr(key.size() + 1)).c_str(), nullptr, 10);
+    }
+    at = end + 1;
+  }
+  return 0;
+}
+
+CgroupEvents CgroupJob::Events() const {
+  CgroupEvents e;
+  for (const auto& d : dirs_) {
+    for (const char* f : {"memory.events", "memory.oom_control"}) {
+      e.oom_kills = std::max(e.oom_kills, CgroupKeyedValue(ReadSmall(d + "/" + f), "oom_kill"));
+    }
+    e.pids_max = std::max(e.pids_max, CgroupKeyedValue(ReadSmall(d + "/pids.events"), "max"));
+  }
+  return e;
+}
+
 Json CgroupJob::Stats() const {
   Json s = {{"mode", std::string(Name(kCgroupModeNames, mode_))}};
   for (const auto& d : dirs_) {
-    for (const char* f :
-         {"memory.peak", "memory.max_usage_in_bytes", "pids.events", "memory.events"}) {
+    for (const char* f : {"memory.peak", "memory.max_usage_in_bytes", "pids.events",
+                          "memory.events", "memory.oom_control"}) {
       std::string v = ReadSmall(d + "/" + f);
       if (!v.empty()) s[f] = v;
     }

@@ -26,6 +26,14 @@ struct CgroupSupport {
 
 CgroupSupport ProbeCgroups();
 
+// What the controllers counted, for naming the limit that ended a process.
+struct CgroupEvents {
+  std::uint64_t oom_kills = 0;  // memory.events (v2) / memory.oom_control (v1): oom_kill
+  std::uint64_t pids_max = 0;   // pids.events: max (forks refused at pids.max)
+};
+// The value of `key` in a flat-keyed cgroup file ("oom_kill 1\n..."); 0 when absent.
+std::uint64_t CgroupKeyedValue(const std::string& text, const std::string& key);
+
 class CgroupJob {
  public:
   // Creates a cgroup for one call with memory and pids limits. nullopt when unsupported.
@@ -40,6 +48,7 @@ class CgroupJob {
   const std::vector<std::string>& procs_files() const { return procs_files_; }
   // Peak memory and pids events, as far as the controller reports them.
   Json Stats() const;
+  CgroupEvents Events() const;
   CgroupMode mode() const { return mode_; }
 
  private:

@@ -4,7 +4,9 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +128,34 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
   CgroupSupport cg = ProbeCgroups();
   add("cgroup", cg.mode != CgroupMode::kNone, false,
       std::string(Name(kCgroupModeNames, cg.mode)) + ": " + cg.reason, cg.remedy);
+  {
+    // Without a cgroup the memory limit is RLIMIT_DATA: it must refuse private writable memory
+    // past the limit (a kernel booted with ignore_rlimit_data only warns) and leave PROT_NONE
+    // reservations alone (V8 reserves its WebAssembly memories so). A child tries both.
+    int status = -1;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const rlimit rl{64ul << 20, 64ul << 20};
+      if (::setrlimit(RLIMIT_DATA, &rl) != 0) _exit(4);
+      void* reserved =
+          ::mmap(nullptr, 1ul << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      void* written =
+          ::mmap(nullptr, 128ul << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      _exit((reserved == MAP_FAILED ? 1 : 0) | (written == MAP_FAILED ? 0 : 2));
+    }
+    if (pid > 0) ::waitpid(pid, &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    add("memory_rlimit", code == 0, false,
+        code == 0   ? "RLIMIT_DATA refuses private memory past the limit and leaves reserved "
+                      "address space alone (the memory limit where no cgroup applies)"
+        : code == 2 ? "RLIMIT_DATA is not enforced: without a cgroup memory is unbounded"
+        : code == 1 ? "RLIMIT_DATA refuses PROT_NONE reservations: runtimes that reserve "
+                      "address space would fail"
+                    : "could not probe RLIMIT_DATA",
+        code == 0 ? ""
+                  : "boot without ignore_rlimit_data (Linux >= 4.7), or run cordon where it gets a "
+                    "cgroup");
+  }
   const std::string rg = FindOnPath("rg");
   add("ripgrep", !rg.empty(), false,
       rg.empty() ? "rg not on PATH"

@@ -228,6 +228,30 @@ Limits PlanLimits(const Policy& policy, const ProcessRequest& req) {
   return limits;
 }
 
+// Which policy key decided a tool's limit: its [tools.NAME] override, or [limits].
+std::string LimitKey(const Policy& policy, const std::string& tool, const std::string& key) {
+  if (auto it = policy.tools.find(tool);
+      it != policy.tools.end() && it->second.limits.count(key) > 0) {
+    return "tools." + tool + "." + key;
+  }
+  return "limits." + key;
+}
+
+std::optional<TimeoutDecision> PlanTimeout(const Policy& policy, const ProcessRequest& req,
+                                           const Limits& applied) {
+  if (!req.timeout_secs || req.no_timeout) return std::nullopt;
+  TimeoutDecision d;
+  d.requested = *req.timeout_secs;
+  d.applied = applied.timeout_secs;
+  d.capped = d.applied < d.requested;
+  if (d.capped) {
+    d.capped_by = LimitKey(policy, req.tool, "timeout_secs");
+    auto it = policy.provenance.find(d.capped_by);
+    d.decided_by = it == policy.provenance.end() ? "built-in default" : it->second;
+  }
+  return d;
+}
+
 bool Masked(const HostPath& hp) {
   return hp.kind != PathKind::kMissing && hp.kind != PathKind::kSymlink;
 }
@@ -404,7 +428,21 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
     named.insert(named.end(), pp.write.begin(), pp.write.end());
     f.root_only = host.root_only->Get(roots, named);
   }
-  const bool writable = pp.workspace_in_write && req.workspace_writable;
+  if (pp.workspace_in_write && req.workspace_writable) {
+    const int rc = ::faccessat(AT_FDCWD, workspace.c_str(), W_OK, AT_EACCESS);
+    const int err = rc != 0 ? errno : 0;
+    // The user running cordon cannot write it, so nothing confined could: run read-only
+    // rather than fail to start (a workspace owned by another user that root could write is
+    // the plan's own error below).
+    if (err == EROFS) {
+      f.workspace_read_only = "the workspace is on a read-only mount";
+    } else if (err == EACCES || err == EPERM) {
+      f.workspace_read_only = "uid " + std::to_string(f.euid) + " cannot write the workspace (" +
+                              std::string(std::strerror(err)) + ")";
+    }
+  }
+  const bool writable =
+      pp.workspace_in_write && req.workspace_writable && f.workspace_read_only.empty();
   if (writable) {
     auto scan =
         ScanProtectedPaths(WritableRoots(policy, workspace, f.home), GuardOptions::From(policy));
@@ -460,6 +498,11 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   SessionLaunch& s = plan.session;
   CallLaunch& c = plan.call;
   c.limits = PlanLimits(policy, req);
+  c.timeout = PlanTimeout(policy, req, c.limits);
+  c.tool = req.tool;
+  if (auto it = policy.tools.find(req.tool); it != policy.tools.end()) {
+    for (const auto& [k, v] : it->second.limits) c.tool_limit_overrides.insert(k);
+  }
   s.network = req.network.value_or(policy.NetworkFor(req.tool));
   s.bwrap = host.weaker ? std::string() : host.bwrap;
   s.shim = host.shim;
@@ -481,8 +524,13 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     HostPath hp = described(w);
     if (hp.kind != PathKind::kMissing) s.write.push_back(hp);
   }
-  s.workspace_writable = pp.workspace_in_write && req.workspace_writable;
-  if (s.workspace_writable && facts.dangerous_workspace && !policy.allow_dangerous_workspace) {
+  s.workspace_writable =
+      pp.workspace_in_write && req.workspace_writable && facts.workspace_read_only.empty();
+  const bool asked_writable = pp.workspace_in_write && req.workspace_writable;
+  if (asked_writable) s.workspace_read_only = facts.workspace_read_only;
+  // `/` or $HOME asked for writable is refused even where the user could not write it and the
+  // call would fall back to read-only: the refusal does not depend on the host's permissions.
+  if (asked_writable && facts.dangerous_workspace && !policy.allow_dangerous_workspace) {
     return std::unexpected(DangerousWorkspaceError(workspace, *facts.dangerous_workspace));
   }
   if (s.workspace_writable && !host.weaker && facts.workspace_stat) {
@@ -659,7 +707,17 @@ Json ConfinementJson(const LaunchPlan& plan) {
             {"masked_own_files", s.own_masked},
             {"masked_root_only", s.root_only_masked}};
   if (weaker) j["weaker_reason"] = s.weaker_reason;
+  if (!s.workspace_read_only.empty()) j["workspace_read_only_reason"] = s.workspace_read_only;
   if (!c.cgroup_error.empty()) j["cgroup_error"] = c.cgroup_error;
+  return j;
+}
+
+Json TimeoutDecision::ToJson() const {
+  Json j = {{"requested", requested}, {"applied", applied}, {"capped", capped}};
+  if (capped) {
+    j["capped_by"] = capped_by;
+    j["decided_by"] = decided_by;
+  }
   return j;
 }
 
@@ -683,6 +741,15 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   proc->workspace_ = plan.session.workspace;
   proc->confinement_ = ConfinementJson(plan);
   proc->timeout_ms_ = call.limits.timeout_secs * 1000;
+  proc->timeout_ = call.timeout;
+  LimitFacts& lf = proc->limit_facts_;
+  lf.limits = call.limits;
+  lf.tool = call.tool;
+  lf.tool_overrides = call.tool_limit_overrides;
+  if (req.timeout_secs && !(call.timeout && call.timeout->capped)) {
+    lf.timeout_from = req.timeout_from_user ? "--timeout" : "the call's timeout_secs";
+  }
+  lf.memory_by_cgroup = lf.pids_by_cgroup = call.cgroup != CgroupMode::kNone;
   proc->private_tmp_ = std::move(resources.private_tmp);
   proc->kernel_audit_ = std::move(resources.kernel_audit);
   if (resources.cgroup) proc->cgroup_.emplace(std::move(*resources.cgroup));
@@ -896,6 +963,14 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     // Something outside a pid namespace still holds the pipes (weaker mode): end its group.
     ::kill(-pid_, SIGKILL);
   }
+  // The shim wrote its report before it exited, but the loop above may have stopped at the
+  // exit before reading it (exec's inherited stdio leaves nothing else to drain): read what
+  // the socket holds, so a finished command is never taken for a sandbox that did not start.
+  for (int i = 0; i < 64 && status_fd_.valid(); ++i) {
+    pollfd p{status_fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP))) break;
+    OnStatusData(status_fd_.get());
+  }
   ProcessOutcome o;
   o.elapsed_ms = NowMs() - started_ms_;
   Json status = Json::parse(status_buf_.substr(0, status_buf_.find('\n')), nullptr, false);
@@ -925,6 +1000,8 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     }
     o.cpu_ms = status.value("cpu_ms", 0.0);
     o.max_rss_kb = status.value("max_rss_kb", 0);
+    limit_facts_.command_cpu_ms = status.value("command_cpu_ms", -1.0);
+    limit_facts_.command_max_rss_kb = status.value("command_max_rss_kb", std::int64_t{-1});
   } else if (!reason) {
     o.status = ProcessStatus::kFailed;
     std::string e;
@@ -940,7 +1017,18 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
                     {}};
   }
   if (reason) o.status = *reason;
-  if (cgroup_) o.cgroup = cgroup_->Stats();
+  if (cgroup_) {
+    o.cgroup = cgroup_->Stats();
+    const CgroupEvents ev = cgroup_->Events();
+    limit_facts_.oom_kills = ev.oom_kills;
+    limit_facts_.pids_refusals = ev.pids_max;
+  }
+  if (!o.error) {
+    limit_facts_.timed_out = o.status == ProcessStatus::kTimeout;
+    limit_facts_.signal = o.signal;
+    limit_facts_.exit_code = o.exit_code;
+    o.limit = LimitThatEnded(limit_facts_);
+  }
   // What Landlock refused it, once the kernel has delivered it (bounded wait; see kernel_audit).
   if (kernel_audit_ && confined_pid_ > 0) o.denials = kernel_audit_->Collect(confined_pid_);
   std::lock_guard<std::mutex> lock(mu_);

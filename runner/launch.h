@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "runner/cgroup.h"
 #include "runner/contain.h"
 #include "runner/kernel_audit.h"
+#include "runner/limit_hit.h"
 #include "runner/mask.h"
 #include "runner/workspace_guard.h"
 
@@ -87,6 +89,9 @@ struct HostFacts {
   std::vector<std::pair<std::string, std::string>> env;    // SandboxEnvironment of the host's
   std::map<std::string, HostPath> paths;                   // each policy or --read path
   std::optional<std::pair<uid_t, mode_t>> workspace_stat;  // owner and mode, when stat worked
+  // Why the user running cordon cannot write the workspace (a read-only mount, its mode), or
+  // empty: a process then runs with the workspace read-only instead of failing to start.
+  std::string workspace_read_only;
   uid_t euid = 0;
   std::optional<ProtectedScan> protected_scan;  // absent when the workspace is read-only
   std::optional<Error> protected_error;         // the scan refused the workspace
@@ -150,6 +155,7 @@ struct SessionLaunch {
   int landlock_abi = 0;
   std::string workspace;
   bool workspace_writable = true;
+  std::string workspace_read_only;  // why it is read-only although the request asked to write
   std::vector<HostPath> read;
   std::vector<HostPath> write;  // beyond the workspace
   std::vector<HostPath> deny;   // the policy's deny list, then cordon's own files, then root-only
@@ -163,12 +169,26 @@ struct SessionLaunch {
   bool weaker() const { return bwrap.empty(); }
 };
 
+// A timeout the call asked for, against the one it got: an agent's request above the policy's
+// timeout is cut to it, and the result and the process record say so.
+struct TimeoutDecision {
+  std::int64_t requested = 0;
+  std::int64_t applied = 0;
+  bool capped = false;
+  std::string capped_by;   // the policy key that capped it (limits.timeout_secs, ...)
+  std::string decided_by;  // the file:line that set that key, or "built-in default"
+  Json ToJson() const;
+};
+
 // The per-call part: argv, environment, cwd, limits, the cgroup decision, stdio, and the spec
 // the shim applies (rlimits, Landlock, seccomp).
 struct CallLaunch {
   std::vector<std::pair<std::string, std::string>> env;
   std::string cwd;
   Limits limits;
+  std::optional<TimeoutDecision> timeout;      // when the request named a timeout
+  std::string tool;                            // whose [tools.NAME] limits applied
+  std::set<std::string> tool_limit_overrides;  // the limit keys [tools.NAME] set
   CgroupMode cgroup = CgroupMode::kNone;
   std::string cgroup_error;  // why the cgroup the host offered could not be had
   std::string private_tmp;   // weaker mode
@@ -220,6 +240,7 @@ struct ProcessOutcome {
   std::string spec_sha256;  // the shim's hash of the spec it read; empty if it did not report
   Json cgroup;
   std::optional<DenialSummary> denials;  // Landlock denials, when the session reads them
+  std::optional<LimitHit> limit;         // the limit that ended it (runner/limit_hit.h)
 };
 
 // Output sizes and truncation, without building the (possibly MB-long) texts.
@@ -254,6 +275,7 @@ class ConfinedProcess {
   std::string Tail(std::size_t max_chars) const;  // combined tail, escapes stripped
   const ProcessRequest& request() const { return req_; }
   const Json& confinement() const { return confinement_; }
+  const std::optional<TimeoutDecision>& timeout_decision() const { return timeout_; }
   // The session's redactor: the output's cuts (head, tail, tails) never split a secret.
   void SetRedactor(const Redactor* redactor) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -280,6 +302,8 @@ class ConfinedProcess {
   void OnJsonStatus(std::string_view data);
   std::optional<CgroupJob> cgroup_;
   std::int64_t timeout_ms_ = 0;
+  std::optional<TimeoutDecision> timeout_;
+  LimitFacts limit_facts_;  // the limits as planned; Run adds what the process reported
   double started_ms_ = 0;
   mutable std::mutex mu_;
   CappedStream out_, err_;

@@ -104,6 +104,8 @@ Json ProcessHost::ResultJson(const ConfinedProcess& p) {
   j["elapsed_ms"] = o.elapsed_ms;
   j["cpu_ms"] = o.cpu_ms;
   j["max_rss_kb"] = o.max_rss_kb;
+  j["limit"] = o.limit ? o.limit->ToJson() : Json(nullptr);
+  if (p.timeout_decision()) j["timeout"] = p.timeout_decision()->ToJson();
   return j;
 }
 

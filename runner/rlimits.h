@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,21 @@ namespace cordon {
 struct RlimitSpec {
   std::string name;  // RLIMIT_CORE, ...
   int resource = 0;
-  std::uint64_t value = 0;  // soft = hard
+  std::uint64_t value = 0;            // the hard limit
+  std::optional<std::uint64_t> soft;  // below the hard limit when set; else soft = hard
   bool operator==(const RlimitSpec&) const = default;
 };
 
+// The soft stack limit the memory fallback leaves in place: glibc sizes each thread's stack by
+// it, and every thread stack counts against RLIMIT_DATA.
+inline constexpr std::uint64_t kDefaultStackSoft = 8ull << 20;
+
 // `cgroup_memory`/`cgroup_pids`: a cgroup enforces these, so the rlimit fallback is left out
-// (RLIMIT_AS breaks runtimes that reserve address space, and root ignores RLIMIT_NPROC).
+// (root ignores RLIMIT_NPROC). The memory fallback is RLIMIT_DATA, not RLIMIT_AS: RLIMIT_DATA
+// counts private writable mappings and leaves PROT_NONE reservations alone, so runtimes that
+// reserve address space (V8's WebAssembly memories, Go and Java heaps) still start; the stack,
+// which RLIMIT_DATA does not count, gets the same hard limit. RLIMIT_CPU's soft limit is one
+// second under the hard one, so the kernel's SIGXCPU names the limit before SIGKILL.
 std::vector<RlimitSpec> BuildRlimits(const Limits& limits, bool cgroup_memory, bool cgroup_pids);
 Json RlimitsJson(const std::vector<RlimitSpec>& specs);
 Result<std::vector<RlimitSpec>> RlimitsFromJson(const Json& j);

@@ -5,6 +5,7 @@
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -85,9 +86,20 @@ std::vector<SeccompRule> BuildSeccompRules(const std::vector<std::string>& plain
       rules.push_back({ring, EPERM, {}, "io_uring does I/O this filter never sees"});
     }
   }
+  // Without a memory cgroup the memory limit is RLIMIT_DATA, which counts private writable
+  // mappings only: a shared anonymous mapping is shmem no limit counts. ENOMEM, what a mapping
+  // past the limit answers; programs that share memory between processes use a file in $TMPDIR
+  // (the bounded /tmp) instead, as multiprocessing does.
+  if (!memory.cgroup && !denied_plainly("mmap")) {
+    constexpr std::uint64_t kSharedAnon = MAP_SHARED | MAP_ANONYMOUS;  // MAP_SHARED_VALIDATE too
+    rules.push_back({"mmap",
+                     ENOMEM,
+                     {{3, SeccompArg::Op::kMaskedEq, kSharedAnon, kSharedAnon}},
+                     "shared anonymous memory without a memory cgroup: RLIMIT_DATA skips it"});
+  }
   // Without a memory cgroup nothing counts the pages of a memfd: they are not in the private
-  // /tmp (sized to the memory limit), not in RLIMIT_AS until mapped, and RLIMIT_FSIZE bounds
-  // one memfd, not how many a process keeps open or passes on. ENOSYS is what an old kernel
+  // /tmp (sized to the memory limit), not in RLIMIT_DATA (a shared mapping), and RLIMIT_FSIZE
+  // bounds one memfd, not how many a process keeps open or passes on. ENOSYS is what an old kernel
   // answers, and callers fall back to a file in $TMPDIR, the bounded /tmp.
   if (!memory.cgroup) {
     for (const char* mfd : {"memfd_create", "memfd_secret"}) {

@@ -369,6 +369,8 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
     rec.cancel_requested = cancel_requested;
   }
   if (!o.spec_sha256.empty()) rec.spec_sha256 = o.spec_sha256;
+  if (o.limit) rec.limit = o.limit->ToJson();
+  if (p.timeout_decision()) rec.timeout = p.timeout_decision()->ToJson();
   if (!changes.is_null()) rec.changes = changes;  // --- changes: what it changed (issue 10)
   if (o.error) {
     rec.error_code = std::string(CodeName(o.error->code));

@@ -244,6 +244,8 @@ std::vector<AuditRecord> FullRecords() {
                     .job = "j",
                     .cancel_requested = false,
                     .spec_sha256 = "h",
+                    .limit = Json::object(),
+                    .timeout = Json::object(),
                     .error_code = "internal",
                     .error_message = "m",
                     .changes = Json::object()},

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "core/text.h"
@@ -201,6 +202,116 @@ TEST_F(CliTest, AuditVerifyExitCodesAndShow) {
   EXPECT_EQ(missing.exit_code, 3);
 }
 
+// Issue 11: `audit verify DIR` verifies every *.jsonl in it, one line per file, and exits with
+// the worst outcome; every audit subcommand honours --json.
+TEST_F(CliTest, AuditVerifyDirectoryChecksEveryLog) {
+  const std::string logs = dir_ / "logs";
+  std::filesystem::create_directories(logs);
+  for (const char* name : {"b.jsonl", "a.jsonl"}) {
+    ASSERT_EQ(Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log",
+                      logs + "/" + name, "--json", R"({"path":"hello.txt","start_line":1})"})
+                  .exit_code,
+              0);
+  }
+  WriteFile(logs + "/notes.txt", "not a log\n");  // only *.jsonl is verified
+  auto ok = Cordon({"audit", "verify", logs});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  const std::string a = logs + "/a.jsonl: ok: ", b = logs + "/b.jsonl: ok: ";
+  ASSERT_NE(ok.out.find(a), std::string::npos) << ok.out << ok.err;
+  ASSERT_NE(ok.out.find(b), std::string::npos) << ok.out;
+  EXPECT_LT(ok.out.find(a), ok.out.find(b)) << "sorted by name: " << ok.out;
+  EXPECT_EQ(ok.out.find("notes.txt"), std::string::npos) << ok.out;
+
+  // One broken, one torn: the overall code is the worse (1 before 4).
+  std::string text = ReadFile(logs + "/a.jsonl");
+  WriteFile(logs + "/a.jsonl", text.substr(0, text.size() - 10));
+  std::string edited = ReadFile(logs + "/b.jsonl");
+  edited.replace(edited.find("hello.txt"), 9, "jello.txt");
+  WriteFile(logs + "/b.jsonl", edited);
+  auto bad = Cordon({"audit", "verify", logs});
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find(logs + "/a.jsonl: torn: "), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find(logs + "/b.jsonl: BROKEN at line "), std::string::npos) << bad.out;
+  auto json = Cordon({"audit", "verify", logs, "--json"});
+  EXPECT_EQ(json.exit_code, 1);
+  Json j = Json::parse(json.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.out;
+  EXPECT_EQ(j["exit_code"], 1);
+  ASSERT_EQ(j["files"].size(), 2u) << json.out;
+  EXPECT_EQ(j["files"][0]["path"], logs + "/a.jsonl");
+  EXPECT_EQ(j["files"][0]["verdict"], "torn");
+  EXPECT_EQ(j["files"][1]["verdict"], "broken");
+
+  const std::string empty = dir_ / "empty";
+  std::filesystem::create_directories(empty);
+  auto none = Cordon({"audit", "verify", empty});
+  EXPECT_EQ(none.exit_code, 3);
+  EXPECT_NE(none.err.find("no *.jsonl audit log in " + empty), std::string::npos) << none.err;
+}
+
+TEST_F(CliTest, EveryAuditCommandHonoursJson) {
+  ASSERT_EQ(Call("read_file_range", R"({"path":"hello.txt","start_line":1})").exit_code, 0);
+  auto show = Cordon({"audit", "show", log(), "--json"});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  Json s = Json::parse(show.out, nullptr, false);
+  ASSERT_TRUE(s.is_object()) << show.out;
+  ASSERT_FALSE(s["records"].empty());
+  EXPECT_EQ(s["records"][0]["seq"], 1);
+  EXPECT_EQ(s["records"].size(), 5u) << show.out;
+  EXPECT_TRUE(s["unreadable"].empty());
+
+  auto verify = Cordon({"audit", "verify", log(), "--json"});
+  EXPECT_EQ(Json::parse(verify.out, nullptr, false)["verdict"], "intact") << verify.out;
+  auto missing = Cordon({"audit", "verify", dir_ / "nope.jsonl", "--json"});
+  EXPECT_EQ(missing.exit_code, 3);
+  Json m = Json::parse(missing.out, nullptr, false);
+  ASSERT_TRUE(m.is_object()) << "an error with --json is JSON too: " << missing.out;
+  EXPECT_FALSE(m["error"]["code"].get<std::string>().empty());
+
+  auto keygen = Cordon({"audit", "keygen", "--out", dir_ / "keys", "--json"});
+  EXPECT_EQ(keygen.exit_code, 0) << keygen.err;
+  Json k = Json::parse(keygen.out, nullptr, false);
+  ASSERT_TRUE(k.is_object()) << keygen.out;
+  EXPECT_EQ(k["private"], dir_ / "keys/audit-signing.key");
+  EXPECT_EQ(k["public"], dir_ / "keys/audit-signing.pub");
+  EXPECT_FALSE(k["key_id"].get<std::string>().empty());
+
+  auto rotate = Cordon({"audit", "rotate", log(), "--json"});
+  EXPECT_EQ(rotate.exit_code, 0) << rotate.err;
+  Json r = Json::parse(rotate.out, nullptr, false);
+  ASSERT_TRUE(r.is_object()) << rotate.out;
+  EXPECT_EQ(r["log"], log());
+  EXPECT_EQ(r["rotated_to"], log() + ".1");
+}
+
+// Issue 11: `policy show` prints every setting of the effective policy with its source, the
+// keys left at their defaults included.
+TEST_F(CliTest, PolicyShowTextHasEverySettingWithItsSource) {
+  auto json = Cordon({"policy", "show", "--json", "--workspace", dir_ / "ws"});
+  auto text = Cordon({"policy", "show", "--workspace", dir_ / "ws"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  Json effective = Json::parse(json.out)["effective"];
+  for (const auto& [section, body] : effective.items()) {
+    EXPECT_NE(text.out.find("# [" + section + "]\n"), std::string::npos) << section;
+    if (!body.is_object() || section == "tools") continue;
+    for (const auto& [key, value] : body.items()) {
+      if (section + "." + key == "redact.values_count") continue;
+      EXPECT_NE(text.out.find("\n" + section + "." + key + " = "), std::string::npos)
+          << section << "." << key << " is missing from:\n"
+          << text.out;
+    }
+  }
+  for (const std::string line :
+       {"network.mode = \"none\"    # ", "filesystem.read = [    # last set by ",
+        "audit.checkpoint_records = 1000    # built-in default",
+        "audit.checkpoint_seconds = 60    # built-in default",
+        "audit.file_changes = true    # built-in default", "audit.signing_key = \"\"    # ",
+        "sandbox.max_scan_entries = 2000000    # built-in default",
+        "tools.exec.timeout_secs = 3600    # ", "scopes.grant = [    # last set by "}) {
+    EXPECT_NE(text.out.find(line), std::string::npos) << line << "\n" << text.out;
+  }
+}
+
 TEST_F(CliTest, KeyedChain) {
   WriteFile(dir_ / "audit.key", "a-long-enough-secret-key-for-hmac\n");
   auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
@@ -223,9 +334,16 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
       EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
     }
   }
-  for (const char* n : {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp",
-                        "cgroup", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
+  for (const char* n :
+       {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp", "cgroup",
+        "memory_rlimit", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
     EXPECT_TRUE(names.count(n)) << n;
+  }
+  // The memory limit without a cgroup (issue 11): RLIMIT_DATA, probed in a child.
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "memory_rlimit") {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    }
   }
   EXPECT_EQ(r.exit_code, j["ok"].get<bool>() ? 0 : 1);
   // Without bwrap, doctor says so and names the package.

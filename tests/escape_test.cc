@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/text.h"
@@ -1189,13 +1190,14 @@ TEST_F(EscapeTest, FileCapabilitiesCannotBeSet) {
 // as on a host without a delegated cgroup) and, where the host offers one, with it: the cgroup
 // then ends the attempt instead.
 // In a sanitizer build the shim is ASan-built too, and ASan cannot map its shadow memory under the
-// RLIMIT_AS the no-cgroup mode sets: those runs are left to the release build and the
-// unprivileged pass of CI, and say so.
+// RLIMIT_DATA the no-cgroup mode sets (the shadow is private writable memory): those runs are
+// left to the release build and the unprivileged pass of CI, and say so.
 bool NoCgroupRunIsSkippedHere() {
 #if defined(__SANITIZE_ADDRESS__)
-  std::fprintf(stderr,
-               "SKIPPED SECURITY TEST (sanitizer build): the no-cgroup mode sets RLIMIT_AS, under "
-               "which the ASan-built shim cannot start; the release build runs this\n");
+  std::fprintf(
+      stderr,
+      "SKIPPED SECURITY TEST (sanitizer build): the no-cgroup mode sets RLIMIT_DATA, under "
+      "which the ASan-built shim cannot start; the release build runs this\n");
   return true;
 #else
   return false;
@@ -1291,6 +1293,233 @@ TEST_F(PinnedMemoryTest, SysvSharedMemoryIsBounded) {
       EXPECT_LE(std::atoll(r.out.c_str() + at + 10), kLimit) << r.out;
     }
   }
+}
+
+// --- Limits that end a process (issue 11): each is named, with its configured value, in the
+// tool result, the process record and exec's message; the memory fallback without a cgroup is
+// RLIMIT_DATA, which bounds a real balloon and leaves address-space reservations alone.
+class LimitsTest : public PinnedMemoryTest {
+ protected:
+  Json LastProcess(const std::string& log) {
+    Json last;
+    std::istringstream in(ReadFile(log));
+    for (std::string line; std::getline(in, line);) {
+      Json j = Json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("type", "") == "process") last = j;
+    }
+    return last;
+  }
+  testing::RunResult ExecWith(const std::string& policy, std::vector<std::string> cmd, bool cgroup,
+                              const std::string& log) {
+    WriteFile(dir_ / "limits.toml", policy);
+    std::vector<std::string> argv = {
+        testing::CordonBin(), "exec", "--workspace", ws_, "--audit-log", log, "--policy",
+        dir_ / "limits.toml", "--"};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    auto env = env_;
+    if (!cgroup) env.push_back("CORDON_TEST_NO_CGROUP=1");
+    return testing::Run(argv, env);
+  }
+};
+
+TEST_F(LimitsTest, WebAssemblyMemoryWorksWithoutACgroup) {
+  if (NoCgroupRunIsSkippedHere()) return;
+  if (!testing::Exists("/usr/bin/node")) {
+    GTEST_SKIP() << "SKIPPED: /usr/bin/node is not installed; this test reserves a WebAssembly "
+                    "memory with it";
+  }
+  // The default 4 GiB memory limit: V8 reserves (PROT_NONE) far more address space than that
+  // for a memory of 65536 pages, which RLIMIT_AS refused.
+  const std::string log = dir_ / "wasm.jsonl";
+  auto r = ExecWith("[limits]\ntimeout_secs = 60\n",
+                    {"/usr/bin/node", "-e",
+                     "const m = new WebAssembly.Memory({initial: 1, maximum: 65536});"
+                     "new Uint8Array(m.buffer)[0] = 1; m.grow(15);"
+                     "console.log('wasm ok ' + m.buffer.byteLength)"},
+                    false, log);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("wasm ok 1048576"), std::string::npos) << r.out << r.err;
+  const Json rec = LastProcess(log);
+  EXPECT_EQ(rec["confinement"]["cgroup"], "none") << rec.dump();
+  EXPECT_NE(rec["confinement"]["rlimits"].dump().find("RLIMIT_DATA"), std::string::npos);
+  EXPECT_EQ(rec["confinement"]["rlimits"].dump().find("RLIMIT_AS"), std::string::npos);
+  EXPECT_FALSE(rec.contains("limit")) << rec.dump();
+}
+
+TEST_F(LimitsTest, ABalloonIsStoppedAndTheMemoryLimitNamed) {
+  for (bool cgroup : {false, true}) {
+    if (cgroup && !HostHasCgroup()) continue;
+    if (!cgroup && NoCgroupRunIsSkippedHere()) continue;
+    const std::string tag = std::string("cgroup=") + (cgroup ? "1" : "0");
+    const std::string log = dir_ / ("balloon-" + tag + ".jsonl");
+    auto r =
+        ExecWith("[limits]\nmemory_bytes = " + std::to_string(kLimit) + "\ntimeout_secs = 120\n",
+                 {ws_ + "/probe", "balloon", std::to_string(4 * kLimit)}, cgroup, log);
+    EXPECT_EQ(r.out.find("ESCAPED"), std::string::npos) << tag << r.out << r.err;
+    EXPECT_NE(r.exit_code, 0) << tag << r.out << r.err;
+    if (auto at = r.out.find("balloon: touched "); at != std::string::npos) {
+      EXPECT_LE(std::atoll(r.out.c_str() + at + 17), kLimit) << tag << r.out;
+    }
+    const Json rec = LastProcess(log);
+    ASSERT_TRUE(rec.contains("limit")) << tag << ": no limit named\n" << rec.dump() << r.err;
+    EXPECT_EQ(rec["limit"]["name"], "memory") << tag << rec.dump();
+    EXPECT_EQ(rec["limit"]["value"], kLimit) << tag;
+    EXPECT_EQ(rec["limit"]["policy_key"], "limits.memory_bytes") << tag;
+    EXPECT_EQ(rec["limit"]["enforcer"], cgroup ? "cgroup memory" : "RLIMIT_DATA") << tag;
+    EXPECT_NE(r.err.find("cordon: the command was ended by the memory limit (" +
+                         std::to_string(kLimit) + " bytes, limits.memory_bytes"),
+              std::string::npos)
+        << tag << r.err;
+  }
+}
+
+TEST_F(LimitsTest, SharedAnonymousMemoryIsRefusedWithoutACgroup) {
+  if (NoCgroupRunIsSkippedHere()) return;
+  // RLIMIT_DATA does not count a shared mapping; without a cgroup nothing would.
+  auto r = ExecWith("[limits]\nmemory_bytes = " + std::to_string(kLimit) + "\n",
+                    {ws_ + "/probe", "shared-anon", std::to_string(2 * kLimit)}, false,
+                    dir_ / "shared.jsonl");
+  ExpectRefused(r, "mmap(MAP_SHARED|MAP_ANONYMOUS) without a cgroup");
+  EXPECT_NE(r.out.find("errno=" + std::to_string(ENOMEM) + " "), std::string::npos) << r.out;
+}
+
+TEST_F(LimitsTest, CpuFileSizeAndTimeoutLimitsAreNamed) {
+  struct Case {
+    std::string what, policy;
+    std::vector<std::string> cmd, opts;
+    int exit_code;
+    std::string limit, key, message;
+  };
+  const std::vector<Case> cases = {
+      {"cpu",
+       "[limits]\ncpu_secs = 1\ntimeout_secs = 60\n",
+       {ws_ + "/probe", "spin"},
+       {},
+       128 + SIGXCPU,
+       "cpu",
+       "limits.cpu_secs",
+       "cordon: the command was ended by the cpu limit (1 seconds, limits.cpu_secs; RLIMIT_CPU: "
+       "SIGXCPU"},
+      {"file_size",
+       "[limits]\nfile_size_bytes = 1048576\n",
+       {ws_ + "/probe", "fill", ws_ + "/big", "4194304"},
+       {},
+       128 + SIGXFSZ,
+       "file_size",
+       "limits.file_size_bytes",
+       "cordon: the command was ended by the file_size limit (1048576 bytes, "
+       "limits.file_size_bytes; RLIMIT_FSIZE: SIGXFSZ)"},
+      {"timeout",
+       "[tools.exec]\ntimeout_secs = 1\n",
+       {"sleep", "30"},
+       {},
+       124,
+       "timeout",
+       "tools.exec.timeout_secs",
+       "cordon: timed out: the timeout limit (1 seconds, tools.exec.timeout_secs; cordon's timer"},
+  };
+  for (const Case& c : cases) {
+    const std::string log = dir_ / (c.what + ".jsonl");
+    auto r = ExecWith(c.policy, c.cmd, true, log);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.what << r.out << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.what << "\n" << r.err;
+    const Json rec = LastProcess(log);
+    ASSERT_TRUE(rec.contains("limit")) << c.what << rec.dump();
+    EXPECT_EQ(rec["limit"]["name"], c.limit) << c.what;
+    EXPECT_EQ(rec["limit"]["policy_key"], c.key) << c.what;
+  }
+}
+
+// run_shell's result names the limit too, and says when the timeout it asked for was cut.
+TEST_F(LimitsTest, RunShellSaysWhichLimitEndedItAndWhenItsTimeoutWasCut) {
+  WriteFile(dir_ / "config/cordon/policies.d/50-t.toml",
+            "[limits]\ncpu_secs = 1\n[tools.run_shell]\ntimeout_secs = 20\n");
+  auto r =
+      Call("run_shell", {{"program", ws_ + "/probe"}, {"args", {"spin"}}, {"timeout_secs", 500}});
+  Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  const Json& sc = j["structuredContent"];
+  EXPECT_EQ(sc["signal"], SIGXCPU) << sc.dump();
+  EXPECT_EQ(sc["limit"]["name"], "cpu") << sc.dump();
+  EXPECT_EQ(sc["limit"]["value"], 1);
+  EXPECT_EQ(sc["timeout"]["requested"], 500) << sc.dump();
+  EXPECT_EQ(sc["timeout"]["applied"], 20);
+  EXPECT_EQ(sc["timeout"]["capped"], true);
+  EXPECT_EQ(sc["timeout"]["capped_by"], "tools.run_shell.timeout_secs");
+  EXPECT_EQ(sc["timeout"]["decided_by"], (dir_ / "config/cordon/policies.d/50-t.toml") + ":4");
+  const Json rec = LastProcess(dir_ / "audit.jsonl");
+  EXPECT_EQ(rec["limit"]["name"], "cpu") << rec.dump();
+  EXPECT_EQ(rec["timeout"], sc["timeout"]) << rec.dump();
+  // A timeout within the cap is reported as asked for, not capped; the timeout that then ends
+  // the call is named in its error.
+  auto t = Call("run_shell", {{"program", "sleep"}, {"args", {"30"}}, {"timeout_secs", 1}});
+  Json tj = Json::parse(t.out, nullptr, false);
+  ASSERT_TRUE(tj.is_object()) << t.out << t.err;
+  EXPECT_EQ(tj["structuredContent"]["error"]["code"], "timeout") << t.out;
+  EXPECT_NE(tj["structuredContent"]["error"]["message"].get<std::string>().find(
+                "the timeout limit (1 seconds, the call's timeout_secs"),
+            std::string::npos)
+      << t.out;
+  const Json trec = LastProcess(dir_ / "audit.jsonl");
+  EXPECT_EQ(trec["limit"]["name"], "timeout") << trec.dump();
+  EXPECT_EQ(trec["timeout"], (Json{{"requested", 1}, {"applied", 1}, {"capped", false}}));
+}
+
+// A workspace the user running cordon cannot write: run_shell runs with it read-only and says
+// so, rather than failing with sandbox_unavailable.
+TEST_F(EscapeTest, RunShellInAWorkspaceOnAReadOnlyMountRunsReadOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a private mount namespace (unshare -m)";
+  WriteFile(ws_ + "/f", "hi\n");
+  const Json input = {{"program", "sh"}, {"args", {"-c", "cat f; touch g"}}};
+  const std::string script =
+      "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && "
+      "exec \"$2\" call run_shell --workspace \"$1\" --audit-log \"$3\" "
+      "--json \"$4\"";
+  auto r = testing::Run({"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+                         script, "sh", ws_, testing::CordonBin(), dir_ / "ro.jsonl", input.dump()},
+                        env_);
+  Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  const Json& sc = j["structuredContent"];
+  EXPECT_FALSE(j["isError"].get<bool>()) << r.out;
+  EXPECT_EQ(sc["stdout"], "hi\n") << sc.dump();
+  EXPECT_EQ(sc["exit_code"], 1) << "touch must fail on the read-only workspace: " << sc.dump();
+  EXPECT_EQ(sc["confinement"]["workspace"], "read-only") << sc.dump();
+  EXPECT_EQ(sc["confinement"]["workspace_read_only_reason"],
+            "the workspace is on a read-only mount");
+  EXPECT_FALSE(testing::Exists(ws_ + "/g"));
+  EXPECT_NE(ReadFile(dir_ / "ro.jsonl").find("\"workspace_read_only_reason\""), std::string::npos);
+}
+
+TEST_F(EscapeTest, RunShellInAWorkspaceTheUserCannotWriteRunsReadOnly) {
+  if (::geteuid() == 0) {
+    GTEST_SKIP() << "root writes a 0555 directory anyway; scripts/test-unprivileged.sh runs this";
+  }
+  WriteFile(ws_ + "/f", "hi\n");
+  ASSERT_EQ(::chmod(ws_.c_str(), 0555), 0);
+  auto r = Call("run_shell", {{"program", "sh"}, {"args", {"-c", "cat f; touch g"}}});
+  ::chmod(ws_.c_str(), 0755);
+  Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  const Json& sc = j["structuredContent"];
+  EXPECT_FALSE(j["isError"].get<bool>()) << r.out;
+  EXPECT_EQ(sc["stdout"], "hi\n") << sc.dump();
+  EXPECT_EQ(sc["confinement"]["workspace"], "read-only") << sc.dump();
+  EXPECT_NE(sc["confinement"].value("workspace_read_only_reason", "").find("cannot write"),
+            std::string::npos)
+      << sc.dump();
+  EXPECT_FALSE(testing::Exists(ws_ + "/g"));
+  // A directory another user owns (root's /usr/share): it failed with sandbox_unavailable.
+  auto other =
+      testing::Run({testing::CordonBin(), "call", "run_shell", "--workspace", "/usr/share",
+                    "--audit-log", dir_ / "other.jsonl", "--json",
+                    Json{{"program", "sh"}, {"args", {"-c", "test -d . && echo here"}}}.dump()},
+                   env_);
+  Json o = Json::parse(other.out, nullptr, false);
+  ASSERT_TRUE(o.is_object()) << other.out << other.err;
+  EXPECT_FALSE(o["isError"].get<bool>()) << other.out;
+  EXPECT_EQ(o["structuredContent"]["stdout"], "here\n") << other.out;
+  EXPECT_EQ(o["structuredContent"]["confinement"]["workspace"], "read-only") << other.out;
 }
 
 TEST_F(EscapeTest, WithoutBwrapCordonFailsClosed) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include "runner/host_probe.h"
 #include "runner/landlock.h"
 #include "runner/launch.h"
+#include "runner/limit_hit.h"
 #include "runner/mask.h"
 #include "runner/rlimits.h"
 #include "runner/seccomp.h"
@@ -294,8 +296,159 @@ TEST(RlimitPlan, CgroupDecidesTheFallbacks) {
   };
   EXPECT_TRUE(has(with, RLIMIT_CORE) && has(with, RLIMIT_NOFILE) && has(with, RLIMIT_FSIZE));
   EXPECT_FALSE(has(with, RLIMIT_NPROC));
-  EXPECT_TRUE(has(without, RLIMIT_NPROC) && has(without, RLIMIT_AS));
+  EXPECT_TRUE(has(without, RLIMIT_NPROC) && has(without, RLIMIT_DATA));
   EXPECT_EQ(with[0].value, 0u);  // no core dumps
+}
+
+// Issue 11: RLIMIT_AS broke runtimes that reserve address space (V8's WebAssembly memories);
+// the memory fallback is RLIMIT_DATA, with the stack (which RLIMIT_DATA skips) capped as well,
+// and RLIMIT_CPU's soft limit sits a second under the hard one so SIGXCPU names it.
+TEST(RlimitPlan, MemoryFallbackIsDataNotAddressSpace) {
+  Limits l;
+  l.memory_bytes = 128ll << 20;
+  l.cpu_secs = 7;
+  auto find = [](const std::vector<RlimitSpec>& v, int res) -> const RlimitSpec* {
+    for (const auto& s : v) {
+      if (s.resource == res) return &s;
+    }
+    return nullptr;
+  };
+  for (bool cgroup : {false, true}) {
+    auto specs = BuildRlimits(l, cgroup, cgroup);
+    EXPECT_EQ(find(specs, RLIMIT_AS), nullptr) << "RLIMIT_AS breaks address-space reservations";
+    const RlimitSpec* cpu = find(specs, RLIMIT_CPU);
+    ASSERT_NE(cpu, nullptr);
+    EXPECT_EQ(cpu->soft, std::optional<std::uint64_t>(7));
+    EXPECT_EQ(cpu->value, 8u);
+    if (cgroup) {
+      EXPECT_EQ(find(specs, RLIMIT_DATA), nullptr);
+      EXPECT_EQ(find(specs, RLIMIT_STACK), nullptr);
+      continue;
+    }
+    const RlimitSpec* data = find(specs, RLIMIT_DATA);
+    ASSERT_NE(data, nullptr);
+    EXPECT_EQ(data->value, 128u << 20);
+    EXPECT_FALSE(data->soft.has_value());
+    const RlimitSpec* stack = find(specs, RLIMIT_STACK);
+    ASSERT_NE(stack, nullptr);
+    EXPECT_EQ(stack->value, 128u << 20);
+    EXPECT_EQ(stack->soft, std::optional<std::uint64_t>(kDefaultStackSoft));
+    // The spec the shim reads keeps the soft limits.
+    auto back = RlimitsFromJson(RlimitsJson(specs));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, specs);
+  }
+}
+
+TEST(SeccompPlan, SharedAnonymousMemoryIsRefusedOnlyWithoutACgroup) {
+  auto has_rule = [](const std::vector<SeccompRule>& rules) {
+    return std::any_of(rules.begin(), rules.end(), [](const SeccompRule& r) {
+      return r.syscall == "mmap" && r.errno_value == ENOMEM && r.args.size() == 1 &&
+             r.args[0].index == 3 && r.args[0].mask == (MAP_SHARED | MAP_ANONYMOUS) &&
+             r.args[0].value == (MAP_SHARED | MAP_ANONYMOUS);
+    });
+  };
+  EXPECT_TRUE(has_rule(BuildSeccompRules({}, NetworkMode::kNone, SeccompMemory{.cgroup = false})));
+  EXPECT_FALSE(has_rule(BuildSeccompRules({}, NetworkMode::kNone, SeccompMemory{.cgroup = true})));
+}
+
+// Which limit ended a process: the kernel's own evidence decides, never a signal alone.
+TEST(LimitHitPlan, NamesTheLimitFromTheKernelsEvidence) {
+  Limits l;
+  l.cpu_secs = 2;
+  l.memory_bytes = 100ll << 20;
+  l.timeout_secs = 5;
+  struct Case {
+    const char* what;
+    LimitFacts facts;
+    const char* limit;  // nullptr: none
+    const char* key;
+  };
+  auto facts = [&](auto edit) {
+    LimitFacts f;
+    f.limits = l;
+    edit(f);
+    return f;
+  };
+  const Case cases[] = {
+      {"timeout", facts([](LimitFacts& f) { f.timed_out = true; }), "timeout",
+       "limits.timeout_secs"},
+      {"timeout from --timeout", facts([](LimitFacts& f) {
+         f.timed_out = true;
+         f.timeout_from = "--timeout";
+       }),
+       "timeout", "--timeout"},
+      {"SIGXCPU", facts([](LimitFacts& f) { f.signal = SIGXCPU; }), "cpu", "limits.cpu_secs"},
+      {"SIGKILL at the hard CPU limit", facts([](LimitFacts& f) {
+         f.signal = SIGKILL;
+         f.command_cpu_ms = 3000;
+       }),
+       "cpu", "limits.cpu_secs"},
+      {"SIGKILL with little CPU is not the CPU limit", facts([](LimitFacts& f) {
+         f.signal = SIGKILL;
+         f.command_cpu_ms = 10;
+       }),
+       nullptr, nullptr},
+      {"SIGXFSZ", facts([](LimitFacts& f) { f.signal = SIGXFSZ; }), "file_size",
+       "limits.file_size_bytes"},
+      {"cgroup OOM kill", facts([](LimitFacts& f) {
+         f.memory_by_cgroup = true;
+         f.signal = SIGKILL;
+         f.oom_kills = 1;
+       }),
+       "memory", "limits.memory_bytes"},
+      {"SIGKILL under a cgroup without an OOM kill", facts([](LimitFacts& f) {
+         f.memory_by_cgroup = true;
+         f.signal = SIGKILL;
+       }),
+       nullptr, nullptr},
+      {"RLIMIT_DATA: out of memory at the limit", facts([](LimitFacts& f) {
+         f.exit_code = 1;
+         f.command_max_rss_kb = 98 * 1024;
+       }),
+       "memory", "limits.memory_bytes"},
+      {"exit 1 far under the memory limit", facts([](LimitFacts& f) {
+         f.exit_code = 1;
+         f.command_max_rss_kb = 10 * 1024;
+       }),
+       nullptr, nullptr},
+      {"a clean exit at the memory limit ended nothing", facts([](LimitFacts& f) {
+         f.exit_code = 0;
+         f.command_max_rss_kb = 99 * 1024;
+       }),
+       nullptr, nullptr},
+      {"forks refused by pids.max", facts([](LimitFacts& f) {
+         f.pids_by_cgroup = f.memory_by_cgroup = true;
+         f.exit_code = 1;
+         f.pids_refusals = 3;
+       }),
+       "pids", "limits.pids"},
+      {"a tool's override names its key", facts([](LimitFacts& f) {
+         f.signal = SIGXCPU;
+         f.tool = "run_shell";
+         f.tool_overrides = {"cpu_secs"};
+       }),
+       "cpu", "tools.run_shell.cpu_secs"},
+      {"SIGTERM is no limit", facts([](LimitFacts& f) { f.signal = SIGTERM; }), nullptr, nullptr},
+  };
+  for (const Case& c : cases) {
+    auto hit = LimitThatEnded(c.facts);
+    if (c.limit == nullptr) {
+      EXPECT_FALSE(hit.has_value()) << c.what << ": " << hit->Describe();
+      continue;
+    }
+    ASSERT_TRUE(hit.has_value()) << c.what;
+    EXPECT_EQ(hit->name, c.limit) << c.what;
+    EXPECT_EQ(hit->key, c.key) << c.what;
+    EXPECT_FALSE(hit->evidence.empty()) << c.what;
+  }
+}
+
+TEST(CgroupPlan, KeyedValuesAreReadByWholeKey) {
+  EXPECT_EQ(CgroupKeyedValue("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n", "oom_kill"), 2u);
+  EXPECT_EQ(CgroupKeyedValue("low 0\nhigh 0\nmax 5\noom 1\noom_kill 1", "max"), 5u);
+  EXPECT_EQ(CgroupKeyedValue("oom_kill_disable 1", "oom_kill"), 0u);
+  EXPECT_EQ(CgroupKeyedValue("", "max"), 0u);
 }
 
 SandboxLayout Layout() {

@@ -231,6 +231,36 @@ int main(int argc, char** argv) {
     std::printf("shm: made %lld bytes\n", made);
     return Report(true, "shm");
   }
+  if (mode == "balloon") {
+    // A real balloon: private memory in 1 MiB pieces, every page touched, never freed, up to
+    // BYTES. Past the limit malloc fails (RLIMIT_DATA: exit 1, as a program out of memory
+    // does) or the cgroup's OOM killer ends it (SIGKILL).
+    const long long total = std::atoll(arg);
+    long long touched = 0;
+    while (touched < total) {
+      char* p = static_cast<char*>(std::malloc(1 << 20));
+      if (p == nullptr) break;
+      for (std::size_t i = 0; i < (1u << 20); i += 4096) p[i] = 'x';
+      touched += 1 << 20;
+    }
+    std::printf("balloon: touched %lld of %lld\n", touched, total);
+    std::fflush(stdout);
+    if (touched < total) errno = ENOMEM;
+    return Report(touched >= total, "balloon");
+  }
+  if (mode == "shared-anon") {
+    // BYTES of shared anonymous memory (shmem that RLIMIT_DATA does not count), touched.
+    const auto bytes = static_cast<std::size_t>(std::atoll(arg));
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return Report(false, "mmap(MAP_SHARED|MAP_ANONYMOUS)");
+    std::memset(p, 'x', bytes);
+    return Report(true, "mmap(MAP_SHARED|MAP_ANONYMOUS)");
+  }
+  if (mode == "spin") {
+    // Burns CPU until a limit ends it.
+    volatile unsigned long long spins = 0;
+    while (true) spins = spins + 1;
+  }
   if (mode == "rename") return Report(::rename(arg, argc > 3 ? argv[3] : "") == 0, "rename");
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;

@@ -26,7 +26,11 @@ Json ProcessResultProperties() {
           {"elapsed_ms", {{"type", "number"}}},
           {"cpu_ms", {{"type", "number"}}},
           {"max_rss_kb", {{"type", "integer"}}},
-          {"confinement", {{"type", "object"}}}};
+          {"confinement", {{"type", "object"}}},
+          // The limit that ended the process (timeout, cpu, file_size, memory, pids), or null.
+          {"limit", {{"type", {"object", "null"}}}},
+          // The timeout the call asked for and the one it got (capped_by: the policy key).
+          {"timeout", {{"type", "object"}}}};
 }
 
 Result<std::string> ResolveCwd(const ToolContext& ctx, const Json& in) {
@@ -63,10 +67,15 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   if (o.error) return std::unexpected(*o.error);
   std::string tail = proc->Tail(600);
   if (o.status == ProcessStatus::kTimeout) {
-    return Fail(Code::kTimeout,
-                "the command ran past its time limit; the sandbox was terminated. "
-                "Last output:\n" +
-                    tail);
+    std::string what = o.limit ? o.limit->Describe() : "its time limit";
+    if (const auto& t = proc->timeout_decision(); t && t->capped) {
+      what += "; the " + std::to_string(t->requested) + " s asked for were cut to " +
+              std::to_string(t->applied) + " s by " + t->capped_by + " (" + t->decided_by + ")";
+    }
+    return Fail(Code::kTimeout, "the command ran past " + what +
+                                    "; the sandbox was terminated. "
+                                    "Last output:\n" +
+                                    tail);
   }
   if (o.status == ProcessStatus::kCancelled)
     return Fail(Code::kCancelled, "the call was cancelled; the sandbox was terminated");

@@ -171,7 +171,15 @@ int main(int argc, char** argv) {
   ::getrusage(RUSAGE_CHILDREN, &all);
   double cpu_ms = (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000.0 +
                   (all.ru_utime.tv_usec + all.ru_stime.tv_usec) / 1000.0;
-  cordon::Json report = {{"cpu_ms", cpu_ms}, {"max_rss_kb", all.ru_maxrss}};
+  // The command's own usage (wait4: it and what it waited for), beside the whole tree's: the
+  // CPU and memory limits are per process, and cordon names the one that ended the command
+  // from these (runner/limit_hit.h).
+  const double own_cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 +
+                            (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
+  cordon::Json report = {{"cpu_ms", cpu_ms},
+                         {"max_rss_kb", all.ru_maxrss},
+                         {"command_cpu_ms", own_cpu_ms},
+                         {"command_max_rss_kb", ru.ru_maxrss}};
   if (WIFEXITED(status)) {
     report["exit_code"] = WEXITSTATUS(status);
     Report(report);
