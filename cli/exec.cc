@@ -52,10 +52,8 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       req.timeout_secs = t;
       req.timeout_from_user = true;  // the person or CI script running cordon, not the agent
     }
-    if (auto st = AddGrants(f->grants, req); !st) {
-      std::fprintf(stderr, "cordon: %s\n", st.error().ToString().c_str());
-      return kExitCordonFailed;
-    }
+    // A grant that cannot be had is the caller's mistake: said with the usage line (125).
+    if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
     auto session =
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "exec"), ctx.envp);
     if (!session) return session.error();

@@ -44,10 +44,8 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     req.no_timeout = true;
     req.program_files = true;
     if (!f->network.empty()) req.network = *ParseNetworkMode(f->network);
-    if (auto st = AddGrants(f->grants, req); !st) {
-      std::fprintf(stderr, "cordon wrap: %s\n", st.error().ToString().c_str());
-      return kExitCordonFailed;
-    }
+    // A grant that cannot be had is the caller's mistake: said with the usage line (125).
+    if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
     auto session =
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "wrap"), ctx.envp);
     if (!session) return session.error();
