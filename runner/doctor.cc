@@ -64,7 +64,9 @@ std::pair<bool, std::string> ConfinedServerProbe(const std::string& shim,
   policy.filesystem.read = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"};
   auto host = PrepareSandboxHost(policy, shim);
   ProcessRequest req;
-  req.argv = {interpreter, "--version"};
+  // The interpreter found on cordon's own PATH, which is the one a client's `node` or `python3`
+  // means (the sandbox's PATH may find another).
+  req.argv = {found, "--version"};
   req.cwd = tmpl;
   req.tool = "doctor";
   req.kind = ProcessKind::kMcpServer;

@@ -153,5 +153,26 @@ TEST(ClientsDoc, EveryTestedSnippetRunsAgainstTheRealBinaryAndARealServer) {
   }
 }
 
+// `cordon doctor` checks what the snippets rely on beyond the sandbox: a Node server started
+// by `node` runs confined with its program files readable.
+TEST(ClientsDoc, DoctorChecksThatNodeRunsConfinedAsAWrappedServer) {
+  if (FindOnPath("node").empty()) GTEST_SKIP() << "SKIPPED: node is not installed";
+  if (FindOnPath("bwrap").empty() || !cordon::testing::UserNamespacesEnabled())
+    GTEST_SKIP() << "SKIPPED SANDBOX TEST: bwrap or user namespaces missing";
+  auto r = cordon::testing::Run({CordonBin(), "doctor", "--json"});
+  Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  bool found = false;
+  for (const auto& c : j["checks"]) {
+    if (c.value("name", "") != "mcp_server_node") continue;
+    found = true;
+    EXPECT_TRUE(c.value("ok", false)) << c.dump();
+    EXPECT_NE(c.value("detail", "").find("runs confined as a wrapped server"), std::string::npos)
+        << c.dump();
+  }
+  EXPECT_TRUE(found) << r.out;
+  EXPECT_TRUE(j["checks"].dump().find("mcp_server_python3") != std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace cordon
