@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
+
+#include "runner/mask.h"
 
 #ifndef CORDON_SHIPPED_POLICY_DIR
 #define CORDON_SHIPPED_POLICY_DIR "/usr/share/cordon/policies.d"
@@ -115,6 +118,27 @@ void AddSessionFlags(CLI::App* app, SessionFlags* f) {
   app->add_flag("--allow-dangerous-workspace", f->allow_dangerous_workspace,
                 "let / or your home directory be a writable workspace (a confined command "
                 "could then rewrite your shell startup files, ~/.gitconfig, ...)");
+}
+
+void AddGrantFlags(CLI::App* app, GrantFlags* f) {
+  app->add_option("--read", f->read,
+                  "also show this path, read-only (repeatable; not /, $HOME or above it)")
+      ->type_name("DIR");
+  app->add_option("--write", f->write,
+                  "also show this path, writable (repeatable; not /, $HOME or above it)")
+      ->type_name("DIR");
+}
+
+Status AddGrants(const GrantFlags& f, ProcessRequest& req) {
+  const char* home_env = std::getenv("HOME");
+  const std::string home = CanonicalPath(home_env != nullptr ? home_env : "/nonexistent");
+  for (const auto& [list, write] : {std::pair{&f.read, false}, std::pair{&f.write, true}}) {
+    for (const auto& p : *list) {
+      ASSIGN_OR_RETURN(PathGrant g, ResolveGrant(p, write, write ? "--write" : "--read", home));
+      req.grants.push_back(std::move(g));
+    }
+  }
+  return {};
 }
 
 SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& client) {

@@ -78,6 +78,15 @@ std::expected<std::unique_ptr<Session>, int> StartSessionOr(int exit_code,
                                                             const SessionOptions& options,
                                                             char** envp);
 
+// --read DIR and --write DIR (repeatable) for exec and wrap.
+struct GrantFlags {
+  std::vector<std::string> read, write;
+};
+void AddGrantFlags(CLI::App* app, GrantFlags* flags);
+// Each flag's path resolved and checked (runner/grants.h) into req.grants: a missing path is
+// not_found, `/`, $HOME or an ancestor of $HOME is denied_by_policy.
+Status AddGrants(const GrantFlags& flags, ProcessRequest& req);
+
 // The workspace's configured MCP servers; their env and header values join the redaction list.
 Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session);
 

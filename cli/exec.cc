@@ -12,6 +12,7 @@ namespace cordon::cli {
 void AddExecCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     SessionFlags session;
+    GrantFlags grants;
     std::string network, timeout;
     bool plan = false;
   };
@@ -27,6 +28,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
               NetworkModeChoices(),
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
   cmd->add_option("--timeout", f->timeout, "time limit in seconds")->type_name("SECONDS");
+  AddGrantFlags(cmd, &f->grants);
   cmd->add_flag("--plan", f->plan, "print the launch plan as JSON and run nothing");
   AddSessionFlags(cmd, &f->session);
   std::string footer = "exit codes: the command's own, or";
@@ -50,6 +52,8 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       req.timeout_secs = t;
       req.timeout_from_user = true;  // the person or CI script running cordon, not the agent
     }
+    // A grant that cannot be had is the caller's mistake: said with the usage line (125).
+    if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
     auto session =
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "exec"), ctx.envp);
     if (!session) return session.error();

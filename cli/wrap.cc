@@ -2,7 +2,7 @@
 // redaction. The server's exit code passes through; cordon's own failures exit 125.
 #include "mcp/wrap.h"
 
-#include <cstdlib>
+#include <cstdio>
 
 #include "cli/common.h"
 
@@ -11,8 +11,9 @@ namespace cordon::cli {
 void AddWrapCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     SessionFlags session;
+    GrantFlags grants;
     std::string network;
-    std::vector<std::string> read;
+    bool plan = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = root.add_subcommand("wrap",
@@ -23,26 +24,59 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
   WithChoices(ctx, cmd->add_option("--network", f->network, "the server's network access"),
               NetworkModeChoices(),
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
-  cmd->add_option("--read", f->read, "a read-only path for the server's own files (repeatable)")
-      ->type_name("DIR");
+  AddGrantFlags(cmd, &f->grants);
+  cmd->add_flag("--plan", f->plan,
+                "print the server's launch plan as JSON (with the grants of its own program "
+                "files) and run nothing");
   AddSessionFlags(cmd, &f->session);
-  cmd->footer("exit codes: the server's own, or 125 when cordon itself failed");
+  cmd->footer(
+      "the server's own program files (its executable; for node, python3, ...: its script's "
+      "package and node_modules) are readable without --read\n"
+      "exit codes: the server's own, or 125 when cordon itself failed");
   ctx.run[cmd] = [f, cmd, &ctx]() -> int {
     if (ctx.command.empty())
       return UsageError(*cmd, "wrap needs a server command: cordon wrap [OPTIONS] -- CMD ARGS...");
     ProcessRequest req;
     req.argv = ctx.command;
+    req.tool = "wrap";
+    req.kind = ProcessKind::kMcpServer;
+    req.pipe_stdin = true;
+    req.no_timeout = true;
+    req.program_files = true;
     if (!f->network.empty()) req.network = *ParseNetworkMode(f->network);
-    for (const auto& r : f->read) {
-      char* real = ::realpath(r.c_str(), nullptr);
-      if (real == nullptr) return UsageError(*cmd, "--read " + r + ": no such path");
-      req.extra_read.push_back(real);
-      std::free(real);
-    }
+    // A grant that cannot be had is the caller's mistake: said with the usage line (125).
+    if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
     auto session =
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "wrap"), ctx.envp);
     if (!session) return session.error();
     req.cwd = (*session)->workspace().root();
+    if (f->plan) {
+      auto plan = (*session)->processes().Plan(req);
+      if (!plan) {
+        std::fprintf(stderr, "cordon wrap: %s\n", plan.error().ToString().c_str());
+        return kExitCordonFailed;
+      }
+      std::printf("%s\n", PlanJson(*plan).dump(2).c_str());
+      return kExitOk;
+    }
+    // A server that downloads itself as it starts (npx -y, uvx, ...) would hang without the
+    // network it needs: said at once instead (until egress by domain exists, issue 12).
+    const NetworkMode network = req.network.value_or((*session)->policy().NetworkFor(req.tool));
+    if (network != NetworkMode::kAllow) {
+      if (auto why = FetchesPackageAtStart(req.argv, req.cwd)) {
+        const std::string message = "the server cannot start in this sandbox (network " +
+                                    std::string(NetworkModeName(network)) + "): " + *why +
+                                    " (--network allow)";
+        (void)(*session)->Audit(
+            McpDiagnosticRecord{
+                .server = "wrapped", .reason = "server not started", .message = message},
+            true);
+        std::fprintf(stderr, "cordon wrap: %s: %s\n",
+                     std::string(CodeName(Code::kDeniedByPolicy)).c_str(), message.c_str());
+        (*session)->Finish();
+        return kExitCordonFailed;
+      }
+    }
     int rc = mcp::RunWrap(**session, req, 0, 1);
     (*session)->Finish();
     return rc;

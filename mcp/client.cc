@@ -4,9 +4,14 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "core/version.h"
+#include "mcp/diagnose.h"
 #include "mcp/http_client.h"
 #include "mcp/jsonrpc.h"
+#include "runner/mask.h"
 
 namespace cordon::mcp {
 
@@ -44,29 +49,81 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
   req.pipe_stdin = true;
   req.no_timeout = true;
   req.network = config.network;
-  req.extra_read = config.read;
+  req.program_files = true;  // its executable and its script's package, without a key
+  const std::string where = "server " + config.name + " (" + config.source + ")";
   if (config.project) {
     // A repository may not widen its own server's sandbox beyond the user's policy.
     const NetworkMode allowed = session.policy().NetworkFor(req.tool);
     if (config.network && NetworkStrictness(*config.network) < NetworkStrictness(allowed)) {
+      const std::string message = where +
+                                  ": a project's configuration cannot open the network; "
+                                  "kept " +
+                                  std::string(NetworkModeName(allowed));
+      std::fprintf(stderr, "cordon: %s\n", message.c_str());
       session.Audit(McpDiagnosticRecord{.server = config.name,
                                         .reason = "project config cannot open the network; kept " +
-                                                  std::string(NetworkModeName(allowed))},
+                                                  std::string(NetworkModeName(allowed)),
+                                        .source = config.source,
+                                        .message = message},
                     true);
       req.network = allowed;
     }
-    std::vector<std::string> kept;
+  }
+  {
+    const char* home_env = std::getenv("HOME");
+    const std::string home = CanonicalPath(home_env != nullptr ? home_env : "/nonexistent");
     const std::string ws = session.workspace().root();
-    for (const auto& r : config.read) {
-      if (r == ws || r.rfind(ws + "/", 0) == 0) {
-        kept.push_back(r);
-      } else {
-        session.Audit(McpDiagnosticRecord{.server = config.name,
-                                          .reason = "project config cannot expose " + r},
-                      true);
+    for (const auto& [list, write] :
+         {std::pair{&config.read, false}, std::pair{&config.write, true}}) {
+      const std::string key = write ? "sandbox.write" : "sandbox.read";
+      for (const auto& p : *list) {
+        // A project's grant outside the workspace is dropped, and said where the user looks
+        // (stderr), not only in the log; a symlink inside that leads out counts as outside.
+        auto outside = [&](const std::string& path) { return !PathUnder(CanonicalPath(path), ws); };
+        if (config.project && outside(p)) {
+          const std::string message =
+              where + ": " + key + " " + p +
+              " lies outside the workspace, and a project's configuration cannot grant it; it "
+              "was dropped. Define the server in ~/.cordon/mcp.toml to grant it";
+          std::fprintf(stderr, "cordon: %s\n", message.c_str());
+          session.Audit(McpDiagnosticRecord{.server = config.name,
+                                            .reason = "project config cannot expose " + p,
+                                            .source = config.source,
+                                            .message = message},
+                        true);
+          continue;
+        }
+        auto g = ResolveGrant(p, write, key, home);
+        if (!g) {
+          Error e = g.error();
+          e.message = where + ": " + e.message;
+          session.Audit(McpDiagnosticRecord{.server = config.name,
+                                            .reason = "server not started",
+                                            .source = config.source,
+                                            .message = e.message},
+                        true);
+          return std::unexpected(e);
+        }
+        req.grants.push_back(std::move(*g));
       }
     }
-    req.extra_read = kept;
+  }
+  // A server that downloads itself as it starts (npx -y, uvx, ...) would hang without the
+  // network: refused at once, naming what is missing (until egress by domain, issue 12).
+  const NetworkMode network = req.network.value_or(session.policy().NetworkFor(req.tool));
+  if (network != NetworkMode::kAllow) {
+    if (auto why = FetchesPackageAtStart(req.argv, session.workspace().root())) {
+      const std::string message = where + " cannot start in this sandbox (network " +
+                                  std::string(NetworkModeName(network)) + "): " + *why +
+                                  " (sandbox.network = \"allow\" under [servers." + config.name +
+                                  ".sandbox])";
+      session.Audit(McpDiagnosticRecord{.server = config.name,
+                                        .reason = "server not started",
+                                        .source = config.source,
+                                        .message = message},
+                    true);
+      return Fail(Code::kDeniedByPolicy, message);
+    }
   }
   for (const auto& kv : config.env) req.extra_env.push_back(kv);
   StdioClient* raw = c.get();
@@ -98,6 +155,8 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
         });
     std::lock_guard<std::mutex> lock(raw->mu_);
     if (!result) raw->start_error_ = result.error();
+    // Kept past the process: a server that exited is explained by what it wrote last.
+    if (result) raw->final_stderr_ = (*result)->StderrText();
     raw->exited_ = true;
     raw->started_ = true;
     raw->proc_ = nullptr;
@@ -113,12 +172,20 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
                             {"capabilities", {{"roots", {{"listChanged", false}}}}},
                             {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}});
   if (!init) {
+    const std::string tail = raw->StderrTail();
     session.Audit(McpDiagnosticRecord{.server = config.name,
                                       .reason = "initialize failed",
                                       .message = init.error().message,
-                                      .stderr_tail = raw->StderrTail()},
+                                      .stderr_tail = tail},
                   true);
-    return std::unexpected(init.error());
+    // Why, where the user looks (mcp test, mcp trust, a tool call's error): the stderr tail and
+    // hints (a path outside the sandbox, the network).
+    Error e = init.error();
+    e.message += FailureDetail(
+        tail,
+        FailureContext{
+            .wrapped = false, .server = config.name, .source = config.source, .network = network});
+    return std::unexpected(e);
   }
   raw->init_ = *init;
   const std::string version = JsonStringField(*init, "protocolVersion");
@@ -301,10 +368,12 @@ Result<Json> McpConnection::CallTool(const std::string& name, const Json& argume
 }
 
 std::string StdioClient::StderrTail() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (proc_ == nullptr) return {};
-  std::string e = proc_->StderrText();
-  return e.size() > 2000 ? e.substr(e.size() - 2000) : e;
+  std::string e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = proc_ != nullptr ? proc_->StderrText() : final_stderr_;
+  }
+  return mcp::StderrTail(e, session_.redactor());
 }
 
 }  // namespace cordon::mcp

@@ -90,6 +90,7 @@ class StdioClient : public McpConnection {
   std::map<std::int64_t, Json> responses_;
   std::int64_t next_id_ = 0;
   std::string line_buf_;
+  std::string final_stderr_;  // the server's stderr once it has exited
   std::atomic<bool> cancel_{false};
   Json init_;
 };

@@ -28,15 +28,18 @@ std::string Home() {
 }
 
 Json DefinitionJson(const ServerConfig& s) {
-  return {{"transport", s.transport},
-          {"command", s.command},
-          {"args", s.args},
-          {"env", s.env},
-          {"url", s.url},
-          {"headers", s.headers},
-          {"timeout_secs", s.timeout_secs},
-          {"network", s.network ? Json(NetworkModeName(*s.network)) : Json(nullptr)},
-          {"read", s.read}};
+  Json j = {{"transport", s.transport},
+            {"command", s.command},
+            {"args", s.args},
+            {"env", s.env},
+            {"url", s.url},
+            {"headers", s.headers},
+            {"timeout_secs", s.timeout_secs},
+            {"network", s.network ? Json(NetworkModeName(*s.network)) : Json(nullptr)},
+            {"read", s.read}};
+  // Only when set: a definition without it keeps the hash it was trusted under.
+  if (!s.write.empty()) j["write"] = s.write;
+  return j;
 }
 
 Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
@@ -124,11 +127,17 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
               if (!mode)
                 return Fail(Code::kInvalidInput, sw + ": sandbox.network: " + mode.error().message);
               s.network = *mode;
-            } else if (sk.str() == "read") {
+            } else if (sk.str() == "read" || sk.str() == "write") {
+              const std::string skey = "sandbox." + std::string(sk.str());
               const toml::array* a = sv.as_array();
               if (a == nullptr)
-                return Fail(Code::kInvalidInput, sw + ": sandbox.read must be an array of paths");
-              for (const auto& item : *a) s.read.push_back(item.value<std::string>().value_or(""));
+                return Fail(Code::kInvalidInput, sw + ": " + skey + " must be an array of paths");
+              for (const auto& item : *a) {
+                auto x = item.value<std::string>();
+                if (!item.is_string() || !x || x->empty())
+                  return Fail(Code::kInvalidInput, sw + ": " + skey + " entries must be paths");
+                (sk.str() == "read" ? s.read : s.write).push_back(*x);
+              }
             } else {
               return Fail(Code::kInvalidInput,
                           sw + ": unknown key \"sandbox." + std::string(sk.str()) + "\"");
@@ -271,6 +280,7 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
     for (auto& [k, v] : s.env) expand(v);
     for (auto& [k, v] : s.headers) expand(v);
     for (auto& r : s.read) expand(r);
+    for (auto& w : s.write) expand(w);
     if (!ok) {
       cfg.diagnostics.push_back(
           {{"server", name},

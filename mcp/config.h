@@ -33,6 +33,7 @@ struct ServerConfig {
   std::int64_t timeout_secs = 20;
   std::optional<NetworkMode> network;  // [servers.NAME.sandbox] network
   std::vector<std::string> read;       // [servers.NAME.sandbox] read
+  std::vector<std::string> write;      // [servers.NAME.sandbox] write
   std::string source;                  // the file that defined it
   bool project = false;                // defined inside the workspace
   std::string definition_sha256;       // what trust is recorded against

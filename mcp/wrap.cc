@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "core/fs.h"
 #include "core/hash.h"
+#include "mcp/diagnose.h"
 #include "mcp/jsonrpc.h"
 
 namespace cordon::mcp {
@@ -34,6 +37,8 @@ Json Rebuild(const Message& m) {
   return out;
 }
 
+constexpr std::chrono::seconds kInitializeWait{10};
+
 struct PendingCall {
   std::string tool;
   std::chrono::steady_clock::time_point started;
@@ -52,6 +57,15 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   ConfinedProcess* proc = nullptr;
   std::atomic<bool> cancel{false};
   std::thread reaper;
+  // The client's initialize, until the server answers it: a server that does not answer in
+  // kInitializeWait is described on cordon's stderr (the tail of its own, and hints).
+  std::mutex init_mu;
+  std::condition_variable init_cv;
+  std::optional<std::string> init_id;  // the request's id as JSON text
+  bool init_answered = false, wrap_done = false;
+  FailureContext why_ctx{.wrapped = true,
+                         .network = req.network.value_or(session.policy().NetworkFor(req.tool))};
+  std::atomic<ConfinedProcess*> watched{nullptr};
 
   // The tool_finished record of a pending call, which leaves the table.
   auto finish = [&](std::map<std::string, PendingCall>::iterator it, ToolFinishedRecord rec) {
@@ -126,6 +140,13 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       return;
     }
     Message& m = std::get<Message>(parsed);
+    if (m.kind == Message::Kind::kResponse) {
+      std::lock_guard<std::mutex> lock(init_mu);
+      if (init_id && *init_id == m.id.dump()) {
+        init_answered = true;
+        init_cv.notify_all();
+      }
+    }
     auto it = m.kind == Message::Kind::kResponse ? pending.find(m.id.dump()) : pending.end();
     // Caps and redaction change the message only when they apply; otherwise the line goes
     // through byte for byte (integers beyond 64 bits and "1.0" keep their spelling). Redaction
@@ -209,6 +230,13 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       return;
     }
     const Message& m = std::get<Message>(parsed);
+    if (m.kind == Message::Kind::kRequest && m.method == "initialize") {
+      std::lock_guard<std::mutex> lock(init_mu);
+      if (!init_id) {
+        init_id = m.id.dump();
+        init_cv.notify_all();
+      }
+    }
     // --- failclosed: a poisoned session sends the server nothing but cancellations; a request
     // is answered audit_unavailable here, anything else is dropped.
     if (auto poisoned = session.poisoned(); poisoned && m.method != "notifications/cancelled") {
@@ -314,24 +342,67 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
         });
     return true;
   };
-  auto result =
-      session.processes().RunWithHooks(req, hooks, &cancel, [&](ConfinedProcess& p) { proc = &p; });
+  // A server silent on initialize: said once, while the client still waits, with what its
+  // stderr shows so far. The watch ends with the proxy.
+  std::thread init_watch([&] {
+    std::unique_lock<std::mutex> lock(init_mu);
+    init_cv.wait(lock, [&] { return init_id.has_value() || wrap_done; });
+    if (wrap_done) return;
+    if (init_cv.wait_for(lock, kInitializeWait, [&] { return init_answered || wrap_done; })) return;
+    lock.unlock();
+    ConfinedProcess* p = watched.load();
+    const std::string tail = p != nullptr ? StderrTail(p->StderrText(), session.redactor()) : "";
+    const std::string message = "the server has not answered initialize after " +
+                                std::to_string(kInitializeWait.count()) + " s" +
+                                FailureDetail(tail, why_ctx);
+    std::fprintf(stderr, "cordon wrap: %s\n", message.c_str());
+    session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                      .reason = "no answer to initialize",
+                                      .method = "initialize",
+                                      .stderr_tail = tail},
+                  true);
+  });
+  auto result = session.processes().RunWithHooks(req, hooks, &cancel, [&](ConfinedProcess& p) {
+    proc = &p;
+    watched = &p;
+  });
   cancel = true;
   if (reaper.joinable()) reaper.join();
+  bool answered = false;  // or never asked: a client that sent no initialize hears no claim
+  {
+    std::lock_guard<std::mutex> lock(init_mu);
+    wrap_done = true;
+    answered = init_answered || !init_id;
+    init_cv.notify_all();
+  }
+  init_watch.join();
   if (!result) {
     std::fprintf(stderr, "cordon wrap: %s\n", result.error().ToString().c_str());
     return 125;
   }
   ProcessOutcome o = (*result)->outcome();
-  std::string err = (*result)->StderrText();
-  // The server's stderr reaches the person running cordon (and CI logs): redacted like all
-  // else the server says.
-  session.redactor().Redact(err);
-  if (!err.empty()) (void)WriteAll(2, err, "stderr");
-  if (o.error) {
-    std::fprintf(stderr, "cordon wrap: %s\n", o.error->message.c_str());
-    return 125;
+  // The server's stderr was captured (not passed through, so that it is capped and redacted):
+  // its tail goes to cordon's stderr, redacted, and, when the server failed, into the record
+  // with the hints it supports.
+  const std::string tail = StderrTail((*result)->StderrText(), session.redactor(), 8192);
+  const bool failed = o.error || o.signal || o.exit_code.value_or(0) != 0 || !answered;
+  if (!failed) {
+    if (!tail.empty()) (void)WriteAll(2, tail + "\n", "stderr");
+  } else if (o.status != ProcessStatus::kCancelled || !answered) {
+    const std::string how =
+        o.error    ? o.error->message
+        : o.signal ? "the server was killed by signal " + std::to_string(*o.signal)
+                   : "the server exited with code " + std::to_string(o.exit_code.value_or(0));
+    const std::string when = answered ? "" : " before it answered initialize";
+    const std::string message = how + when + FailureDetail(tail, why_ctx);
+    std::fprintf(stderr, "cordon wrap: %s\n", message.c_str());
+    session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                      .reason = "server exited" + when,
+                                      .message = how,
+                                      .stderr_tail = tail},
+                  true);
   }
+  if (o.error) return 125;
   if (o.signal) return 128 + *o.signal;
   return o.exit_code.value_or(0);
 }

@@ -54,6 +54,61 @@ std::pair<int, std::string> Capture(const std::vector<std::string>& argv) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// A wrapped or configured server as docs/clients.md sets it up: `interpreter --version` confined
+// with the server's program files granted (runner/grants.h), under the shipped read paths.
+std::pair<bool, std::string> ConfinedServerProbe(const std::string& shim,
+                                                 const std::string& interpreter) {
+  const std::string found = FindOnPath(interpreter);
+  if (found.empty()) return {false, interpreter + " is not on PATH"};
+  std::string tmpl = (std::filesystem::temp_directory_path() / "cordon-doctor-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return {false, "mkdtemp failed"};
+  Policy policy;
+  policy.filesystem.read = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"};
+  auto host = PrepareSandboxHost(policy, shim);
+  ProcessRequest req;
+  // The interpreter found on cordon's own PATH, which is the one a client's `node` or `python3`
+  // means (the sandbox's PATH may find another).
+  req.argv = {found, "--version"};
+  req.cwd = tmpl;
+  req.tool = "doctor";
+  req.kind = ProcessKind::kMcpServer;
+  req.program_files = true;
+  std::pair<bool, std::string> out{false, ""};
+  if (!host) {
+    out.second = host.error().message;
+  } else {
+    LaunchResources resources;
+    auto facts = GatherHostFacts(*host, policy, tmpl, req, environ, &resources);
+    auto plan = facts ? BuildLaunchPlan(policy, *facts, req)
+                      : Result<LaunchPlan>(std::unexpected(facts.error()));
+    if (!plan) {
+      out.second = plan.error().message;
+    } else {
+      std::string granted;
+      for (const auto& g : plan->session.grants) granted += (granted.empty() ? "" : ", ") + g.path;
+      auto proc = ConfinedProcess::Start(*plan, std::move(resources), req);
+      if (!proc) {
+        out.second = proc.error().message;
+      } else {
+        (*proc)->Run(nullptr);
+        const ProcessOutcome o = (*proc)->outcome();
+        out.first = o.exit_code && *o.exit_code == 0;
+        std::string version = (*proc)->StdoutText();
+        while (!version.empty() && (version.back() == '\n' || version.back() == '\r'))
+          version.pop_back();
+        out.second = out.first ? found + " (" + version + ") runs confined as a wrapped server; " +
+                                     (granted.empty() ? "readable under the system paths"
+                                                      : "its program files granted: " + granted)
+                               : found + " does not run confined: " +
+                                     (o.error ? o.error->message : StatusName(o.status)) + " " +
+                                     (*proc)->StderrText().substr(0, 300);
+      }
+    }
+  }
+  std::filesystem::remove_all(tmpl);
+  return out;
+}
+
 }  // namespace
 
 bool RunDoctor(Json* report, const std::string& shim_path) {
@@ -254,6 +309,15 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
       }
       std::filesystem::remove_all(tmpl);
       add("sandbox_smoke_test", pass, true, detail, "see the failed checks above");
+    }
+    // What docs/clients.md relies on beyond the sandbox: MCP servers run by node or python3,
+    // with their own program files readable without --read.
+    for (const char* interpreter : {"node", "python3"}) {
+      auto [pass, detail] = ConfinedServerProbe(shim, interpreter);
+      add(std::string("mcp_server_") + interpreter, pass, false, detail,
+          std::string("install ") + interpreter +
+              " where the sandbox can read it (under /usr, or a directory you grant with "
+              "--read), for servers docs/clients.md runs with it");
     }
   }
   *report = {{"ok", ok}, {"checks", checks}};

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <limits>
 #include <thread>
+#include <utility>
 
 #include "core/hash.h"
 #include "runner/host_probe.h"
@@ -379,8 +380,28 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
   f.home = home_env != nullptr ? home_env : "/nonexistent";
   f.env = SandboxEnvironment(host_env, workspace);
   const PolicyPaths pp = ExpandPolicyPaths(policy, workspace, f.home);
-  for (const auto* list : {&pp.read, &pp.write, &pp.deny, &req.extra_read}) {
+  for (const auto* list : {&pp.read, &pp.write, &pp.deny}) {
     for (const auto& p : *list) f.paths.emplace(p, DescribeHostPath(p));
+  }
+  if (req.program_files) {
+    // A server's own program, where the policy's reads and the workspace do not show it already.
+    std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+    for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
+      if (std::strncmp(*e, "PATH=", 5) == 0) path_env = *e + 5;
+    }
+    const std::string home = CanonicalPath(f.home);
+    for (auto& g :
+         ProgramFileGrants(req.argv, req.cwd.empty() ? workspace : req.cwd, path_env, home)) {
+      if (Under(g.path, workspace) || UnderAny(g.path, pp.read) != nullptr) continue;
+      f.program.push_back(std::move(g));
+    }
+  }
+  std::vector<std::string> granted_read;  // the read grants, for the root-only and weaker walks
+  for (const std::vector<PathGrant>* list : {&req.grants, &std::as_const(f.program)}) {
+    for (const auto& g : *list) {
+      f.paths.emplace(g.path, DescribeHostPath(g.path));
+      if (!g.write) granted_read.push_back(g.path);
+    }
   }
   struct stat st {};
   if (::stat(workspace.c_str(), &st) == 0) f.workspace_stat.emplace(st.st_uid, st.st_mode);
@@ -414,7 +435,7 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
     // As real root, sandbox uid 0 owns what host uid 0 owns: the files ordinary users cannot
     // read are found here, once per session (the cache), and masked by the plan.
     std::vector<std::string> roots, named = {workspace};
-    for (const auto* list : {&pp.read, &req.extra_read}) {
+    for (const std::vector<std::string>* list : {&pp.read, &std::as_const(granted_read)}) {
       for (const auto& r : *list) {
         named.push_back(r);
         // /usr is package-managed and world-readable by convention: walking its ~160k entries
@@ -462,7 +483,7 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
       if (own.kind != PathKind::kMissing) hidden.push_back(own.path);
     }
     std::vector<std::string> roots = pp.read;
-    roots.insert(roots.end(), req.extra_read.begin(), req.extra_read.end());
+    roots.insert(roots.end(), granted_read.begin(), granted_read.end());
     if (!writable) roots.push_back(workspace);
     for (const auto& r : roots) f.paths_except[r] = PathsExcept(r, hidden);
     if (host.landlock_abi >= 1) {
@@ -554,9 +575,15 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     HostPath hp = described(r);
     if (hp.kind != PathKind::kMissing) s.read.push_back(hp);
   }
-  for (const auto& r : req.extra_read) {
-    HostPath hp = described(r);
-    if (hp.kind != PathKind::kMissing && !Under(r, workspace)) s.read.push_back(hp);
+  // Grants inside the workspace add nothing: the workspace's own rules (writable or not, its
+  // protected paths) decide there.
+  for (const auto* list : {&req.grants, &facts.program}) {
+    for (const auto& g : *list) {
+      HostPath hp = described(g.path);
+      if (hp.kind == PathKind::kMissing || Under(g.path, workspace)) continue;
+      (g.write ? s.write : s.read).push_back(hp);
+      s.grants.push_back(g);
+    }
   }
   for (const auto& d : pp.deny) {
     HostPath hp = described(d);
@@ -709,6 +736,16 @@ Json ConfinementJson(const LaunchPlan& plan) {
   if (weaker) j["weaker_reason"] = s.weaker_reason;
   if (!s.workspace_read_only.empty()) j["workspace_read_only_reason"] = s.workspace_read_only;
   if (!c.cgroup_error.empty()) j["cgroup_error"] = c.cgroup_error;
+  if (!s.grants.empty()) {
+    // What was shown beyond the policy, and why: --read/--write, a server's sandbox keys, or
+    // the server's own program files.
+    Json grants = Json::array();
+    for (const auto& g : s.grants) {
+      grants.push_back(
+          {{"path", g.path}, {"access", g.write ? "write" : "read"}, {"from", g.from}});
+    }
+    j["grants"] = std::move(grants);
+  }
   return j;
 }
 

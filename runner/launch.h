@@ -22,6 +22,7 @@
 #include "runner/capture.h"
 #include "runner/cgroup.h"
 #include "runner/contain.h"
+#include "runner/grants.h"
 #include "runner/kernel_audit.h"
 #include "runner/limit_hit.h"
 #include "runner/mask.h"
@@ -66,10 +67,14 @@ struct ProcessRequest {
   std::optional<NetworkMode> network;
   bool workspace_writable = true;
   std::size_t max_output_bytes = 65536;
-  bool inherit_stdio = false;           // cordon exec: the command uses cordon's own stdin/out/err
-  bool pipe_stdin = false;              // cordon wrap: cordon writes the command's stdin
-  bool no_timeout = false;              // a long-lived server: its lifetime is not a call's
-  std::vector<std::string> extra_read;  // read-only paths the CLI user added (--read)
+  bool inherit_stdio = false;  // cordon exec: the command uses cordon's own stdin/out/err
+  bool pipe_stdin = false;     // cordon wrap: cordon writes the command's stdin
+  bool no_timeout = false;     // a long-lived server: its lifetime is not a call's
+  // Paths outside the workspace the person running cordon granted (--read, --write, a configured
+  // server's sandbox.read/write), checked by ResolveGrant.
+  std::vector<PathGrant> grants;
+  // A server: its own program files are readable without a flag (ProgramFileGrants).
+  bool program_files = false;
   std::vector<std::pair<std::string, std::string>> extra_env;  // from the user's own config
 };
 
@@ -85,9 +90,10 @@ struct RunHooks {
 struct HostFacts {
   SandboxHost host;
   std::string workspace;
-  std::string home;                                        // $HOME, or /nonexistent
-  std::vector<std::pair<std::string, std::string>> env;    // SandboxEnvironment of the host's
-  std::map<std::string, HostPath> paths;                   // each policy or --read path
+  std::string home;                                      // $HOME, or /nonexistent
+  std::vector<std::pair<std::string, std::string>> env;  // SandboxEnvironment of the host's
+  std::map<std::string, HostPath> paths;                 // each policy path and grant
+  std::vector<PathGrant> program;  // the server's program files not readable already
   std::optional<std::pair<uid_t, mode_t>> workspace_stat;  // owner and mode, when stat worked
   // Why the user running cordon cannot write the workspace (a read-only mount, its mode), or
   // empty: a process then runs with the workspace read-only instead of failing to start.
@@ -157,9 +163,10 @@ struct SessionLaunch {
   bool workspace_writable = true;
   std::string workspace_read_only;  // why it is read-only although the request asked to write
   std::vector<HostPath> read;
-  std::vector<HostPath> write;  // beyond the workspace
-  std::vector<HostPath> deny;   // the policy's deny list, then cordon's own files, then root-only
-  std::size_t own_masked = 0;   // of deny: cordon's own files
+  std::vector<HostPath> write;    // beyond the workspace
+  std::vector<PathGrant> grants;  // of read and write: those granted, and who asked for each
+  std::vector<HostPath> deny;     // the policy's deny list, then cordon's own files, then root-only
+  std::size_t own_masked = 0;     // of deny: cordon's own files
   std::size_t root_only_masked = 0;  // of deny: root-only files (cordon runs as root)
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;
