@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cli/common.h"
+#include "core/signals.h"
 #include "runner/bwrap.h"
 #include "runner/contain.h"
 
@@ -13,6 +14,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     SessionFlags session;
     std::string network, timeout;
+    std::vector<std::string> env;
     bool plan = false;
   };
   auto f = std::make_shared<Flags>();
@@ -27,6 +29,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
               NetworkModeChoices(),
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
   cmd->add_option("--timeout", f->timeout, "time limit in seconds")->type_name("SECONDS");
+  AddEnvFlag(cmd, &f->env);
   cmd->add_flag("--plan", f->plan, "print the launch plan as JSON and run nothing");
   AddSessionFlags(cmd, &f->session);
   std::string footer = "exit codes: the command's own, or";
@@ -36,8 +39,14 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
   ctx.run[cmd] = [f, cmd, &ctx]() -> int {
     if (ctx.command.empty())
       return UsageError(*cmd, "exec needs a command: cordon exec [OPTIONS] -- CMD ARGS...");
+    // Ctrl-C, a CI runner's SIGTERM, a closed terminal's SIGHUP: the sandbox is ended, the
+    // records written, and cordon exits 128+N (docs/cli.md "Stopping").
+    InstallTerminationHandler();
     ProcessRequest req;
     req.argv = ctx.command;
+    auto env = EnvFromFlags(f->env, ctx.envp);
+    if (!env) return UsageError(*cmd, env.error().message);
+    req.extra_env = std::move(*env);
     req.tool = "exec";
     req.kind = ProcessKind::kForeground;
     req.inherit_stdio = true;
@@ -54,6 +63,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "exec"), ctx.envp);
     if (!session) return session.error();
     req.cwd = (*session)->workspace().root();
+    RedactEnvValues(**session, req.extra_env);
     if (f->plan) {
       // The launch plan as data, without running anything: what bwrap gets, what the shim
       // applies (rlimits, Landlock, seccomp), and what the process record would say.
@@ -71,13 +81,17 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       return kExitCordonFailed;
     }
     ProcessOutcome o = (*proc)->outcome();
+    if (o.stop_signal) {
+      std::fprintf(stderr, "cordon: stopped by signal %d; the sandbox was ended\n", *o.stop_signal);
+      return kExitSignalBase + *o.stop_signal;
+    }
     if (o.error) {
       std::fprintf(stderr, "cordon: %s: %s\n", std::string(CodeName(o.error->code)).c_str(),
                    o.error->message.c_str());
     } else if (o.status == ProcessStatus::kTimeout) {
       std::fprintf(stderr, "cordon: timed out; the sandbox was terminated\n");
     }
-    return ExecExitCode(o);
+    return ExitCodeAfterSignal(ExecExitCode(o));
   };
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cli/common.h"
+#include "core/signals.h"
 
 namespace cordon::cli {
 
@@ -13,6 +14,7 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     SessionFlags session;
     std::string network;
     std::vector<std::string> read;
+    std::vector<std::string> env;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = root.add_subcommand("wrap",
@@ -25,13 +27,24 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
   cmd->add_option("--read", f->read, "a read-only path for the server's own files (repeatable)")
       ->type_name("DIR");
+  AddEnvFlag(cmd, &f->env);
   AddSessionFlags(cmd, &f->session);
   cmd->footer("exit codes: the server's own, or 125 when cordon itself failed");
   ctx.run[cmd] = [f, cmd, &ctx]() -> int {
     if (ctx.command.empty())
       return UsageError(*cmd, "wrap needs a server command: cordon wrap [OPTIONS] -- CMD ARGS...");
+    // The client's SIGTERM (or Ctrl-C) ends the server's sandbox and writes the records; cordon
+    // then exits 128+N (docs/cli.md "Stopping").
+    InstallTerminationHandler();
     ProcessRequest req;
     req.argv = ctx.command;
+    // The server gets the environment its client gave to cordon wrap (minus env.deny): its
+    // config's GITHUB_TOKEN and the like are meant for it. Secret-looking values are in the
+    // session's redactor (from cordon's own environment), so they never reach logs or results.
+    req.inherit_env = true;
+    auto env = EnvFromFlags(f->env, ctx.envp);
+    if (!env) return UsageError(*cmd, env.error().message);
+    req.extra_env = std::move(*env);
     if (!f->network.empty()) req.network = *ParseNetworkMode(f->network);
     for (const auto& r : f->read) {
       char* real = ::realpath(r.c_str(), nullptr);
@@ -43,9 +56,10 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "wrap"), ctx.envp);
     if (!session) return session.error();
     req.cwd = (*session)->workspace().root();
+    RedactEnvValues(**session, req.extra_env);
     int rc = mcp::RunWrap(**session, req, 0, 1);
     (*session)->Finish();
-    return rc;
+    return ExitCodeAfterSignal(rc);
   };
 }
 

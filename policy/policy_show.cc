@@ -3,6 +3,8 @@
 
 #include <sstream>
 
+#include "core/redact.h"
+
 namespace cordon {
 namespace {
 
@@ -37,7 +39,12 @@ Json PolicyShowJson(const Policy& policy) {
     }
     entries[key.Name()] = std::move(list);
   }
-  return {{"effective", Json::parse(policy.CanonicalJson())},
+  Json effective = Json::parse(policy.CanonicalJson());
+  // env.set values of secret-looking names are the policy's secrets: shown as never.
+  for (const auto& [name, value] : policy.env.set) {
+    if (Redactor::IsSecretName(name)) effective["env"]["set"][name] = "(value not shown)";
+  }
+  return {{"effective", std::move(effective)},
           {"decided_by", policy.provenance},
           {"entries", std::move(entries)},
           {"files", std::move(files)},
@@ -58,6 +65,10 @@ std::string PolicyShowText(const Policy& policy) {
   scalar("sandbox.allow_weaker", effective["sandbox"]["allow_weaker"]);
   scalar("sandbox.max_scan_entries", policy.max_scan_entries);
   scalar("sandbox.allow_dangerous_workspace", policy.allow_dangerous_workspace);
+  for (const auto& [name, value] : policy.env.set) {
+    scalar("env.set." + name,
+           Redactor::IsSecretName(name) ? Json("(value not shown)") : Json(value));
+  }
   for (const auto& [tool, o] : policy.tools) {
     for (const auto& [k, v] : o.limits) scalar("tools." + tool + "." + k, v);
     if (o.network) scalar("tools." + tool + ".network", NetworkModeName(*o.network));

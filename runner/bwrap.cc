@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/redact.h"
+#include "runner/environment.h"
 
 namespace cordon {
 
@@ -95,23 +96,7 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
 
 std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_env,
                                                                     const std::string& workspace) {
-  static const std::set<std::string> kPass = {"LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ"};
-  std::vector<std::pair<std::string, std::string>> env = {
-      {"PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"},
-      {"HOME", "/tmp/home"},
-      {"TMPDIR", "/tmp"},
-      {"CORDON_SANDBOX", "1"},
-      {"CORDON_WORKSPACE", workspace}};
-  for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
-    std::string_view entry(*e);
-    std::size_t eq = entry.find('=');
-    if (eq == std::string_view::npos) continue;
-    std::string name(entry.substr(0, eq));
-    if (kPass.count(name) && !Redactor::IsSecretName(name)) {
-      env.emplace_back(name, std::string(entry.substr(eq + 1)));
-    }
-  }
-  return env;
+  return BuildSandboxEnvironment(host_env, workspace, EnvPolicy{}, false);
 }
 
 }  // namespace cordon

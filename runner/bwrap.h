@@ -57,7 +57,8 @@ inline constexpr const char* kShimInSandbox = "/run/cordon/cordon-shim";
 
 std::vector<std::string> BuildBwrapArgv(const SandboxLayout& layout);
 
-// The environment a confined process gets: a fixed allowlist, never a secret-looking name.
+// The environment a confined process gets under an empty [env] policy: a fixed allowlist, never
+// a secret-looking name (runner/environment.h has the general one).
 std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_env,
                                                                     const std::string& workspace);
 

@@ -24,6 +24,8 @@
 #include <thread>
 
 #include "core/hash.h"
+#include "core/signals.h"
+#include "runner/environment.h"
 #include "runner/host_probe.h"
 
 #ifndef CORDON_BUILD_SHIM
@@ -34,7 +36,6 @@ namespace cordon {
 namespace {
 
 constexpr int kSpecFd = 3, kStatusFd = 4, kJsonStatusFd = 5;
-constexpr int kGraceMs = 2000;
 
 double NowMs() {
   return std::chrono::duration<double, std::milli>(
@@ -353,7 +354,10 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
   f.workspace = workspace;
   const char* home_env = std::getenv("HOME");
   f.home = home_env != nullptr ? home_env : "/nonexistent";
-  f.env = SandboxEnvironment(host_env, workspace);
+  f.env = BuildSandboxEnvironment(host_env, workspace, policy.env, req.inherit_env);
+  for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PATH=", 5) == 0) f.caller_path = *e + 5;
+  }
   const PolicyPaths pp = ExpandPolicyPaths(policy, workspace, f.home);
   for (const auto* list : {&pp.read, &pp.write, &pp.deny, &req.extra_read}) {
     for (const auto& p : *list) f.paths.emplace(p, DescribeHostPath(p));
@@ -468,7 +472,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   s.workspace = workspace;
   c.cwd = req.cwd.empty() ? workspace : req.cwd;
   c.env = facts.env;
-  for (const auto& kv : req.extra_env) c.env.push_back(kv);
+  for (const auto& [k, v] : req.extra_env) SetEnv(c.env, k, v);
   c.inherit_stdio = req.inherit_stdio;
   c.pipe_stdin = req.pipe_stdin;
   c.max_output_bytes = req.max_output_bytes;
@@ -515,6 +519,20 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     if (Masked(hp)) s.deny.push_back(hp);
   }
   TRY(PlanMasks(facts, s));
+  // The command is found on the caller's PATH as far as the sandbox can see it, unless the
+  // policy or the request set PATH itself.
+  const bool path_set = policy.env.set.contains("PATH") ||
+                        std::any_of(req.extra_env.begin(), req.extra_env.end(),
+                                    [](const auto& kv) { return kv.first == "PATH"; });
+  if (!path_set && !facts.caller_path.empty()) {
+    std::vector<std::string> visible = {workspace}, hidden;
+    for (const auto* list : {&s.read, &s.write}) {
+      for (const auto& hp : *list) visible.push_back(hp.path);
+    }
+    for (const auto& hp : s.deny) hidden.push_back(hp.path);
+    const std::string path = SandboxPath(facts.caller_path, visible, hidden);
+    if (!path.empty()) SetEnv(c.env, "PATH", path);
+  }
   if (s.workspace_writable) {
     if (facts.protected_error) return std::unexpected(*facts.protected_error);
     if (!facts.protected_scan) {
@@ -682,6 +700,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   proc->req_ = req;
   proc->workspace_ = plan.session.workspace;
   proc->confinement_ = ConfinementJson(plan);
+  proc->env_names_ = PassedEnvNames(call.env);
   proc->timeout_ms_ = call.limits.timeout_secs * 1000;
   proc->private_tmp_ = std::move(resources.private_tmp);
   proc->kernel_audit_ = std::move(resources.kernel_audit);
@@ -744,7 +763,15 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
       if (fd < 0 || ::write(fd, "0", 1) != 1) _exit(126);
       ::close(fd);
     }
-    if (!inherit) ::setsid();  // exec keeps the caller's terminal session; bwrap still isolates
+    // exec keeps the caller's terminal session (bwrap --new-session still isolates the
+    // command), but in a process group of its own: Ctrl-C or a CI runner's signal to cordon's
+    // group reaches cordon, which ends the sandbox and writes the records, instead of killing
+    // bwrap under it.
+    if (!inherit) {
+      ::setsid();
+    } else {
+      ::setpgid(0, 0);
+    }
     int hi[6] = {::fcntl(stdin_src, F_DUPFD_CLOEXEC, 64),
                  ::fcntl(inherit ? 1 : out.write.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(inherit ? 2 : err.write.get(), F_DUPFD_CLOEXEC, 64),
@@ -785,7 +812,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
 
 ConfinedProcess::~ConfinedProcess() {
   if (!done_ && pid_ > 0) {
-    Terminate();
+    Terminate(SIGTERM);
     ::waitpid(pid_, nullptr, 0);
   }
 }
@@ -800,15 +827,15 @@ ProcessOutcome ConfinedProcess::outcome() const {
   return outcome_;
 }
 
-void ConfinedProcess::Terminate() {
+void ConfinedProcess::Terminate(int sig) {
   if (sandbox_init_ > 0) {
-    KillSandboxNamespace(sandbox_init_, SIGTERM);
+    KillSandboxNamespace(sandbox_init_, sig);
   } else if (pid_ > 0) {
-    ::kill(-pid_, SIGTERM);
+    ::kill(-pid_, sig);
   }
   // Grace period, then the whole sandbox goes: SIGKILL to the namespace's init takes every
   // process in it with it.
-  const double until = NowMs() + kGraceMs;
+  const double until = NowMs() + req_.stop_grace_ms;
   while (NowMs() < until) {
     pollfd p{pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 50) > 0) break;
@@ -832,6 +859,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   int wstatus = 0;
   double drain_until = 0;
   std::optional<ProcessStatus> reason;  // timeout or cancelled, decided here
+  std::optional<int> stop_signal;       // the termination signal cordon received, if any
   while (true) {
     std::vector<pollfd> fds;
     if (out_open) fds.push_back({out_fd_.get(), POLLIN, 0});
@@ -843,10 +871,15 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     if (exited && ((!out_open && !err_open) || NowMs() > drain_until)) break;
     double now = NowMs();
     if (!exited && !reason) {
-      if (cancel != nullptr && cancel->load()) reason = ProcessStatus::kCancelled;
-      if (now - started_ms_ > static_cast<double>(timeout_ms_)) reason = ProcessStatus::kTimeout;
+      // A termination signal to cordon ends every sandbox it runs: the command gets that very
+      // signal (as it would have in the terminal), then SIGKILL after the grace period.
+      const int stop = TerminationSignal();
+      if ((cancel != nullptr && cancel->load()) || stop != 0) reason = ProcessStatus::kCancelled;
+      if (!reason && now - started_ms_ > static_cast<double>(timeout_ms_))
+        reason = ProcessStatus::kTimeout;
       if (reason) {
-        Terminate();
+        if (stop != 0) stop_signal = stop;
+        Terminate(stop != 0 ? stop : SIGTERM);
         continue;
       }
     }
@@ -940,6 +973,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
                     {}};
   }
   if (reason) o.status = *reason;
+  o.stop_signal = stop_signal;
   if (cgroup_) o.cgroup = cgroup_->Stats();
   // What Landlock refused it, once the kernel has delivered it (bounded wait; see kernel_audit).
   if (kernel_audit_ && confined_pid_ > 0) o.denials = kernel_audit_->Collect(confined_pid_);

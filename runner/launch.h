@@ -69,6 +69,13 @@ struct ProcessRequest {
   bool no_timeout = false;              // a long-lived server: its lifetime is not a call's
   std::vector<std::string> extra_read;  // read-only paths the CLI user added (--read)
   std::vector<std::pair<std::string, std::string>> extra_env;  // from the user's own config
+  // cordon wrap: every variable of the caller's environment (minus env.deny), as the MCP client
+  // gave it to cordon for the server (runner/environment.h).
+  bool inherit_env = false;
+  // From SIGTERM (or the signal cordon received) to SIGKILL when cordon ends the sandbox:
+  // `wrap` keeps it short, so that its records are written before an MCP client, which sends
+  // SIGTERM two seconds after closing stdin, gives up on it.
+  int stop_grace_ms = 2000;
 };
 
 // Hooks for a process whose stdout is a protocol rather than output to capture.
@@ -83,8 +90,9 @@ struct RunHooks {
 struct HostFacts {
   SandboxHost host;
   std::string workspace;
-  std::string home;                                        // $HOME, or /nonexistent
-  std::vector<std::pair<std::string, std::string>> env;    // SandboxEnvironment of the host's
+  std::string home;                                      // $HOME, or /nonexistent
+  std::vector<std::pair<std::string, std::string>> env;  // BuildSandboxEnvironment of the host's
+  std::string caller_path;  // the host's PATH, which the plan narrows to what the sandbox sees
   std::map<std::string, HostPath> paths;                   // each policy or --read path
   std::optional<std::pair<uid_t, mode_t>> workspace_stat;  // owner and mode, when stat worked
   uid_t euid = 0;
@@ -220,6 +228,9 @@ struct ProcessOutcome {
   std::string spec_sha256;  // the shim's hash of the spec it read; empty if it did not report
   Json cgroup;
   std::optional<DenialSummary> denials;  // Landlock denials, when the session reads them
+  // The termination signal cordon received (SIGINT, SIGTERM, SIGHUP) that made it end this
+  // process (core/signals.h); the process itself got that signal, then SIGKILL after the grace.
+  std::optional<int> stop_signal;
 };
 
 // Output sizes and truncation, without building the (possibly MB-long) texts.
@@ -254,6 +265,8 @@ class ConfinedProcess {
   std::string Tail(std::size_t max_chars) const;  // combined tail, escapes stripped
   const ProcessRequest& request() const { return req_; }
   const Json& confinement() const { return confinement_; }
+  // The names (never values) of the variables it got beyond the fixed ones, for its record.
+  const std::vector<std::string>& env_names() const { return env_names_; }
   // The session's redactor: the output's cuts (head, tail, tails) never split a secret.
   void SetRedactor(const Redactor* redactor) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -263,11 +276,12 @@ class ConfinedProcess {
 
  private:
   ConfinedProcess(std::size_t cap) : out_(cap), err_(cap) {}
-  void Terminate();
+  void Terminate(int sig);
   ProcessRequest req_;
   std::string workspace_;
   OwnedTempDir private_tmp_;  // weaker mode: the call's own temporary directory
   Json confinement_;
+  std::vector<std::string> env_names_;
   pid_t pid_ = -1;
   UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;
   pid_t sandbox_init_ = -1;
