@@ -868,7 +868,17 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     if (json_fd_.valid()) fds.push_back({json_fd_.get(), POLLIN, 0});
     if (!exited) fds.push_back({pidfd_.get(), POLLIN, 0});
     if (extra_open && !exited) fds.push_back({hooks->extra_fd, POLLIN, 0});
-    if (exited && ((!out_open && !err_open) || NowMs() > drain_until)) break;
+    if (exited && ((!out_open && !err_open) || NowMs() > drain_until)) {
+      // The shim's child (its "confining" line) and the shim (its report) write separately, so
+      // the poll that saw the exit may have read only the first: what the socket still holds is
+      // read now. The sandbox is gone, so nothing writes any more and this ends.
+      for (int reads = 0; reads < 64 && status_fd_.valid(); ++reads) {
+        pollfd p{status_fd_.get(), POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0) break;
+        OnStatusData(status_fd_.get());
+      }
+      break;
+    }
     double now = NowMs();
     if (!exited && !reason) {
       // A termination signal to cordon ends every sandbox it runs: the command gets that very
