@@ -7,6 +7,7 @@
 #include "core/signals.h"
 #include "runner/bwrap.h"
 #include "runner/contain.h"
+#include "runner/host_probe.h"
 
 namespace cordon::cli {
 
@@ -88,6 +89,17 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
     if (o.error) {
       std::fprintf(stderr, "cordon: %s: %s\n", std::string(CodeName(o.error->code)).c_str(),
                    o.error->message.c_str());
+      // Not found inside, but found on the caller's PATH: its directory lies outside what the
+      // sandbox can read (the sandbox's PATH keeps only the visible part of the caller's).
+      const std::string& name = req.argv[0];
+      if (o.error->code == Code::kNotFound && name.find('/') == std::string::npos) {
+        if (const std::string host = FindOnPath(name); !host.empty()) {
+          std::fprintf(stderr,
+                       "cordon: %s is %s on your PATH, outside what the sandbox can read; add "
+                       "its directory to [filesystem] read in your policy (docs/policy.md)\n",
+                       name.c_str(), host.c_str());
+        }
+      }
     } else if (o.status == ProcessStatus::kTimeout) {
       std::fprintf(stderr, "cordon: timed out; the sandbox was terminated\n");
     }

@@ -356,7 +356,10 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
   f.home = home_env != nullptr ? home_env : "/nonexistent";
   f.env = BuildSandboxEnvironment(host_env, workspace, policy.env, req.inherit_env);
   for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
-    if (std::strncmp(*e, "PATH=", 5) == 0) f.caller_path = *e + 5;
+    if (std::strncmp(*e, "PATH=", 5) == 0) {
+      f.caller_path = *e + 5;
+      break;  // the first, as getenv(3) finds it
+    }
   }
   const PolicyPaths pp = ExpandPolicyPaths(policy, workspace, f.home);
   for (const auto* list : {&pp.read, &pp.write, &pp.deny, &req.extra_read}) {

@@ -4,7 +4,6 @@
 // sandbox can read it, a wrapped server getting its client's environment, secret values kept
 // out of results and records, and the names (never the values) in the records.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include "core/text.h"
@@ -29,12 +28,18 @@ class EnvTest : public ::testing::Test {
   // `cordon exec [flags] -- sh -c SCRIPT` with `extra` in cordon's own environment.
   testing::RunResult Exec(const std::vector<std::string>& flags, const std::string& script,
                           const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {testing::CordonBin(), "exec", "--workspace", dir_ / "ws",
-                                     "--audit-log", log()};
+    std::vector<std::string> args = {testing::CordonBin(), "exec",        "--workspace",
+                                     dir_ / "ws",          "--audit-log", log()};
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"--", "sh", "-c", script});
     std::vector<std::string> env = env_;
-    env.insert(env.end(), extra.begin(), extra.end());
+    for (const auto& e : extra) {
+      if (e.rfind("PATH=", 0) == 0) {
+        env.back() = e;  // env_'s PATH is last: one PATH, as a shell would have it
+      } else {
+        env.push_back(e);
+      }
+    }
     return testing::Run(args, env);
   }
   void UserPolicy(const std::string& toml) {
@@ -82,8 +87,7 @@ TEST_F(EnvTest, ExecEnvFlagRefusesABadNameAndSaysWhenAVariableIsUnset) {
 }
 
 TEST_F(EnvTest, PolicyPassKeepsSecretLookingNamesOutUnlessNamedExactly) {
-  UserPolicy(
-      "[env]\npass = [\"MYAPP_*\", \"EXACT_TOKEN\"]\nset = {BUILD_MODE = \"release\"}\n");
+  UserPolicy("[env]\npass = [\"MYAPP_*\", \"EXACT_TOKEN\"]\nset = {BUILD_MODE = \"release\"}\n");
   auto r = Exec({}, "echo \"$MYAPP_HOME|${MYAPP_TOKEN-none}|$EXACT_TOKEN|$BUILD_MODE\"",
                 {"MYAPP_HOME=/h", "MYAPP_TOKEN=prefix-matched-secret", "EXACT_TOKEN=named-1234"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -106,8 +110,8 @@ TEST_F(EnvTest, ProjectPolicyCanOnlyRemove) {
                 {"KEEP_ME=1", "DROP_ME=2", "ADDED_BY_REPO=3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "no|no|no|no\n");
-  auto show = testing::Run(
-      {testing::CordonBin(), "policy", "show", "--workspace", dir_ / "ws"}, env_);
+  auto show =
+      testing::Run({testing::CordonBin(), "policy", "show", "--workspace", dir_ / "ws"}, env_);
   EXPECT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("cannot add \"ADDED_BY_REPO\" to env.pass"), std::string::npos)
       << show.out;
@@ -115,9 +119,11 @@ TEST_F(EnvTest, ProjectPolicyCanOnlyRemove) {
 }
 
 TEST_F(EnvTest, PolicyShowListsTheEnvSection) {
-  UserPolicy("[env]\npass = [\"CI\"]\ndeny = [\"AWS_*\"]\nset = {MODE = \"ci\", API_KEY = \"s3cr3t-value\"}\n");
-  auto show = testing::Run(
-      {testing::CordonBin(), "policy", "show", "--workspace", dir_ / "ws"}, env_);
+  UserPolicy(
+      "[env]\npass = [\"CI\"]\ndeny = [\"AWS_*\"]\nset = {MODE = \"ci\", API_KEY = "
+      "\"s3cr3t-value\"}\n");
+  auto show =
+      testing::Run({testing::CordonBin(), "policy", "show", "--workspace", dir_ / "ws"}, env_);
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("env.pass = ["), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("\"CI\""), std::string::npos) << show.out;
@@ -127,7 +133,8 @@ TEST_F(EnvTest, PolicyShowListsTheEnvSection) {
       << show.out;
   EXPECT_EQ(show.out.find("s3cr3t-value"), std::string::npos) << show.out;
   UserPolicy("[env]\npass = [\"NOT A NAME\"]\n");
-  auto bad = testing::Run({testing::CordonBin(), "policy", "show", "--workspace", dir_ / "ws"}, env_);
+  auto bad =
+      testing::Run({testing::CordonBin(), "policy", "show", "--workspace", dir_ / "ws"}, env_);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("must be a variable name"), std::string::npos) << bad.err;
 }
@@ -141,13 +148,22 @@ TEST_F(EnvTest, CommandIsFoundOnTheCallersPathAsFarAsTheSandboxSeesIt) {
   ::chmod((dir_ / "outside/bin/python3").c_str(), 0755);
   const std::string path =
       "PATH=" + (dir_ / "outside/bin") + ":" + (dir_ / "ws/tools/bin") + ":/usr/bin:/bin";
-  std::vector<std::string> args = {testing::CordonBin(), "exec",    "--workspace", dir_ / "ws",
-                                   "--audit-log",        log(),     "--",          "ws-tool"};
+  std::vector<std::string> args = {testing::CordonBin(), "exec", "--workspace", dir_ / "ws",
+                                   "--audit-log",        log(),  "--",          "ws-tool"};
   std::vector<std::string> env = env_;
-  env.push_back(path);
+  env.back() = path;  // in place of env_'s PATH
   auto r = testing::Run(args, env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "ws-tool ran\n");
+  // Found only outside: not found inside (127), and cordon says where it is on the host.
+  WriteFile(dir_ / "outside/bin/only-outside", "#!/bin/sh\necho ran\n");
+  ::chmod((dir_ / "outside/bin/only-outside").c_str(), 0755);
+  args.back() = "only-outside";
+  auto outside = testing::Run(args, env);
+  EXPECT_EQ(outside.exit_code, 127) << outside.err;
+  EXPECT_NE(outside.err.find(dir_ / "outside/bin/only-outside" + " on your PATH"),
+            std::string::npos)
+      << outside.err;
   auto p = Exec({}, "echo \"$PATH\"", {path});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(p.out, dir_ / "ws/tools/bin" + ":/usr/bin:/bin\n");
@@ -161,13 +177,24 @@ TEST_F(EnvTest, WrappedServerGetsItsClientsEnvironmentAndSecretsStayOutOfTheLog)
       "\"plain\":\"%s\",\"denied\":\"%s\"}}\\n' \"$GITHUB_TOKEN\" \"$MY_API_KEY\" "
       "\"$PLAIN_SETTING\" \"${DENIED_VAR-absent}\"";
   UserPolicy("[env]\ndeny = [\"DENIED_*\"]\n");
-  std::vector<std::string> args = {testing::CordonBin(), "wrap", "--workspace", dir_ / "ws",
-                                   "--audit-log", log(), "--env", "MY_API_KEY=key-value-98765",
-                                   "--", "sh", "-c", server};
+  std::vector<std::string> args = {testing::CordonBin(),
+                                   "wrap",
+                                   "--workspace",
+                                   dir_ / "ws",
+                                   "--audit-log",
+                                   log(),
+                                   "--env",
+                                   "MY_API_KEY=key-value-98765",
+                                   "--",
+                                   "sh",
+                                   "-c",
+                                   server};
   std::vector<std::string> env = env_;
   env.insert(env.end(), {"GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
                          "PLAIN_SETTING=plain-value", "DENIED_VAR=nope"});
-  auto r = testing::Run(args, env, R"({"jsonrpc":"2.0","id":1,"method":"ping"})" "\n");
+  auto r = testing::Run(args, env,
+                        R"({"jsonrpc":"2.0","id":1,"method":"ping"})"
+                        "\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json reply = Json::parse(r.out.substr(0, r.out.find('\n')));
   EXPECT_EQ(reply["result"]["plain"], "plain-value") << r.out;
@@ -175,8 +202,7 @@ TEST_F(EnvTest, WrappedServerGetsItsClientsEnvironmentAndSecretsStayOutOfTheLog)
   // The server got the secrets (non-empty), and the client sees them redacted.
   EXPECT_NE(reply["result"]["gh"], "") << r.out;
   EXPECT_NE(reply["result"]["gh"].get<std::string>().find("REDACTED"), std::string::npos) << r.out;
-  EXPECT_NE(reply["result"]["key"].get<std::string>().find("REDACTED"), std::string::npos)
-      << r.out;
+  EXPECT_NE(reply["result"]["key"].get<std::string>().find("REDACTED"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("key-value-98765"), std::string::npos);
   const std::string text = ReadFile(log());
   EXPECT_EQ(text.find("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), std::string::npos);
