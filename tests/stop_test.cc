@@ -106,10 +106,10 @@ class StopTest : public ::testing::Test {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_addopen(&fa, 1, (dir_ / "out").c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, (dir_ / "err").c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 1, (dir_ / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    posix_spawn_file_actions_addopen(&fa, 2, (dir_ / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
@@ -257,15 +257,17 @@ TEST_F(StopTest, ServeStopsItsRunningCallOnGroupSigterm) {
                         {{"protocolVersion", "2025-06-18"},
                          {"capabilities", Json::object()},
                          {"clientInfo", {{"name", "stop_test"}, {"version", "1"}}}}}});
+  WriteLine(
+      stdin_w_,
+      {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}, {"params", Json::object()}});
   WriteLine(stdin_w_,
-            {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}, {"params", Json::object()}});
-  WriteLine(stdin_w_, {{"jsonrpc", "2.0"},
-                       {"id", 2},
-                       {"method", "tools/call"},
-                       {"params",
-                        {{"name", "run_shell"},
-                         {"arguments",
-                          {{"program", "sh"}, {"args", {kTree[1], kTree[2]}}, {"timeout_secs", 300}}}}}});
+            {{"jsonrpc", "2.0"},
+             {"id", 2},
+             {"method", "tools/call"},
+             {"params",
+              {{"name", "run_shell"},
+               {"arguments",
+                {{"program", "sh"}, {"args", {kTree[1], kTree[2]}}, {"timeout_secs", 300}}}}}});
   AwaitMarker();
   const auto run = Descendants(pid_);
   ASSERT_EQ(::kill(-pid_, SIGTERM), 0);
