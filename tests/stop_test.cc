@@ -280,6 +280,25 @@ TEST_F(StopTest, ServeStopsItsRunningCallOnGroupSigterm) {
   ExpectVerifies();
 }
 
+TEST_F(StopTest, ServeHttpExits128PlusNWithItsRecords) {
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  std::vector<std::string> args = {"serve", "--http", "127.0.0.1:" + port, "--no-auth"};
+  for (auto& s : Session()) args.push_back(s);
+  Start(args);
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (ReadFile(dir_ / "err").find("listening on") == std::string::npos && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (ReadFile(dir_ / "err").find("libmicrohttpd") != std::string::npos)
+    GTEST_SKIP() << "SKIPPED: libmicrohttpd is missing, serve --http cannot run: "
+                 << ReadFile(dir_ / "err");
+  ASSERT_NE(ReadFile(dir_ / "err").find("listening on"), std::string::npos)
+      << ReadFile(dir_ / "err");
+  ASSERT_EQ(::kill(-pid_, SIGINT), 0);
+  EXPECT_EQ(Wait(), 128 + SIGINT) << ReadFile(dir_ / "err");
+  EXPECT_TRUE(Last("session_finished")) << ReadFile(log());
+  ExpectVerifies();
+}
+
 // A server that ignores EOF and SIGTERM: the worst case for the client's two seconds.
 const std::vector<std::string> kStubbornServer = {
     "sh", "-c", "trap '' TERM INT HUP; echo x > started; exec sleep 300"};
