@@ -42,7 +42,11 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
   if (l.json_status_fd >= 0)
     a.insert(a.end(), {"--json-status-fd", std::to_string(l.json_status_fd)});
   a.push_back("--clearenv");
-  for (const auto& [k, v] : l.env) a.insert(a.end(), {"--setenv", k, v});
+  if (l.env_args_fd >= 0) {
+    a.insert(a.end(), {"--args", std::to_string(l.env_args_fd)});
+  } else {
+    for (const auto& [k, v] : l.env) a.insert(a.end(), {"--setenv", k, v});
+  }
   auto bind = [&](const char* how, const HostPath& p) {
     if (p.kind == PathKind::kSymlink) {
       a.insert(a.end(), {"--symlink", p.symlink_target, p.path});
@@ -92,6 +96,18 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
   a.insert(a.end(), {"--", kShimInSandbox, "--spec-fd", std::to_string(l.spec_fd)});
   if (l.status_fd >= 0) a.insert(a.end(), {"--status-fd", std::to_string(l.status_fd)});
   return a;
+}
+
+std::string BwrapEnvArgs(const SandboxLayout& l) {
+  std::string out;
+  for (const auto& [k, v] : l.env) {
+    out += std::string_view("--setenv\0", 9);
+    out += k;
+    out += '\0';
+    out += v;
+    out += '\0';
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_env,

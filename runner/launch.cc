@@ -35,7 +35,7 @@
 namespace cordon {
 namespace {
 
-constexpr int kSpecFd = 3, kStatusFd = 4, kJsonStatusFd = 5;
+constexpr int kSpecFd = 3, kStatusFd = 4, kJsonStatusFd = 5, kEnvArgsFd = 6;
 
 double NowMs() {
   return std::chrono::duration<double, std::milli>(
@@ -646,7 +646,15 @@ std::vector<std::string> LaunchArgv(const LaunchPlan& plan) {
   l.spec_fd = kSpecFd;
   l.status_fd = kStatusFd;
   l.json_status_fd = kJsonStatusFd;
+  l.env_args_fd = kEnvArgsFd;
   return BuildBwrapArgv(l);
+}
+
+std::string LaunchEnvArgs(const LaunchPlan& plan) {
+  if (plan.session.weaker()) return {};
+  SandboxLayout l;
+  l.env = plan.call.env;
+  return BwrapEnvArgs(l);
 }
 
 std::vector<std::string> LaunchEnv(const LaunchPlan& plan) {
@@ -684,10 +692,24 @@ Json ConfinementJson(const LaunchPlan& plan) {
   return j;
 }
 
+namespace {
+std::vector<std::string> SplitNul(const std::string& s) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0; start < s.size();) {
+    const std::size_t end = s.find('\0', start);
+    out.push_back(s.substr(start, end - start));
+    start = end == std::string::npos ? s.size() : end + 1;
+  }
+  return out;
+}
+}  // namespace
+
 Json PlanJson(const LaunchPlan& plan) {
   const std::vector<std::string> argv = LaunchArgv(plan);
   return {{"bwrap", plan.session.weaker() ? Json(nullptr) : Json(argv)},
           {"exec", {{"argv", argv}, {"env", LaunchEnv(plan)}}},
+          // What bwrap reads from its --args fd (the command's environment), NUL-separated.
+          {"bwrap_args_fd", SplitNul(LaunchEnvArgs(plan))},
           {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
           {"contain", ContainSpecJson(plan.call.contain)},
           {"confinement", ConfinementJson(plan)},
@@ -715,6 +737,15 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
       ::write(spec_fd.get(), spec.data(), spec.size()) != static_cast<ssize_t>(spec.size()) ||
       ::lseek(spec_fd.get(), 0, SEEK_SET) != 0) {
     return SysFail(Code::kSandboxUnavailable, "memfd spec", "");
+  }
+  // The command's environment goes to bwrap through a memfd (--args), never its argv.
+  const std::string env_args = LaunchEnvArgs(plan);
+  UniqueFd env_fd(::memfd_create("cordon-env", MFD_CLOEXEC));
+  if (!env_fd.valid() ||
+      ::write(env_fd.get(), env_args.data(), env_args.size()) !=
+          static_cast<ssize_t>(env_args.size()) ||
+      ::lseek(env_fd.get(), 0, SEEK_SET) != 0) {
+    return SysFail(Code::kSandboxUnavailable, "memfd env", "");
   }
   // Each end is owned as soon as it exists: a failing pipe2 leaks none of the earlier ones.
   Pipe out = MakePipe(), err = MakePipe(), js = MakePipe(), in = MakePipe();
@@ -775,16 +806,18 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
     } else {
       ::setpgid(0, 0);
     }
-    int hi[6] = {::fcntl(stdin_src, F_DUPFD_CLOEXEC, 64),
+    int hi[7] = {::fcntl(stdin_src, F_DUPFD_CLOEXEC, 64),
                  ::fcntl(inherit ? 1 : out.write.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(inherit ? 2 : err.write.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(spec_fd.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(st.write.get(), F_DUPFD_CLOEXEC, 64),
-                 ::fcntl(js.write.get(), F_DUPFD_CLOEXEC, 64)};
-    for (int i = 0; i < 6; ++i) {
+                 ::fcntl(js.write.get(), F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(env_fd.get(), F_DUPFD_CLOEXEC, 64)};
+    const int fixed = weaker ? 6 : 7;  // the shim, exec'd directly, needs no --args fd
+    for (int i = 0; i < fixed; ++i) {
       if (hi[i] < 0 || ::dup2(hi[i], i) < 0) _exit(126);
     }
-    ::syscall(SYS_close_range, 6, ~0U, 0);
+    ::syscall(SYS_close_range, static_cast<unsigned>(fixed), ~0U, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

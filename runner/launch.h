@@ -205,6 +205,8 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
 // weaker mode) and environment; the exact spec bytes the shim reads; the audit view.
 std::vector<std::string> LaunchArgv(const LaunchPlan& plan);
 std::vector<std::string> LaunchEnv(const LaunchPlan& plan);
+// What bwrap reads from its --args fd: the command's environment (empty in the weaker mode).
+std::string LaunchEnvArgs(const LaunchPlan& plan);
 std::string LaunchSpec(const LaunchPlan& plan);
 Json ConfinementJson(const LaunchPlan& plan);
 // `cordon exec --plan`: the argv, environment and spec hash above, the spec, the confinement.

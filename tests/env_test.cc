@@ -4,7 +4,12 @@
 // sandbox can read it, a wrapped server getting its client's environment, secret values kept
 // out of results and records, and the names (never the values) in the records.
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
 
 #include "core/text.h"
 #include "tests/test_util.h"
@@ -214,6 +219,48 @@ TEST_F(EnvTest, WrappedServerGetsItsClientsEnvironmentAndSecretsStayOutOfTheLog)
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n << " " << names.dump();
   }
   EXPECT_EQ(std::find(names.begin(), names.end(), "DENIED_VAR"), names.end()) << names.dump();
+}
+
+// Any user on the host can read a process's argv: the values cordon hands bwrap (a wrapped
+// server's GITHUB_TOKEN, an --env value) reach it through a memfd, never its argv.
+TEST_F(EnvTest, ValuesNeverAppearInAnyProcessArgv) {
+  const std::string secret = "argv-leak-check-7f3a9c";
+  std::vector<std::string> args = {testing::CordonBin(),
+                                   "exec",
+                                   "--workspace",
+                                   dir_ / "ws",
+                                   "--audit-log",
+                                   log(),
+                                   "--env",
+                                   "MY_SETTING=" + secret,
+                                   "--",
+                                   "sh",
+                                   "-c",
+                                   "echo x > started; sleep 3"};
+  std::vector<char*> a, e;
+  for (auto& s : args) a.push_back(s.data());
+  a.push_back(nullptr);
+  std::vector<std::string> env = env_;
+  for (auto& s : env) e.push_back(s.data());
+  e.push_back(nullptr);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, a[0], nullptr, nullptr, a.data(), e.data()), 0);
+  for (int i = 0; i < 1500 && !testing::Exists(dir_ / "ws/started"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(testing::Exists(dir_ / "ws/started"));
+  int seen = 0, leaked = 0;
+  for (const auto& d : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = d.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(d.path().string() + "/cmdline");
+    if (cmdline.find("bwrap") != std::string::npos) ++seen;
+    if (cmdline.find(secret) != std::string::npos && std::stoi(name) != pid) ++leaked;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_GT(seen, 0) << "bwrap was not running";
+  EXPECT_EQ(leaked, 0) << "the value is in a process's argv";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
