@@ -232,7 +232,7 @@ constexpr AuditFieldInfo kSessionStarted[] = {
     {"sandbox", true, "the sandbox host, or {available: false, error}"},
     {"git", false, "{head, branch} of the workspace's git repository; absent when not a repo"},
     {"env", false,
-     "policy [env]: {pass: [names], set: [names]}, the variable names it passes and sets (never "
+     "policy [env]: {pass, deny, set}: the variable names it passes, denies and sets (never "
      "values); absent when the section is empty"},
 };
 

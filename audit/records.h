@@ -28,7 +28,7 @@ struct SessionStartedRecord {
   Json confinement = Json::object();
   Json sandbox = Json::object();
   std::optional<Json> git{};  // {head, branch} of the workspace's repository (checkpoint helper)
-  std::optional<Json> env{};  // policy [env]: {pass: [names], set: [names]}; never values
+  std::optional<Json> env{};  // policy [env]: {pass, deny, set} names; never values
   Json ToJson() const;
 };
 
