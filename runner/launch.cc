@@ -658,7 +658,8 @@ std::string LaunchEnvArgs(const LaunchPlan& plan) {
 }
 
 std::vector<std::string> LaunchEnv(const LaunchPlan& plan) {
-  // bwrap gets a bare PATH and sets the command's environment itself (--clearenv, --setenv).
+  // bwrap gets a bare PATH and sets the command's environment itself (--clearenv, then the
+  // --setenv pairs it reads from its --args fd).
   if (!plan.session.weaker()) return {"PATH=/usr/bin:/bin"};
   std::vector<std::string> env;
   for (const auto& [k, v] : plan.call.env) env.push_back(k + "=" + v);
