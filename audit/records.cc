@@ -27,6 +27,7 @@ Json SessionStartedRecord::ToJson() const {
             {"policy_notes", policy_notes},     {"scopes", scopes},
             {"confinement", confinement},       {"sandbox", sandbox}};
   Put(j, "git", git);
+  Put(j, "env", env);
   return j;
 }
 
@@ -103,6 +104,8 @@ Json ProcessRecord::ToJson() const {
   Put(j, "timeout", timeout);
   if (error_code) j["error"] = {{"code", *error_code}, {"message", error_message}};
   Put(j, "changes", changes);  // --- changes
+  Put(j, "stop_signal", stop_signal);
+  Put(j, "env", env);
   return j;
 }
 
@@ -232,6 +235,9 @@ constexpr AuditFieldInfo kSessionStarted[] = {
     {"confinement", true, "what the kernel offers (Landlock ABI, seccomp, user namespaces)"},
     {"sandbox", true, "the sandbox host, or {available: false, error}"},
     {"git", false, "{head, branch} of the workspace's git repository; absent when not a repo"},
+    {"env", false,
+     "policy [env]: {pass, deny, set}: the variable names it passes, denies and sets (never "
+     "values); absent when the section is empty"},
 };
 
 constexpr AuditFieldInfo kToolStarted[] = {
@@ -324,6 +330,11 @@ constexpr AuditFieldInfo kProcess[] = {
      "bytes_after, mode_before, mode_after, below, content_changed, sha256_before, "
      "sha256_after, hash_skipped, before_unknown}], counts: {kind: n}, omitted, concurrent, "
      "git, unwalked}"},
+    {"stop_signal", false,
+     "the signal (SIGINT 2, SIGTERM 15, SIGHUP 1) cordon received that made it end the process"},
+    {"env", false,
+     "names (never values) of the variables it got beyond the fixed sandbox ones (PATH, HOME, "
+     "TMPDIR, CORDON_*): passed from the caller, set by policy, --env or the server's config"},
 };
 
 constexpr AuditFieldInfo kMcpDiagnostic[] = {

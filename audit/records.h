@@ -28,6 +28,7 @@ struct SessionStartedRecord {
   Json confinement = Json::object();
   Json sandbox = Json::object();
   std::optional<Json> git{};  // {head, branch} of the workspace's repository (checkpoint helper)
+  std::optional<Json> env{};  // policy [env]: {pass, deny, set} names; never values
   Json ToJson() const;
 };
 
@@ -120,6 +121,10 @@ struct ProcessRecord {
   bool truncated = false;
   // --- changes: what the process changed in the writable roots (runner/changes.h)
   std::optional<Json> changes{};
+  // --- stop/env (issue 11): the termination signal cordon received that ended it, and the
+  // names (never the values) of the variables it got beyond the fixed sandbox ones.
+  std::optional<int> stop_signal{};
+  std::optional<std::vector<std::string>> env{};
   Json ToJson() const;
 };
 

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "core/signals.h"
 
 namespace cordon::cli {
 
@@ -21,12 +22,14 @@ void AddCallCommand(CLI::App& root, Context& ctx) {
   ctx.run[cmd] = [f, cmd, &ctx]() -> int {
     auto text = ReadJsonArgument(f->json);
     if (!text) return UsageError(*cmd, text.error().message);
+    // A signal ends the call's sandbox (run_shell), and cordon exits 128+N after the records.
+    InstallTerminationHandler();
     auto session = StartSessionOr(kExitStart, SessionOptionsFrom(f->session, "cli"), ctx.envp);
     if (!session) return session.error();
     Json result = (*session)->CallJsonText(f->tool, *text);
     (*session)->Finish();
     std::cout << DumpJson(result) << std::endl;
-    return result["isError"].get<bool>() ? kExitToolError : kExitOk;
+    return ExitCodeAfterSignal(result["isError"].get<bool>() ? kExitToolError : kExitOk);
   };
 }
 

@@ -5,12 +5,15 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
 
 #include "runner/mask.h"
+#include "core/redact.h"
+#include "core/signals.h"
 
 #ifndef CORDON_SHIPPED_POLICY_DIR
 #define CORDON_SHIPPED_POLICY_DIR "/usr/share/cordon/policies.d"
@@ -186,6 +189,54 @@ Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session) {
     for (const auto& [k, v] : srv.headers) session.AddRedaction("mcp_config", v);
   }
   return config;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> EnvFromFlags(
+    const std::vector<std::string>& flags, char** envp) {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const auto& f : flags) {
+    const std::size_t eq = f.find('=');
+    const std::string name = f.substr(0, eq);
+    if (!IsEnvName(name)) {
+      return Fail(Code::kInvalidInput, "--env " + f + ": \"" + name +
+                                           "\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if (eq != std::string::npos) {
+      env.emplace_back(name, f.substr(eq + 1));
+      continue;
+    }
+    const char* value = nullptr;
+    for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+      if (std::strncmp(*e, name.c_str(), name.size()) == 0 && (*e)[name.size()] == '=')
+        value = *e + name.size() + 1;
+    }
+    if (value == nullptr) {
+      std::fprintf(stderr, "cordon: --env %s: not set in cordon's environment; not passed\n",
+                   name.c_str());
+      continue;
+    }
+    env.emplace_back(name, value);
+  }
+  return env;
+}
+
+void AddEnvFlag(CLI::App* cmd, std::vector<std::string>* flags) {
+  cmd->add_option("--env", *flags,
+                  "pass NAME from cordon's environment, or set NAME=VALUE (repeatable; policy "
+                  "[env] sets the defaults)")
+      ->type_name("NAME[=VALUE]");
+}
+
+void RedactEnvValues(Session& session,
+                     const std::vector<std::pair<std::string, std::string>>& env) {
+  for (const auto& [name, value] : env) {
+    if (Redactor::IsSecretName(name)) session.AddRedaction("env", value);
+  }
+}
+
+int ExitCodeAfterSignal(int otherwise) {
+  const int sig = TerminationSignal();
+  return sig != 0 ? kExitSignalBase + sig : otherwise;
 }
 
 Result<std::string> ReadJsonArgument(const std::string& arg) {

@@ -90,6 +90,20 @@ Status AddGrants(const GrantFlags& flags, ProcessRequest& req);
 // The workspace's configured MCP servers; their env and header values join the redaction list.
 Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session);
 
+// --env NAME and --env NAME=VALUE (exec, wrap), in order: NAME takes cordon's own value, and
+// is left out (said on stderr) when cordon has none, as `docker run -e NAME` does. A bad name
+// is invalid_input.
+Result<std::vector<std::pair<std::string, std::string>>> EnvFromFlags(
+    const std::vector<std::string>& flags, char** envp);
+// Adds the --env option to `cmd`.
+void AddEnvFlag(CLI::App* cmd, std::vector<std::string>* flags);
+// Values given with --env whose names look secret join the session's redactor: they reach the
+// command, never a record or a result.
+void RedactEnvValues(Session& session, const std::vector<std::pair<std::string, std::string>>& env);
+// cordon's exit code when a termination signal (SIGINT, SIGTERM, SIGHUP) stopped the command:
+// 128 + N, or `otherwise` when none arrived (core/signals.h).
+int ExitCodeAfterSignal(int otherwise);
+
 // A --json argument: the text itself, "@-" for standard input, or "@FILE".
 Result<std::string> ReadJsonArgument(const std::string& arg);
 

@@ -4,8 +4,10 @@
 #include <cstdlib>
 
 #include "cli/common.h"
+#include "core/signals.h"
 #include "runner/bwrap.h"
 #include "runner/contain.h"
+#include "runner/host_probe.h"
 
 namespace cordon::cli {
 
@@ -14,6 +16,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
     SessionFlags session;
     GrantFlags grants;
     std::string network, timeout;
+    std::vector<std::string> env;
     bool plan = false;
   };
   auto f = std::make_shared<Flags>();
@@ -29,6 +32,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
   cmd->add_option("--timeout", f->timeout, "time limit in seconds")->type_name("SECONDS");
   AddGrantFlags(cmd, &f->grants);
+  AddEnvFlag(cmd, &f->env);
   cmd->add_flag("--plan", f->plan, "print the launch plan as JSON and run nothing");
   AddSessionFlags(cmd, &f->session);
   std::string footer = "exit codes: the command's own, or";
@@ -38,8 +42,14 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
   ctx.run[cmd] = [f, cmd, &ctx]() -> int {
     if (ctx.command.empty())
       return UsageError(*cmd, "exec needs a command: cordon exec [OPTIONS] -- CMD ARGS...");
+    // Ctrl-C, a CI runner's SIGTERM, a closed terminal's SIGHUP: the sandbox is ended, the
+    // records written, and cordon exits 128+N (docs/cli.md "Stopping").
+    InstallTerminationHandler();
     ProcessRequest req;
     req.argv = ctx.command;
+    auto env = EnvFromFlags(f->env, ctx.envp);
+    if (!env) return UsageError(*cmd, env.error().message);
+    req.extra_env = std::move(*env);
     req.tool = "exec";
     req.kind = ProcessKind::kForeground;
     req.inherit_stdio = true;
@@ -58,6 +68,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "exec"), ctx.envp);
     if (!session) return session.error();
     req.cwd = (*session)->workspace().root();
+    RedactEnvValues(**session, req.extra_env);
     if (f->plan) {
       // The launch plan as data, without running anything: what bwrap gets, what the shim
       // applies (rlimits, Landlock, seccomp), and what the process record would say.
@@ -75,9 +86,24 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       return kExitCordonFailed;
     }
     ProcessOutcome o = (*proc)->outcome();
+    if (o.stop_signal) {
+      std::fprintf(stderr, "cordon: stopped by signal %d; the sandbox was ended\n", *o.stop_signal);
+      return kExitSignalBase + *o.stop_signal;
+    }
     if (o.error) {
       std::fprintf(stderr, "cordon: %s: %s\n", std::string(CodeName(o.error->code)).c_str(),
                    o.error->message.c_str());
+      // Not found inside, but found on the caller's PATH: its directory lies outside what the
+      // sandbox can read (the sandbox's PATH keeps only the visible part of the caller's).
+      const std::string& name = req.argv[0];
+      if (o.error->code == Code::kNotFound && name.find('/') == std::string::npos) {
+        if (const std::string host = FindOnPath(name); !host.empty()) {
+          std::fprintf(stderr,
+                       "cordon: %s is %s on your PATH, outside what the sandbox can read; add "
+                       "its directory to [filesystem] read in your policy (docs/policy.md)\n",
+                       name.c_str(), host.c_str());
+        }
+      }
     } else if (o.status == ProcessStatus::kTimeout) {
       std::fprintf(stderr, "cordon: timed out: %s; the sandbox was terminated\n",
                    o.limit ? o.limit->Describe().c_str() : "the time limit");
@@ -85,7 +111,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       // The command's own exit code passes through; cordon says which limit ended it.
       std::fprintf(stderr, "cordon: the command was ended by %s\n", o.limit->Describe().c_str());
     }
-    return ExecExitCode(o);
+    return ExitCodeAfterSignal(ExecExitCode(o));
   };
 }
 

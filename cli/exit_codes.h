@@ -48,7 +48,9 @@ inline constexpr ExitCodeDoc kExecExitCodeDocs[] = {
     {kExitTimeout, "the time limit passed and the sandbox was terminated"},
     {kExitCordonFailed, "cordon failed: usage error, could not start, sandbox could not be set up"},
     {kExitNotFound, "the command does not exist"},
-    {kExitSignalBase, "+ N: the command was killed by signal N"},
+    {kExitSignalBase,
+     "+ N: the command was killed by signal N, or cordon got SIGINT/SIGTERM/SIGHUP (N) and "
+     "ended the sandbox"},
 };
 
 // The exit code of `cordon exec` for a command that ran (or failed to start) in the sandbox.

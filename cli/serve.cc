@@ -8,6 +8,7 @@
 
 #include "cli/common.h"
 #include "core/hash.h"
+#include "core/signals.h"
 #include "core/unique_fd.h"
 #include "mcp/http_server.h"
 #include "mcp/hub.h"
@@ -70,6 +71,7 @@ void AddServeCommand(CLI::App& root, Context& ctx) {
       }
       http = *o;
     }
+    InstallTerminationHandler();  // before the servers start: a signal now is recorded too
     SessionOptions options = SessionOptionsFrom(f->session, "mcp");
     if (!f->token_file.empty()) options.own_files.push_back(f->token_file);  // never shown inside
     auto session = StartSessionOr(kExitStart, options, ctx.envp);
@@ -113,7 +115,7 @@ void AddServeCommand(CLI::App& root, Context& ctx) {
                   });
     }
     (*session)->Finish();
-    return rc;
+    return ExitCodeAfterSignal(rc);  // SIGINT/SIGTERM/SIGHUP: 128+N once all is recorded
   };
 }
 

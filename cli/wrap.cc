@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/common.h"
+#include "core/signals.h"
 
 namespace cordon::cli {
 
@@ -14,6 +15,7 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     GrantFlags grants;
     std::string network;
     bool plan = false;
+    std::vector<std::string> env;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = root.add_subcommand("wrap",
@@ -28,6 +30,7 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
   cmd->add_flag("--plan", f->plan,
                 "print the server's launch plan as JSON (with the grants of its own program "
                 "files) and run nothing");
+  AddEnvFlag(cmd, &f->env);
   AddSessionFlags(cmd, &f->session);
   cmd->footer(
       "the server's own program files (its executable; for node, python3, ...: its script's "
@@ -36,6 +39,9 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
   ctx.run[cmd] = [f, cmd, &ctx]() -> int {
     if (ctx.command.empty())
       return UsageError(*cmd, "wrap needs a server command: cordon wrap [OPTIONS] -- CMD ARGS...");
+    // The client's SIGTERM (or Ctrl-C) ends the server's sandbox and writes the records; cordon
+    // then exits 128+N (docs/cli.md "Stopping").
+    InstallTerminationHandler();
     ProcessRequest req;
     req.argv = ctx.command;
     req.tool = "wrap";
@@ -43,6 +49,13 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     req.pipe_stdin = true;
     req.no_timeout = true;
     req.program_files = true;
+    // The server gets the environment its client gave to cordon wrap (minus env.deny): its
+    // config's GITHUB_TOKEN and the like are meant for it. Secret-looking values are in the
+    // session's redactor (from cordon's own environment), so they never reach logs or results.
+    req.inherit_env = true;
+    auto env = EnvFromFlags(f->env, ctx.envp);
+    if (!env) return UsageError(*cmd, env.error().message);
+    req.extra_env = std::move(*env);
     if (!f->network.empty()) req.network = *ParseNetworkMode(f->network);
     // A grant that cannot be had is the caller's mistake: said with the usage line (125).
     if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
@@ -77,9 +90,10 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
         return kExitCordonFailed;
       }
     }
+    RedactEnvValues(**session, req.extra_env);
     int rc = mcp::RunWrap(**session, req, 0, 1);
     (*session)->Finish();
-    return rc;
+    return ExitCodeAfterSignal(rc);
   };
 }
 

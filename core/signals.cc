@@ -1,10 +1,24 @@
-// Signal masks shared by every thread cordon starts.
+// Signal masks shared by every thread cordon starts, and the termination handler.
 #include "core/signals.h"
 
 #include <pthread.h>
 #include <signal.h>
 
 namespace cordon {
+namespace {
+
+// Lock-free atomics are async-signal-safe; the handler does nothing else.
+std::atomic<int> g_signal{0};
+std::atomic<bool> g_requested{false};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
+
+void OnTermination(int sig) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, sig);
+  g_requested.store(true);
+}
+
+}  // namespace
 
 void BlockTerminationSignals() {
   sigset_t set;
@@ -14,5 +28,16 @@ void BlockTerminationSignals() {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
+
+void InstallTerminationHandler() {
+  struct sigaction sa {};
+  sa.sa_handler = OnTermination;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+}
+
+int TerminationSignal() { return g_signal.load(); }
+
+const std::atomic<bool>* TerminationRequested() { return &g_requested; }
 
 }  // namespace cordon

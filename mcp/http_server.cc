@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <mutex>
 
 #include "core/hash.h"
+#include "core/signals.h"
 #include "mcp/dynlib.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
@@ -28,9 +30,6 @@ namespace {
 
 // Set by ServeHttp before the daemon starts; the request callbacks run only after that.
 const MhdApi* g_mhd = nullptr;
-
-volatile std::sig_atomic_t g_stop = 0;
-void OnStop(int) { g_stop = 1; }
 
 struct Pending {
   std::string body;
@@ -260,10 +259,7 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(options.port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct sigaction sa {};
-  sa.sa_handler = OnStop;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  InstallTerminationHandler();  // core/signals.h: the signal decides cordon's exit code
   // Worker threads inherit a mask without these signals, so the main thread receives them.
   BlockTerminationSignals();
   // A thread per connection: an SSE body blocks its thread until the call has news.
@@ -282,7 +278,8 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   }
   std::fprintf(stderr, "cordon: listening on http://127.0.0.1:%d/mcp%s\n", options.port,
                options.token.empty() ? " (WITHOUT a bearer token: --no-auth)" : "");
-  while (!g_stop) ::pause();
+  // A signal interrupts the wait; the timeout covers one that lands between check and wait.
+  while (TerminationSignal() == 0) ::poll(nullptr, 0, 250);
   // Cancel and finish every call first: their streams end, so the connection threads that
   // stop_daemon waits for can return.
   std::map<std::string, std::shared_ptr<McpServer>> sessions;

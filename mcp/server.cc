@@ -263,19 +263,11 @@ std::vector<Json> McpServer::HandleLine(std::string_view line) {
   return {std::move(*reply)};
 }
 
-namespace {
-volatile std::sig_atomic_t g_terminate = 0;
-void OnTerminate(int) { g_terminate = 1; }
-}  // namespace
-
 int ServeStdio(Session& session, int in_fd, int out_fd,
                const std::function<void(std::function<void()>)>& on_tools_changed) {
   // SIGTERM/SIGINT/SIGHUP end the loop (read gets EINTR: no SA_RESTART) so that servers and
-  // background jobs are stopped and recorded before cordon exits.
-  struct sigaction sa {};
-  sa.sa_handler = OnTerminate;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  // background jobs are stopped and recorded before cordon exits (core/signals.h).
+  InstallTerminationHandler();
   std::mutex out_mu;
   bool out_ok = true;
   auto send = [&](const Json& msg) {
@@ -299,7 +291,7 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
   bool failed = false;  // the client's end is gone
   char chunk[65536];
   while (!failed) {
-    if (g_terminate) break;
+    if (TerminationSignal() != 0) break;
     ssize_t n = ::read(in_fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -325,7 +317,7 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
     if (failed || !flush()) return 1;
   }
   // EOF: running calls finish and answer; a termination signal cancels them.
-  server.Drain(g_terminate != 0);
+  server.Drain(TerminationSignal() != 0);
   return 0;
 }
 

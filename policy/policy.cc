@@ -6,6 +6,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,13 @@ std::string NameEntry(const std::string& name, const std::string& entry) {
     return name + " entry \"" + entry + "\" must be one file or directory name (no /)";
   }
   return {};
+}
+
+std::string EnvEntry(const std::string& name, const std::string& entry) {
+  return IsEnvName(entry, true) ? std::string()
+                                : name + " entry \"" + entry +
+                                      "\" must be a variable name ([A-Za-z_][A-Za-z0-9_]*), "
+                                      "optionally ending in * (a prefix)";
 }
 
 std::string ScopeEntry(const std::string&, const std::string& scope) {
@@ -239,6 +247,10 @@ const ListKey kListKeys[] = {
      [](const Policy& p) { return p.filesystem.protected_names; },
      [](Policy& p, std::vector<std::string> v) { p.filesystem.protected_names = std::move(v); },
      NameEntry},
+    {"env", "pass", ListPolarity::kGrants, false, false, [](const Policy& p) { return p.env.pass; },
+     [](Policy& p, std::vector<std::string> v) { p.env.pass = std::move(v); }, EnvEntry},
+    {"env", "deny", ListPolarity::kDenies, false, false, [](const Policy& p) { return p.env.deny; },
+     [](Policy& p, std::vector<std::string> v) { p.env.deny = std::move(v); }, EnvEntry},
     {"seccomp", "deny", ListPolarity::kDenies, true, false,
      [](const Policy& p) { return p.seccomp_deny; },
      [](Policy& p, std::vector<std::string> v) { p.seccomp_deny = std::move(v); }, AnyEntry},
@@ -258,6 +270,22 @@ Status UnknownKey(const std::string& source, const toml::node& node, const std::
 }  // namespace
 
 std::span<const ListKey> ListKeys() { return kListKeys; }
+
+bool IsEnvName(std::string_view name, bool allow_prefix) {
+  if (allow_prefix && !name.empty() && name.back() == '*') name.remove_suffix(1);
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+bool EnvEntryMatches(std::string_view entry, std::string_view name) {
+  if (!entry.empty() && entry.back() == '*') {
+    entry.remove_suffix(1);
+    return name.substr(0, entry.size()) == entry;
+  }
+  return entry == name;
+}
 
 void to_json(nlohmann::json& j, PolicyLayer layer) { j = Name(kPolicyLayerNames, layer); }
 
@@ -283,6 +311,10 @@ std::string Policy::CanonicalJson() const {
   j["filesystem"]["deny"] = filesystem.deny;
   if (!filesystem.protected_names.empty())
     j["filesystem"]["protected_names"] = filesystem.protected_names;
+  // Only when used: the policies recorded before [env] existed keep their hash.
+  if (!env.pass.empty()) j["env"]["pass"] = env.pass;
+  if (!env.deny.empty()) j["env"]["deny"] = env.deny;
+  if (!env.set.empty()) j["env"]["set"] = env.set;
   j["network"]["mode"] = NetworkModeName(network);
   j["seccomp"]["deny"] = seccomp_deny;
   j["sandbox"]["allow_weaker"] = allow_weaker_sandbox;
@@ -596,6 +628,36 @@ Status CheckExamples(Policy& policy, const KeyInput& in) {
   return {};
 }
 
+// [env] set = {NAME = "value"}: values only a layer the user controls may set (a project file
+// adding a variable would be the repository granting itself something).
+Status ApplyEnvKey(Policy& policy, const KeyInput& in) {
+  if (in.key != "set") return UnknownKey(in.source, in.node, in.name);
+  const toml::table* table = in.node.as_table();
+  if (table == nullptr) {
+    return Fail(Code::kInvalidInput, in.where + ": env.set must be a table of NAME = \"value\"");
+  }
+  for (auto&& [k, v] : *table) {
+    const std::string name(k.str());
+    const std::string where = Where(in.source, v);
+    if (!IsEnvName(name)) {
+      return Fail(Code::kInvalidInput,
+                  where + ": env.set name \"" + name + "\" must be a variable name");
+    }
+    auto value = v.value<std::string>();
+    if (!v.is_string() || !value) {
+      return Fail(Code::kInvalidInput, where + ": env.set." + name + " must be a string");
+    }
+    if (in.tighten_only) {
+      policy.notes.push_back(where + ": a project file cannot set env.set." + name +
+                             "; it stays unset");
+      continue;
+    }
+    policy.env.set[name] = *value;
+    policy.provenance["env.set." + name] = where;
+  }
+  return {};
+}
+
 // Every section a policy file may have. List keys (kListKeys) are found first in any section;
 // a section without a handler holds list keys only.
 struct Section {
@@ -606,7 +668,7 @@ constexpr Section kSections[] = {
     {"limits", ApplyLimitKey},    {"scopes", nullptr},         {"redact", nullptr},
     {"audit", ApplyAuditKey},     {"examples", CheckExamples}, {"filesystem", nullptr},
     {"network", ApplyNetworkKey}, {"seccomp", nullptr},        {"sandbox", ApplySandboxKey},
-    {"tools", ApplyToolSection},
+    {"tools", ApplyToolSection},  {"env", ApplyEnvKey},
 };
 
 }  // namespace

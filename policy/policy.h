@@ -62,6 +62,22 @@ struct FilesystemPolicy {
   std::vector<std::string> protected_names;
 };
 
+// [env]: what a confined process gets of the environment beyond the fixed sandbox variables
+// (runner/environment.h). A project layer may only remove: drop pass entries, add deny entries;
+// its `set` entries are refused with a note.
+struct EnvPolicy {
+  // Variable names passed from the caller's environment. "NAME*" is a prefix, which never
+  // matches a secret-looking name (Redactor::IsSecretName): those pass only when named exactly.
+  std::vector<std::string> pass;
+  std::vector<std::string> deny;           // never passed from the caller, never set; "NAME*" too
+  std::map<std::string, std::string> set;  // NAME = "value", set in every confined process
+  bool empty() const { return pass.empty() && deny.empty() && set.empty(); }
+};
+// A variable name ([A-Za-z_][A-Za-z0-9_]*), or with `allow_prefix` such a name followed by "*".
+bool IsEnvName(std::string_view name, bool allow_prefix = false);
+// Whether `name` matches an entry of an [env] list: the same name, or a "PREFIX*" entry.
+bool EnvEntryMatches(std::string_view entry, std::string_view name);
+
 // The workspace walk that finds every git directory and protected name refuses a launch
 // past this many entries (sandbox.max_scan_entries raises it).
 inline constexpr std::int64_t kDefaultMaxScanEntries = 2'000'000;
@@ -105,6 +121,7 @@ struct Policy {
   // (docs/adr/0004-change-records.md). A project file cannot turn it off.
   bool audit_file_changes = true;
   FilesystemPolicy filesystem;
+  EnvPolicy env;  // [env]
   NetworkMode network = NetworkMode::kNone;
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
   bool allow_weaker_sandbox = false;      // [sandbox] allow_weaker: Landlock+seccomp without bwrap

@@ -1,10 +1,19 @@
 // Rendering of the effective policy with provenance for `cordon policy show`.
 #include "policy/policy_show.h"
 
+#include "core/redact.h"
+
 #include <sstream>
 
 namespace cordon {
 namespace {
+
+// env.set values of secret-looking names are the policy's secrets: never shown.
+void HideSecretEnvValues(const Policy& policy, Json& effective) {
+  for (const auto& [name, value] : policy.env.set) {
+    if (Redactor::IsSecretName(name)) effective["env"]["set"][name] = "(value not shown)";
+  }
+}
 
 const std::string kBuiltIn = "built-in default";
 
@@ -37,7 +46,9 @@ Json PolicyShowJson(const Policy& policy) {
     }
     entries[key.Name()] = std::move(list);
   }
-  return {{"effective", Json::parse(policy.CanonicalJson())},
+  Json effective = Json::parse(policy.CanonicalJson());
+  HideSecretEnvValues(policy, effective);
+  return {{"effective", std::move(effective)},
           {"decided_by", policy.provenance},
           {"entries", std::move(entries)},
           {"files", std::move(files)},
@@ -47,6 +58,7 @@ Json PolicyShowJson(const Policy& policy) {
 
 Json PolicyShowEffective(const Policy& policy) {
   Json e = Json::parse(policy.CanonicalJson());
+  HideSecretEnvValues(policy, e);
   // The canonical form leaves keys at their defaults out (so that old policy hashes hold);
   // the view shows them, so no setting is hidden from the person reading it.
   auto put = [&](const char* section, const char* key, Json v) {

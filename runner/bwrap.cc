@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/redact.h"
+#include "runner/environment.h"
 
 namespace cordon {
 
@@ -41,7 +42,11 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
   if (l.json_status_fd >= 0)
     a.insert(a.end(), {"--json-status-fd", std::to_string(l.json_status_fd)});
   a.push_back("--clearenv");
-  for (const auto& [k, v] : l.env) a.insert(a.end(), {"--setenv", k, v});
+  if (l.env_args_fd >= 0) {
+    a.insert(a.end(), {"--args", std::to_string(l.env_args_fd)});
+  } else {
+    for (const auto& [k, v] : l.env) a.insert(a.end(), {"--setenv", k, v});
+  }
   auto bind = [&](const char* how, const HostPath& p) {
     if (p.kind == PathKind::kSymlink) {
       a.insert(a.end(), {"--symlink", p.symlink_target, p.path});
@@ -93,25 +98,21 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
   return a;
 }
 
+std::string BwrapEnvArgs(const SandboxLayout& l) {
+  std::string out;
+  for (const auto& [k, v] : l.env) {
+    out += std::string_view("--setenv\0", 9);
+    out += k;
+    out += '\0';
+    out += v;
+    out += '\0';
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_env,
                                                                     const std::string& workspace) {
-  static const std::set<std::string> kPass = {"LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ"};
-  std::vector<std::pair<std::string, std::string>> env = {
-      {"PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"},
-      {"HOME", "/tmp/home"},
-      {"TMPDIR", "/tmp"},
-      {"CORDON_SANDBOX", "1"},
-      {"CORDON_WORKSPACE", workspace}};
-  for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
-    std::string_view entry(*e);
-    std::size_t eq = entry.find('=');
-    if (eq == std::string_view::npos) continue;
-    std::string name(entry.substr(0, eq));
-    if (kPass.count(name) && !Redactor::IsSecretName(name)) {
-      env.emplace_back(name, std::string(entry.substr(eq + 1)));
-    }
-  }
-  return env;
+  return BuildSandboxEnvironment(host_env, workspace, EnvPolicy{}, false);
 }
 
 }  // namespace cordon

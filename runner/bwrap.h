@@ -48,6 +48,10 @@ struct SandboxLayout {
   std::string shim;  // host path of cordon-shim
   std::string cwd;
   std::vector<std::pair<std::string, std::string>> env;
+  // When set, the --setenv pairs reach bwrap through this fd (--args FD, BwrapEnvArgs) and not
+  // its argv: any user on the host can read a process's argv (/proc/PID/cmdline), and the
+  // values include what a wrapped server's client configured for it (GITHUB_TOKEN, ...).
+  int env_args_fd = -1;
   int spec_fd = -1;
   int status_fd = -1;
   int json_status_fd = -1;
@@ -56,8 +60,11 @@ struct SandboxLayout {
 inline constexpr const char* kShimInSandbox = "/run/cordon/cordon-shim";
 
 std::vector<std::string> BuildBwrapArgv(const SandboxLayout& layout);
+// The NUL-separated "--setenv NAME VALUE" arguments bwrap reads from env_args_fd.
+std::string BwrapEnvArgs(const SandboxLayout& layout);
 
-// The environment a confined process gets: a fixed allowlist, never a secret-looking name.
+// The environment a confined process gets under an empty [env] policy: a fixed allowlist, never
+// a secret-looking name (runner/environment.h has the general one).
 std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_env,
                                                                     const std::string& workspace);
 

@@ -25,6 +25,8 @@
 #include <utility>
 
 #include "core/hash.h"
+#include "core/signals.h"
+#include "runner/environment.h"
 #include "runner/host_probe.h"
 
 #ifndef CORDON_BUILD_SHIM
@@ -34,8 +36,7 @@
 namespace cordon {
 namespace {
 
-constexpr int kSpecFd = 3, kStatusFd = 4, kJsonStatusFd = 5;
-constexpr int kGraceMs = 2000;
+constexpr int kSpecFd = 3, kStatusFd = 4, kJsonStatusFd = 5, kEnvArgsFd = 6;
 
 double NowMs() {
   return std::chrono::duration<double, std::milli>(
@@ -378,7 +379,13 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
   f.workspace = workspace;
   const char* home_env = std::getenv("HOME");
   f.home = home_env != nullptr ? home_env : "/nonexistent";
-  f.env = SandboxEnvironment(host_env, workspace);
+  f.env = BuildSandboxEnvironment(host_env, workspace, policy.env, req.inherit_env);
+  for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PATH=", 5) == 0) {
+      f.caller_path = *e + 5;
+      break;  // the first, as getenv(3) finds it
+    }
+  }
   const PolicyPaths pp = ExpandPolicyPaths(policy, workspace, f.home);
   for (const auto* list : {&pp.read, &pp.write, &pp.deny}) {
     for (const auto& p : *list) f.paths.emplace(p, DescribeHostPath(p));
@@ -532,7 +539,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   s.workspace = workspace;
   c.cwd = req.cwd.empty() ? workspace : req.cwd;
   c.env = facts.env;
-  for (const auto& kv : req.extra_env) c.env.push_back(kv);
+  for (const auto& [k, v] : req.extra_env) SetEnv(c.env, k, v);
   c.inherit_stdio = req.inherit_stdio;
   c.pipe_stdin = req.pipe_stdin;
   c.max_output_bytes = req.max_output_bytes;
@@ -590,6 +597,20 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     if (Masked(hp)) s.deny.push_back(hp);
   }
   TRY(PlanMasks(facts, s));
+  // The command is found on the caller's PATH as far as the sandbox can see it, unless the
+  // policy or the request set PATH itself.
+  const bool path_set = policy.env.set.contains("PATH") ||
+                        std::any_of(req.extra_env.begin(), req.extra_env.end(),
+                                    [](const auto& kv) { return kv.first == "PATH"; });
+  if (!path_set && !facts.caller_path.empty()) {
+    std::vector<std::string> visible = {workspace}, hidden;
+    for (const auto* list : {&s.read, &s.write}) {
+      for (const auto& hp : *list) visible.push_back(hp.path);
+    }
+    for (const auto& hp : s.deny) hidden.push_back(hp.path);
+    const std::string path = SandboxPath(facts.caller_path, visible, hidden);
+    if (!path.empty()) SetEnv(c.env, "PATH", path);
+  }
   if (s.workspace_writable) {
     if (facts.protected_error) return std::unexpected(*facts.protected_error);
     if (!facts.protected_scan) {
@@ -700,11 +721,20 @@ std::vector<std::string> LaunchArgv(const LaunchPlan& plan) {
   l.spec_fd = kSpecFd;
   l.status_fd = kStatusFd;
   l.json_status_fd = kJsonStatusFd;
+  l.env_args_fd = kEnvArgsFd;
   return BuildBwrapArgv(l);
 }
 
+std::string LaunchEnvArgs(const LaunchPlan& plan) {
+  if (plan.session.weaker()) return {};
+  SandboxLayout l;
+  l.env = plan.call.env;
+  return BwrapEnvArgs(l);
+}
+
 std::vector<std::string> LaunchEnv(const LaunchPlan& plan) {
-  // bwrap gets a bare PATH and sets the command's environment itself (--clearenv, --setenv).
+  // bwrap gets a bare PATH and sets the command's environment itself (--clearenv, then the
+  // --setenv pairs it reads from its --args fd).
   if (!plan.session.weaker()) return {"PATH=/usr/bin:/bin"};
   std::vector<std::string> env;
   for (const auto& [k, v] : plan.call.env) env.push_back(k + "=" + v);
@@ -758,10 +788,24 @@ Json TimeoutDecision::ToJson() const {
   return j;
 }
 
+namespace {
+std::vector<std::string> SplitNul(const std::string& s) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0; start < s.size();) {
+    const std::size_t end = s.find('\0', start);
+    out.push_back(s.substr(start, end - start));
+    start = end == std::string::npos ? s.size() : end + 1;
+  }
+  return out;
+}
+}  // namespace
+
 Json PlanJson(const LaunchPlan& plan) {
   const std::vector<std::string> argv = LaunchArgv(plan);
   return {{"bwrap", plan.session.weaker() ? Json(nullptr) : Json(argv)},
           {"exec", {{"argv", argv}, {"env", LaunchEnv(plan)}}},
+          // What bwrap reads from its --args fd (the command's environment), NUL-separated.
+          {"bwrap_args_fd", SplitNul(LaunchEnvArgs(plan))},
           {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
           {"contain", ContainSpecJson(plan.call.contain)},
           {"confinement", ConfinementJson(plan)},
@@ -777,6 +821,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   proc->req_ = req;
   proc->workspace_ = plan.session.workspace;
   proc->confinement_ = ConfinementJson(plan);
+  proc->env_names_ = PassedEnvNames(call.env);
   proc->timeout_ms_ = call.limits.timeout_secs * 1000;
   proc->timeout_ = call.timeout;
   LimitFacts& lf = proc->limit_facts_;
@@ -797,6 +842,15 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
       ::write(spec_fd.get(), spec.data(), spec.size()) != static_cast<ssize_t>(spec.size()) ||
       ::lseek(spec_fd.get(), 0, SEEK_SET) != 0) {
     return SysFail(Code::kSandboxUnavailable, "memfd spec", "");
+  }
+  // The command's environment goes to bwrap through a memfd (--args), never its argv.
+  const std::string env_args = LaunchEnvArgs(plan);
+  UniqueFd env_fd(::memfd_create("cordon-env", MFD_CLOEXEC));
+  if (!env_fd.valid() ||
+      ::write(env_fd.get(), env_args.data(), env_args.size()) !=
+          static_cast<ssize_t>(env_args.size()) ||
+      ::lseek(env_fd.get(), 0, SEEK_SET) != 0) {
+    return SysFail(Code::kSandboxUnavailable, "memfd env", "");
   }
   // Each end is owned as soon as it exists: a failing pipe2 leaks none of the earlier ones.
   Pipe out = MakePipe(), err = MakePipe(), js = MakePipe(), in = MakePipe();
@@ -848,17 +902,27 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
       if (fd < 0 || ::write(fd, "0", 1) != 1) _exit(126);
       ::close(fd);
     }
-    if (!inherit) ::setsid();  // exec keeps the caller's terminal session; bwrap still isolates
-    int hi[6] = {::fcntl(stdin_src, F_DUPFD_CLOEXEC, 64),
+    // exec keeps the caller's terminal session (bwrap --new-session still isolates the
+    // command), but in a process group of its own: Ctrl-C or a CI runner's signal to cordon's
+    // group reaches cordon, which ends the sandbox and writes the records, instead of killing
+    // bwrap under it.
+    if (!inherit) {
+      ::setsid();
+    } else {
+      ::setpgid(0, 0);
+    }
+    int hi[7] = {::fcntl(stdin_src, F_DUPFD_CLOEXEC, 64),
                  ::fcntl(inherit ? 1 : out.write.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(inherit ? 2 : err.write.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(spec_fd.get(), F_DUPFD_CLOEXEC, 64),
                  ::fcntl(st.write.get(), F_DUPFD_CLOEXEC, 64),
-                 ::fcntl(js.write.get(), F_DUPFD_CLOEXEC, 64)};
-    for (int i = 0; i < 6; ++i) {
+                 ::fcntl(js.write.get(), F_DUPFD_CLOEXEC, 64),
+                 ::fcntl(env_fd.get(), F_DUPFD_CLOEXEC, 64)};
+    const int fixed = weaker ? 6 : 7;  // the shim, exec'd directly, needs no --args fd
+    for (int i = 0; i < fixed; ++i) {
       if (hi[i] < 0 || ::dup2(hi[i], i) < 0) _exit(126);
     }
-    ::syscall(SYS_close_range, 6, ~0U, 0);
+    ::syscall(SYS_close_range, static_cast<unsigned>(fixed), ~0U, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -889,7 +953,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
 
 ConfinedProcess::~ConfinedProcess() {
   if (!done_ && pid_ > 0) {
-    Terminate();
+    Terminate(SIGTERM);
     ::waitpid(pid_, nullptr, 0);
   }
 }
@@ -904,15 +968,15 @@ ProcessOutcome ConfinedProcess::outcome() const {
   return outcome_;
 }
 
-void ConfinedProcess::Terminate() {
+void ConfinedProcess::Terminate(int sig) {
   if (sandbox_init_ > 0) {
-    KillSandboxNamespace(sandbox_init_, SIGTERM);
+    KillSandboxNamespace(sandbox_init_, sig);
   } else if (pid_ > 0) {
-    ::kill(-pid_, SIGTERM);
+    ::kill(-pid_, sig);
   }
   // Grace period, then the whole sandbox goes: SIGKILL to the namespace's init takes every
   // process in it with it.
-  const double until = NowMs() + kGraceMs;
+  const double until = NowMs() + req_.stop_grace_ms;
   while (NowMs() < until) {
     pollfd p{pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 50) > 0) break;
@@ -936,6 +1000,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   int wstatus = 0;
   double drain_until = 0;
   std::optional<ProcessStatus> reason;  // timeout or cancelled, decided here
+  std::optional<int> stop_signal;       // the termination signal cordon received, if any
   while (true) {
     std::vector<pollfd> fds;
     if (out_open) fds.push_back({out_fd_.get(), POLLIN, 0});
@@ -944,13 +1009,28 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     if (json_fd_.valid()) fds.push_back({json_fd_.get(), POLLIN, 0});
     if (!exited) fds.push_back({pidfd_.get(), POLLIN, 0});
     if (extra_open && !exited) fds.push_back({hooks->extra_fd, POLLIN, 0});
-    if (exited && ((!out_open && !err_open) || NowMs() > drain_until)) break;
+    if (exited && ((!out_open && !err_open) || NowMs() > drain_until)) {
+      // The shim's child (its "confining" line) and the shim (its report) write separately, so
+      // the poll that saw the exit may have read only the first: what the socket still holds is
+      // read now. The sandbox is gone, so nothing writes any more and this ends.
+      for (int reads = 0; reads < 64 && status_fd_.valid(); ++reads) {
+        pollfd p{status_fd_.get(), POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0) break;
+        OnStatusData(status_fd_.get());
+      }
+      break;
+    }
     double now = NowMs();
     if (!exited && !reason) {
-      if (cancel != nullptr && cancel->load()) reason = ProcessStatus::kCancelled;
-      if (now - started_ms_ > static_cast<double>(timeout_ms_)) reason = ProcessStatus::kTimeout;
+      // A termination signal to cordon ends every sandbox it runs: the command gets that very
+      // signal (as it would have in the terminal), then SIGKILL after the grace period.
+      const int stop = TerminationSignal();
+      if ((cancel != nullptr && cancel->load()) || stop != 0) reason = ProcessStatus::kCancelled;
+      if (!reason && now - started_ms_ > static_cast<double>(timeout_ms_))
+        reason = ProcessStatus::kTimeout;
       if (reason) {
-        Terminate();
+        if (stop != 0) stop_signal = stop;
+        Terminate(stop != 0 ? stop : SIGTERM);
         continue;
       }
     }
@@ -1054,6 +1134,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
                     {}};
   }
   if (reason) o.status = *reason;
+  o.stop_signal = stop_signal;
   if (cgroup_) {
     o.cgroup = cgroup_->Stats();
     const CgroupEvents ev = cgroup_->Events();

@@ -76,6 +76,13 @@ struct ProcessRequest {
   // A server: its own program files are readable without a flag (ProgramFileGrants).
   bool program_files = false;
   std::vector<std::pair<std::string, std::string>> extra_env;  // from the user's own config
+  // cordon wrap: every variable of the caller's environment (minus env.deny), as the MCP client
+  // gave it to cordon for the server (runner/environment.h).
+  bool inherit_env = false;
+  // From SIGTERM (or the signal cordon received) to SIGKILL when cordon ends the sandbox:
+  // `wrap` keeps it short, so that its records are written before an MCP client, which sends
+  // SIGTERM two seconds after closing stdin, gives up on it.
+  int stop_grace_ms = 2000;
 };
 
 // Hooks for a process whose stdout is a protocol rather than output to capture.
@@ -91,9 +98,10 @@ struct HostFacts {
   SandboxHost host;
   std::string workspace;
   std::string home;                                      // $HOME, or /nonexistent
-  std::vector<std::pair<std::string, std::string>> env;  // SandboxEnvironment of the host's
-  std::map<std::string, HostPath> paths;                 // each policy path and grant
-  std::vector<PathGrant> program;  // the server's program files not readable already
+  std::vector<std::pair<std::string, std::string>> env;  // BuildSandboxEnvironment of the host's
+  std::string caller_path;  // the host's PATH, which the plan narrows to what the sandbox sees
+  std::map<std::string, HostPath> paths;  // each policy path and grant
+  std::vector<PathGrant> program;         // the server's program files not readable already
   std::optional<std::pair<uid_t, mode_t>> workspace_stat;  // owner and mode, when stat worked
   // Why the user running cordon cannot write the workspace (a read-only mount, its mode), or
   // empty: a process then runs with the workspace read-only instead of failing to start.
@@ -224,6 +232,8 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
 // weaker mode) and environment; the exact spec bytes the shim reads; the audit view.
 std::vector<std::string> LaunchArgv(const LaunchPlan& plan);
 std::vector<std::string> LaunchEnv(const LaunchPlan& plan);
+// What bwrap reads from its --args fd: the command's environment (empty in the weaker mode).
+std::string LaunchEnvArgs(const LaunchPlan& plan);
 std::string LaunchSpec(const LaunchPlan& plan);
 Json ConfinementJson(const LaunchPlan& plan);
 // `cordon exec --plan`: the argv, environment and spec hash above, the spec, the confinement.
@@ -248,6 +258,9 @@ struct ProcessOutcome {
   Json cgroup;
   std::optional<DenialSummary> denials;  // Landlock denials, when the session reads them
   std::optional<LimitHit> limit;         // the limit that ended it (runner/limit_hit.h)
+  // The termination signal cordon received (SIGINT, SIGTERM, SIGHUP) that made it end this
+  // process (core/signals.h); the process itself got that signal, then SIGKILL after the grace.
+  std::optional<int> stop_signal;
 };
 
 // Output sizes and truncation, without building the (possibly MB-long) texts.
@@ -283,6 +296,8 @@ class ConfinedProcess {
   const ProcessRequest& request() const { return req_; }
   const Json& confinement() const { return confinement_; }
   const std::optional<TimeoutDecision>& timeout_decision() const { return timeout_; }
+  // The names (never values) of the variables it got beyond the fixed ones, for its record.
+  const std::vector<std::string>& env_names() const { return env_names_; }
   // The session's redactor: the output's cuts (head, tail, tails) never split a secret.
   void SetRedactor(const Redactor* redactor) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -293,12 +308,13 @@ class ConfinedProcess {
 
  private:
   ConfinedProcess(std::size_t cap) : out_(cap), err_(cap) {}
-  void Terminate();
+  void Terminate(int sig);
   ProcessRequest req_;
   const Redactor* redactor_ = nullptr;  // under mu_
   std::string workspace_;
   OwnedTempDir private_tmp_;  // weaker mode: the call's own temporary directory
   Json confinement_;
+  std::vector<std::string> env_names_;
   pid_t pid_ = -1;
   UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;
   pid_t sandbox_init_ = -1;

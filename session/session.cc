@@ -146,6 +146,9 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   ASSIGN_OR_RETURN(s->policy_, LoadPolicy(sources));
   s->redactor_.AddSecretEnvironment(envp);
   for (const auto& v : s->policy_.redact_values) s->redactor_.AddValue("policy", v);
+  for (const auto& [name, value] : s->policy_.env.set) {
+    if (Redactor::IsSecretName(name)) s->redactor_.AddValue("env", value);
+  }
   for (const auto& name : s->policy_.redact_env_names) {
     for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
       std::string_view entry(*e);
@@ -254,6 +257,11 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                                .scopes = s->policy_.scopes,
                                .confinement = ConfinementJson(ProbeConfinement())};
   started.git = GitHead(s->workspace_.root());
+  if (!s->policy_.env.empty()) {
+    Json set = Json::array();
+    for (const auto& [name, value] : s->policy_.env.set) set.push_back(name);
+    started.env = Json{{"pass", s->policy_.env.pass}, {"deny", s->policy_.env.deny}, {"set", set}};
+  }
   for (const auto& f : s->policy_.files) {
     started.policy_files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
   }
@@ -372,6 +380,8 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
   if (o.limit) rec.limit = o.limit->ToJson();
   if (p.timeout_decision()) rec.timeout = p.timeout_decision()->ToJson();
   if (!changes.is_null()) rec.changes = changes;  // --- changes: what it changed (issue 10)
+  rec.stop_signal = o.stop_signal;                // --- stop/env (issue 11)
+  if (!p.env_names().empty()) rec.env = p.env_names();
   if (o.error) {
     rec.error_code = std::string(CodeName(o.error->code));
     rec.error_message = o.error->message;

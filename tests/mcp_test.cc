@@ -749,6 +749,42 @@ TEST_F(WrapTest, ServerEverythingRunsConfinedAndUnprefixed) {
       0);
 }
 
+// Issue 11: the environment the client's config gives `cordon wrap` reaches the wrapped server
+// (server-everything's get-env prints it), and the secret in it reaches the client redacted.
+TEST_F(WrapTest, WrappedServerGetsTheClientsEnvironmentWithSecretsRedacted) {
+  const std::string token = "ghp_" + std::string(36, 'Z');
+  std::vector<std::string> argv = {FindOnPath("node"),
+                                   scripts_ + "/sdk-client.mjs",
+                                   "--full-env",
+                                   "--call",
+                                   "get-env",
+                                   "--args",
+                                   "{}",
+                                   "--",
+                                   cordon::testing::CordonBin(),
+                                   "wrap",
+                                   "--workspace",
+                                   dir_ / "ws",
+                                   "--audit-log",
+                                   dir_ / "wrap.jsonl",
+                                   "--read",
+                                   peers_,
+                                   "--"};
+  for (const auto& a : Everything()) argv.push_back(a);
+  auto r =
+      cordon::testing::Run(argv, {"MCP_PEERS_DIR=" + peers_, "XDG_CONFIG_HOME=" + (dir_ / "config"),
+                                  "GITHUB_TOKEN=" + token, "SERVER_SETTING=for-the-server"});
+  Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out << r.err;
+  ASSERT_TRUE(j["ok"].get<bool>()) << j.dump();
+  const std::string result = j["call"]["result"].dump();
+  EXPECT_NE(result.find("for-the-server"), std::string::npos) << result;
+  EXPECT_NE(result.find("GITHUB_TOKEN"), std::string::npos) << result;
+  EXPECT_EQ(result.find(token), std::string::npos) << "the secret reached the client";
+  EXPECT_NE(result.find("REDACTED"), std::string::npos) << result;
+  EXPECT_EQ(cordon::testing::ReadFile(dir_ / "wrap.jsonl").find(token), std::string::npos);
+}
+
 // A line-by-line MCP session with a child process over pipes, for exchanges that need the
 // client to wait for answers (progress, cancellation) before it goes on.
 class LineSession {
