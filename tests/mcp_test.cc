@@ -108,8 +108,114 @@ TEST(JsonRpc, VersionNegotiation) {
   EXPECT_EQ(NegotiateVersion("2025-11-25"), "2025-11-25");
   EXPECT_EQ(NegotiateVersion("2025-06-18"), "2025-06-18");
   EXPECT_EQ(NegotiateVersion("2025-03-26"), "2025-03-26");
-  EXPECT_EQ(NegotiateVersion("2024-11-05"), "2025-11-25");
+  // 2024-11-05 over stdio only: its HTTP transport (HTTP+SSE) is not offered.
+  EXPECT_EQ(NegotiateVersion("2024-11-05"), "2024-11-05");
+  EXPECT_EQ(NegotiateVersion("2024-11-05", Wire::kHttp), "2025-11-25");
+  EXPECT_EQ(NegotiateVersion("2025-03-26", Wire::kHttp), "2025-03-26");
+  EXPECT_EQ(NegotiateVersion("2024-10-07"), "2025-11-25");
   EXPECT_EQ(NegotiateVersion(Json(42)), "2025-11-25");
+  EXPECT_TRUE(VersionHasBatches("2025-03-26"));
+  EXPECT_FALSE(VersionHasBatches("2025-06-18"));
+  EXPECT_FALSE(VersionHasBatches("2024-11-05"));
+}
+
+TEST(IdScan, FindsTheTopLevelIdWithoutKeepingValues) {
+  struct Case {
+    std::string text;
+    Json id;
+    bool has_method;
+  };
+  const std::string big(1 << 20, 'x');
+  const std::vector<Case> cases = {
+      {R"({"jsonrpc":"2.0","id":7,"method":"ping"})", 7, true},
+      {R"({"id":-12,"result":{}})", -12, false},
+      {R"({"id":0})", 0, false},
+      {R"({"id":"a\"b\\c\u00e9\n"})", "a\"b\\c\u00e9\n", false},
+      {R"({"\u0069d":"escaped key"})", "escaped key", false},
+      {R"( { "method" : "tools/call" , "params" : {"arguments":{"text":")" + big +
+           R"("}} , "id" : "after-big-params" } )",
+       "after-big-params", true},
+      {R"({"params":{"id":1,"deep":[{"id":2}]},"method":"x","id":3})", 3, true},
+      // Only nested ids, or none: null.
+      {R"({"params":{"id":1},"method":"x"})", nullptr, true},
+      {R"({"method":"notifications/initialized"})", nullptr, true},
+      // An id of another type, two ids, or a fractional / huge number: null.
+      {R"({"id":null})", nullptr, false},
+      {R"({"id":{"a":1}})", nullptr, false},
+      {R"({"id":[1]})", nullptr, false},
+      {R"({"id":true})", nullptr, false},
+      {R"({"id":1,"id":2})", nullptr, false},
+      {R"({"id":1.5})", nullptr, false},
+      {R"({"id":123456789012345678901234567890})", nullptr, false},
+      {R"({"id":1e400})", nullptr, false},
+      // Not one complete, well-formed object: null, even with an id already seen.
+      {R"({"id":1,)", nullptr, false},
+      {R"({"id":1} x)", nullptr, false},
+      {R"({"id":1}{})", nullptr, false},
+      {R"({"id":01})", nullptr, false},
+      {R"({"id":1,"x":tru})", nullptr, false},
+      {R"({"id":1,"x":"a\qb"})", nullptr, false},
+      {R"({"id":1,"x":"\u12g4"})", nullptr, false},
+      {"{\"id\":1,\"x\":\"a\tb\"}", nullptr, false},  // a raw control character
+      {R"({"id":1,"x":[1,]})", nullptr, false},
+      {R"({"id":1,"x":{"a":1]})", nullptr, false},
+      {R"({"id":1 "x":2})", nullptr, false},
+      {R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])", nullptr, false},  // a batch
+      {R"("id")", nullptr, false},
+      {"", nullptr, false},
+  };
+  for (const Case& c : cases) {
+    IdScanner scan;
+    // Fed in small pieces, as a stream arrives, and all at once: the same answer.
+    for (std::size_t i = 0; i < c.text.size(); i += 7) scan.Feed(c.text.substr(i, 7));
+    EXPECT_EQ(scan.Id(), c.id) << c.text.substr(0, 200);
+    EXPECT_EQ(ScanTopLevelId(c.text), c.id) << c.text.substr(0, 200);
+    if (!c.id.is_null()) {
+      EXPECT_EQ(scan.has_method(), c.has_method) << c.text.substr(0, 200);
+      // Where the parser agrees it is valid JSON, it reads the same id.
+      EXPECT_EQ(Json::parse(c.text)["id"], c.id);
+    }
+  }
+  // Past the cap, the id is not looked for.
+  const std::string capped = R"({"id":5,"params":")" + std::string(100, 'y') + R"("})";
+  EXPECT_EQ(ScanTopLevelId(capped, capped.size()), 5);
+  EXPECT_EQ(ScanTopLevelId(capped, capped.size() - 1), Json());
+  // Nesting is bounded too (memory is one byte per level).
+  EXPECT_EQ(ScanTopLevelId(R"({"id":1,"x":)" + std::string(2000, '[') + std::string(2000, ']') +
+                           "}"),
+            Json());
+  EXPECT_EQ(ScanTopLevelId(R"({"id":1,"x":)" + std::string(500, '[') + std::string(500, ']') +
+                           "}"),
+            1);
+}
+
+TEST(JsonRpc, AnOversizedLineIsRefusedUnderItsId) {
+  const std::string line = R"({"jsonrpc":"2.0","method":"tools/call","params":{"name":"x",)"
+                           R"("arguments":{"t":")" +
+                           std::string(kMaxMessageBytes, 'a') + R"("}},"id":"call-9"})";
+  auto v = ParseMessage(line);
+  ASSERT_EQ(ErrorCode(v), kInvalidRequest);
+  EXPECT_EQ(std::get<Json>(v)["id"], "call-9");
+  // Streamed through the splitter in pieces: reported once, at its newline, with its id; the
+  // next line is read as usual.
+  LineSplitter lines;
+  std::vector<std::string> got;
+  std::vector<Json> oversized;
+  const std::string stream = line + "\n" + R"({"jsonrpc":"2.0","id":2,"method":"ping"})" + "\n";
+  for (std::size_t i = 0; i < stream.size(); i += 65536) {
+    lines.Feed(
+        std::string_view(stream).substr(i, 65536),
+        [&](std::string_view l) { got.emplace_back(l); },
+        [&](const IdScanner& scan) {
+          oversized.push_back(scan.Id());
+          EXPECT_EQ(scan.bytes(), line.size());
+          EXPECT_TRUE(scan.has_method());
+        });
+  }
+  ASSERT_EQ(oversized.size(), 1u);
+  EXPECT_EQ(oversized[0], "call-9");
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], R"({"jsonrpc":"2.0","id":2,"method":"ping"})");
 }
 
 class McpServerTest : public ::testing::Test {
