@@ -150,10 +150,10 @@ void StdioClient::Send(const Json& msg) {
 }
 
 void StdioClient::OnOversized(const IdScanner& scan) {
-  session_.Audit(McpDiagnosticRecord{.server = config_.name,
-                                     .reason = "oversized message dropped",
-                                     .bytes = scan.bytes()},
-                 false);
+  session_.Audit(
+      McpDiagnosticRecord{
+          .server = config_.name, .reason = "oversized message dropped", .bytes = scan.bytes()},
+      false);
   // Refused, but not left to a timeout: the server's own request is answered under its id, and
   // cordon's request that this was the response to fails now.
   const Json id = scan.Id();

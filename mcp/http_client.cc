@@ -255,8 +255,9 @@ HttpClient::~HttpClient() {
   api->easy_cleanup(curl);
 }
 
-Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomic<bool>* cancel,
-                                           const std::function<void(const std::string&)>* on_message) {
+Result<HttpClient::Reply> HttpClient::Post(
+    const Json& message, const std::atomic<bool>* cancel,
+    const std::function<void(const std::string&)>* on_message) {
   ASSIGN_OR_RETURN(const CurlApi* api, Curl());
   CURL* curl = api->easy_init();
   if (curl == nullptr) return Fail(Code::kInternal, "curl_easy_init failed");
@@ -343,9 +344,9 @@ Result<Json> HttpClient::Request(const std::string& method, Json params,
       answer = std::move(m);
     }
   };
-  auto posted = Post(
-      {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}}, cancel,
-      &on_message);
+  auto posted =
+      Post({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}},
+           cancel, &on_message);
   if (!posted && posted.error().code == Code::kCancelled) {
     (void)Notify("notifications/cancelled",
                  {{"requestId", id}, {"reason", "cancelled by cordon's client"}});

@@ -150,7 +150,8 @@ MHD_Result HandleBatchPost(HttpState* st, MHD_Connection* c, const std::string& 
   std::shared_ptr<McpServer> server;
   {
     std::lock_guard<std::mutex> lock(st->mu);
-    if (sid.empty()) return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
+    if (sid.empty())
+      return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
     auto it = st->sessions.find(sid);
     if (it == st->sessions.end())
       return ReplyRpcError(c, 404, kInvalidRequest, "unknown or ended session");
@@ -239,8 +240,7 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     std::lock_guard<std::mutex> lock(st->mu);
     if (msg.kind == Message::Kind::kRequest && msg.method == "initialize") {
       session_id = RandomHex(16);
-      st->sessions[session_id] =
-          std::make_shared<McpServer>(*st->session, nullptr, Wire::kHttp);
+      st->sessions[session_id] = std::make_shared<McpServer>(*st->session, nullptr, Wire::kHttp);
     } else if (sid.empty()) {
       return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
     }

@@ -41,7 +41,7 @@ class McpHub : public ExternalTools {
   Session& session_;
   McpConfig config_;
   std::map<std::string, std::unique_ptr<McpConnection>> clients_;
-  std::recursive_mutex mu_;  // serve may call tools concurrently
+  std::recursive_mutex mu_;            // serve may call tools concurrently
   std::set<std::string> noted_tasks_;  // servers whose task-only tools were reported once
 };
 

@@ -191,25 +191,34 @@ void IdScanner::Step(char c) {
         int next = -1;  // -1: the number ended before c
         switch (number_state_) {
           case 0:
-            if (c == '0') next = 1;
-            else if (IsDigit(c)) next = 2;
-            else return Fail();
+            if (c == '0')
+              next = 1;
+            else if (IsDigit(c))
+              next = 2;
+            else
+              return Fail();
             break;
           case 1:
           case 2:
           case 4:
-            if (IsDigit(c) && number_state_ != 1) next = number_state_;
-            else if (c == '.' && number_state_ != 4) next = 3;
-            else if (c == 'e' || c == 'E') next = 5;
+            if (IsDigit(c) && number_state_ != 1)
+              next = number_state_;
+            else if (c == '.' && number_state_ != 4)
+              next = 3;
+            else if (c == 'e' || c == 'E')
+              next = 5;
             break;
           case 3:
             if (!IsDigit(c)) return Fail();
             next = 4;
             break;
           case 5:
-            if (c == '+' || c == '-') next = 6;
-            else if (IsDigit(c)) next = 7;
-            else return Fail();
+            if (c == '+' || c == '-')
+              next = 6;
+            else if (IsDigit(c))
+              next = 7;
+            else
+              return Fail();
             break;
           case 6:
             if (!IsDigit(c)) return Fail();

@@ -34,18 +34,18 @@ class IdScanner {
 
  private:
   enum class State : std::uint8_t {
-    kValue,        // a value is expected (after ':' or '[' or ',' in an array, or at the start)
-    kValueOrEnd,   // just after '[': a value or ']'
-    kKey,          // a key string is expected (after ',' in an object)
-    kKeyOrEnd,     // just after '{': a key or '}'
-    kColon,        // after a key
-    kAfterValue,   // after a value: ',' or the closing bracket
-    kString,       // inside a string
-    kEscape,       // after a backslash in a string
-    kUnicode,      // inside \uXXXX
-    kNumber,       // inside a number
-    kLiteral,      // inside true/false/null
-    kDone,         // the top-level value ended: only whitespace may follow
+    kValue,       // a value is expected (after ':' or '[' or ',' in an array, or at the start)
+    kValueOrEnd,  // just after '[': a value or ']'
+    kKey,         // a key string is expected (after ',' in an object)
+    kKeyOrEnd,    // just after '{': a key or '}'
+    kColon,       // after a key
+    kAfterValue,  // after a value: ',' or the closing bracket
+    kString,      // inside a string
+    kEscape,      // after a backslash in a string
+    kUnicode,     // inside \uXXXX
+    kNumber,      // inside a number
+    kLiteral,     // inside true/false/null
+    kDone,        // the top-level value ended: only whitespace may follow
     kInvalid,
   };
   void Step(char c);

@@ -22,9 +22,9 @@ Json MakeError(const Json& id, int code, std::string message, Json data) {
 }
 
 Json OversizedError(const Json& id, std::size_t bytes, std::size_t limit) {
-  return MakeError(id, kInvalidRequest,
-                   "message is " + std::to_string(bytes) + " bytes; the limit is " +
-                       std::to_string(limit));
+  return MakeError(
+      id, kInvalidRequest,
+      "message is " + std::to_string(bytes) + " bytes; the limit is " + std::to_string(limit));
 }
 
 Json MakeNotification(std::string method, Json params) {

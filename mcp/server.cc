@@ -234,8 +234,8 @@ std::optional<Json> McpServer::Dispatch(const Message& m) {
   if (m.method == "ping") return MakeResult(m.id, Json::object());
   if (m.method == "logging/setLevel") {
     // The eight syslog levels of the spec; anything else is the client's error (-32602).
-    static constexpr std::string_view kLevels[] = {"debug",    "info",  "notice", "warning",
-                                                   "error",    "critical", "alert", "emergency"};
+    static constexpr std::string_view kLevels[] = {"debug", "info",     "notice", "warning",
+                                                   "error", "critical", "alert",  "emergency"};
     const std::string level = JsonStringField(p, "level");
     if (std::find(std::begin(kLevels), std::end(kLevels), level) == std::end(kLevels)) {
       return MakeError(m.id, kInvalidParams,

@@ -181,11 +181,10 @@ TEST(IdScan, FindsTheTopLevelIdWithoutKeepingValues) {
   EXPECT_EQ(ScanTopLevelId(capped, capped.size()), 5);
   EXPECT_EQ(ScanTopLevelId(capped, capped.size() - 1), Json());
   // Nesting is bounded too (memory is one byte per level).
-  EXPECT_EQ(ScanTopLevelId(R"({"id":1,"x":)" + std::string(2000, '[') + std::string(2000, ']') +
-                           "}"),
-            Json());
-  EXPECT_EQ(ScanTopLevelId(R"({"id":1,"x":)" + std::string(500, '[') + std::string(500, ']') +
-                           "}"),
+  EXPECT_EQ(
+      ScanTopLevelId(R"({"id":1,"x":)" + std::string(2000, '[') + std::string(2000, ']') + "}"),
+      Json());
+  EXPECT_EQ(ScanTopLevelId(R"({"id":1,"x":)" + std::string(500, '[') + std::string(500, ']') + "}"),
             1);
 }
 
@@ -204,8 +203,7 @@ TEST(JsonRpc, AnOversizedLineIsRefusedUnderItsId) {
   const std::string stream = line + "\n" + R"({"jsonrpc":"2.0","id":2,"method":"ping"})" + "\n";
   for (std::size_t i = 0; i < stream.size(); i += 65536) {
     lines.Feed(
-        std::string_view(stream).substr(i, 65536),
-        [&](std::string_view l) { got.emplace_back(l); },
+        std::string_view(stream).substr(i, 65536), [&](std::string_view l) { got.emplace_back(l); },
         [&](const IdScanner& scan) {
           oversized.push_back(scan.Id());
           EXPECT_EQ(scan.bytes(), line.size());
