@@ -108,9 +108,41 @@ TEST_F(McpClientTest, ConfigPrecedenceExpansionAndDiagnostics) {
   EXPECT_NE(torn.error().message.find(dir_ / "ws/.mcp.json"), std::string::npos)
       << torn.error().message;
   EXPECT_NE(torn.error().message.find("malformed JSON"), std::string::npos);
+  // ... with the line and column, compiler style, and without nlohmann's own prefix.
+  WriteFile(dir_ / "ws/.mcp.json", "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}");
+  auto comma = LoadMcpConfig(DefaultConfigSources(dir_ / "ws"), dir_ / "ws");
+  ASSERT_FALSE(comma);
+  EXPECT_NE(comma.error().message.find(dir_ / "ws/.mcp.json:2:24: malformed JSON: syntax error"),
+            std::string::npos)
+      << comma.error().message;
+  EXPECT_EQ(comma.error().message.find("json.exception"), std::string::npos)
+      << comma.error().message;
+  std::filesystem::remove(dir_ / "ws/.mcp.json");
   EXPECT_TRUE(IsValidServerName("a-b_1"));
   EXPECT_FALSE(IsValidServerName("a b"));
   EXPECT_FALSE(IsValidServerName("../x"));
+}
+
+// The binary names the broken config file with its line and column; a broken trust store is
+// reported by `mcp trust`, never silently replaced (that would drop every other trust entry).
+TEST_F(McpClientTest, MalformedConfigFilesAreNamedWithLineAndColumn) {
+  WriteFile(dir_ / "ws/.mcp.json", "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}");
+  auto list = Cordon({"mcp", "list"});
+  EXPECT_NE(list.exit_code, 0);
+  EXPECT_NE(list.err.find(dir_ / "ws/.mcp.json:2:24: malformed JSON"), std::string::npos)
+      << list.err;
+  std::filesystem::remove(dir_ / "ws/.mcp.json");
+  if (FindOnPath("python3").empty())
+    GTEST_SKIP() << "SKIPPED (trust store part): python3 is needed for the test server";
+  WritePyServer("Upper-cases text.");
+  const std::string store = dir_ / "state/cordon/trust.json";
+  WriteFile(store, "{\"/elsewhere\": {\"x\": {}},\n  oops}\n");
+  auto trust = Cordon({"mcp", "trust", "py"});
+  EXPECT_NE(trust.exit_code, 0) << trust.out;
+  EXPECT_NE((trust.out + trust.err).find(store + ":2:3: malformed JSON"), std::string::npos)
+      << trust.out << trust.err;
+  EXPECT_EQ(ReadFile(store), "{\"/elsewhere\": {\"x\": {}},\n  oops}\n")
+      << "the store was replaced";
 }
 
 TEST_F(McpClientTest, ProjectServerNeedsTrustAndChangedToolsAreHidden) {
