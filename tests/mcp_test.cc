@@ -929,6 +929,43 @@ TEST_F(McpServerTest, WrapDropsGarbageAndSurvivesACrashingServer) {
   EXPECT_NE(log.find("\"exit_code\":3"), std::string::npos);
 }
 
+// Over 8 MiB in either direction: the side that waits is answered under its id. A 9 MiB
+// tools/call from the client is refused to the client (never forwarded); a 9 MiB response from
+// the server reaches the client as an error under the call's id and closes its record.
+TEST_F(McpServerTest, WrapRefusesOversizedMessagesUnderTheirId) {
+  WriteFile(dir_ / "ws/huge-server.sh",
+            "read line\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+            "\"2025-06-18\",\"capabilities\":{},\"serverInfo\":{\"name\":\"h\",\"version\":"
+            "\"1\"}}}\\n'\n"
+            "read line\n"
+            "big=$(head -c 9437184 /dev/zero | tr '\\000' a)\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":"
+            "\"%s\"}]},\"id\":7}\\n' \"$big\"\n"
+            "read line || exit 0\n");
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
+      R"({"jsonrpc":"2.0","id":"big-c","method":"tools/call","params":{"name":"x","arguments":{"t":")" +
+      std::string(9u << 20, 'b') + R"("}}})" + "\n" +
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"small","arguments":{}}})" +
+      "\n";
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "huge.jsonl", "--", "sh", dir_ / "ws/huge-server.sh"},
+      {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, Json> by_id;
+  for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    Json j = Json::parse(r.out.substr(pos, nl - pos));
+    by_id[j.value("id", Json()).dump()] = j;
+  }
+  EXPECT_EQ(by_id["\"big-c\""]["error"]["code"], -32600) << r.out.substr(0, 1000);
+  EXPECT_EQ(by_id["7"]["error"]["code"], -32600) << r.out.substr(0, 1000);
+  const std::string log = cordon::testing::ReadFile(dir_ / "huge.jsonl");
+  EXPECT_NE(log.find("\"code\":\"too_large\""), std::string::npos) << "the call's record is open";
+  EXPECT_EQ(log.find("\"tool\":\"x\""), std::string::npos) << "the oversized call was forwarded";
+}
+
 TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {
   // A server whose tools/call answer is 200 KB of text with a token in it: the client gets the
   // capped, redacted result, and the record says so. Other messages pass byte for byte.
