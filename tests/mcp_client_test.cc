@@ -868,11 +868,12 @@ TEST_F(McpClientTest, ServeHttpChecksTheVersionHeaderTheLevelAndBatchesAndSizes)
   ASSERT_FALSE(sid.empty());
   const std::string ping = R"({"jsonrpc":"2.0","id":4,"method":"ping"})";
   const std::string session = "Mcp-Session-Id: " + sid;
-  // MCP-Protocol-Version: unsupported, or not the session's, is 400; the right one is served.
+  // MCP-Protocol-Version: one cordon does not speak over HTTP is 400 (2024-11-05 is stdio
+  // only); a supported one is served.
   auto bad = CurlPostWith(url, ping, {session, "MCP-Protocol-Version: 1999-01-01"});
   EXPECT_NE(bad.err.find("HTTP/1.1 400"), std::string::npos) << bad.err << bad.out;
-  auto other = CurlPostWith(url, ping, {session, "MCP-Protocol-Version: 2025-03-26"});
-  EXPECT_NE(other.err.find("HTTP/1.1 400"), std::string::npos) << other.err << other.out;
+  auto old = CurlPostWith(url, ping, {session, "MCP-Protocol-Version: 2024-11-05"});
+  EXPECT_NE(old.err.find("HTTP/1.1 400"), std::string::npos) << old.err << old.out;
   auto good = CurlPostWith(url, ping, {session, "MCP-Protocol-Version: 2025-06-18"});
   EXPECT_NE(good.err.find("HTTP/1.1 200"), std::string::npos) << good.err << good.out;
   // logging/setLevel with a level that does not exist: -32602.
