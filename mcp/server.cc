@@ -360,9 +360,25 @@ std::vector<Json> McpServer::HandleLine(std::string_view line) {
     auto batch = ParseJsonBounded(line, limits);
     if (batch) {
       if (send_) {
-        HandleBatch(*batch, send_, [this](Json out) {
-          if (!out.empty()) send_(out);
+        // Answered in order with the lines around it when every element finished before
+        // HandleBatch returned; otherwise through send_ when the last call ends.
+        struct Delivery {
+          std::mutex mu;
+          bool returned = false;
+          std::optional<Json> early;
+        };
+        auto d = std::make_shared<Delivery>();
+        HandleBatch(*batch, send_, [this, d](Json out) {
+          std::lock_guard<std::mutex> lock(d->mu);
+          if (!d->returned) {
+            d->early = std::move(out);
+          } else if (!out.empty()) {
+            send_(out);
+          }
         });
+        std::lock_guard<std::mutex> lock(d->mu);
+        d->returned = true;
+        if (d->early && !d->early->empty()) return {std::move(*d->early)};
         return {};
       }
       auto answer = std::make_shared<std::promise<Json>>();
