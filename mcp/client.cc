@@ -131,20 +131,9 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
     BlockTerminationSignals();
     RunHooks hooks;
     hooks.on_stdout = [raw](std::string_view chunk) {
-      raw->line_buf_.append(chunk);
-      std::size_t start = 0;
-      for (std::size_t nl; (nl = raw->line_buf_.find('\n', start)) != std::string::npos;
-           start = nl + 1) {
-        raw->OnLine(std::string_view(raw->line_buf_).substr(start, nl - start));
-      }
-      raw->line_buf_.erase(0, start);
-      if (raw->line_buf_.size() > kMaxMessageBytes) {
-        raw->session_.Audit(McpDiagnosticRecord{.server = raw->config_.name,
-                                                .reason = "oversized message dropped",
-                                                .bytes = raw->line_buf_.size()},
-                            false);
-        raw->line_buf_.clear();
-      }
+      raw->lines_.Feed(
+          chunk, [raw](std::string_view line) { raw->OnLine(line); },
+          [raw](const IdScanner& scan) { raw->OnOversized(scan); });
     };
     auto result = raw->session_.processes().RunWithHooks(
         req, hooks, &raw->cancel_, [raw](ConfinedProcess& p) {
@@ -227,7 +216,34 @@ void StdioClient::Send(const Json& msg) {
   }
 }
 
+void StdioClient::OnOversized(const IdScanner& scan) {
+  session_.Audit(
+      McpDiagnosticRecord{
+          .server = config_.name, .reason = "oversized message dropped", .bytes = scan.bytes()},
+      false);
+  // Refused, but not left to a timeout: the server's own request is answered under its id, and
+  // cordon's request that this was the response to fails now.
+  const Json id = scan.Id();
+  if (id.is_null()) return;
+  const Json refusal = OversizedError(id, scan.bytes());
+  if (scan.has_method()) {
+    Send(refusal);
+  } else if (id.is_number_integer()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id.get<std::int64_t>() > 0 && id.get<std::int64_t>() <= next_id_) {
+      responses_[id.get<std::int64_t>()] = Json{{"error", refusal["error"]}};
+      cv_.notify_all();
+    }
+  }
+}
+
 void StdioClient::OnLine(std::string_view line) {
+  if (line.size() > kMaxMessageBytes) {  // a whole line in one read: the same refusal
+    IdScanner scan;
+    scan.Feed(line);
+    OnOversized(scan);
+    return;
+  }
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (line.empty()) return;
   try {

@@ -76,6 +76,7 @@ class StdioClient : public McpConnection {
   explicit StdioClient(Session& session, ServerConfig config)
       : session_(session), config_(std::move(config)) {}
   void OnLine(std::string_view line);
+  void OnOversized(const IdScanner& scan);
   void Send(const Json& msg);
 
   void ReadLine(std::string_view line);  // OnLine's work; may throw Json::exception
@@ -89,7 +90,7 @@ class StdioClient : public McpConnection {
   std::optional<Error> start_error_;
   std::map<std::int64_t, Json> responses_;
   std::int64_t next_id_ = 0;
-  std::string line_buf_;
+  LineSplitter lines_;
   std::string final_stderr_;  // the server's stderr once it has exited
   std::atomic<bool> cancel_{false};
   Json init_;

@@ -12,6 +12,41 @@
 #include "policy/toml_parse.h"
 
 namespace cordon::mcp {
+
+Result<Json> ParseJsonFile(std::string_view text, const std::string& path) {
+  auto parsed = ParseJsonBounded(text);
+  if (parsed) return parsed;
+  // Name the file, and the line and column where the parser stopped, as a compiler would:
+  // "malformed JSON" alone leaves the user to guess which config it was and where.
+  Error e = parsed.error();
+  std::string where = path;
+  try {
+    Json unused = Json::parse(text);  // only for the exception's byte offset
+  } catch (const Json::parse_error& pe) {
+    std::size_t line = 1, column = 1;
+    const std::size_t end = std::min<std::size_t>(pe.byte > 0 ? pe.byte - 1 : 0, text.size());
+    for (std::size_t i = 0; i < end; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    where += ":" + std::to_string(line) + ":" + std::to_string(column);
+    // nlohmann's own "[json.exception.parse_error.101] parse error at line L, column C: "
+    // prefix says again what the location above says.
+    const std::string what = pe.what();
+    const std::size_t colon = what.find(": ", what.find("parse error"));
+    e.message = "malformed JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2));
+  } catch (const Json::exception&) {
+    // not a syntax error (a number out of range...): the bounded parser's message says it
+  }
+  e.message = where + ": " + e.message;
+  if (e.where.empty()) e.where = path;
+  return std::unexpected(e);
+}
+
 namespace {
 
 std::string ReadText(const std::string& path, bool* exists) {
@@ -154,15 +189,7 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
 }
 
 Result<std::vector<ServerConfig>> ParseMcpJson(const std::string& text, const std::string& source) {
-  auto parsed = ParseJsonBounded(text);
-  if (!parsed) {
-    // Name the file: "malformed JSON" alone leaves the user to guess which config it was.
-    Error e = parsed.error();
-    e.message = source + ": " + e.message;
-    if (e.where.empty()) e.where = source;
-    return std::unexpected(e);
-  }
-  Json j = std::move(*parsed);
+  ASSIGN_OR_RETURN(Json j, ParseJsonFile(text, source));
   std::vector<ServerConfig> out;
   if (!j.is_object() || !j.contains("mcpServers") || !j["mcpServers"].is_object()) return out;
   for (const auto& [name, def] : j["mcpServers"].items()) {
@@ -349,6 +376,17 @@ std::map<std::string, std::string> PinnedTools(const std::string& workspace,
 }
 
 Status Trust(const std::string& workspace, const ServerConfig& server, const Json& tools) {
+  // A trust store that does not parse is reported, never replaced: rewriting it would drop
+  // every other workspace's trust without a word.
+  bool exists = false;
+  const std::string text = ReadText(TrustStorePath(), &exists);
+  if (exists) {
+    ASSIGN_OR_RETURN(Json stored, ParseJsonFile(text, TrustStorePath()));
+    if (!stored.is_object()) {
+      return Fail(Code::kInvalidInput,
+                  TrustStorePath() + ": the trust store must be a JSON object");
+    }
+  }
   Json t = LoadTrust();
   Json pins = Json::object();
   for (const auto& tool : tools) pins[tool.value("name", "")] = ToolHash(tool);

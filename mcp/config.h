@@ -58,6 +58,10 @@ ConfigSources DefaultConfigSources(const std::string& workspace);
 
 Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string& workspace);
 
+// A JSON configuration file parsed; a syntax error names the file, line and column
+// ("PATH:LINE:COL: malformed JSON: ...").
+Result<Json> ParseJsonFile(std::string_view text, const std::string& path);
+
 // Trust of project-level servers, stored outside the workspace.
 std::string TrustStorePath();
 bool IsTrusted(const std::string& workspace, const ServerConfig& server);

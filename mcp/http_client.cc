@@ -23,10 +23,30 @@ struct Capture {
   std::string content_type;
   std::string session_id;
   bool too_big = false;
+  // With it, an SSE body is handed over event by event as it arrives instead of kept: a server
+  // request in the stream is answered while the server waits for that answer.
+  const std::function<void(const std::string&)>* on_message = nullptr;
 };
+
+std::vector<std::string> SseEvents(const std::string& body);
 
 std::size_t OnBody(char* data, std::size_t size, std::size_t n, void* user) {
   auto* c = static_cast<Capture*>(user);
+  if (c->on_message != nullptr && c->content_type.rfind("text/event-stream", 0) == 0) {
+    for (std::size_t i = 0; i < size * n; ++i) {
+      if (data[i] != '\r') c->body += data[i];  // JSON data never holds a raw CR
+    }
+    for (std::size_t end; (end = c->body.find("\n\n")) != std::string::npos;) {
+      const std::string event = c->body.substr(0, end + 1);
+      c->body.erase(0, end + 2);
+      for (const std::string& payload : SseEvents(event)) (*c->on_message)(payload);
+    }
+    if (c->body.size() > kMaxMessageBytes) {
+      c->too_big = true;
+      return 0;  // an event too large to be one message
+    }
+    return size * n;
+  }
   if (c->body.size() + size * n > kMaxBody) {
     c->too_big = true;
     return 0;  // aborts the transfer
@@ -86,7 +106,7 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Connect(Session& session,
   ASSIGN_OR_RETURN(c->init_,
                    c->Request("initialize",
                               {{"protocolVersion", "2025-11-25"},
-                               {"capabilities", Json::object()},
+                               {"capabilities", {{"roots", {{"listChanged", false}}}}},
                                {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}}));
   c->version_ = JsonStringField(c->init_, "protocolVersion");
   if (!IsSupportedVersion(c->version_)) {
@@ -235,7 +255,9 @@ HttpClient::~HttpClient() {
   api->easy_cleanup(curl);
 }
 
-Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomic<bool>* cancel) {
+Result<HttpClient::Reply> HttpClient::Post(
+    const Json& message, const std::atomic<bool>* cancel,
+    const std::function<void(const std::string&)>* on_message) {
   ASSIGN_OR_RETURN(const CurlApi* api, Curl());
   CURL* curl = api->easy_init();
   if (curl == nullptr) return Fail(Code::kInternal, "curl_easy_init failed");
@@ -245,6 +267,7 @@ Result<HttpClient::Reply> HttpClient::Post(const Json& message, const std::atomi
   headers = SessionHeaders(
       *api, api->slist_append(headers, "Accept: application/json, text/event-stream"));
   Capture cap;
+  cap.on_message = on_message;
   api->easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
   api->easy_setopt(curl, CURLOPT_POST, 1L);
   api->easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
@@ -301,8 +324,29 @@ Status HttpClient::Notify(const std::string& method, Json params) {
 Result<Json> HttpClient::Request(const std::string& method, Json params,
                                  const std::atomic<bool>* cancel) {
   const std::int64_t id = ++next_id_;
-  auto posted = Post(
-      {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}}, cancel);
+  std::optional<Message> answer;
+  std::string refused;  // why the last unreadable payload was refused
+  // Each message of the reply as it arrives: server requests are answered (or refused) at once,
+  // on their own POST, since the server holds the rest of this stream until it has the answer.
+  const std::function<void(const std::string&)> on_message = [&](const std::string& payload) {
+    auto parsed = ParseMessage(payload);
+    if (std::holds_alternative<Json>(parsed)) {
+      refused = JsonStringField(std::get<Json>(parsed)["error"], "message");
+      return;
+    }
+    Message& m = std::get<Message>(parsed);
+    if (m.kind == Message::Kind::kRequest) {
+      (void)Post(AnswerServerRequest(m, session_.workspace().root()));
+    } else if (m.kind == Message::Kind::kNotification &&
+               m.method == "notifications/tools/list_changed") {
+      ToolsChanged();
+    } else if (m.kind == Message::Kind::kResponse && m.id == id && !answer) {
+      answer = std::move(m);
+    }
+  };
+  auto posted =
+      Post({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}},
+           cancel, &on_message);
   if (!posted && posted.error().code == Code::kCancelled) {
     (void)Notify("notifications/cancelled",
                  {{"requestId", id}, {"reason", "cancelled by cordon's client"}});
@@ -322,32 +366,18 @@ Result<Json> HttpClient::Request(const std::string& method, Json params,
     return Fail(Code::kServerUnavailable,
                 "server " + config_.name + ": " + method + " got HTTP " + std::to_string(r.status));
   }
-  std::vector<std::string> payloads;
+  // A JSON reply (or what an SSE body left without a closing blank line) is read the same way.
   if (r.content_type.rfind("text/event-stream", 0) == 0) {
-    payloads = SseEvents(r.body);
-  } else {
-    payloads.push_back(r.body);
+    for (const std::string& payload : SseEvents(r.body)) on_message(payload);
+  } else if (!r.body.empty()) {
+    on_message(r.body);
   }
-  std::string refused;  // why the last unreadable payload was refused
-  for (const auto& p : payloads) {
-    auto parsed = ParseMessage(p);
-    if (std::holds_alternative<Json>(parsed)) {
-      refused = JsonStringField(std::get<Json>(parsed)["error"], "message");
-      continue;
+  if (answer) {
+    if (!answer->error.is_null()) {
+      return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + ": " +
+                                                JsonStringField(answer->error, "message", "error"));
     }
-    const Message& m = std::get<Message>(parsed);
-    if (m.kind == Message::Kind::kRequest) {
-      // Server requests in the stream are answered (or refused) at once, never ignored.
-      (void)Post(AnswerServerRequest(m, session_.workspace().root()));
-      continue;
-    }
-    if (m.kind == Message::Kind::kResponse && m.id == id) {
-      if (!m.error.is_null()) {
-        return Fail(Code::kServerUnavailable, "server " + config_.name + ": " + method + ": " +
-                                                  JsonStringField(m.error, "message", "error"));
-      }
-      return m.result;
-    }
+    return answer->result;
   }
   return Fail(Code::kServerUnavailable, "server " + config_.name + ": no response to " + method +
                                             " in the HTTP reply" +

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -31,7 +32,10 @@ class HttpClient : public McpConnection {
     std::string body;
     std::string session_id;
   };
-  Result<Reply> Post(const Json& message, const std::atomic<bool>* cancel = nullptr);
+  // With on_message, an SSE reply is handed over message by message as it arrives (and not
+  // kept in the Reply's body).
+  Result<Reply> Post(const Json& message, const std::atomic<bool>* cancel = nullptr,
+                     const std::function<void(const std::string&)>* on_message = nullptr);
   Status Notify(const std::string& method, Json params);
   // Appends the session's headers (Mcp-Session-Id, MCP-Protocol-Version, the configured ones).
   curl_slist* SessionHeaders(const CurlApi& api, curl_slist* headers) const;

@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,7 @@ const MhdApi* g_mhd = nullptr;
 struct Pending {
   std::string body;
   bool too_big = false;
+  IdScanner scan;  // a body past kMaxMessageBytes is not kept, only scanned for its id
 };
 
 struct HttpState {
@@ -128,6 +130,31 @@ std::string Header(MHD_Connection* c, const char* name) {
   return v != nullptr ? v : "";
 }
 
+// A JSON-RPC batch (MCP 2025-03-26): its responses as one JSON array, 202 when it held none.
+MHD_Result HandleBatchPost(HttpState* st, MHD_Connection* c, const std::string& body,
+                           const std::string& sid) {
+  ParseLimits limits;
+  limits.max_depth = kMaxMessageDepth;
+  auto batch = ParseJsonBounded(body, limits);
+  if (!batch) return Reply(c, 400, DumpJson(std::get<Json>(ParseMessage(body))));
+  std::shared_ptr<McpServer> server;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (sid.empty())
+      return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
+    auto it = st->sessions.find(sid);
+    if (it == st->sessions.end())
+      return ReplyRpcError(c, 404, kInvalidRequest, "unknown or ended session");
+    server = it->second;
+  }
+  auto answer = std::make_shared<std::promise<Json>>();
+  auto ready = answer->get_future();
+  server->HandleBatch(*batch, {}, [answer](Json out) { answer->set_value(std::move(out)); });
+  const Json out = ready.get();
+  if (out.is_array() && out.empty()) return Reply(c, 202, "", {{"Mcp-Session-Id", sid}});
+  return Reply(c, out.is_array() ? 200 : 400, DumpJson(out), {{"Mcp-Session-Id", sid}});
+}
+
 MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
                   const char* upload, size_t* upload_size, void** con_cls) {
   auto* st = static_cast<HttpState*>(cls);
@@ -137,8 +164,13 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
   }
   auto* pending = static_cast<Pending*>(*con_cls);
   if (*upload_size > 0) {
-    if (pending->body.size() + *upload_size > kMaxMessageBytes) {
+    if (pending->too_big) {
+      pending->scan.Feed({upload, *upload_size});
+    } else if (pending->body.size() + *upload_size > kMaxMessageBytes) {
       pending->too_big = true;
+      pending->scan.Feed(pending->body);
+      pending->scan.Feed({upload, *upload_size});
+      std::string().swap(pending->body);
     } else {
       pending->body.append(upload, *upload_size);
     }
@@ -172,7 +204,22 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
                                        : ReplyRpcError(c, 404, kInvalidRequest, "unknown session");
   }
   if (m != "POST") return Reply(c, 405, "", {{"Allow", "POST, DELETE"}});
-  if (pending->too_big) return ReplyRpcError(c, 413, kInvalidRequest, "message too large");
+  if (pending->too_big) {
+    return Reply(c, 413, DumpJson(OversizedError(pending->scan.Id(), pending->scan.bytes())));
+  }
+  // MCP-Protocol-Version (2025-06-18): a version cordon does not speak over HTTP is 400, as the
+  // spec requires; a request without the header is taken as 2025-03-26, as it says too. A
+  // supported version other than the session's is served, as the SDK's server does (the
+  // conformance suite sends 2025-03-26 in a 2025-11-25 session).
+  const std::string header_version = Header(c, "MCP-Protocol-Version");
+  if (!header_version.empty() && !IsSupportedVersion(header_version, Wire::kHttp)) {
+    return ReplyRpcError(c, 400, kInvalidRequest,
+                         "unsupported MCP-Protocol-Version: " + header_version.substr(0, 64));
+  }
+  const std::size_t first = pending->body.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && pending->body[first] == '[') {
+    return HandleBatchPost(st, c, pending->body, sid);
+  }
   auto parsed = ParseMessage(pending->body);
   if (std::holds_alternative<Json>(parsed)) return Reply(c, 400, DumpJson(std::get<Json>(parsed)));
   const Message& msg = std::get<Message>(parsed);
@@ -182,7 +229,7 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     std::lock_guard<std::mutex> lock(st->mu);
     if (msg.kind == Message::Kind::kRequest && msg.method == "initialize") {
       session_id = RandomHex(16);
-      st->sessions[session_id] = std::make_shared<McpServer>(*st->session);
+      st->sessions[session_id] = std::make_shared<McpServer>(*st->session, nullptr, Wire::kHttp);
     } else if (sid.empty()) {
       return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
     }
@@ -212,8 +259,9 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     }
     Json answer = events->WaitAnswer();
     if (answer.is_null()) {
-      answer = MakeResult(
-          msg.id, MakeErrorResult(Error{Code::kCancelled, "the call was cancelled", 0, {}}));
+      // Cancelled: the protocol says no response follows, so the POST ends with no JSON-RPC
+      // message at all (204), never a synthesized answer.
+      return Reply(c, 204, "", {{"Mcp-Session-Id", session_id}});
     }
     return Reply(c, 200, DumpJson(answer), {{"Mcp-Session-Id", session_id}});
   }

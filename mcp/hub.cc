@@ -1,7 +1,15 @@
 // Namespacing, trust and pinning for configured servers.
 #include "mcp/hub.h"
 
+#include <cstdio>
+
 namespace cordon::mcp {
+
+bool RequiresTasks(const Json& tool) {
+  if (!tool.is_object() || !tool.contains("execution") || !tool["execution"].is_object())
+    return false;
+  return JsonStringField(tool["execution"], "taskSupport") == "required";
+}
 
 McpHub::McpHub(Session& session, McpConfig config) : session_(session), config_(std::move(config)) {
   for (const auto& d : config_.diagnostics) {
@@ -59,14 +67,34 @@ Result<std::pair<Json, Json>> McpHub::Tools(const ServerConfig& server) {
   ASSIGN_OR_RETURN(Json tools, client->ListTools());
   auto pins = PinnedTools(session_.workspace().root(), server.name);
   Json visible = Json::array(), hidden = Json::array();
+  std::vector<std::string> need_tasks;
   for (auto& t : tools) {
     const std::string name = t.value("name", "");
+    if (RequiresTasks(t)) {
+      // cordon's client cannot create or poll MCP tasks (2025-11-25), so every call would fail:
+      // the tool is left out of the catalog rather than listed as callable.
+      need_tasks.push_back(name);
+      continue;
+    }
     auto pin = pins.find(name);
     if (!pins.empty() && (pin == pins.end() || pin->second != ToolHash(t))) {
       hidden.push_back(t);
       continue;
     }
     visible.push_back(t);
+  }
+  if (!need_tasks.empty() && noted_tasks_.insert(server.name).second) {
+    std::string list;
+    for (const auto& n : need_tasks) list += (list.empty() ? "" : ", ") + n;
+    std::fprintf(stderr,
+                 "cordon: server %s: not listed, since they require MCP tasks (execution."
+                 "taskSupport \"required\"), which cordon does not support: %s\n",
+                 server.name.c_str(), list.c_str());
+    session_.Audit(McpDiagnosticRecord{.server = server.name,
+                                       .reason = "tools require tasks, which cordon does not "
+                                                 "support; not listed",
+                                       .tools = need_tasks},
+                   true);
   }
   if (!hidden.empty()) {
     std::vector<std::string> names;

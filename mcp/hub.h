@@ -6,12 +6,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "mcp/client.h"
 #include "mcp/config.h"
 #include "session/session.h"
 
 namespace cordon::mcp {
+
+// A tool that can be called only as an MCP task (execution.taskSupport "required", 2025-11-25).
+bool RequiresTasks(const Json& tool);
 
 class McpHub : public ExternalTools {
  public:
@@ -37,7 +41,8 @@ class McpHub : public ExternalTools {
   Session& session_;
   McpConfig config_;
   std::map<std::string, std::unique_ptr<McpConnection>> clients_;
-  std::recursive_mutex mu_;  // serve may call tools concurrently
+  std::recursive_mutex mu_;            // serve may call tools concurrently
+  std::set<std::string> noted_tasks_;  // servers whose task-only tools were reported once
 };
 
 }  // namespace cordon::mcp

@@ -3,7 +3,8 @@
 
 namespace cordon::mcp {
 
-bool IsSupportedVersion(std::string_view version) {
+bool IsSupportedVersion(std::string_view version, Wire wire) {
+  if (wire == Wire::kHttp && version == "2024-11-05") return false;
   for (const char* v : kSupportedVersions) {
     if (version == v) return true;
   }
@@ -18,6 +19,12 @@ Json MakeError(const Json& id, int code, std::string message, Json data) {
   Json err = {{"code", code}, {"message", std::move(message)}};
   if (!data.is_null()) err["data"] = std::move(data);
   return {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(err)}};
+}
+
+Json OversizedError(const Json& id, std::size_t bytes, std::size_t limit) {
+  return MakeError(
+      id, kInvalidRequest,
+      "message is " + std::to_string(bytes) + " bytes; the limit is " + std::to_string(limit));
 }
 
 Json MakeNotification(std::string method, Json params) {
@@ -36,7 +43,8 @@ namespace {
 
 std::variant<Message, Json> ParseEnvelope(Json& j) {
   if (j.is_array()) {
-    return MakeError(nullptr, kInvalidRequest, "JSON-RPC batches are not supported");
+    return MakeError(nullptr, kInvalidRequest,
+                     "JSON-RPC batches are accepted only when MCP 2025-03-26 was negotiated");
   }
   if (!j.is_object())
     return MakeError(nullptr, kInvalidRequest, "a JSON-RPC message must be an object");
@@ -72,6 +80,14 @@ std::variant<Message, Json> ParseEnvelope(Json& j) {
 
 }  // namespace
 
+std::variant<Message, Json> ParseMessageJson(Json j) {
+  try {
+    return ParseEnvelope(j);
+  } catch (const Json::exception& e) {
+    return MakeError(nullptr, kInvalidRequest, std::string("unreadable message: ") + e.what());
+  }
+}
+
 std::optional<Message> ReadAroundOverflow(std::string_view line) {
   const std::string nulled = NullOverflowingNumbers(line);
   if (nulled == line) return std::nullopt;
@@ -86,9 +102,9 @@ std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_
                                          BigIntegers big) {
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
   if (line.size() > max_bytes) {
-    return MakeError(nullptr, kInvalidRequest,
-                     "message is " + std::to_string(line.size()) + " bytes; the limit is " +
-                         std::to_string(max_bytes));
+    // Refused unread, but under its id when a bounded scan finds one, so that the sender of a
+    // large tools/call is not left waiting.
+    return OversizedError(ScanTopLevelId(line), line.size(), max_bytes);
   }
   ParseLimits limits;
   limits.max_bytes = max_bytes;

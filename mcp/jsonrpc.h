@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "core/text.h"
+#include "mcp/id_scan.h"
 
 namespace cordon::mcp {
 
@@ -33,33 +34,58 @@ inline constexpr std::size_t kMaxMessageBytes = 8u << 20;
 inline constexpr std::size_t kMaxMessageDepth = 64;
 
 // Splits a byte stream into lines (a trailing CR dropped, empty lines skipped), bounded: a line
-// longer than kMaxMessageBytes is reported once and skipped up to its newline.
+// longer than kMaxMessageBytes is not kept but scanned for its id (IdScanner, memory in the
+// nesting depth only) up to its newline, and then reported once with its size and that id
+// (null past kMaxIdScanBytes or when the line is no JSON-RPC object with one id): on_oversized
+// gets the finished IdScanner.
 class LineSplitter {
  public:
   template <typename OnLine, typename OnOversized>
   void Feed(std::string_view data, OnLine on_line, OnOversized on_oversized) {
-    buf_.append(data);
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    while (!data.empty()) {
       if (skipping_) {
+        const std::size_t nl = data.find('\n');
+        std::string_view part = data.substr(0, nl);
+        if (nl == std::string_view::npos) {
+          scan_.Feed(part);
+          return;
+        }
+        if (!part.empty() && part.back() == '\r') part.remove_suffix(1);
+        scan_.Feed(part);
+        data.remove_prefix(nl + 1);
+        on_oversized(static_cast<const IdScanner&>(scan_));
         skipping_ = false;
+        scan_ = IdScanner();
         continue;
       }
-      std::string_view line(buf_.data() + start, nl - start);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (!line.empty()) on_line(line);
-    }
-    buf_.erase(0, start);
-    if (buf_.size() > kMaxMessageBytes) {
-      if (!skipping_) on_oversized(buf_.size());
-      skipping_ = true;
-      buf_.clear();
+      buf_.append(data);
+      data = {};
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+        std::string_view line(buf_.data() + start, nl - start);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.size() > kMaxMessageBytes) {  // whole in the buffer, but refused the same way
+          IdScanner scan;
+          scan.Feed(line);
+          on_oversized(static_cast<const IdScanner&>(scan));
+        } else if (!line.empty()) {
+          on_line(line);
+        }
+      }
+      buf_.erase(0, start);
+      if (buf_.size() > kMaxMessageBytes) {
+        skipping_ = true;
+        scan_.Feed(buf_);
+        buf_.clear();
+        buf_.shrink_to_fit();  // the 8 MiB are not held while the rest of the line streams by
+      }
     }
   }
 
  private:
   std::string buf_;
   bool skipping_ = false;
+  IdScanner scan_;
 };
 
 // What ParseMessage does with an integer beyond 64 bits, which the parser holds as a double
@@ -80,12 +106,23 @@ std::variant<Message, Json> ParseMessage(std::string_view line,
 // waiter. Nullopt when the line is not readable even so.
 std::optional<Message> ReadAroundOverflow(std::string_view line);
 
-inline constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
-bool IsSupportedVersion(std::string_view version);
+// The transport a version is offered on: Streamable HTTP came with 2025-03-26, and 2024-11-05's
+// HTTP+SSE transport is not offered, so 2024-11-05 is a stdio version only.
+enum class Wire { kStdio, kHttp };
+inline constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                                     "2024-11-05"};
+bool IsSupportedVersion(std::string_view version, Wire wire = Wire::kStdio);
+// JSON-RPC batches exist in MCP 2025-03-26 only (added then, removed by 2025-06-18).
+inline bool VersionHasBatches(std::string_view version) { return version == "2025-03-26"; }
+
+// The envelope check of ParseMessage for a value already parsed (one element of a batch).
+std::variant<Message, Json> ParseMessageJson(Json j);
 
 Json MakeResult(const Json& id, Json result);
 Json MakeError(const Json& id, int code, std::string message, Json data = nullptr);
 Json MakeNotification(std::string method, Json params);
+// The refusal of a message larger than `limit`, under `id` (from IdScanner; null if none).
+Json OversizedError(const Json& id, std::size_t bytes, std::size_t limit = kMaxMessageBytes);
 // A request's params._meta.progressToken, or null when the client asked for no progress.
 Json ProgressToken(const Json& params);
 

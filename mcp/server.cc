@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <functional>
+#include <future>
 
 #include "core/fs.h"
 #include "core/hash.h"
@@ -27,8 +28,8 @@ bool WriteLine(int fd, const Json& j) {
 
 }  // namespace
 
-std::string NegotiateVersion(const Json& requested) {
-  if (requested.is_string() && IsSupportedVersion(requested.get_ref<const std::string&>())) {
+std::string NegotiateVersion(const Json& requested, Wire wire) {
+  if (requested.is_string() && IsSupportedVersion(requested.get_ref<const std::string&>(), wire)) {
     return requested.get<std::string>();
   }
   return kSupportedVersions[0];
@@ -86,9 +87,13 @@ Json McpServer::Instructions() {
 }
 
 Json McpServer::Initialize(const Json& params) {
-  version_ =
-      NegotiateVersion(params.is_object() ? params.value("protocolVersion", Json()) : Json());
-  Json result = {{"protocolVersion", version_},
+  const std::string version = NegotiateVersion(
+      params.is_object() ? params.value("protocolVersion", Json()) : Json(), wire_);
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    version_ = version;
+  }
+  Json result = {{"protocolVersion", version},
                  {"capabilities",
                   {{"tools", {{"listChanged", session_.external_tools() != nullptr}}},
                    {"logging", Json::object()}}},
@@ -97,7 +102,7 @@ Json McpServer::Initialize(const Json& params) {
   if (!instructions.is_null()) result["instructions"] = instructions;
   if (params.is_object() && params.contains("clientInfo")) {
     session_.Audit(
-        McpClientRecord{.client_info = params["clientInfo"], .protocol_version = version_}, false);
+        McpClientRecord{.client_info = params["clientInfo"], .protocol_version = version}, false);
   }
   return result;
 }
@@ -227,7 +232,18 @@ std::optional<Json> McpServer::Dispatch(const Message& m) {
   const Json& p = m.params;
   if (m.method == "initialize") return MakeResult(m.id, Initialize(p));
   if (m.method == "ping") return MakeResult(m.id, Json::object());
-  if (m.method == "logging/setLevel") return MakeResult(m.id, Json::object());
+  if (m.method == "logging/setLevel") {
+    // The eight syslog levels of the spec; anything else is the client's error (-32602).
+    static constexpr std::string_view kLevels[] = {"debug", "info",     "notice", "warning",
+                                                   "error", "critical", "alert",  "emergency"};
+    const std::string level = JsonStringField(p, "level");
+    if (std::find(std::begin(kLevels), std::end(kLevels), level) == std::end(kLevels)) {
+      return MakeError(m.id, kInvalidParams,
+                       "logging/setLevel: params.level must be one of debug, info, notice, "
+                       "warning, error, critical, alert, emergency");
+    }
+    return MakeResult(m.id, Json::object());
+  }
   if (m.method == "tools/list") {
     Json tools = Json::array();
     for (const ToolSpec* t : session_.Catalog())
@@ -255,7 +271,125 @@ std::optional<Json> McpServer::Dispatch(const Message& m) {
   return MakeError(m.id, kMethodNotFound, "method not found: " + m.method);
 }
 
+namespace {
+// A batch's responses as they come in; the last element to finish delivers them all.
+struct BatchState {
+  std::mutex mu;
+  Json responses = Json::array();
+  int outstanding = 1;  // the batch itself, until every element has been started
+  std::function<void(Json)> deliver;
+  void Add(Json response) {
+    std::lock_guard<std::mutex> lock(mu);
+    responses.push_back(std::move(response));
+  }
+  void Start() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++outstanding;
+  }
+  void Done() {
+    Json out;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (--outstanding > 0) return;
+      out = std::move(responses);
+    }
+    deliver(std::move(out));
+  }
+};
+}  // namespace
+
+void McpServer::HandleBatch(const Json& batch, std::function<void(const Json&)> notify,
+                            std::function<void(Json)> deliver) {
+  const std::string version = this->version();
+  if (!VersionHasBatches(version)) {
+    deliver(MakeError(nullptr, kInvalidRequest,
+                      "JSON-RPC batches are accepted only when MCP 2025-03-26 was negotiated "
+                      "(this session: " +
+                          (version.empty() ? std::string("not initialized") : version) + ")"));
+    return;
+  }
+  if (!batch.is_array() || batch.empty()) {
+    deliver(MakeError(nullptr, kInvalidRequest, "an empty JSON-RPC batch"));
+    return;
+  }
+  auto state = std::make_shared<BatchState>();
+  state->deliver = std::move(deliver);
+  for (const Json& element : batch) {
+    auto parsed = ParseMessageJson(element);
+    if (std::holds_alternative<Json>(parsed)) {
+      state->Add(std::get<Json>(std::move(parsed)));
+      continue;
+    }
+    const Message& m = std::get<Message>(parsed);
+    if (m.kind == Message::Kind::kRequest && m.method == "initialize") {
+      state->Add(MakeError(m.id, kInvalidRequest, "initialize must not be part of a batch"));
+      continue;
+    }
+    if (m.kind == Message::Kind::kRequest && m.method == "tools/call") {
+      CallArgs checked = CheckCallParams(m);
+      if (!checked.error.is_null()) {
+        state->Add(std::move(checked.error));
+        continue;
+      }
+      // On a worker like any call, so that notifications/cancelled reaches it; a cancelled
+      // call has no entry in the batch's answer.
+      state->Start();
+      StartCall(
+          m, std::move(checked.args),
+          [state, notify](const Json& out) {
+            if (out.contains("method")) {
+              if (notify) notify(out);
+            } else {
+              state->Add(out);
+            }
+          },
+          [state] { state->Done(); });
+      continue;
+    }
+    if (auto reply = Handle(m)) state->Add(std::move(*reply));
+  }
+  state->Done();
+}
+
 std::vector<Json> McpServer::HandleLine(std::string_view line) {
+  const std::size_t first = line.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && line[first] == '[' && line.size() <= kMaxMessageBytes &&
+      VersionHasBatches(version())) {
+    ParseLimits limits;
+    limits.max_depth = kMaxMessageDepth;
+    auto batch = ParseJsonBounded(line, limits);
+    if (batch) {
+      if (send_) {
+        // Answered in order with the lines around it when every element finished before
+        // HandleBatch returned; otherwise through send_ when the last call ends.
+        struct Delivery {
+          std::mutex mu;
+          bool returned = false;
+          std::optional<Json> early;
+        };
+        auto d = std::make_shared<Delivery>();
+        HandleBatch(*batch, send_, [this, d](Json out) {
+          std::lock_guard<std::mutex> lock(d->mu);
+          if (!d->returned) {
+            d->early = std::move(out);
+          } else if (!out.empty()) {
+            send_(out);
+          }
+        });
+        std::lock_guard<std::mutex> lock(d->mu);
+        d->returned = true;
+        if (d->early && !d->early->empty()) return {std::move(*d->early)};
+        return {};
+      }
+      auto answer = std::make_shared<std::promise<Json>>();
+      auto ready = answer->get_future();
+      HandleBatch(*batch, {}, [answer](Json out) { answer->set_value(std::move(out)); });
+      Json out = ready.get();
+      if (out.empty()) return {};
+      return {std::move(out)};
+    }
+    // Not readable as a batch: ParseMessage gives the standard error.
+  }
   auto parsed = ParseMessage(line);
   if (std::holds_alternative<Json>(parsed)) return {std::get<Json>(parsed)};
   auto reply = Handle(std::get<Message>(parsed));
@@ -307,12 +441,10 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
           }
           if (pending.size() >= 65536 && !flush()) failed = true;
         },
-        [&](std::size_t) {
+        [&](const IdScanner& scan) {
           if (!flush()) failed = true;  // answers to the lines before it go first
           std::lock_guard<std::mutex> lock(out_mu);
-          WriteLine(out_fd,
-                    MakeError(nullptr, kInvalidRequest,
-                              "message exceeds " + std::to_string(kMaxMessageBytes) + " bytes"));
+          WriteLine(out_fd, OversizedError(scan.Id(), scan.bytes()));
         });
     if (failed || !flush()) return 1;
   }

@@ -19,16 +19,17 @@
 
 namespace cordon::mcp {
 
-// The version the server answers: the client's when supported, else the latest supported.
-std::string NegotiateVersion(const Json& requested);
+// The version the server answers: the client's when supported on `wire`, else the latest.
+std::string NegotiateVersion(const Json& requested, Wire wire = Wire::kStdio);
 
 class McpServer {
  public:
   // Without `send`, tools/call runs inline and its result is returned from Handle. With it,
   // each tools/call runs on a pooled worker thread, can be cancelled (notifications/cancelled),
   // reports progress when the client sent a progressToken, and answers through `send`.
-  explicit McpServer(Session& session, std::function<void(const Json&)> send = {})
-      : session_(session), send_(std::move(send)) {}
+  explicit McpServer(Session& session, std::function<void(const Json&)> send = {},
+                     Wire wire = Wire::kStdio)
+      : session_(session), send_(std::move(send)), wire_(wire) {}
   ~McpServer();
   // Handles one line from the client; returns what to send back now (possibly nothing).
   std::vector<Json> HandleLine(std::string_view line);
@@ -42,6 +43,16 @@ class McpServer {
                     std::function<void()> done);
   // Cancels every running call and waits for all of them.
   void Drain(bool cancel);
+  // A JSON-RPC batch (2025-03-26 only; refused with -32600 otherwise): each element is handled
+  // as on its own, tools/call on workers; `deliver` gets the array of responses once all are
+  // in (an empty array when there are none), `notify` their progress notifications.
+  void HandleBatch(const Json& batch, std::function<void(const Json&)> notify,
+                   std::function<void(Json)> deliver);
+  // The negotiated protocol version ("" before initialize).
+  std::string version() const {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    return version_;
+  }
 
  private:
   struct ActiveCall {
@@ -59,9 +70,10 @@ class McpServer {
                const Json& args, const Json& token);
   Session& session_;
   std::function<void(const Json&)> send_;
+  Wire wire_;
   bool initialized_ = false;
-  std::string version_;
-  std::mutex calls_mu_;
+  std::string version_;  // written under calls_mu_: HTTP reads it from other connections
+  mutable std::mutex calls_mu_;
   std::condition_variable calls_cv_;                          // signalled when a call leaves calls_
   std::map<std::string, std::unique_ptr<ActiveCall>> calls_;  // by request id (JSON text)
   WorkerPool pool_{64};

@@ -122,7 +122,35 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       to_server(DumpJson(MakeError(nullptr, kInvalidRequest, why)));
     }
   };
+  auto oversized_from_server = [&](const IdScanner& scan) {
+    session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                      .reason = "oversized message from the server dropped",
+                                      .bytes = scan.bytes()},
+                  false);
+    // Whoever waits for it hears why, under its id: the server for its own request, the
+    // client (and the call's record) for a response.
+    const Json id = scan.Id();
+    if (id.is_null()) return;
+    const Json refusal = OversizedError(id, scan.bytes());
+    if (scan.has_method()) {
+      to_server(DumpJson(refusal));
+      return;
+    }
+    if (auto it = pending.find(id.dump()); it != pending.end()) {
+      finish(it, ToolFinishedRecord{.status = "error",
+                                    .code = std::string(CodeName(Code::kTooLarge)),
+                                    .message = JsonStringField(refusal["error"], "message"),
+                                    .output_bytes = scan.bytes()});
+    }
+    to_client(DumpJson(refusal));
+  };
   auto from_server_line = [&](std::string_view line) {
+    if (line.size() > kMaxMessageBytes) {  // a whole line in one read: the same refusal
+      IdScanner scan;
+      scan.Feed(line);
+      oversized_from_server(scan);
+      return;
+    }
     auto parsed = ParseMessage(line, kMaxMessageBytes, BigIntegers::kAccept);
     if (std::holds_alternative<Json>(parsed)) {
       const std::string why = JsonStringField(std::get<Json>(parsed)["error"], "message");
@@ -212,14 +240,25 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                 false);
           }
         },
-        [&](std::size_t bytes) {
-          session.Audit(McpDiagnosticRecord{.server = "wrapped",
-                                            .reason = "oversized message from the server dropped",
-                                            .bytes = bytes},
-                        false);
-        });
+        oversized_from_server);
+  };
+  auto oversized_from_client = [&](const IdScanner& scan) {
+    // A request is refused to the client under its id; a response the client sent to a
+    // server request is refused to the server, which waits for it.
+    const Json refusal = OversizedError(scan.Id(), scan.bytes());
+    if (!scan.has_method() && !scan.Id().is_null()) {
+      to_server(DumpJson(refusal));
+    } else {
+      to_client(DumpJson(refusal));
+    }
   };
   auto from_client_line = [&](std::string_view line) {
+    if (line.size() > kMaxMessageBytes) {  // a whole line in one read: the same refusal
+      IdScanner scan;
+      scan.Feed(line);
+      oversized_from_client(scan);
+      return;
+    }
     // Client messages are read, never changed: what goes to the server is the original line.
     auto parsed = ParseMessage(line, kMaxMessageBytes, BigIntegers::kAccept);
     if (std::holds_alternative<Json>(parsed)) {
@@ -338,11 +377,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                                          std::string("unreadable message: ") + e.what())));
           }
         },
-        [&](std::size_t bytes) {
-          to_client(DumpJson(
-              MakeError(nullptr, kInvalidRequest,
-                        "message of " + std::to_string(bytes) + " bytes exceeds the limit")));
-        });
+        oversized_from_client);
     return true;
   };
   // A server silent on initialize: said once, while the client still waits, with what its

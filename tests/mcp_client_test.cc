@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "mcp/config.h"
@@ -106,9 +108,41 @@ TEST_F(McpClientTest, ConfigPrecedenceExpansionAndDiagnostics) {
   EXPECT_NE(torn.error().message.find(dir_ / "ws/.mcp.json"), std::string::npos)
       << torn.error().message;
   EXPECT_NE(torn.error().message.find("malformed JSON"), std::string::npos);
+  // ... with the line and column, compiler style, and without nlohmann's own prefix.
+  WriteFile(dir_ / "ws/.mcp.json", "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}");
+  auto comma = LoadMcpConfig(DefaultConfigSources(dir_ / "ws"), dir_ / "ws");
+  ASSERT_FALSE(comma);
+  EXPECT_NE(comma.error().message.find(dir_ / "ws/.mcp.json:2:24: malformed JSON: syntax error"),
+            std::string::npos)
+      << comma.error().message;
+  EXPECT_EQ(comma.error().message.find("json.exception"), std::string::npos)
+      << comma.error().message;
+  std::filesystem::remove(dir_ / "ws/.mcp.json");
   EXPECT_TRUE(IsValidServerName("a-b_1"));
   EXPECT_FALSE(IsValidServerName("a b"));
   EXPECT_FALSE(IsValidServerName("../x"));
+}
+
+// The binary names the broken config file with its line and column; a broken trust store is
+// reported by `mcp trust`, never silently replaced (that would drop every other trust entry).
+TEST_F(McpClientTest, MalformedConfigFilesAreNamedWithLineAndColumn) {
+  WriteFile(dir_ / "ws/.mcp.json", "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}");
+  auto list = Cordon({"mcp", "list"});
+  EXPECT_NE(list.exit_code, 0);
+  EXPECT_NE(list.err.find(dir_ / "ws/.mcp.json:2:24: malformed JSON"), std::string::npos)
+      << list.err;
+  std::filesystem::remove(dir_ / "ws/.mcp.json");
+  if (FindOnPath("python3").empty())
+    GTEST_SKIP() << "SKIPPED (trust store part): python3 is needed for the test server";
+  WritePyServer("Upper-cases text.");
+  const std::string store = dir_ / "state/cordon/trust.json";
+  WriteFile(store, "{\"/elsewhere\": {\"x\": {}},\n  oops}\n");
+  auto trust = Cordon({"mcp", "trust", "py"});
+  EXPECT_NE(trust.exit_code, 0) << trust.out;
+  EXPECT_NE((trust.out + trust.err).find(store + ":2:3: malformed JSON"), std::string::npos)
+      << trust.out << trust.err;
+  EXPECT_EQ(ReadFile(store), "{\"/elsewhere\": {\"x\": {}},\n  oops}\n")
+      << "the store was replaced";
 }
 
 TEST_F(McpClientTest, ProjectServerNeedsTrustAndChangedToolsAreHidden) {
@@ -372,6 +406,11 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
   const auto t0 = std::chrono::steady_clock::now();
   auto call = Cordon({"mcp", "call", "web", "get-sum", "--json", R"({"a":20,"b":22})"});
   const auto call_time = std::chrono::steady_clock::now() - t0;
+  // get-roots-list asks cordon for roots/list on the POST's own SSE stream and waits for the
+  // answer before it ends that stream: cordon answers it as it arrives (the workspace).
+  const auto t1 = std::chrono::steady_clock::now();
+  auto roots = Cordon({"mcp", "call", "web", "get-roots-list"});
+  const auto roots_time = std::chrono::steady_clock::now() - t1;
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
   ASSERT_EQ(test.exit_code, 0) << test.out << test.err;
@@ -383,6 +422,144 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
   // The optional GET stream was opened (server-everything accepts it) and ended with the client.
   EXPECT_NE(log.find("GET stream closed by cordon"), std::string::npos) << log;
   EXPECT_LT(call_time, std::chrono::seconds(5)) << "the GET stream held the client up";
+  EXPECT_EQ(roots.exit_code, 0) << roots.out << roots.err;
+  EXPECT_NE(roots.out.find("file://" + (dir_ / "ws")), std::string::npos) << roots.out;
+  EXPECT_LT(roots_time, std::chrono::seconds(8)) << "the roots/list request waited";
+}
+
+int FreeLoopbackPort();
+
+// A server that sends elicitation/create and sampling/createMessage on the POST's response
+// stream (the SDK fixture server behind the shared Streamable HTTP bridge) hears -32601 at once,
+// since cordon declares neither capability: the call ends in about a second, not at the
+// 20 s timeout.
+TEST_F(McpClientTest, HttpClientRefusesServerRequestsOnThePostStreamAtOnce) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/stdio-http-bridge.mjs") ||
+      !cordon::testing::Exists(scripts + "/fixture-server.mjs") ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/sdk")) {
+    GTEST_SKIP()
+        << "SKIPPED MCP PEER TEST: node, the SDK, the bridge or the fixture server missing";
+  }
+  const int port = FreeLoopbackPort();
+  const std::string node = FindOnPath("node");
+  const std::string bridge = scripts + "/stdio-http-bridge.mjs";
+  const std::string fixture = scripts + "/fixture-server.mjs";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("PORT", std::to_string(port).c_str(), 1);
+    ::setenv("MCP_PEERS_DIR", peers.c_str(), 1);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(node.c_str(), node.c_str(), bridge.c_str(), "--", node.c_str(), fixture.c_str(),
+            nullptr);
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.fx]\ntransport = \"streamable_http\"\nurl = \"http://127.0.0.1:" +
+                std::to_string(port) + "/mcp\"\ntimeout_secs = 20\n");
+  cordon::testing::RunResult test;
+  for (int i = 0; i < 50; ++i) {  // wait (bounded) for the bridge to listen
+    test = Cordon({"mcp", "test", "fx"});
+    if (test.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::map<std::string, std::pair<cordon::testing::RunResult, double>> calls;
+  for (const auto& [tool, args] : std::vector<std::pair<std::string, std::string>>{
+           {"test_elicitation", R"({"message":"who?"})"},
+           {"test_sampling", R"({"prompt":"hi"})"}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = Cordon({"mcp", "call", "fx", tool, "--json", args});
+    calls[tool] = {r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  }
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  ASSERT_EQ(test.exit_code, 0) << test.out << test.err;
+  for (const auto& [tool, method] : std::vector<std::pair<std::string, std::string>>{
+           {"test_elicitation", "elicitation/create"},
+           {"test_sampling", "sampling/createMessage"}}) {
+    const auto& [r, seconds] = calls[tool];
+    EXPECT_LT(seconds, 10.0) << tool << ": the server request was left to the timeout\n" << r.out;
+    EXPECT_NE(r.out.find("-32601"), std::string::npos) << tool << ": " << r.out;
+    EXPECT_NE(r.out.find("cordon does not offer " + method), std::string::npos) << r.out;
+  }
+}
+
+// The same server requests from a stdio server are refused at once too (the stdio client
+// already did so; this keeps it that way with the same fixture).
+TEST_F(McpClientTest, StdioClientRefusesServerRequestsAtOnce) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  if (FindOnPath("node").empty() || !cordon::testing::Exists(scripts + "/fixture-server.mjs") ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/sdk")) {
+    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node, the SDK or the fixture server missing";
+  }
+  char* real_scripts = ::realpath(scripts.c_str(), nullptr);
+  ASSERT_NE(real_scripts, nullptr);
+  const std::string scripts_dir = real_scripts;
+  std::free(real_scripts);
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.fx]\ncommand = \"node\"\nargs = [\"" + scripts_dir +
+                "/fixture-server.mjs\"]\ntimeout_secs = 20\n[servers.fx.env]\nMCP_PEERS_DIR = \"" +
+                peers + "\"\n[servers.fx.sandbox]\nread = [\"" + peers + "\", \"" + scripts_dir +
+                "\"]\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = Cordon({"mcp", "call", "fx", "test_elicitation", "--json", R"({"message":"who?"})"});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 10.0) << r.out << r.err;
+  EXPECT_NE(r.out.find("cordon does not offer elicitation/create"), std::string::npos)
+      << r.out << r.err;
+}
+
+// A configured server's tool that can run only as an MCP task (server-everything's
+// simulate-research-query, execution.taskSupport "required") is not listed by serve, since
+// every call to it would fail; the record and stderr say so.
+TEST_F(McpClientTest, ServeLeavesOutToolsThatRequireTasks) {
+  const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+  if (FindOnPath("node").empty() ||
+      !cordon::testing::Exists(peers + "/node_modules/@modelcontextprotocol/server-everything")) {
+    GTEST_SKIP() << "SKIPPED MCP PEER TEST: node or server-everything missing";
+  }
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.everything]\ncommand = \"node\"\nargs = [\"" + peers +
+                "/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", "
+                "\"stdio\"]\n[servers.everything.sandbox]\nread = [\"" +
+                peers + "\"]\n");
+  WriteFile(
+      dir_ / "in.txt",
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})"
+      "\n");
+  auto r = cordon::testing::Run(
+      {"/bin/sh", "-c",
+       "'" + cordon::testing::CordonBin() + "' serve --workspace '" + (dir_ / "ws") +
+           "' --audit-log '" + (dir_ / "tasks.jsonl") + "' < '" + (dir_ / "in.txt") + "'"},
+      env_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json list;
+  for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    Json j = Json::parse(r.out.substr(pos, nl - pos));
+    if (j.value("id", Json()) == 2) list = j;
+  }
+  ASSERT_TRUE(list.contains("result")) << r.out.substr(0, 2000);
+  std::set<std::string> names;
+  for (const auto& t : list["result"]["tools"]) names.insert(t["name"].get<std::string>());
+  EXPECT_TRUE(names.count("mcp__everything__echo")) << list.dump().substr(0, 1000);
+  EXPECT_FALSE(names.count("mcp__everything__simulate-research-query"))
+      << "a tool that requires tasks was listed";
+  const std::string log = ReadFile(dir_ / "tasks.jsonl");
+  EXPECT_NE(log.find("\"tools\":[\"simulate-research-query\"]"), std::string::npos) << log;
+  EXPECT_NE(log.find("require tasks"), std::string::npos);
+  EXPECT_NE(r.err.find("simulate-research-query"), std::string::npos) << r.err;
 }
 
 int FreeLoopbackPort() {
@@ -638,7 +815,10 @@ TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
   EXPECT_NE(cancel.err.find("202"), std::string::npos) << cancel.err;
   caller.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
-  EXPECT_NE(hung.out.find("cancelled"), std::string::npos) << hung.out;
+  // A cancelled request gets no response (the protocol's rule): the POST ends with 204 and no
+  // JSON-RPC message.
+  EXPECT_NE(hung.err.find("HTTP/1.1 204"), std::string::npos) << hung.err;
+  EXPECT_EQ(hung.out.find("\"id\":3"), std::string::npos) << hung.out;
   server.reset();
   const std::string log = ReadFile(dir_ / "http.jsonl");
   EXPECT_NE(log.find("\"status\":\"cancelled\""), std::string::npos)
@@ -647,6 +827,162 @@ TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
           .exit_code,
       0);
+}
+
+// POSTs `body` with exactly these extra headers (no session headers added).
+cordon::testing::RunResult CurlPostWith(const std::string& url, const std::string& body,
+                                        const std::vector<std::string>& headers) {
+  std::vector<std::string> argv = {FindOnPath("curl"),
+                                   "-s",
+                                   "-m",
+                                   "30",
+                                   "-D",
+                                   "/dev/stderr",
+                                   "-X",
+                                   "POST",
+                                   url,
+                                   "-H",
+                                   "Content-Type: application/json",
+                                   "-H",
+                                   "Accept: application/json, text/event-stream",
+                                   "--data-binary",
+                                   body};
+  for (const auto& h : headers) argv.insert(argv.end(), {"-H", h});
+  return cordon::testing::Run(argv);
+}
+
+std::string SessionOf(const cordon::testing::RunResult& r) {
+  const auto at = r.err.find("Mcp-Session-Id: ");
+  return at == std::string::npos ? "" : r.err.substr(at + 16, 32);
+}
+
+TEST_F(McpClientTest, ServeHttpChecksTheVersionHeaderTheLevelAndBatchesAndSizes) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  const int port = FreeLoopbackPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  HttpServeProcess server(
+      {cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "http.jsonl", "--http", "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      env_);
+  const std::string sid = InitializeOverHttp(url);  // negotiates 2025-06-18
+  ASSERT_FALSE(sid.empty());
+  const std::string ping = R"({"jsonrpc":"2.0","id":4,"method":"ping"})";
+  const std::string session = "Mcp-Session-Id: " + sid;
+  // MCP-Protocol-Version: one cordon does not speak over HTTP is 400 (2024-11-05 is stdio
+  // only); a supported one is served.
+  auto bad = CurlPostWith(url, ping, {session, "MCP-Protocol-Version: 1999-01-01"});
+  EXPECT_NE(bad.err.find("HTTP/1.1 400"), std::string::npos) << bad.err << bad.out;
+  auto old = CurlPostWith(url, ping, {session, "MCP-Protocol-Version: 2024-11-05"});
+  EXPECT_NE(old.err.find("HTTP/1.1 400"), std::string::npos) << old.err << old.out;
+  auto good = CurlPostWith(url, ping, {session, "MCP-Protocol-Version: 2025-06-18"});
+  EXPECT_NE(good.err.find("HTTP/1.1 200"), std::string::npos) << good.err << good.out;
+  // logging/setLevel with a level that does not exist: -32602.
+  auto level = CurlPost(
+      url, R"({"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"loud"}})",
+      sid);
+  EXPECT_NE(level.out.find("-32602"), std::string::npos) << level.out;
+  // A batch in a 2025-06-18 session is refused.
+  auto refused = CurlPost(url, "[" + ping + "]", sid);
+  EXPECT_NE(refused.out.find("-32600"), std::string::npos) << refused.out;
+  // A 9 MiB tools/call is refused unread (413), under its id.
+  const std::string big =
+      R"({"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_file_range","arguments":{"path":")" +
+      std::string(9u << 20, 'x') + R"("}},"id":"big-1"})";
+  WriteFile(dir_ / "big.json", big);
+  auto huge =
+      CurlPostWith(url, "@" + (dir_ / "big.json"), {session, "MCP-Protocol-Version: 2025-06-18"});
+  EXPECT_NE(huge.err.find("HTTP/1.1 413"), std::string::npos) << huge.err;
+  EXPECT_NE(huge.out.find("\"id\":\"big-1\""), std::string::npos) << huge.out.substr(0, 500);
+  // A 2025-03-26 session takes batches: one array of answers, a call among them.
+  WriteFile(dir_ / "ws/a.txt", "alpha\nbeta\n");
+  auto init = CurlPostWith(
+      url,
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})",
+      {});
+  const std::string old_sid = SessionOf(init);
+  ASSERT_FALSE(old_sid.empty()) << init.err;
+  EXPECT_NE(init.out.find("\"protocolVersion\":\"2025-03-26\""), std::string::npos) << init.out;
+  auto batch = CurlPostWith(
+      url,
+      R"([{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":6,"method":"ping"},)"
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file_range","arguments":{"path":"a.txt","start_line":2}}},)"
+      R"({"jsonrpc":"2.0","id":8,"method":"initialize","params":{}}])",
+      {"Mcp-Session-Id: " + old_sid});
+  ASSERT_NE(batch.err.find("HTTP/1.1 200"), std::string::npos) << batch.err << batch.out;
+  Json answers = Json::parse(batch.out);
+  ASSERT_TRUE(answers.is_array()) << batch.out;
+  std::map<int, Json> by_id;
+  for (const auto& a : answers) by_id[a["id"].get<int>()] = a;
+  EXPECT_EQ(by_id.size(), 3u) << batch.out;
+  EXPECT_TRUE(by_id[6].contains("result"));
+  EXPECT_EQ(by_id[7]["result"]["structuredContent"]["lines"], Json({"beta"})) << batch.out;
+  EXPECT_EQ(by_id[8]["error"]["code"], -32600) << "initialize may not be batched";
+}
+
+TEST_F(McpClientTest, ServeStdioOversizedCallsBatchesLevelsAndOldVersions) {
+  WriteFile(dir_ / "ws/a.txt", "alpha\nbeta\n");
+  auto serve = [&](const std::string& version, const std::string& rest) {
+    WriteFile(dir_ / "in.txt",
+              R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":")" +
+                  version + R"(","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})" +
+                  "\n" + R"({"jsonrpc":"2.0","method":"notifications/initialized"})" + "\n" + rest);
+    auto r = cordon::testing::Run(
+        {"/bin/sh", "-c",
+         "'" + cordon::testing::CordonBin() + "' serve --workspace '" + (dir_ / "ws") +
+             "' --audit-log '" + (dir_ / "stdio.jsonl") + "' < '" + (dir_ / "in.txt") + "'"},
+        env_);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<Json> out;
+    for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+      out.push_back(Json::parse(r.out.substr(pos, nl - pos)));
+    }
+    return out;
+  };
+  const std::string big =
+      R"({"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_file_range","arguments":{"path":")" +
+      std::string(9u << 20, 'x') + R"("}},"id":"big-\"2"})";
+  auto out = serve(
+      "2025-03-26",
+      big + "\n" +
+          R"([{"jsonrpc":"2.0","id":5,"method":"ping"},{"jsonrpc":"2.0","id":6,"method":"logging/setLevel","params":{"level":"loud"}},)"
+          R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file_range","arguments":{"path":"a.txt","start_line":2}}}])"
+          "\n" +
+          R"({"jsonrpc":"2.0","id":8,"method":"logging/setLevel","params":{"level":"debug"}})" +
+          "\n");
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0]["result"]["protocolVersion"], "2025-03-26");
+  EXPECT_EQ(out[1]["id"], "big-\"2") << "the oversized call is answered under its id";
+  EXPECT_EQ(out[1]["error"]["code"], -32600);
+  Json batch;
+  for (const auto& o : out) {
+    if (o.is_array()) batch = o;
+  }
+  ASSERT_TRUE(batch.is_array()) << "no batch answer";
+  std::map<int, Json> by_id;
+  for (const auto& a : batch) by_id[a["id"].get<int>()] = a;
+  EXPECT_TRUE(by_id[5].contains("result"));
+  EXPECT_EQ(by_id[6]["error"]["code"], -32602) << "an unknown log level is invalid params";
+  EXPECT_EQ(by_id[7]["result"]["structuredContent"]["lines"], Json({"beta"}));
+  // Batches are a 2025-03-26 feature only.
+  auto later = serve("2025-06-18", R"([{"jsonrpc":"2.0","id":5,"method":"ping"}])"
+                                   "\n");
+  ASSERT_EQ(later.size(), 2u);
+  EXPECT_EQ(later[1]["error"]["code"], -32600);
+  // 2024-11-05 is offered over stdio, and the shared handshake checker gets through with it.
+  const std::string scripts =
+      cordon::testing::FromEnv("CORDON_MCP_PEER_SCRIPTS", CORDON_SOURCE_DIR "/../shared/mcp-peers");
+  auto old = serve("2024-11-05", "");
+  ASSERT_GE(old.size(), 1u);
+  EXPECT_EQ(old[0]["result"]["protocolVersion"], "2024-11-05");
+  if (!FindOnPath("node").empty() && cordon::testing::Exists(scripts + "/stdio-handshake.mjs")) {
+    auto hs =
+        cordon::testing::Run({FindOnPath("node"), scripts + "/stdio-handshake.mjs", "--version",
+                              "2024-11-05", "--", cordon::testing::CordonBin(), "serve",
+                              "--workspace", dir_ / "ws", "--audit-log", dir_ / "hs.jsonl"},
+                             env_);
+    EXPECT_EQ(hs.exit_code, 0) << hs.out << hs.err;
+    EXPECT_NE(hs.out.find("2024-11-05"), std::string::npos) << hs.out;
+  }
 }
 
 TEST_F(McpClientTest, HttpClientToleratesAServerWithoutAGetStream) {

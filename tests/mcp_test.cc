@@ -109,8 +109,112 @@ TEST(JsonRpc, VersionNegotiation) {
   EXPECT_EQ(NegotiateVersion("2025-11-25"), "2025-11-25");
   EXPECT_EQ(NegotiateVersion("2025-06-18"), "2025-06-18");
   EXPECT_EQ(NegotiateVersion("2025-03-26"), "2025-03-26");
-  EXPECT_EQ(NegotiateVersion("2024-11-05"), "2025-11-25");
+  // 2024-11-05 over stdio only: its HTTP transport (HTTP+SSE) is not offered.
+  EXPECT_EQ(NegotiateVersion("2024-11-05"), "2024-11-05");
+  EXPECT_EQ(NegotiateVersion("2024-11-05", Wire::kHttp), "2025-11-25");
+  EXPECT_EQ(NegotiateVersion("2025-03-26", Wire::kHttp), "2025-03-26");
+  EXPECT_EQ(NegotiateVersion("2024-10-07"), "2025-11-25");
   EXPECT_EQ(NegotiateVersion(Json(42)), "2025-11-25");
+  EXPECT_TRUE(VersionHasBatches("2025-03-26"));
+  EXPECT_FALSE(VersionHasBatches("2025-06-18"));
+  EXPECT_FALSE(VersionHasBatches("2024-11-05"));
+}
+
+TEST(IdScan, FindsTheTopLevelIdWithoutKeepingValues) {
+  struct Case {
+    std::string text;
+    Json id;
+    bool has_method;
+  };
+  const std::string big(1 << 20, 'x');
+  const std::vector<Case> cases = {
+      {R"({"jsonrpc":"2.0","id":7,"method":"ping"})", 7, true},
+      {R"({"id":-12,"result":{}})", -12, false},
+      {R"({"id":0})", 0, false},
+      {R"({"id":"a\"b\\c\u00e9\n"})", "a\"b\\c\u00e9\n", false},
+      {R"({"\u0069d":"escaped key"})", "escaped key", false},
+      {R"( { "method" : "tools/call" , "params" : {"arguments":{"text":")" + big +
+           R"("}} , "id" : "after-big-params" } )",
+       "after-big-params", true},
+      {R"({"params":{"id":1,"deep":[{"id":2}]},"method":"x","id":3})", 3, true},
+      // Only nested ids, or none: null.
+      {R"({"params":{"id":1},"method":"x"})", nullptr, true},
+      {R"({"method":"notifications/initialized"})", nullptr, true},
+      // An id of another type, two ids, or a fractional / huge number: null.
+      {R"({"id":null})", nullptr, false},
+      {R"({"id":{"a":1}})", nullptr, false},
+      {R"({"id":[1]})", nullptr, false},
+      {R"({"id":true})", nullptr, false},
+      {R"({"id":1,"id":2})", nullptr, false},
+      {R"({"id":1.5})", nullptr, false},
+      {R"({"id":123456789012345678901234567890})", nullptr, false},
+      {R"({"id":1e400})", nullptr, false},
+      // Not one complete, well-formed object: null, even with an id already seen.
+      {R"({"id":1,)", nullptr, false},
+      {R"({"id":1} x)", nullptr, false},
+      {R"({"id":1}{})", nullptr, false},
+      {R"({"id":01})", nullptr, false},
+      {R"({"id":1,"x":tru})", nullptr, false},
+      {R"({"id":1,"x":"a\qb"})", nullptr, false},
+      {R"({"id":1,"x":"\u12g4"})", nullptr, false},
+      {"{\"id\":1,\"x\":\"a\tb\"}", nullptr, false},  // a raw control character
+      {R"({"id":1,"x":[1,]})", nullptr, false},
+      {R"({"id":1,"x":{"a":1]})", nullptr, false},
+      {R"({"id":1 "x":2})", nullptr, false},
+      {R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])", nullptr, false},  // a batch
+      {R"("id")", nullptr, false},
+      {"", nullptr, false},
+  };
+  for (const Case& c : cases) {
+    IdScanner scan;
+    // Fed in small pieces, as a stream arrives, and all at once: the same answer.
+    for (std::size_t i = 0; i < c.text.size(); i += 7) scan.Feed(c.text.substr(i, 7));
+    EXPECT_EQ(scan.Id(), c.id) << c.text.substr(0, 200);
+    EXPECT_EQ(ScanTopLevelId(c.text), c.id) << c.text.substr(0, 200);
+    if (!c.id.is_null()) {
+      EXPECT_EQ(scan.has_method(), c.has_method) << c.text.substr(0, 200);
+      // Where the parser agrees it is valid JSON, it reads the same id.
+      EXPECT_EQ(Json::parse(c.text)["id"], c.id);
+    }
+  }
+  // Past the cap, the id is not looked for.
+  const std::string capped = R"({"id":5,"params":")" + std::string(100, 'y') + R"("})";
+  EXPECT_EQ(ScanTopLevelId(capped, capped.size()), 5);
+  EXPECT_EQ(ScanTopLevelId(capped, capped.size() - 1), Json());
+  // Nesting is bounded too (memory is one byte per level).
+  EXPECT_EQ(
+      ScanTopLevelId(R"({"id":1,"x":)" + std::string(2000, '[') + std::string(2000, ']') + "}"),
+      Json());
+  EXPECT_EQ(ScanTopLevelId(R"({"id":1,"x":)" + std::string(500, '[') + std::string(500, ']') + "}"),
+            1);
+}
+
+TEST(JsonRpc, AnOversizedLineIsRefusedUnderItsId) {
+  const std::string line = R"({"jsonrpc":"2.0","method":"tools/call","params":{"name":"x",)"
+                           R"("arguments":{"t":")" +
+                           std::string(kMaxMessageBytes, 'a') + R"("}},"id":"call-9"})";
+  auto v = ParseMessage(line);
+  ASSERT_EQ(ErrorCode(v), kInvalidRequest);
+  EXPECT_EQ(std::get<Json>(v)["id"], "call-9");
+  // Streamed through the splitter in pieces: reported once, at its newline, with its id; the
+  // next line is read as usual.
+  LineSplitter lines;
+  std::vector<std::string> got;
+  std::vector<Json> oversized;
+  const std::string stream = line + "\n" + R"({"jsonrpc":"2.0","id":2,"method":"ping"})" + "\n";
+  for (std::size_t i = 0; i < stream.size(); i += 65536) {
+    lines.Feed(
+        std::string_view(stream).substr(i, 65536), [&](std::string_view l) { got.emplace_back(l); },
+        [&](const IdScanner& scan) {
+          oversized.push_back(scan.Id());
+          EXPECT_EQ(scan.bytes(), line.size());
+          EXPECT_TRUE(scan.has_method());
+        });
+  }
+  ASSERT_EQ(oversized.size(), 1u);
+  EXPECT_EQ(oversized[0], "call-9");
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], R"({"jsonrpc":"2.0","id":2,"method":"ping"})");
 }
 
 class McpServerTest : public ::testing::Test {
@@ -1034,6 +1138,43 @@ TEST_F(McpServerTest, WrapDropsGarbageAndSurvivesACrashingServer) {
   std::string log = cordon::testing::ReadFile(dir_ / "bad.jsonl");
   EXPECT_NE(log.find("mcp_diagnostic"), std::string::npos);
   EXPECT_NE(log.find("\"exit_code\":3"), std::string::npos);
+}
+
+// Over 8 MiB in either direction: the side that waits is answered under its id. A 9 MiB
+// tools/call from the client is refused to the client (never forwarded); a 9 MiB response from
+// the server reaches the client as an error under the call's id and closes its record.
+TEST_F(McpServerTest, WrapRefusesOversizedMessagesUnderTheirId) {
+  WriteFile(dir_ / "ws/huge-server.sh",
+            "read line\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+            "\"2025-06-18\",\"capabilities\":{},\"serverInfo\":{\"name\":\"h\",\"version\":"
+            "\"1\"}}}\\n'\n"
+            "read line\n"
+            "big=$(head -c 9437184 /dev/zero | tr '\\000' a)\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":"
+            "\"%s\"}]},\"id\":7}\\n' \"$big\"\n"
+            "read line || exit 0\n");
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
+      R"({"jsonrpc":"2.0","id":"big-c","method":"tools/call","params":{"name":"x","arguments":{"t":")" +
+      std::string(9u << 20, 'b') + R"("}}})" + "\n" +
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"small","arguments":{}}})" +
+      "\n";
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "huge.jsonl", "--", "sh", dir_ / "ws/huge-server.sh"},
+      {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, Json> by_id;
+  for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    Json j = Json::parse(r.out.substr(pos, nl - pos));
+    by_id[j.value("id", Json()).dump()] = j;
+  }
+  EXPECT_EQ(by_id["\"big-c\""]["error"]["code"], -32600) << r.out.substr(0, 1000);
+  EXPECT_EQ(by_id["7"]["error"]["code"], -32600) << r.out.substr(0, 1000);
+  const std::string log = cordon::testing::ReadFile(dir_ / "huge.jsonl");
+  EXPECT_NE(log.find("\"code\":\"too_large\""), std::string::npos) << "the call's record is open";
+  EXPECT_EQ(log.find("\"tool\":\"x\""), std::string::npos) << "the oversized call was forwarded";
 }
 
 TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {
