@@ -182,15 +182,23 @@ int Severity(int code) {
   return 0;
 }
 
-// The *.jsonl regular files directly in `dir` (a link is not followed out of it), sorted by name,
-// leaving out the witness when it sits beside the logs.
+// An audit log's name: *.jsonl, or *.jsonl.N as `audit rotate` leaves the older files.
+bool IsLogName(const std::string& name) {
+  if (name.ends_with(".jsonl")) return true;
+  const std::size_t at = name.rfind(".jsonl.");
+  if (at == std::string::npos || at + 7 == name.size()) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at + 7), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The *.jsonl (and rotated *.jsonl.N) regular files directly in `dir` (a link is not followed out
+// of it), sorted by name, leaving out the witness when it sits beside the logs.
 Result<std::vector<std::string>> LogsIn(const std::string& dir, const std::string& witness) {
   std::vector<std::string> out;
   std::error_code ec, other_ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!name.ends_with(".jsonl") ||
-        e.symlink_status().type() != std::filesystem::file_type::regular)
+    if (!IsLogName(name) || e.symlink_status().type() != std::filesystem::file_type::regular)
       continue;
     if (!witness.empty() && std::filesystem::equivalent(e.path(), witness, other_ec)) continue;
     out.push_back(e.path().string());

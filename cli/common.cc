@@ -11,9 +11,9 @@
 #include <iterator>
 #include <sstream>
 
-#include "runner/mask.h"
 #include "core/redact.h"
 #include "core/signals.h"
+#include "runner/mask.h"
 
 #ifndef CORDON_SHIPPED_POLICY_DIR
 #define CORDON_SHIPPED_POLICY_DIR "/usr/share/cordon/policies.d"

@@ -1,9 +1,9 @@
 // Rendering of the effective policy with provenance for `cordon policy show`.
 #include "policy/policy_show.h"
 
-#include "core/redact.h"
-
 #include <sstream>
+
+#include "core/redact.h"
 
 namespace cordon {
 namespace {
@@ -118,6 +118,8 @@ std::string PolicyShowText(const Policy& policy) {
       if (name == "redact.values_count") continue;  // the redact.values list counts them
       if (const ListKey* lk = list_key(name)) {
         list(*lk);
+      } else if (v.is_object()) {  // env.set: one line per name
+        for (const auto& [k2, v2] : v.items()) scalar(name + "." + k2, v2);
       } else if (v.is_array()) {
         out << name << " = " << v.dump() << "    # " << DecidedBy(policy, name) << "\n";
       } else {

@@ -1080,14 +1080,6 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     // Something outside a pid namespace still holds the pipes (weaker mode): end its group.
     ::kill(-pid_, SIGKILL);
   }
-  // The shim wrote its report before it exited, but the loop above may have stopped at the
-  // exit before reading it (exec's inherited stdio leaves nothing else to drain): read what
-  // the socket holds, so a finished command is never taken for a sandbox that did not start.
-  for (int i = 0; i < 64 && status_fd_.valid(); ++i) {
-    pollfd p{status_fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP))) break;
-    OnStatusData(status_fd_.get());
-  }
   ProcessOutcome o;
   o.elapsed_ms = NowMs() - started_ms_;
   Json status = Json::parse(status_buf_.substr(0, status_buf_.find('\n')), nullptr, false);
