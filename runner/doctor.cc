@@ -7,14 +7,19 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "core/unique_fd.h"
 #include "runner/cgroup.h"
+#include "runner/changes.h"
 #include "runner/host_probe.h"
 #include "runner/kernel_audit.h"
 #include "runner/landlock.h"
@@ -210,6 +215,43 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
         code == 0 ? ""
                   : "boot without ignore_rlimit_data (Linux >= 4.7), or run cordon where it gets a "
                     "cgroup");
+  }
+  {
+    // Change records on large trees (runner/changes.h, ChangeWindowStart) rest on this: an inode
+    // changed after the window opens has a ctime at or after it, one changed before, a ctime
+    // before it. Checked on the temporary directory's filesystem, with the fine-grained stamps a
+    // stat between two writes provokes (multigrain timestamps, Linux 6.13).
+    const char* tmp = std::getenv("TMPDIR");
+    std::string path = std::string(tmp != nullptr && *tmp != 0 ? tmp : "/tmp") +
+                       "/cordon-doctor-ctime-" + std::to_string(::getpid());
+    auto stamp = [&](const char* text) -> std::optional<std::int64_t> {
+      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+      if (!fd.valid() || ::write(fd.get(), text, std::strlen(text)) < 0) return std::nullopt;
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0) return std::nullopt;
+      return st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+    };
+    bool pass = true, ran = true;
+    for (int i = 0; i < 5 && pass && ran; ++i) {
+      const auto before = stamp("a"), again = stamp("b");
+      const std::int64_t t0 = ChangeWindowStart();
+      const auto after = stamp("c");
+      ran = before && again && after;
+      pass = ran && *again < t0 && *after >= t0;
+    }
+    struct statx sx {};
+    const bool btime =
+        ::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx) == 0 &&
+        (sx.stx_mask & STATX_BTIME) != 0;
+    ::unlink(path.c_str());
+    add("change_window", pass, false,
+        !ran   ? "could not write a probe file in " + path
+        : pass ? std::string("inode changes are ordered against the change window's start; ") +
+                     (btime ? "birth times kept (a reused inode number is told apart)"
+                            : "no birth times on this filesystem (inode numbers alone)")
+               : "an inode changed after the window opened was stamped before it: change "
+                 "records of large trees may miss what a command changed",
+        pass ? "" : "keep the host clock from being stepped back; report the kernel version");
   }
   const std::string rg = FindOnPath("rg");
   add("ripgrep", !rg.empty(), false,

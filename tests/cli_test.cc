@@ -336,11 +336,16 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
   }
   for (const char* n :
        {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp", "cgroup",
-        "memory_rlimit", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
+        "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   // The memory limit without a cgroup (issue 11): RLIMIT_DATA, probed in a child.
   for (const auto& c : j["checks"]) {
+    if (c["name"] == "change_window") {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump()
+                                       << ": this kernel orders inode changes "
+                                          "against the change window's start";
+    }
     if (c["name"] == "memory_rlimit") {
       EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
     }
