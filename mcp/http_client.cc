@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
 #include <mutex>
 
 #include "core/signals.h"
@@ -131,7 +132,27 @@ curl_slist* HttpClient::SessionHeaders(const CurlApi& api, curl_slist* headers) 
 
 void HttpClient::Listen() {
   if (listener_.joinable() || session_id_.empty()) return;
-  listener_ = std::thread([this] { ListenLoop(); });
+  listener_ = std::thread([this] {
+    ListenLoop();
+    StreamReady();  // whichever way the GET ended, nobody waits for it any more
+  });
+  std::unique_lock<std::mutex> lock(ready_mu_);
+  if (!ready_cv_.wait_for(lock, std::chrono::seconds(config_.timeout_secs),
+                          [this] { return stream_ready_; })) {
+    session_.Audit(McpDiagnosticRecord{.server = config_.name,
+                                       .reason = "GET stream not answered within " +
+                                                 std::to_string(config_.timeout_secs) +
+                                                 " s; what the server sends there may be missed"},
+                   false);
+  }
+}
+
+void HttpClient::StreamReady() {
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    stream_ready_ = true;
+  }
+  ready_cv_.notify_all();
 }
 
 void HttpClient::OnStreamMessage(const std::string& payload) {
@@ -161,15 +182,30 @@ void HttpClient::ListenLoop() {
     HttpClient* self;
     std::string buf;
     Capture cap;
-  } stream{this, {}, {}};
+    bool interim = false;  // in the headers of a 1xx response
+  } stream{this, {}, {}, false};
   api->easy_setopt(curl, CURLOPT_URL, config_.url.c_str());
   api->easy_setopt(curl, CURLOPT_HTTPGET, 1L);
   api->easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   api->easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, static_cast<long>(config_.timeout_secs));
   api->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   api->easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  api->easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
-  api->easy_setopt(curl, CURLOPT_HEADERDATA, &stream.cap);
+  // The blank line that ends the final (non-1xx) response's headers: the SDK server registers
+  // the stream before it sends them, so from here on nothing it sends there is dropped.
+  api->easy_setopt(curl, CURLOPT_HEADERDATA, &stream);
+  api->easy_setopt(
+      curl, CURLOPT_HEADERFUNCTION,
+      +[](char* data, std::size_t size, std::size_t n, void* user) -> std::size_t {
+        auto* st = static_cast<Stream*>(user);
+        const std::string_view line(data, size * n);
+        if (line.starts_with("HTTP/")) {
+          const std::size_t sp = line.find(' ');
+          st->interim = sp != std::string_view::npos && line.substr(sp + 1).starts_with("1");
+        } else if ((line == "\r\n" || line == "\n") && !st->interim) {
+          st->self->StreamReady();
+        }
+        return OnHeader(data, size, n, &st->cap);
+      });
   // SSE events as they arrive: blank-line separated, their data: lines joined.
   api->easy_setopt(curl, CURLOPT_WRITEDATA, &stream);
   api->easy_setopt(

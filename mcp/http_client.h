@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -20,7 +21,11 @@ class HttpClient : public McpConnection {
                        const std::atomic<bool>* cancel = nullptr) override;
   const Json& initialize_result() const override { return init_; }
   // Opens the optional GET stream on which the server may send requests and notifications
-  // that belong to no POST (tools/list_changed, roots/list, ping...). A 405 is fine.
+  // that belong to no POST (tools/list_changed, roots/list, ping...). A 405 is fine. Returns
+  // once the server has answered the GET (or it failed, or timeout_secs passed): a server drops
+  // what it sends while no GET stream is open, and an SDK server sends the roots/list of a tool
+  // it is running there, so a call made before the stream is open could wait for an answer to a
+  // request cordon never saw.
   void Listen() override;
 
  private:
@@ -40,6 +45,9 @@ class HttpClient : public McpConnection {
   // Appends the session's headers (Mcp-Session-Id, MCP-Protocol-Version, the configured ones).
   curl_slist* SessionHeaders(const CurlApi& api, curl_slist* headers) const;
   void ListenLoop();
+  // The GET's response headers have arrived (the server has registered the stream), or the GET
+  // is over: Listen() may return.
+  void StreamReady();
   // A message on the GET stream: requests are answered, tools/list_changed is passed on.
   void OnStreamMessage(const std::string& payload);
   Session& session_;
@@ -53,6 +61,9 @@ class HttpClient : public McpConnection {
   std::mutex socket_mu_;
   int listen_socket_ = -1;  // the GET stream's socket, shut down to end the stream at once
   std::uint64_t stream_messages_ = 0;
+  std::mutex ready_mu_;
+  std::condition_variable ready_cv_;
+  bool stream_ready_ = false;
 };
 
 }  // namespace cordon::mcp

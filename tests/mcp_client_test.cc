@@ -383,11 +383,14 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
       peers + "/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
   const std::string loopback = scripts + "/loopback-only.mjs";
   const std::string port_env = "PORT=" + std::to_string(port);
+  // Its stdout is kept: it logs each POST and GET as it handles them, in order.
+  const std::string server_log = dir_ / "server.log";
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("PORT", std::to_string(port).c_str(), 1);
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
+    int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int log_fd = ::open(server_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ::dup2(log_fd, 1);
     ::dup2(devnull, 2);
     ::execl(node.c_str(), node.c_str(), "--import", loopback.c_str(), se.c_str(), "streamableHttp",
             nullptr);
@@ -406,8 +409,10 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
   const auto t0 = std::chrono::steady_clock::now();
   auto call = Cordon({"mcp", "call", "web", "get-sum", "--json", R"({"a":20,"b":22})"});
   const auto call_time = std::chrono::steady_clock::now() - t0;
-  // get-roots-list asks cordon for roots/list on the POST's own SSE stream and waits for the
-  // answer before it ends that stream: cordon answers it as it arrives (the workspace).
+  // get-roots-list asks cordon for roots/list and waits for the answer before it ends the tool
+  // call's stream. The SDK server sends that request on the GET stream (it is related to no
+  // request of cordon's), and drops it if no GET stream is open yet: cordon's client holds its
+  // first request until the server has answered the GET, then answers roots/list as it arrives.
   const auto t1 = std::chrono::steady_clock::now();
   auto roots = Cordon({"mcp", "call", "web", "get-roots-list"});
   const auto roots_time = std::chrono::steady_clock::now() - t1;
@@ -425,6 +430,27 @@ TEST_F(McpClientTest, StreamableHttpServerOnLoopback) {
   EXPECT_EQ(roots.exit_code, 0) << roots.out << roots.err;
   EXPECT_NE(roots.out.find("file://" + (dir_ / "ws")), std::string::npos) << roots.out;
   EXPECT_LT(roots_time, std::chrono::seconds(8)) << "the roots/list request waited";
+  // In every session the server saw the GET stream open right after notifications/initialized,
+  // before the first request (tools/list): nothing the server sends there can be lost.
+  const std::string slog = ReadFile(server_log);
+  const std::string kInit = "Session initialized with ID: ";
+  int sessions = 0;
+  for (std::size_t at = slog.find(kInit); at != std::string::npos; at = slog.find(kInit, at + 1)) {
+    const std::size_t eol = slog.find('\n', at);
+    const std::string id = slog.substr(at + kInit.size(), eol - at - kInit.size());
+    const std::size_t get = slog.find("Establishing new SSE stream for session " + id, at);
+    ASSERT_NE(get, std::string::npos) << "no GET stream in session " << id << "\n" << slog;
+    std::size_t posts = 0;
+    for (std::size_t p = slog.find("Received MCP POST request", at);
+         p != std::string::npos && p < get; p = slog.find("Received MCP POST request", p + 1)) {
+      ++posts;
+    }
+    EXPECT_EQ(posts, 1u) << "POSTs before the GET stream of session " << id
+                         << " (only notifications/initialized may come first)\n"
+                         << slog;
+    ++sessions;
+  }
+  EXPECT_GE(sessions, 3) << slog;
 }
 
 int FreeLoopbackPort();
