@@ -2,6 +2,8 @@
 // named tools/call open a tool_started record that the matching response closes; responses are
 // redacted; non-JSON and oversized server output is dropped and recorded as a diagnostic; a
 // message cordon cannot read or represent is refused with a JSON-RPC error, never the proxy's end.
+// Batches (MCP 2025-03-26 only, as the server's initialize result says) are split into single
+// messages each way, so that every element meets the same checks and records.
 #include "mcp/wrap.h"
 
 #include <unistd.h>

@@ -56,6 +56,20 @@ TEST(JsonRpc, FramingErrorsGetTheirStandardCodes) {
   EXPECT_EQ(std::get<Message>(ok).kind, Message::Kind::kNotification);
 }
 
+TEST(JsonRpc, SplitJsonArrayKeepsEachElementsBytes) {
+  auto parts =
+      SplitJsonArray(R"( [ {"a":"],[{\"x"} , 123456789012345678901234567890,1.0,[[]],"s\\"] )");
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(*parts,
+            (std::vector<std::string_view>{R"({"a":"],[{\"x"})", "123456789012345678901234567890",
+                                           "1.0", "[[]]", R"("s\\")"}));
+  EXPECT_TRUE(SplitJsonArray("[]")->empty());
+  EXPECT_TRUE(SplitJsonArray(" [ ] ")->empty());
+  EXPECT_FALSE(SplitJsonArray(R"({"a":1})").has_value());
+  EXPECT_FALSE(SplitJsonArray("[1] 2").has_value());
+  EXPECT_FALSE(SplitJsonArray("[1,2").has_value());
+}
+
 TEST(JsonRpc, NumbersOutOfRangeAreRefusedUnderTheirIdWhenItCanBeRead) {
   auto params = ParseMessage(R"({"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":1e400}})");
   ASSERT_EQ(ErrorCode(params), kInvalidRequest);
@@ -565,6 +579,68 @@ TEST_F(McpServerTest, WrapSurvivesNumbersOutOfRangeAndForwardsBigIntegersByteFor
   EXPECT_EQ(log.find("ghp_abcdef"), std::string::npos);
   EXPECT_EQ(
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "num.jsonl"})
+          .exit_code,
+      0);
+}
+
+// Issue 11: under 2025-03-26 a wrapped server may answer with a batch. It is split, each
+// message handled as if it came alone (redaction, the call's record) and sent on one line each,
+// byte for byte when unchanged; responses to a client batch go back inside its array.
+TEST_F(McpServerTest, WrapSplitsAServersBatchUnder20250326) {
+  const std::string secret = "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB";
+  const std::string r3 = R"({"jsonrpc":"2.0","id":3,"result":{"content":[],"one":1.0}})";
+  const std::string r5 = R"({"jsonrpc":"2.0","id":5,"result":{"content":[],"n":5}})";
+  const std::string r4 = R"({"jsonrpc":"2.0","id":4,"result":{"content":[],"n":4}})";
+  WriteFile(dir_ / "ws/batch-server.sh",
+            "while IFS= read -r line; do\n"
+            "  case \"$line\" in\n"
+            "    *'\"method\":\"initialize\"'*) printf '%s\\n' "
+            "'{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-03-26\","
+            "\"capabilities\":{\"tools\":{}},\"serverInfo\":{\"name\":\"b\",\"version\":\"1\"}}}' "
+            ";;\n"
+            "    *'\"id\":3'*) printf '%s\\n' '[{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{"
+            "\"content\":[{\"type\":\"text\",\"text\":\"" +
+                secret +
+                "\"}]}}, {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":"
+                "{\"level\":\"info\",\"data\":\"x\"}} ," +
+                r3 +
+                "]' ;;\n"
+                "    *'\"id\":5'*) printf '%s\\n' '[" +
+                r5 + "," + r4 +
+                "]' ;;\n"
+                "  esac\n"
+                "done\n");
+  LinePeer wrap({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+                 dir_ / "batch.jsonl", "--", "/bin/sh", dir_ / "ws/batch-server.sh"},
+                {"XDG_CONFIG_HOME=" + (dir_ / "config")});
+  wrap.Send(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}})");
+  ASSERT_NE(wrap.Line().find("2025-03-26"), std::string::npos);
+  wrap.Send(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a"}})");
+  wrap.Send(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"b"}})");
+  Json first = Json::parse(wrap.Line(), nullptr, false);
+  EXPECT_EQ(first["id"], 2) << first.dump();
+  EXPECT_EQ(first.dump().find(secret), std::string::npos) << "the secret reached the client";
+  EXPECT_EQ(Json::parse(wrap.Line(), nullptr, false)["method"], "notifications/message");
+  EXPECT_EQ(wrap.Line(), r3) << "an unchanged element passes byte for byte";
+  // A client batch whose answers the server sends as a batch, in another order.
+  wrap.Send(R"([{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"c"}},)"
+            R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"d"}}])");
+  EXPECT_EQ(wrap.Line(), "[" + r5 + "," + r4 + "]");
+  wrap.CloseInput();
+  EXPECT_EQ(wrap.Wait(), 0);
+  const std::string log = cordon::testing::ReadFile(dir_ / "batch.jsonl");
+  EXPECT_EQ(log.find(secret), std::string::npos);
+  EXPECT_EQ(log.find("non-JSON-RPC line"), std::string::npos) << log;
+  std::size_t finished = 0;
+  for (std::size_t at = 0; (at = log.find("\"type\":\"tool_finished\"", at)) != std::string::npos;
+       ++at) {
+    ++finished;
+  }
+  EXPECT_EQ(finished, 4u) << log;
+  EXPECT_NE(log.find("\"output_redactions\":1"), std::string::npos) << log;
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "batch.jsonl"})
           .exit_code,
       0);
 }
