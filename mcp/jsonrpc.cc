@@ -88,6 +88,49 @@ std::variant<Message, Json> ParseMessageJson(Json j) {
   }
 }
 
+std::optional<std::vector<std::string_view>> SplitJsonArray(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\r\n";
+  const std::size_t open = text.find_first_not_of(kSpace);
+  if (open == std::string_view::npos || text[open] != '[') return std::nullopt;
+  auto trimmed = [&](std::size_t from, std::size_t to) {
+    std::string_view part = text.substr(from, to - from);
+    const std::size_t a = part.find_first_not_of(kSpace);
+    if (a == std::string_view::npos) return std::string_view();
+    return part.substr(a, part.find_last_not_of(kSpace) - a + 1);
+  };
+  std::vector<std::string_view> out;
+  std::size_t depth = 0, start = open + 1;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = open; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      if (--depth == 0) {
+        if (std::string_view last = trimmed(start, i); !last.empty()) out.push_back(last);
+        if (text.find_first_not_of(kSpace, i + 1) != std::string_view::npos) return std::nullopt;
+        return out;
+      }
+    } else if (c == ',' && depth == 1) {
+      out.push_back(trimmed(start, i));
+      start = i + 1;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<Message> ReadAroundOverflow(std::string_view line) {
   const std::string nulled = NullOverflowingNumbers(line);
   if (nulled == line) return std::nullopt;

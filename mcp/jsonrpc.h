@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "core/text.h"
 #include "mcp/id_scan.h"
@@ -114,6 +115,15 @@ inline constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18",
 bool IsSupportedVersion(std::string_view version, Wire wire = Wire::kStdio);
 // JSON-RPC batches exist in MCP 2025-03-26 only (added then, removed by 2025-06-18).
 inline bool VersionHasBatches(std::string_view version) { return version == "2025-03-26"; }
+
+// The most elements a batch may hold: a larger one is refused whole (-32600), so that one line
+// cannot make cordon track thousands of calls at once.
+inline constexpr std::size_t kMaxBatchElements = 1000;
+
+// The elements of a JSON array's text, each the exact bytes it had (whitespace around it
+// trimmed), so that a proxy forwards them byte for byte; nullopt when `text` is no array.
+// Meant for text that already parsed as JSON: it follows strings and nesting, no grammar.
+std::optional<std::vector<std::string_view>> SplitJsonArray(std::string_view text);
 
 // The envelope check of ParseMessage for a value already parsed (one element of a batch).
 std::variant<Message, Json> ParseMessageJson(Json j);

@@ -2,6 +2,8 @@
 // named tools/call open a tool_started record that the matching response closes; responses are
 // redacted; non-JSON and oversized server output is dropped and recorded as a diagnostic; a
 // message cordon cannot read or represent is refused with a JSON-RPC error, never the proxy's end.
+// Batches (MCP 2025-03-26 only, as the server's initialize result says) are split into single
+// messages each way, so that every element meets the same checks and records.
 #include "mcp/wrap.h"
 
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/fs.h"
@@ -45,6 +48,24 @@ struct PendingCall {
   std::optional<std::string> method;  // resources/read or prompts/get; none for tools/call
 };
 
+// A client's batch (MCP 2025-03-26): its requests went to the server one line each; the answers
+// (the server's, and any cordon made itself, such as a refusal) go back as one array when the
+// last request has its answer.
+struct ClientBatch {
+  std::set<std::string> waiting;     // ids (as JSON text) of forwarded requests not yet answered
+  std::vector<std::string> answers;  // each answer's exact text
+};
+
+constexpr std::string_view kBlank = " \t";
+
+ParseLimits BatchLimits() {
+  ParseLimits limits;
+  limits.max_bytes = kMaxMessageBytes;
+  limits.max_depth = kMaxMessageDepth;
+  limits.allow_inexact_integers = true;  // the elements are forwarded as their original text
+  return limits;
+}
+
 }  // namespace
 
 int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out) {
@@ -66,6 +87,12 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   std::condition_variable init_cv;
   std::optional<std::string> init_id;  // the request's id as JSON text
   bool init_answered = false, wrap_done = false;
+  // The protocolVersion of the server's initialize result: batches are carried only when it is
+  // 2025-03-26, the one version whose spec has them. Read and written on the proxy's thread.
+  std::string negotiated;
+  std::map<std::uint64_t, ClientBatch> batches;   // client batches still waiting for answers
+  std::map<std::string, std::uint64_t> batch_of;  // request id (as JSON text) -> its batch
+  std::uint64_t next_batch = 0;
   FailureContext why_ctx{.wrapped = true,
                          .network = req.network.value_or(session.policy().NetworkFor(req.tool))};
   std::atomic<ConfinedProcess*> watched{nullptr};
@@ -95,6 +122,36 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       (void)WriteAll(proc->stdin_fd(), std::string(line) + "\n", "MCP server");
     }
   };
+  // A finished batch goes to the client as one array of the answers' exact texts; a batch that
+  // held no request gets nothing back, as JSON-RPC says.
+  auto deliver_batch = [&](const ClientBatch& b) {
+    if (b.answers.empty()) return;
+    std::string out = "[";
+    for (std::size_t i = 0; i < b.answers.size(); ++i) {
+      if (i > 0) out += ',';
+      out += b.answers[i];
+    }
+    to_client(out + "]");
+  };
+  // The request `id` of a pending batch is settled, by `answer` or, when cancelled, by none.
+  auto settle_in_batch = [&](const std::string& id, std::optional<std::string> answer) -> bool {
+    auto k = batch_of.find(id);
+    if (k == batch_of.end()) return false;
+    auto b = batches.find(k->second);
+    batch_of.erase(k);
+    if (b == batches.end()) return true;
+    b->second.waiting.erase(id);
+    if (answer) b->second.answers.push_back(std::move(*answer));
+    if (b->second.waiting.empty()) {
+      deliver_batch(b->second);
+      batches.erase(b);
+    }
+    return true;
+  };
+  // An answer to the client's request `id`: into its batch when the request came in one.
+  auto answer_client = [&](const Json& id, std::string text) {
+    if (!settle_in_batch(id.dump(), text)) to_client(text);
+  };
   // A server message cordon must read but cannot represent (a number out of range, or an
   // integer beyond 64 bits in a message it must change) is refused, never forwarded altered:
   // a request's refusal goes back to the server, and a client waiting for a response gets an
@@ -114,8 +171,8 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                                       .message = clip(why),
                                       .output_bytes = line.size()});
       }
-      to_client(DumpJson(
-          MakeError(m->id, kInternalError, "cordon refused the server's response: " + why)));
+      answer_client(m->id, DumpJson(MakeError(m->id, kInternalError,
+                                              "cordon refused the server's response: " + why)));
     } else if (m && m->kind == Message::Kind::kRequest) {
       to_server(DumpJson(MakeError(m->id, kInvalidRequest, why)));
     } else {
@@ -142,9 +199,9 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                                     .message = JsonStringField(refusal["error"], "message"),
                                     .output_bytes = scan.bytes()});
     }
-    to_client(DumpJson(refusal));
+    answer_client(id, DumpJson(refusal));
   };
-  auto from_server_line = [&](std::string_view line) {
+  auto from_server_message = [&](std::string_view line) {
     if (line.size() > kMaxMessageBytes) {  // a whole line in one read: the same refusal
       IdScanner scan;
       scan.Feed(line);
@@ -174,6 +231,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     if (m.kind == Message::Kind::kResponse) {
       std::lock_guard<std::mutex> lock(init_mu);
       if (init_id && *init_id == m.id.dump()) {
+        if (!init_answered) negotiated = JsonStringField(m.result, "protocolVersion");
         init_answered = true;
         init_cv.notify_all();
       }
@@ -220,7 +278,28 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                               .bytes = line.size()},
           false);
     }
-    to_client(changed ? DumpJson(Rebuild(m)) : std::string(line));
+    std::string out = changed ? DumpJson(Rebuild(m)) : std::string(line);
+    if (m.kind == Message::Kind::kResponse) {
+      answer_client(m.id, std::move(out));
+    } else {
+      to_client(out);
+    }
+  };
+  // A server's batch (2025-03-26 only) is split and each message handled as if it came alone;
+  // they reach the client one line each (responses to a client batch inside its array).
+  auto from_server_line = [&](std::string_view line) {
+    const std::size_t first = line.find_first_not_of(kBlank);
+    if (VersionHasBatches(negotiated) && first != std::string_view::npos && line[first] == '[' &&
+        line.size() <= kMaxMessageBytes) {
+      auto whole = ParseJsonBounded(line, BatchLimits());
+      if (whole && whole->is_array() && !whole->empty() && whole->size() <= kMaxBatchElements) {
+        if (auto parts = SplitJsonArray(line)) {
+          for (std::string_view part : *parts) from_server_message(part);
+          return;
+        }
+      }
+    }
+    from_server_message(line);
   };
 
   RunHooks hooks;
@@ -252,26 +331,54 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       to_client(DumpJson(refusal));
     }
   };
-  auto from_client_line = [&](std::string_view line) {
-    if (line.size() > kMaxMessageBytes) {  // a whole line in one read: the same refusal
-      IdScanner scan;
-      scan.Feed(line);
-      oversized_from_client(scan);
-      return;
-    }
+  auto refuse_client = [&](const Json& error, std::size_t bytes) {
+    session.Audit(McpDiagnosticRecord{.server = "wrapped",
+                                      .reason = "message from the client refused",
+                                      .message = clip(JsonStringField(error["error"], "message")),
+                                      .bytes = bytes},
+                  false);
+  };
+  // One client message, alone or an element of a batch (`batch` set): cordon's own answers go
+  // into the batch instead of straight to the client, and a forwarded request joins its wait.
+  auto from_client_message = [&](std::string_view line, ClientBatch* batch) {
+    auto reply = [&](std::string text) {
+      if (batch != nullptr) {
+        batch->answers.push_back(std::move(text));
+      } else {
+        to_client(text);
+      }
+    };
     // Client messages are read, never changed: what goes to the server is the original line.
     auto parsed = ParseMessage(line, kMaxMessageBytes, BigIntegers::kAccept);
+    if (batch != nullptr && std::holds_alternative<Json>(parsed) &&
+        line.find_first_not_of(kBlank) != std::string_view::npos &&
+        line[line.find_first_not_of(kBlank)] == '[') {
+      parsed = MakeError(nullptr, kInvalidRequest, "a batch must not hold a batch");
+    }
     if (std::holds_alternative<Json>(parsed)) {
       const Json& error = std::get<Json>(parsed);
-      session.Audit(McpDiagnosticRecord{.server = "wrapped",
-                                        .reason = "message from the client refused",
-                                        .message = clip(JsonStringField(error["error"], "message")),
-                                        .bytes = line.size()},
-                    false);
-      to_client(DumpJson(error));  // answered here, never forwarded
+      refuse_client(error, line.size());
+      reply(DumpJson(error));  // answered here, never forwarded
       return;
     }
     const Message& m = std::get<Message>(parsed);
+    if (batch != nullptr && m.kind == Message::Kind::kRequest) {
+      // An id the batch or an earlier one still waits on could not be told apart in the
+      // answers; initialize is never batched (the spec says so).
+      const std::string id = m.id.dump();
+      std::optional<std::string> why;
+      if (m.method == "initialize") {
+        why = "initialize must not be part of a batch";
+      } else if (batch->waiting.contains(id) || batch_of.contains(id)) {
+        why = "id " + id + " is already waiting for an answer";
+      }
+      if (why) {
+        const Json error = MakeError(m.id, kInvalidRequest, *why);
+        refuse_client(error, line.size());
+        reply(DumpJson(error));
+        return;
+      }
+    }
     if (m.kind == Message::Kind::kRequest && m.method == "initialize") {
       std::lock_guard<std::mutex> lock(init_mu);
       if (!init_id) {
@@ -283,7 +390,7 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     // is answered audit_unavailable here, anything else is dropped.
     if (auto poisoned = session.poisoned(); poisoned && m.method != "notifications/cancelled") {
       if (m.kind == Message::Kind::kRequest) {
-        to_client(DumpJson(MakeResult(m.id, MakeErrorResult(*poisoned))));
+        reply(DumpJson(MakeResult(m.id, MakeErrorResult(*poisoned))));
       }
       return;
     }
@@ -304,7 +411,12 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
         m.params.is_object() && m.params.contains("requestId")) {
       // The client gave up on a call: it is over for the audit trail, whatever the server
       // still does (the protocol says it sends no response).
-      auto it = pending.find(m.params["requestId"].dump());
+      const std::string cancelled = m.params["requestId"].dump();
+      // A cancelled request gets no response: its batch no longer waits for one.
+      if (batch == nullptr || batch->waiting.erase(cancelled) == 0) {
+        (void)settle_in_batch(cancelled, std::nullopt);
+      }
+      auto it = pending.find(cancelled);
       if (it != pending.end()) {
         ToolFinishedRecord rec{.status = "cancelled"};
         if (m.params.contains("reason") && m.params["reason"].is_string()) {
@@ -335,13 +447,62 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
                                       .method = is_read ? std::optional(m.method) : std::nullopt},
                     false, AuditWriter::When::kBeforeAct);
       if (!logged) {
-        to_client(DumpJson(MakeResult(m.id, MakeErrorResult(logged.error()))));
+        reply(DumpJson(MakeResult(m.id, MakeErrorResult(logged.error()))));
         return;
       }
       pending[m.id.dump()] = {tool, std::chrono::steady_clock::now(),
                               is_read ? std::optional(m.method) : std::nullopt};
     }
+    if (batch != nullptr && m.kind == Message::Kind::kRequest) batch->waiting.insert(m.id.dump());
     to_server(line);
+  };
+  auto from_client_line = [&](std::string_view line) {
+    if (line.size() > kMaxMessageBytes) {  // a whole line in one read: the same refusal
+      IdScanner scan;
+      scan.Feed(line);
+      oversized_from_client(scan);
+      return;
+    }
+    const std::size_t first = line.find_first_not_of(kBlank);
+    if (VersionHasBatches(negotiated) && first != std::string_view::npos && line[first] == '[') {
+      auto whole = ParseJsonBounded(line, BatchLimits());
+      auto parts = whole && whole->is_array() ? SplitJsonArray(line) : std::nullopt;
+      if (parts) {  // otherwise not readable as a batch: ParseMessage gives the standard error
+        std::optional<Json> refusal;
+        if (parts->empty()) {
+          refusal = MakeError(nullptr, kInvalidRequest, "an empty JSON-RPC batch");
+        } else if (parts->size() > kMaxBatchElements) {
+          refusal = MakeError(nullptr, kInvalidRequest,
+                              "a batch of " + std::to_string(parts->size()) +
+                                  " messages; the limit is " + std::to_string(kMaxBatchElements));
+        }
+        if (refusal) {
+          refuse_client(*refusal, line.size());
+          to_client(DumpJson(*refusal));
+          return;
+        }
+        ClientBatch batch;
+        for (std::string_view part : *parts) {
+          try {
+            from_client_message(part, &batch);
+          } catch (const Json::exception& e) {
+            const Json error =
+                MakeError(nullptr, kInvalidRequest, std::string("unreadable message: ") + e.what());
+            refuse_client(error, part.size());
+            batch.answers.push_back(DumpJson(error));
+          }
+        }
+        if (batch.waiting.empty()) {
+          deliver_batch(batch);
+          return;
+        }
+        const std::uint64_t n = next_batch++;
+        for (const std::string& id : batch.waiting) batch_of[id] = n;
+        batches.emplace(n, std::move(batch));
+        return;
+      }
+    }
+    from_client_message(line, nullptr);
   };
   hooks.extra_fd = client_in;
   hooks.on_extra_readable = [&]() -> bool {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -53,6 +54,20 @@ TEST(JsonRpc, FramingErrorsGetTheirStandardCodes) {
   auto ok = ParseMessage(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
   ASSERT_TRUE(std::holds_alternative<Message>(ok));
   EXPECT_EQ(std::get<Message>(ok).kind, Message::Kind::kNotification);
+}
+
+TEST(JsonRpc, SplitJsonArrayKeepsEachElementsBytes) {
+  auto parts =
+      SplitJsonArray(R"( [ {"a":"],[{\"x"} , 123456789012345678901234567890,1.0,[[]],"s\\"] )");
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(*parts,
+            (std::vector<std::string_view>{R"({"a":"],[{\"x"})", "123456789012345678901234567890",
+                                           "1.0", "[[]]", R"("s\\")"}));
+  EXPECT_TRUE(SplitJsonArray("[]")->empty());
+  EXPECT_TRUE(SplitJsonArray(" [ ] ")->empty());
+  EXPECT_FALSE(SplitJsonArray(R"({"a":1})").has_value());
+  EXPECT_FALSE(SplitJsonArray("[1] 2").has_value());
+  EXPECT_FALSE(SplitJsonArray("[1,2").has_value());
 }
 
 TEST(JsonRpc, NumbersOutOfRangeAreRefusedUnderTheirIdWhenItCanBeRead) {
@@ -564,6 +579,68 @@ TEST_F(McpServerTest, WrapSurvivesNumbersOutOfRangeAndForwardsBigIntegersByteFor
   EXPECT_EQ(log.find("ghp_abcdef"), std::string::npos);
   EXPECT_EQ(
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "num.jsonl"})
+          .exit_code,
+      0);
+}
+
+// Issue 11: under 2025-03-26 a wrapped server may answer with a batch. It is split, each
+// message handled as if it came alone (redaction, the call's record) and sent on one line each,
+// byte for byte when unchanged; responses to a client batch go back inside its array.
+TEST_F(McpServerTest, WrapSplitsAServersBatchUnder20250326) {
+  const std::string secret = "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB";
+  const std::string r3 = R"({"jsonrpc":"2.0","id":3,"result":{"content":[],"one":1.0}})";
+  const std::string r5 = R"({"jsonrpc":"2.0","id":5,"result":{"content":[],"n":5}})";
+  const std::string r4 = R"({"jsonrpc":"2.0","id":4,"result":{"content":[],"n":4}})";
+  WriteFile(dir_ / "ws/batch-server.sh",
+            "while IFS= read -r line; do\n"
+            "  case \"$line\" in\n"
+            "    *'\"method\":\"initialize\"'*) printf '%s\\n' "
+            "'{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-03-26\","
+            "\"capabilities\":{\"tools\":{}},\"serverInfo\":{\"name\":\"b\",\"version\":\"1\"}}}' "
+            ";;\n"
+            "    *'\"id\":3'*) printf '%s\\n' '[{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{"
+            "\"content\":[{\"type\":\"text\",\"text\":\"" +
+                secret +
+                "\"}]}}, {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":"
+                "{\"level\":\"info\",\"data\":\"x\"}} ," +
+                r3 +
+                "]' ;;\n"
+                "    *'\"id\":5'*) printf '%s\\n' '[" +
+                r5 + "," + r4 +
+                "]' ;;\n"
+                "  esac\n"
+                "done\n");
+  LinePeer wrap({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+                 dir_ / "batch.jsonl", "--", "/bin/sh", dir_ / "ws/batch-server.sh"},
+                {"XDG_CONFIG_HOME=" + (dir_ / "config")});
+  wrap.Send(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}})");
+  ASSERT_NE(wrap.Line().find("2025-03-26"), std::string::npos);
+  wrap.Send(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a"}})");
+  wrap.Send(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"b"}})");
+  Json first = Json::parse(wrap.Line(), nullptr, false);
+  EXPECT_EQ(first["id"], 2) << first.dump();
+  EXPECT_EQ(first.dump().find(secret), std::string::npos) << "the secret reached the client";
+  EXPECT_EQ(Json::parse(wrap.Line(), nullptr, false)["method"], "notifications/message");
+  EXPECT_EQ(wrap.Line(), r3) << "an unchanged element passes byte for byte";
+  // A client batch whose answers the server sends as a batch, in another order.
+  wrap.Send(R"([{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"c"}},)"
+            R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"d"}}])");
+  EXPECT_EQ(wrap.Line(), "[" + r5 + "," + r4 + "]");
+  wrap.CloseInput();
+  EXPECT_EQ(wrap.Wait(), 0);
+  const std::string log = cordon::testing::ReadFile(dir_ / "batch.jsonl");
+  EXPECT_EQ(log.find(secret), std::string::npos);
+  EXPECT_EQ(log.find("non-JSON-RPC line"), std::string::npos) << log;
+  std::size_t finished = 0;
+  for (std::size_t at = 0; (at = log.find("\"type\":\"tool_finished\"", at)) != std::string::npos;
+       ++at) {
+    ++finished;
+  }
+  EXPECT_EQ(finished, 4u) << log;
+  EXPECT_NE(log.find("\"output_redactions\":1"), std::string::npos) << log;
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "batch.jsonl"})
           .exit_code,
       0);
 }
@@ -1105,6 +1182,130 @@ TEST_F(WrapTest, ResourcesReadAndPromptsGetAreRecordedAsCalls) {
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"})
           .exit_code,
       0);
+}
+
+// Issue 11: a client that negotiated 2025-03-26 through `cordon wrap` may send batches. Each
+// element reaches the server (server-everything) as its own line and is recorded like a single
+// message; the answers come back as one array; a batch of notifications gets nothing back.
+class WrapBatchTest : public WrapTest {
+ protected:
+  std::unique_ptr<LineSession> Start(const std::string& version) {
+    std::vector<std::string> argv = {
+        cordon::testing::CordonBin(), "wrap",   "--workspace", dir_ / "ws", "--audit-log",
+        dir_ / "wrap.jsonl",          "--read", peers_,        "--"};
+    for (const auto& a : Everything()) argv.push_back(a);
+    auto s = std::make_unique<LineSession>(
+        argv, std::vector<std::string>{"MCP_PEERS_DIR=" + peers_,
+                                       "XDG_CONFIG_HOME=" + (dir_ / "config")});
+    s->Send({{"jsonrpc", "2.0"},
+             {"id", 1},
+             {"method", "initialize"},
+             {"params",
+              {{"protocolVersion", version},
+               {"capabilities", Json::object()},
+               {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
+    auto init = s->Until(1, std::chrono::seconds(20));
+    EXPECT_FALSE(init.empty());
+    if (!init.empty()) {
+      EXPECT_EQ(init.back()["result"]["protocolVersion"], version) << init.back().dump();
+    }
+    s->Send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    return s;
+  }
+  // The next message that is an array or a response (server notifications are skipped).
+  static Json NextAnswer(LineSession& s, std::chrono::milliseconds timeout) {
+    for (Json j; !(j = s.Next(timeout)).is_null();) {
+      if (j.is_array() || j.contains("id")) return j;
+    }
+    return nullptr;
+  }
+  std::vector<Json> CallRecords() {
+    std::vector<Json> out;
+    std::istringstream in(cordon::testing::ReadFile(dir_ / "wrap.jsonl"));
+    for (std::string l; std::getline(in, l);) {
+      Json rec = Json::parse(l, nullptr, false);
+      if (rec.is_object() && (rec["type"] == "tool_started" || rec["type"] == "tool_finished"))
+        out.push_back(rec);
+    }
+    return out;
+  }
+};
+
+TEST_F(WrapBatchTest, BatchesAreCarriedWhen20250326WasNegotiated) {
+  auto s = Start("2025-03-26");
+  s->Send(Json::array(
+      {{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}},
+       {{"jsonrpc", "2.0"},
+        {"id", 3},
+        {"method", "tools/call"},
+        {"params", {{"name", "echo"}, {"arguments", {{"message", "in a batch"}}}}}},
+       {{"jsonrpc", "2.0"}, {"method", "notifications/roots/list_changed"}},
+       {{"jsonrpc", "2.0"},
+        {"id", "four"},
+        {"method", "tools/call"},
+        {"params", {{"name", "get-sum"}, {"arguments", {{"a", 2}, {"b", 40}}}}}},
+       {{"jsonrpc", "2.0"}, {"id", 5}, {"method", "initialize"}, {"params", Json::object()}},
+       7}));
+  Json answer = NextAnswer(*s, std::chrono::seconds(15));
+  ASSERT_TRUE(answer.is_array()) << answer.dump();
+  std::map<std::string, Json> by_id;
+  int unidentified = 0;
+  for (const auto& a : answer) {
+    if (a["id"].is_null()) {
+      ++unidentified;
+      EXPECT_EQ(a["error"]["code"], -32600) << a.dump();
+    } else {
+      by_id[a["id"].dump()] = a;
+    }
+  }
+  EXPECT_EQ(answer.size(), 5u) << answer.dump();
+  EXPECT_EQ(unidentified, 1) << "the element 7 is refused inside the array";
+  EXPECT_GE(by_id["2"]["result"]["tools"].size(), 10u) << answer.dump();
+  EXPECT_EQ(by_id["3"]["result"]["content"][0]["text"], "Echo: in a batch");
+  EXPECT_NE(by_id["\"four\""]["result"].dump().find("42"), std::string::npos) << answer.dump();
+  EXPECT_EQ(by_id["5"]["error"]["code"], -32600) << "initialize must not be batched";
+  // A batch of notifications only: nothing comes back (the ping's answer is next).
+  s->Send(Json::array({{{"jsonrpc", "2.0"}, {"method", "notifications/roots/list_changed"}}}));
+  s->Send({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "ping"}});
+  Json ping = NextAnswer(*s, std::chrono::seconds(10));
+  ASSERT_TRUE(ping.is_object()) << ping.dump();
+  EXPECT_EQ(ping["id"], 9);
+  // An empty batch is refused, as JSON-RPC says.
+  s->Send(Json::array());
+  Json empty = NextAnswer(*s, std::chrono::seconds(10));
+  EXPECT_EQ(empty["error"]["code"], -32600) << empty.dump();
+  s->Close();
+  std::map<std::string, std::vector<std::string>> calls;  // tool -> its record types
+  for (const auto& rec : CallRecords()) {
+    calls[rec.value("tool", "")].push_back(rec["type"].get<std::string>());
+    if (rec["type"] == "tool_finished") {
+      EXPECT_EQ(rec["status"], "ok") << rec.dump();
+    }
+  }
+  EXPECT_EQ(calls["echo"], (std::vector<std::string>{"tool_started", "tool_finished"}));
+  EXPECT_EQ(calls["get-sum"], (std::vector<std::string>{"tool_started", "tool_finished"}));
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"})
+          .exit_code,
+      0);
+}
+
+TEST_F(WrapBatchTest, BatchesAreRefusedUnderOtherVersions) {
+  auto s = Start("2025-06-18");
+  s->Send(Json::array({{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}},
+                       {{"jsonrpc", "2.0"},
+                        {"id", 3},
+                        {"method", "tools/call"},
+                        {"params", {{"name", "echo"}, {"arguments", {{"message", "no"}}}}}}}));
+  Json answer = NextAnswer(*s, std::chrono::seconds(10));
+  ASSERT_TRUE(answer.is_object()) << answer.dump();
+  EXPECT_EQ(answer["error"]["code"], -32600) << answer.dump();
+  EXPECT_TRUE(answer["id"].is_null());
+  s->Send({{"jsonrpc", "2.0"}, {"id", 4}, {"method", "ping"}});
+  Json ping = NextAnswer(*s, std::chrono::seconds(10));
+  EXPECT_EQ(ping["id"], 4) << "nothing of the batch reached the server: " << ping.dump();
+  s->Close();
+  EXPECT_TRUE(CallRecords().empty()) << "a refused batch records no call";
 }
 
 TEST_F(WrapTest, FilesystemServerAllowedSlashIsStillRefusedByTheSandbox) {
