@@ -397,8 +397,8 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
       if (std::strncmp(*e, "PATH=", 5) == 0) path_env = *e + 5;
     }
     const std::string home = CanonicalPath(f.home);
-    for (auto& g :
-         ProgramFileGrants(req.argv, req.cwd.empty() ? workspace : req.cwd, path_env, home)) {
+    for (auto& g : ProgramFileGrants(req.argv, req.cwd.empty() ? workspace : req.cwd, path_env,
+                                     home, CanonicalPath(workspace))) {
       if (Under(g.path, workspace) || UnderAny(g.path, pp.read) != nullptr) continue;
       f.program.push_back(std::move(g));
     }
