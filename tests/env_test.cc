@@ -85,6 +85,12 @@ TEST_F(EnvTest, ExecEnvFlagRefusesABadNameAndSaysWhenAVariableIsUnset) {
   auto bad = Exec({"--env", "1BAD=x"}, "true");
   EXPECT_EQ(bad.exit_code, 125);
   EXPECT_NE(bad.err.find("not a variable name"), std::string::npos) << bad.err;
+  // A value given with a bad name is not echoed: it may be the secret it was meant to carry.
+  auto bad_value = Exec({"--env", "API-TOKEN=echo-leak-check-5d1e"}, "true");
+  EXPECT_EQ(bad_value.exit_code, 125);
+  EXPECT_NE(bad_value.err.find("\"API-TOKEN\" is not a variable name"), std::string::npos)
+      << bad_value.err;
+  EXPECT_EQ(bad_value.err.find("echo-leak-check-5d1e"), std::string::npos) << bad_value.err;
   auto unset = Exec({"--env", "SURELY_UNSET_VAR"}, "echo \"[${SURELY_UNSET_VAR-unset}]\"");
   EXPECT_EQ(unset.exit_code, 0) << unset.err;
   EXPECT_EQ(unset.out, "[unset]\n");
