@@ -198,7 +198,10 @@ Result<std::vector<std::pair<std::string, std::string>>> EnvFromFlags(
     const std::size_t eq = f.find('=');
     const std::string name = f.substr(0, eq);
     if (!IsEnvName(name)) {
-      return Fail(Code::kInvalidInput, "--env " + f + ": \"" + name +
+      // The name only: the value may be the secret it was meant to carry (a typo'd
+      // --env API-TOKEN=...), and this message lands in terminals and CI logs.
+      return Fail(Code::kInvalidInput, "--env " + name + (eq == std::string::npos ? "" : "=...") +
+                                           ": \"" + name +
                                            "\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
     }
     if (eq != std::string::npos) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -479,7 +480,10 @@ void FillDeferred(TreeSnapshot& snap, std::optional<std::int64_t> t0_ns,
           continue;
         }
         const std::int64_t ctime = sx.stx_ctime.tv_sec * 1000000000LL + sx.stx_ctime.tv_nsec;
-        if (t0_ns && (ctime >= *t0_ns || sx.stx_ino != e.ino)) {
+        // The root's own window start, cut to its filesystem's timestamp granularity.
+        const std::int64_t t0 =
+            t0_ns && r.window_start_ns > 0 ? r.window_start_ns : t0_ns.value_or(0);
+        if (t0_ns && (ctime >= t0 || sx.stx_ino != e.ino)) {
           lose(e);
           continue;
         }
@@ -521,9 +525,35 @@ std::int64_t ChangeWindowStart() {
   return t0;
 }
 
+std::int64_t TimestampGranularityNs(const RootSnapshot& root) {
+  // The greatest common divisor of the ctimes the walk has: a filesystem keeping nanoseconds
+  // gives a few ns at once; one keeping seconds (ext4 with 128-byte inodes, the mke2fs default
+  // below 512 MiB; NFSv3 servers, FUSE) whole seconds; FAT two. Never finer than the truth, so
+  // the window start cut to it is never later than the stamp of a change made in the window.
+  // Per device (a filesystem mounted inside the root keeps its own), the coarsest of them.
+  constexpr std::int64_t kCap = 2000000000LL;  // FAT's two seconds: the coarsest kept
+  std::unordered_map<std::uint64_t, std::int64_t> per_dev;
+  for (const SnapEntry& e : root.entries) {
+    if (e.deferred || e.lost || e.ctime_ns <= 0) continue;
+    std::int64_t& g = per_dev[e.dev];
+    g = std::gcd(g, e.ctime_ns);
+  }
+  // Nothing seen (no entry stat-ed): the coarsest, which can only make more entries "changed".
+  std::int64_t coarsest = per_dev.empty() ? kCap : 1;
+  for (const auto& [dev, g] : per_dev) coarsest = std::max(coarsest, std::min(g, kCap));
+  return coarsest;
+}
+
 SnapshotFill::SnapshotFill(std::shared_ptr<TreeSnapshot> snap) : snap_(std::move(snap)) {
   t0_ns_ = ChangeWindowStart();
-  for (auto& r : snap_->roots) r.window_start_ns = t0_ns_;
+  // A change in the window is stamped at or after t0 only on a filesystem that keeps
+  // nanoseconds; one that keeps seconds stamps it with t0's second, earlier than t0. Cut t0 down
+  // to each root's granularity: everything changed since is then "maybe changed" (an entry
+  // changed just before the launch, in that second, is reported changed, its before unknown).
+  for (auto& r : snap_->roots) {
+    const std::int64_t g = TimestampGranularityNs(r);
+    r.window_start_ns = t0_ns_ - t0_ns_ % g;
+  }
 }
 
 void SnapshotFill::Start() {

@@ -107,6 +107,11 @@ class SnapshotFill {
   std::thread thread_;
 };
 
+// The coarsest timestamp step the root's filesystem could be using, from the ctimes its walk
+// stat-ed (their greatest common divisor, at most 2 s): 1 ns on ext4, tmpfs, btrfs, xfs; 1 s on
+// ext4 with 128-byte inodes. The window start is cut down to it (SnapshotFill).
+std::int64_t TimestampGranularityNs(const RootSnapshot& root);
+
 // The start of a change window: every inode change from the moment this returns has a ctime at
 // or after the value returned, and every change before the call a ctime before it. Waits at
 // most one clock tick.

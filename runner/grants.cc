@@ -18,12 +18,6 @@
 namespace cordon {
 namespace {
 
-std::optional<std::string> RealPath(const std::string& p) {
-  char buf[PATH_MAX];
-  if (::realpath(p.c_str(), buf) == nullptr) return std::nullopt;
-  return std::string(buf);
-}
-
 std::string Parent(const std::string& p) {
   const std::size_t slash = p.find_last_of('/');
   if (slash == std::string::npos || slash == 0) return "/";
@@ -140,6 +134,65 @@ std::optional<std::string> ShebangInterpreter(const std::string& file) {
   return std::nullopt;
 }
 
+// `path` resolved as realpath(3) does it, component by component, noting whether it followed a
+// symlink that lies at or below `workspace`: such a link is the repository's (or a confined
+// process's) to point anywhere, so what it leads to outside the workspace is no program file the
+// person chose (`node -r ./init.js ./data` with data -> ~/.config would grant ~/.config).
+std::optional<std::string> ResolveNotingWorkspaceLinks(const std::string& path,
+                                                       const std::string& workspace,
+                                                       bool* via_workspace_link) {
+  std::vector<std::string> todo;  // components still to walk, last first
+  auto push = [&todo](const std::string& p) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    while (start <= p.size()) {
+      std::size_t end = p.find('/', start);
+      if (end == std::string::npos) end = p.size();
+      if (end > start) parts.push_back(p.substr(start, end - start));
+      start = end + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push(path);
+  std::string cur = "/";
+  for (int links = 0; !todo.empty();) {
+    const std::string part = todo.back();
+    todo.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      cur = Parent(cur);
+      continue;
+    }
+    const std::string next = (cur == "/" ? "" : cur) + "/" + part;
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) != 0) return std::nullopt;
+    if (!S_ISLNK(st.st_mode)) {
+      cur = next;
+      continue;
+    }
+    if (++links > 40) return std::nullopt;  // ELOOP, as realpath(3)
+    if (!workspace.empty() && (cur == workspace || PathUnder(cur, workspace)))
+      *via_workspace_link = true;
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlink(next.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return std::nullopt;
+    const std::string target(buf, static_cast<std::size_t>(n));
+    if (target[0] == '/') cur = "/";
+    push(target);
+  }
+  return cur;
+}
+
+// Whether `path`, resolved, may carry a grant: not when a symlink in the workspace led it out.
+std::optional<std::string> RealPathOutsideOnlyByChoice(const std::string& path,
+                                                       const std::string& workspace) {
+  bool via_link = false;
+  std::optional<std::string> real = ResolveNotingWorkspaceLinks(path, workspace, &via_link);
+  if (!real) return std::nullopt;
+  if (via_link && *real != workspace && !PathUnder(*real, workspace)) return std::nullopt;
+  return real;
+}
+
 void Add(std::vector<PathGrant>& out, std::string path, std::string from, const std::string& home) {
   if (path.empty() || GrantRefusal(path, home)) return;
   for (const auto& g : out) {
@@ -187,12 +240,12 @@ Result<PathGrant> ResolveGrant(const std::string& requested, bool write, const s
 
 std::vector<PathGrant> ProgramFileGrants(const std::vector<std::string>& argv,
                                          const std::string& cwd, const std::string& path_env,
-                                         const std::string& home) {
+                                         const std::string& home, const std::string& workspace) {
   std::vector<PathGrant> out;
   if (argv.empty() || argv[0].empty()) return out;
   const std::string exe = FindExecutable(argv[0], cwd, path_env);
   if (exe.empty()) return out;
-  const std::optional<std::string> exe_real = RealPath(exe);
+  const std::optional<std::string> exe_real = RealPathOutsideOnlyByChoice(exe, workspace);
   if (!exe_real) return out;
   // The path the command is started by (a symlink is shown as the link), then what it leads to.
   if (IsSymlink(exe)) Add(out, exe, "executable", home);
@@ -215,7 +268,9 @@ std::vector<PathGrant> ProgramFileGrants(const std::vector<std::string>& argv,
   if (in == Interpreter::kNone) return out;
   if (!script || script->empty()) return out;
   const std::string lexical = (*script)[0] == '/' ? *script : cwd + "/" + *script;
-  const std::optional<std::string> real = RealPath(lexical);
+  // Not through a symlink in the workspace to somewhere outside it: then nothing is granted,
+  // and the server's failure hint names --read.
+  const std::optional<std::string> real = RealPathOutsideOnlyByChoice(lexical, workspace);
   if (!real) return out;  // the server will say it is missing; the hint names --read
   std::string package;
   for (std::string d = Parent(*real);; d = Parent(d)) {

@@ -33,10 +33,13 @@ Result<PathGrant> ResolveGrant(const std::string& requested, bool write, const s
 // the package its script argument lies in (the nearest ancestor holding package.json,
 // pyproject.toml or Cargo.toml; the script alone when that is `/`, $HOME or an ancestor of it)
 // plus, for Node, each node_modules directory on the resolution chain upward. Relative scripts
-// are taken from `cwd`. Never `/`, $HOME or an ancestor of $HOME.
+// are taken from `cwd`. Never `/`, $HOME or an ancestor of $HOME. Never what a symlink at or
+// below `workspace` (canonical; the repository's and the confined process's to point anywhere)
+// leads to outside it: such a path is not granted.
 std::vector<PathGrant> ProgramFileGrants(const std::vector<std::string>& argv,
                                          const std::string& cwd, const std::string& path_env,
-                                         const std::string& home);
+                                         const std::string& home,
+                                         const std::string& workspace = {});
 
 // When `argv` fetches a package from a registry as it starts (npx, npm exec, pnpm dlx, yarn dlx,
 // bunx, uvx, uv tool run, pipx run), what it needs that a sandbox without network lacks; nullopt

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "core/hash.h"
+#include "core/redact.h"
 #include "core/signals.h"
 #include "runner/environment.h"
 #include "runner/host_probe.h"
@@ -397,8 +398,8 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
       if (std::strncmp(*e, "PATH=", 5) == 0) path_env = *e + 5;
     }
     const std::string home = CanonicalPath(f.home);
-    for (auto& g :
-         ProgramFileGrants(req.argv, req.cwd.empty() ? workspace : req.cwd, path_env, home)) {
+    for (auto& g : ProgramFileGrants(req.argv, req.cwd.empty() ? workspace : req.cwd, path_env,
+                                     home, CanonicalPath(workspace))) {
       if (Under(g.path, workspace) || UnderAny(g.path, pp.read) != nullptr) continue;
       f.program.push_back(std::move(g));
     }
@@ -798,6 +799,20 @@ std::vector<std::string> SplitNul(const std::string& s) {
   }
   return out;
 }
+
+// The --args fd's words as --plan prints them: the value of a secret-looking name (a wrapped
+// server's GITHUB_TOKEN from its client, an --env API_KEY=...) is not shown; a plan is pasted
+// into issues and CI logs, and the values are what the redactor keeps out of every record.
+std::vector<std::string> PlanEnvArgs(const LaunchPlan& plan) {
+  std::vector<std::string> words = SplitNul(LaunchEnvArgs(plan));
+  for (std::size_t i = 0; i + 2 < words.size(); ++i) {
+    if (words[i] == "--setenv" && Redactor::IsSecretName(words[i + 1])) {
+      words[i + 2] = "(value not shown)";
+      i += 2;
+    }
+  }
+  return words;
+}
 }  // namespace
 
 Json PlanJson(const LaunchPlan& plan) {
@@ -805,7 +820,7 @@ Json PlanJson(const LaunchPlan& plan) {
   return {{"bwrap", plan.session.weaker() ? Json(nullptr) : Json(argv)},
           {"exec", {{"argv", argv}, {"env", LaunchEnv(plan)}}},
           // What bwrap reads from its --args fd (the command's environment), NUL-separated.
-          {"bwrap_args_fd", SplitNul(LaunchEnvArgs(plan))},
+          {"bwrap_args_fd", PlanEnvArgs(plan)},
           {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
           {"contain", ContainSpecJson(plan.call.contain)},
           {"confinement", ConfinementJson(plan)},

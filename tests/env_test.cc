@@ -85,6 +85,12 @@ TEST_F(EnvTest, ExecEnvFlagRefusesABadNameAndSaysWhenAVariableIsUnset) {
   auto bad = Exec({"--env", "1BAD=x"}, "true");
   EXPECT_EQ(bad.exit_code, 125);
   EXPECT_NE(bad.err.find("not a variable name"), std::string::npos) << bad.err;
+  // A value given with a bad name is not echoed: it may be the secret it was meant to carry.
+  auto bad_value = Exec({"--env", "API-TOKEN=echo-leak-check-5d1e"}, "true");
+  EXPECT_EQ(bad_value.exit_code, 125);
+  EXPECT_NE(bad_value.err.find("\"API-TOKEN\" is not a variable name"), std::string::npos)
+      << bad_value.err;
+  EXPECT_EQ(bad_value.err.find("echo-leak-check-5d1e"), std::string::npos) << bad_value.err;
   auto unset = Exec({"--env", "SURELY_UNSET_VAR"}, "echo \"[${SURELY_UNSET_VAR-unset}]\"");
   EXPECT_EQ(unset.exit_code, 0) << unset.err;
   EXPECT_EQ(unset.out, "[unset]\n");
@@ -223,6 +229,29 @@ TEST_F(EnvTest, WrappedServerGetsItsClientsEnvironmentAndSecretsStayOutOfTheLog)
 
 // Any user on the host can read a process's argv: the values cordon hands bwrap (a wrapped
 // server's GITHUB_TOKEN, an --env value) reach it through a memfd, never its argv.
+// --plan is pasted into issues and CI logs: the values of secret-looking variables (an --env
+// API_TOKEN=..., a wrapped server's GITHUB_TOKEN from its client) are not printed; their names
+// are, and a plain value still is.
+TEST_F(EnvTest, PlanOutputShowsNoSecretValue) {
+  const std::string token = "ghp_PlanLeakCheck0123456789abcdefABCDEF";
+  const std::string api = "plan-leak-api-value-41c7";
+  auto exec =
+      testing::Run({testing::CordonBin(), "exec", "--workspace", dir_ / "ws", "--plan", "--env",
+                    "API_TOKEN=" + api, "--env", "MY_SETTING=plain-visible", "--", "true"},
+                   env_);
+  ASSERT_EQ(exec.exit_code, 0) << exec.err;
+  EXPECT_EQ(exec.out.find(api), std::string::npos) << exec.out;
+  EXPECT_NE(exec.out.find("API_TOKEN"), std::string::npos);
+  EXPECT_NE(exec.out.find("plain-visible"), std::string::npos);
+  std::vector<std::string> env = env_;
+  env.push_back("GITHUB_TOKEN=" + token);
+  auto wrap = testing::Run(
+      {testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--plan", "--", "true"}, env);
+  ASSERT_EQ(wrap.exit_code, 0) << wrap.err;
+  EXPECT_EQ(wrap.out.find(token), std::string::npos) << wrap.out;
+  EXPECT_NE(wrap.out.find("GITHUB_TOKEN"), std::string::npos) << wrap.out;
+}
+
 TEST_F(EnvTest, ValuesNeverAppearInAnyProcessArgv) {
   const std::string secret = "argv-leak-check-7f3a9c";
   std::vector<std::string> args = {testing::CordonBin(),

@@ -329,6 +329,49 @@ TEST_F(GrantsTest, WrappedExecutableOutsideTheWorkspaceAndAPythonPackageAreReada
       << ::testing::PrintToString(g);
 }
 
+// A malicious repository cannot widen a server's program files: a script argument that is a
+// symlink in the workspace (`node -r ./init.js ./data`, data -> ~/.config, or cred ->
+// ~/.git-credentials) is no program file outside it, so the preloaded init.js cannot read there.
+TEST_F(GrantsTest, ASymlinkInTheWorkspaceNeverCarriesAProgramFileGrantOutside) {
+  if (FindOnPath("node").empty()) GTEST_SKIP() << "SKIPPED: node is missing";
+  const std::string home = std::filesystem::canonical(dir_ / "home").string();
+  const std::string ws = std::filesystem::canonical(dir_ / "ws").string();
+  WriteFile(home + "/.config/tool/token", "TOKEN-FROM-HOME-CONFIG\n");
+  WriteFile(home + "/.git-credentials", "CREDENTIALS-FROM-HOME\n");
+  std::filesystem::create_directory_symlink("../home/.config", ws + "/data");
+  std::filesystem::create_symlink(home + "/.git-credentials", ws + "/cred");
+  std::filesystem::create_directories(ws + "/sub");
+  std::filesystem::create_directory_symlink(home, ws + "/sub/h");
+  WriteFile(ws + "/init.js",
+            "const fs = require('fs');\n"
+            "for (const p of ['" +
+                home + "/.config/tool/token', '" + home +
+                "/.git-credentials']) {\n"
+                "  try { process.stderr.write('READ ' + fs.readFileSync(p, 'utf8')); }\n"
+                "  catch (e) { process.stderr.write('REFUSED ' + e.code + '\\n'); }\n"
+                "}\n"
+                "process.exit(0);\n");
+  for (const std::string& target :
+       {ws + "/data", ws + "/cred", ws + "/sub/h/.config/tool/token", ws + "/sub/../data/tool"}) {
+    auto plan =
+        cordon::testing::Run(Wrap({"--plan"}, {"node", "-r", ws + "/init.js", target}), env_);
+    ASSERT_EQ(plan.exit_code, 0) << plan.err;
+    for (const auto& g : Grants(Json::parse(plan.out)["confinement"])) {
+      EXPECT_EQ(g.find(home), std::string::npos) << target << ": " << g;
+    }
+    auto r = cordon::testing::Run(Wrap({}, {"node", "-r", ws + "/init.js", target}), env_, "");
+    EXPECT_EQ(r.err.find("FROM-HOME"), std::string::npos) << target << ": " << r.err;
+    EXPECT_NE(r.err.find("REFUSED ENOENT"), std::string::npos) << target << ": " << r.err;
+  }
+  // A path outside the workspace the command names itself is still its program file.
+  auto plan = cordon::testing::Run(
+      Wrap({"--plan"}, {"node", "-r", ws + "/init.js", home + "/.config/tool/token"}), env_);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_TRUE(Has(Grants(Json::parse(plan.out)["confinement"]),
+                  "read script " + home + "/.config/tool/token"))
+      << plan.out;
+}
+
 // --- saying why a server failed
 
 TEST_F(GrantsTest, WrapSaysWhyTheServerExitedRedactedWithAReadHintAndRecordsIt) {
