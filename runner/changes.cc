@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <set>
 #include <string_view>
 #include <unordered_map>
 
