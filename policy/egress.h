@@ -68,6 +68,16 @@ struct EgressPolicy {
   bool empty() const { return allow.empty(); }
 };
 
+// What a command line or a configured server adds to a sandbox's rules beyond the policy's:
+// --allow-domain, --deny-domain, --allow-preset, --resolve, [servers.NAME.sandbox].
+struct EgressExtra {
+  std::vector<DomainRule> allow;
+  std::vector<DomainRule> deny;
+  std::vector<std::pair<std::string, std::string>> presets;  // (name, source)
+  std::vector<ResolveEntry> resolve;
+  bool empty() const { return allow.empty() && deny.empty() && presets.empty() && resolve.empty(); }
+};
+
 // An address as 16 bytes (IPv4 as IPv4-mapped IPv6, so that "::ffff:127.0.0.1" and "127.0.0.1"
 // are the same address), with its canonical text ("127.0.0.1", "2001:db8::1").
 struct IpAddress {
@@ -117,5 +127,10 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
 // Whether an allow rule or a resolve entry names this address: the only way a non-public
 // address (ClassifyAddress) may be reached.
 bool AddressAllowedByRule(const EgressPolicy& policy, const IpAddress& address);
+
+struct Policy;
+// The rules of one sandbox: the policy's [network] lists, the tool's [tools.NAME] lists, then
+// `extra`; presets expanded into allow rules and write paths (each rule keeps its source).
+EgressPolicy EgressFor(const Policy& policy, std::string_view tool, const EgressExtra& extra);
 
 }  // namespace cordon

@@ -352,13 +352,15 @@ NetworkMode Policy::NetworkFor(std::string_view tool) const {
 int NetworkStrictness(NetworkMode m) {
   switch (m) {
     case NetworkMode::kNone:
-      return 2;
+      return 3;
     case NetworkMode::kLoopback:
+      return 2;
+    case NetworkMode::kProxy:
       return 1;
     case NetworkMode::kAllow:
       return 0;
   }
-  return 2;
+  return 3;
 }
 
 std::string_view NetworkModeName(NetworkMode mode) { return Name(kNetworkModeNames, mode); }

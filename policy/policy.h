@@ -41,10 +41,11 @@ struct Limits {
   std::int64_t max_input_bytes = 8 << 20;
 };
 
-enum class NetworkMode { kNone, kLoopback, kAllow };
+enum class NetworkMode { kNone, kLoopback, kProxy, kAllow };
 inline constexpr EnumName<NetworkMode> kNetworkModeNames[] = {
     {NetworkMode::kNone, "none"},
     {NetworkMode::kLoopback, "loopback"},
+    {NetworkMode::kProxy, "proxy"},
     {NetworkMode::kAllow, "allow"},
 };
 std::string_view NetworkModeName(NetworkMode mode);

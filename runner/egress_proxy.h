@@ -72,8 +72,6 @@ class EgressProxy {
   std::unique_ptr<Impl> impl_;
 };
 
-// The environment a proxied sandbox gets (HTTP_PROXY, https_proxy, ALL_PROXY, NO_PROXY, ...).
-std::vector<std::pair<std::string, std::string>> ProxyEnvironment();
 // The NO_PROXY default: names a client reaches directly (its own loopback).
 inline constexpr std::string_view kDefaultNoProxy = "localhost,127.0.0.1,::1";
 
