@@ -43,8 +43,7 @@ Status CheckSandboxListener(int fd) {
   sockaddr_in addr{};
   len = sizeof addr;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      addr.sin_addr.s_addr != htonl(INADDR_LOOPBACK) ||
-      ntohs(addr.sin_port) != kSandboxProxyPort) {
+      addr.sin_addr.s_addr != htonl(INADDR_LOOPBACK) || ntohs(addr.sin_port) != kSandboxProxyPort) {
     return Fail(Code::kSandboxUnavailable, "the shim's proxy listener is not on 127.0.0.1:" +
                                                std::to_string(kSandboxProxyPort));
   }
@@ -76,9 +75,9 @@ std::vector<std::pair<std::string, std::string>> ProxyEnvironment() {
   const std::string http = "http://127.0.0.1:" + std::to_string(kSandboxProxyPort);
   const std::string socks = "socks5h://127.0.0.1:" + std::to_string(kSandboxProxyPort);
   const std::string no_proxy(kDefaultNoProxy);
-  return {{"HTTP_PROXY", http},         {"http_proxy", http},       {"HTTPS_PROXY", http},
-          {"https_proxy", http},        {"ALL_PROXY", socks},       {"all_proxy", socks},
-          {"NO_PROXY", no_proxy},       {"no_proxy", no_proxy},     {"NODE_USE_ENV_PROXY", "1"}};
+  return {{"HTTP_PROXY", http},   {"http_proxy", http},   {"HTTPS_PROXY", http},
+          {"https_proxy", http},  {"ALL_PROXY", socks},   {"all_proxy", socks},
+          {"NO_PROXY", no_proxy}, {"no_proxy", no_proxy}, {"NODE_USE_ENV_PROXY", "1"}};
 }
 
 Status EgressBinding::Bind(UniqueFd listener) {

@@ -547,7 +547,8 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     if (host.weaker) {
       return Fail(Code::kSandboxUnavailable,
                   "network mode proxy needs bwrap's network namespace, which the weaker mode "
-                  "lacks (" + host.weaker_reason + "); use --network none, or install bwrap");
+                  "lacks (" +
+                      host.weaker_reason + "); use --network none, or install bwrap");
     }
     s.egress = EgressFor(policy, req.tool, req.egress_extra);
     // Set last: a variable the caller passed cannot point the sandbox's clients elsewhere.

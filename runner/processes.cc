@@ -117,8 +117,8 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   return proc;
 }
 
-void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch,
-                        const std::string& job_id, bool cancel_requested) {
+void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
+                        bool cancel_requested) {
   git_views_.SyncOut();
   // Its connections' network records come before its process record.
   p.ReleaseEgress();

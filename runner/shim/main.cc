@@ -6,10 +6,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,11 +73,11 @@ void SendProxyListener(int port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::bind(ls.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::listen(ls.get(), 128) != 0) {
-    Die("proxy", {cordon::Code::kSandboxUnavailable,
-                  std::string("listen on 127.0.0.1:") + std::to_string(port) + ": " +
-                      std::strerror(errno),
-                  errno,
-                  {}});
+    Die("proxy",
+        {cordon::Code::kSandboxUnavailable,
+         std::string("listen on 127.0.0.1:") + std::to_string(port) + ": " + std::strerror(errno),
+         errno,
+         {}});
   }
   if (g_status_fd < 0) Die("proxy", {cordon::Code::kSandboxUnavailable, "no status fd", 0, {}});
   const std::string_view line = cordon::kProxyListenerLine;
