@@ -37,13 +37,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMaxHead = 16 * 1024;          // a request head, or a SOCKS request
 constexpr std::size_t kMaxResponseHead = 64 * 1024;  // an upstream's response head
-constexpr int kHeadIdleMs = 10'000;                  // the client must send its head by then
-constexpr int kConnectMs = 10'000;                   // per upstream address tried
-constexpr int kBodyIdleMs = 60'000;                  // plain HTTP body and response, idle
-constexpr std::size_t kMaxChunkLine = 1024;          // "1a2b;ext=...\r\n"
+constexpr int kHeadIdleMs = 10'000;  // the client must send its whole head by then (no drip)
+constexpr int kConnectMs = 10'000;   // per upstream address tried
+constexpr int kBodyIdleMs = 60'000;  // plain HTTP body and response, idle
+constexpr std::size_t kMaxChunkLine = 1024;  // "1a2b;ext=...\r\n"
 constexpr std::size_t kMaxTrailers = 16 * 1024;
 constexpr std::size_t kSpliceChunk = 1 << 20;
 constexpr int kPipeSize = 1 << 20;
+// Open connections per listener: beyond it the accept thread stops accepting on that listener
+// (the kernel's backlog holds the rest) until one ends, so a sandbox cannot exhaust threads.
+constexpr std::size_t kMaxOpenPerListener = 256;
 
 // Writes to a peer that went away raise SIGPIPE, and splice(2) into a socket has no
 // MSG_NOSIGNAL: every proxy thread blocks it, so it stays pending on that thread and is
@@ -118,6 +121,9 @@ struct Reader {
   bool eof = false;
   bool timed_out = false;
   bool failed = false;
+  // While set, no wait goes past it: the head has a deadline, not only an idle timeout, so a
+  // client dripping a byte at a time cannot hold a connection thread.
+  std::optional<Clock::time_point> deadline;
 
   std::string_view pending() const { return std::string_view(buf).substr(pos); }
   // Reads more bytes; false on EOF, error or timeout (the flags say which).
@@ -142,7 +148,13 @@ struct Reader {
         failed = true;
         return false;
       }
-      const int r = PollOne(fd, POLLIN, idle_ms);
+      int wait = idle_ms;
+      if (deadline) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+        wait = static_cast<int>(std::clamp<long>(left.count(), 0, idle_ms));
+      }
+      const int r = wait > 0 ? PollOne(fd, POLLIN, wait) : 0;
       if (r == 0) {
         timed_out = true;
         return false;
@@ -455,6 +467,7 @@ class Session {
   void Run(int client) {
     client_ = client;
     reader_.fd = client;
+    reader_.deadline = start_ + std::chrono::milliseconds(kHeadIdleMs);
     if (!reader_.Need(1, kHeadIdleMs)) {
       ev_.protocol = "http";
       ev_.reason = reader_.timed_out ? "no request within 10 s"
@@ -741,6 +754,7 @@ class Session {
     std::string why;
     const std::string head = ReadHead(reader_, kMaxHead, kHeadIdleMs, &why);
     if (head.empty()) return RefuseHttp(400, why);
+    reader_.deadline.reset();
     std::string first;
     std::vector<Header> headers;
     if (!ParseHeaders(head, &first, &headers, &why)) return RefuseHttp(400, why);
@@ -1171,6 +1185,7 @@ class Session {
       return SocksBad("the SOCKS5 request ended early");
     }
     const std::string r = reader_.Take(4 + addr_len + 2);
+    reader_.deadline.reset();
     const int port = (static_cast<unsigned char>(r[4 + addr_len]) << 8) |
                      static_cast<unsigned char>(r[4 + addr_len + 1]);
     std::string host;
@@ -1252,6 +1267,7 @@ void EgressProxy::Impl::Serve(ListenerState& l, Connection& c, UniqueFd client) 
   std::lock_guard lock(mu);
   // Unregistered before the descriptor closes, so RemoveListener never shuts down a reused
   // number; the sink is never called after this point.
+  if (l.open.size() == kMaxOpenPerListener) Wake();  // the accept thread may take it again
   l.open.erase(&c);
   c.client = -1;
   --l.active;
@@ -1292,7 +1308,7 @@ void EgressProxy::Impl::AcceptLoop() {
       if (stopping) return;
       ReapLocked();
       for (auto& [id, l] : listeners) {
-        if (l->fd.valid()) ls.push_back(l);
+        if (l->fd.valid() && l->open.size() < kMaxOpenPerListener) ls.push_back(l);
       }
       ++generation;
       cv.notify_all();
@@ -1316,6 +1332,7 @@ void EgressProxy::Impl::AcceptLoop() {
       std::lock_guard lock(mu);
       if (stopping || ls[i - 1]->removed) continue;
       Spawn(ls[i - 1], std::move(c));
+      if (ls[i - 1]->open.size() >= kMaxOpenPerListener) break;  // rebuild without it
     }
   }
 }

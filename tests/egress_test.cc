@@ -648,6 +648,31 @@ TEST_F(ProxyTest, MalformedInputGets400AndARecordNeverAHang) {
   EXPECT_EQ(upstream_.connections(), 0);
 }
 
+TEST_F(ProxyTest, AClientThatDripsItsHeadIsCutAtTheHeadDeadline) {
+  Listen(ApiPolicy());
+  UniqueFd c = ConnectLoopback(proxy_port_);
+  ASSERT_TRUE(c.valid());
+  const std::string head = "GET http://api.example.test:" + up() + "/ HTTP/1.1\r\nX-Slow: ";
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string out;
+  bool eof = false;
+  // One byte every 300 ms: each wait is short, but the head never ends.
+  for (int i = 0; i < 60 && !eof; ++i) {
+    SendAllTo(c.get(), i < static_cast<int>(head.size()) ? head.substr(i, 1) : "x");
+    out += ReadUntilEof(c.get(), 300ms, &eof);
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(eof);
+  EXPECT_GT(took, 9s);
+  EXPECT_LT(took, 13s);
+  EXPECT_NE(out.find("400 Bad Request"), std::string::npos) << out;
+  EXPECT_NE(out.find("no complete request head within 10 s"), std::string::npos) << out;
+  const NetworkEvent e = WaitEvent();
+  EXPECT_FALSE(e.allowed);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(upstream_.connections(), 0);
+}
+
 TEST_F(ProxyTest, SocksWithANamePassesAndRefusalsGetTheirReplyCodes) {
   Listen(ApiPolicy());
   auto r = Curl({"--socks5-hostname", "127.0.0.1:" + std::to_string(proxy_port_),
