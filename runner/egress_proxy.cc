@@ -9,6 +9,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -392,6 +393,13 @@ void LingerClose(int fd) {
   }
 }
 
+// Small writes (TLS handshakes, interactive protocols) go out at once: Nagle's algorithm on a
+// relay adds a delayed-ACK stall per round trip. Fails harmlessly on a Unix socket.
+void SetNoDelay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 void SetNonBlocking(int fd) {
   const int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
@@ -415,6 +423,7 @@ struct ListenerState {
   std::string identity;
   NetworkSink sink;
   bool removed = false;
+  bool broken = false;         // accept failed for good (EINVAL, ENOTSOCK): no longer polled
   std::set<Connection*> open;  // guarded by Impl::mu
   int active = 0;              // connection threads that may still call `sink`
 };
@@ -636,6 +645,7 @@ class Session {
       }
       if (err == 0) {
         ev_.address = a.Text();
+        SetNoDelay(s.get());
         return s;
       }
       errors += (errors.empty() ? "" : "; ") + a.Text() + ":" + std::to_string(port) + ": " +
@@ -1262,6 +1272,7 @@ class Session {
 void EgressProxy::Impl::Serve(ListenerState& l, Connection& c, UniqueFd client) {
   BlockSigpipe();
   SetNonBlocking(client.get());
+  SetNoDelay(client.get());
   Session(host_addresses, resolver_queries, l, c, mu).Run(client.get());
   LingerClose(client.get());
   std::lock_guard lock(mu);
@@ -1308,7 +1319,9 @@ void EgressProxy::Impl::AcceptLoop() {
       if (stopping) return;
       ReapLocked();
       for (auto& [id, l] : listeners) {
-        if (l->fd.valid() && l->open.size() < kMaxOpenPerListener) ls.push_back(l);
+        if (l->fd.valid() && !l->broken && l->open.size() < kMaxOpenPerListener) {
+          ls.push_back(l);
+        }
       }
       ++generation;
       cv.notify_all();
@@ -1318,8 +1331,12 @@ void EgressProxy::Impl::AcceptLoop() {
     for (auto& l : ls) p.push_back({l->fd.get(), POLLIN, 0});
     // Also wakes now and then to join finished connection threads.
     const int r = ::poll(p.data(), p.size(), 5000);
-    if (r < 0 && errno != EINTR) return;
-    if (r <= 0) continue;
+    if (r < 0) {
+      // Never give up: RemoveListener waits for this thread to come round again.
+      if (errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    if (r == 0) continue;
     if (p[0].revents != 0) {
       std::uint64_t v;
       [[maybe_unused]] const ssize_t n = ::read(wake.get(), &v, sizeof v);
@@ -1328,7 +1345,17 @@ void EgressProxy::Impl::AcceptLoop() {
     for (std::size_t i = 1; i < p.size(); ++i) {
       if (p[i].revents == 0) continue;
       UniqueFd c(::accept4(p[i].fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (!c.valid()) continue;  // EAGAIN, ECONNABORTED, EMFILE: the next poll retries
+      if (!c.valid()) {
+        const int err = errno;
+        if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+          // Out of descriptors: the listener stays readable, so a retry at once would spin.
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        } else if (err == EINVAL || err == ENOTSOCK || err == EOPNOTSUPP || err == EBADF) {
+          std::lock_guard lock(mu);
+          ls[i - 1]->broken = true;  // not a listening socket (any more): stop polling it
+        }
+        continue;  // EAGAIN, ECONNABORTED: the next poll retries
+      }
       std::lock_guard lock(mu);
       if (stopping || ls[i - 1]->removed) continue;
       Spawn(ls[i - 1], std::move(c));

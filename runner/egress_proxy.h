@@ -57,8 +57,9 @@ class EgressProxy {
   // after RemoveListener returned for connections that were open (until it returns: see below).
   std::uint64_t AddListener(UniqueFd listener, EgressPolicy policy, std::string identity,
                             NetworkSink sink);
-  // Closes the listener and ends its open connections; when it returns no thread calls that
-  // listener's sink again.
+  // Closes the listener and ends its open connections (shutdown(2) on both ends of each; a
+  // getaddrinfo in progress is waited for); when it returns no thread calls that listener's
+  // sink again. Not to be called from a sink (it would wait for its own thread).
   void RemoveListener(std::uint64_t id);
   // A connected stream for an in-process client (read_url): the other end of a socketpair,
   // served exactly as if accepted on listener `id`.
