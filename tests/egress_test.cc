@@ -776,5 +776,92 @@ TEST_F(ProxyTest, RemoveListenerEndsAnOpenTunnelAndRecordsItBeforeReturning) {
   EXPECT_FALSE(proxy_->Connect(id_));
 }
 
+TEST_F(ProxyTest, ALargeBodyWithExpectContinueIsForwardedWhole) {
+  Listen(ApiPolicy());
+  testing::TempDir dir;
+  const std::string body(2 * 1024 * 1024, 'b');
+  testing::WriteFile(dir / "body", body);
+  auto r = Curl({"-x", ProxyUrl(), "--data-binary", "@" + (dir / "body"),
+                 "http://api.example.test:" + up() + "/upload"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("100 Continue"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hello from upstream"), std::string::npos) << r.out;
+  const NetworkEvent e = WaitEvent();
+  EXPECT_TRUE(e.allowed) << e.reason;
+  EXPECT_EQ(e.method, "POST");
+  EXPECT_EQ(e.bytes_up, body.size());
+  ASSERT_TRUE(upstream_.WaitClosed(1));
+  const std::string seen = upstream_.received()[0];
+  EXPECT_EQ(seen.find("Expect:"), std::string::npos);  // the proxy answered it itself
+  const auto head_end = seen.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  EXPECT_EQ(seen.substr(head_end + 4), body);
+}
+
+TEST_F(ProxyTest, ManyTunnelsAtOnceAreEachDecidedAndRecordedAndRemoveListenerEndsThemAll) {
+  Listen(ApiPolicy());
+  constexpr int kClients = 32;
+  // First: parallel complete exchanges.
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      UniqueFd c = ConnectLoopback(proxy_port_);
+      if (!c.valid()) return;
+      SendAllTo(c.get(), "CONNECT api.example.test:" + up() + " HTTP/1.1\r\n\r\nGET /" +
+                             std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n\r\n");
+      std::string out;
+      const auto end = std::chrono::steady_clock::now() + 10s;
+      while (out.find("hello from upstream") == std::string::npos &&
+             std::chrono::steady_clock::now() < end) {
+        out += ReadUntilEof(c.get(), 100ms);
+      }
+      if (out.find("hello from upstream") != std::string::npos) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kClients);
+  WaitEvent(kClients);
+  // Then: tunnels left open, cut by RemoveListener, each recorded before it returns.
+  std::vector<UniqueFd> open;
+  for (int i = 0; i < kClients; ++i) {
+    UniqueFd c = ConnectLoopback(proxy_port_);
+    ASSERT_TRUE(c.valid());
+    SendAllTo(c.get(), "CONNECT api.example.test:" + up() + " HTTP/1.1\r\n\r\n");
+    open.push_back(std::move(c));
+  }
+  for (auto& c : open) {
+    ASSERT_NE(ReadUntilEof(c.get(), 200ms).find("200 Connection established"), std::string::npos);
+  }
+  proxy_->RemoveListener(id_);
+  ASSERT_EQ(EventCount(), 2u * kClients);
+  int cut = 0;
+  for (std::size_t i = kClients; i < 2u * kClients; ++i) {
+    const NetworkEvent e = WaitEvent(i + 1);
+    EXPECT_TRUE(e.allowed);
+    cut += e.error.find("listener was removed") != std::string::npos;
+  }
+  EXPECT_EQ(cut, kClients);
+}
+
+TEST_F(ProxyTest, DestroyingTheProxyEndsOpenTunnelsAndRecordsThem) {
+  Listen(ApiPolicy());
+  UniqueFd c = ConnectLoopback(proxy_port_);
+  ASSERT_TRUE(c.valid());
+  SendAllTo(c.get(), "CONNECT api.example.test:" + up() + " HTTP/1.1\r\n\r\n");
+  ASSERT_NE(ReadUntilEof(c.get(), 500ms).find("200 Connection established"), std::string::npos);
+  proxy_.reset();
+  ASSERT_EQ(EventCount(), 1u);
+  EXPECT_NE(WaitEvent().error.find("listener was removed"), std::string::npos);
+  bool eof = false;
+  ReadUntilEof(c.get(), 2s, &eof);
+  EXPECT_TRUE(eof);
+}
+
+TEST_F(ProxyTest, TheHostsOwnAddressesAreKnown) {
+  const auto& own = proxy_->host_addresses();
+  EXPECT_NE(std::find(own.begin(), own.end(), *ParseIpAddress("127.0.0.1")), own.end());
+}
+
 }  // namespace
 }  // namespace cordon
