@@ -433,4 +433,21 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
   return d;
 }
 
+const DomainRule* AddressDeniedByRule(const EgressPolicy& policy, const IpAddress& address,
+                                      int port) {
+  const std::string text = address.Text();
+  for (const DomainRule& r : policy.deny) {
+    if (r.address && r.host == text && (!r.port || *r.port == port)) return &r;
+  }
+  return nullptr;
+}
+
+bool AddressAllowedOnPort(const EgressPolicy& policy, const IpAddress& address, int port) {
+  const std::string text = address.Text();
+  for (const DomainRule& r : policy.allow) {
+    if (r.address && r.host == text && r.AllowsPort(port)) return true;
+  }
+  return false;
+}
+
 }  // namespace cordon

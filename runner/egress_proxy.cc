@@ -573,12 +573,22 @@ class Session {
         return false;
       }
     }
+    // A literal was allowed by a rule naming it, and pinned addresses by the resolve entry of
+    // this very name; a resolver's answer must be public and not this host's, or be named by an
+    // allow rule for this port. Deny rules naming an address beat all of these.
+    const bool vouched = host->address.has_value() || !d.pinned.empty();
     std::string refused_text;
+    const DomainRule* denied = nullptr;
     for (const IpAddress& a : addrs) {
+      if (const DomainRule* r = AddressDeniedByRule(l_.policy, a, port)) {
+        if (!denied) denied = r;
+        continue;
+      }
       const AddressClass cls = ClassifyAddress(a);
       const bool own =
           std::find(host_addresses_.begin(), host_addresses_.end(), a) != host_addresses_.end();
-      if ((cls == AddressClass::kPublic && !own) || AddressAllowedByRule(l_.policy, a)) {
+      if (vouched || (cls == AddressClass::kPublic && !own) ||
+          AddressAllowedOnPort(l_.policy, a, port)) {
         candidates_.push_back(a);
         continue;
       }
@@ -588,10 +598,18 @@ class Session {
                                                                       : AddressClassName(cls)) +
                       ")";
     }
+    if (candidates_.empty() && denied != nullptr && refused_text.empty()) {
+      reason_ = host->name + " resolves to an address denied by deny_domains rule " + denied->text +
+                " (" + denied->source + ")";
+      refused_ = true;
+      ev_.rule = denied->text;
+      ev_.rule_source = denied->source;
+      return false;
+    }
     if (candidates_.empty()) {
       reason_ = host->name + " resolves to " + refused_text +
-                ", which no allow_domains rule names (a name may not lead into this host or a "
-                "private network)";
+                ", which no allow_domains rule names for port " + std::to_string(port) +
+                " (a name may not lead into this host or a private network)";
       refused_ = true;
       ev_.rule.clear();
       ev_.rule_source.clear();

@@ -193,6 +193,16 @@ TEST(EgressRuleTest, ClassifyAddressRefusesEveryRangeThatLeadsIntoTheHostOrAPriv
   EXPECT_TRUE(AddressAllowedByRule(p, *ParseIpAddress("::ffff:127.0.0.1")));
   EXPECT_TRUE(AddressAllowedByRule(p, *ParseIpAddress("10.0.0.5")));
   EXPECT_FALSE(AddressAllowedByRule(p, *ParseIpAddress("127.0.0.2")));
+  // The port-aware form: the address rule's port only, and no resolve entry.
+  EXPECT_TRUE(AddressAllowedOnPort(p, *ParseIpAddress("127.0.0.1"), 8080));
+  EXPECT_FALSE(AddressAllowedOnPort(p, *ParseIpAddress("127.0.0.1"), 443));
+  EXPECT_FALSE(AddressAllowedOnPort(p, *ParseIpAddress("10.0.0.5"), 443));
+  const EgressPolicy d = MakePolicy({"*.example.com"}, {"203.0.113.80", "198.51.100.1:22"});
+  ASSERT_NE(AddressDeniedByRule(d, *ParseIpAddress("::ffff:203.0.113.80"), 443), nullptr);
+  EXPECT_EQ(AddressDeniedByRule(d, *ParseIpAddress("203.0.113.80"), 80)->text, "203.0.113.80");
+  EXPECT_NE(AddressDeniedByRule(d, *ParseIpAddress("198.51.100.1"), 22), nullptr);
+  EXPECT_EQ(AddressDeniedByRule(d, *ParseIpAddress("198.51.100.1"), 443), nullptr);
+  EXPECT_EQ(AddressDeniedByRule(d, *ParseIpAddress("203.0.113.81"), 443), nullptr);
 }
 
 TEST(EgressRuleTest, ProxyEnvironmentPointsEveryClientAtTheSandboxPort) {
@@ -537,6 +547,29 @@ TEST_F(ProxyTest, ANameResolvingToLoopbackIsRefusedUnlessARuleNamesTheAddress) {
   Listen(MakePolicy({"localhost:" + up(), "127.0.0.1:" + up()}));
   r = Curl({"-x", ProxyUrl(), "http://localhost:" + up() + "/"});
   EXPECT_NE(r.out.find("hello from upstream"), std::string::npos) << r.out;
+}
+
+TEST_F(ProxyTest, AnAddressRuleOpensItsOwnPortOnlyAndADenyRuleOnAnAddressBeatsTheName) {
+  // "localhost" allowed on the upstream's port, 127.0.0.1 allowed only on port 1: the name
+  // must not reach 127.0.0.1 on the upstream's port through the address rule of another port.
+  Listen(MakePolicy({"localhost:" + up(), "127.0.0.1:1"}));
+  auto r = Curl({"-x", ProxyUrl(), "http://localhost:" + up() + "/"});
+  EXPECT_NE(r.out.find("403 Forbidden"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no allow_domains rule names for port " + up()), std::string::npos) << r.out;
+  // A name allowed and mapped to 127.0.0.1, and a deny rule naming that address.
+  proxy_->RemoveListener(id_);
+  EgressPolicy p = ApiPolicy();
+  p.deny.push_back(*ParseDomainRule("127.0.0.1", "test deny"));
+  Listen(std::move(p));
+  r = Curl({"-x", ProxyUrl(), "http://api.example.test:" + up() + "/"});
+  EXPECT_NE(r.out.find("403 Forbidden"), std::string::npos) << r.out;
+  const NetworkEvent e = WaitEvent(2);
+  EXPECT_FALSE(e.allowed);
+  EXPECT_EQ(e.rule, "127.0.0.1");
+  EXPECT_EQ(e.rule_source, "test deny");
+  EXPECT_NE(e.reason.find("denied by deny_domains rule 127.0.0.1"), std::string::npos) << e.reason;
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(upstream_.connections(), 0);
 }
 
 TEST_F(ProxyTest, APortTheRuleDoesNotAllowIsRefused) {
