@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
@@ -766,6 +768,15 @@ TEST_F(ProxyTest, AnUpstreamThatRefusesGets502AndARecordWithTheError) {
   EXPECT_TRUE(e.allowed);
   EXPECT_NE(e.error.find("Connection refused"), std::string::npos) << e.error;
   EXPECT_EQ(e.status, 502);
+  // SOCKS5 says so with its reply code 0x05 (connection refused).
+  r = Curl({"--socks5-hostname", "127.0.0.1:" + std::to_string(proxy_port_),
+            "http://down.example.test:" + std::to_string(closed_port) + "/"});
+  EXPECT_NE(r.exit_code, 0);
+  const NetworkEvent s = WaitEvent(2);
+  EXPECT_TRUE(s.allowed);
+  EXPECT_EQ(s.protocol, "socks5");
+  EXPECT_EQ(s.status, 5);
+  EXPECT_NE(s.error.find("Connection refused"), std::string::npos) << s.error;
 }
 
 TEST_F(ProxyTest, ConnectGivesAnInProcessClientTheSameRulesAndRecords) {
@@ -894,6 +905,93 @@ TEST_F(ProxyTest, DestroyingTheProxyEndsOpenTunnelsAndRecordsThem) {
 TEST_F(ProxyTest, TheHostsOwnAddressesAreKnown) {
   const auto& own = proxy_->host_addresses();
   EXPECT_NE(std::find(own.begin(), own.end(), *ParseIpAddress("127.0.0.1")), own.end());
+}
+
+// A TLS server on 127.0.0.1 (Python's ssl with a certificate for api.example.test made here
+// by openssl): the proxy only sees CONNECT, the TLS inside passes through untouched.
+class TlsUpstream {
+ public:
+  explicit TlsUpstream(const testing::TempDir& dir) {
+    auto r =
+        testing::Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                      "-keyout", dir / "key.pem", "-out", dir / "cert.pem", "-days", "1", "-subj",
+                      "/CN=api.example.test", "-addext", "subjectAltName=DNS:api.example.test"});
+    if (r.exit_code != 0) return;
+    cert_ = dir / "cert.pem";
+    const std::string script =
+        "import http.server,ssl,sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "  def do_GET(self):\n"
+        "    b=b'hello over tls\\n'\n"
+        "    self.send_response(200);self.send_header('Content-Length',str(len(b)))\n"
+        "    self.end_headers();self.wfile.write(b)\n"
+        "  def log_message(self,*a): pass\n"
+        "s=http.server.ThreadingHTTPServer(('127.0.0.1',0),H)\n"
+        "c=ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER);c.load_cert_chain(sys.argv[1],sys.argv[2])\n"
+        "s.socket=c.wrap_socket(s.socket,server_side=True)\n"
+        "open(sys.argv[3]+'.tmp','w').write(str(s.server_address[1]))\n"
+        "import os;os.rename(sys.argv[3]+'.tmp',sys.argv[3])\n"
+        "s.serve_forever()\n";
+    const std::string port_file = dir / "port";
+    std::vector<std::string> argv = {"/usr/bin/python3", "-c",     script, dir / "cert.pem",
+                                     dir / "key.pem",    port_file};
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    if (::posix_spawn(&pid_, cargv[0], nullptr, nullptr, cargv.data(), environ) != 0) pid_ = -1;
+    for (int i = 0; i < 100 && pid_ > 0 && !testing::Exists(port_file); ++i) {
+      std::this_thread::sleep_for(50ms);
+    }
+    if (testing::Exists(port_file)) port_ = std::stoi(testing::ReadFile(port_file));
+  }
+  ~TlsUpstream() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  int port() const { return port_; }
+  const std::string& cert() const { return cert_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string cert_;
+};
+
+TEST_F(ProxyTest, TlsThroughConnectWithCurlAndUrllib) {
+  testing::TempDir dir;
+  TlsUpstream tls(dir);
+  ASSERT_GT(tls.port(), 0) << "could not start the local TLS server (openssl, python3 ssl)";
+  const std::string port = std::to_string(tls.port());
+  Listen(MakePolicy({"api.example.test:" + port}, {}, {"api.example.test=127.0.0.1"}));
+  auto r =
+      Curl({"-x", ProxyUrl(), "--cacert", tls.cert(), "https://api.example.test:" + port + "/"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("hello over tls"), std::string::npos) << r.out << r.err;
+  NetworkEvent e = WaitEvent(1);
+  EXPECT_TRUE(e.allowed) << e.reason;
+  EXPECT_EQ(e.protocol, "connect");
+  EXPECT_GT(e.bytes_up, 200u);    // a ClientHello and the encrypted request
+  EXPECT_GT(e.bytes_down, 500u);  // the certificate and the encrypted response
+  r = testing::Run(
+      {"/usr/bin/python3", "-c",
+       "import urllib.request,ssl,sys\n"
+       "c=ssl.create_default_context(cafile=sys.argv[1])\n"
+       "print(urllib.request.urlopen(sys.argv[2],context=c,timeout=20).read()."
+       "decode())\n",
+       tls.cert(), "https://api.example.test:" + port + "/py"},
+      {"https_proxy=" + ProxyUrl(), "HTTPS_PROXY=" + ProxyUrl(), "no_proxy=", "NO_PROXY="});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("hello over tls"), std::string::npos) << r.out << r.err;
+  e = WaitEvent(2);
+  EXPECT_TRUE(e.allowed) << e.reason;
+  EXPECT_EQ(e.protocol, "connect");
+  // The same server under a name the rules do not allow: refused at CONNECT.
+  r = Curl({"-x", ProxyUrl(), "--cacert", tls.cert(), "https://other.example.test:" + port + "/"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(WaitEvent(3).allowed);
 }
 
 }  // namespace
