@@ -71,15 +71,6 @@ Json EgressPolicyJson(const EgressPolicy& p) {
           {"write_paths", std::move(writes)}};
 }
 
-std::vector<std::pair<std::string, std::string>> ProxyEnvironment() {
-  const std::string http = "http://127.0.0.1:" + std::to_string(kSandboxProxyPort);
-  const std::string socks = "socks5h://127.0.0.1:" + std::to_string(kSandboxProxyPort);
-  const std::string no_proxy(kDefaultNoProxy);
-  return {{"HTTP_PROXY", http},   {"http_proxy", http},   {"HTTPS_PROXY", http},
-          {"https_proxy", http},  {"ALL_PROXY", socks},   {"all_proxy", socks},
-          {"NO_PROXY", no_proxy}, {"no_proxy", no_proxy}, {"NODE_USE_ENV_PROXY", "1"}};
-}
-
 Status EgressBinding::Bind(UniqueFd listener) {
   std::lock_guard<std::mutex> lock(mu_);
   if (id_ != 0) return Fail(Code::kSandboxUnavailable, "a second proxy listener was sent");

@@ -57,14 +57,18 @@ class EgressProxy {
   // after RemoveListener returned for connections that were open (until it returns: see below).
   std::uint64_t AddListener(UniqueFd listener, EgressPolicy policy, std::string identity,
                             NetworkSink sink);
-  // Closes the listener and ends its open connections; when it returns no thread calls that
-  // listener's sink again.
+  // Closes the listener and ends its open connections (shutdown(2) on both ends of each; a
+  // getaddrinfo in progress is waited for); when it returns no thread calls that listener's
+  // sink again. Not to be called from a sink (it would wait for its own thread).
   void RemoveListener(std::uint64_t id);
   // A connected stream for an in-process client (read_url): the other end of a socketpair,
   // served exactly as if accepted on listener `id`.
   Result<UniqueFd> Connect(std::uint64_t id);
 
   const std::vector<IpAddress>& host_addresses() const;
+  // How many times the proxy has asked the system resolver (getaddrinfo) so far: a test's proof
+  // that a refused name, a resolve entry or an IP literal never reaches a resolver.
+  std::uint64_t resolver_queries() const;
 
  private:
   EgressProxy();
