@@ -473,6 +473,12 @@ class Session {
     ev_.identity = l.identity;
   }
 
+  // Whatever path a connection took, its upstream is unregistered before it is closed, so that
+  // RemoveListener never shuts down a reused descriptor number.
+  ~Session() { ReleaseUpstream(); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
   void Run(int client) {
     client_ = client;
     reader_.fd = client;
@@ -618,8 +624,9 @@ class Session {
     return true;
   }
 
-  // Connects to the first candidate that answers; the socket, or invalid with `error_` set.
-  UniqueFd ConnectUpstream(int port) {
+  // Connects to the first candidate that answers; the socket (owned by the session: it stays
+  // registered for RemoveListener until the session ends), or -1 with `error_` set.
+  int ConnectUpstream(int port) {
     std::string errors;
     for (const IpAddress& a : candidates_) {
       sockaddr_storage ss;
@@ -634,7 +641,7 @@ class Session {
         std::lock_guard lock(mu_);
         if (c_.cancelled) {
           error_ = "the proxy listener was removed";
-          return {};
+          return -1;
         }
         c_.upstream = s.get();
       }
@@ -659,18 +666,19 @@ class Session {
       }
       if (cancelled) {
         error_ = "the proxy listener was removed";
-        return {};
+        return -1;
       }
       if (err == 0) {
         ev_.address = a.Text();
         SetNoDelay(s.get());
-        return s;
+        up_ = std::move(s);
+        return up_.get();
       }
       errors += (errors.empty() ? "" : "; ") + a.Text() + ":" + std::to_string(port) + ": " +
                 (err == ETIMEDOUT ? std::string("no answer within 10 s") : std::strerror(err));
     }
     error_ = "cannot connect to " + ev_.host + ": " + errors;
-    return {};
+    return -1;
   }
 
   // The tunnel is over: a cut by RemoveListener (or the proxy's end) says so in the record.
@@ -820,8 +828,8 @@ class Session {
       return RefuseHttp(400, why);
     }
     if (!Decide(host, port)) return DecisionFailedHttp();
-    UniqueFd up = ConnectUpstream(port);
-    if (!up.valid()) return UpstreamFailedHttp(error_);
+    const int up = ConnectUpstream(port);
+    if (up < 0) return UpstreamFailedHttp(error_);
     ev_.allowed = true;
     ev_.status = 200;
     if (!SendAll(client_, "HTTP/1.1 200 Connection established\r\n\r\n")) {
@@ -833,14 +841,14 @@ class Session {
     const std::string early(reader_.pending());
     reader_.pos = reader_.buf.size();
     if (!early.empty()) {
-      if (!SendAll(up.get(), early)) {
+      if (!SendAll(up, early)) {
         ev_.error = "the upstream went away";
         ReleaseUpstream();
         return Finish();
       }
       ev_.bytes_up += early.size();
     }
-    Tunnel(up.get());
+    Tunnel(up);
     EndTunnel();
   }
 
@@ -929,8 +937,8 @@ class Session {
       return RefuseHttp(400, "the request has both Content-Length and Transfer-Encoding");
     }
     if (!Decide(host, port)) return DecisionFailedHttp();
-    UniqueFd up = ConnectUpstream(port);
-    if (!up.valid()) return UpstreamFailedHttp(error_);
+    const int up = ConnectUpstream(port);
+    if (up < 0) return UpstreamFailedHttp(error_);
     ev_.allowed = true;
 
     // Origin-form, hop-by-hop headers dropped (and those the Connection header names).
@@ -962,14 +970,14 @@ class Session {
       out += h.name + ": " + h.value + "\r\n";
     }
     out += "Connection: close\r\n\r\n";
-    if (!SendAll(up.get(), out)) {
+    if (!SendAll(up, out)) {
       ReleaseUpstream();
       return UpstreamFailedHttp("the upstream closed the connection before taking the request");
     }
     if (expect_continue) SendAll(client_, "HTTP/1.1 100 Continue\r\n\r\n");
     std::string body_error;
-    const bool body_ok = chunked          ? ForwardChunked(up.get(), &body_error)
-                         : content_length ? ForwardExact(up.get(), *content_length, &body_error)
+    const bool body_ok = chunked          ? ForwardChunked(up, &body_error)
+                         : content_length ? ForwardExact(up, *content_length, &body_error)
                                           : true;
     if (!body_ok) {
       ReleaseUpstream();
@@ -982,7 +990,7 @@ class Session {
     // Whatever the client sent after the request (a pipelined second request) is dropped: the
     // upstream only ever sees the one request decided here.
     reader_.pos = reader_.buf.size();
-    RelayResponse(up.get(), method == "HEAD");
+    RelayResponse(up, method == "HEAD");
     ReleaseUpstream();
     Finish();
   }
@@ -1243,8 +1251,8 @@ class Session {
       SocksReply(4);
       return Finish();
     }
-    UniqueFd up = ConnectUpstream(port);
-    if (!up.valid()) {
+    const int up = ConnectUpstream(port);
+    if (up < 0) {
       ev_.allowed = true;
       ev_.error = error_;
       ev_.status = error_.find("refused") != std::string::npos ? 5 : 4;
@@ -1257,19 +1265,20 @@ class Session {
     const std::string early(reader_.pending());
     reader_.pos = reader_.buf.size();
     if (!early.empty()) {
-      if (!SendAll(up.get(), early)) {
+      if (!SendAll(up, early)) {
         ev_.error = "the upstream went away";
         ReleaseUpstream();
         return Finish();
       }
       ev_.bytes_up += early.size();
     }
-    Tunnel(up.get());
+    Tunnel(up);
     EndTunnel();
   }
 
   const std::vector<IpAddress>& host_addresses_;
   std::atomic<std::uint64_t>& queries_;
+  UniqueFd up_;  // closed only after ~Session has unregistered it
   ListenerState& l_;
   Connection& c_;
   std::mutex& mu_;
