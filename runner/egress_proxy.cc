@@ -709,6 +709,10 @@ class Session {
       bool eof = false, done = false;
       std::uint64_t* count;
       std::size_t cap = 65536;
+      // The pipe refused more (EAGAIN with the source readable): its slots can fill up before
+      // its byte capacity does, with many small segments. Until some drains, the source is not
+      // polled, or a slow reader on the other side would make this loop spin.
+      bool full = false;
     };
     Dir dirs[2] = {
         {client_, up, MakePipe(O_CLOEXEC | O_NONBLOCK), 0, false, false, &ev_.bytes_up},
@@ -731,7 +735,7 @@ class Session {
         Dir& d = dirs[i];
         if (d.done) continue;
         // A full pipe takes nothing more: polling the source then would spin.
-        if (!d.eof && d.in_pipe < d.cap) {
+        if (!d.eof && !d.full && d.in_pipe < d.cap) {
           idx[i][0] = static_cast<int>(n);
           p[n++] = {d.from, POLLIN, 0};
         }
@@ -756,7 +760,9 @@ class Session {
             d.in_pipe += static_cast<std::size_t>(got);
           } else if (got == 0) {
             d.eof = true;
-          } else if (errno != EAGAIN && errno != EINTR) {
+          } else if (errno == EAGAIN) {
+            d.full = d.in_pipe > 0;  // with an empty pipe it was a spurious wake-up
+          } else if (errno != EINTR) {
             // A reset from one side ends the tunnel (ECONNRESET is how a peer aborts).
             if (errno != ECONNRESET) ev_.error = std::string("splice: ") + std::strerror(errno);
             return;
@@ -768,6 +774,7 @@ class Session {
           if (put > 0) {
             d.in_pipe -= static_cast<std::size_t>(put);
             *d.count += static_cast<std::uint64_t>(put);
+            d.full = false;
           } else if (put < 0 && errno != EAGAIN && errno != EINTR) {
             if (errno != EPIPE && errno != ECONNRESET) {
               ev_.error = std::string("splice: ") + std::strerror(errno);

@@ -8,8 +8,10 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -886,6 +888,51 @@ TEST_F(ProxyTest, ManyTunnelsAtOnceAreEachDecidedAndRecordedAndRemoveListenerEnd
     cut += e.error.find("listener was removed") != std::string::npos;
   }
   EXPECT_EQ(cut, kClients);
+}
+
+double CpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+TEST_F(ProxyTest, ATunnelToAClientThatStopsReadingWaitsWithoutSpinning) {
+  // An upstream that sends many small segments (each takes a pipe slot) to a client that has
+  // stopped reading: once every buffer is full, the tunnel must sleep in poll, not spin.
+  int port = 0;
+  UniqueFd l = ListenLoopback(&port);
+  ASSERT_TRUE(l.valid());
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    UniqueFd c(::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!c.valid()) return;
+    const int one = 1;
+    ::setsockopt(c.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const std::string chunk(100, 'x');
+    while (!stop) {
+      if (::send(c.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) {
+        if (errno != EAGAIN) return;
+        pollfd p{c.get(), POLLOUT, 0};
+        ::poll(&p, 1, 50);
+      }
+    }
+  });
+  Listen(MakePolicy({"slow.example.test:" + std::to_string(port)}, {},
+                    {"slow.example.test=127.0.0.1"}));
+  UniqueFd c = ConnectLoopback(proxy_port_);
+  ASSERT_TRUE(c.valid());
+  SendAllTo(c.get(), "CONNECT slow.example.test:" + std::to_string(port) + " HTTP/1.1\r\n\r\n");
+  char buf[64];
+  ASSERT_GT(::recv(c.get(), buf, sizeof buf, 0), 0);  // "HTTP/1.1 200 ..." and stop reading
+  std::this_thread::sleep_for(1500ms);                // every buffer on the way fills up
+  const double before = CpuSeconds();
+  std::this_thread::sleep_for(1000ms);
+  const double used = CpuSeconds() - before;
+  EXPECT_LT(used, 0.3) << "the process used " << used << " s of CPU in 1 s of a stalled tunnel";
+  stop = true;
+  proxy_->RemoveListener(id_);
+  sender.join();
 }
 
 TEST_F(ProxyTest, DestroyingTheProxyEndsOpenTunnelsAndRecordsThem) {
