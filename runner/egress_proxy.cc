@@ -590,19 +590,14 @@ class Session {
         if (!denied) denied = r;
         continue;
       }
-      const AddressClass cls = ClassifyAddress(a);
-      const bool own =
-          std::find(host_addresses_.begin(), host_addresses_.end(), a) != host_addresses_.end();
-      if (vouched || (cls == AddressClass::kPublic && !own) ||
-          AddressAllowedOnPort(l_.policy, a, port)) {
+      const auto why =
+          vouched ? std::nullopt : ResolvedAddressRefusal(l_.policy, host_addresses_, a, port);
+      if (!why) {
         candidates_.push_back(a);
         continue;
       }
       if (!refused_text.empty()) refused_text += ", ";
-      refused_text += a.Text() + " (" +
-                      std::string(own && cls == AddressClass::kPublic ? "this host's own address"
-                                                                      : AddressClassName(cls)) +
-                      ")";
+      refused_text += a.Text() + " (" + *why + ")";
     }
     if (candidates_.empty() && denied != nullptr && refused_text.empty()) {
       reason_ = host->name + " resolves to an address denied by deny_domains rule " + denied->text +

@@ -209,6 +209,24 @@ TEST(EgressRuleTest, ClassifyAddressRefusesEveryRangeThatLeadsIntoTheHostOrAPriv
   EXPECT_EQ(AddressDeniedByRule(d, *ParseIpAddress("203.0.113.81"), 443), nullptr);
 }
 
+TEST(EgressRuleTest, AResolvedAddressMustBePublicAndNotTheHostsOwnUnlessARuleNamesIt) {
+  // This machine's eth0 is in a documentation range that ClassifyAddress calls public: only the
+  // host's own address list keeps a name from leading to it.
+  const std::vector<IpAddress> own = {*ParseIpAddress("127.0.0.1"), *ParseIpAddress("192.0.2.2")};
+  const EgressPolicy p = MakePolicy({"*.example.test", "10.1.2.3:8443"});
+  auto why = [&](const char* a, int port) {
+    return ResolvedAddressRefusal(p, own, *ParseIpAddress(a), port).value_or("");
+  };
+  EXPECT_EQ(why("203.0.113.80", 443), "");
+  EXPECT_EQ(why("192.0.2.2", 443), "this host's own address");
+  EXPECT_EQ(why("::ffff:192.0.2.2", 443), "this host's own address");
+  EXPECT_EQ(why("127.0.0.1", 443), "loopback");
+  EXPECT_EQ(why("169.254.169.254", 80), "link-local");
+  EXPECT_EQ(why("10.1.2.3", 443), "private");
+  EXPECT_EQ(why("10.1.2.3", 8443), "");  // the address rule, on its port
+  EXPECT_EQ(why("fd00::1", 443), "private");
+}
+
 TEST(EgressRuleTest, ProxyEnvironmentPointsEveryClientAtTheSandboxPort) {
   std::map<std::string, std::string> env;
   for (auto& [k, v] : ProxyEnvironment()) env[k] = v;
