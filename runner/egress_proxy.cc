@@ -813,6 +813,12 @@ class Session {
         !std::all_of(method.begin(), method.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) {
       return RefuseHttp(400, "the request method is not a token of capital letters");
     }
+    if (std::any_of(target.begin(), target.end(), [](char c) {
+          const auto u = static_cast<unsigned char>(c);
+          return u < 0x21 || u == 0x7f;
+        })) {
+      return RefuseHttp(400, "the request target has a control character");
+    }
     ev_.method = method;
     if (method == "CONNECT") {
       ev_.protocol = "connect";

@@ -678,6 +678,7 @@ TEST_F(ProxyTest, MalformedInputGets400AndARecordNeverAHang) {
       {std::string("\x16\x03\x01\x02\x00\x01\xfc\x03\x03", 9), "not an HTTP request"},
       {"get http://api.example.test/ HTTP/1.1\r\n\r\n", "not an HTTP request"},
       {"GE T http://api.example.test/ HTTP/1.1\r\n\r\n", "request line"},
+      {"GET http://api.example.test/\x01 HTTP/1.1\r\n\r\n", "control character"},
       {"GET / HTTP/1.1\r\nHost: api.example.test\r\n\r\n", "not an absolute http:// URL"},
       {"CONNECT api.example.test:99999 HTTP/1.1\r\n\r\n", "port is not a number"},
       {"CONNECT api.example.test HTTP/1.1\r\n\r\n", "has no port"},
