@@ -470,4 +470,14 @@ bool AddressAllowedOnPort(const EgressPolicy& policy, const IpAddress& address, 
   return false;
 }
 
+std::optional<std::string> ResolvedAddressRefusal(const EgressPolicy& policy,
+                                                  std::span<const IpAddress> own,
+                                                  const IpAddress& address, int port) {
+  if (AddressAllowedOnPort(policy, address, port)) return std::nullopt;
+  const AddressClass cls = ClassifyAddress(address);
+  if (cls != AddressClass::kPublic) return std::string(AddressClassName(cls));
+  if (std::find(own.begin(), own.end(), address) != own.end()) return "this host's own address";
+  return std::nullopt;
+}
+
 }  // namespace cordon

@@ -112,6 +112,13 @@ const DomainRule* AddressDeniedByRule(const EgressPolicy& policy, const IpAddres
 // "127.0.0.1:8080" does not open 127.0.0.1:443 to a name; and resolve entries do not count here
 // (a mapped address is reachable under the name it is mapped from, which DecideName pins).
 bool AddressAllowedOnPort(const EgressPolicy& policy, const IpAddress& address, int port);
+// Why a resolver's answer for an allowed name may not be connected to: its class ("loopback",
+// "private", ...) or "this host's own address" (`own`: the host's interface addresses, which
+// the proxy reads once, since a documentation range can be this network's public one); nullopt
+// when it may (public and not the host's, or named by an allow rule for this port).
+std::optional<std::string> ResolvedAddressRefusal(const EgressPolicy& policy,
+                                                  std::span<const IpAddress> own,
+                                                  const IpAddress& address, int port);
 
 // A host as a client named it, normalised: lower case, no trailing dot; an IP literal (any form
 // ParseIpAddress takes) becomes an address. Refuses an empty or over-long name, a label over 63

@@ -473,6 +473,12 @@ class Session {
     ev_.identity = l.identity;
   }
 
+  // Whatever path a connection took, its upstream is unregistered before it is closed, so that
+  // RemoveListener never shuts down a reused descriptor number.
+  ~Session() { ReleaseUpstream(); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
   void Run(int client) {
     client_ = client;
     reader_.fd = client;
@@ -584,19 +590,14 @@ class Session {
         if (!denied) denied = r;
         continue;
       }
-      const AddressClass cls = ClassifyAddress(a);
-      const bool own =
-          std::find(host_addresses_.begin(), host_addresses_.end(), a) != host_addresses_.end();
-      if (vouched || (cls == AddressClass::kPublic && !own) ||
-          AddressAllowedOnPort(l_.policy, a, port)) {
+      const auto why =
+          vouched ? std::nullopt : ResolvedAddressRefusal(l_.policy, host_addresses_, a, port);
+      if (!why) {
         candidates_.push_back(a);
         continue;
       }
       if (!refused_text.empty()) refused_text += ", ";
-      refused_text += a.Text() + " (" +
-                      std::string(own && cls == AddressClass::kPublic ? "this host's own address"
-                                                                      : AddressClassName(cls)) +
-                      ")";
+      refused_text += a.Text() + " (" + *why + ")";
     }
     if (candidates_.empty() && denied != nullptr && refused_text.empty()) {
       reason_ = host->name + " resolves to an address denied by deny_domains rule " + denied->text +
@@ -618,8 +619,9 @@ class Session {
     return true;
   }
 
-  // Connects to the first candidate that answers; the socket, or invalid with `error_` set.
-  UniqueFd ConnectUpstream(int port) {
+  // Connects to the first candidate that answers; the socket (owned by the session: it stays
+  // registered for RemoveListener until the session ends), or -1 with `error_` set.
+  int ConnectUpstream(int port) {
     std::string errors;
     for (const IpAddress& a : candidates_) {
       sockaddr_storage ss;
@@ -634,7 +636,7 @@ class Session {
         std::lock_guard lock(mu_);
         if (c_.cancelled) {
           error_ = "the proxy listener was removed";
-          return {};
+          return -1;
         }
         c_.upstream = s.get();
       }
@@ -659,18 +661,19 @@ class Session {
       }
       if (cancelled) {
         error_ = "the proxy listener was removed";
-        return {};
+        return -1;
       }
       if (err == 0) {
         ev_.address = a.Text();
         SetNoDelay(s.get());
-        return s;
+        up_ = std::move(s);
+        return up_.get();
       }
       errors += (errors.empty() ? "" : "; ") + a.Text() + ":" + std::to_string(port) + ": " +
                 (err == ETIMEDOUT ? std::string("no answer within 10 s") : std::strerror(err));
     }
     error_ = "cannot connect to " + ev_.host + ": " + errors;
-    return {};
+    return -1;
   }
 
   // The tunnel is over: a cut by RemoveListener (or the proxy's end) says so in the record.
@@ -701,6 +704,10 @@ class Session {
       bool eof = false, done = false;
       std::uint64_t* count;
       std::size_t cap = 65536;
+      // The pipe refused more (EAGAIN with the source readable): its slots can fill up before
+      // its byte capacity does, with many small segments. Until some drains, the source is not
+      // polled, or a slow reader on the other side would make this loop spin.
+      bool full = false;
     };
     Dir dirs[2] = {
         {client_, up, MakePipe(O_CLOEXEC | O_NONBLOCK), 0, false, false, &ev_.bytes_up},
@@ -723,7 +730,7 @@ class Session {
         Dir& d = dirs[i];
         if (d.done) continue;
         // A full pipe takes nothing more: polling the source then would spin.
-        if (!d.eof && d.in_pipe < d.cap) {
+        if (!d.eof && !d.full && d.in_pipe < d.cap) {
           idx[i][0] = static_cast<int>(n);
           p[n++] = {d.from, POLLIN, 0};
         }
@@ -748,7 +755,9 @@ class Session {
             d.in_pipe += static_cast<std::size_t>(got);
           } else if (got == 0) {
             d.eof = true;
-          } else if (errno != EAGAIN && errno != EINTR) {
+          } else if (errno == EAGAIN) {
+            d.full = d.in_pipe > 0;  // with an empty pipe it was a spurious wake-up
+          } else if (errno != EINTR) {
             // A reset from one side ends the tunnel (ECONNRESET is how a peer aborts).
             if (errno != ECONNRESET) ev_.error = std::string("splice: ") + std::strerror(errno);
             return;
@@ -760,6 +769,7 @@ class Session {
           if (put > 0) {
             d.in_pipe -= static_cast<std::size_t>(put);
             *d.count += static_cast<std::uint64_t>(put);
+            d.full = false;
           } else if (put < 0 && errno != EAGAIN && errno != EINTR) {
             if (errno != EPIPE && errno != ECONNRESET) {
               ev_.error = std::string("splice: ") + std::strerror(errno);
@@ -803,6 +813,12 @@ class Session {
         !std::all_of(method.begin(), method.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) {
       return RefuseHttp(400, "the request method is not a token of capital letters");
     }
+    if (std::any_of(target.begin(), target.end(), [](char c) {
+          const auto u = static_cast<unsigned char>(c);
+          return u < 0x21 || u == 0x7f;
+        })) {
+      return RefuseHttp(400, "the request target has a control character");
+    }
     ev_.method = method;
     if (method == "CONNECT") {
       ev_.protocol = "connect";
@@ -820,8 +836,8 @@ class Session {
       return RefuseHttp(400, why);
     }
     if (!Decide(host, port)) return DecisionFailedHttp();
-    UniqueFd up = ConnectUpstream(port);
-    if (!up.valid()) return UpstreamFailedHttp(error_);
+    const int up = ConnectUpstream(port);
+    if (up < 0) return UpstreamFailedHttp(error_);
     ev_.allowed = true;
     ev_.status = 200;
     if (!SendAll(client_, "HTTP/1.1 200 Connection established\r\n\r\n")) {
@@ -833,14 +849,14 @@ class Session {
     const std::string early(reader_.pending());
     reader_.pos = reader_.buf.size();
     if (!early.empty()) {
-      if (!SendAll(up.get(), early)) {
+      if (!SendAll(up, early)) {
         ev_.error = "the upstream went away";
         ReleaseUpstream();
         return Finish();
       }
       ev_.bytes_up += early.size();
     }
-    Tunnel(up.get());
+    Tunnel(up);
     EndTunnel();
   }
 
@@ -929,8 +945,8 @@ class Session {
       return RefuseHttp(400, "the request has both Content-Length and Transfer-Encoding");
     }
     if (!Decide(host, port)) return DecisionFailedHttp();
-    UniqueFd up = ConnectUpstream(port);
-    if (!up.valid()) return UpstreamFailedHttp(error_);
+    const int up = ConnectUpstream(port);
+    if (up < 0) return UpstreamFailedHttp(error_);
     ev_.allowed = true;
 
     // Origin-form, hop-by-hop headers dropped (and those the Connection header names).
@@ -962,14 +978,14 @@ class Session {
       out += h.name + ": " + h.value + "\r\n";
     }
     out += "Connection: close\r\n\r\n";
-    if (!SendAll(up.get(), out)) {
+    if (!SendAll(up, out)) {
       ReleaseUpstream();
       return UpstreamFailedHttp("the upstream closed the connection before taking the request");
     }
     if (expect_continue) SendAll(client_, "HTTP/1.1 100 Continue\r\n\r\n");
     std::string body_error;
-    const bool body_ok = chunked          ? ForwardChunked(up.get(), &body_error)
-                         : content_length ? ForwardExact(up.get(), *content_length, &body_error)
+    const bool body_ok = chunked          ? ForwardChunked(up, &body_error)
+                         : content_length ? ForwardExact(up, *content_length, &body_error)
                                           : true;
     if (!body_ok) {
       ReleaseUpstream();
@@ -982,7 +998,7 @@ class Session {
     // Whatever the client sent after the request (a pipelined second request) is dropped: the
     // upstream only ever sees the one request decided here.
     reader_.pos = reader_.buf.size();
-    RelayResponse(up.get(), method == "HEAD");
+    RelayResponse(up, method == "HEAD");
     ReleaseUpstream();
     Finish();
   }
@@ -1243,8 +1259,8 @@ class Session {
       SocksReply(4);
       return Finish();
     }
-    UniqueFd up = ConnectUpstream(port);
-    if (!up.valid()) {
+    const int up = ConnectUpstream(port);
+    if (up < 0) {
       ev_.allowed = true;
       ev_.error = error_;
       ev_.status = error_.find("refused") != std::string::npos ? 5 : 4;
@@ -1257,19 +1273,20 @@ class Session {
     const std::string early(reader_.pending());
     reader_.pos = reader_.buf.size();
     if (!early.empty()) {
-      if (!SendAll(up.get(), early)) {
+      if (!SendAll(up, early)) {
         ev_.error = "the upstream went away";
         ReleaseUpstream();
         return Finish();
       }
       ev_.bytes_up += early.size();
     }
-    Tunnel(up.get());
+    Tunnel(up);
     EndTunnel();
   }
 
   const std::vector<IpAddress>& host_addresses_;
   std::atomic<std::uint64_t>& queries_;
+  UniqueFd up_;  // closed only after ~Session has unregistered it
   ListenerState& l_;
   Connection& c_;
   std::mutex& mu_;

@@ -8,8 +8,10 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -205,6 +207,24 @@ TEST(EgressRuleTest, ClassifyAddressRefusesEveryRangeThatLeadsIntoTheHostOrAPriv
   EXPECT_NE(AddressDeniedByRule(d, *ParseIpAddress("198.51.100.1"), 22), nullptr);
   EXPECT_EQ(AddressDeniedByRule(d, *ParseIpAddress("198.51.100.1"), 443), nullptr);
   EXPECT_EQ(AddressDeniedByRule(d, *ParseIpAddress("203.0.113.81"), 443), nullptr);
+}
+
+TEST(EgressRuleTest, AResolvedAddressMustBePublicAndNotTheHostsOwnUnlessARuleNamesIt) {
+  // This machine's eth0 is in a documentation range that ClassifyAddress calls public: only the
+  // host's own address list keeps a name from leading to it.
+  const std::vector<IpAddress> own = {*ParseIpAddress("127.0.0.1"), *ParseIpAddress("192.0.2.2")};
+  const EgressPolicy p = MakePolicy({"*.example.test", "10.1.2.3:8443"});
+  auto why = [&](const char* a, int port) {
+    return ResolvedAddressRefusal(p, own, *ParseIpAddress(a), port).value_or("");
+  };
+  EXPECT_EQ(why("203.0.113.80", 443), "");
+  EXPECT_EQ(why("192.0.2.2", 443), "this host's own address");
+  EXPECT_EQ(why("::ffff:192.0.2.2", 443), "this host's own address");
+  EXPECT_EQ(why("127.0.0.1", 443), "loopback");
+  EXPECT_EQ(why("169.254.169.254", 80), "link-local");
+  EXPECT_EQ(why("10.1.2.3", 443), "private");
+  EXPECT_EQ(why("10.1.2.3", 8443), "");  // the address rule, on its port
+  EXPECT_EQ(why("fd00::1", 443), "private");
 }
 
 TEST(EgressRuleTest, ProxyEnvironmentPointsEveryClientAtTheSandboxPort) {
@@ -658,6 +678,7 @@ TEST_F(ProxyTest, MalformedInputGets400AndARecordNeverAHang) {
       {std::string("\x16\x03\x01\x02\x00\x01\xfc\x03\x03", 9), "not an HTTP request"},
       {"get http://api.example.test/ HTTP/1.1\r\n\r\n", "not an HTTP request"},
       {"GE T http://api.example.test/ HTTP/1.1\r\n\r\n", "request line"},
+      {"GET http://api.example.test/\x01 HTTP/1.1\r\n\r\n", "control character"},
       {"GET / HTTP/1.1\r\nHost: api.example.test\r\n\r\n", "not an absolute http:// URL"},
       {"CONNECT api.example.test:99999 HTTP/1.1\r\n\r\n", "port is not a number"},
       {"CONNECT api.example.test HTTP/1.1\r\n\r\n", "has no port"},
@@ -886,6 +907,51 @@ TEST_F(ProxyTest, ManyTunnelsAtOnceAreEachDecidedAndRecordedAndRemoveListenerEnd
     cut += e.error.find("listener was removed") != std::string::npos;
   }
   EXPECT_EQ(cut, kClients);
+}
+
+double CpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+TEST_F(ProxyTest, ATunnelToAClientThatStopsReadingWaitsWithoutSpinning) {
+  // An upstream that sends many small segments (each takes a pipe slot) to a client that has
+  // stopped reading: once every buffer is full, the tunnel must sleep in poll, not spin.
+  int port = 0;
+  UniqueFd l = ListenLoopback(&port);
+  ASSERT_TRUE(l.valid());
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    UniqueFd c(::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!c.valid()) return;
+    const int one = 1;
+    ::setsockopt(c.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const std::string chunk(100, 'x');
+    while (!stop) {
+      if (::send(c.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) {
+        if (errno != EAGAIN) return;
+        pollfd p{c.get(), POLLOUT, 0};
+        ::poll(&p, 1, 50);
+      }
+    }
+  });
+  Listen(MakePolicy({"slow.example.test:" + std::to_string(port)}, {},
+                    {"slow.example.test=127.0.0.1"}));
+  UniqueFd c = ConnectLoopback(proxy_port_);
+  ASSERT_TRUE(c.valid());
+  SendAllTo(c.get(), "CONNECT slow.example.test:" + std::to_string(port) + " HTTP/1.1\r\n\r\n");
+  char buf[64];
+  ASSERT_GT(::recv(c.get(), buf, sizeof buf, 0), 0);  // "HTTP/1.1 200 ..." and stop reading
+  std::this_thread::sleep_for(1500ms);                // every buffer on the way fills up
+  const double before = CpuSeconds();
+  std::this_thread::sleep_for(1000ms);
+  const double used = CpuSeconds() - before;
+  EXPECT_LT(used, 0.3) << "the process used " << used << " s of CPU in 1 s of a stalled tunnel";
+  stop = true;
+  proxy_->RemoveListener(id_);
+  sender.join();
 }
 
 TEST_F(ProxyTest, DestroyingTheProxyEndsOpenTunnelsAndRecordsThem) {
