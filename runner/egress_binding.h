@@ -41,11 +41,6 @@ class EgressBinding {
 // source, the presets, the resolve entries.
 Json EgressPolicyJson(const EgressPolicy& policy);
 
-// The environment a proxied sandbox gets: HTTP_PROXY, HTTPS_PROXY (http://127.0.0.1:3128),
-// ALL_PROXY (socks5h://127.0.0.1:3128), NO_PROXY (kDefaultNoProxy), each in both cases, and
-// NODE_USE_ENV_PROXY=1 (Node >= 22.21 then honours them in fetch).
-std::vector<std::pair<std::string, std::string>> ProxyEnvironment();
-
 // Whether `fd` is what the shim must send: a listening IPv4 TCP socket on 127.0.0.1.
 Status CheckSandboxListener(int fd);
 

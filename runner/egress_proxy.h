@@ -76,6 +76,10 @@ class EgressProxy {
   std::unique_ptr<Impl> impl_;
 };
 
+// The environment a proxied sandbox gets: HTTP_PROXY, HTTPS_PROXY (http://127.0.0.1:3128),
+// ALL_PROXY (socks5h://127.0.0.1:3128), NO_PROXY (kDefaultNoProxy), each in both cases, and
+// NODE_USE_ENV_PROXY=1 (Node >= 22.21 then honours them in fetch).
+std::vector<std::pair<std::string, std::string>> ProxyEnvironment();
 // The NO_PROXY default: names a client reaches directly (its own loopback).
 inline constexpr std::string_view kDefaultNoProxy = "localhost,127.0.0.1,::1";
 
