@@ -203,9 +203,14 @@ Json AccessDeniedRecord::ToJson() const {
 }
 
 Json NetworkRecord::ToJson() const {
-  Json j = {{"identity", identity}, {"protocol", protocol},     {"host", host},
-            {"port", port},         {"decision", decision},     {"bytes_up", bytes_up},
-            {"bytes_down", bytes_down}, {"duration_ms", duration_ms}};
+  Json j = {{"identity", identity},
+            {"protocol", protocol},
+            {"host", host},
+            {"port", port},
+            {"decision", decision},
+            {"bytes_up", bytes_up},
+            {"bytes_down", bytes_down},
+            {"duration_ms", duration_ms}};
   Put(j, "method", method);
   Put(j, "address", address);
   Put(j, "rule", rule);
@@ -519,8 +524,7 @@ constexpr AuditRecordInfo kCatalog[] = {
      kAccessDenied},
     // --- egress
     {NetworkRecord::kType,
-     "a connection (or plain HTTP request) through the egress proxy, allowed or refused",
-     kNetwork},
+     "a connection (or plain HTTP request) through the egress proxy, allowed or refused", kNetwork},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

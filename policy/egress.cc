@@ -395,7 +395,8 @@ EgressPolicy EgressFor(const Policy& /*policy*/, std::string_view /*tool*/,
     if (preset == nullptr) continue;
     out.presets.push_back(name);
     for (std::string_view d : preset->domains) {
-      if (auto r = ParseDomainRule(d, "preset " + name + " (" + source + ")")) out.allow.push_back(*r);
+      if (auto r = ParseDomainRule(d, "preset " + name + " (" + source + ")"))
+        out.allow.push_back(*r);
     }
     for (std::string_view w : preset->write_paths) {
       out.write_paths.emplace_back(std::string(w), "preset " + name + " (" + source + ")");
