@@ -93,6 +93,15 @@ enum class AddressClass {
 };
 std::string_view AddressClassName(AddressClass c);
 AddressClass ClassifyAddress(const IpAddress& a);
+// The deny rule that names this address (on this port), if any: deny beats allow for the
+// addresses a name resolves to, not only for an IP literal a client names.
+const DomainRule* AddressDeniedByRule(const EgressPolicy& policy, const IpAddress& address,
+                                      int port);
+// Whether an allow rule names this address and allows `port`: how an address a resolver gave
+// for an allowed name may be non-public. Port-aware, unlike AddressAllowedByRule below, so that
+// "127.0.0.1:8080" does not open 127.0.0.1:443 to a name; and resolve entries do not count here
+// (a mapped address is reachable under the name it is mapped from, which DecideName pins).
+bool AddressAllowedOnPort(const EgressPolicy& policy, const IpAddress& address, int port);
 
 // A host as a client named it, normalised: lower case, no trailing dot; an IP literal (any form
 // ParseIpAddress takes) becomes an address. Refuses an empty or over-long name, a label over 63
