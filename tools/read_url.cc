@@ -3,14 +3,23 @@
 // exactly like a sandbox's connection. Redirects are followed here, each one checked against
 // the same rules first; the body is capped, HTML reduced to text in one linear pass
 // (tools/html_text.h), other text returned as is, binary refused, and the text redacted.
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "runner/egress_proxy.h"
 #include "tools/curl_loader.h"
@@ -91,6 +100,119 @@ Result<UrlParts> ParseUrl(const CurlApi& api, const std::string& url) {
   return out;
 }
 
+// curl 7.88 (Debian 12) calls connect() even on a socket CURLOPT_SOCKOPTFUNCTION declared
+// connected (curl issue #10626, fixed in 8.0), so the proxy's end of a socketpair cannot be
+// handed to it. curl connects instead to a private listener of this call's own (an abstract
+// Unix socket with a random name, so nothing is left on disk), whose one connection from this
+// process (SO_PEERCRED; anyone else is turned away) is relayed to the socket connect_egress
+// gave. read_url reads at most max_bytes, so the one extra copy costs nothing that matters.
+class Relay {
+ public:
+  static Result<std::unique_ptr<Relay>> Listen() {
+    std::unique_ptr<Relay> r(new Relay());
+    r->listener_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!r->listener_.valid()) return SysFail(Code::kInternal, "socket", "read_url relay");
+    unsigned char rnd[12];
+    if (::getrandom(rnd, sizeof rnd, 0) != static_cast<ssize_t>(sizeof rnd)) {
+      return SysFail(Code::kInternal, "getrandom", "read_url relay");
+    }
+    std::string name = "cordon-read_url-";
+    for (unsigned char b : rnd) {
+      name += "0123456789abcdef"[b >> 4];
+      name += "0123456789abcdef"[b & 15];
+    }
+    r->addr_.sun_family = AF_UNIX;
+    r->addr_.sun_path[0] = '\0';  // abstract: no file, gone with the socket
+    std::memcpy(r->addr_.sun_path + 1, name.data(), name.size());
+    r->addr_len_ = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    if (::bind(r->listener_.get(), reinterpret_cast<const sockaddr*>(&r->addr_), r->addr_len_) !=
+            0 ||
+        ::listen(r->listener_.get(), 4) != 0) {
+      return SysFail(Code::kInternal, "bind/listen", "read_url relay");
+    }
+    return r;
+  }
+  ~Relay() {
+    stop_ = true;
+    // Wakes a read or write blocked in the thread; the descriptors stay open until it ends.
+    if (client_.valid()) ::shutdown(client_.get(), SHUT_RDWR);
+    if (upstream_.valid()) ::shutdown(upstream_.get(), SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+  }
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  const sockaddr_un& address() const { return addr_; }
+  socklen_t address_len() const { return addr_len_; }
+
+  // Takes the proxy's socket and relays the one connection curl makes to the listener.
+  void Start(UniqueFd upstream) {
+    upstream_ = std::move(upstream);
+    thread_ = std::thread([this] { Run(); });
+  }
+
+ private:
+  Relay() = default;
+
+  void Run() {
+    // Accept: only a connection from this process is relayed.
+    while (!stop_) {
+      pollfd p{listener_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      UniqueFd c(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!c.valid()) continue;
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+          cred.pid == ::getpid()) {
+        client_ = std::move(c);
+        break;
+      }
+    }
+    listener_.Reset();
+    if (stop_ || !client_.valid()) return;
+    // Both ways until both are done; a direction ends with a half close of the other side.
+    bool up_open = true, down_open = true;
+    char buf[65536];
+    while (!stop_ && (up_open || down_open)) {
+      pollfd p[2] = {{client_.get(), static_cast<short>(up_open ? POLLIN : 0), 0},
+                     {upstream_.get(), static_cast<short>(down_open ? POLLIN : 0), 0}};
+      if (::poll(p, 2, 50) < 0 && errno != EINTR) return;
+      if (up_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        up_open = Pump(client_.get(), upstream_.get(), buf, sizeof buf);
+        if (!up_open) ::shutdown(upstream_.get(), SHUT_WR);
+      }
+      if (down_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        down_open = Pump(upstream_.get(), client_.get(), buf, sizeof buf);
+        if (!down_open) ::shutdown(client_.get(), SHUT_WR);
+      }
+    }
+  }
+  // One read and its writes; false when the source is done or either side failed.
+  static bool Pump(int from, int to, char* buf, std::size_t size) {
+    const ssize_t n = ::recv(from, buf, size, MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n == 0) return false;
+    for (ssize_t off = 0; off < n;) {
+      const ssize_t w = ::send(to, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      off += w;
+    }
+    return true;
+  }
+
+  UniqueFd listener_;
+  UniqueFd client_;
+  UniqueFd upstream_;
+  sockaddr_un addr_{};
+  socklen_t addr_len_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 // What one request got.
 struct Hop {
   CURLcode rc = CURLE_OK;
@@ -110,6 +232,7 @@ struct Transfer {
   ToolContext* ctx;
   Hop* hop;
   std::size_t max_bytes;
+  std::unique_ptr<Relay> relay;  // one per connection curl opens (one: the proxy's)
 };
 
 // The proxy's one-line reason for a refusal: an X-Cordon-Reason header, a Proxy-Status
@@ -153,7 +276,7 @@ std::string ProxyReason(std::string_view head) {
 Hop FetchOnce(const CurlApi& api, ToolContext& ctx, const std::string& url, std::size_t max_bytes,
               std::chrono::milliseconds timeout) {
   Hop hop;
-  Transfer t{&ctx, &hop, max_bytes};
+  Transfer t{&ctx, &hop, max_bytes, nullptr};
   std::unique_ptr<CURL, void (*)(CURL*)> curl(api.easy_init(), api.easy_cleanup);
   if (!curl) {
     hop.socket_error = Error{Code::kInternal, "curl_easy_init failed", 0, {}};
@@ -174,26 +297,44 @@ Hop FetchOnce(const CurlApi& api, ToolContext& ctx, const std::string& url, std:
   // Every connection goes to the proxy, plain HTTP too (CONNECT host:80): a refusal is then
   // always the proxy's answer to CONNECT, never confused with a site's own 403. The proxy is
   // an IP literal (no DNS query), NO_PROXY of the environment is overridden (nothing goes
-  // direct), and the socket is the one connect_egress hands over, whatever address curl has.
+  // direct), and whatever address curl has, its socket reaches only connect_egress's (Relay).
   api.easy_setopt(c, CURLOPT_PROXY, proxy.c_str());
   api.easy_setopt(c, CURLOPT_NOPROXY, "");
   api.easy_setopt(c, CURLOPT_HTTPPROXYTUNNEL, 1L);
   api.easy_setopt(c, CURLOPT_OPENSOCKETDATA, &t);
   api.easy_setopt(
       c, CURLOPT_OPENSOCKETFUNCTION,
-      +[](void* data, curlsocktype, curl_sockaddr*) -> curl_socket_t {
+      +[](void* data, curlsocktype, curl_sockaddr* address) -> curl_socket_t {
         auto* tr = static_cast<Transfer*>(data);
-        if (!tr->ctx->connect_egress) return CURL_SOCKET_BAD;
-        Result<UniqueFd> fd = tr->ctx->connect_egress();
-        if (!fd) {
-          tr->hop->socket_error = fd.error();
+        if (!tr->ctx->connect_egress || tr->relay) return CURL_SOCKET_BAD;
+        Result<UniqueFd> upstream = tr->ctx->connect_egress();
+        if (!upstream) {
+          tr->hop->socket_error = upstream.error();
           return CURL_SOCKET_BAD;
         }
-        return fd->Release();  // curl owns it now; CLOSESOCKETFUNCTION closes it
+        auto relay = Relay::Listen();
+        if (!relay) {
+          tr->hop->socket_error = relay.error();
+          return CURL_SOCKET_BAD;
+        }
+        UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (!sock.valid()) {
+          tr->hop->socket_error = Error{Code::kInternal, "socket(AF_UNIX) failed", errno, {}};
+          return CURL_SOCKET_BAD;
+        }
+        // curl connects this socket to the relay instead of the proxy's address. The address
+        // lives in curl's sockaddr_storage (struct Curl_sockaddr_ex), of which curl_sockaddr
+        // shows only the first 16 bytes: the 43 bytes of the abstract address fit its 128.
+        address->family = AF_UNIX;
+        address->socktype = SOCK_STREAM;
+        address->protocol = 0;
+        address->addrlen = (*relay)->address_len();
+        std::memcpy(reinterpret_cast<char*>(address) + offsetof(curl_sockaddr, addr),
+                    &(*relay)->address(), (*relay)->address_len());
+        (*relay)->Start(std::move(*upstream));
+        tr->relay = std::move(*relay);
+        return sock.Release();  // curl owns it now; CLOSESOCKETFUNCTION closes it
       });
-  api.easy_setopt(
-      c, CURLOPT_SOCKOPTFUNCTION,
-      +[](void*, curl_socket_t, curlsocktype) -> int { return CURL_SOCKOPT_ALREADY_CONNECTED; });
   api.easy_setopt(
       c, CURLOPT_CLOSESOCKETFUNCTION, +[](void*, curl_socket_t fd) -> int {
         UniqueFd owned(fd);  // closed here
