@@ -334,10 +334,15 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
       EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
     }
   }
-  for (const char* n :
-       {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp", "cgroup",
-        "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
+  for (const char* n : {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp",
+                        "cgroup", "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log",
+                        "audit_checkpoints", "read_url"}) {
     EXPECT_TRUE(names.count(n)) << n;
+  }
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "read_url") {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    }
   }
   // The memory limit without a cgroup (issue 11): RLIMIT_DATA, probed in a child.
   for (const auto& c : j["checks"]) {

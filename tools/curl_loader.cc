@@ -40,6 +40,7 @@ Result<const CurlApi*> Curl() {
     sym(api.url_set, "curl_url_set");
     sym(api.url_get, "curl_url_get");
     sym(api.free, "curl_free");
+    sym(api.version_info, "curl_version_info");
     if (error.empty()) api.global_init(CURL_GLOBAL_DEFAULT);
   });
   if (!error.empty()) return Fail(Code::kInternal, error);

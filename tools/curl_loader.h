@@ -26,6 +26,7 @@ struct CurlApi {
   CURLUcode (*url_set)(CURLU* handle, CURLUPart what, const char* part, unsigned int flags);
   CURLUcode (*url_get)(const CURLU* handle, CURLUPart what, char** part, unsigned int flags);
   void (*free)(void* p);
+  curl_version_info_data* (*version_info)(CURLversion age);  // `cordon doctor`
 };
 
 // Loaded once (curl_global_init done); a missing library is an error naming the package.
