@@ -479,13 +479,13 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
       std::min<std::int64_t>(in.value("max_bytes", kDefaultMaxBytes), lim.max_file_bytes);
   const std::size_t text_cap = static_cast<std::size_t>(lim.max_output_bytes);
 
+  ASSIGN_OR_RETURN(const CurlApi* api, Curl());
+  ASSIGN_OR_RETURN(UrlParts parts, ParseUrl(*api, url));  // bad input first, whatever the policy
   if (!ctx.connect_egress) {
     return Fail(Code::kDeniedByPolicy,
                 "read_url needs network mode proxy with allow_domains for read_url (see "
                 "docs/policy.md); this session has no egress proxy for it");
   }
-  ASSIGN_OR_RETURN(const CurlApi* api, Curl());
-  ASSIGN_OR_RETURN(UrlParts parts, ParseUrl(*api, url));
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_secs);
   Json redirects = Json::array();
