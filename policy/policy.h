@@ -22,7 +22,8 @@ namespace cordon {
 
 // Scopes a tool may need. Their names are stable and appear in policy files.
 inline constexpr std::string_view kAllScopes[] = {
-    "fs:read", "fs:write", "process:run", "process:operate", "mcp:call", "diagnostics:read"};
+    "fs:read",  "fs:write",         "process:run", "process:operate",
+    "mcp:call", "diagnostics:read", "net:read"};  // net:read: read_url (off by default)
 bool IsKnownScope(std::string_view scope);
 
 struct Limits {

@@ -50,6 +50,28 @@ TEST_F(CliTest, SuccessfulCallPrintsCallToolResultAndExitsZero) {
   EXPECT_EQ(j["structuredContent"]["lines"], Json({"hello", "world"}));
 }
 
+TEST_F(CliTest, ReadUrlIsOffByDefaultAndSaysWhatItNeeds) {
+  // Issue 12: read_url is in the registry, but the shipped policy grants no net:read, and
+  // `cordon tools` lists it only when the policy does.
+  auto r = Call("read_url", R"({"url":"https://docs.example.test/guide.html"})");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(CodeOf(r), "denied_by_policy") << r.out;
+  EXPECT_NE(r.out.find("net:read"), std::string::npos) << r.out;
+  EXPECT_EQ(Cordon({"tools", "--workspace", dir_ / "ws"}).out.find("read_url"), std::string::npos);
+  WriteFile(dir_ / "net.toml", "[scopes]\ngrant = [\"net:read\"]\n");
+  auto listed = Cordon({"tools", "--workspace", dir_ / "ws", "--policy", dir_ / "net.toml"});
+  EXPECT_NE(listed.out.find("read_url"), std::string::npos) << listed.out << listed.err;
+  // Granted, in a session with no egress proxy for it: refused, pointing at the docs.
+  r = Cordon({"call", "read_url", "--workspace", dir_ / "ws", "--audit-log", log(), "--policy",
+              dir_ / "net.toml", "--json", R"({"url":"https://docs.example.test/guide.html"})"});
+  EXPECT_EQ(CodeOf(r), "denied_by_policy") << r.out;
+  EXPECT_NE(r.out.find("docs/policy.md"), std::string::npos) << r.out;
+  // A URL that is not http(s) is bad input, whatever the policy.
+  r = Cordon({"call", "read_url", "--workspace", dir_ / "ws", "--audit-log", log(), "--policy",
+              dir_ / "net.toml", "--json", R"({"url":"file:///etc/passwd"})"});
+  EXPECT_EQ(CodeOf(r), "invalid_input") << r.out;
+}
+
 TEST_F(CliTest, CallRefusesNumbersOutOfRangeAsInvalidInput) {
   // Issue 9: 1e400 made `cordon call` exit 3 (an uncaught out_of_range). It is bad input: an
   // invalid_input result and exit 1, whether it comes inline, from @FILE or from @-.
@@ -334,10 +356,15 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
       EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
     }
   }
-  for (const char* n :
-       {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp", "cgroup",
-        "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
+  for (const char* n : {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp",
+                        "cgroup", "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log",
+                        "audit_checkpoints", "read_url"}) {
     EXPECT_TRUE(names.count(n)) << n;
+  }
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "read_url") {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    }
   }
   // The memory limit without a cgroup (issue 11): RLIMIT_DATA, probed in a child.
   for (const auto& c : j["checks"]) {
