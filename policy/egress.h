@@ -118,4 +118,30 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
 // address (ClassifyAddress) may be reached.
 bool AddressAllowedByRule(const EgressPolicy& policy, const IpAddress& address);
 
+// "name=addr,addr": the normalised text of a resolve entry, as policy files keep it.
+std::string ResolveEntryText(const ResolveEntry& e);
+
+// What the command line (--allow-domain, --deny-domain, --allow-preset, --resolve) or a
+// configured server ([servers.NAME.sandbox]) adds to the policy's rules for one sandbox. Each
+// rule's `source` says where it came from ("--allow-domain", "servers.github.sandbox
+// (~/.cordon/mcp.toml:12)"); a preset's domains get the source "preset NAME".
+struct EgressExtra {
+  std::vector<DomainRule> allow, deny;
+  std::vector<std::string> presets;  // names EgressPresets() has
+  std::vector<ResolveEntry> resolve;
+  bool empty() const {
+    return allow.empty() && deny.empty() && presets.empty() && resolve.empty();
+  }
+};
+
+struct Policy;
+// The effective rules of one sandbox running `tool` (policy/policy.h): [network] allow_domains,
+// deny_domains, presets and resolve, then [tools.TOOL]'s, then `extra`'s, each rule with the
+// file:line (or flag) that added it; presets expanded into allow rules and write_paths (source
+// "preset NAME"). A rule named twice keeps its first place and source. An entry that does not
+// parse (LoadPolicy refuses those, so only a hand-built Policy has one) is invalid_input: never
+// silently dropped, since a dropped deny rule would widen what passes.
+Result<EgressPolicy> EgressFor(const Policy& policy, std::string_view tool,
+                               const EgressExtra& extra = {});
+
 }  // namespace cordon

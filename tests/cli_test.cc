@@ -175,6 +175,92 @@ TEST_F(CliTest, PolicyShowNamesTheDecidingFile) {
       << text.out;
 }
 
+// Egress by domain (issue 12): `policy show` lists every domain, preset and resolve entry with
+// the file:line that added it, and what a project file tried to add is left out with a note.
+TEST_F(CliTest, PolicyShowListsEgressDomainsAndWhereEachCameFrom) {
+  const std::string user = dir_ / "config/cordon/policies.d/50-net.toml";
+  WriteFile(user,
+            "[network]\n"
+            "mode = \"proxy\"\n"
+            "allow_domains = [\"api.github.com\", \"*.example.org\"]\n"
+            "presets = [\"npm\"]\n"
+            "resolve = [\"api.test=127.0.0.1\"]\n"
+            "[tools.exec]\n"
+            "allow_domains = [\"docs.example.com\"]\n");
+  const std::string project = dir_ / "ws/.cordon/policy.toml";
+  WriteFile(project,
+            "[network]\n"
+            "allow_domains = [\"!*.example.org\", \"exfil.attacker.example\"]\n"
+            "deny_domains = [\"gist.github.com\"]\n"
+            "resolve = [\"registry.npmjs.org=127.0.0.1\"]\n");
+  auto text = Cordon({"policy", "show", "--workspace", dir_ / "ws"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const std::string& line : std::vector<std::string>{
+           "network.mode = \"proxy\"    # " + user + ":2",
+           "  \"api.github.com\",    # " + user + ":3",
+           "  \"gist.github.com\",    # " + project + ":3",
+           "  \"npm\",    # " + user + ":4",
+           "# preset npm: the npm registry (npm, npx, yarn); writes the npm cache; allows "
+           "registry.npmjs.org, registry.yarnpkg.com; writes ~/.npm",
+           "  \"api.test=127.0.0.1\",    # " + user + ":5",
+           "  \"docs.example.com\",    # " + user + ":7",
+           "note: " + project +
+               ":2: a project file cannot add \"exfil.attacker.example\" to "
+               "network.allow_domains; it stays out",
+           "note: " + project + ":4: a project file cannot set network.resolve",
+       }) {
+    EXPECT_NE(text.out.find(line), std::string::npos) << line << "\n" << text.out;
+  }
+  EXPECT_EQ(text.out.find("\"*.example.org\""), std::string::npos) << text.out;
+  auto json = Cordon({"policy", "show", "--json", "--workspace", dir_ / "ws"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json j = Json::parse(json.out);
+  EXPECT_EQ(j["effective"]["network"]["allow_domains"], Json::array({"api.github.com"}));
+  const Json& allow = j["egress"]["allow_domains"];
+  ASSERT_EQ(allow.size(), 3u) << allow.dump();
+  EXPECT_EQ(allow[0], (Json{{"rule", "api.github.com"}, {"from", user + ":3"}}));
+  EXPECT_EQ(allow[1], (Json{{"rule", "registry.npmjs.org"}, {"from", "preset npm"}}));
+  EXPECT_EQ(j["egress"]["deny_domains"][0]["from"], project + ":3");
+  EXPECT_EQ(j["egress"]["resolve"].size(), 1u);
+  EXPECT_EQ(j["egress"]["presets"][0]["write_paths"], Json::array({"~/.npm"}));
+  // exec's own rule after the global one.
+  EXPECT_EQ(j["egress_tools"]["exec"]["allow_domains"][1],
+            (Json{{"rule", "docs.example.com"}, {"from", user + ":7"}}));
+}
+
+// A bad --allow-domain (or preset, or resolve entry) is the caller's mistake, said with the flag
+// and the value before anything runs; a --network that contradicts the egress flags too.
+TEST_F(CliTest, EgressFlagsRefuseBadValuesNamingTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::string ws = dir_ / "ws";
+  const Case cases[] = {
+      {{"exec", "--allow-domain", "a*.example.com", "--", "true"}, "--allow-domain"},
+      {{"exec", "--allow-domain", "example.com:0", "--", "true"}, "example.com:0"},
+      {{"exec", "--deny-domain", "*", "--", "true"}, "--deny-domain"},
+      {{"exec", "--allow-preset", "maven", "--", "true"}, "--allow-preset"},
+      {{"exec", "--resolve", "api.test=nowhere", "--", "true"}, "--resolve"},
+      {{"wrap", "--allow-domain", "bad..name", "--", "true"}, "--allow-domain"},
+      {{"exec", "--workspace", ws, "--network", "none", "--allow-domain", "example.com", "--",
+        "true"},
+       "--allow-domain needs --network proxy, not --network none"},
+      {{"wrap", "--workspace", ws, "--network", "allow", "--allow-preset", "npm", "--", "true"},
+       "--allow-preset needs --network proxy, not --network allow"},
+  };
+  for (const auto& c : cases) {
+    auto r = Cordon(c.args);
+    EXPECT_EQ(r.exit_code, 125) << ::testing::PrintToString(c.args) << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.needle << "\n" << r.err;
+    EXPECT_NE(r.err.find("usage: cordon " + c.args[0]), std::string::npos) << r.err;
+  }
+  // --help lists the presets with what each allows.
+  auto help = Cordon({"exec", "--help"});
+  EXPECT_NE(help.out.find("pypi: the Python Package Index (pip)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--allow-domain"), std::string::npos) << help.out;
+}
+
 TEST_F(CliTest, AuditVerifyExitCodesAndShow) {
   ASSERT_EQ(Call("read_file_range", R"({"path":"hello.txt","start_line":1})").exit_code, 0);
   ASSERT_EQ(Call("create_file", R"({"path":"new.txt","content":"x"})").exit_code, 0);
