@@ -3,10 +3,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -179,8 +179,7 @@ void AddEgressFlags(Context& ctx, CLI::App* app, EgressFlags* f) {
                                   presets),
               std::move(choices), [names](const std::string& v) -> Status {
                 if (FindEgressPreset(v) != nullptr) return {};
-                return Fail(Code::kInvalidInput,
-                            "\"" + v + "\" is not a preset (" + names + ")");
+                return Fail(Code::kInvalidInput, "\"" + v + "\" is not a preset (" + names + ")");
               });
   app->add_option("--resolve", f->resolve,
                   "connect to NAME at these addresses without a DNS query, and allow those "
@@ -191,11 +190,12 @@ void AddEgressFlags(Context& ctx, CLI::App* app, EgressFlags* f) {
 
 Result<EgressChoice> EgressFromFlags(const EgressFlags& f, const std::string& network_flag) {
   EgressChoice c;
-  for (const auto& [list, flag, deny] :
-       {std::tuple{&f.allow, "--allow-domain", false}, std::tuple{&f.deny, "--deny-domain", true}}) {
+  for (const auto& [list, flag, deny] : {std::tuple{&f.allow, "--allow-domain", false},
+                                         std::tuple{&f.deny, "--deny-domain", true}}) {
     for (const std::string& v : *list) {
       auto r = ParseDomainRule(v, flag);
-      if (!r) return Fail(Code::kInvalidInput, std::string(flag) + " " + v + ": " + r.error().message);
+      if (!r)
+        return Fail(Code::kInvalidInput, std::string(flag) + " " + v + ": " + r.error().message);
       (deny ? c.extra.deny : c.extra.allow).push_back(std::move(*r));
     }
   }
@@ -218,9 +218,9 @@ Result<EgressChoice> EgressFromFlags(const EgressFlags& f, const std::string& ne
                          : !f.presets.empty() ? "--allow-preset"
                          : !f.deny.empty()    ? "--deny-domain"
                                               : "--resolve";
-      return Fail(Code::kInvalidInput, std::string(flag) + " needs --network proxy, not --network " +
-                                           network_flag + " (leave --network out: " + flag +
-                                           " implies proxy)");
+      return Fail(Code::kInvalidInput, std::string(flag) +
+                                           " needs --network proxy, not --network " + network_flag +
+                                           " (leave --network out: " + flag + " implies proxy)");
     }
     c.network = mode;
   } else if (!f.allow.empty() || !f.presets.empty()) {

@@ -5,8 +5,8 @@
 #include <expected>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -92,9 +92,7 @@ Status AddGrants(const GrantFlags& flags, ProcessRequest& req);
 // --allow-domain, --deny-domain, --allow-preset and --resolve (repeatable) for exec and wrap.
 struct EgressFlags {
   std::vector<std::string> allow, deny, presets, resolve;
-  bool empty() const {
-    return allow.empty() && deny.empty() && presets.empty() && resolve.empty();
-  }
+  bool empty() const { return allow.empty() && deny.empty() && presets.empty() && resolve.empty(); }
 };
 // Adds the options; each value is checked as it is parsed, so a bad one is a usage error naming
 // the flag and the value (--help lists the presets with what each one allows).

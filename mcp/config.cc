@@ -177,8 +177,7 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
               if (a == nullptr)
                 return Fail(Code::kInvalidInput, sw + ": " + skey + " must be an array of strings");
               for (const auto& item : *a) {
-                const std::string iw =
-                    source + ":" + std::to_string(item.source().begin.line);
+                const std::string iw = source + ":" + std::to_string(item.source().begin.line);
                 auto x = item.value<std::string>();
                 if (!item.is_string() || !x)
                   return Fail(Code::kInvalidInput, iw + ": " + skey + " entries must be strings");
@@ -192,8 +191,8 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
                   continue;
                 }
                 auto rule = ParseDomainRule(*x, from);
-                if (!rule) return Fail(Code::kInvalidInput, iw + ": " + skey + ": " +
-                                                                rule.error().message);
+                if (!rule)
+                  return Fail(Code::kInvalidInput, iw + ": " + skey + ": " + rule.error().message);
                 (sk.str() == "allow_domains" ? s.egress.allow : s.egress.deny)
                     .push_back(std::move(*rule));
               }

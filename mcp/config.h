@@ -41,9 +41,9 @@ struct ServerConfig {
   // stay: its allow_domains and presets are dropped with a diagnostic (tighten-only).
   EgressExtra egress;
   std::vector<std::string> preset_sources;  // where each egress.presets entry was written
-  std::string source;                  // the file that defined it
-  bool project = false;                // defined inside the workspace
-  std::string definition_sha256;       // what trust is recorded against
+  std::string source;                       // the file that defined it
+  bool project = false;                     // defined inside the workspace
+  std::string definition_sha256;            // what trust is recorded against
 };
 
 struct McpConfig {

@@ -129,9 +129,7 @@ struct EgressExtra {
   std::vector<DomainRule> allow, deny;
   std::vector<std::string> presets;  // names EgressPresets() has
   std::vector<ResolveEntry> resolve;
-  bool empty() const {
-    return allow.empty() && deny.empty() && presets.empty() && resolve.empty();
-  }
+  bool empty() const { return allow.empty() && deny.empty() && presets.empty() && resolve.empty(); }
 };
 
 struct Policy;

@@ -190,8 +190,7 @@ void NoteChangedMeaning(Policy& policy, const ListSpec& key, const std::vector<s
     if (e.remove) return;
   }
   for (const std::string& b : below) {
-    if (std::none_of(edits.begin(), edits.end(),
-                     [&](const ListEdit& e) { return e.value == b; })) {
+    if (std::none_of(edits.begin(), edits.end(), [&](const ListEdit& e) { return e.value == b; })) {
       kept.push_back(b);
     }
   }
@@ -676,8 +675,8 @@ Status ApplyToolSection(Policy& policy, const KeyInput& in) {
       std::vector<std::string>& list = tk.str() == "allow_domains" ? o.allow_domains
                                        : deny                      ? o.deny_domains
                                                                    : o.presets;
-      const ListSpec spec{tkey, deny ? ListPolarity::kDenies : ListPolarity::kGrants, false,
-                          false, tk.str() == "presets" ? PresetEntry : DomainEntry};
+      const ListSpec spec{tkey, deny ? ListPolarity::kDenies : ListPolarity::kGrants, false, false,
+                          tk.str() == "presets" ? PresetEntry : DomainEntry};
       TRY(ApplyListTo(policy, spec, list, tv, in.source, in.tighten_only));
       continue;
     }

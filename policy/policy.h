@@ -143,7 +143,7 @@ struct Policy {
   FilesystemPolicy filesystem;
   EnvPolicy env;  // [env]
   NetworkMode network = NetworkMode::kNone;
-  EgressLists egress;  // [network] allow_domains, deny_domains, presets, resolve
+  EgressLists egress;                     // [network] allow_domains, deny_domains, presets, resolve
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
   bool allow_weaker_sandbox = false;      // [sandbox] allow_weaker: Landlock+seccomp without bwrap
   std::int64_t max_scan_entries = kDefaultMaxScanEntries;  // [sandbox] max_scan_entries

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/text.h"
+#include "mcp/config.h"
 #include "runner/host_probe.h"
 #include "tests/test_util.h"
 
@@ -226,6 +227,81 @@ TEST_F(CliTest, PolicyShowListsEgressDomainsAndWhereEachCameFrom) {
   // exec's own rule after the global one.
   EXPECT_EQ(j["egress_tools"]["exec"]["allow_domains"][1],
             (Json{{"rule", "docs.example.com"}, {"from", user + ":7"}}));
+}
+
+// [servers.NAME.sandbox] egress keys: the user's own config adds rules with their file:line; a
+// project's may add deny rules only (its allow_domains and presets dropped with a diagnostic).
+TEST_F(CliTest, ServerSandboxEgressKeysAreTightenOnlyFromAProject) {
+  auto def = [](const std::string& name) {
+    return "[servers." + name + "]\ncommand = \"true\"\n[servers." + name +
+           ".sandbox]\n"
+           "network = \"proxy\"\n"
+           "allow_domains = [\"API.github.com\"]\n"
+           "deny_domains = [\"gist.github.com\"]\n"
+           "presets = [\"npm\"]\n";
+  };
+  WriteFile(dir_ / "home/.cordon/mcp.toml", def("gh"));
+  WriteFile(dir_ / "ws/.cordon/mcp.toml", def("repo"));
+  mcp::ConfigSources sources;
+  sources.files = {{dir_ / "home/.cordon/mcp.toml", false}, {dir_ / "ws/.cordon/mcp.toml", true}};
+  auto cfg = mcp::LoadMcpConfig(sources, dir_ / "ws");
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  ASSERT_EQ(cfg->servers.size(), 2u);
+  const mcp::ServerConfig& user = cfg->servers[0];
+  const mcp::ServerConfig& repo = cfg->servers[1];
+  ASSERT_EQ(user.name, "gh");
+  EXPECT_EQ(user.network, NetworkMode::kProxy);
+  ASSERT_EQ(user.egress.allow.size(), 1u);
+  EXPECT_EQ(user.egress.allow[0].text, "api.github.com");
+  EXPECT_EQ(user.egress.allow[0].source,
+            "servers.gh.sandbox (" + (dir_ / "home/.cordon/mcp.toml") + ":5)");
+  EXPECT_EQ(user.egress.presets, std::vector<std::string>{"npm"});
+  ASSERT_EQ(repo.name, "repo");
+  EXPECT_TRUE(repo.egress.allow.empty());
+  EXPECT_TRUE(repo.egress.presets.empty());
+  ASSERT_EQ(repo.egress.deny.size(), 1u);
+  EXPECT_EQ(repo.egress.deny[0].text, "gist.github.com");
+  ASSERT_EQ(cfg->diagnostics.size(), 2u) << Json(cfg->diagnostics).dump();
+  EXPECT_NE(cfg->diagnostics[0]["reason"].get<std::string>().find(
+                "allow_domains \"api.github.com\" from servers.repo.sandbox (" +
+                (dir_ / "ws/.cordon/mcp.toml") + ":5) was dropped"),
+            std::string::npos)
+      << cfg->diagnostics[0].dump();
+  // The user's server runs under these rules: the policy's, then the server's.
+  Policy policy;
+  auto egress = EgressFor(policy, "mcp__gh", user.egress);
+  ASSERT_TRUE(egress) << egress.error().message;
+  EXPECT_TRUE(DecideName(*egress, *ParseEgressHost("registry.npmjs.org"), 443).allowed);
+  EXPECT_FALSE(DecideName(*egress, *ParseEgressHost("gist.github.com"), 443).allowed);
+
+  // The real binary says so where the user looks, and a bad entry names its file and line.
+  auto list = Cordon({"mcp", "list", "--workspace", dir_ / "ws"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.err.find("a project's configuration cannot add egress: presets \\\"npm\\\""),
+            std::string::npos)
+      << list.err;
+  WriteFile(dir_ / "ws/.cordon/mcp.toml",
+            "[servers.repo]\ncommand = \"true\"\n[servers.repo.sandbox]\n"
+            "deny_domains = [\"ok.example\", \"a*.example\"]\n");
+  auto bad = Cordon({"mcp", "list", "--workspace", dir_ / "ws"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find(dir_ / "ws/.cordon/mcp.toml:4: sandbox.deny_domains: domain rule "
+                                "\"a*.example\""),
+            std::string::npos)
+      << bad.err;
+}
+
+// --allow-domain without --network means proxy, whatever the policy's mode.
+TEST_F(CliTest, AllowDomainImpliesNetworkProxy) {
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  auto r = Cordon({"exec", "--plan", "--workspace", dir_ / "ws", "--audit-log", log(),
+                   "--allow-domain", "example.com", "--", "true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["confinement"]["network"], "proxy");
+  auto plain = Cordon({"exec", "--plan", "--workspace", dir_ / "ws", "--audit-log", log(),
+                       "--deny-domain", "example.com", "--", "true"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(Json::parse(plain.out)["confinement"]["network"], "none");
 }
 
 // A bad --allow-domain (or preset, or resolve entry) is the caller's mistake, said with the flag
