@@ -202,6 +202,25 @@ Json AccessDeniedRecord::ToJson() const {
   return j;
 }
 
+Json NetworkRecord::ToJson() const {
+  Json j = {{"identity", identity},
+            {"protocol", protocol},
+            {"host", host},
+            {"port", port},
+            {"decision", decision},
+            {"bytes_up", bytes_up},
+            {"bytes_down", bytes_down},
+            {"duration_ms", duration_ms}};
+  Put(j, "method", method);
+  Put(j, "address", address);
+  Put(j, "rule", rule);
+  Put(j, "rule_source", rule_source);
+  Put(j, "reason", reason);
+  Put(j, "error", error);
+  Put(j, "http_status", http_status);
+  return j;
+}
+
 std::string_view RecordType(const AuditRecord& record) {
   return std::visit([](const auto& r) { return std::decay_t<decltype(r)>::kType; }, record);
 }
@@ -453,6 +472,24 @@ constexpr AuditFieldInfo kAccessDenied[] = {
     {"incomplete_reason", false, "why the list may be missing denials"},
 };
 
+constexpr AuditFieldInfo kNetwork[] = {
+    {"identity", true, "whose sandbox: tool NAME, server NAME, read_url", 1},
+    {"protocol", true, "connect (HTTP CONNECT), http (one plain HTTP request), socks5"},
+    {"method", false, "plain HTTP: the request method"},
+    {"host", true, "the name (or address) the client asked for, normalised", 5},
+    {"port", true, "the port it asked for"},
+    {"address", false, "the address connected to (after the proxy resolved and checked it)"},
+    {"decision", true, "allowed or denied", 2},
+    {"rule", false, "the allow or deny rule that decided"},
+    {"rule_source", false, "where that rule came from (file:line, --allow-domain, preset NAME)"},
+    {"reason", false, "why it was refused: the one line the client was told", 7},
+    {"error", false, "allowed, but the upstream failed (resolution, connect, timeout)", 3},
+    {"bytes_up", true, "bytes from the client to the upstream (after the request head)"},
+    {"bytes_down", true, "bytes from the upstream to the client", 9},
+    {"duration_ms", true, "from accept to close", 8},
+    {"http_status", false, "plain HTTP: the upstream's status; a refusal: 403"},
+};
+
 constexpr AuditRecordInfo kCatalog[] = {
     {SessionStartedRecord::kType, "a session began", kSessionStarted},
     {ToolStartedRecord::kType, "a tool call was received", kToolStarted},
@@ -485,6 +522,9 @@ constexpr AuditRecordInfo kCatalog[] = {
      "Landlock refused a confined process something; follows that process's `process` record "
      "(root with the kernel's audit on only)",
      kAccessDenied},
+    // --- egress
+    {NetworkRecord::kType,
+     "a connection (or plain HTTP request) through the egress proxy, allowed or refused", kNetwork},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

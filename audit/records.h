@@ -278,6 +278,28 @@ struct AccessDeniedRecord {
   Json ToJson() const;
 };
 
+// --- egress (docs/adr/0005-egress-proxy.md): one per connection through the egress proxy (one
+// per request for plain HTTP), allowed or refused, written when it ends.
+struct NetworkRecord {
+  static constexpr std::string_view kType = "network";
+  std::string identity{};  // whose sandbox: "tool run_shell", "server github", "read_url"
+  std::string protocol{};  // connect, http, socks5
+  std::optional<std::string> method{};
+  std::string host{};
+  int port = 0;
+  std::optional<std::string> address{};  // the address connected to
+  std::string decision{};                // allowed, denied
+  std::optional<std::string> rule{};
+  std::optional<std::string> rule_source{};
+  std::optional<std::string> reason{};
+  std::optional<std::string> error{};
+  std::uint64_t bytes_up = 0;
+  std::uint64_t bytes_down = 0;
+  double duration_ms = 0;
+  std::optional<int> http_status{};
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
@@ -288,7 +310,9 @@ using AuditRecord =
                  // --- checkpoint ---
                  LogStartedRecord, CheckpointRecord,
                  // --- denials
-                 AccessDeniedRecord>;
+                 AccessDeniedRecord,
+                 // --- egress
+                 NetworkRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

@@ -202,8 +202,7 @@ Result<EgressChoice> EgressFromFlags(const EgressFlags& f, const std::string& ne
   for (const std::string& v : f.presets) {
     if (FindEgressPreset(v) == nullptr)
       return Fail(Code::kInvalidInput, "--allow-preset " + v + ": not a preset");
-    if (std::find(c.extra.presets.begin(), c.extra.presets.end(), v) == c.extra.presets.end())
-      c.extra.presets.push_back(v);
+    c.extra.presets.emplace_back(v, "--allow-preset");
   }
   for (const std::string& v : f.resolve) {
     auto e = ParseResolveEntry(v, "--resolve");

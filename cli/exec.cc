@@ -61,6 +61,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
     auto egress = EgressFromFlags(f->egress, f->network);
     if (!egress) return UsageError(*cmd, egress.error().message);
     if (egress->network) req.network = egress->network;
+    req.egress_extra = std::move(egress->extra);
     if (!f->timeout.empty()) {
       char* end = nullptr;
       long t = std::strtol(f->timeout.c_str(), &end, 10);

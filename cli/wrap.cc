@@ -64,6 +64,7 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     auto egress = EgressFromFlags(f->egress, f->network);
     if (!egress) return UsageError(*cmd, egress.error().message);
     if (egress->network) req.network = egress->network;
+    req.egress_extra = std::move(egress->extra);
     // A grant that cannot be had is the caller's mistake: said with the usage line (125).
     if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
     auto session =
@@ -80,13 +81,14 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
       return kExitOk;
     }
     // A server that downloads itself as it starts (npx -y, uvx, ...) would hang without the
-    // network it needs: said at once instead (until egress by domain exists, issue 12).
+    // network it needs: said at once instead. Through the proxy it gets what its rules allow
+    // (--allow-preset npm), and a refused registry is a quick 403, not a hang.
     const NetworkMode network = req.network.value_or((*session)->policy().NetworkFor(req.tool));
-    if (network != NetworkMode::kAllow) {
+    if (network != NetworkMode::kAllow && network != NetworkMode::kProxy) {
       if (auto why = FetchesPackageAtStart(req.argv, req.cwd)) {
         const std::string message = "the server cannot start in this sandbox (network " +
                                     std::string(NetworkModeName(network)) + "): " + *why +
-                                    " (--network allow)";
+                                    " (--allow-preset npm, or --network allow)";
         (void)(*session)->Audit(
             McpDiagnosticRecord{
                 .server = "wrapped", .reason = "server not started", .message = message},

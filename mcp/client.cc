@@ -109,14 +109,16 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
     }
   }
   // A server that downloads itself as it starts (npx -y, uvx, ...) would hang without the
-  // network: refused at once, naming what is missing (until egress by domain, issue 12).
+  // network: refused at once, naming what is missing. Through the proxy it gets what its rules
+  // allow, and a refused registry is a quick 403, not a hang.
   const NetworkMode network = req.network.value_or(session.policy().NetworkFor(req.tool));
-  if (network != NetworkMode::kAllow) {
+  if (network != NetworkMode::kAllow && network != NetworkMode::kProxy) {
     if (auto why = FetchesPackageAtStart(req.argv, session.workspace().root())) {
       const std::string message = where + " cannot start in this sandbox (network " +
                                   std::string(NetworkModeName(network)) + "): " + *why +
-                                  " (sandbox.network = \"allow\" under [servers." + config.name +
-                                  ".sandbox])";
+                                  " (sandbox.network = \"proxy\" with sandbox.presets = "
+                                  "[\"npm\"], or sandbox.network = \"allow\", under [servers." +
+                                  config.name + ".sandbox])";
       session.Audit(McpDiagnosticRecord{.server = config.name,
                                         .reason = "server not started",
                                         .source = config.source,

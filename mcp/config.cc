@@ -81,7 +81,11 @@ Json DefinitionJson(const ServerConfig& s) {
   };
   if (!s.egress.allow.empty()) j["allow_domains"] = rules(s.egress.allow);
   if (!s.egress.deny.empty()) j["deny_domains"] = rules(s.egress.deny);
-  if (!s.egress.presets.empty()) j["presets"] = s.egress.presets;
+  if (!s.egress.presets.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, from] : s.egress.presets) names.push_back(name);
+    j["presets"] = names;
+  }
   return j;
 }
 
@@ -186,8 +190,7 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
                   if (FindEgressPreset(*x) == nullptr)
                     return Fail(Code::kInvalidInput,
                                 iw + ": " + skey + " entry \"" + *x + "\" is not a preset");
-                  s.egress.presets.push_back(*x);
-                  s.preset_sources.push_back(from);
+                  s.egress.presets.emplace_back(*x, from);
                   continue;
                 }
                 auto rule = ParseDomainRule(*x, from);
@@ -236,13 +239,9 @@ void DropProjectEgressGrants(ServerConfig& s, std::vector<Json>& diagnostics) {
                         " was dropped; define the server in ~/.cordon/mcp.toml to allow it"}});
   };
   for (const DomainRule& r : s.egress.allow) drop("allow_domains \"" + r.text + "\"", r.source);
-  for (std::size_t i = 0; i < s.egress.presets.size(); ++i) {
-    drop("presets \"" + s.egress.presets[i] + "\"",
-         i < s.preset_sources.size() ? s.preset_sources[i] : s.source);
-  }
+  for (const auto& [name, from] : s.egress.presets) drop("presets \"" + name + "\"", from);
   s.egress.allow.clear();
   s.egress.presets.clear();
-  s.preset_sources.clear();
 }
 
 Result<std::vector<ServerConfig>> ParseMcpJson(const std::string& text, const std::string& source) {

@@ -40,7 +40,8 @@ std::string NameProblem(std::string_view name) {
       const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
       if (!ok) return "has a character no DNS name has";
     }
-    if (label.front() == '-' || label.back() == '-') return "has a label that starts or ends with -";
+    if (label.front() == '-' || label.back() == '-')
+      return "has a label that starts or ends with -";
     last = label;
     start = dot + 1;
   }
@@ -321,8 +322,8 @@ Result<DomainRule> ParseDomainRule(std::string_view text, std::string source) {
 
 Result<ResolveEntry> ParseResolveEntry(std::string_view text, std::string source) {
   auto bad = [&](const std::string& why) {
-    return Fail(Code::kInvalidInput, "resolve entry \"" + std::string(text.substr(0, 80)) +
-                                         "\" " + why + " (write NAME=ADDRESS[,ADDRESS...])");
+    return Fail(Code::kInvalidInput, "resolve entry \"" + std::string(text.substr(0, 80)) + "\" " +
+                                         why + " (write NAME=ADDRESS[,ADDRESS...])");
   };
   const auto eq = text.find('=');
   if (eq == std::string_view::npos) return bad("has no =");
@@ -387,7 +388,8 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
   NameDecision d;
   const std::string shown = host.address && !host.address->v4 ? "[" + host.name + "]" : host.name;
   for (const DomainRule& r : policy.deny) {
-    const bool match = r.address ? (host.address && r.host == host.name) : NameMatches(r, host.name);
+    const bool match =
+        r.address ? (host.address && r.host == host.name) : NameMatches(r, host.name);
     if (match && (!r.port || *r.port == port)) {
       d.rule = r;
       d.reason = shown + " is denied by deny_domains rule " + r.text + " (" + r.source + ")";
@@ -396,7 +398,8 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
   }
   const DomainRule* name_match = nullptr;
   for (const DomainRule& r : policy.allow) {
-    const bool match = host.address ? (r.address && r.host == host.name) : NameMatches(r, host.name);
+    const bool match =
+        host.address ? (r.address && r.host == host.name) : NameMatches(r, host.name);
     if (!match) continue;
     if (r.AllowsPort(port)) {
       d.allowed = true;
@@ -428,6 +431,33 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
     }
   }
   return d;
+}
+
+const DomainRule* AddressDeniedByRule(const EgressPolicy& policy, const IpAddress& address,
+                                      int port) {
+  const std::string text = address.Text();
+  for (const DomainRule& r : policy.deny) {
+    if (r.address && r.host == text && (!r.port || *r.port == port)) return &r;
+  }
+  return nullptr;
+}
+
+bool AddressAllowedOnPort(const EgressPolicy& policy, const IpAddress& address, int port) {
+  const std::string text = address.Text();
+  for (const DomainRule& r : policy.allow) {
+    if (r.address && r.host == text && r.AllowsPort(port)) return true;
+  }
+  return false;
+}
+
+std::optional<std::string> ResolvedAddressRefusal(const EgressPolicy& policy,
+                                                  std::span<const IpAddress> own,
+                                                  const IpAddress& address, int port) {
+  if (AddressAllowedOnPort(policy, address, port)) return std::nullopt;
+  const AddressClass cls = ClassifyAddress(address);
+  if (cls != AddressClass::kPublic) return std::string(AddressClassName(cls));
+  if (std::find(own.begin(), own.end(), address) != own.end()) return "this host's own address";
+  return std::nullopt;
 }
 
 }  // namespace cordon

@@ -68,6 +68,16 @@ struct EgressPolicy {
   bool empty() const { return allow.empty(); }
 };
 
+// What a command line or a configured server adds to a sandbox's rules beyond the policy's:
+// --allow-domain, --deny-domain, --allow-preset, --resolve, [servers.NAME.sandbox].
+struct EgressExtra {
+  std::vector<DomainRule> allow;
+  std::vector<DomainRule> deny;
+  std::vector<std::pair<std::string, std::string>> presets;  // (name, source)
+  std::vector<ResolveEntry> resolve;
+  bool empty() const { return allow.empty() && deny.empty() && presets.empty() && resolve.empty(); }
+};
+
 // An address as 16 bytes (IPv4 as IPv4-mapped IPv6, so that "::ffff:127.0.0.1" and "127.0.0.1"
 // are the same address), with its canonical text ("127.0.0.1", "2001:db8::1").
 struct IpAddress {
@@ -93,6 +103,22 @@ enum class AddressClass {
 };
 std::string_view AddressClassName(AddressClass c);
 AddressClass ClassifyAddress(const IpAddress& a);
+// The deny rule that names this address (on this port), if any: deny beats allow for the
+// addresses a name resolves to, not only for an IP literal a client names.
+const DomainRule* AddressDeniedByRule(const EgressPolicy& policy, const IpAddress& address,
+                                      int port);
+// Whether an allow rule names this address and allows `port`: how an address a resolver gave
+// for an allowed name may be non-public. Port-aware, unlike AddressAllowedByRule below, so that
+// "127.0.0.1:8080" does not open 127.0.0.1:443 to a name; and resolve entries do not count here
+// (a mapped address is reachable under the name it is mapped from, which DecideName pins).
+bool AddressAllowedOnPort(const EgressPolicy& policy, const IpAddress& address, int port);
+// Why a resolver's answer for an allowed name may not be connected to: its class ("loopback",
+// "private", ...) or "this host's own address" (`own`: the host's interface addresses, which
+// the proxy reads once, since a documentation range can be this network's public one); nullopt
+// when it may (public and not the host's, or named by an allow rule for this port).
+std::optional<std::string> ResolvedAddressRefusal(const EgressPolicy& policy,
+                                                  std::span<const IpAddress> own,
+                                                  const IpAddress& address, int port);
 
 // A host as a client named it, normalised: lower case, no trailing dot; an IP literal (any form
 // ParseIpAddress takes) becomes an address. Refuses an empty or over-long name, a label over 63
@@ -121,25 +147,13 @@ bool AddressAllowedByRule(const EgressPolicy& policy, const IpAddress& address);
 // "name=addr,addr": the normalised text of a resolve entry, as policy files keep it.
 std::string ResolveEntryText(const ResolveEntry& e);
 
-// What the command line (--allow-domain, --deny-domain, --allow-preset, --resolve) or a
-// configured server ([servers.NAME.sandbox]) adds to the policy's rules for one sandbox. Each
-// rule's `source` says where it came from ("--allow-domain", "servers.github.sandbox
-// (~/.cordon/mcp.toml:12)"); a preset's domains get the source "preset NAME".
-struct EgressExtra {
-  std::vector<DomainRule> allow, deny;
-  std::vector<std::string> presets;  // names EgressPresets() has
-  std::vector<ResolveEntry> resolve;
-  bool empty() const { return allow.empty() && deny.empty() && presets.empty() && resolve.empty(); }
-};
-
 struct Policy;
 // The effective rules of one sandbox running `tool` (policy/policy.h): [network] allow_domains,
 // deny_domains, presets and resolve, then [tools.TOOL]'s, then `extra`'s, each rule with the
 // file:line (or flag) that added it; presets expanded into allow rules and write_paths (source
-// "preset NAME"). A rule named twice keeps its first place and source. An entry that does not
-// parse (LoadPolicy refuses those, so only a hand-built Policy has one) is invalid_input: never
-// silently dropped, since a dropped deny rule would widen what passes.
-Result<EgressPolicy> EgressFor(const Policy& policy, std::string_view tool,
-                               const EgressExtra& extra = {});
+// "preset NAME (where it was named)"). A rule named twice keeps its first place and source; a
+// resolve entry of `extra` replaces the policy's for that name. The policy's entries were
+// checked and normalised when it loaded (LoadPolicy refuses a bad one), so all of them parse.
+EgressPolicy EgressFor(const Policy& policy, std::string_view tool, const EgressExtra& extra = {});
 
 }  // namespace cordon

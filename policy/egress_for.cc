@@ -24,32 +24,25 @@ void AddRule(std::vector<DomainRule>& rules, DomainRule r) {
   if (!seen) rules.push_back(std::move(r));
 }
 
-Status AddRules(const Policy& policy, const std::string& key,
-                const std::vector<std::string>& entries, std::vector<DomainRule>& out) {
+void AddRules(const Policy& policy, const std::string& key, const std::vector<std::string>& entries,
+              std::vector<DomainRule>& out) {
   for (const std::string& e : entries) {
-    auto rule = ParseDomainRule(e, From(policy, key, e));
-    if (!rule) {
-      return Fail(Code::kInvalidInput, key + ": " + rule.error().message);
-    }
-    AddRule(out, std::move(*rule));
+    // Checked and normalised when the policy loaded; a hand-built entry that does not parse
+    // names nothing the proxy could match.
+    if (auto rule = ParseDomainRule(e, From(policy, key, e))) AddRule(out, std::move(*rule));
   }
-  return {};
 }
 
-Status AddPreset(EgressPolicy& out, const std::string& name, const std::string& key) {
+void AddPreset(EgressPolicy& out, const std::string& name, const std::string& from) {
   const EgressPreset* preset = FindEgressPreset(name);
-  if (preset == nullptr) {
-    return Fail(Code::kInvalidInput, key + ": \"" + name + "\" is not a preset");
-  }
-  if (std::find(out.presets.begin(), out.presets.end(), name) != out.presets.end()) return {};
+  if (preset == nullptr) return;
+  if (std::find(out.presets.begin(), out.presets.end(), name) != out.presets.end()) return;
   out.presets.push_back(name);
-  const std::string source = "preset " + name;
+  const std::string source = "preset " + name + " (" + from + ")";
   for (std::string_view d : preset->domains) {
-    ASSIGN_OR_RETURN(DomainRule r, ParseDomainRule(d, source));
-    AddRule(out.allow, std::move(r));
+    if (auto r = ParseDomainRule(d, source)) AddRule(out.allow, std::move(*r));
   }
   for (std::string_view w : preset->write_paths) out.write_paths.emplace_back(w, source);
-  return {};
 }
 
 }  // namespace
@@ -60,34 +53,32 @@ std::string ResolveEntryText(const ResolveEntry& e) {
   return out;
 }
 
-Result<EgressPolicy> EgressFor(const Policy& policy, std::string_view tool,
-                               const EgressExtra& extra) {
+EgressPolicy EgressFor(const Policy& policy, std::string_view tool, const EgressExtra& extra) {
   EgressPolicy out;
   const EgressLists& g = policy.egress;
-  TRY(AddRules(policy, "network.allow_domains", g.allow_domains, out.allow));
-  TRY(AddRules(policy, "network.deny_domains", g.deny_domains, out.deny));
+  AddRules(policy, "network.allow_domains", g.allow_domains, out.allow);
+  AddRules(policy, "network.deny_domains", g.deny_domains, out.deny);
   const ToolOverride* o = nullptr;
   if (auto it = policy.tools.find(std::string(tool)); it != policy.tools.end()) o = &it->second;
   const std::string tkey = "tools." + std::string(tool) + ".";
   if (o != nullptr) {
-    TRY(AddRules(policy, tkey + "allow_domains", o->allow_domains, out.allow));
-    TRY(AddRules(policy, tkey + "deny_domains", o->deny_domains, out.deny));
+    AddRules(policy, tkey + "allow_domains", o->allow_domains, out.allow);
+    AddRules(policy, tkey + "deny_domains", o->deny_domains, out.deny);
   }
   for (const DomainRule& r : extra.allow) AddRule(out.allow, r);
   for (const DomainRule& r : extra.deny) AddRule(out.deny, r);
   // Presets after the named rules: a rule a file names for a registry keeps its own source.
-  for (const std::string& p : g.presets) TRY(AddPreset(out, p, "network.presets"));
+  for (const std::string& p : g.presets) AddPreset(out, p, From(policy, "network.presets", p));
   if (o != nullptr) {
-    for (const std::string& p : o->presets) TRY(AddPreset(out, p, tkey + "presets"));
+    for (const std::string& p : o->presets) AddPreset(out, p, From(policy, tkey + "presets", p));
   }
-  for (const std::string& p : extra.presets) TRY(AddPreset(out, p, "presets"));
+  for (const auto& [name, from] : extra.presets) AddPreset(out, name, from);
   for (const std::string& e : g.resolve) {
-    auto entry = ParseResolveEntry(e, From(policy, "network.resolve", e));
-    if (!entry) return Fail(Code::kInvalidInput, "network.resolve: " + entry.error().message);
-    out.resolve.push_back(std::move(*entry));
+    if (auto entry = ParseResolveEntry(e, From(policy, "network.resolve", e)))
+      out.resolve.push_back(std::move(*entry));
   }
-  // A flag's mapping of a name overrides the policy's for that name (curl's --resolve does the
-  // same for a host it was given twice): the proxy uses the first entry for a name.
+  // A flag's mapping of a name replaces the policy's for that name (as curl's --resolve given
+  // twice does): the proxy pins the first entry for a name.
   for (const ResolveEntry& e : extra.resolve) {
     std::erase_if(out.resolve, [&](const ResolveEntry& x) { return x.name == e.name; });
   }

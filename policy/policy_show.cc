@@ -109,12 +109,10 @@ Json PolicyShowJson(const Policy& policy) {
       entries[name] = std::move(list);
     }
     if (!any) continue;
-    if (auto e = EgressFor(policy, tool)) {
-      egress_tools[tool] = EgressJson(policy, *e, policy.NetworkFor(tool));
-    }
+    egress_tools[tool] = EgressJson(policy, EgressFor(policy, tool), policy.NetworkFor(tool));
   }
   Json egress = Json::object();
-  if (auto e = EgressFor(policy, "")) egress = EgressJson(policy, *e, policy.network);
+  egress = EgressJson(policy, EgressFor(policy, ""), policy.network);
   Json effective = Json::parse(policy.CanonicalJson());
   HideSecretEnvValues(policy, effective);
   return {{"effective", std::move(effective)},

@@ -13,6 +13,7 @@ Json ContainSpecJson(const ContainSpec& s) {
           {"landlock", s.landlock ? LandlockSpecJson(*s.landlock) : Json(nullptr)},
           {"seccomp", SeccompRulesJson(s.seccomp)},
           {"ipc_shm_bytes", s.ipc_shm_bytes},
+          {"proxy_port", s.proxy_port},
           {"argv", s.argv},
           {"cwd", s.cwd}};
 }
@@ -29,6 +30,7 @@ Result<ContainSpec> ContainSpecFromJson(const Json& j) {
     s.argv = j.at("argv").get<std::vector<std::string>>();
     s.cwd = j.value("cwd", "");
     s.ipc_shm_bytes = j.value("ipc_shm_bytes", std::uint64_t{0});
+    s.proxy_port = j.value("proxy_port", 0);
   } catch (const std::exception& e) {
     return Fail(Code::kSandboxUnavailable, std::string("bad spec: ") + e.what());
   }

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runner/landlock.h"
@@ -15,10 +16,16 @@ struct ContainSpec {
   std::vector<RlimitSpec> rlimits;
   std::optional<LandlockSpec> landlock;  // nullopt only in the explicit weaker mode w/o Landlock
   std::vector<SeccompRule> seccomp;
-  std::uint64_t ipc_shm_bytes = 0;  // SysV shm limits of the sandbox's own IPC namespace; 0: none
+  std::uint64_t ipc_shm_bytes = 0;
+  // Network mode proxy: the shim listens on 127.0.0.1:proxy_port inside the sandbox's network
+  // namespace and sends the listener to cordon (kProxyListenerLine); 0: no proxy.
+  int proxy_port = 0;  // SysV shm limits of the sandbox's own IPC namespace; 0: none
   std::vector<std::string> argv;
   std::string cwd;
 };
+
+// The status line that carries the proxy listener (SCM_RIGHTS) from the shim to cordon.
+inline constexpr std::string_view kProxyListenerLine = "cordon-proxy-listener\n";
 
 Json ContainSpecJson(const ContainSpec& spec);
 Result<ContainSpec> ContainSpecFromJson(const Json& j);

@@ -28,12 +28,12 @@ struct NetworkEvent {
   std::string method;    // plain HTTP only ("GET")
   std::string host;      // as normalised (ParseEgressHost), or as sent when it did not parse
   int port = 0;
-  std::string address;   // the address connected to; empty when refused before connecting
+  std::string address;  // the address connected to; empty when refused before connecting
   bool allowed = false;
-  std::string rule;         // the rule that decided ("*.npmjs.org"), empty when none matched
-  std::string rule_source;  // where the rule came from ("policies.d/10-net.toml:3")
-  std::string reason;       // refused: the one line the client was told
-  std::string error;        // allowed, but the upstream failed (connect refused, timeout)
+  std::string rule;              // the rule that decided ("*.npmjs.org"), empty when none matched
+  std::string rule_source;       // where the rule came from ("policies.d/10-net.toml:3")
+  std::string reason;            // refused: the one line the client was told
+  std::string error;             // allowed, but the upstream failed (connect refused, timeout)
   std::uint64_t bytes_up = 0;    // client -> upstream, after the request head
   std::uint64_t bytes_down = 0;  // upstream -> client
   double duration_ms = 0;
@@ -57,14 +57,18 @@ class EgressProxy {
   // after RemoveListener returned for connections that were open (until it returns: see below).
   std::uint64_t AddListener(UniqueFd listener, EgressPolicy policy, std::string identity,
                             NetworkSink sink);
-  // Closes the listener and ends its open connections; when it returns no thread calls that
-  // listener's sink again.
+  // Closes the listener and ends its open connections (shutdown(2) on both ends of each; a
+  // getaddrinfo in progress is waited for); when it returns no thread calls that listener's
+  // sink again. Not to be called from a sink (it would wait for its own thread).
   void RemoveListener(std::uint64_t id);
   // A connected stream for an in-process client (read_url): the other end of a socketpair,
   // served exactly as if accepted on listener `id`.
   Result<UniqueFd> Connect(std::uint64_t id);
 
   const std::vector<IpAddress>& host_addresses() const;
+  // How many times the proxy has asked the system resolver (getaddrinfo) so far: a test's proof
+  // that a refused name, a resolve entry or an IP literal never reaches a resolver.
+  std::uint64_t resolver_queries() const;
 
  private:
   EgressProxy();
@@ -72,7 +76,9 @@ class EgressProxy {
   std::unique_ptr<Impl> impl_;
 };
 
-// The environment a proxied sandbox gets (HTTP_PROXY, https_proxy, ALL_PROXY, NO_PROXY, ...).
+// The environment a proxied sandbox gets: HTTP_PROXY, HTTPS_PROXY (http://127.0.0.1:3128),
+// ALL_PROXY (socks5h://127.0.0.1:3128), NO_PROXY (kDefaultNoProxy), each in both cases, and
+// NODE_USE_ENV_PROXY=1 (Node >= 22.21 then honours them in fetch).
 std::vector<std::pair<std::string, std::string>> ProxyEnvironment();
 // The NO_PROXY default: names a client reaches directly (its own loopback).
 inline constexpr std::string_view kDefaultNoProxy = "localhost,127.0.0.1,::1";

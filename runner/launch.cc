@@ -541,6 +541,20 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   c.cwd = req.cwd.empty() ? workspace : req.cwd;
   c.env = facts.env;
   for (const auto& [k, v] : req.extra_env) SetEnv(c.env, k, v);
+  if (s.network == NetworkMode::kProxy) {
+    // The proxy is reached through the listener the shim opens in the sandbox's own network
+    // namespace: without bwrap there is no such namespace, and nothing to keep the rest out.
+    if (host.weaker) {
+      return Fail(Code::kSandboxUnavailable,
+                  "network mode proxy needs bwrap's network namespace, which the weaker mode "
+                  "lacks (" +
+                      host.weaker_reason + "); use --network none, or install bwrap");
+    }
+    s.egress = EgressFor(policy, req.tool, req.egress_extra);
+    // Set last: a variable the caller passed cannot point the sandbox's clients elsewhere.
+    for (const auto& [k, v] : ProxyEnvironment()) SetEnv(c.env, k, v);
+    c.contain.proxy_port = kSandboxProxyPort;
+  }
   c.inherit_stdio = req.inherit_stdio;
   c.pipe_stdin = req.pipe_stdin;
   c.max_output_bytes = req.max_output_bytes;
@@ -777,6 +791,7 @@ Json ConfinementJson(const LaunchPlan& plan) {
     }
     j["grants"] = std::move(grants);
   }
+  if (s.egress) j["egress"] = EgressPolicyJson(*s.egress);
   return j;
 }
 
@@ -1141,6 +1156,11 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
                     {}};
   }
   if (reason) o.status = *reason;
+  {
+    // The sandbox ran without its proxy: what its clients saw (refused connections) is this.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (egress_error_ && !o.error) o.error = egress_error_;
+  }
   o.stop_signal = stop_signal;
   if (cgroup_) {
     o.cgroup = cgroup_->Stats();
@@ -1187,7 +1207,7 @@ OutputCounts ConfinedProcess::Counts() const {
 
 void ConfinedProcess::OnStatusData(int fd) {
   char data[65536];
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(4 * sizeof(int))];
   iovec iov{data, sizeof data};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -1201,6 +1221,27 @@ void ConfinedProcess::OnStatusData(int fd) {
     return;
   }
   std::string_view got(data, static_cast<std::size_t>(n));
+  // Descriptors are owned at once, whatever comes of them; only the proxy listener the shim
+  // sends (its own line, its own write) is kept, and only when this process has a binding.
+  std::vector<UniqueFd> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int passed = -1;
+      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+      fds.emplace_back(passed);
+    }
+  }
+  if (got.rfind(kProxyListenerLine, 0) == 0) {
+    got.remove_prefix(kProxyListenerLine.size());
+    if (fds.size() == 1 && req_.egress) {
+      if (auto bound = req_.egress->Bind(std::move(fds[0])); !bound) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!egress_error_) egress_error_ = bound.error();
+      }
+    }
+  }
   // The first line the shim's child writes, before Landlock: its pid, from the kernel (a stream
   // socket with SO_PASSCRED never merges writes of different processes into one read).
   if (confined_pid_ == 0 && got.rfind(kConfiningLine, 0) == 0) {

@@ -22,6 +22,7 @@
 #include "runner/capture.h"
 #include "runner/cgroup.h"
 #include "runner/contain.h"
+#include "runner/egress_binding.h"
 #include "runner/grants.h"
 #include "runner/kernel_audit.h"
 #include "runner/limit_hit.h"
@@ -83,6 +84,13 @@ struct ProcessRequest {
   // `wrap` keeps it short, so that its records are written before an MCP client, which sends
   // SIGTERM two seconds after closing stdin, gives up on it.
   int stop_grace_ms = 2000;
+  // Network mode proxy (docs/adr/0005-egress-proxy.md): what this process's rules add to the
+  // policy's for `tool` (--allow-domain, a configured server's [servers.NAME.sandbox]), and who
+  // it is in the network records ("tool run_shell", "server github"; empty: "tool " + tool).
+  EgressExtra egress_extra;
+  std::string egress_identity;
+  // Set by ProcessHost::Launch: where the listener the shim sends goes.
+  std::shared_ptr<EgressBinding> egress;
 };
 
 // Hooks for a process whose stdout is a protocol rather than output to capture.
@@ -181,6 +189,7 @@ struct SessionLaunch {
   std::vector<std::string> git_dirs;    // every git dir in the writable roots (full walk)
   std::vector<GitViewMount> git_views;  // every git directory, shown through a view
   NetworkMode network = NetworkMode::kNone;
+  std::optional<EgressPolicy> egress;  // network mode proxy: the sandbox's rules
   bool weaker() const { return bwrap.empty(); }
 };
 
@@ -294,6 +303,9 @@ class ConfinedProcess {
   OutputCounts Counts() const;
   std::string Tail(std::size_t max_chars) const;  // combined tail, escapes stripped
   const ProcessRequest& request() const { return req_; }
+  // Takes the sandbox's listener off the proxy and ends its open connections, whose network
+  // records are written before this returns (ProcessHost calls it before the process record).
+  void ReleaseEgress() { req_.egress.reset(); }
   const Json& confinement() const { return confinement_; }
   const std::optional<TimeoutDecision>& timeout_decision() const { return timeout_; }
   // The names (never values) of the variables it got beyond the fixed ones, for its record.
@@ -331,6 +343,7 @@ class ConfinedProcess {
   mutable std::mutex mu_;
   CappedStream out_, err_;
   ProcessOutcome outcome_;
+  std::optional<Error> egress_error_;  // the proxy listener could not be bound (under mu_)
   bool done_ = false;
 };
 

@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include <filesystem>
+
 namespace cordon {
 
 ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, Result<SandboxHost> host,
@@ -33,9 +35,44 @@ Result<const SandboxHost*> ProcessHost::Host() {
   return &*host_;
 }
 
-Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& req, LaunchResources* acquired,
+namespace {
+
+// A preset's cache directories (~/.npm, ...) are granted writable to a proxied sandbox; a launch
+// creates a missing one (mode 0700, the user's own cache) so that the grant has something to
+// bind, `--plan` only shows what exists.
+Result<ProcessRequest> WithPresetGrants(const Policy& policy, const ProcessRequest& req,
+                                        bool create) {
+  if (req.network.value_or(policy.NetworkFor(req.tool)) != NetworkMode::kProxy) return req;
+  const EgressPolicy egress = EgressFor(policy, req.tool, req.egress_extra);
+  if (egress.write_paths.empty()) return req;
+  const char* home_env = std::getenv("HOME");
+  const std::string home = home_env != nullptr ? home_env : "";
+  ProcessRequest out = req;
+  for (const auto& [path, source] : egress.write_paths) {
+    if (home.empty() || home == "/") continue;  // no HOME: no cache to grant
+    const std::string full = ExpandPath(path, "", home);
+    if (create) {
+      std::error_code ec;
+      std::filesystem::create_directories(full, ec);
+      if (!ec) std::filesystem::permissions(full, std::filesystem::perms::owner_all, ec);
+    }
+    auto grant = ResolveGrant(full, true, source, home);
+    if (grant) {
+      out.grants.push_back(*grant);
+    } else if (grant.error().code != Code::kNotFound) {
+      return std::unexpected(grant.error());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResources* acquired,
                                      std::shared_ptr<TreeSnapshot>* before) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
+  ASSIGN_OR_RETURN(const ProcessRequest req,
+                   WithPresetGrants(policy_, request, acquired != nullptr));
   LaunchResources dropped;
   ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
                                                     acquired != nullptr ? acquired : &dropped));
@@ -52,6 +89,14 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   LaunchResources resources;
   const std::uint64_t token = guard_ ? guard_->BeforeLaunch() : 0;
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources, &watch->before));
+  // Bound before anything else is acquired: a proxy that cannot start leaves nothing to undo.
+  ProcessRequest launched = req;
+  if (plan.session.egress) {
+    if (!egress_) {
+      return Fail(Code::kSandboxUnavailable, "network mode proxy: this session runs no proxy");
+    }
+    ASSIGN_OR_RETURN(launched.egress, egress_(*plan.session.egress, req));
+  }
   if (!plan.session.workspace_writable) watch->before.reset();
   if (guard_)
     guard_->Launched(token, plan.session.workspace_writable, plan.session.protect,
@@ -62,7 +107,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   // clock ticks over) before the process starts, the pass starts once it has.
   if (watch->before && watch->before->Deferred() > 0)
     watch->fill = std::make_shared<SnapshotFill>(watch->before);
-  auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
+  auto proc = ConfinedProcess::Start(plan, std::move(resources), launched);
   if (watch->fill && proc) watch->fill->Start();
   if (proc) (*proc)->SetRedactor(redactor_);
   if (!proc) {
@@ -72,9 +117,11 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   return proc;
 }
 
-void ProcessHost::Ended(const ConfinedProcess& p, const ChangeWatch& watch,
-                        const std::string& job_id, bool cancel_requested) {
+void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
+                        bool cancel_requested) {
   git_views_.SyncOut();
+  // Its connections' network records come before its process record.
+  p.ReleaseEgress();
   --running_;
   // The process-end sweep walks every writable root anyway: that walk is the after snapshot,
   // so the tree is walked once at launch and once at the end (docs/adr/0004-change-records.md).

@@ -53,6 +53,11 @@ class ProcessHost {
   // The session's workspace guard: it sweeps after each process and, while one runs, at each
   // call boundary (SweepAtCallBoundary).
   void SetGuard(std::unique_ptr<WorkspaceGuard> guard) { guard_ = std::move(guard); }
+  // Network mode proxy: makes the binding a sandbox's listener goes to (the session's proxy,
+  // its records). Without one, a proxy-mode launch fails with sandbox_unavailable.
+  using EgressBinder = std::function<Result<std::shared_ptr<EgressBinding>>(
+      const EgressPolicy& policy, const ProcessRequest& req)>;
+  void SetEgress(EgressBinder binder) { egress_ = std::move(binder); }
   // The session's redactor, for the cuts of every process's output (it outlives the host).
   void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
   void SweepAtCallBoundary() {
@@ -83,7 +88,7 @@ class ProcessHost {
   };
   Result<std::unique_ptr<ConfinedProcess>> Launch(const ProcessRequest& req, ChangeWatch* watch);
   // A process ended: the sweep (whose walk is the after snapshot), then its record.
-  void Ended(const ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
+  void Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
              bool cancel_requested);
 
   const Policy& policy_;
@@ -100,6 +105,7 @@ class ProcessHost {
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<int> running_{0};
   const Redactor* redactor_ = nullptr;
+  EgressBinder egress_;
 };
 
 }  // namespace cordon

@@ -279,6 +279,11 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
             const Json& changes) { raw->RecordProcess(p, job_id, cancel_requested, changes); });
   s->processes_->SetRedactor(&s->redactor_);  // output cuts never split a secret
+  s->network_gate_->session = raw;
+  s->processes_->SetEgress([raw](const EgressPolicy& policy, const ProcessRequest& req) {
+    std::string identity = req.egress_identity.empty() ? "tool " + req.tool : req.egress_identity;
+    return raw->BindEgress(policy, std::move(identity));
+  });
   s->processes_->SetGuard(std::make_unique<WorkspaceGuard>(
       WritableRoots(s->policy_, s->workspace_.root(), HomeDir()), GuardOptions::From(s->policy_),
       CordonStateDir() + "/quarantine/" + session_id,
@@ -292,6 +297,17 @@ void Session::Finish() {
   if (finished_ || !audit_) return;
   finished_ = true;
   processes_.reset();  // cancels and reaps background jobs; their records come first
+  {
+    // The proxy's last connections (read_url's) end now, and nothing is recorded after this.
+    std::shared_ptr<EgressProxy> proxy;
+    {
+      std::lock_guard<std::mutex> lock(egress_mu_);
+      proxy = std::move(egress_);
+    }
+    proxy.reset();
+    std::lock_guard<std::mutex> lock(network_gate_->mu);
+    network_gate_->session = nullptr;
+  }
   (void)Audit(
       SessionFinishedRecord{
           .calls = calls_.load(), .errors = errors_.load(), .git = GitHead(workspace_.root())},
@@ -350,6 +366,53 @@ Error Session::PoisonLocked(const Error& e, const std::string& what) {
 std::optional<Error> Session::poisoned() const {
   std::lock_guard<std::mutex> lock(audit_mu_);
   return poisoned_;
+}
+
+Result<std::shared_ptr<EgressProxy>> Session::Egress() {
+  std::lock_guard<std::mutex> lock(egress_mu_);
+  if (finished_) return Fail(Code::kSandboxUnavailable, "the session has ended");
+  if (!egress_) {
+    ASSIGN_OR_RETURN(std::unique_ptr<EgressProxy> started, EgressProxy::Start());
+    egress_ = std::move(started);
+  }
+  return egress_;
+}
+
+Result<std::shared_ptr<EgressBinding>> Session::BindEgress(const EgressPolicy& policy,
+                                                           std::string identity) {
+  ASSIGN_OR_RETURN(std::shared_ptr<EgressProxy> proxy, Egress());
+  std::weak_ptr<NetworkGate> gate = network_gate_;
+  NetworkSink sink = [gate](const NetworkEvent& e) {
+    auto g = gate.lock();
+    if (!g) return;
+    std::lock_guard<std::mutex> lock(g->mu);
+    if (g->session != nullptr) g->session->RecordNetwork(e);
+  };
+  return std::make_shared<EgressBinding>(std::move(proxy), policy, std::move(identity),
+                                         std::move(sink));
+}
+
+void Session::RecordNetwork(const NetworkEvent& e) {
+  auto opt = [](const std::string& s) {
+    return s.empty() ? std::nullopt : std::optional<std::string>(s);
+  };
+  NetworkRecord rec{.identity = e.identity,
+                    .protocol = e.protocol,
+                    .method = opt(e.method),
+                    .host = e.host,
+                    .port = e.port,
+                    .address = opt(e.address),
+                    .decision = e.allowed ? "allowed" : "denied",
+                    .rule = opt(e.rule),
+                    .rule_source = opt(e.rule_source),
+                    .reason = opt(e.reason),
+                    .error = opt(e.error),
+                    .bytes_up = e.bytes_up,
+                    .bytes_down = e.bytes_down,
+                    .duration_ms = e.duration_ms,
+                    .http_status = e.status != 0 ? std::optional<int>(e.status) : std::nullopt};
+  // A connection has happened by now: a log that cannot take its record poisons the session.
+  (void)Audit(rec, true);
 }
 
 void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,

@@ -103,6 +103,12 @@ class Session {
                   AuditWriter::When when = AuditWriter::When::kAfterAct);
   // Why the session takes no further calls, if it does not.
   std::optional<Error> poisoned() const;
+  // The session's egress proxy (docs/adr/0005-egress-proxy.md), started on first use; every
+  // proxied sandbox of the session has its own listener on it.
+  Result<std::shared_ptr<EgressProxy>> Egress();
+  // A binding for one sandbox (or read_url): its connections become `network` records.
+  Result<std::shared_ptr<EgressBinding>> BindEgress(const EgressPolicy& policy,
+                                                    std::string identity);
 
  private:
   Session() = default;
@@ -116,6 +122,16 @@ class Session {
   // Says on stderr that the log could not take `what` (a record, a checkpoint) and poisons the
   // session; returns the error for the caller. audit_mu_ is held.
   Error PoisonLocked(const Error& e, const std::string& what);
+  // Before processes_: the bindings of its processes release their listeners on it.
+  std::mutex egress_mu_;
+  std::shared_ptr<EgressProxy> egress_;
+  // What the proxy's threads write records through; Finish closes it before session_finished.
+  struct NetworkGate {
+    std::mutex mu;
+    Session* session = nullptr;
+  };
+  std::shared_ptr<NetworkGate> network_gate_ = std::make_shared<NetworkGate>();
+  void RecordNetwork(const NetworkEvent& e);
   std::unique_ptr<ProcessHost> processes_;
   ExternalTools* external_ = nullptr;
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.

@@ -220,7 +220,8 @@ TEST_F(CliTest, PolicyShowListsEgressDomainsAndWhereEachCameFrom) {
   const Json& allow = j["egress"]["allow_domains"];
   ASSERT_EQ(allow.size(), 3u) << allow.dump();
   EXPECT_EQ(allow[0], (Json{{"rule", "api.github.com"}, {"from", user + ":3"}}));
-  EXPECT_EQ(allow[1], (Json{{"rule", "registry.npmjs.org"}, {"from", "preset npm"}}));
+  EXPECT_EQ(allow[1],
+            (Json{{"rule", "registry.npmjs.org"}, {"from", "preset npm (" + user + ":4)"}}));
   EXPECT_EQ(j["egress"]["deny_domains"][0]["from"], project + ":3");
   EXPECT_EQ(j["egress"]["resolve"].size(), 1u);
   EXPECT_EQ(j["egress"]["presets"][0]["write_paths"], Json::array({"~/.npm"}));
@@ -255,7 +256,8 @@ TEST_F(CliTest, ServerSandboxEgressKeysAreTightenOnlyFromAProject) {
   EXPECT_EQ(user.egress.allow[0].text, "api.github.com");
   EXPECT_EQ(user.egress.allow[0].source,
             "servers.gh.sandbox (" + (dir_ / "home/.cordon/mcp.toml") + ":5)");
-  EXPECT_EQ(user.egress.presets, std::vector<std::string>{"npm"});
+  ASSERT_EQ(user.egress.presets.size(), 1u);
+  EXPECT_EQ(user.egress.presets[0].first, "npm");
   ASSERT_EQ(repo.name, "repo");
   EXPECT_TRUE(repo.egress.allow.empty());
   EXPECT_TRUE(repo.egress.presets.empty());
@@ -269,8 +271,8 @@ TEST_F(CliTest, ServerSandboxEgressKeysAreTightenOnlyFromAProject) {
       << cfg->diagnostics[0].dump();
   // The user's server runs under these rules: the policy's, then the server's.
   Policy policy;
-  auto egress = EgressFor(policy, "mcp__gh", user.egress);
-  ASSERT_TRUE(egress) << egress.error().message;
+  const EgressPolicy e = EgressFor(policy, "mcp__gh", user.egress);
+  const EgressPolicy* egress = &e;
   EXPECT_TRUE(DecideName(*egress, *ParseEgressHost("registry.npmjs.org"), 443).allowed);
   EXPECT_FALSE(DecideName(*egress, *ParseEgressHost("gist.github.com"), 443).allowed);
 

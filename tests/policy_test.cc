@@ -386,16 +386,17 @@ TEST(PolicyEgress, ListsMergeWithProvenanceAndBecomeRules) {
   EXPECT_EQ(p.egress.allow_domains, std::vector<std::string>{"*.example.org:8443"});
   EXPECT_TRUE(p.notes.empty()) << ::testing::PrintToString(p.notes);
 
-  auto global = EgressFor(p, "call");
-  ASSERT_TRUE(global) << global.error().message;
+  const EgressPolicy g = EgressFor(p, "call");
+  const EgressPolicy* global = &g;
   ASSERT_EQ(global->allow.size(), 3u);  // *.example.org:8443 and npm's two registries
   EXPECT_EQ(global->allow[0].text, "*.example.org:8443");
   EXPECT_EQ(global->allow[0].source, "u.toml:5");
   EXPECT_EQ(global->allow[1].text, "registry.npmjs.org");
-  EXPECT_EQ(global->allow[1].source, "preset npm");
+  EXPECT_EQ(global->allow[1].source, "preset npm (u.toml:8)");
   EXPECT_EQ(global->presets, std::vector<std::string>{"npm"});
   ASSERT_EQ(global->write_paths.size(), 1u);
-  EXPECT_EQ(global->write_paths[0], (std::pair<std::string, std::string>{"~/.npm", "preset npm"}));
+  EXPECT_EQ(global->write_paths[0],
+            (std::pair<std::string, std::string>{"~/.npm", "preset npm (u.toml:8)"}));
   ASSERT_EQ(global->deny.size(), 1u);
   EXPECT_EQ(global->deny[0].source, "u.toml:7");
   ASSERT_EQ(global->resolve.size(), 1u);
@@ -405,18 +406,22 @@ TEST(PolicyEgress, ListsMergeWithProvenanceAndBecomeRules) {
   // A tool gets the global rules and its own; the command line's come last with their flag.
   EgressExtra extra;
   extra.allow.push_back(*ParseDomainRule("cli.example.net", "--allow-domain"));
-  extra.presets = {"crates"};
+  extra.presets = {{"crates", "--allow-preset"}};
   extra.resolve.push_back(*ParseResolveEntry("api.test=127.0.0.2", "--resolve"));
-  auto exec = EgressFor(p, "exec", extra);
-  ASSERT_TRUE(exec) << exec.error().message;
+  const EgressPolicy e = EgressFor(p, "exec", extra);
+  const EgressPolicy* exec = &e;
   std::vector<std::string> allow;
   for (const auto& r : exec->allow) allow.push_back(r.text + " <- " + r.source);
-  EXPECT_EQ(allow, (std::vector<std::string>{
-                       "*.example.org:8443 <- u.toml:5", "docs.example.com <- u.toml:11",
-                       "cli.example.net <- --allow-domain", "registry.npmjs.org <- preset npm",
-                       "registry.yarnpkg.com <- preset npm", "pypi.org <- preset pypi",
-                       "files.pythonhosted.org <- preset pypi", "crates.io <- preset crates",
-                       "index.crates.io <- preset crates", "static.crates.io <- preset crates"}));
+  EXPECT_EQ(
+      allow,
+      (std::vector<std::string>{
+          "*.example.org:8443 <- u.toml:5", "docs.example.com <- u.toml:11",
+          "cli.example.net <- --allow-domain", "registry.npmjs.org <- preset npm (u.toml:8)",
+          "registry.yarnpkg.com <- preset npm (u.toml:8)", "pypi.org <- preset pypi (u.toml:13)",
+          "files.pythonhosted.org <- preset pypi (u.toml:13)",
+          "crates.io <- preset crates (--allow-preset)",
+          "index.crates.io <- preset crates (--allow-preset)",
+          "static.crates.io <- preset crates (--allow-preset)"}));
   EXPECT_EQ(exec->presets, (std::vector<std::string>{"npm", "pypi", "crates"}));
   ASSERT_EQ(exec->deny.size(), 2u);
   EXPECT_EQ(exec->deny[1].source, "u.toml:12");
@@ -477,10 +482,9 @@ TEST(PolicyEgress, AProjectFileCanOnlyNarrowEgress) {
   for (const auto& n : p.notes) all += n + "\n";
   for (const auto& n : needles) EXPECT_NE(all.find(n), std::string::npos) << n << "\n" << all;
   // The tool's deny rule beats the global allow rule for exec only.
-  auto exec = EgressFor(p, "exec");
-  ASSERT_TRUE(exec);
-  EXPECT_FALSE(DecideName(*exec, *ParseEgressHost("a.example.com"), 443).allowed);
-  EXPECT_TRUE(DecideName(*EgressFor(p, "call"), *ParseEgressHost("a.example.com"), 443).allowed);
+  const EgressPolicy exec = EgressFor(p, "exec");
+  EXPECT_FALSE(DecideName(exec, *ParseEgressHost("a.example.com"), 443).allowed);
+  EXPECT_TRUE(DecideName(EgressFor(p, "call"), *ParseEgressHost("a.example.com"), 443).allowed);
 
   // A project file cannot remove a deny rule, nor open the network to proxy from none.
   Policy q;
@@ -560,7 +564,8 @@ TEST(PolicyEgress, ShowListsDomainsPresetsAndResolveWithSources) {
   EXPECT_EQ(j["egress"]["mode"], "proxy");
   EXPECT_EQ(j["egress"]["allow_domains"][0],
             (Json{{"rule", "api.example.com"}, {"from", "u.toml:3"}}));
-  EXPECT_EQ(j["egress"]["allow_domains"][1], (Json{{"rule", "pypi.org"}, {"from", "preset pypi"}}));
+  EXPECT_EQ(j["egress"]["allow_domains"][1],
+            (Json{{"rule", "pypi.org"}, {"from", "preset pypi (u.toml:4)"}}));
   EXPECT_EQ(j["egress"]["presets"][0]["write_paths"], Json::array({"~/.cache/pip"}));
   EXPECT_EQ(j["egress"]["presets"][0]["from"], "u.toml:4");
   EXPECT_EQ(j["egress"]["resolve"][0]["from"], "u.toml:5");

@@ -3,10 +3,13 @@
 // child execs the command in a new session; the shim waits and reports the real exit status and
 // resource use on the status fd, with the SHA-256 of the spec bytes it read (so a test can match
 // them with `cordon exec --plan`). It never runs the command if any step fails.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,6 +60,45 @@ std::string ReadAll(int fd) {
   return out;
 }
 
+// Network mode proxy (docs/adr/0005-egress-proxy.md): a listener on the sandbox's own loopback,
+// opened here, inside its network namespace and before anything is confined, and sent to cordon,
+// which accepts on it outside. The shim keeps no copy: the command cannot accept on it, and the
+// port stays taken, so nothing in the sandbox can listen there in its place.
+void SendProxyListener(int port) {
+  cordon::UniqueFd ls(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!ls.valid()) Die("proxy", {cordon::Code::kSandboxUnavailable, "socket", errno, {}});
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(ls.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(ls.get(), 128) != 0) {
+    Die("proxy",
+        {cordon::Code::kSandboxUnavailable,
+         std::string("listen on 127.0.0.1:") + std::to_string(port) + ": " + std::strerror(errno),
+         errno,
+         {}});
+  }
+  if (g_status_fd < 0) Die("proxy", {cordon::Code::kSandboxUnavailable, "no status fd", 0, {}});
+  const std::string_view line = cordon::kProxyListenerLine;
+  iovec iov{const_cast<char*>(line.data()), line.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  const int fd = ls.get();
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  if (::sendmsg(g_status_fd, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+    Die("proxy", {cordon::Code::kSandboxUnavailable, "sendmsg of the proxy listener", errno, {}});
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,6 +133,7 @@ int main(int argc, char** argv) {
     pollfd gone{g_status_fd, 0, 0};
     if (::poll(&gone, 1, 0) > 0 && (gone.revents & (POLLERR | POLLHUP)) != 0) _exit(125);
   }
+  if (spec->proxy_port > 0) SendProxyListener(spec->proxy_port);
   // The command runs in a child that contains itself and execs; this process stays to report
   // the command's real status and resource use, and to end what it leaves behind.
   cordon::Pipe exec_pipe = cordon::MakePipe();
