@@ -40,9 +40,9 @@ struct ServerConfig {
   // rule's source "servers.NAME.sandbox (FILE:LINE)". From a project file only deny_domains
   // stay: its allow_domains and presets are dropped with a diagnostic (tighten-only).
   EgressExtra egress;
-  std::string source;                       // the file that defined it
-  bool project = false;                     // defined inside the workspace
-  std::string definition_sha256;            // what trust is recorded against
+  std::string source;             // the file that defined it
+  bool project = false;           // defined inside the workspace
+  std::string definition_sha256;  // what trust is recorded against
 };
 
 struct McpConfig {
