@@ -174,7 +174,13 @@ TEST(FailureHints, PathsAndNetworkAreNamedWithTheFlagOrTheKey) {
       << configured[0];
   auto net = mcp::FailureHints("getaddrinfo EAI_AGAIN registry.npmjs.org", {.wrapped = true});
   ASSERT_EQ(net.size(), 1u);
-  EXPECT_NE(net[0].find("--network allow"), std::string::npos);
+  EXPECT_NE(net[0].find("--allow-domain NAME (or --allow-preset npm)"), std::string::npos)
+      << net[0];
+  // Through the proxy, the hint points at the refusals in the log instead.
+  auto proxied = mcp::FailureHints("getaddrinfo EAI_AGAIN registry.npmjs.org",
+                                   {.wrapped = true, .network = NetworkMode::kProxy});
+  ASSERT_EQ(proxied.size(), 1u);
+  EXPECT_NE(proxied[0].find("network records of the audit log"), std::string::npos) << proxied[0];
   EXPECT_TRUE(mcp::FailureHints("getaddrinfo EAI_AGAIN x",
                                 {.wrapped = true, .network = NetworkMode::kAllow})
                   .empty());
@@ -427,7 +433,7 @@ TEST_F(GrantsTest, WrapSaysWhenTheServerDoesNotAnswerInitializeWithTheNetworkHin
   EXPECT_NE(r.err.find("has not answered initialize after 10 s"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("EAI_AGAIN"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("hint: the server tried to reach the network"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("--network allow"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--allow-preset npm"), std::string::npos) << r.err;
   bool recorded = false;
   for (const auto& d : Records(dir_ / "wrap.jsonl", "mcp_diagnostic")) {
     if (d.value("reason", "") == "no answer to initialize" &&

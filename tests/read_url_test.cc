@@ -190,6 +190,19 @@ class ReadUrlTest : public ::testing::Test {
     std::lock_guard<std::mutex> lock(mu_);
     return events_;
   }
+  // A connection's record is written when the proxy's thread sees both sides closed, which may
+  // be just after read_url returned: wait for it (bounded).
+  template <typename Pred>
+  bool EventuallySeen(Pred pred) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+      for (const auto& e : Events()) {
+        if (pred(e)) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
 
   TempDir dir_;
   std::optional<Workspace> ws_;
@@ -216,11 +229,9 @@ TEST_F(ReadUrlTest, ReturnsReadableTextFromHtml) {
             "# Install\n\nRun make & enjoy.\n\n- one\n- two\n\nnext "
             "(https://docs.example.test/next)");
   // The proxy saw the connection, by name, and allowed it.
-  bool seen = false;
-  for (const auto& e : Events()) {
-    seen = seen || (e.host == "docs.example.test" && e.allowed && e.identity == "read_url");
-  }
-  EXPECT_TRUE(seen);
+  EXPECT_TRUE(EventuallySeen([](const NetworkEvent& e) {
+    return e.host == "docs.example.test" && e.allowed && e.identity == "read_url";
+  }));
 }
 
 TEST_F(ReadUrlTest, ReturnsJsonAsIs) {
@@ -294,10 +305,8 @@ TEST_F(ReadUrlTest, ANameTheProxyRefusesIsDeniedByPolicyWithItsReason) {
   EXPECT_EQ(r.error().code, Code::kDeniedByPolicy) << r.error().message;
   EXPECT_NE(r.error().message.find("egress proxy refused other.example.test"), std::string::npos)
       << r.error().message;
-  bool recorded = false;
-  for (const auto& e : Events())
-    recorded = recorded || (e.host == "other.example.test" && !e.allowed);
-  EXPECT_TRUE(recorded);
+  EXPECT_TRUE(EventuallySeen(
+      [](const NetworkEvent& e) { return e.host == "other.example.test" && !e.allowed; }));
 }
 
 TEST_F(ReadUrlTest, WithoutAProxyItIsRefusedSayingWhatIsNeeded) {
