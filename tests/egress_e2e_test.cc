@@ -665,5 +665,110 @@ TEST_F(EgressE2eTest, OneSandboxsAllowlistDoesNotServeAnother) {
   EXPECT_EQ(rb.value("rule", ""), "b.example.test:" + port) << rb.dump();
 }
 
+// A real MCP server (Python, stdlib only) with one tool, `fetch {url}`, that uses urllib (so the
+// proxy variables) and answers "status N BODY" or "failed WHY".
+constexpr const char* kFetchServer = R"(import json, sys, urllib.error, urllib.request
+def fetch(u):
+    try:
+        r = urllib.request.urlopen(u, timeout=60)
+        return "status %d %s" % (r.status, r.read().decode())
+    except urllib.error.HTTPError as e:
+        return "status %d %s" % (e.code, e.read().decode())
+    except Exception as e:
+        return "failed %s" % e
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fetch", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "fetch", "description": "Fetches a URL.", "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}}}]}
+    elif m["method"] == "tools/call":
+        r = {"content": [{"type": "text", "text": fetch(m["params"]["arguments"]["url"])}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+)";
+
+// An MCP client for `cordon serve` (Python): initialize, then each call in order, each answer's
+// first text printed on its own line as "ID TEXT"; gives up after 180 s per answer.
+constexpr const char* kServeDriver = R"(import json, select, subprocess, sys
+calls = json.loads(sys.argv[1])
+p = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def send(m):
+    p.stdin.write(json.dumps(m) + "\n"); p.stdin.flush()
+def answer(i):
+    while True:
+        if not select.select([p.stdout], [], [], 180)[0]:
+            sys.exit("no answer to %d" % i)
+        line = p.stdout.readline()
+        if not line:
+            sys.exit("cordon serve closed its stdout")
+        m = json.loads(line)
+        if m.get("id") == i:
+            return m
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+answer(1)
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+for n, (tool, args) in enumerate(calls, start=2):
+    send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+    m = answer(n)
+    text = m.get("result", {}).get("content", [{}])[0].get("text", json.dumps(m))
+    print(n, text.replace("\n", " "), flush=True)
+p.stdin.close()
+sys.exit(p.wait())
+)";
+
+// Two configured MCP servers in one `cordon serve` session, so on one proxy: `a` may reach
+// a.example.test, `b` may reach b.example.test (both mapped to 127.0.0.1 by the user's policy).
+// `a` asks for b's name and is refused, recorded under a's identity; `b` gets it. Each sandbox's
+// listener carries its own rules: there is no header or credential a server could borrow.
+TEST_F(EgressE2eTest, OneConfiguredServersAllowlistDoesNotServeAnother) {
+  LocalServer srv(dir_ / "s", dir_ / "srv");
+  ASSERT_GT(srv.port(), 0);
+  const std::string port = srv.port_text();
+  WriteFile(dir_ / "config/cordon/policies.d/50-egress.toml",
+            "[network]\nresolve = [\"a.example.test=127.0.0.1\", \"b.example.test=127.0.0.1\"]\n");
+  WriteFile(ws_ + "/fetch_server.py", kFetchServer);
+  std::string toml;
+  for (const std::string name : {"a", "b"}) {
+    toml += "[servers." + name + "]\ncommand = \"/usr/bin/python3\"\nargs = [\"" + ws_ +
+            "/fetch_server.py\"]\n[servers." + name + ".sandbox]\nnetwork = \"proxy\"\n" +
+            "allow_domains = [\"" + name + ".example.test:" + port + "\"]\n";
+  }
+  WriteFile(dir_ / "home/.cordon/mcp.toml", toml);
+  auto url = [&](const std::string& name) {
+    return "http://" + name + ".example.test:" + port + "/hello.txt";
+  };
+  const Json calls = Json::array({Json::array({"mcp__a__fetch", {{"url", url("b")}}}),
+                                  Json::array({"mcp__b__fetch", {{"url", url("b")}}}),
+                                  Json::array({"mcp__a__fetch", {{"url", url("a")}}})});
+  auto r = testing::Run({"/usr/bin/python3", "-c", kServeDriver, calls.dump(), testing::CordonBin(),
+                         "serve", "--workspace", ws_, "--audit-log", Log()},
+                        env_);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 status 403"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::string("3 status 200 ") + kHello), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::string("4 status 200 ") + kHello), std::string::npos) << r.out;
+  auto recs = NetworkRecords();
+  ASSERT_EQ(recs.size(), 3u) << Dump(recs);
+  EXPECT_EQ(recs[0].value("identity", ""), "tool mcp__a") << recs[0].dump();
+  EXPECT_EQ(recs[0].value("host", ""), "b.example.test") << recs[0].dump();
+  EXPECT_EQ(recs[0].value("decision", ""), "denied") << recs[0].dump();
+  EXPECT_NE(recs[0].value("reason", "").find("allow_domains"), std::string::npos) << recs[0].dump();
+  EXPECT_EQ(recs[1].value("identity", ""), "tool mcp__b") << recs[1].dump();
+  EXPECT_EQ(recs[1].value("host", ""), "b.example.test") << recs[1].dump();
+  EXPECT_EQ(recs[1].value("decision", ""), "allowed") << recs[1].dump();
+  EXPECT_EQ(recs[1].value("rule", ""), "b.example.test:" + port) << recs[1].dump();
+  EXPECT_NE(recs[1].value("rule_source", "").find("servers.b.sandbox"), std::string::npos)
+      << recs[1].dump();
+  EXPECT_EQ(recs[2].value("identity", ""), "tool mcp__a") << recs[2].dump();
+  EXPECT_EQ(recs[2].value("host", ""), "a.example.test") << recs[2].dump();
+  EXPECT_EQ(recs[2].value("decision", ""), "allowed") << recs[2].dump();
+  EXPECT_EQ(recs[2].value("address", ""), "127.0.0.1") << recs[2].dump();
+}
+
 }  // namespace
 }  // namespace cordon
