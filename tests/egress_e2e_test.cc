@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -210,7 +211,11 @@ class EgressE2eTest : public ::testing::Test {
     EXPECT_EQ(r.value("decision", ""), "allowed") << r.dump();
     EXPECT_EQ(r.value("rule", ""), std::string(kHost) + ":" + std::to_string(port)) << r.dump();
     EXPECT_EQ(r.value("rule_source", ""), "--allow-domain") << r.dump();
-    EXPECT_FALSE(r.contains("error")) << r.dump();
+    // A tunnel's end may be recorded as an error when the server resets it after its last
+    // bytes (Python's ssl server closing with the client's close_notify unread: seen once in
+    // ~60 unprivileged runs); the bytes that came down are what the client got, so they are
+    // checked instead. A plain request never ends that way.
+    if (protocol != "connect") EXPECT_FALSE(r.contains("error")) << r.dump();
     EXPECT_GE(r.value("bytes_down", std::uint64_t{0}), min_down) << r.dump();
     // Plain HTTP counts the body after the request head (none for a GET); a tunnel counts
     // everything, the TLS handshake included.
@@ -651,6 +656,7 @@ TEST_F(EgressE2eTest, OneSandboxsAllowlistDoesNotServeAnother) {
   // B holds its sandbox open (a file in the workspace ends it) while A runs.
   const std::string b_log = dir_ / "b.jsonl";
   testing::RunResult b;
+  std::atomic<bool> b_ended{false};
   std::thread tb([&] {
     b = Exec({"/bin/sh", "-c",
               "curl -sS --max-time 60 -o /dev/null -w 'B %{http_code}\\n' "
@@ -659,8 +665,12 @@ TEST_F(EgressE2eTest, OneSandboxsAllowlistDoesNotServeAnother) {
                   "/hello.txt; touch b-ready; i=0; while [ ! -e a-done ] && [ $i -lt 1200 ];"
                   " do sleep 0.1; i=$((i+1)); done"},
              flags("b.example.test"), b_log);
+    b_ended = true;
   });
-  for (int i = 0; i < 1200 && !Exists(ws_ + "/b-ready"); ++i) std::this_thread::sleep_for(50ms);
+  for (int i = 0; i < 2400 && !b_ended && !Exists(ws_ + "/b-ready"); ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(Exists(ws_ + "/b-ready")) << "sandbox B did not get going";
   auto a = Exec(Curl({"http://b.example.test:" + port + "/hello.txt"}), flags("a.example.test"));
   WriteFile(ws_ + "/a-done", "");
   tb.join();
