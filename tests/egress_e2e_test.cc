@@ -215,7 +215,9 @@ class EgressE2eTest : public ::testing::Test {
     // bytes (Python's ssl server closing with the client's close_notify unread: seen once in
     // ~60 unprivileged runs); the bytes that came down are what the client got, so they are
     // checked instead. A plain request never ends that way.
-    if (protocol != "connect") EXPECT_FALSE(r.contains("error")) << r.dump();
+    if (protocol != "connect") {
+      EXPECT_FALSE(r.contains("error")) << r.dump();
+    }
     EXPECT_GE(r.value("bytes_down", std::uint64_t{0}), min_down) << r.dump();
     // Plain HTTP counts the body after the request head (none for a GET); a tunnel counts
     // everything, the TLS handshake included.
