@@ -15,11 +15,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 
 #include "core/unique_fd.h"
 #include "runner/cgroup.h"
 #include "runner/changes.h"
+#include "runner/egress_binding.h"
 #include "runner/host_probe.h"
 #include "runner/kernel_audit.h"
 #include "runner/landlock.h"
@@ -108,6 +110,67 @@ std::pair<bool, std::string> ConfinedServerProbe(const std::string& shim,
                                      (o.error ? o.error->message : StatusName(o.status)) + " " +
                                      (*proc)->StderrText().substr(0, 300);
       }
+    }
+  }
+  std::filesystem::remove_all(tmpl);
+  return out;
+}
+
+// Network mode proxy end to end (docs/adr/0005-egress-proxy.md): a confined bash opens the
+// sandbox's own 127.0.0.1:3128 (the listener the shim handed to cordon) and asks for a name no
+// rule allows; the proxy must answer 403 without resolving it, and record the refusal.
+std::pair<bool, std::string> EgressProxyProbe(const std::string& shim) {
+  const std::string bash = FindOnPath("bash");
+  if (bash.empty()) return {false, "bash is not on PATH (the probe's client)"};
+  std::string tmpl = (std::filesystem::temp_directory_path() / "cordon-doctor-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return {false, "mkdtemp failed"};
+  std::pair<bool, std::string> out{false, ""};
+  Policy policy;
+  policy.filesystem.read = {"/usr", "/bin", "/lib", "/lib64", "/etc"};
+  auto host = PrepareSandboxHost(policy, shim);
+  auto proxy = EgressProxy::Start();
+  if (!host || !proxy) {
+    out.second = !host ? host.error().message : proxy.error().message;
+  } else {
+    std::mutex mu;
+    std::vector<NetworkEvent> events;
+    auto binding =
+        std::make_shared<EgressBinding>(std::shared_ptr<EgressProxy>(std::move(*proxy)),
+                                        EgressPolicy{}, "doctor", [&](const NetworkEvent& e) {
+                                          std::lock_guard<std::mutex> lock(mu);
+                                          events.push_back(e);
+                                        });
+    ProcessRequest req;
+    req.argv = {bash, "-c",
+                "exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'CONNECT doctor-probe.invalid:443 "
+                "HTTP/1.1\r\nHost: doctor-probe.invalid:443\r\n\r\n' >&3 && head -c 12 <&3"};
+    req.cwd = tmpl;
+    req.tool = "doctor";
+    req.network = NetworkMode::kProxy;
+    req.egress = binding;
+    LaunchResources resources;
+    auto facts = GatherHostFacts(*host, policy, tmpl, req, environ, &resources);
+    auto plan = facts ? BuildLaunchPlan(policy, *facts, req)
+                      : Result<LaunchPlan>(std::unexpected(facts.error()));
+    if (!plan) {
+      out.second = plan.error().message;
+    } else if (auto proc = ConfinedProcess::Start(*plan, std::move(resources), req); !proc) {
+      out.second = proc.error().message;
+    } else {
+      (*proc)->Run(nullptr);
+      (*proc)->ReleaseEgress();
+      binding.reset();  // every record is in before the listener leaves the proxy
+      const std::string reply = (*proc)->StdoutText();
+      std::lock_guard<std::mutex> lock(mu);
+      const bool recorded = events.size() == 1 && !events[0].allowed;
+      out.first = reply == "HTTP/1.1 403" && recorded;
+      out.second = out.first ? "a confined client reached the proxy through the sandbox's own "
+                               "127.0.0.1:" +
+                                   std::to_string(kSandboxProxyPort) +
+                                   "; a name no rule allows was refused (403) and recorded"
+                             : "the proxy probe got \"" + reply.substr(0, 80) + "\" and " +
+                                   std::to_string(events.size()) + " record(s); " +
+                                   (*proc)->StderrText().substr(0, 200);
     }
   }
   std::filesystem::remove_all(tmpl);
@@ -351,6 +414,11 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
       }
       std::filesystem::remove_all(tmpl);
       add("sandbox_smoke_test", pass, true, detail, "see the failed checks above");
+    }
+    {
+      auto [pass, detail] = EgressProxyProbe(shim);
+      add("egress_proxy", pass, false, detail,
+          "network mode proxy (--allow-domain, --allow-preset) will not work; see the detail");
     }
     // What docs/clients.md relies on beyond the sandbox: MCP servers run by node or python3,
     // with their own program files readable without --read.
