@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/install-mcp-peers.sh
+scripts/install-egress-clients.sh
 scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j2
