@@ -14,6 +14,7 @@
 #include "core/hash.h"
 #include "core/redact.h"
 #include "session/session.h"
+#include "tools/html_text.h"
 
 extern char** environ;
 
@@ -284,6 +285,46 @@ void BM_Baseline_MemchrScan_10MB(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Baseline_MemchrScan_10MB)->Unit(benchmark::kMillisecond);
+
+// read_url's HTML to text (tools/html_text.h) over 10 MB: an ordinary page repeated, and the
+// shapes that make a regex- or backtracking-based stripper quadratic (unclosed quotes and
+// tags, `<` floods, script openers that never end, `&#` floods, deep nesting).
+void BM_HtmlToText_10MB(benchmark::State& state) {
+  static const std::string html = [] {
+    const std::string unit =
+        "<div class=\"post\"><h2>Heading &amp; more</h2><p>Some <a href=\"https://x.test/a\">"
+        "linked</a> text, <b>bold</b> and <code>code</code>.</p><ul><li>one</li><li>two</li>"
+        "</ul><script>var x = '<p>';</script><!-- note --></div>\n";
+    std::string t;
+    while (t.size() < (10u << 20)) t += unit;
+    return t;
+  }();
+  HtmlTextOptions o;
+  o.max_output_bytes = 16u << 20;  // the whole text: the pass is measured, not the cap
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(HtmlToText(html, o));
+    state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(html.size()));
+  }
+}
+BENCHMARK(BM_HtmlToText_10MB)->Unit(benchmark::kMillisecond);
+
+void BM_HtmlToText_Hostile_10MB(benchmark::State& state) {
+  static const std::string html = [] {
+    std::string t;
+    while (t.size() < (2u << 20)) t += "<<<<<<<<&#&#&#<!-<!<?<scrip</scrip<div><ul><li>";
+    while (t.size() < (4u << 20)) t += "<script>x</scrip";
+    while (t.size() < (6u << 20)) t += "<p title='x <a href=\"y ";
+    while (t.size() < (10u << 20)) t += "<b";
+    return t;
+  }();
+  HtmlTextOptions o;
+  o.max_output_bytes = 16u << 20;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(HtmlToText(html, o));
+    state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(html.size()));
+  }
+}
+BENCHMARK(BM_HtmlToText_Hostile_10MB)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace cordon

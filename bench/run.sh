@@ -23,6 +23,8 @@ rows = [
     ("replace_range with fsync (4 KB file, audited)", "BM_ReplaceRange_Fsync", "BM_Baseline_WriteFsyncRename", "write+fsync+rename+fsync dir"),
     ("redaction of 10 MB of process output", "BM_Redact_10MB", "BM_Baseline_MemchrScan_10MB", "copy+memchr scan"),
     ("redaction of 10 MB of hostile near-secrets", "BM_Redact_Hostile_10MB", "BM_Baseline_MemchrScan_10MB", "copy+memchr scan"),
+    ("read_url's HTML to text, 10 MB page", "BM_HtmlToText_10MB", "BM_Baseline_MemchrScan_10MB", "copy+memchr scan"),
+    ("read_url's HTML to text, 10 MB hostile", "BM_HtmlToText_Hostile_10MB", "BM_Baseline_MemchrScan_10MB", "copy+memchr scan"),
 ]
 print("| figure | cordon | baseline | ratio |")
 print("|---|---|---|---|")

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <iostream>
 #include <iterator>
 #include <sstream>
+#include <tuple>
 
 #include "core/redact.h"
 #include "core/signals.h"
@@ -142,6 +144,90 @@ Status AddGrants(const GrantFlags& f, ProcessRequest& req) {
     }
   }
   return {};
+}
+
+void AddEgressFlags(Context& ctx, CLI::App* app, EgressFlags* f) {
+  auto check = [](std::function<Status(const std::string&)> parse) {
+    return CLI::Validator(
+        [parse = std::move(parse)](std::string& value) -> std::string {
+          Status st = parse(value);
+          return st ? std::string() : st.error().message;
+        },
+        "");
+  };
+  std::string presets, names;
+  for (const EgressPreset& p : EgressPresets()) {
+    presets += "\n  " + std::string(p.name) + ": " + std::string(p.what);
+    names += (names.empty() ? "" : "|") + std::string(p.name);
+  }
+  app->add_option("--allow-domain", f->allow,
+                  "let the command reach NAME through cordon's proxy (repeatable; NAME, *.SUFFIX "
+                  "or an address, optionally :PORT, default ports 80 and 443; implies --network "
+                  "proxy)")
+      ->type_name("NAME")
+      ->check(check([](const std::string& v) { return Checked(ParseDomainRule(v, {})); }));
+  app->add_option("--deny-domain", f->deny,
+                  "never let the command reach NAME (repeatable; beats every allow rule)")
+      ->type_name("NAME")
+      ->check(check([](const std::string& v) { return Checked(ParseDomainRule(v, {})); }));
+  std::vector<std::string> choices;
+  for (const EgressPreset& p : EgressPresets()) choices.emplace_back(p.name);
+  WithChoices(ctx,
+              app->add_option("--allow-preset", f->presets,
+                              "allow a package registry's domains and make its cache writable "
+                              "(repeatable; implies --network proxy):" +
+                                  presets),
+              std::move(choices), [names](const std::string& v) -> Status {
+                if (FindEgressPreset(v) != nullptr) return {};
+                return Fail(Code::kInvalidInput, "\"" + v + "\" is not a preset (" + names + ")");
+              });
+  app->add_option("--resolve", f->resolve,
+                  "connect to NAME at these addresses without a DNS query, and allow those "
+                  "addresses (repeatable, like curl's --resolve)")
+      ->type_name("NAME=ADDR[,ADDR]")
+      ->check(check([](const std::string& v) { return Checked(ParseResolveEntry(v, {})); }));
+}
+
+Result<EgressChoice> EgressFromFlags(const EgressFlags& f, const std::string& network_flag) {
+  EgressChoice c;
+  for (const auto& [list, flag, deny] : {std::tuple{&f.allow, "--allow-domain", false},
+                                         std::tuple{&f.deny, "--deny-domain", true}}) {
+    for (const std::string& v : *list) {
+      auto r = ParseDomainRule(v, flag);
+      if (!r)
+        return Fail(Code::kInvalidInput, std::string(flag) + " " + v + ": " + r.error().message);
+      (deny ? c.extra.deny : c.extra.allow).push_back(std::move(*r));
+    }
+  }
+  for (const std::string& v : f.presets) {
+    if (FindEgressPreset(v) == nullptr)
+      return Fail(Code::kInvalidInput, "--allow-preset " + v + ": not a preset");
+    c.extra.presets.emplace_back(v, "--allow-preset");
+  }
+  for (const std::string& v : f.resolve) {
+    auto e = ParseResolveEntry(v, "--resolve");
+    if (!e) return Fail(Code::kInvalidInput, "--resolve " + v + ": " + e.error().message);
+    c.extra.resolve.push_back(std::move(*e));
+  }
+  if (f.empty()) return c;
+  if (!network_flag.empty()) {
+    ASSIGN_OR_RETURN(NetworkMode mode, ParseNetworkMode(network_flag));
+    if (mode != NetworkMode::kProxy) {
+      const char* flag = !f.allow.empty()     ? "--allow-domain"
+                         : !f.presets.empty() ? "--allow-preset"
+                         : !f.deny.empty()    ? "--deny-domain"
+                                              : "--resolve";
+      return Fail(Code::kInvalidInput, std::string(flag) +
+                                           " needs --network proxy, not --network " + network_flag +
+                                           " (leave --network out: " + flag + " implies proxy)");
+    }
+    c.network = mode;
+  } else if (!f.allow.empty() || !f.presets.empty()) {
+    // Naming a domain to reach is asking for the proxy: without this, the policy's default
+    // `none` would make the flag a silent no-op.
+    c.network = NetworkMode::kProxy;
+  }
+  return c;
 }
 
 SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& client) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "cli/exit_codes.h"
 #include "core/error.h"
 #include "mcp/config.h"
+#include "policy/egress.h"
 #include "policy/policy.h"
 #include "session/session.h"
 
@@ -86,6 +88,24 @@ void AddGrantFlags(CLI::App* app, GrantFlags* flags);
 // Each flag's path resolved and checked (runner/grants.h) into req.grants: a missing path is
 // not_found, `/`, $HOME or an ancestor of $HOME is denied_by_policy.
 Status AddGrants(const GrantFlags& flags, ProcessRequest& req);
+
+// --allow-domain, --deny-domain, --allow-preset and --resolve (repeatable) for exec and wrap.
+struct EgressFlags {
+  std::vector<std::string> allow, deny, presets, resolve;
+  bool empty() const { return allow.empty() && deny.empty() && presets.empty() && resolve.empty(); }
+};
+// Adds the options; each value is checked as it is parsed, so a bad one is a usage error naming
+// the flag and the value (--help lists the presets with what each one allows).
+void AddEgressFlags(Context& ctx, CLI::App* app, EgressFlags* flags);
+// What the egress flags decide: the rules they add (sources "--allow-domain", ...) and the
+// network mode they imply. --allow-domain or --allow-preset without --network mean
+// `--network proxy`; with --network none, loopback or allow any egress flag is invalid_input
+// (the rules would not apply). `network_flag` is --network's value, empty when not given.
+struct EgressChoice {
+  std::optional<NetworkMode> network;  // set: use it for the request (req.network)
+  EgressExtra extra;                   // the rules to add to the policy's (EgressFor)
+};
+Result<EgressChoice> EgressFromFlags(const EgressFlags& flags, const std::string& network_flag);
 
 // The workspace's configured MCP servers; their env and header values join the redaction list.
 Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session);

@@ -13,6 +13,7 @@
 #include "audit/audit.h"
 #include "audit/checkpoint.h"
 #include "cli/common.h"
+#include "tools/curl_loader.h"
 
 namespace cordon::cli {
 namespace {
@@ -79,6 +80,31 @@ Json AuditSigningCheck() {
                "install an OpenSSL with Ed25519 (1.1.1 or later)");
 }
 
+// Issue 12, read_url: libcurl loads (it is dlopen'ed, never linked) and speaks http and https.
+Json ReadUrlCheck() {
+  constexpr const char* kRemedy =
+      "install the Debian package libcurl4 (read_url fetches with it, through the egress proxy)";
+  auto api = Curl();
+  if (!api) return Check("read_url", false, api.error().message, kRemedy);
+  const curl_version_info_data* v = (*api)->version_info(CURLVERSION_NOW);
+  bool http = false, https = false;
+  for (const char* const* p = v != nullptr ? v->protocols : nullptr; p != nullptr && *p; ++p) {
+    http = http || std::strcmp(*p, "http") == 0;
+    https = https || std::strcmp(*p, "https") == 0;
+  }
+  const std::string version = v != nullptr && v->version != nullptr ? v->version : "?";
+  if (!http || !https) {
+    return Check("read_url", false,
+                 "libcurl " + version + " lacks " + (http ? "https" : "http") + " support",
+                 kRemedy);
+  }
+  return Check("read_url", true,
+               "libcurl " + version +
+                   " loads with http and https (read_url: only through the egress proxy, under "
+                   "the net:read scope and read_url's allowed domains)",
+               "");
+}
+
 }  // namespace
 
 void AddDoctorCommand(CLI::App& root, Context& ctx) {
@@ -94,6 +120,7 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
     bool ok = RunDoctor(&report, "");
     report["checks"].push_back(AuditLogCheck());
     report["checks"].push_back(AuditSigningCheck());
+    report["checks"].push_back(ReadUrlCheck());
     if (*json) {
       std::cout << DumpJson(report, 2) << std::endl;
     } else {

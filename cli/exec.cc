@@ -15,6 +15,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     SessionFlags session;
     GrantFlags grants;
+    EgressFlags egress;
     std::string network, timeout;
     std::vector<std::string> env;
     bool plan = false;
@@ -32,6 +33,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
   cmd->add_option("--timeout", f->timeout, "time limit in seconds")->type_name("SECONDS");
   AddGrantFlags(cmd, &f->grants);
+  AddEgressFlags(ctx, cmd, &f->egress);
   AddEnvFlag(cmd, &f->env);
   cmd->add_flag("--plan", f->plan, "print the launch plan as JSON and run nothing");
   AddSessionFlags(cmd, &f->session);
@@ -54,6 +56,12 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
     req.kind = ProcessKind::kForeground;
     req.inherit_stdio = true;
     if (!f->network.empty()) req.network = *ParseNetworkMode(f->network);
+    // --allow-domain and --allow-preset imply --network proxy; a contradicting --network is the
+    // caller's mistake. The rules (egress->extra) join the policy's for this sandbox's proxy.
+    auto egress = EgressFromFlags(f->egress, f->network);
+    if (!egress) return UsageError(*cmd, egress.error().message);
+    if (egress->network) req.network = egress->network;
+    req.egress_extra = std::move(egress->extra);
     if (!f->timeout.empty()) {
       char* end = nullptr;
       long t = std::strtol(f->timeout.c_str(), &end, 10);

@@ -13,6 +13,7 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     SessionFlags session;
     GrantFlags grants;
+    EgressFlags egress;
     std::string network;
     bool plan = false;
     std::vector<std::string> env;
@@ -27,6 +28,7 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
               NetworkModeChoices(),
               [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
   AddGrantFlags(cmd, &f->grants);
+  AddEgressFlags(ctx, cmd, &f->egress);
   cmd->add_flag("--plan", f->plan,
                 "print the server's launch plan as JSON (with the grants of its own program "
                 "files) and run nothing");
@@ -57,6 +59,12 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     if (!env) return UsageError(*cmd, env.error().message);
     req.extra_env = std::move(*env);
     if (!f->network.empty()) req.network = *ParseNetworkMode(f->network);
+    // --allow-domain and --allow-preset imply --network proxy; a contradicting --network is the
+    // caller's mistake. The rules (egress->extra) join the policy's for this sandbox's proxy.
+    auto egress = EgressFromFlags(f->egress, f->network);
+    if (!egress) return UsageError(*cmd, egress.error().message);
+    if (egress->network) req.network = egress->network;
+    req.egress_extra = std::move(egress->extra);
     // A grant that cannot be had is the caller's mistake: said with the usage line (125).
     if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
     auto session =

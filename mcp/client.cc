@@ -49,6 +49,9 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
   req.pipe_stdin = true;
   req.no_timeout = true;
   req.network = config.network;
+  // Its own allowlist ([servers.NAME.sandbox]): its listener on the proxy serves it alone.
+  req.egress_extra = config.egress;
+  req.egress_identity = "server " + config.name;
   req.program_files = true;  // its executable and its script's package, without a key
   const std::string where = "server " + config.name + " (" + config.source + ")";
   if (config.project) {

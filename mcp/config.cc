@@ -74,6 +74,18 @@ Json DefinitionJson(const ServerConfig& s) {
             {"read", s.read}};
   // Only when set: a definition without it keeps the hash it was trusted under.
   if (!s.write.empty()) j["write"] = s.write;
+  auto rules = [](const std::vector<DomainRule>& v) {
+    std::vector<std::string> out;
+    for (const auto& r : v) out.push_back(r.text);
+    return out;
+  };
+  if (!s.egress.allow.empty()) j["allow_domains"] = rules(s.egress.allow);
+  if (!s.egress.deny.empty()) j["deny_domains"] = rules(s.egress.deny);
+  if (!s.egress.presets.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, from] : s.egress.presets) names.push_back(name);
+    j["presets"] = names;
+  }
   return j;
 }
 
@@ -162,6 +174,31 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
               if (!mode)
                 return Fail(Code::kInvalidInput, sw + ": sandbox.network: " + mode.error().message);
               s.network = *mode;
+            } else if (sk.str() == "allow_domains" || sk.str() == "deny_domains" ||
+                       sk.str() == "presets") {
+              const std::string skey = "sandbox." + std::string(sk.str());
+              const toml::array* a = sv.as_array();
+              if (a == nullptr)
+                return Fail(Code::kInvalidInput, sw + ": " + skey + " must be an array of strings");
+              for (const auto& item : *a) {
+                const std::string iw = source + ":" + std::to_string(item.source().begin.line);
+                auto x = item.value<std::string>();
+                if (!item.is_string() || !x)
+                  return Fail(Code::kInvalidInput, iw + ": " + skey + " entries must be strings");
+                const std::string from = "servers." + s.name + ".sandbox (" + iw + ")";
+                if (sk.str() == "presets") {
+                  if (FindEgressPreset(*x) == nullptr)
+                    return Fail(Code::kInvalidInput,
+                                iw + ": " + skey + " entry \"" + *x + "\" is not a preset");
+                  s.egress.presets.emplace_back(*x, from);
+                  continue;
+                }
+                auto rule = ParseDomainRule(*x, from);
+                if (!rule)
+                  return Fail(Code::kInvalidInput, iw + ": " + skey + ": " + rule.error().message);
+                (sk.str() == "allow_domains" ? s.egress.allow : s.egress.deny)
+                    .push_back(std::move(*rule));
+              }
             } else if (sk.str() == "read" || sk.str() == "write") {
               const std::string skey = "sandbox." + std::string(sk.str());
               const toml::array* a = sv.as_array();
@@ -186,6 +223,25 @@ Result<std::vector<ServerConfig>> ParseServersToml(const std::string& text,
     }
   }
   return out;
+}
+
+// A repository's server may narrow its egress (deny_domains), never widen it: its allow_domains
+// and presets are dropped, each with a diagnostic naming where it was written (recorded as an
+// mcp_diagnostic record, printed by `mcp list`), as its network mode and its grants outside the
+// workspace are (mcp/client.cc). Trust does not change this: trusting a server lets it run, not
+// reach the network past the user's own configuration.
+void DropProjectEgressGrants(ServerConfig& s, std::vector<Json>& diagnostics) {
+  auto drop = [&](const std::string& what, const std::string& from) {
+    diagnostics.push_back(
+        {{"server", s.name},
+         {"source", s.source},
+         {"reason", "a project's configuration cannot add egress: " + what + " from " + from +
+                        " was dropped; define the server in ~/.cordon/mcp.toml to allow it"}});
+  };
+  for (const DomainRule& r : s.egress.allow) drop("allow_domains \"" + r.text + "\"", r.source);
+  for (const auto& [name, from] : s.egress.presets) drop("presets \"" + name + "\"", from);
+  s.egress.allow.clear();
+  s.egress.presets.clear();
 }
 
 Result<std::vector<ServerConfig>> ParseMcpJson(const std::string& text, const std::string& source) {
@@ -275,6 +331,7 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
     if (!parsed) return std::unexpected(parsed.error());
     for (auto& s : *parsed) {
       s.project = project;
+      if (project) DropProjectEgressGrants(s, cfg.diagnostics);
       if (!IsValidServerName(s.name)) {
         cfg.diagnostics.push_back(
             {{"server", s.name},

@@ -11,6 +11,7 @@
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "policy/egress.h"
 #include "policy/policy.h"
 
 namespace cordon::mcp {
@@ -34,9 +35,14 @@ struct ServerConfig {
   std::optional<NetworkMode> network;  // [servers.NAME.sandbox] network
   std::vector<std::string> read;       // [servers.NAME.sandbox] read
   std::vector<std::string> write;      // [servers.NAME.sandbox] write
-  std::string source;                  // the file that defined it
-  bool project = false;                // defined inside the workspace
-  std::string definition_sha256;       // what trust is recorded against
+  // [servers.NAME.sandbox] allow_domains, deny_domains, presets (network = "proxy"): added to
+  // the policy's rules for this server's sandbox (EgressFor(policy, "mcp__NAME", egress)), each
+  // rule's source "servers.NAME.sandbox (FILE:LINE)". From a project file only deny_domains
+  // stay: its allow_domains and presets are dropped with a diagnostic (tighten-only).
+  EgressExtra egress;
+  std::string source;             // the file that defined it
+  bool project = false;           // defined inside the workspace
+  std::string definition_sha256;  // what trust is recorded against
 };
 
 struct McpConfig {

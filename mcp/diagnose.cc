@@ -106,10 +106,14 @@ std::vector<std::string> FailureHints(std::string_view tail, const FailureContex
             "the server tried to reach the network, which this sandbox does not give it "
             "(network " +
             std::string(NetworkModeName(ctx.network)) + "): " +
-            (ctx.wrapped ? std::string("pass --network allow to cordon wrap")
-                         : "set sandbox.network = \"allow\" under [servers." + ctx.server +
-                               ".sandbox] in " + ctx.source) +
-            " if it must (network egress by domain is not available yet)");
+            (ctx.network == NetworkMode::kProxy
+                 ? std::string("the proxy refused what its rules do not allow; the network "
+                               "records of the audit log name each refused host (allow it with ") +
+                       (ctx.wrapped ? "--allow-domain NAME" : "sandbox.allow_domains") + ")"
+             : ctx.wrapped
+                 ? std::string("pass --allow-domain NAME (or --allow-preset npm) to cordon wrap")
+                 : "set sandbox.network = \"proxy\" and sandbox.allow_domains under [servers." +
+                       ctx.server + ".sandbox] in " + ctx.source));
         break;
       }
     }

@@ -39,22 +39,6 @@ void Set(T*& slot, void* p) {
 
 }  // namespace
 
-Result<const CurlApi*> Curl() {
-  auto api = Load<CurlApi>("libcurl.so.4", "libcurl4", [](CurlApi& a, auto sym) {
-    Set(a.global_init, sym("curl_global_init"));
-    Set(a.easy_init, sym("curl_easy_init"));
-    Set(a.easy_setopt, sym("curl_easy_setopt"));
-    Set(a.easy_perform, sym("curl_easy_perform"));
-    Set(a.easy_getinfo, sym("curl_easy_getinfo"));
-    Set(a.easy_cleanup, sym("curl_easy_cleanup"));
-    Set(a.easy_strerror, sym("curl_easy_strerror"));
-    Set(a.slist_append, sym("curl_slist_append"));
-    Set(a.slist_free_all, sym("curl_slist_free_all"));
-    if (a.global_init != nullptr) a.global_init(CURL_GLOBAL_DEFAULT);
-  });
-  return api;
-}
-
 Result<const MhdApi*> Mhd() {
   return Load<MhdApi>("libmicrohttpd.so.12", "libmicrohttpd12", [](MhdApi& a, auto sym) {
     Set(a.start_daemon, sym("MHD_start_daemon"));

@@ -1,28 +1,16 @@
-// libcurl and libmicrohttpd, loaded with dlopen when first needed. Linked normally they bring
-// some 30 shared libraries (TLS, Kerberos, LDAP, IDN...) that the dynamic loader maps and
-// relocates at every start, about 5 ms: the whole cost of `cordon exec` over bwrap, paid by
-// commands that never speak HTTP (exec, call, wrap, stdio serve). Only the HTTP client and
-// `serve --http` load them.
+// libmicrohttpd (and, in tools/curl_loader.h, libcurl), loaded with dlopen when first needed.
+// Linked normally they bring some 30 shared libraries (TLS, Kerberos, LDAP, IDN...) that the
+// dynamic loader maps and relocates at every start, about 5 ms: the whole cost of `cordon exec`
+// over bwrap, paid by commands that never speak HTTP (exec, call, wrap, stdio serve). Only the HTTP
+// client and `serve --http` load them.
 #pragma once
 
-#include <curl/curl.h>
 #include <microhttpd.h>
 
 #include "core/error.h"
+#include "tools/curl_loader.h"  // CurlApi, Curl(): shared with read_url
 
 namespace cordon::mcp {
-
-struct CurlApi {
-  CURLcode (*global_init)(long flags);
-  CURL* (*easy_init)();
-  CURLcode (*easy_setopt)(CURL* curl, CURLoption option, ...);
-  CURLcode (*easy_perform)(CURL* curl);
-  CURLcode (*easy_getinfo)(CURL* curl, CURLINFO info, ...);
-  void (*easy_cleanup)(CURL* curl);
-  const char* (*easy_strerror)(CURLcode code);
-  curl_slist* (*slist_append)(curl_slist* list, const char* text);
-  void (*slist_free_all)(curl_slist* list);
-};
 
 struct MhdApi {
   MHD_Daemon* (*start_daemon)(unsigned int flags, uint16_t port, MHD_AcceptPolicyCallback apc,
@@ -42,8 +30,7 @@ struct MhdApi {
                                          const char* key);
 };
 
-// Loaded once (curl_global_init done); a missing library is an error naming the package.
-Result<const CurlApi*> Curl();
+// Loaded once; a missing library is an error naming the package.
 Result<const MhdApi*> Mhd();
 
 }  // namespace cordon::mcp

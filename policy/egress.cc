@@ -384,27 +384,6 @@ bool AddressAllowedByRule(const EgressPolicy& policy, const IpAddress& address) 
   return false;
 }
 
-EgressPolicy EgressFor(const Policy& /*policy*/, std::string_view /*tool*/,
-                       const EgressExtra& extra) {
-  EgressPolicy out;
-  out.allow = extra.allow;
-  out.deny = extra.deny;
-  out.resolve = extra.resolve;
-  for (const auto& [name, source] : extra.presets) {
-    const EgressPreset* preset = FindEgressPreset(name);
-    if (preset == nullptr) continue;
-    out.presets.push_back(name);
-    for (std::string_view d : preset->domains) {
-      if (auto r = ParseDomainRule(d, "preset " + name + " (" + source + ")"))
-        out.allow.push_back(*r);
-    }
-    for (std::string_view w : preset->write_paths) {
-      out.write_paths.emplace_back(std::string(w), "preset " + name + " (" + source + ")");
-    }
-  }
-  return out;
-}
-
 NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int port) {
   NameDecision d;
   const std::string shown = host.address && !host.address->v4 ? "[" + host.name + "]" : host.name;

@@ -144,9 +144,16 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
 // address (ClassifyAddress) may be reached.
 bool AddressAllowedByRule(const EgressPolicy& policy, const IpAddress& address);
 
+// "name=addr,addr": the normalised text of a resolve entry, as policy files keep it.
+std::string ResolveEntryText(const ResolveEntry& e);
+
 struct Policy;
-// The rules of one sandbox: the policy's [network] lists, the tool's [tools.NAME] lists, then
-// `extra`; presets expanded into allow rules and write paths (each rule keeps its source).
-EgressPolicy EgressFor(const Policy& policy, std::string_view tool, const EgressExtra& extra);
+// The effective rules of one sandbox running `tool` (policy/policy.h): [network] allow_domains,
+// deny_domains, presets and resolve, then [tools.TOOL]'s, then `extra`'s, each rule with the
+// file:line (or flag) that added it; presets expanded into allow rules and write_paths (source
+// "preset NAME (where it was named)"). A rule named twice keeps its first place and source; a
+// resolve entry of `extra` replaces the policy's for that name. The policy's entries were
+// checked and normalised when it loaded (LoadPolicy refuses a bad one), so all of them parse.
+EgressPolicy EgressFor(const Policy& policy, std::string_view tool, const EgressExtra& extra = {});
 
 }  // namespace cordon

@@ -14,6 +14,7 @@
 
 #include "core/fs.h"
 #include "core/hash.h"
+#include "policy/egress.h"
 #include "policy/toml_parse.h"
 
 namespace cordon {
@@ -49,9 +50,9 @@ const LimitField* FindLimit(std::string_view key) {
   return nullptr;
 }
 
-std::string AnyEntry(const std::string&, const std::string&) { return {}; }
+std::string AnyEntry(const std::string&, std::string&) { return {}; }
 
-std::string PathEntry(const std::string& name, const std::string& path) {
+std::string PathEntry(const std::string& name, std::string& path) {
   if (path.empty() || (path[0] != '/' && path[0] != '~' && path.rfind("${WORKSPACE}", 0) != 0)) {
     return name + " entry \"" + path + "\" must be absolute, start with ~ or ${WORKSPACE}";
   }
@@ -59,7 +60,7 @@ std::string PathEntry(const std::string& name, const std::string& path) {
 }
 
 // A protected name: one path component, matched at any depth.
-std::string NameEntry(const std::string& name, const std::string& entry) {
+std::string NameEntry(const std::string& name, std::string& entry) {
   if (entry.empty() || entry == "." || entry == ".." || entry.find('/') != std::string::npos ||
       entry.find('\0') != std::string::npos) {
     return name + " entry \"" + entry + "\" must be one file or directory name (no /)";
@@ -67,15 +68,40 @@ std::string NameEntry(const std::string& name, const std::string& entry) {
   return {};
 }
 
-std::string EnvEntry(const std::string& name, const std::string& entry) {
+std::string EnvEntry(const std::string& name, std::string& entry) {
   return IsEnvName(entry, true) ? std::string()
                                 : name + " entry \"" + entry +
                                       "\" must be a variable name ([A-Za-z_][A-Za-z0-9_]*), "
                                       "optionally ending in * (a prefix)";
 }
 
-std::string ScopeEntry(const std::string&, const std::string& scope) {
+std::string ScopeEntry(const std::string&, std::string& scope) {
   return IsKnownScope(scope) ? std::string() : "unknown scope \"" + scope + "\"";
+}
+
+// Egress entries (policy/egress.h) are checked when the file loads and kept normalised, so that
+// "!Example.COM" removes "example.com" and `policy show` prints what the proxy matches.
+std::string DomainEntry(const std::string& name, std::string& entry) {
+  auto rule = ParseDomainRule(entry, {});
+  if (!rule) return name + ": " + rule.error().message;
+  entry = rule->text;
+  return {};
+}
+
+std::string PresetEntry(const std::string& name, std::string& entry) {
+  if (FindEgressPreset(entry) != nullptr) return {};
+  std::string known;
+  for (const EgressPreset& p : EgressPresets()) {
+    known += (known.empty() ? "\"" : ", \"") + std::string(p.name) + "\"";
+  }
+  return name + " entry \"" + entry + "\" is not a preset (known: " + known + ")";
+}
+
+std::string ResolveEntryCheck(const std::string& name, std::string& entry) {
+  auto e = ParseResolveEntry(entry, {});
+  if (!e) return name + ": " + e.error().message;
+  entry = ResolveEntryText(*e);
+  return {};
 }
 
 Result<std::vector<std::string>> StringArray(const toml::node& node, const std::string& source,
@@ -104,12 +130,23 @@ struct ListEdit {
   std::string where;
 };
 
+// What the merge needs of a list: a ListKey of the policy, or a [tools.NAME] list.
+struct ListSpec {
+  std::string name;  // "filesystem.read", "tools.exec.allow_domains"
+  ListPolarity polarity;
+  bool replaced_before;
+  bool secret;
+  std::string (*check)(const std::string& key_name, std::string& entry);
+};
+ListSpec SpecOf(const ListKey& key) {
+  return {key.Name(), key.polarity, key.replaced_before, key.secret, key.check};
+}
+
 // The one list merge every list key uses. Order is first-seen and entries are unique; an entry
 // added again keeps its place and the source that first added it.
-void MergeList(Policy& policy, const ListKey& key, const std::vector<ListEdit>& edits,
-               bool tighten_only) {
-  const std::string name = key.Name();
-  std::vector<std::string> list = key.get(policy);
+void MergeList(Policy& policy, const ListSpec& key, std::vector<std::string>& list,
+               const std::vector<ListEdit>& edits, bool tighten_only) {
+  const std::string& name = key.name;
   std::map<std::string, std::string>& from = policy.entry_provenance[name];
   for (const ListEdit& e : edits) {
     const std::string shown = key.secret ? "a value" : "\"" + e.value + "\"";
@@ -139,23 +176,22 @@ void MergeList(Policy& policy, const ListKey& key, const std::vector<ListEdit>& 
       from.erase(e.value);
     }
   }
-  key.set(policy, std::move(list));
 }
 
 // Before lists merged, a layer that set a list replaced it (a project layer narrowed a kGrants
 // list to a subset). A file written for that rule (no "!" entries) that leaves out entries
 // from below now keeps them: say so, and how to get the old meaning.
-void NoteChangedMeaning(Policy& policy, const ListKey& key, const std::vector<ListEdit>& edits,
-                        bool tighten_only, const std::string& where) {
+void NoteChangedMeaning(Policy& policy, const ListSpec& key, const std::vector<std::string>& below,
+                        const std::vector<ListEdit>& edits, bool tighten_only,
+                        const std::string& where) {
   if (!key.replaced_before || (tighten_only && key.polarity != ListPolarity::kGrants)) return;
   std::vector<std::string> kept;
   for (const ListEdit& e : edits) {
     if (e.remove) return;
   }
-  for (const std::string& below : key.get(policy)) {
-    if (std::none_of(edits.begin(), edits.end(),
-                     [&](const ListEdit& e) { return e.value == below; })) {
-      kept.push_back(below);
+  for (const std::string& b : below) {
+    if (std::none_of(edits.begin(), edits.end(), [&](const ListEdit& e) { return e.value == b; })) {
+      kept.push_back(b);
     }
   }
   if (kept.empty()) return;
@@ -165,15 +201,16 @@ void NoteChangedMeaning(Policy& policy, const ListKey& key, const std::vector<Li
     names += (names.empty() ? "\"" : ", \"") + k + "\"";
     removals += (removals.empty() ? "\"!" : ", \"!") + k + "\"";
   }
-  policy.notes.push_back(where + ": " + key.Name() +
+  policy.notes.push_back(where + ": " + key.name +
                          " now extends the layers below instead of replacing them, so it keeps " +
                          names + "; to drop " + (kept.size() == 1 ? "it" : "them") +
                          " as before, add " + removals);
 }
 
-Status ApplyList(Policy& policy, const ListKey& key, const toml::node& node,
-                 const std::string& source, bool tighten_only) {
-  const std::string name = key.Name();
+// Applies one layer's array for `key` to `list` (the policy's current entries).
+Status ApplyListTo(Policy& policy, const ListSpec& key, std::vector<std::string>& list,
+                   const toml::node& node, const std::string& source, bool tighten_only) {
+  const std::string& name = key.name;
   ASSIGN_OR_RETURN(auto raw, StringArray(node, source, name));
   const toml::array& items = *node.as_array();
   std::vector<ListEdit> edits;
@@ -194,6 +231,16 @@ Status ApplyList(Policy& policy, const ListKey& key, const toml::node& node,
     edits.push_back(std::move(e));
   }
   const std::string where = Where(source, node);
+  if (tighten_only && key.polarity == ListPolarity::kUserOnly) {
+    // Checked above (a bad entry is still an error), then refused whole: a resolve entry from
+    // the repository could point an allowed name at the host's own services.
+    for (const ListEdit& e : edits) {
+      policy.notes.push_back(e.where + ": a project file cannot set " + name + " (it could point " +
+                             "a name at the host's own services); \"" + (e.remove ? "!" : "") +
+                             e.value + "\" ignored");
+    }
+    return {};
+  }
   const bool plain =
       std::none_of(edits.begin(), edits.end(), [](const ListEdit& e) { return e.remove; });
   if (tighten_only && key.polarity == ListPolarity::kGrants && plain) {
@@ -201,7 +248,7 @@ Status ApplyList(Policy& policy, const ListKey& key, const toml::node& node,
     // "only these" (the old rule). Reading it as an extension would silently keep what the
     // repository meant to drop.
     std::string dropped;
-    for (const std::string& below : key.get(policy)) {
+    for (const std::string& below : list) {
       if (std::none_of(edits.begin(), edits.end(),
                        [&](const ListEdit& e) { return e.value == below; })) {
         edits.push_back({below, true, where});
@@ -213,10 +260,18 @@ Status ApplyList(Policy& policy, const ListKey& key, const toml::node& node,
                              " list narrows it to the entries it names; dropped " + dropped);
     }
   } else {
-    NoteChangedMeaning(policy, key, edits, tighten_only, where);
+    NoteChangedMeaning(policy, key, list, edits, tighten_only, where);
   }
-  MergeList(policy, key, edits, tighten_only);
+  MergeList(policy, key, list, edits, tighten_only);
   policy.provenance[name] = where;
+  return {};
+}
+
+Status ApplyList(Policy& policy, const ListKey& key, const toml::node& node,
+                 const std::string& source, bool tighten_only) {
+  std::vector<std::string> list = key.get(policy);
+  TRY(ApplyListTo(policy, SpecOf(key), list, node, source, tighten_only));
+  key.set(policy, std::move(list));
   return {};
 }
 
@@ -254,6 +309,23 @@ const ListKey kListKeys[] = {
     {"seccomp", "deny", ListPolarity::kDenies, true, false,
      [](const Policy& p) { return p.seccomp_deny; },
      [](Policy& p, std::vector<std::string> v) { p.seccomp_deny = std::move(v); }, AnyEntry},
+    // Egress (network mode "proxy", policy/egress.h): domains and presets are grants, deny
+    // rules denies, and resolve entries the user's alone.
+    {"network", "allow_domains", ListPolarity::kGrants, false, false,
+     [](const Policy& p) { return p.egress.allow_domains; },
+     [](Policy& p, std::vector<std::string> v) { p.egress.allow_domains = std::move(v); },
+     DomainEntry},
+    {"network", "deny_domains", ListPolarity::kDenies, false, false,
+     [](const Policy& p) { return p.egress.deny_domains; },
+     [](Policy& p, std::vector<std::string> v) { p.egress.deny_domains = std::move(v); },
+     DomainEntry},
+    {"network", "presets", ListPolarity::kGrants, false, false,
+     [](const Policy& p) { return p.egress.presets; },
+     [](Policy& p, std::vector<std::string> v) { p.egress.presets = std::move(v); }, PresetEntry},
+    {"network", "resolve", ListPolarity::kUserOnly, false, false,
+     [](const Policy& p) { return p.egress.resolve; },
+     [](Policy& p, std::vector<std::string> v) { p.egress.resolve = std::move(v); },
+     ResolveEntryCheck},
 };
 
 const ListKey* FindListKey(std::string_view section, std::string_view key) {
@@ -316,6 +388,11 @@ std::string Policy::CanonicalJson() const {
   if (!env.deny.empty()) j["env"]["deny"] = env.deny;
   if (!env.set.empty()) j["env"]["set"] = env.set;
   j["network"]["mode"] = NetworkModeName(network);
+  // Only when used: the policies recorded before egress rules existed keep their hash.
+  if (!egress.allow_domains.empty()) j["network"]["allow_domains"] = egress.allow_domains;
+  if (!egress.deny_domains.empty()) j["network"]["deny_domains"] = egress.deny_domains;
+  if (!egress.presets.empty()) j["network"]["presets"] = egress.presets;
+  if (!egress.resolve.empty()) j["network"]["resolve"] = egress.resolve;
   j["seccomp"]["deny"] = seccomp_deny;
   j["sandbox"]["allow_weaker"] = allow_weaker_sandbox;
   // Only when set, so that the hash of a policy that does not use the key is unchanged.
@@ -326,6 +403,9 @@ std::string Policy::CanonicalJson() const {
   for (const auto& [name, o] : tools) {
     j["tools"][name]["limits"] = o.limits;
     if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);
+    if (!o.allow_domains.empty()) j["tools"][name]["allow_domains"] = o.allow_domains;
+    if (!o.deny_domains.empty()) j["tools"][name]["deny_domains"] = o.deny_domains;
+    if (!o.presets.empty()) j["tools"][name]["presets"] = o.presets;
   }
   return j.dump();
 }
@@ -587,6 +667,19 @@ Status ApplyToolSection(Policy& policy, const KeyInput& in) {
   for (auto&& [tk, tv] : *tool) {
     const std::string tkey = in.name + "." + std::string(tk.str());
     const std::string twhere = Where(in.source, tv);
+    // The egress lists of one tool: the same entries, merge and tighten-only rule as
+    // [network]'s (a project file may remove domains and presets, and add deny rules).
+    if (tk.str() == "allow_domains" || tk.str() == "deny_domains" || tk.str() == "presets") {
+      ToolOverride& o = policy.tools[tool_name];
+      const bool deny = tk.str() == "deny_domains";
+      std::vector<std::string>& list = tk.str() == "allow_domains" ? o.allow_domains
+                                       : deny                      ? o.deny_domains
+                                                                   : o.presets;
+      const ListSpec spec{tkey, deny ? ListPolarity::kDenies : ListPolarity::kGrants, false, false,
+                          tk.str() == "presets" ? PresetEntry : DomainEntry};
+      TRY(ApplyListTo(policy, spec, list, tv, in.source, in.tighten_only));
+      continue;
+    }
     if (tk.str() == "network") {
       ASSIGN_OR_RETURN(NetworkMode mode, NamedValue(kNetworkModeNames, tv, tkey, twhere));
       if (in.tighten_only &&

@@ -22,7 +22,8 @@ namespace cordon {
 
 // Scopes a tool may need. Their names are stable and appear in policy files.
 inline constexpr std::string_view kAllScopes[] = {
-    "fs:read", "fs:write", "process:run", "process:operate", "mcp:call", "diagnostics:read"};
+    "fs:read",  "fs:write",         "process:run", "process:operate",
+    "mcp:call", "diagnostics:read", "net:read"};  // net:read: read_url (off by default)
 bool IsKnownScope(std::string_view scope);
 
 struct Limits {
@@ -41,6 +42,8 @@ struct Limits {
   std::int64_t max_input_bytes = 8 << 20;
 };
 
+// kProxy: the sandbox's own network namespace (loopback only), and the names that the egress
+// rules allow through cordon's proxy (docs/adr/0005-egress-proxy.md, policy/egress.h).
 enum class NetworkMode { kNone, kLoopback, kProxy, kAllow };
 inline constexpr EnumName<NetworkMode> kNetworkModeNames[] = {
     {NetworkMode::kNone, "none"},
@@ -50,7 +53,7 @@ inline constexpr EnumName<NetworkMode> kNetworkModeNames[] = {
 };
 std::string_view NetworkModeName(NetworkMode mode);
 Result<NetworkMode> ParseNetworkMode(std::string_view name);
-// Higher is stricter: none > loopback > allow.
+// Higher is stricter: none > loopback > proxy > allow.
 int NetworkStrictness(NetworkMode mode);
 
 struct FilesystemPolicy {
@@ -83,10 +86,27 @@ bool EnvEntryMatches(std::string_view entry, std::string_view name);
 // past this many entries (sandbox.max_scan_entries raises it).
 inline constexpr std::int64_t kDefaultMaxScanEntries = 2'000'000;
 
-// A per-tool section ([tools.NAME]): limit overrides and a network mode.
+// A per-tool section ([tools.NAME]): limit overrides, a network mode, and egress rules that
+// add to the [network] ones for this tool (same syntax and merge rules; entry provenance under
+// "tools.NAME.allow_domains" and so on).
 struct ToolOverride {
   std::map<std::string, std::int64_t> limits;
   std::optional<NetworkMode> network;
+  std::vector<std::string> allow_domains;  // kGrants: a project file may only remove
+  std::vector<std::string> deny_domains;   // kDenies: a project file may add
+  std::vector<std::string> presets;        // kGrants
+};
+
+// [network] egress keys (network mode "proxy"; the entry syntax is policy/egress.h's). Entries
+// are kept normalised (DomainRule::text, ResolveEntry as "name=addr,addr").
+struct EgressLists {
+  std::vector<std::string> allow_domains;  // kGrants
+  std::vector<std::string> deny_domains;   // kDenies
+  std::vector<std::string> presets;        // kGrants: names from EgressPresets()
+  std::vector<std::string> resolve;        // kUserOnly: never from a project file
+  bool empty() const {
+    return allow_domains.empty() && deny_domains.empty() && presets.empty() && resolve.empty();
+  }
 };
 
 // Where a policy file sits in the merge order; kProject is the tighten-only workspace file.
@@ -124,6 +144,7 @@ struct Policy {
   FilesystemPolicy filesystem;
   EnvPolicy env;  // [env]
   NetworkMode network = NetworkMode::kNone;
+  EgressLists egress;                     // [network] allow_domains, deny_domains, presets, resolve
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
   bool allow_weaker_sandbox = false;      // [sandbox] allow_weaker: Landlock+seccomp without bwrap
   std::int64_t max_scan_entries = kDefaultMaxScanEntries;  // [sandbox] max_scan_entries
@@ -156,7 +177,9 @@ struct Policy {
 
 // Which way a list's entries point. A project layer may only tighten: it may remove from a
 // kGrants list (filesystem.read, scopes.grant) and add to a kDenies list (filesystem.deny).
-enum class ListPolarity { kGrants, kDenies };
+// A kUserOnly list (network.resolve) is not a project file's to edit at all: its entries are
+// refused there with a note.
+enum class ListPolarity { kGrants, kDenies, kUserOnly };
 
 // One list key of a policy file. Every list key merges the same way (MergeList in policy.cc):
 // a layer's plain entries extend the list below, "!entry" removes one, "!!x" adds a literal
@@ -171,8 +194,9 @@ struct ListKey {
   bool secret;  // entries are never shown (redact.values), only counted with their sources
   std::vector<std::string> (*get)(const Policy&);
   void (*set)(Policy&, std::vector<std::string>);
-  // Validates one entry (without its "!"): an empty string, or why it is refused.
-  std::string (*check)(const std::string& key_name, const std::string& entry);
+  // Validates one entry (without its "!") and may normalise it in place (a domain rule's lower
+  // case): an empty string, or why it is refused.
+  std::string (*check)(const std::string& key_name, std::string& entry);
 
   std::string Name() const { return std::string(section) + "." + std::string(key); }
 };

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/redact.h"
+#include "policy/egress.h"
 
 namespace cordon {
 namespace {
@@ -29,6 +30,52 @@ std::string EntryFrom(const Policy& policy, const ListKey& key, const std::strin
   return it == list->second.end() ? kBuiltIn : it->second;
 }
 
+constexpr const char* kToolListKeys[] = {"allow_domains", "deny_domains", "presets"};
+
+const std::vector<std::string>& ToolList(const ToolOverride& o, std::string_view key) {
+  return key == "allow_domains"  ? o.allow_domains
+         : key == "deny_domains" ? o.deny_domains
+                                 : o.presets;
+}
+
+std::string FromOf(const Policy& policy, const std::string& key, const std::string& value) {
+  auto list = policy.entry_provenance.find(key);
+  if (list == policy.entry_provenance.end()) return kBuiltIn;
+  auto it = list->second.find(value);
+  return it == list->second.end() ? kBuiltIn : it->second;
+}
+
+Json RuleJson(const DomainRule& r) { return {{"rule", r.text}, {"from", r.source}}; }
+
+// One sandbox's effective egress: every rule with where it came from, the presets with what they
+// add, and the resolve entries.
+Json EgressJson(const Policy& policy, const EgressPolicy& e, NetworkMode mode) {
+  Json allow = Json::array(), deny = Json::array(), resolve = Json::array(),
+       presets = Json::array();
+  for (const DomainRule& r : e.allow) allow.push_back(RuleJson(r));
+  for (const DomainRule& r : e.deny) deny.push_back(RuleJson(r));
+  for (const ResolveEntry& r : e.resolve) {
+    resolve.push_back({{"name", r.name}, {"addresses", r.addresses}, {"from", r.source}});
+  }
+  for (const std::string& name : e.presets) {
+    const EgressPreset* p = FindEgressPreset(name);
+    if (p == nullptr) continue;
+    Json domains = Json::array(), writes = Json::array();
+    for (std::string_view d : p->domains) domains.push_back(d);
+    for (std::string_view w : p->write_paths) writes.push_back(w);
+    presets.push_back({{"name", name},
+                       {"what", p->what},
+                       {"domains", domains},
+                       {"write_paths", writes},
+                       {"from", FromOf(policy, "network.presets", name)}});
+  }
+  return {{"mode", NetworkModeName(mode)},
+          {"allow_domains", allow},
+          {"deny_domains", deny},
+          {"presets", presets},
+          {"resolve", resolve}};
+}
+
 }  // namespace
 
 Json PolicyShowJson(const Policy& policy) {
@@ -46,11 +93,33 @@ Json PolicyShowJson(const Policy& policy) {
     }
     entries[key.Name()] = std::move(list);
   }
+  // The per-tool egress lists, and each tool's effective egress (global + its own).
+  Json egress_tools = Json::object();
+  for (const auto& [tool, o] : policy.tools) {
+    bool any = false;
+    for (const char* k : kToolListKeys) {
+      const std::string name = "tools." + tool + "." + k;
+      const auto& values = ToolList(o, k);
+      if (values.empty()) continue;
+      any = true;
+      Json list = Json::array();
+      for (const std::string& v : values) {
+        list.push_back({{"value", v}, {"from", FromOf(policy, name, v)}});
+      }
+      entries[name] = std::move(list);
+    }
+    if (!any) continue;
+    egress_tools[tool] = EgressJson(policy, EgressFor(policy, tool), policy.NetworkFor(tool));
+  }
+  Json egress = Json::object();
+  egress = EgressJson(policy, EgressFor(policy, ""), policy.network);
   Json effective = Json::parse(policy.CanonicalJson());
   HideSecretEnvValues(policy, effective);
   return {{"effective", std::move(effective)},
           {"decided_by", policy.provenance},
           {"entries", std::move(entries)},
+          {"egress", std::move(egress)},
+          {"egress_tools", std::move(egress_tools)},
           {"files", std::move(files)},
           {"notes", policy.notes},
           {"sha256", policy.Sha256()}};
@@ -71,6 +140,10 @@ Json PolicyShowEffective(const Policy& policy) {
   put("filesystem", "protected_names", policy.filesystem.protected_names);
   put("sandbox", "max_scan_entries", policy.max_scan_entries);
   put("sandbox", "allow_dangerous_workspace", policy.allow_dangerous_workspace);
+  put("network", "allow_domains", policy.egress.allow_domains);
+  put("network", "deny_domains", policy.egress.deny_domains);
+  put("network", "presets", policy.egress.presets);
+  put("network", "resolve", policy.egress.resolve);
   if (!e.contains("tools")) e["tools"] = Json::object();
   return e;
 }
@@ -105,6 +178,16 @@ std::string PolicyShowText(const Policy& policy) {
       for (const auto& [tool, o] : policy.tools) {
         for (const auto& [k, v] : o.limits) scalar("tools." + tool + "." + k, v);
         if (o.network) scalar("tools." + tool + ".network", NetworkModeName(*o.network));
+        for (const char* k : kToolListKeys) {
+          const std::string name = "tools." + tool + "." + k;
+          const auto& values = ToolList(o, k);
+          if (values.empty()) continue;
+          out << name << " = [    # last set by " << DecidedBy(policy, name) << "\n";
+          for (const std::string& v : values) {
+            out << "  " << Json(v).dump() << ",    # " << FromOf(policy, name, v) << "\n";
+          }
+          out << "]\n";
+        }
       }
       if (policy.tools.empty()) out << "# (no per-tool settings)\n";
       continue;
@@ -127,6 +210,27 @@ std::string PolicyShowText(const Policy& policy) {
       }
     }
     if (section == "redact") list(*list_key("redact.values"));
+    if (section == "network") {
+      // What each preset stands for: the domains it allows and the caches it makes writable.
+      for (const std::string& name : policy.egress.presets) {
+        const EgressPreset* p = FindEgressPreset(name);
+        if (p == nullptr) continue;
+        std::string domains, writes;
+        for (std::string_view d : p->domains)
+          domains += (domains.empty() ? "" : ", ") + std::string(d);
+        for (std::string_view w : p->write_paths)
+          writes += (writes.empty() ? "" : ", ") + std::string(w);
+        out << "# preset " << name << ": " << p->what << "; allows " << domains << "; writes "
+            << writes << "\n";
+      }
+      if (!policy.egress.allow_domains.empty() || !policy.egress.presets.empty()) {
+        if (policy.network != NetworkMode::kProxy) {
+          out << "# (these domains apply to a sandbox whose network mode is \"proxy\"; "
+                 "network.mode is \""
+              << NetworkModeName(policy.network) << "\")\n";
+        }
+      }
+    }
   }
   out << "\n# files read, in order\n";
   for (const auto& f : policy.files) {

@@ -71,6 +71,20 @@ Json EgressPolicyJson(const EgressPolicy& p) {
           {"write_paths", std::move(writes)}};
 }
 
+Status EgressBinding::BindConnectOnly() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id_ != 0) return Fail(Code::kInternal, "the binding is bound already");
+  if (proxy_ == nullptr) return Fail(Code::kSandboxUnavailable, "no egress proxy is running");
+  id_ = proxy_->AddListener(UniqueFd(), policy_, identity_, sink_);
+  return {};
+}
+
+Result<UniqueFd> EgressBinding::Connect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id_ == 0 || proxy_ == nullptr) return Fail(Code::kSandboxUnavailable, "not bound");
+  return proxy_->Connect(id_);
+}
+
 Status EgressBinding::Bind(UniqueFd listener) {
   std::lock_guard<std::mutex> lock(mu_);
   if (id_ != 0) return Fail(Code::kSandboxUnavailable, "a second proxy listener was sent");

@@ -24,6 +24,10 @@ class EgressBinding {
   // The listener the shim sent: a listening TCP stream socket, taken once; anything else (a
   // second descriptor, a connected socket, another family) is refused.
   Status Bind(UniqueFd listener);
+  // An in-process client's binding (read_url): no listener, only Connect.
+  Status BindConnectOnly();
+  // A stream served under this binding's rules, identity and sink (EgressProxy::Connect).
+  Result<UniqueFd> Connect();
   bool bound() const;
   const EgressPolicy& policy() const { return policy_; }
   const std::string& identity() const { return identity_; }

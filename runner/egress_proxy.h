@@ -55,6 +55,7 @@ class EgressProxy {
   // Serves connections arriving on `listener` (a listening stream socket, usually from a
   // sandbox's namespace) under `policy`. The sink may be called from any proxy thread, also
   // after RemoveListener returned for connections that were open (until it returns: see below).
+  // An invalid `listener` makes a listener that only Connect serves (read_url's).
   std::uint64_t AddListener(UniqueFd listener, EgressPolicy policy, std::string identity,
                             NetworkSink sink);
   // Closes the listener and ends its open connections (shutdown(2) on both ends of each; a

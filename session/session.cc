@@ -368,6 +368,16 @@ std::optional<Error> Session::poisoned() const {
   return poisoned_;
 }
 
+Result<std::shared_ptr<EgressBinding>> Session::ReadUrlEgress() {
+  std::lock_guard<std::mutex> lock(read_url_mu_);
+  if (!read_url_egress_) {
+    ASSIGN_OR_RETURN(auto binding, BindEgress(EgressFor(policy_, "read_url", {}), "read_url"));
+    TRY(binding->BindConnectOnly());
+    read_url_egress_ = std::move(binding);
+  }
+  return read_url_egress_;
+}
+
 Result<std::shared_ptr<EgressProxy>> Session::Egress() {
   std::lock_guard<std::mutex> lock(egress_mu_);
   if (finished_) return Fail(Code::kSandboxUnavailable, "the session has ended");
@@ -657,6 +667,14 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                     processes_.get(),
                     cancel,
                     &redactor_};
+    // A network tool (read_url) reaches the network only through the session's proxy, under its
+    // own rules ([tools.read_url] or [network]), and only in network mode proxy.
+    std::shared_ptr<EgressBinding> egress;
+    if (spec->scope == "net:read" && policy_.NetworkFor(tool) == NetworkMode::kProxy) {
+      ASSIGN_OR_RETURN(egress, ReadUrlEgress());
+      ctx.egress = &egress->policy();
+      ctx.connect_egress = [egress]() { return egress->Connect(); };
+    }
     try {
       return spec->run(args, ctx);
     } catch (const std::exception& e) {

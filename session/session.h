@@ -132,6 +132,10 @@ class Session {
   };
   std::shared_ptr<NetworkGate> network_gate_ = std::make_shared<NetworkGate>();
   void RecordNetwork(const NetworkEvent& e);
+  // read_url's binding (its rules: EgressFor "read_url"), made on its first call.
+  std::mutex read_url_mu_;
+  std::shared_ptr<EgressBinding> read_url_egress_;
+  Result<std::shared_ptr<EgressBinding>> ReadUrlEgress();
   std::unique_ptr<ProcessHost> processes_;
   ExternalTools* external_ = nullptr;
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.

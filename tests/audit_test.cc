@@ -295,6 +295,19 @@ std::vector<AuditRecord> FullRecords() {
                          .total = 1,
                          .complete = false,
                          .incomplete_reason = "r"},
+      // --- egress
+      NetworkRecord{.identity = "tool run_shell",
+                    .protocol = "http",
+                    .method = "GET",
+                    .host = "api.example.test",
+                    .port = 80,
+                    .address = "203.0.113.7",
+                    .decision = "allowed",
+                    .rule = "api.example.test",
+                    .rule_source = "--allow-domain",
+                    .reason = "r",
+                    .error = "e",
+                    .http_status = 200},
   };
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/text.h"
+#include "mcp/config.h"
 #include "runner/host_probe.h"
 #include "tests/test_util.h"
 
@@ -48,6 +49,28 @@ TEST_F(CliTest, SuccessfulCallPrintsCallToolResultAndExitsZero) {
   EXPECT_EQ(CodeOf(r), "ok");
   Json j = Json::parse(r.out);
   EXPECT_EQ(j["structuredContent"]["lines"], Json({"hello", "world"}));
+}
+
+TEST_F(CliTest, ReadUrlIsOffByDefaultAndSaysWhatItNeeds) {
+  // Issue 12: read_url is in the registry, but the shipped policy grants no net:read, and
+  // `cordon tools` lists it only when the policy does.
+  auto r = Call("read_url", R"({"url":"https://docs.example.test/guide.html"})");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(CodeOf(r), "denied_by_policy") << r.out;
+  EXPECT_NE(r.out.find("net:read"), std::string::npos) << r.out;
+  EXPECT_EQ(Cordon({"tools", "--workspace", dir_ / "ws"}).out.find("read_url"), std::string::npos);
+  WriteFile(dir_ / "net.toml", "[scopes]\ngrant = [\"net:read\"]\n");
+  auto listed = Cordon({"tools", "--workspace", dir_ / "ws", "--policy", dir_ / "net.toml"});
+  EXPECT_NE(listed.out.find("read_url"), std::string::npos) << listed.out << listed.err;
+  // Granted, in a session with no egress proxy for it: refused, pointing at the docs.
+  r = Cordon({"call", "read_url", "--workspace", dir_ / "ws", "--audit-log", log(), "--policy",
+              dir_ / "net.toml", "--json", R"({"url":"https://docs.example.test/guide.html"})"});
+  EXPECT_EQ(CodeOf(r), "denied_by_policy") << r.out;
+  EXPECT_NE(r.out.find("docs/policy.md"), std::string::npos) << r.out;
+  // A URL that is not http(s) is bad input, whatever the policy.
+  r = Cordon({"call", "read_url", "--workspace", dir_ / "ws", "--audit-log", log(), "--policy",
+              dir_ / "net.toml", "--json", R"({"url":"file:///etc/passwd"})"});
+  EXPECT_EQ(CodeOf(r), "invalid_input") << r.out;
 }
 
 TEST_F(CliTest, CallRefusesNumbersOutOfRangeAsInvalidInput) {
@@ -173,6 +196,169 @@ TEST_F(CliTest, PolicyShowNamesTheDecidingFile) {
   EXPECT_NE(text.out.find("limits.timeout_secs = 5    # " + (dir_ / "ws/.cordon/policy.toml:2")),
             std::string::npos)
       << text.out;
+}
+
+// Egress by domain (issue 12): `policy show` lists every domain, preset and resolve entry with
+// the file:line that added it, and what a project file tried to add is left out with a note.
+TEST_F(CliTest, PolicyShowListsEgressDomainsAndWhereEachCameFrom) {
+  const std::string user = dir_ / "config/cordon/policies.d/50-net.toml";
+  WriteFile(user,
+            "[network]\n"
+            "mode = \"proxy\"\n"
+            "allow_domains = [\"api.github.com\", \"*.example.org\"]\n"
+            "presets = [\"npm\"]\n"
+            "resolve = [\"api.test=127.0.0.1\"]\n"
+            "[tools.exec]\n"
+            "allow_domains = [\"docs.example.com\"]\n");
+  const std::string project = dir_ / "ws/.cordon/policy.toml";
+  WriteFile(project,
+            "[network]\n"
+            "allow_domains = [\"!*.example.org\", \"exfil.attacker.example\"]\n"
+            "deny_domains = [\"gist.github.com\"]\n"
+            "resolve = [\"registry.npmjs.org=127.0.0.1\"]\n");
+  auto text = Cordon({"policy", "show", "--workspace", dir_ / "ws"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const std::string& line : std::vector<std::string>{
+           "network.mode = \"proxy\"    # " + user + ":2",
+           "  \"api.github.com\",    # " + user + ":3",
+           "  \"gist.github.com\",    # " + project + ":3",
+           "  \"npm\",    # " + user + ":4",
+           "# preset npm: the npm registry (npm, npx, yarn); writes the npm cache; allows "
+           "registry.npmjs.org, registry.yarnpkg.com; writes ~/.npm",
+           "  \"api.test=127.0.0.1\",    # " + user + ":5",
+           "  \"docs.example.com\",    # " + user + ":7",
+           "note: " + project +
+               ":2: a project file cannot add \"exfil.attacker.example\" to "
+               "network.allow_domains; it stays out",
+           "note: " + project + ":4: a project file cannot set network.resolve",
+       }) {
+    EXPECT_NE(text.out.find(line), std::string::npos) << line << "\n" << text.out;
+  }
+  EXPECT_EQ(text.out.find("\"*.example.org\""), std::string::npos) << text.out;
+  auto json = Cordon({"policy", "show", "--json", "--workspace", dir_ / "ws"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json j = Json::parse(json.out);
+  EXPECT_EQ(j["effective"]["network"]["allow_domains"], Json::array({"api.github.com"}));
+  const Json& allow = j["egress"]["allow_domains"];
+  ASSERT_EQ(allow.size(), 3u) << allow.dump();
+  EXPECT_EQ(allow[0], (Json{{"rule", "api.github.com"}, {"from", user + ":3"}}));
+  EXPECT_EQ(allow[1],
+            (Json{{"rule", "registry.npmjs.org"}, {"from", "preset npm (" + user + ":4)"}}));
+  EXPECT_EQ(j["egress"]["deny_domains"][0]["from"], project + ":3");
+  EXPECT_EQ(j["egress"]["resolve"].size(), 1u);
+  EXPECT_EQ(j["egress"]["presets"][0]["write_paths"], Json::array({"~/.npm"}));
+  // exec's own rule after the global one.
+  EXPECT_EQ(j["egress_tools"]["exec"]["allow_domains"][1],
+            (Json{{"rule", "docs.example.com"}, {"from", user + ":7"}}));
+}
+
+// [servers.NAME.sandbox] egress keys: the user's own config adds rules with their file:line; a
+// project's may add deny rules only (its allow_domains and presets dropped with a diagnostic).
+TEST_F(CliTest, ServerSandboxEgressKeysAreTightenOnlyFromAProject) {
+  auto def = [](const std::string& name) {
+    return "[servers." + name + "]\ncommand = \"true\"\n[servers." + name +
+           ".sandbox]\n"
+           "network = \"proxy\"\n"
+           "allow_domains = [\"API.github.com\"]\n"
+           "deny_domains = [\"gist.github.com\"]\n"
+           "presets = [\"npm\"]\n";
+  };
+  WriteFile(dir_ / "home/.cordon/mcp.toml", def("gh"));
+  WriteFile(dir_ / "ws/.cordon/mcp.toml", def("repo"));
+  mcp::ConfigSources sources;
+  sources.files = {{dir_ / "home/.cordon/mcp.toml", false}, {dir_ / "ws/.cordon/mcp.toml", true}};
+  auto cfg = mcp::LoadMcpConfig(sources, dir_ / "ws");
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  ASSERT_EQ(cfg->servers.size(), 2u);
+  const mcp::ServerConfig& user = cfg->servers[0];
+  const mcp::ServerConfig& repo = cfg->servers[1];
+  ASSERT_EQ(user.name, "gh");
+  EXPECT_EQ(user.network, NetworkMode::kProxy);
+  ASSERT_EQ(user.egress.allow.size(), 1u);
+  EXPECT_EQ(user.egress.allow[0].text, "api.github.com");
+  EXPECT_EQ(user.egress.allow[0].source,
+            "servers.gh.sandbox (" + (dir_ / "home/.cordon/mcp.toml") + ":5)");
+  ASSERT_EQ(user.egress.presets.size(), 1u);
+  EXPECT_EQ(user.egress.presets[0].first, "npm");
+  ASSERT_EQ(repo.name, "repo");
+  EXPECT_TRUE(repo.egress.allow.empty());
+  EXPECT_TRUE(repo.egress.presets.empty());
+  ASSERT_EQ(repo.egress.deny.size(), 1u);
+  EXPECT_EQ(repo.egress.deny[0].text, "gist.github.com");
+  ASSERT_EQ(cfg->diagnostics.size(), 2u) << Json(cfg->diagnostics).dump();
+  EXPECT_NE(cfg->diagnostics[0]["reason"].get<std::string>().find(
+                "allow_domains \"api.github.com\" from servers.repo.sandbox (" +
+                (dir_ / "ws/.cordon/mcp.toml") + ":5) was dropped"),
+            std::string::npos)
+      << cfg->diagnostics[0].dump();
+  // The user's server runs under these rules: the policy's, then the server's.
+  Policy policy;
+  const EgressPolicy e = EgressFor(policy, "mcp__gh", user.egress);
+  const EgressPolicy* egress = &e;
+  EXPECT_TRUE(DecideName(*egress, *ParseEgressHost("registry.npmjs.org"), 443).allowed);
+  EXPECT_FALSE(DecideName(*egress, *ParseEgressHost("gist.github.com"), 443).allowed);
+
+  // The real binary says so where the user looks, and a bad entry names its file and line.
+  auto list = Cordon({"mcp", "list", "--workspace", dir_ / "ws"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.err.find("a project's configuration cannot add egress: presets \\\"npm\\\""),
+            std::string::npos)
+      << list.err;
+  WriteFile(dir_ / "ws/.cordon/mcp.toml",
+            "[servers.repo]\ncommand = \"true\"\n[servers.repo.sandbox]\n"
+            "deny_domains = [\"ok.example\", \"a*.example\"]\n");
+  auto bad = Cordon({"mcp", "list", "--workspace", dir_ / "ws"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find(dir_ / "ws/.cordon/mcp.toml:4: sandbox.deny_domains: domain rule "
+                                "\"a*.example\""),
+            std::string::npos)
+      << bad.err;
+}
+
+// --allow-domain without --network means proxy, whatever the policy's mode.
+TEST_F(CliTest, AllowDomainImpliesNetworkProxy) {
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  auto r = Cordon({"exec", "--plan", "--workspace", dir_ / "ws", "--audit-log", log(),
+                   "--allow-domain", "example.com", "--", "true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["confinement"]["network"], "proxy");
+  auto plain = Cordon({"exec", "--plan", "--workspace", dir_ / "ws", "--audit-log", log(),
+                       "--deny-domain", "example.com", "--", "true"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(Json::parse(plain.out)["confinement"]["network"], "none");
+}
+
+// A bad --allow-domain (or preset, or resolve entry) is the caller's mistake, said with the flag
+// and the value before anything runs; a --network that contradicts the egress flags too.
+TEST_F(CliTest, EgressFlagsRefuseBadValuesNamingTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::string ws = dir_ / "ws";
+  const Case cases[] = {
+      {{"exec", "--allow-domain", "a*.example.com", "--", "true"}, "--allow-domain"},
+      {{"exec", "--allow-domain", "example.com:0", "--", "true"}, "example.com:0"},
+      {{"exec", "--deny-domain", "*", "--", "true"}, "--deny-domain"},
+      {{"exec", "--allow-preset", "maven", "--", "true"}, "--allow-preset"},
+      {{"exec", "--resolve", "api.test=nowhere", "--", "true"}, "--resolve"},
+      {{"wrap", "--allow-domain", "bad..name", "--", "true"}, "--allow-domain"},
+      {{"exec", "--workspace", ws, "--network", "none", "--allow-domain", "example.com", "--",
+        "true"},
+       "--allow-domain needs --network proxy, not --network none"},
+      {{"wrap", "--workspace", ws, "--network", "allow", "--allow-preset", "npm", "--", "true"},
+       "--allow-preset needs --network proxy, not --network allow"},
+  };
+  for (const auto& c : cases) {
+    auto r = Cordon(c.args);
+    EXPECT_EQ(r.exit_code, 125) << ::testing::PrintToString(c.args) << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.needle << "\n" << r.err;
+    EXPECT_NE(r.err.find("usage: cordon " + c.args[0]), std::string::npos) << r.err;
+  }
+  // --help lists the presets with what each allows.
+  auto help = Cordon({"exec", "--help"});
+  EXPECT_NE(help.out.find("pypi: the Python Package Index (pip)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--allow-domain"), std::string::npos) << help.out;
 }
 
 TEST_F(CliTest, AuditVerifyExitCodesAndShow) {
@@ -334,10 +520,15 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
       EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
     }
   }
-  for (const char* n :
-       {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp", "cgroup",
-        "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log", "audit_checkpoints"}) {
+  for (const char* n : {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp",
+                        "cgroup", "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log",
+                        "audit_checkpoints", "read_url"}) {
     EXPECT_TRUE(names.count(n)) << n;
+  }
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "read_url") {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    }
   }
   // The memory limit without a cgroup (issue 11): RLIMIT_DATA, probed in a child.
   for (const auto& c : j["checks"]) {

@@ -208,7 +208,8 @@ TEST_F(CliTreeTest, InstallLaysOutBinariesPoliciesCompletionsAndManPage) {
   };
   EXPECT_EQ(complete("cordon mc"), "mcp\n");
   EXPECT_EQ(complete("cordon exec --netw"), "--network\n");
-  EXPECT_EQ(complete("cordon exec --workspace /tmp --network ''"), "none\nloopback\nallow\n");
+  EXPECT_EQ(complete("cordon exec --workspace /tmp --network ''"),
+            "none\nloopback\nproxy\nallow\n");
   EXPECT_EQ(complete("cordon mcp li"), "list\n");
   EXPECT_EQ(complete("cordon audit verify --key"), "--key-file\n");
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "policy/egress.h"
 #include "policy/git_rules.h"
 #include "policy/policy_show.h"
 #include "tests/test_util.h"
@@ -58,7 +59,8 @@ TEST(Policy, UnknownKeysAndBadTypesNameFileAndLine) {
        "example fails: src/main.c should be protected"},
       {"[audit]\nfsync = 1\n", "x.toml:2: audit.fsync must be a string"},
       {"[network]\nmode = \"open\"\n",
-       "x.toml:2: network.mode must be one of \"none\", \"loopback\", \"allow\", not \"open\""},
+       "x.toml:2: network.mode must be one of \"none\", \"loopback\", \"proxy\", \"allow\", not "
+       "\"open\""},
       {"[filesystem]\nwrite = \"/data\"\n", "x.toml:2: filesystem.write must be an array"},
       {"[filesystem]\nwrite = [\n  \"/a\",\n  \"!\",\n]\n",
        "x.toml:4: filesystem.write entry \"!\" names nothing"},
@@ -276,6 +278,9 @@ TEST(PolicyLists, EveryListKeyIsReachableFromAFile) {
     const std::string entry = k.Name() == "scopes.grant"                 ? "fs:read"
                               : k.Name() == "filesystem.protected_names" ? ".x"
                               : k.section == "filesystem"                ? "/x"
+                              : k.Name() == "network.presets"            ? "npm"
+                              : k.Name() == "network.resolve"            ? "x.test=127.0.0.1"
+                              : k.section == "network"                   ? "x.test"
                                                                          : "x";
     Policy p;
     const std::string text =
@@ -348,6 +353,226 @@ TEST(PolicyShow, EachEntryAndValueKeepsItsFileAndLine) {
   EXPECT_EQ(text.find("sekrit"), std::string::npos);
 }
 
+// [network] egress keys: parse, normalise, merge across layers, keep the file:line of each entry.
+TEST(PolicyEgress, ListsMergeWithProvenanceAndBecomeRules) {
+  Policy p;
+  ASSERT_TRUE(ApplyPolicyText(p,
+                              "[network]\n"
+                              "mode = \"proxy\"\n"
+                              "allow_domains = [\n"
+                              "  \"API.GitHub.com\",\n"
+                              "  \"*.example.org:8443\",\n"
+                              "]\n"
+                              "deny_domains = [\"evil.example.org\"]\n"
+                              "presets = [\"npm\"]\n"
+                              "resolve = [\"api.test=127.0.0.1,::1\"]\n"
+                              "[tools.exec]\n"
+                              "allow_domains = [\"docs.example.com\"]\n"
+                              "deny_domains = [\"*.ads.example.com\"]\n"
+                              "presets = [\"pypi\"]\n",
+                              "u.toml", false))
+      << "valid egress keys";
+  EXPECT_EQ(p.network, NetworkMode::kProxy);
+  EXPECT_EQ(p.egress.allow_domains,
+            (std::vector<std::string>{"api.github.com", "*.example.org:8443"}));
+  EXPECT_EQ(p.entry_provenance["network.allow_domains"]["api.github.com"], "u.toml:4");
+  EXPECT_EQ(p.entry_provenance["network.allow_domains"]["*.example.org:8443"], "u.toml:5");
+  EXPECT_EQ(p.entry_provenance["network.deny_domains"]["evil.example.org"], "u.toml:7");
+  EXPECT_EQ(p.egress.resolve, std::vector<std::string>{"api.test=127.0.0.1,::1"});
+  EXPECT_EQ(p.entry_provenance["tools.exec.allow_domains"]["docs.example.com"], "u.toml:11");
+  // A later user layer removes with "!", case-insensitively (entries are kept normalised).
+  ASSERT_TRUE(
+      ApplyPolicyText(p, "[network]\nallow_domains = [\"!Api.GitHub.com.\"]\n", "v.toml", false));
+  EXPECT_EQ(p.egress.allow_domains, std::vector<std::string>{"*.example.org:8443"});
+  EXPECT_TRUE(p.notes.empty()) << ::testing::PrintToString(p.notes);
+
+  const EgressPolicy g = EgressFor(p, "call");
+  const EgressPolicy* global = &g;
+  ASSERT_EQ(global->allow.size(), 3u);  // *.example.org:8443 and npm's two registries
+  EXPECT_EQ(global->allow[0].text, "*.example.org:8443");
+  EXPECT_EQ(global->allow[0].source, "u.toml:5");
+  EXPECT_EQ(global->allow[1].text, "registry.npmjs.org");
+  EXPECT_EQ(global->allow[1].source, "preset npm (u.toml:8)");
+  EXPECT_EQ(global->presets, std::vector<std::string>{"npm"});
+  ASSERT_EQ(global->write_paths.size(), 1u);
+  EXPECT_EQ(global->write_paths[0],
+            (std::pair<std::string, std::string>{"~/.npm", "preset npm (u.toml:8)"}));
+  ASSERT_EQ(global->deny.size(), 1u);
+  EXPECT_EQ(global->deny[0].source, "u.toml:7");
+  ASSERT_EQ(global->resolve.size(), 1u);
+  EXPECT_EQ(global->resolve[0].addresses, (std::vector<std::string>{"127.0.0.1", "::1"}));
+  EXPECT_EQ(global->resolve[0].source, "u.toml:9");
+
+  // A tool gets the global rules and its own; the command line's come last with their flag.
+  EgressExtra extra;
+  extra.allow.push_back(*ParseDomainRule("cli.example.net", "--allow-domain"));
+  extra.presets = {{"crates", "--allow-preset"}};
+  extra.resolve.push_back(*ParseResolveEntry("api.test=127.0.0.2", "--resolve"));
+  const EgressPolicy e = EgressFor(p, "exec", extra);
+  const EgressPolicy* exec = &e;
+  std::vector<std::string> allow;
+  for (const auto& r : exec->allow) allow.push_back(r.text + " <- " + r.source);
+  EXPECT_EQ(
+      allow,
+      (std::vector<std::string>{
+          "*.example.org:8443 <- u.toml:5", "docs.example.com <- u.toml:11",
+          "cli.example.net <- --allow-domain", "registry.npmjs.org <- preset npm (u.toml:8)",
+          "registry.yarnpkg.com <- preset npm (u.toml:8)", "pypi.org <- preset pypi (u.toml:13)",
+          "files.pythonhosted.org <- preset pypi (u.toml:13)",
+          "crates.io <- preset crates (--allow-preset)",
+          "index.crates.io <- preset crates (--allow-preset)",
+          "static.crates.io <- preset crates (--allow-preset)"}));
+  EXPECT_EQ(exec->presets, (std::vector<std::string>{"npm", "pypi", "crates"}));
+  ASSERT_EQ(exec->deny.size(), 2u);
+  EXPECT_EQ(exec->deny[1].source, "u.toml:12");
+  // The flag's mapping of api.test replaces the policy's.
+  ASSERT_EQ(exec->resolve.size(), 1u);
+  EXPECT_EQ(exec->resolve[0].addresses, std::vector<std::string>{"127.0.0.2"});
+  EXPECT_EQ(exec->resolve[0].source, "--resolve");
+  // The rules decide as the proxy will.
+  EXPECT_TRUE(DecideName(*exec, *ParseEgressHost("files.pythonhosted.org"), 443).allowed);
+  EXPECT_FALSE(DecideName(*exec, *ParseEgressHost("x.ads.example.com"), 443).allowed);
+  EXPECT_FALSE(DecideName(*global, *ParseEgressHost("pypi.org"), 443).allowed);
+
+  // The canonical form (and so the recorded policy hash) carries the egress keys.
+  const Json canonical = Json::parse(p.CanonicalJson());
+  EXPECT_EQ(canonical["network"]["presets"], Json::array({"npm"}));
+  EXPECT_EQ(canonical["tools"]["exec"]["presets"], Json::array({"pypi"}));
+}
+
+TEST(PolicyEgress, AProjectFileCanOnlyNarrowEgress) {
+  const std::string user =
+      "[network]\n"
+      "mode = \"proxy\"\n"
+      "allow_domains = [\"a.example.com\", \"b.example.com\"]\n"
+      "presets = [\"npm\", \"pypi\"]\n"
+      "resolve = [\"api.test=127.0.0.1\"]\n"
+      "[tools.exec]\n"
+      "allow_domains = [\"c.example.com\"]\n";
+  Policy p;
+  ASSERT_TRUE(ApplyPolicyText(p, user, "user.toml", false));
+  ASSERT_TRUE(ApplyPolicyText(p,
+                              "[network]\n"
+                              "allow_domains = [\"!b.example.com\", \"attacker.example\"]\n"
+                              "presets = [\"!pypi\", \"crates\"]\n"
+                              "deny_domains = [\"*.tracker.example\"]\n"
+                              "resolve = [\"registry.npmjs.org=127.0.0.1\"]\n"
+                              "[tools.exec]\n"
+                              "allow_domains = [\"!c.example.com\", \"d.example.com\"]\n"
+                              "deny_domains = [\"a.example.com\"]\n"
+                              "presets = [\"npm\"]\n",
+                              "project.toml", true));
+  EXPECT_EQ(p.egress.allow_domains, std::vector<std::string>{"a.example.com"});
+  EXPECT_EQ(p.egress.presets, std::vector<std::string>{"npm"});
+  EXPECT_EQ(p.egress.deny_domains, std::vector<std::string>{"*.tracker.example"});
+  EXPECT_EQ(p.entry_provenance["network.deny_domains"]["*.tracker.example"], "project.toml:4");
+  EXPECT_EQ(p.egress.resolve, std::vector<std::string>{"api.test=127.0.0.1"});
+  EXPECT_TRUE(p.tools["exec"].allow_domains.empty());
+  EXPECT_TRUE(p.tools["exec"].presets.empty());
+  EXPECT_EQ(p.tools["exec"].deny_domains, std::vector<std::string>{"a.example.com"});
+  const std::vector<std::string> needles = {
+      "project.toml:2: a project file cannot add \"attacker.example\" to network.allow_domains",
+      "project.toml:3: a project file cannot add \"crates\" to network.presets",
+      "project.toml:5: a project file cannot set network.resolve (it could point a name at the "
+      "host's own services); \"registry.npmjs.org=127.0.0.1\" ignored",
+      "project.toml:7: a project file cannot add \"d.example.com\" to tools.exec.allow_domains",
+      "project.toml:9: a project file cannot add \"npm\" to tools.exec.presets",
+  };
+  std::string all;
+  for (const auto& n : p.notes) all += n + "\n";
+  for (const auto& n : needles) EXPECT_NE(all.find(n), std::string::npos) << n << "\n" << all;
+  // The tool's deny rule beats the global allow rule for exec only.
+  const EgressPolicy exec = EgressFor(p, "exec");
+  EXPECT_FALSE(DecideName(exec, *ParseEgressHost("a.example.com"), 443).allowed);
+  EXPECT_TRUE(DecideName(EgressFor(p, "call"), *ParseEgressHost("a.example.com"), 443).allowed);
+
+  // A project file cannot remove a deny rule, nor open the network to proxy from none.
+  Policy q;
+  ASSERT_TRUE(ApplyPolicyText(q, "[network]\ndeny_domains = [\"x.example\"]\n", "u.toml", false));
+  ASSERT_TRUE(ApplyPolicyText(q, "[network]\nmode = \"proxy\"\ndeny_domains = [\"!x.example\"]\n",
+                              "p.toml", true));
+  EXPECT_EQ(q.network, NetworkMode::kNone);
+  EXPECT_EQ(q.egress.deny_domains, std::vector<std::string>{"x.example"});
+  ASSERT_EQ(q.notes.size(), 2u) << ::testing::PrintToString(q.notes);
+  // From allow, proxy is a tightening a project may make.
+  Policy r;
+  ASSERT_TRUE(ApplyPolicyText(r, "[network]\nmode = \"allow\"\n", "u.toml", false));
+  ASSERT_TRUE(ApplyPolicyText(r, "[network]\nmode = \"proxy\"\n", "p.toml", true));
+  EXPECT_EQ(r.network, NetworkMode::kProxy);
+  EXPECT_TRUE(r.notes.empty());
+}
+
+TEST(PolicyEgress, BadEntriesNameFileAndLine) {
+  struct Case {
+    std::string text, needle;
+  };
+  const Case cases[] = {
+      {"[network]\nallow_domains = [\n  \"ok.example\",\n  \"a*.example.com\",\n]\n",
+       "x.toml:4: network.allow_domains: domain rule \"a*.example.com\" has a * that is not a "
+       "leading \"*.\""},
+      {"[network]\nallow_domains = [\"*\"]\n", "x.toml:2: network.allow_domains: domain rule"},
+      {"[network]\ndeny_domains = [\"example.com:99999\"]\n",
+       "x.toml:2: network.deny_domains: domain rule \"example.com:99999\" has a port"},
+      {"[network]\npresets = [\"maven\"]\n",
+       "x.toml:2: network.presets entry \"maven\" is not a preset (known: \"npm\", \"pypi\", "
+       "\"crates\")"},
+      {"[network]\nresolve = [\"api.test\"]\n",
+       "x.toml:2: network.resolve: resolve entry \"api.test\" has no ="},
+      {"[network]\nresolve = [\"api.test=not-an-address\"]\n", "x.toml:2: network.resolve"},
+      {"[network]\nallow_domains = \"example.com\"\n",
+       "x.toml:2: network.allow_domains must be an array"},
+      {"[tools.exec]\n\nallow_domains = [\"bad..name\"]\n",
+       "x.toml:3: tools.exec.allow_domains: domain rule \"bad..name\" has an empty label"},
+      {"[tools.exec]\npresets = [\"gems\"]\n", "x.toml:2: tools.exec.presets entry \"gems\""},
+      {"[network]\nmode = \"proxied\"\n", "x.toml:2: network.mode must be one of"},
+  };
+  for (const auto& c : cases) {
+    for (bool project : {false, true}) {  // a project file's bad entry is an error too
+      Policy p;
+      auto st = ApplyPolicyText(p, c.text, "x.toml", project);
+      ASSERT_FALSE(st) << c.text;
+      EXPECT_EQ(st.error().code, Code::kInvalidInput);
+      EXPECT_NE(st.error().message.find(c.needle), std::string::npos)
+          << c.text << " -> " << st.error().message;
+    }
+  }
+}
+
+TEST(PolicyEgress, ShowListsDomainsPresetsAndResolveWithSources) {
+  Policy p;
+  ASSERT_TRUE(ApplyPolicyText(p,
+                              "[network]\nmode = \"proxy\"\nallow_domains = [\"api.example.com\"]\n"
+                              "presets = [\"pypi\"]\nresolve = [\"api.test=127.0.0.1\"]\n"
+                              "[tools.exec]\ndeny_domains = [\"bad.example.com\"]\n",
+                              "u.toml", false));
+  const std::string text = PolicyShowText(p);
+  for (const std::string line : {
+           "network.mode = \"proxy\"    # u.toml:2",
+           "network.allow_domains = [    # last set by u.toml:3",
+           "  \"api.example.com\",    # u.toml:3",
+           "network.presets = [    # last set by u.toml:4",
+           "  \"pypi\",    # u.toml:4",
+           "# preset pypi: the Python Package Index (pip); writes pip's cache; allows pypi.org, "
+           "files.pythonhosted.org; writes ~/.cache/pip",
+           "  \"api.test=127.0.0.1\",    # u.toml:5",
+           "tools.exec.deny_domains = [    # last set by u.toml:7",
+           "  \"bad.example.com\",    # u.toml:7",
+       }) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n" << text;
+  }
+  const Json j = PolicyShowJson(p);
+  EXPECT_EQ(j["egress"]["mode"], "proxy");
+  EXPECT_EQ(j["egress"]["allow_domains"][0],
+            (Json{{"rule", "api.example.com"}, {"from", "u.toml:3"}}));
+  EXPECT_EQ(j["egress"]["allow_domains"][1],
+            (Json{{"rule", "pypi.org"}, {"from", "preset pypi (u.toml:4)"}}));
+  EXPECT_EQ(j["egress"]["presets"][0]["write_paths"], Json::array({"~/.cache/pip"}));
+  EXPECT_EQ(j["egress"]["presets"][0]["from"], "u.toml:4");
+  EXPECT_EQ(j["egress"]["resolve"][0]["from"], "u.toml:5");
+  EXPECT_EQ(j["egress_tools"]["exec"]["deny_domains"][0]["from"], "u.toml:7");
+  EXPECT_EQ(j["entries"]["tools.exec.deny_domains"][0]["value"], "bad.example.com");
+}
+
 TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   PolicySources s;
   s.dirs = {testing::ShippedPolicyDir()};
@@ -381,7 +606,12 @@ void ExpectRoundTrip(const EnumName<E> (&table)[N], int count, std::string_view 
 
 TEST(PolicyEnums, NameTablesRoundTrip) {
   ExpectRoundTrip(kFsyncModeNames, 3, "audit.fsync");
-  ExpectRoundTrip(kNetworkModeNames, 3, "network mode");
+  ExpectRoundTrip(kNetworkModeNames, 4, "network mode");
+  EXPECT_EQ(*ParseNetworkMode("proxy"), NetworkMode::kProxy);
+  // none > loopback > proxy > allow
+  EXPECT_GT(NetworkStrictness(NetworkMode::kNone), NetworkStrictness(NetworkMode::kLoopback));
+  EXPECT_GT(NetworkStrictness(NetworkMode::kLoopback), NetworkStrictness(NetworkMode::kProxy));
+  EXPECT_GT(NetworkStrictness(NetworkMode::kProxy), NetworkStrictness(NetworkMode::kAllow));
   ExpectRoundTrip(kPolicyLayerNames, 5, "policy layer");
   EXPECT_EQ(NetworkModeName(NetworkMode::kLoopback), "loopback");
   EXPECT_EQ(*ParseNetworkMode("allow"), NetworkMode::kAllow);

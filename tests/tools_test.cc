@@ -89,7 +89,12 @@ TEST_F(ToolsTest, EveryExampleRunsAndMatchesItsOutputSchema) {
       ASSERT_TRUE(t.example_setup(ctx)) << t.name;
     }
     Json r = (*s)->Call(t.name, t.example);
-    EXPECT_FALSE(r["isError"].get<bool>()) << t.name << ": " << r.dump();
+    if (t.example_code) {
+      // An example the shipped policy refuses (read_url) is refused with its code and says so.
+      EXPECT_EQ(CodeOf(r), CodeName(*t.example_code)) << t.name << ": " << r.dump();
+    } else {
+      EXPECT_FALSE(r["isError"].get<bool>()) << t.name << ": " << r.dump();
+    }
     ExpectWellFormed(t, r);
   }
 }
@@ -150,6 +155,23 @@ TEST_F(ToolsTest, EveryToolRejectsWhatItsSchemaRejects) {
     }
   }
   EXPECT_GT(checked, 40);
+}
+
+TEST_F(ToolsTest, ReadUrlNeedsItsScopeAndAnEgressProxy) {
+  // The shipped policy does not grant net:read.
+  auto s = Start();
+  Json r = s->Call("read_url", {{"url", "https://docs.example.test/"}});
+  EXPECT_EQ(CodeOf(r), "denied_by_policy") << r.dump();
+  EXPECT_NE(r.dump().find("net:read"), std::string::npos) << r.dump();
+  // Granted, but the session runs no egress proxy for it: refused, saying what it needs.
+  WriteFile(dir_ / "net.toml", "[scopes]\ngrant = [\"net:read\"]\n");
+  s = Start({dir_ / "net.toml"});
+  r = s->Call("read_url", {{"url", "https://docs.example.test/"}});
+  EXPECT_EQ(CodeOf(r), "denied_by_policy") << r.dump();
+  EXPECT_NE(r.dump().find("network mode proxy"), std::string::npos) << r.dump();
+  // What the schema refuses is refused before anything else.
+  r = s->Call("read_url", {{"url", "https://x.test/"}, {"timeout_secs", 0}});
+  EXPECT_EQ(CodeOf(r), "invalid_input") << r.dump();
 }
 
 TEST_F(ToolsTest, UnknownToolIsInvalidInput) {

@@ -30,7 +30,7 @@ const std::vector<ToolSpec>& BuiltinTools() {
       MakeCreateFileTool(),    MakeReplaceRangeTool(),
       MakeWritePatchTool(),    MakeRunShellTool(),
       MakeProcessListTool(),   MakeProcessOutputTool(),
-      MakeProcessCancelTool()};
+      MakeProcessCancelTool(), MakeReadUrlTool()};
   return tools;
 }
 

@@ -13,6 +13,8 @@
 #include "core/fs.h"
 #include "core/redact.h"
 #include "core/text.h"
+#include "core/unique_fd.h"
+#include "policy/egress.h"
 #include "policy/policy.h"
 
 namespace cordon {
@@ -40,6 +42,12 @@ struct ToolContext {
   ProcessHost* processes = nullptr;           // confined processes of this session
   const std::atomic<bool>* cancel = nullptr;  // set when the caller cancels the call
   const Redactor* redactor = nullptr;         // line cuts move back so no secret is split
+  // read_url: a stream socket connected to the session's egress proxy and served under
+  // read_url's rules (EgressProxy::Connect on read_url's listener). Empty: the session has no
+  // proxy for read_url, which then refuses (denied_by_policy).
+  std::function<Result<UniqueFd>()> connect_egress{};
+  // read_url's rules, to check a redirect's name before following it (the proxy decides again).
+  const EgressPolicy* egress = nullptr;
 };
 
 struct ToolSpec {
@@ -51,6 +59,9 @@ struct ToolSpec {
   Json output_schema;   // what the catalog shows: success fields, or {"error":{...}}
   Json success_schema;  // the success shape alone, with its required fields
   Json example;
+  // When the example cannot succeed under the shipped policy, the code it gets instead
+  // (read_url: denied_by_policy, as net:read and allowed domains are the user's to grant).
+  std::optional<Code> example_code;
   // Files the example expects in its workspace: (relative path, content).
   std::vector<std::pair<std::string, std::string>> example_files;
   // Anything else the example needs first (e.g. a background job to read or cancel).
@@ -87,6 +98,7 @@ ToolSpec MakeProcessCancelTool();
 ToolSpec MakeSearchTextTool();
 ToolSpec MakeFindFilesTool();
 ToolSpec MakeListSearchableFilesTool();
+ToolSpec MakeReadUrlTool();
 
 // Shared by the write tools: normalizes `path`, refuses protected paths, cordon's own files,
 // the policy's deny list and a dangerous workspace (/ or $HOME) (denied_by_policy).
