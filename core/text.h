@@ -50,4 +50,7 @@ std::string JsonStringField(const Json& obj, std::string_view key, std::string f
 // Serializes JSON, replacing invalid UTF-8 instead of throwing.
 std::string DumpJson(const Json& j, int indent = -1);
 
+// ASCII lower case (names, header names, hosts): bytes outside A-Z are kept as they are.
+std::string AsciiLower(std::string_view s);
+
 }  // namespace cordon

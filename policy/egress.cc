@@ -7,17 +7,13 @@
 #include <cctype>
 #include <cstring>
 
+#include "core/text.h"
+
 namespace cordon {
 namespace {
 
 constexpr std::size_t kMaxName = 253;
 constexpr std::size_t kMaxLabel = 63;
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -271,7 +267,7 @@ Result<EgressHost> ParseEgressHost(std::string_view host) {
     out.name = ip->Text();
     return out;
   }
-  std::string name = Lower(host);
+  std::string name = AsciiLower(host);
   if (!name.empty() && name.back() == '.') name.pop_back();
   if (auto problem = NameProblem(name); !problem.empty()) {
     return Fail(Code::kInvalidInput, "host \"" + name.substr(0, 80) + "\" " + problem);
@@ -300,7 +296,7 @@ Result<DomainRule> ParseDomainRule(std::string_view text, std::string source) {
     r.host = ip->Text();
   } else {
     if (hp->bracketed) return bad("has brackets around something that is not an IPv6 address");
-    std::string host = Lower(hp->host);
+    std::string host = AsciiLower(hp->host);
     if (!host.empty() && host.back() == '.') host.pop_back();
     if (host.rfind("*.", 0) == 0) {
       r.wildcard = true;

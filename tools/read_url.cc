@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "core/text.h"
 #include "runner/egress_proxy.h"
 #include "tools/curl_loader.h"
 #include "tools/html_text.h"
@@ -34,12 +35,6 @@ constexpr int kMaxRedirects = 5;
 constexpr std::size_t kMaxUrlBytes = 8192;
 constexpr std::size_t kBinarySniffBytes = 1024;
 constexpr std::size_t kMaxProxyHeadBytes = 8192;
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() &&
@@ -82,7 +77,7 @@ Result<UrlParts> ParseUrl(const CurlApi& api, const std::string& url) {
     return s;
   };
   UrlParts out;
-  out.scheme = Lower(get(CURLUPART_SCHEME, 0).value_or(""));
+  out.scheme = AsciiLower(get(CURLUPART_SCHEME, 0).value_or(""));
   if (out.scheme != "http" && out.scheme != "https") {
     return Fail(Code::kInvalidInput,
                 url + ": only http and https URLs are read (the scheme is \"" + out.scheme + "\")");
@@ -259,7 +254,7 @@ std::string ProxyReason(std::string_view head) {
     }
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
-    const std::string name = Lower(Trim(line.substr(0, colon)));
+    const std::string name = AsciiLower(Trim(line.substr(0, colon)));
     const std::string_view value = Trim(line.substr(colon + 1));
     if (name == "x-cordon-reason" && !value.empty()) return std::string(value);
     if (name == "proxy-status") {
@@ -269,7 +264,7 @@ std::string ProxyReason(std::string_view head) {
       }
     }
   }
-  if (status_reason.empty() || Lower(status_reason) == "forbidden") {
+  if (status_reason.empty() || AsciiLower(status_reason) == "forbidden") {
     return "the name, the port or the address it resolves to is not allowed for read_url";
   }
   return status_reason;
@@ -397,7 +392,7 @@ enum class BodyKind { kHtml, kText, kBinary };
 BodyKind Classify(std::string_view media, std::string_view body) {
   if (media.empty()) {
     // No content type: HTML if it says so, else text unless it looks binary (checked later).
-    std::string head = Lower(Trim(body.substr(0, 512)));
+    std::string head = AsciiLower(Trim(body.substr(0, 512)));
     return head.rfind("<!doctype html", 0) == 0 || head.rfind("<html", 0) == 0 ? BodyKind::kHtml
                                                                                : BodyKind::kText;
   }
@@ -558,10 +553,10 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
 
   // The body: HTML to text, other text as is, anything else refused.
   const std::string content_type = hop.content_type;
-  std::string media = Lower(Trim(content_type.substr(0, content_type.find(';'))));
+  std::string media = AsciiLower(Trim(content_type.substr(0, content_type.find(';'))));
   std::string charset;
-  if (std::size_t cs = Lower(content_type).find("charset="); cs != std::string::npos) {
-    charset = Lower(Trim(content_type.substr(cs + 8)));
+  if (std::size_t cs = AsciiLower(content_type).find("charset="); cs != std::string::npos) {
+    charset = AsciiLower(Trim(content_type.substr(cs + 8)));
     charset = charset.substr(0, charset.find(';'));
     if (charset.size() >= 2 && charset.front() == '"')
       charset = charset.substr(1, charset.size() - 2);
