@@ -345,6 +345,35 @@ bool SplitAuthority(std::string_view a, int default_port, std::string* host, int
   return true;
 }
 
+// A control character other than a tab: what no chunk size line or trailer may carry.
+bool HasControl(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t') || u == 0x7f;
+  });
+}
+
+// Why a line of a chunked body's trailer section (with its terminator) is not one an upstream
+// reads as the proxy does: it must end in CRLF, and be the final empty line or "name: value"
+// with a token for a name and no control character.
+std::optional<std::string> TrailerProblem(std::string_view line) {
+  if (line.size() < 2 || line.substr(line.size() - 2) != "\r\n") {
+    return "a trailer line does not end in CRLF";
+  }
+  line.remove_suffix(2);
+  if (line.empty()) return std::nullopt;
+  if (HasControl(line)) return "a trailer line has a control character";
+  const auto colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0) return "a trailer line is not \"name: value\"";
+  for (char c : line.substr(0, colon)) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool token = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       (u > 0x20 && u < 0x7f && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
+    if (!token) return "a trailer line is not \"name: value\"";
+  }
+  return std::nullopt;
+}
+
 // A sockaddr for an address and port.
 socklen_t MakeSockaddr(const IpAddress& a, int port, sockaddr_storage* ss) {
   std::memset(ss, 0, sizeof *ss);
@@ -882,6 +911,8 @@ class Session {
     std::string path = path_at == std::string_view::npos ? "/" : std::string(rest.substr(path_at));
     if (path.front() == '?') path = "/" + path;
     if (const auto hash = path.find('#'); hash != std::string::npos) path.resize(hash);
+    // "http://host#frag" leaves nothing: the upstream must still get a request line it can read.
+    if (path.empty()) path = "/";
     if (authority.find('@') != std::string_view::npos) {
       return RefuseHttp(400, "the URL has credentials in it (user@host); send them in a header");
     }
@@ -1054,6 +1085,10 @@ class Session {
         return fail_framing("a chunk size line does not end in CRLF");
       }
       sz.remove_suffix(2);
+      // The line goes upstream as sent: a bare CR or another control character in it (in an
+      // extension, say) is where a lenient upstream would end the line and read what follows
+      // as data or as a second request the proxy never decided.
+      if (HasControl(sz)) return fail_framing("a chunk size line has a control character");
       sz = sz.substr(0, sz.find(';'));
       sz = Trim(sz);
       if (sz.empty() || sz.size() > 15) return fail_framing("a chunk size is not hexadecimal");
@@ -1078,6 +1113,10 @@ class Session {
           }
           trailer_bytes += t->size();
           if (trailer_bytes > kMaxTrailers) return fail_framing("the trailers are too large");
+          // Trailers go upstream as sent, so each must be a header line the upstream reads the
+          // way the proxy does: a bare "\n" ends the trailers for a lenient upstream, and what
+          // the proxy took for more trailers would be a second request it never decided.
+          if (auto problem = TrailerProblem(*t)) return fail_framing(*problem);
           if (!forward(*t)) return false;
           if (*t == "\r\n") return true;
         }

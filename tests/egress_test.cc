@@ -668,6 +668,52 @@ TEST_F(ProxyTest, AChunkedBodyIsForwardedByItsFramingAndBadFramingGets400) {
   EXPECT_FALSE(WaitEvent(3).allowed);
 }
 
+// The proxy forwards a chunked body's size lines and trailers as sent. A line a lenient upstream
+// would end earlier than the proxy does (a bare LF after the last chunk, a bare CR in an
+// extension) must be refused, or the bytes the proxy took for trailers or an extension reach the
+// upstream as a second request that no decision and no record ever saw.
+TEST_F(ProxyTest, AChunkedBodyCannotSmuggleASecondRequestInItsTrailersOrExtensions) {
+  Listen(ApiPolicy());
+  const std::string head = "POST http://api.example.test:" + up() +
+                           "/up HTTP/1.1\r\nHost: api.example.test:" + up() +
+                           "\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: internal.corp.example\r\n\r\n";
+  struct Case {
+    std::string body;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"0\r\n\n" + smuggled, "does not end in CRLF"},
+      {"0\r\n" + smuggled, "is not \"name: value\""},
+      {"5;x\r" + smuggled + "\r\nhello\r\n0\r\n\r\n", "control character"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const auto out = Raw(head + c.body);
+    EXPECT_NE(out.find("400 Bad Request"), std::string::npos) << c.expect << ": " << out;
+    EXPECT_NE(out.find(c.expect), std::string::npos) << out;
+    ASSERT_TRUE(upstream_.WaitClosed(++n, 15s));
+    const std::string seen = upstream_.received()[static_cast<std::size_t>(n - 1)];
+    EXPECT_EQ(seen.find("smuggled"), std::string::npos) << c.expect << ": upstream saw " << seen;
+    const NetworkEvent e = WaitEvent(static_cast<std::size_t>(n));
+    EXPECT_FALSE(e.allowed) << c.expect;
+    EXPECT_EQ(e.status, 400) << c.expect;
+  }
+  // A well-formed trailer still passes.
+  const auto out = Raw(head + "5\r\nhello\r\n0\r\nX-Checksum: 1\r\n\r\n");
+  EXPECT_NE(out.find("hello from upstream"), std::string::npos) << out;
+}
+
+// "http://host#frag" has no path: the upstream still gets "GET / HTTP/1.1", not an empty target.
+TEST_F(ProxyTest, AUrlWithOnlyAFragmentIsSentUpstreamWithThePathSlash) {
+  Listen(ApiPolicy());
+  const auto out = Raw("GET http://api.example.test:" + up() + "#frag HTTP/1.1\r\n\r\n");
+  EXPECT_NE(out.find("hello from upstream"), std::string::npos) << out;
+  ASSERT_TRUE(upstream_.WaitClosed(1, 15s));
+  EXPECT_EQ(upstream_.received()[0].rfind("GET / HTTP/1.1\r\n", 0), 0u) << upstream_.received()[0];
+  EXPECT_TRUE(WaitEvent().allowed);
+}
+
 TEST_F(ProxyTest, MalformedInputGets400AndARecordNeverAHang) {
   Listen(ApiPolicy());
   struct Case {
