@@ -913,15 +913,18 @@ class Session {
     if (const auto hash = path.find('#'); hash != std::string::npos) path.resize(hash);
     // "http://host#frag" leaves nothing: the upstream must still get a request line it can read.
     if (path.empty()) path = "/";
+    // Every refusal from here on names what the client asked for: a record with no host would
+    // hide from the log which host a refused request tried to reach.
+    ev_.host = OneLine(authority.substr(0, 255));
     if (authority.find('@') != std::string_view::npos) {
       return RefuseHttp(400, "the URL has credentials in it (user@host); send them in a header");
     }
     std::string host, why;
     int port = 0;
-    if (!SplitAuthority(authority, 80, &host, &port, &why)) {
-      ev_.host = OneLine(authority.substr(0, 255));
-      return RefuseHttp(400, why);
-    }
+    if (!SplitAuthority(authority, 80, &host, &port, &why)) return RefuseHttp(400, why);
+    auto url_host = ParseEgressHost(host);
+    if (url_host) ev_.host = url_host->name;
+    ev_.port = port;
     // The Host header must name the same host and port, so that the upstream (or a proxy in
     // front of it) cannot be steered to a name the decision never saw.
     const Header* host_header = nullptr;
@@ -930,7 +933,6 @@ class Session {
       if (host_header) return RefuseHttp(400, "the request has more than one Host header");
       host_header = &h;
     }
-    auto url_host = ParseEgressHost(host);
     if (host_header) {
       std::string hh, hwhy;
       int hport = 0;
@@ -949,6 +951,15 @@ class Session {
     bool chunked = false;
     bool expect_continue = false;
     for (const Header& h : headers) {
+      // CGI-style servers (WSGI, PHP) turn "_" into "-" in header names: a
+      // "Transfer_Encoding" the proxy passes as an ordinary header would frame the body there
+      // differently from here, and a body could carry a request the proxy never decided.
+      std::string folded = h.lower;
+      std::replace(folded.begin(), folded.end(), '_', '-');
+      if (folded != h.lower && (folded == "content-length" || folded == "transfer-encoding")) {
+        return RefuseHttp(400, "the request has a header \"" + OneLine(h.name) +
+                                   "\" that a server may read as " + folded);
+      }
       if (h.lower == "content-length") {
         if (h.value.empty() || h.value.size() > 18 ||
             !std::all_of(h.value.begin(), h.value.end(),

@@ -704,6 +704,37 @@ TEST_F(ProxyTest, AChunkedBodyCannotSmuggleASecondRequestInItsTrailersOrExtensio
   EXPECT_NE(out.find("hello from upstream"), std::string::npos) << out;
 }
 
+// A refused plain request's record names the host it asked for, whatever refused it; and a
+// framing header spelt with "_" (which CGI-style servers read as "-") is refused, since the
+// upstream would frame the body differently from the proxy.
+TEST_F(ProxyTest, ARefusedPlainRequestIsRecordedWithItsHostAndUnderscoreFramingIsRefused) {
+  Listen(ApiPolicy());
+  const std::string url = "http://api.example.test:" + up() + "/";
+  const std::string host = "Host: api.example.test:" + up() + "\r\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"GET " + url + " HTTP/1.1\r\n" + host + host + "\r\n", "more than one Host header"},
+      {"POST " + url + " HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+       "both Content-Length and Transfer-Encoding"},
+      {"POST " + url + " HTTP/1.1\r\nContent-Length: 40\r\nTransfer_Encoding: chunked\r\n\r\n" +
+           "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+       "may read as transfer-encoding"},
+  };
+  std::size_t n = 0;
+  for (const auto& [request, expect] : cases) {
+    const auto out = Raw(request);
+    EXPECT_NE(out.find("400 Bad Request"), std::string::npos) << expect << ": " << out;
+    EXPECT_NE(out.find(expect), std::string::npos) << out;
+    const NetworkEvent e = WaitEvent(++n);
+    EXPECT_FALSE(e.allowed) << expect;
+    EXPECT_EQ(e.host, "api.example.test") << expect;
+    EXPECT_EQ(e.port, upstream_.port()) << expect;
+  }
+  const auto out = Raw("GET http://user@api.example.test:" + up() + "/ HTTP/1.1\r\n\r\n");
+  EXPECT_NE(out.find("credentials"), std::string::npos) << out;
+  EXPECT_EQ(WaitEvent(++n).host, "user@api.example.test:" + up());
+  EXPECT_EQ(upstream_.connections(), 0);
+}
+
 // "http://host#frag" has no path: the upstream still gets "GET / HTTP/1.1", not an empty target.
 TEST_F(ProxyTest, AUrlWithOnlyAFragmentIsSentUpstreamWithThePathSlash) {
   Listen(ApiPolicy());
