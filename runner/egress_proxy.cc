@@ -345,6 +345,35 @@ bool SplitAuthority(std::string_view a, int default_port, std::string* host, int
   return true;
 }
 
+// A control character other than a tab: what no chunk size line or trailer may carry.
+bool HasControl(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t') || u == 0x7f;
+  });
+}
+
+// Why a line of a chunked body's trailer section (with its terminator) is not one an upstream
+// reads as the proxy does: it must end in CRLF, and be the final empty line or "name: value"
+// with a token for a name and no control character.
+std::optional<std::string> TrailerProblem(std::string_view line) {
+  if (line.size() < 2 || line.substr(line.size() - 2) != "\r\n") {
+    return "a trailer line does not end in CRLF";
+  }
+  line.remove_suffix(2);
+  if (line.empty()) return std::nullopt;
+  if (HasControl(line)) return "a trailer line has a control character";
+  const auto colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0) return "a trailer line is not \"name: value\"";
+  for (char c : line.substr(0, colon)) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool token = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       (u > 0x20 && u < 0x7f && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
+    if (!token) return "a trailer line is not \"name: value\"";
+  }
+  return std::nullopt;
+}
+
 // A sockaddr for an address and port.
 socklen_t MakeSockaddr(const IpAddress& a, int port, sockaddr_storage* ss) {
   std::memset(ss, 0, sizeof *ss);
@@ -882,15 +911,20 @@ class Session {
     std::string path = path_at == std::string_view::npos ? "/" : std::string(rest.substr(path_at));
     if (path.front() == '?') path = "/" + path;
     if (const auto hash = path.find('#'); hash != std::string::npos) path.resize(hash);
+    // "http://host#frag" leaves nothing: the upstream must still get a request line it can read.
+    if (path.empty()) path = "/";
+    // Every refusal from here on names what the client asked for: a record with no host would
+    // hide from the log which host a refused request tried to reach.
+    ev_.host = OneLine(authority.substr(0, 255));
     if (authority.find('@') != std::string_view::npos) {
       return RefuseHttp(400, "the URL has credentials in it (user@host); send them in a header");
     }
     std::string host, why;
     int port = 0;
-    if (!SplitAuthority(authority, 80, &host, &port, &why)) {
-      ev_.host = OneLine(authority.substr(0, 255));
-      return RefuseHttp(400, why);
-    }
+    if (!SplitAuthority(authority, 80, &host, &port, &why)) return RefuseHttp(400, why);
+    auto url_host = ParseEgressHost(host);
+    if (url_host) ev_.host = url_host->name;
+    ev_.port = port;
     // The Host header must name the same host and port, so that the upstream (or a proxy in
     // front of it) cannot be steered to a name the decision never saw.
     const Header* host_header = nullptr;
@@ -899,7 +933,6 @@ class Session {
       if (host_header) return RefuseHttp(400, "the request has more than one Host header");
       host_header = &h;
     }
-    auto url_host = ParseEgressHost(host);
     if (host_header) {
       std::string hh, hwhy;
       int hport = 0;
@@ -918,6 +951,15 @@ class Session {
     bool chunked = false;
     bool expect_continue = false;
     for (const Header& h : headers) {
+      // CGI-style servers (WSGI, PHP) turn "_" into "-" in header names: a
+      // "Transfer_Encoding" the proxy passes as an ordinary header would frame the body there
+      // differently from here, and a body could carry a request the proxy never decided.
+      std::string folded = h.lower;
+      std::replace(folded.begin(), folded.end(), '_', '-');
+      if (folded != h.lower && (folded == "content-length" || folded == "transfer-encoding")) {
+        return RefuseHttp(400, "the request has a header \"" + OneLine(h.name) +
+                                   "\" that a server may read as " + folded);
+      }
       if (h.lower == "content-length") {
         if (h.value.empty() || h.value.size() > 18 ||
             !std::all_of(h.value.begin(), h.value.end(),
@@ -1054,6 +1096,10 @@ class Session {
         return fail_framing("a chunk size line does not end in CRLF");
       }
       sz.remove_suffix(2);
+      // The line goes upstream as sent: a bare CR or another control character in it (in an
+      // extension, say) is where a lenient upstream would end the line and read what follows
+      // as data or as a second request the proxy never decided.
+      if (HasControl(sz)) return fail_framing("a chunk size line has a control character");
       sz = sz.substr(0, sz.find(';'));
       sz = Trim(sz);
       if (sz.empty() || sz.size() > 15) return fail_framing("a chunk size is not hexadecimal");
@@ -1078,6 +1124,10 @@ class Session {
           }
           trailer_bytes += t->size();
           if (trailer_bytes > kMaxTrailers) return fail_framing("the trailers are too large");
+          // Trailers go upstream as sent, so each must be a header line the upstream reads the
+          // way the proxy does: a bare "\n" ends the trailers for a lenient upstream, and what
+          // the proxy took for more trailers would be a second request it never decided.
+          if (auto problem = TrailerProblem(*t)) return fail_framing(*problem);
           if (!forward(*t)) return false;
           if (*t == "\r\n") return true;
         }

@@ -668,6 +668,83 @@ TEST_F(ProxyTest, AChunkedBodyIsForwardedByItsFramingAndBadFramingGets400) {
   EXPECT_FALSE(WaitEvent(3).allowed);
 }
 
+// The proxy forwards a chunked body's size lines and trailers as sent. A line a lenient upstream
+// would end earlier than the proxy does (a bare LF after the last chunk, a bare CR in an
+// extension) must be refused, or the bytes the proxy took for trailers or an extension reach the
+// upstream as a second request that no decision and no record ever saw.
+TEST_F(ProxyTest, AChunkedBodyCannotSmuggleASecondRequestInItsTrailersOrExtensions) {
+  Listen(ApiPolicy());
+  const std::string head = "POST http://api.example.test:" + up() +
+                           "/up HTTP/1.1\r\nHost: api.example.test:" + up() +
+                           "\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: internal.corp.example\r\n\r\n";
+  struct Case {
+    std::string body;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"0\r\n\n" + smuggled, "does not end in CRLF"},
+      {"0\r\n" + smuggled, "is not \"name: value\""},
+      {"5;x\r" + smuggled + "\r\nhello\r\n0\r\n\r\n", "control character"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const auto out = Raw(head + c.body);
+    EXPECT_NE(out.find("400 Bad Request"), std::string::npos) << c.expect << ": " << out;
+    EXPECT_NE(out.find(c.expect), std::string::npos) << out;
+    ASSERT_TRUE(upstream_.WaitClosed(++n, 15s));
+    const std::string seen = upstream_.received()[static_cast<std::size_t>(n - 1)];
+    EXPECT_EQ(seen.find("smuggled"), std::string::npos) << c.expect << ": upstream saw " << seen;
+    const NetworkEvent e = WaitEvent(static_cast<std::size_t>(n));
+    EXPECT_FALSE(e.allowed) << c.expect;
+    EXPECT_EQ(e.status, 400) << c.expect;
+  }
+  // A well-formed trailer still passes.
+  const auto out = Raw(head + "5\r\nhello\r\n0\r\nX-Checksum: 1\r\n\r\n");
+  EXPECT_NE(out.find("hello from upstream"), std::string::npos) << out;
+}
+
+// A refused plain request's record names the host it asked for, whatever refused it; and a
+// framing header spelt with "_" (which CGI-style servers read as "-") is refused, since the
+// upstream would frame the body differently from the proxy.
+TEST_F(ProxyTest, ARefusedPlainRequestIsRecordedWithItsHostAndUnderscoreFramingIsRefused) {
+  Listen(ApiPolicy());
+  const std::string url = "http://api.example.test:" + up() + "/";
+  const std::string host = "Host: api.example.test:" + up() + "\r\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"GET " + url + " HTTP/1.1\r\n" + host + host + "\r\n", "more than one Host header"},
+      {"POST " + url + " HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+       "both Content-Length and Transfer-Encoding"},
+      {"POST " + url + " HTTP/1.1\r\nContent-Length: 40\r\nTransfer_Encoding: chunked\r\n\r\n" +
+           "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+       "may read as transfer-encoding"},
+  };
+  std::size_t n = 0;
+  for (const auto& [request, expect] : cases) {
+    const auto out = Raw(request);
+    EXPECT_NE(out.find("400 Bad Request"), std::string::npos) << expect << ": " << out;
+    EXPECT_NE(out.find(expect), std::string::npos) << out;
+    const NetworkEvent e = WaitEvent(++n);
+    EXPECT_FALSE(e.allowed) << expect;
+    EXPECT_EQ(e.host, "api.example.test") << expect;
+    EXPECT_EQ(e.port, upstream_.port()) << expect;
+  }
+  const auto out = Raw("GET http://user@api.example.test:" + up() + "/ HTTP/1.1\r\n\r\n");
+  EXPECT_NE(out.find("credentials"), std::string::npos) << out;
+  EXPECT_EQ(WaitEvent(++n).host, "user@api.example.test:" + up());
+  EXPECT_EQ(upstream_.connections(), 0);
+}
+
+// "http://host#frag" has no path: the upstream still gets "GET / HTTP/1.1", not an empty target.
+TEST_F(ProxyTest, AUrlWithOnlyAFragmentIsSentUpstreamWithThePathSlash) {
+  Listen(ApiPolicy());
+  const auto out = Raw("GET http://api.example.test:" + up() + "#frag HTTP/1.1\r\n\r\n");
+  EXPECT_NE(out.find("hello from upstream"), std::string::npos) << out;
+  ASSERT_TRUE(upstream_.WaitClosed(1, 15s));
+  EXPECT_EQ(upstream_.received()[0].rfind("GET / HTTP/1.1\r\n", 0), 0u) << upstream_.received()[0];
+  EXPECT_TRUE(WaitEvent().allowed);
+}
+
 TEST_F(ProxyTest, MalformedInputGets400AndARecordNeverAHang) {
   Listen(ApiPolicy());
   struct Case {
