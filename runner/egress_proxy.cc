@@ -31,6 +31,8 @@
 #include <set>
 #include <thread>
 
+#include "core/text.h"
+
 namespace cordon {
 namespace {
 
@@ -70,12 +72,6 @@ std::string OneLine(std::string_view s) {
     const auto u = static_cast<unsigned char>(c);
     out += (u < 0x20 || u == 0x7f) ? '?' : c;
   }
-  return out;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -265,7 +261,8 @@ bool ParseHeaders(std::string_view head, std::string* first, std::vector<Header>
         return false;
       }
     }
-    out->push_back({std::string(name), Lower(name), std::string(Trim(line.substr(colon + 1)))});
+    out->push_back(
+        {std::string(name), AsciiLower(name), std::string(Trim(line.substr(colon + 1)))});
   }
   return true;
 }
@@ -898,7 +895,7 @@ class Session {
   void Plain(const std::string& method, const std::string& target, const std::string& version,
              std::vector<Header> headers) {
     if (target.rfind("http://", 0) != 0) {
-      if (Lower(target.substr(0, 8)) == "https://") {
+      if (AsciiLower(target.substr(0, 8)) == "https://") {
         return RefuseHttp(400, "an https:// URL must go through CONNECT, not as a plain request");
       }
       return RefuseHttp(400,
@@ -972,12 +969,12 @@ class Session {
         }
         content_length = v;
       } else if (h.lower == "transfer-encoding") {
-        if (Lower(h.value) != "chunked" || chunked) {
+        if (AsciiLower(h.value) != "chunked" || chunked) {
           return RefuseHttp(400, "the only Transfer-Encoding a request may have is \"chunked\"");
         }
         chunked = true;
       } else if (h.lower == "expect") {
-        if (Lower(h.value) != "100-continue") {
+        if (AsciiLower(h.value) != "100-continue") {
           return RefuseHttp(400, "the only Expect a request may have is \"100-continue\"");
         }
         expect_continue = true;
@@ -1005,7 +1002,7 @@ class Session {
       std::string_view v = h.value;
       while (!v.empty()) {
         const auto comma = v.find(',');
-        const std::string token = Lower(Trim(v.substr(0, comma)));
+        const std::string token = AsciiLower(Trim(v.substr(0, comma)));
         // Never let a Connection token strip the framing of the body being forwarded.
         if (token != "content-length" && token != "transfer-encoding" && token != "host") {
           drop.insert(token);
