@@ -473,20 +473,20 @@ constexpr AuditFieldInfo kAccessDenied[] = {
 };
 
 constexpr AuditFieldInfo kNetwork[] = {
-    {"identity", true, "whose sandbox: tool NAME, server NAME, read_url", 1},
+    {"identity", true, "whose sandbox: tool NAME, server NAME, read_url", 15},
     {"protocol", true, "connect (HTTP CONNECT), http (one plain HTTP request), socks5"},
     {"method", false, "plain HTTP: the request method"},
-    {"host", true, "the name (or address) the client asked for, normalised", 5},
-    {"port", true, "the port it asked for"},
+    {"host", true, "the name (or address) the client asked for, normalised", 17},
+    {"port", true, "the port it asked for", 18},
     {"address", false, "the address connected to (after the proxy resolved and checked it)"},
-    {"decision", true, "allowed or denied", 2},
+    {"decision", true, "allowed or denied", 16},
     {"rule", false, "the allow or deny rule that decided"},
     {"rule_source", false, "where that rule came from (file:line, --allow-domain, preset NAME)"},
     {"reason", false, "why it was refused: the one line the client was told", 7},
-    {"error", false, "allowed, but the upstream failed (resolution, connect, timeout)", 3},
+    {"error", false, "allowed, but the upstream failed (resolution, connect, timeout)", 19},
     {"bytes_up", true, "bytes from the client to the upstream (after the request head)"},
-    {"bytes_down", true, "bytes from the upstream to the client", 9},
-    {"duration_ms", true, "from accept to close", 8},
+    {"bytes_down", true, "bytes from the upstream to the client", 20},
+    {"duration_ms", true, "from accept to close"},
     {"http_status", false, "plain HTTP: the upstream's status; a refusal: 403"},
 };
 

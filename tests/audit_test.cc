@@ -351,7 +351,8 @@ TEST(AuditCatalog, ShowKeysComeFromTheCatalogInTheirFixedOrder) {
   const std::vector<std::string_view> want = {
       "tool",         "status",      "code",       "op",           "path",
       "scope",        "reason",      "elapsed_ms", "output_bytes", "truncated",
-      "bytes_before", "bytes_after", "workspace",  "redactions"};
+      "bytes_before", "bytes_after", "workspace",  "redactions",   "identity",
+      "decision",     "host",        "port",       "error",        "bytes_down"};
   EXPECT_EQ(AuditShowKeys(), want);
   TempDir d;
   std::string log = d / "a.jsonl";

@@ -502,6 +502,12 @@ TEST_F(EgressE2eTest, ANameNotAllowedIsRefusedWith403AndRecorded) {
   ASSERT_EQ(recs.size(), 2u) << Dump(recs);
   ExpectDenied(recs[1], "secret.attacker.example", srv.port(), "allow_domains");
   EXPECT_EQ(recs[1].value("protocol", ""), "connect");
+  // The auditor's timeline names who asked for what, and what was decided.
+  auto shown = testing::Run({testing::CordonBin(), "audit", "show", Log()}, env_);
+  EXPECT_NE(shown.out.find("identity=\"tool exec\"  decision=\"denied\"  "
+                           "host=\"secret.attacker.example\""),
+            std::string::npos)
+      << shown.out << shown.err;
 }
 
 TEST_F(EgressE2eTest, AnIpLiteralIsRefusedEvenWhenTheNameForItIsAllowed) {
