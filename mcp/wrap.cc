@@ -73,8 +73,9 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   req.tool = "wrap";
   req.pipe_stdin = true;
   req.no_timeout = true;
-  // An MCP client closes stdin, then sends SIGTERM two seconds later: 1 s for the server to
-  // leave by itself and 0.5 s from SIGTERM to SIGKILL leave time for the records.
+  // An MCP client closes stdin, then sends SIGTERM two seconds later: 0.8 s for the server to
+  // leave by itself and 0.5 s from SIGTERM to SIGKILL leave time for the records (the CI's
+  // AddressSanitizer build under load took 2 s with 1 s here).
   req.stop_grace_ms = 500;
   std::map<std::string, PendingCall> pending;  // request id (as JSON text) -> call
   LineSplitter from_client, from_server;
@@ -513,8 +514,8 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       // The client left: EOF for the server, and a bounded wait for it to exit.
       if (proc != nullptr) proc->CloseStdin();
       reaper = std::thread([&cancel] {
-        // Up to 1 s for the server to exit by itself; RunWrap sets `cancel` when it has.
-        for (int i = 0; i < 10 && !cancel.load(); ++i) {
+        // Up to 0.8 s for the server to exit by itself; RunWrap sets `cancel` when it has.
+        for (int i = 0; i < 8 && !cancel.load(); ++i) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
         cancel = true;
