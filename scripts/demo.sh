@@ -47,7 +47,7 @@ call run_shell '{"program":"sh","args":["-c","grep -E \"NoNewPrivs|Seccomp:|CapE
 step "egress by domain (--network proxy): one allowed name, everything else refused and recorded"
 # A local server stands in for a documentation site; --resolve gives it a real-looking name.
 mkdir -p "$demo/site" && echo "cordon docs: hello from docs.example.test" > "$demo/site/index.html"
-python3 -m http.server --bind 127.0.0.1 0 --directory "$demo/site" > "$demo/http.log" 2>&1 &
+python3 -u -m http.server --bind 127.0.0.1 0 --directory "$demo/site" > "$demo/http.log" 2>&1 &
 srv=$!
 trap 'kill $srv 2>/dev/null || true' EXIT
 port=""
