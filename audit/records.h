@@ -119,7 +119,7 @@ struct ProcessRecord {
   std::uint64_t stdout_bytes = 0;
   std::uint64_t stderr_bytes = 0;
   bool truncated = false;
-  // --- changes: what the process changed in the writable roots (runner/changes.h)
+  // --- changes: what the process changed in the writable roots (workspace/changes.h)
   std::optional<Json> changes{};
   // --- stop/env (issue 11): the termination signal cordon received that ended it, and the
   // names (never the values) of the variables it got beyond the fixed sandbox ones.

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "runner/changes.h"
-#include "runner/workspace_guard.h"
+#include "workspace/changes.h"
+#include "workspace/guard.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Launch cost of the git view (runner/git_view.*), each figure beside its baseline.
+"""Launch cost of the git view (workspace/git_view.*), each figure beside its baseline.
 
 1. `cordon exec -- true` in a workspace without a repository  vs  the same workspace with a
    small repository (one commit): the added cost of one view (list, mount points, HEAD/index

@@ -1,4 +1,4 @@
-// Times the workspace guard's full walk (runner/workspace_guard.h) on a real tree, warm:
+// Times the workspace guard's full walk (workspace/guard.h) on a real tree, warm:
 // the launch's scan (getdents64 only) and the sweep's walk (which also stats every regular file
 // for set-user-ID bits). Usage: workspace_walk ROOT [REPEATS]; bench/workspace_walk.sh makes
 // the trees and runs it.
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runner/workspace_guard.h"
+#include "workspace/guard.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -1,5 +1,5 @@
 // The one definition of what may be written inside a git directory: what a commit, checkout,
-// stash or rebase needs, and nothing that tells git what to run. The git view (runner/git_view)
+// stash or rebase needs, and nothing that tells git what to run. The git view (workspace/git_view)
 // and the file tools (tools/registry) both derive from it. Pure: names in, decisions out.
 #pragma once
 

@@ -227,7 +227,7 @@ std::string ExpandPath(std::string_view path, const std::string& workspace,
 // .git/hooks, .gitmodules, .cordon/, .thndrs/, .vscode/, .devcontainer/, .idea/, .cursor/,
 // .claude/, .mcp.json, .envrc, shell dotfiles, and each of `extra_names`
 // (filesystem.protected_names). `rel` is a normalized workspace-relative path. The one
-// definition behind the file tools' refusal and the workspace sweep (runner/workspace_guard).
+// definition behind the file tools' refusal and the workspace sweep (workspace/guard).
 // A `.git` that does not exist yet is the other half of the rule (CreatesGitDir).
 bool IsProtectedPath(std::string_view rel, std::span<const std::string> extra_names = {});
 // The built-in protected names, for messages and docs.

@@ -11,26 +11,10 @@
 
 #include "core/error.h"
 #include "policy/policy.h"
-#include "runner/git_view.h"
+#include "workspace/git_view.h"
+#include "workspace/protected.h"
 
 namespace cordon {
-
-struct TreeSnapshot;  // runner/changes.h
-
-enum class PathKind { kMissing, kDir, kFile, kSymlink, kOther };
-
-struct HostPath {
-  std::string path;
-  PathKind kind = PathKind::kMissing;
-  std::string symlink_target;  // for kSymlink
-};
-
-// An existing protected entry, bound read-only onto itself. A missing one gets no mount point:
-// nothing is ever created in the workspace for it (the workspace guard sweeps it instead).
-struct ProtectedEntry {
-  std::string path;  // absolute
-  PathKind kind = PathKind::kMissing;
-};
 
 struct SandboxLayout {
   std::string bwrap = "bwrap";
@@ -41,7 +25,7 @@ struct SandboxLayout {
   std::vector<HostPath> deny;
   std::vector<ProtectedEntry> protect;
   std::vector<std::string> pins;        // ancestors of protected paths: bound onto themselves
-  std::vector<GitViewMount> git_views;  // after the protected paths (runner/git_view.h)
+  std::vector<GitViewMount> git_views;  // after the protected paths (workspace/git_view.h)
   NetworkMode network = NetworkMode::kNone;
   // The private /tmp's size (bwrap >= 0.8.0 --size); 0 leaves tmpfs's default, half the RAM.
   std::int64_t tmp_size_bytes = 0;
@@ -67,19 +51,6 @@ std::string BwrapEnvArgs(const SandboxLayout& layout);
 // a secret-looking name (runner/environment.h has the general one).
 std::vector<std::pair<std::string, std::string>> SandboxEnvironment(char** host_env,
                                                                     const std::string& workspace);
-
-// The protected entries that exist in the writable roots, the directories to pin so that no
-// ancestor of one can be renamed, and every git directory; made by ScanProtectedPaths
-// (runner/workspace_guard.h), a full walk.
-struct ProtectedScan {
-  std::vector<ProtectedEntry> protect;
-  std::vector<std::string> pins;
-  std::vector<std::string> git_dirs;  // absolute: every .git dir, and a .git file's target inside
-  std::size_t scanned = 0;            // directory entries walked
-  // The walk's metadata snapshot, when asked for (GuardOptions::snapshot): a change record's
-  // before side (runner/changes.h).
-  std::shared_ptr<TreeSnapshot> snapshot;
-};
 
 HostPath DescribeHostPath(const std::string& path);
 

@@ -20,7 +20,7 @@
 
 #include "core/unique_fd.h"
 #include "runner/cgroup.h"
-#include "runner/changes.h"
+#include "workspace/changes.h"
 #include "runner/egress_binding.h"
 #include "runner/host_probe.h"
 #include "runner/kernel_audit.h"
@@ -280,7 +280,7 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
                     "cgroup");
   }
   {
-    // Change records on large trees (runner/changes.h, ChangeWindowStart) rest on this: an inode
+    // Change records on large trees (workspace/changes.h, ChangeWindowStart) rest on this: an inode
     // changed after the window opens has a ctime at or after it, one changed before, a ctime
     // before it. Checked on the temporary directory's filesystem, with the fine-grained stamps a
     // stat between two writes provokes (multigrain timestamps, Linux 6.13).

@@ -27,7 +27,7 @@
 #include "runner/kernel_audit.h"
 #include "runner/limit_hit.h"
 #include "runner/mask.h"
-#include "runner/workspace_guard.h"
+#include "workspace/guard.h"
 
 namespace cordon {
 

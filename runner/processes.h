@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "core/signals.h"
-#include "runner/changes.h"
-#include "runner/git_view.h"
+#include "workspace/changes.h"
+#include "workspace/git_view.h"
 #include "runner/launch.h"
-#include "runner/workspace_guard.h"
+#include "workspace/guard.h"
 
 namespace cordon {
 
@@ -22,7 +22,7 @@ class ProcessHost {
  public:
   // Called once per ended process, for its `process` audit record (built by the session, which
   // owns the record catalog); job_id is empty for a foreground process. `changes` is what it
-  // changed in the writable roots (runner/changes.h), or null when nothing was watched.
+  // changed in the writable roots (workspace/changes.h), or null when nothing was watched.
   using Recorder = std::function<void(const ConfinedProcess& p, const std::string& job_id,
                                       bool cancel_requested, const Json& changes)>;
   // `host` is the session's one probe (PrepareSandboxHost), failed or not.
@@ -47,7 +47,7 @@ class ProcessHost {
   Result<std::unique_ptr<ConfinedProcess>> RunWithHooks(
       const ProcessRequest& req, RunHooks& hooks, const std::atomic<bool>* cancel,
       const std::function<void(ConfinedProcess&)>& started);
-  // Writes what the sandboxes changed in the git views back to the host (runner/git_view.h):
+  // Writes what the sandboxes changed in the git views back to the host (workspace/git_view.h):
   // after each process, and at each tool-call boundary while a long-lived one runs.
   void SyncGitViews() { git_views_.SyncOut(); }
   // The session's workspace guard: it sweeps after each process and, while one runs, at each

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a folder includes a folder above it (shared/DESIGN.md's layer order).
 
-core <- policy <- runner <- tools <- session <- mcp <- cli, and audit depends on core only.
+core <- policy <- workspace <- runner <- tools <- session <- mcp <- cli, and audit depends on core only.
 A folder may include itself and the folders it depends on; tests/ and bench/ may include all.
 """
 import pathlib
@@ -12,11 +12,12 @@ ALLOWED = {
     "core": {"core"},
     "policy": {"core", "policy"},
     "audit": {"core", "audit"},
-    "runner": {"core", "policy", "runner"},
-    "tools": {"core", "policy", "runner", "tools"},
-    "session": {"core", "policy", "runner", "tools", "audit", "session"},
-    "mcp": {"core", "policy", "runner", "tools", "audit", "session", "mcp"},
-    "cli": {"core", "policy", "runner", "tools", "audit", "session", "mcp", "cli"},
+    "workspace": {"core", "policy", "workspace"},
+    "runner": {"core", "policy", "workspace", "runner"},
+    "tools": {"core", "policy", "workspace", "runner", "tools"},
+    "session": {"core", "policy", "workspace", "runner", "tools", "audit", "session"},
+    "mcp": {"core", "policy", "workspace", "runner", "tools", "audit", "session", "mcp"},
+    "cli": {"core", "policy", "workspace", "runner", "tools", "audit", "session", "mcp", "cli"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)/[^"]+"', re.M)
 

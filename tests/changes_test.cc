@@ -1,7 +1,7 @@
 // Change records (issue 10): what a confined command changed in the writable roots reaches its
 // `process` record. The diff is tested as data; every other test runs the real binary
 // (`cordon exec`, `cordon serve`) and reads the log.
-#include "runner/changes.h"
+#include "workspace/changes.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "runner/host_probe.h"
-#include "runner/workspace_guard.h"
+#include "workspace/guard.h"
 #include "tests/test_util.h"
 
 namespace cordon {

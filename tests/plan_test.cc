@@ -28,7 +28,7 @@
 #include "runner/rlimits.h"
 #include "runner/seccomp.h"
 #include "runner/shim/sha256.h"
-#include "runner/workspace_guard.h"
+#include "workspace/guard.h"
 #include "tests/test_util.h"
 
 namespace cordon {

@@ -208,7 +208,7 @@ Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::strin
                       "repository, whose config host git would obey; it cannot be written");
     }
   }
-  // The same definition the workspace guard sweeps by (runner/workspace_guard).
+  // The same definition the workspace guard sweeps by (workspace/guard).
   if (IsProtectedPath(rel, ctx.policy.filesystem.protected_names)) {
     return Fail(Code::kDeniedByPolicy, rel + " is a protected path (" + ProtectedNamesText() +
                                            ", filesystem.protected_names) and cannot be written");

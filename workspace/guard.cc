@@ -1,6 +1,6 @@
 // The workspace guard: the full walk behind the launch's protected binds and git directories,
 // and the sweep that quarantines protected names a confined process created.
-#include "runner/workspace_guard.h"
+#include "workspace/guard.h"
 
 #include <dirent.h>
 #include <fcntl.h>

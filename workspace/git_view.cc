@@ -1,6 +1,6 @@
 // The git view: listing a git directory into a view, the view's bwrap arguments, and syncing
-// the allowed files between the view and the host (runner/git_view.h).
-#include "runner/git_view.h"
+// the allowed files between the view and the host (workspace/git_view.h).
+#include "workspace/git_view.h"
 
 #include <dirent.h>
 #include <fcntl.h>

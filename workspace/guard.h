@@ -15,8 +15,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "policy/policy.h"
-#include "runner/bwrap.h"
-#include "runner/changes.h"
+#include "workspace/protected.h"
+#include "workspace/changes.h"
 
 namespace cordon {
 
@@ -25,7 +25,7 @@ struct GuardOptions {
   // up silently and lets a repository through.
   std::size_t max_entries = static_cast<std::size_t>(kDefaultMaxScanEntries);
   std::vector<std::string> extra_names;  // filesystem.protected_names
-  // The launch's scan also keeps a metadata snapshot (runner/changes.h): audit.file_changes.
+  // The launch's scan also keeps a metadata snapshot (workspace/changes.h): audit.file_changes.
   bool snapshot = false;
   // Up to this many deferred entries the launch's scan runs the statx pass itself; above, the
   // launch runs it beside the process (SnapshotFill).

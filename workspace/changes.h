@@ -1,6 +1,6 @@
 // Change records: what a confined process created, modified, deleted, renamed, linked or
 // chmod-ed in the writable roots, from two metadata snapshots (the launch's walk and the
-// process-end sweep's walk, runner/workspace_guard.h), diffed by path and inode
+// process-end sweep's walk, workspace/guard.h), diffed by path and inode
 // (docs/adr/0004-change-records.md).
 #pragma once
 

@@ -1,5 +1,5 @@
 // Change records: snapshot entries, the path-and-inode diff, and the bounded hashing after.
-#include "runner/changes.h"
+#include "workspace/changes.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
