@@ -128,6 +128,8 @@ struct FileChange {
   bool content = false;         // renamed: the content changed too
   bool before_unknown = false;  // the before side was `lost` (SnapEntry::lost)
   bool git = false;
+  // A staged commit's hashes (workspace/stage.h), where it hashed the file.
+  std::optional<std::string> sha256_before, sha256_after;
   // For hashing: the before and after identity.
   std::optional<SnapEntry> was, now;
 };
