@@ -112,6 +112,7 @@ Json ProcessRecord::ToJson() const {
 Json ProtectedPathRemovedRecord::ToJson() const {
   Json j = {{"path", path}, {"kind", kind}, {"quarantine", quarantine}, {"when", when}};
   Put(j, "error", error);
+  Put(j, "reason", reason);
   return j;
 }
 
@@ -406,8 +407,14 @@ constexpr AuditFieldInfo kProtectedPathRemoved[] = {
     {"path", true, "where the protected name was (absolute)", 5},
     {"kind", true, "dir, file, symlink or other"},
     {"quarantine", true, "where cordon moved it: <state>/quarantine/<session>/..."},
-    {"when", true, "process_end, call_boundary or launch: which sweep found it"},
+    {"when", true,
+     "process_end, call_boundary or launch: which sweep found it; commit or recovery: a staged "
+     "commit refused it"},
     {"error", false, "why it could not be moved (it is still there)"},
+    {"reason", false,
+     "staged mode: the rule that kept it out of the tree (protected_path, git_metadata, "
+     "new_git_dir, repo_executes, special_file, setid_bits, below_refused, not_a_directory, "
+     "conflict)"},
 };
 
 constexpr AuditFieldInfo kSetuidStripped[] = {
@@ -504,7 +511,8 @@ constexpr AuditRecordInfo kCatalog[] = {
     {SessionFinishedRecord::kType, "a session ended", kSessionFinished},
     {LogRecoveredRecord::kType, "the writer found the last line torn by a crash", kLogRecovered},
     {ProtectedPathRemovedRecord::kType,
-     "the workspace guard moved a protected name a confined process created into quarantine",
+     "a protected name a confined process created went to the quarantine (the direct mode's sweep "
+     "moved it, or a staged commit kept it out of the tree)",
      kProtectedPathRemoved},
     {SetuidStrippedRecord::kType,
      "the workspace guard cleared set-user-ID/set-group-ID bits of a file in a writable root",

@@ -194,8 +194,10 @@ struct ProtectedPathRemovedRecord {
   std::string path{};        // absolute, where it was
   std::string kind{};        // dir, file, symlink, other
   std::string quarantine{};  // where it is now
-  std::string when{};        // process_end, call_boundary, launch
+  std::string when{};        // process_end, call_boundary, launch, commit, recovery
   std::optional<std::string> error{};
+  // Staged mode: the rule that refused it at commit (protected_path, git_metadata, conflict...).
+  std::optional<std::string> reason{};
   Json ToJson() const;
 };
 

@@ -400,6 +400,8 @@ std::string Policy::CanonicalJson() const {
     j["sandbox"]["max_scan_entries"] = max_scan_entries;
   // Only when set: the policies recorded before the key existed keep their hash.
   if (allow_dangerous_workspace) j["sandbox"]["allow_dangerous_workspace"] = true;
+  if (workspace_mode != WorkspaceMode::kAuto)
+    j["sandbox"]["workspace"] = std::string(Name(kWorkspaceModeNames, workspace_mode));
   for (const auto& [name, o] : tools) {
     j["tools"][name]["limits"] = o.limits;
     if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);
@@ -626,6 +628,18 @@ Status ApplyNetworkKey(Policy& policy, const KeyInput& in) {
 }
 
 Status ApplySandboxKey(Policy& policy, const KeyInput& in) {
+  if (in.key == "workspace") {
+    ASSIGN_OR_RETURN(WorkspaceMode mode,
+                     NamedValue(kWorkspaceModeNames, in.node, in.name, in.where));
+    if (in.tighten_only && mode != WorkspaceMode::kStaged && mode != policy.workspace_mode) {
+      policy.notes.push_back(in.where + ": a project file can only require " + in.name +
+                             " = \"staged\"");
+      return {};
+    }
+    policy.workspace_mode = mode;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
   if (in.key == "max_scan_entries") {
     ASSIGN_OR_RETURN(std::int64_t v, PositiveInteger(in.node, in.name, in.where));
     if (in.tighten_only && v > policy.max_scan_entries) {

@@ -42,6 +42,12 @@ struct Limits {
   std::int64_t max_input_bytes = 8 << 20;
 };
 
+enum class WorkspaceMode { kAuto, kStaged, kDirect };
+inline constexpr EnumName<WorkspaceMode> kWorkspaceModeNames[] = {
+    {WorkspaceMode::kAuto, "auto"},
+    {WorkspaceMode::kStaged, "staged"},
+    {WorkspaceMode::kDirect, "direct"}};
+
 // kProxy: the sandbox's own network namespace (loopback only), and the names that the egress
 // rules allow through cordon's proxy (docs/adr/0005-egress-proxy.md, policy/egress.h).
 enum class NetworkMode { kNone, kLoopback, kProxy, kAllow };
@@ -147,6 +153,10 @@ struct Policy {
   EgressLists egress;                     // [network] allow_domains, deny_domains, presets, resolve
   std::vector<std::string> seccomp_deny;  // plain syscalls denied with EPERM ([seccomp] deny)
   bool allow_weaker_sandbox = false;      // [sandbox] allow_weaker: Landlock+seccomp without bwrap
+  // [sandbox] workspace (docs/adr/0006-staged-workspace.md): how a writable root is shown to the
+  // sandbox. kAuto stages where the host can, kStaged requires it (a launch without it fails
+  // closed), kDirect binds it directly with the sweep. A project file may only require staging.
+  WorkspaceMode workspace_mode = WorkspaceMode::kAuto;
   std::int64_t max_scan_entries = kDefaultMaxScanEntries;  // [sandbox] max_scan_entries
   // [sandbox] allow_dangerous_workspace (or --allow-dangerous-workspace): `/` or $HOME may be
   // a writable workspace. Off, they are refused for writing (denied_by_policy).

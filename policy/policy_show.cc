@@ -140,6 +140,7 @@ Json PolicyShowEffective(const Policy& policy) {
   put("filesystem", "protected_names", policy.filesystem.protected_names);
   put("sandbox", "max_scan_entries", policy.max_scan_entries);
   put("sandbox", "allow_dangerous_workspace", policy.allow_dangerous_workspace);
+  put("sandbox", "workspace", std::string(Name(kWorkspaceModeNames, policy.workspace_mode)));
   put("network", "allow_domains", policy.egress.allow_domains);
   put("network", "deny_domains", policy.egress.deny_domains);
   put("network", "presets", policy.egress.presets);

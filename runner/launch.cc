@@ -472,7 +472,7 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
   }
   const bool writable =
       pp.workspace_in_write && req.workspace_writable && f.workspace_read_only.empty();
-  if (writable) {
+  if (writable && !req.staged) {
     auto scan =
         ScanProtectedPaths(WritableRoots(policy, workspace, f.home), GuardOptions::From(policy));
     if (scan) {
@@ -626,7 +626,12 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     const std::string path = SandboxPath(facts.caller_path, visible, hidden);
     if (!path.empty()) SetEnv(c.env, "PATH", path);
   }
-  if (s.workspace_writable) {
+  if (s.workspace_writable && !facts.staged.empty()) {
+    // Staged (docs/adr/0006-staged-workspace.md): the sandbox writes only overlays' upper
+    // layers, and the commit decides what reaches the host. No read-only binds, pins or git
+    // views: nothing the process does there is seen by the host before the rules are applied.
+    s.staged = facts.staged;
+  } else if (s.workspace_writable) {
     if (facts.protected_error) return std::unexpected(*facts.protected_error);
     if (!facts.protected_scan) {
       return Fail(Code::kInternal, "the protected paths of " + workspace + " were not scanned");
@@ -774,6 +779,9 @@ Json ConfinementJson(const LaunchPlan& plan) {
             {"cgroup", std::string(Name(kCgroupModeNames, c.cgroup))},
             {"rlimits", RlimitsJson(c.contain.rlimits)},
             {"workspace", s.workspace_writable ? "read-write" : "read-only"},
+            {"workspace_mode", !s.workspace_writable ? "read-only"
+                               : s.staged.empty()    ? "direct"
+                                                     : "staged"},
             {"protected_paths", s.protect.size()},
             {"git_views", s.git_views.size()},
             {"masked_own_files", s.own_masked},
@@ -832,7 +840,7 @@ std::vector<std::string> PlanEnvArgs(const LaunchPlan& plan) {
 
 Json PlanJson(const LaunchPlan& plan) {
   const std::vector<std::string> argv = LaunchArgv(plan);
-  return {{"bwrap", plan.session.weaker() ? Json(nullptr) : Json(argv)},
+  Json j = {{"bwrap", plan.session.weaker() ? Json(nullptr) : Json(argv)},
           {"exec", {{"argv", argv}, {"env", LaunchEnv(plan)}}},
           // What bwrap reads from its --args fd (the command's environment), NUL-separated.
           {"bwrap_args_fd", PlanEnvArgs(plan)},
@@ -841,6 +849,15 @@ Json PlanJson(const LaunchPlan& plan) {
           {"confinement", ConfinementJson(plan)},
           {"git_dirs", plan.session.git_dirs},
           {"git_views", GitViewsJson(plan.session.git_views)}};
+  if (!plan.session.staged.empty()) {
+    Json staged = Json::array();
+    for (const auto& r : plan.session.staged) {
+      staged.push_back({{"root", r.root}, {"upper", r.upper}, {"work", r.work},
+                        {"mount", "overlay " + OverlayOptions(r)}});
+    }
+    j["staged"] = std::move(staged);
+  }
+  return j;
 }
 
 Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan& plan,
@@ -920,6 +937,10 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   const int stdin_src = inherit ? 0 : call.pipe_stdin ? in.read.get() : devnull_fd.get();
   proc->started_ms_ = NowMs();
   const pid_t parent = ::getpid();
+  // Staged mode: the child mounts the overlays in its own mount namespace before it execs bwrap
+  // (docs/adr/0006-staged-workspace.md), so no capability ever reaches the sandbox.
+  const StageMountPlan stage_mounts =
+      weaker ? StageMountPlan{} : PrepareStageMounts(plan.session.staged, ::geteuid(), ::getegid());
   pid_t pid = ::fork();
   if (pid < 0) return SysFail(Code::kSandboxUnavailable, "fork", "");
   if (pid == 0) {
@@ -953,6 +974,20 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
       if (hi[i] < 0 || ::dup2(hi[i], i) < 0) _exit(126);
     }
     ::syscall(SYS_close_range, static_cast<unsigned>(fixed), ~0U, 0);
+    if (!stage_mounts.empty()) {
+      const char* step = "";
+      if (const int e = MountStagesInChild(stage_mounts, &step); e != 0) {
+        // On the command's stderr (the result shows it), with the errno's name; then the
+        // sandbox never starts and the call fails closed.
+        const char* name = ::strerrorname_np(e);
+        (void)!::write(2, "cordon: staging the workspace failed: ", 38);
+        (void)!::write(2, step, std::strlen(step));
+        (void)!::write(2, ": ", 2);
+        if (name != nullptr) (void)!::write(2, name, std::strlen(name));
+        (void)!::write(2, "\n", 1);
+        _exit(125);
+      }
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -28,6 +28,7 @@
 #include "runner/limit_hit.h"
 #include "runner/mask.h"
 #include "workspace/guard.h"
+#include "workspace/staging.h"
 
 namespace cordon {
 
@@ -91,6 +92,9 @@ struct ProcessRequest {
   std::string egress_identity;
   // Set by ProcessHost::Launch: where the listener the shim sends goes.
   std::shared_ptr<EgressBinding> egress;
+  // Set by ProcessHost::Plan: the writable roots are staged (docs/adr/0006-staged-workspace.md),
+  // so no walk finds protected names or git directories for read-only binds and views.
+  bool staged = false;
 };
 
 // Hooks for a process whose stdout is a protocol rather than output to capture.
@@ -118,6 +122,7 @@ struct HostFacts {
   std::optional<ProtectedScan> protected_scan;  // absent when the workspace is read-only
   std::optional<Error> protected_error;         // the scan refused the workspace
   std::vector<GitViewMount> git_views;          // the session's views of the scan's git dirs
+  std::vector<StagedRoot> staged;               // the overlays the launch child mounts
   std::map<std::string, std::vector<std::string>> paths_except;  // weaker mode: PathsExcept
   // The cgroup as acquired: its mode, or kNone with the reason creating it failed (the plan
   // then falls back to rlimits for memory and pids).
@@ -188,6 +193,9 @@ struct SessionLaunch {
   std::vector<std::string> pins;
   std::vector<std::string> git_dirs;    // every git dir in the writable roots (full walk)
   std::vector<GitViewMount> git_views;  // every git directory, shown through a view
+  // Staged mode: each writable root is an overlay the launch child mounts before bwrap; empty in
+  // direct mode (then protect, pins and git_views above keep the workspace).
+  std::vector<StagedRoot> staged;
   NetworkMode network = NetworkMode::kNone;
   std::optional<EgressPolicy> egress;  // network mode proxy: the sandbox's rules
   bool weaker() const { return bwrap.empty(); }
@@ -307,6 +315,15 @@ class ConfinedProcess {
   // records are written before this returns (ProcessHost calls it before the process record).
   void ReleaseEgress() { req_.egress.reset(); }
   const Json& confinement() const { return confinement_; }
+  // The staged commit's summary for the result (mode, refused, conflicts, error), or null.
+  void SetWorkspaceCommit(Json commit) {
+    std::lock_guard<std::mutex> lock(mu_);
+    workspace_commit_ = std::move(commit);
+  }
+  Json workspace_commit() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return workspace_commit_;
+  }
   const std::optional<TimeoutDecision>& timeout_decision() const { return timeout_; }
   // The names (never values) of the variables it got beyond the fixed ones, for its record.
   const std::vector<std::string>& env_names() const { return env_names_; }
@@ -344,6 +361,7 @@ class ConfinedProcess {
   CappedStream out_, err_;
   ProcessOutcome outcome_;
   std::optional<Error> egress_error_;  // the proxy listener could not be bound (under mu_)
+  Json workspace_commit_;              // under mu_
   bool done_ = false;
 };
 

@@ -66,16 +66,136 @@ Result<ProcessRequest> WithPresetGrants(const Policy& policy, const ProcessReque
   return out;
 }
 
+// The roots a staged launch mounts an overlay onto (docs/adr/0006-staged-workspace.md): the
+// workspace, each policy `write` directory and each writable grant that is a directory (not a
+// preset's cache: that is cordon's own). A root inside another is covered by the outer overlay.
+// Empty with `why` set when one cannot be staged (it holds cordon's stage directory, where the
+// upper layers live: overlayfs refuses overlapping layers).
+std::vector<std::string> StageRoots(const Policy& policy, const std::string& workspace,
+                                    const ProcessRequest& req, std::string* why) {
+  const char* home_env = std::getenv("HOME");
+  std::vector<std::string> roots =
+      WritableRoots(policy, workspace, home_env != nullptr ? home_env : "/nonexistent");
+  if (roots.empty()) return roots;
+  for (const auto& g : req.grants) {
+    if (!g.write || g.from.rfind("preset", 0) == 0) continue;
+    if (DescribeHostPath(g.path).kind == PathKind::kDir) roots.push_back(g.path);
+  }
+  std::vector<std::string> out;
+  const std::string stage_root = StagedWorkspace::StageRoot();
+  for (const auto& r : roots) {
+    if (r == stage_root || Under(stage_root, r)) {
+      *why = r + " holds cordon's stage directory " + stage_root;
+      return {};
+    }
+    bool nested = false;
+    for (const auto& o : roots) {
+      if (o != r && Under(r, o)) nested = true;
+    }
+    if (!nested && std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  }
+  return out;
+}
+
+// What a staged commit tells the caller, beside the record: refusals and conflicts the agent
+// should know of, and the failure that fails the call.
+Json CommitSummary(const CommitOutcome& o) {
+  Json refused = Json::array(), conflicts = Json::array();
+  for (std::size_t i = 0; i < o.refused.size() && i < 50; ++i) {
+    refused.push_back({{"path", o.refused[i].rel}, {"reason", o.refused[i].reason}});
+  }
+  for (std::size_t i = 0; i < o.conflicts.size() && i < 50; ++i) conflicts.push_back(o.conflicts[i]);
+  Json j = {{"mode", "staged"},
+            {"changed", o.changes.size()},
+            {"refused", std::move(refused)},
+            {"conflicts", std::move(conflicts)}};
+  if (o.refused.size() > 50) j["refused_omitted"] = o.refused.size() - 50;
+  if (o.conflicts.size() > 50) j["conflicts_omitted"] = o.conflicts.size() - 50;
+  if (!o.refused.empty()) {
+    j["note"] =
+        "entries the workspace rules refuse were kept out of the tree (in cordon's quarantine); "
+        "conflicts: the host changed the file meanwhile, its version was kept";
+  }
+  if (o.error) {
+    j["error"] = o.error->message;
+    Json nd = Json::array();
+    for (std::size_t i = 0; i < o.not_done.size() && i < 200; ++i) nd.push_back(o.not_done[i]);
+    j["not_done"] = std::move(nd);
+  }
+  return j;
+}
+
 }  // namespace
 
+StagingSupport ProcessHost::Staging() {
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  if (!staging_support_) {
+    staging_support_ = ProbeStaging(StagedWorkspace::StageRoot(), workspace_.root());
+  }
+  return *staging_support_;
+}
+
+Result<StagedWorkspace*> ProcessHost::StagingFor() {
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  if (!staging_) {
+    CommitRules rules;
+    rules.extra_protected = policy_.filesystem.protected_names;
+    staging_ = std::make_unique<StagedWorkspace>(
+        stage_quarantine_.empty() ? CordonStateDir() + "/quarantine/unnamed" : stage_quarantine_,
+        std::move(rules), stage_sink_);
+    staging_ready_ = staging_.get();
+  }
+  return staging_.get();
+}
+
 Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResources* acquired,
-                                     std::shared_ptr<TreeSnapshot>* before) {
+                                     std::shared_ptr<TreeSnapshot>* before,
+                                     std::shared_ptr<Stage>* stage) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
-  ASSIGN_OR_RETURN(const ProcessRequest req,
-                   WithPresetGrants(policy_, request, acquired != nullptr));
+  ASSIGN_OR_RETURN(ProcessRequest req, WithPresetGrants(policy_, request, acquired != nullptr));
+  std::vector<std::string> roots;
+  if (req.workspace_writable && policy_.workspace_mode != WorkspaceMode::kDirect) {
+    std::string why;
+    if (host->weaker) {
+      why = "the weaker mode has no mount namespace";
+    } else {
+      roots = StageRoots(policy_, workspace_.root(), req, &why);
+      if (!roots.empty()) {
+        StagingSupport support = Staging();
+        if (!support.available) {
+          roots.clear();
+          why = support.reason;
+        }
+      }
+    }
+    if (roots.empty() && !why.empty() && policy_.workspace_mode == WorkspaceMode::kStaged) {
+      const auto where = policy_.provenance.find("sandbox.workspace");
+      return Fail(Code::kSandboxUnavailable,
+                  "[sandbox] workspace = \"staged\" (" +
+                      (where != policy_.provenance.end() ? where->second : std::string("policy")) +
+                      ") requires a staged workspace, and " + why +
+                      "; set it to \"auto\" to fall back to the direct mode");
+    }
+    req.staged = !roots.empty();
+  }
   LaunchResources dropped;
   ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
                                                     acquired != nullptr ? acquired : &dropped));
+  if (req.staged && facts.workspace_read_only.empty()) {
+    if (acquired != nullptr) {
+      ASSIGN_OR_RETURN(StagedWorkspace * staging, StagingFor());
+      ASSIGN_OR_RETURN(std::shared_ptr<Stage> made, staging->NewStage(roots));
+      facts.staged = made->roots();
+      if (stage != nullptr) *stage = std::move(made);
+    } else {
+      // `--plan`: nothing is made; the directories are named as a launch would make them.
+      for (std::size_t i = 0; i < roots.size(); ++i) {
+        const std::string dir = StagedWorkspace::StageRoot() + "/PID-RANDOM/N";
+        facts.staged.push_back(
+            {roots[i], dir + "/u" + std::to_string(i), dir + "/w" + std::to_string(i)});
+      }
+    }
+  }
   if (facts.protected_scan && !host->weaker) {  // sync-in; `--plan` (no acquired) writes nothing
     ASSIGN_OR_RETURN(facts.git_views,
                      git_views_.Prepare(facts.protected_scan->git_dirs, acquired != nullptr));
@@ -87,8 +207,13 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResour
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessRequest& req,
                                                              ChangeWatch* watch) {
   LaunchResources resources;
+  if (StagedWorkspace* s = staging_ready_.load()) {
+    // A commit that could not complete stops the session (fail closed).
+    if (auto poisoned = s->poisoned()) return std::unexpected(*poisoned);
+  }
+  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources, &watch->before, &watch->stage));
+  if (!plan.session.staged.empty()) return LaunchStaged(req, plan, std::move(resources), watch);
   const std::uint64_t token = guard_ ? guard_->BeforeLaunch() : 0;
-  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources, &watch->before));
   // Bound before anything else is acquired: a proxy that cannot start leaves nothing to undo.
   ProcessRequest launched = req;
   if (plan.session.egress) {
@@ -117,8 +242,50 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   return proc;
 }
 
+Result<std::unique_ptr<ConfinedProcess>> ProcessHost::LaunchStaged(const ProcessRequest& req,
+                                                                   const LaunchPlan& plan,
+                                                                   LaunchResources resources,
+                                                                   ChangeWatch* watch) {
+  ProcessRequest launched = req;
+  if (plan.session.egress) {
+    if (!egress_) {
+      return Fail(Code::kSandboxUnavailable, "network mode proxy: this session runs no proxy");
+    }
+    ASSIGN_OR_RETURN(launched.egress, egress_(*plan.session.egress, req));
+  }
+  watch->before.reset();  // the commit is the change record
+  watch->concurrent = running_.fetch_add(1) > 0;
+  watch->launch_no = ++launches_;
+  watch->stage->OpenWindow();
+  auto proc = ConfinedProcess::Start(plan, std::move(resources), launched);
+  if (!proc) {
+    --running_;
+    watch->stage.reset();  // nothing ran: nothing to commit, the stage goes
+    return proc;
+  }
+  (*proc)->SetRedactor(redactor_);
+  // A long-lived process is committed at every call boundary and by the timer, not only at its
+  // end (docs/adr/0006-staged-workspace.md, decision 2).
+  if (req.kind != ProcessKind::kForeground) staging_->Watch(watch->stage);
+  return proc;
+}
+
 void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
                         bool cancel_requested) {
+  if (watch.stage) {
+    p.ReleaseEgress();
+    --running_;
+    staging_->Forget(watch.stage);
+    const CommitOutcome o = staging_->CommitFinal(*watch.stage);
+    p.SetWorkspaceCommit(CommitSummary(o));
+    Json changes = nullptr;
+    if (policy_.audit_file_changes) {
+      changes = StagedChangesJson(o, 200);
+      changes["concurrent"] = watch.concurrent || launches_.load() != watch.launch_no;
+    }
+    if (record_) record_(p, job_id, cancel_requested, changes);
+    return;
+  }
   git_views_.SyncOut();
   // Its connections' network records come before its process record.
   p.ReleaseEgress();
@@ -153,6 +320,7 @@ Json ProcessHost::ResultJson(const ConfinedProcess& p) {
   j["max_rss_kb"] = o.max_rss_kb;
   j["limit"] = o.limit ? o.limit->ToJson() : Json(nullptr);
   if (p.timeout_decision()) j["timeout"] = p.timeout_decision()->ToJson();
+  if (Json w = p.workspace_commit(); !w.is_null()) j["workspace"] = std::move(w);
   return j;
 }
 

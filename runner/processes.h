@@ -36,8 +36,10 @@ class ProcessHost {
   // Gathers the host facts and builds the plan. What gathering acquired goes to `acquired`,
   // or is released on return when it is null (`cordon exec --plan`).
   // `before` receives the launch walk's metadata snapshot, when it made one.
+  // `stage` receives the launch's stage (staged mode, a real launch only).
   Result<LaunchPlan> Plan(const ProcessRequest& req, LaunchResources* acquired = nullptr,
-                          std::shared_ptr<TreeSnapshot>* before = nullptr);
+                          std::shared_ptr<TreeSnapshot>* before = nullptr,
+                          std::shared_ptr<Stage>* stage = nullptr);
 
   // Runs to completion (or timeout/cancel) and writes the process record.
   Result<std::unique_ptr<ConfinedProcess>> RunForeground(const ProcessRequest& req,
@@ -60,9 +62,20 @@ class ProcessHost {
   void SetEgress(EgressBinder binder) { egress_ = std::move(binder); }
   // The session's redactor, for the cuts of every process's output (it outlives the host).
   void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
+  // Staged mode (docs/adr/0006-staged-workspace.md): where refused entries go and who records
+  // them. Staging itself is probed at the first launch that could use it.
+  void SetStaging(std::string quarantine, StagedWorkspace::Sink sink) {
+    stage_quarantine_ = std::move(quarantine);
+    stage_sink_ = std::move(sink);
+  }
+  // A call boundary: long-lived processes' staged changes are committed (staged mode), and what
+  // they made meanwhile is swept (direct mode).
   void SweepAtCallBoundary() {
+    if (StagedWorkspace* s = staging_ready_.load()) s->CommitLive();
     if (guard_) guard_->AtCallBoundary();
   }
+  // Whether this session's launches are staged, and why not (cordon doctor, records).
+  StagingSupport Staging();
   Json List();
   Result<Json> Output(const std::string& id, std::size_t max_chars);
   Result<Json> Cancel(const std::string& id);
@@ -73,6 +86,7 @@ class ProcessHost {
  private:
   // What a change record needs from the launch: the before snapshot and the window.
   struct ChangeWatch {
+    std::shared_ptr<Stage> stage;  // staged mode: what the process wrote, until its last commit
     std::shared_ptr<TreeSnapshot> before;
     // A large tree's before side is filled beside the process (docs/adr/0004-change-records.md).
     std::shared_ptr<SnapshotFill> fill;
@@ -87,6 +101,10 @@ class ProcessHost {
     std::thread thread;
   };
   Result<std::unique_ptr<ConfinedProcess>> Launch(const ProcessRequest& req, ChangeWatch* watch);
+  Result<std::unique_ptr<ConfinedProcess>> LaunchStaged(const ProcessRequest& req,
+                                                        const LaunchPlan& plan,
+                                                        LaunchResources resources,
+                                                        ChangeWatch* watch);
   // A process ended: the sweep (whose walk is the after snapshot), then its record.
   void Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
              bool cancel_requested);
@@ -106,6 +124,14 @@ class ProcessHost {
   std::atomic<int> running_{0};
   const Redactor* redactor_ = nullptr;
   EgressBinder egress_;
+  // Staged mode: probed once, made at the first staged launch.
+  std::string stage_quarantine_;
+  StagedWorkspace::Sink stage_sink_;
+  std::mutex staging_mu_;
+  std::optional<StagingSupport> staging_support_;
+  std::unique_ptr<StagedWorkspace> staging_;
+  std::atomic<StagedWorkspace*> staging_ready_{nullptr};
+  Result<StagedWorkspace*> StagingFor();
 };
 
 }  // namespace cordon

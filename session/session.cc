@@ -75,11 +75,14 @@ AuditRecord GuardRecord(const GuardEvent& e) {
                                 .when = e.when,
                                 .error = error};
   }
+  std::optional<std::string> reason;
+  if (!e.reason.empty()) reason = e.reason;
   return ProtectedPathRemovedRecord{.path = e.path,
                                     .kind = e.entry_kind,
                                     .quarantine = e.quarantine,
                                     .when = e.when,
-                                    .error = error};
+                                    .error = error,
+                                    .reason = reason};
 }
 
 // --- checkpoint: the workspace repository's HEAD, read from .git without a git binary ---
@@ -288,6 +291,9 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       WritableRoots(s->policy_, s->workspace_.root(), HomeDir()), GuardOptions::From(s->policy_),
       CordonStateDir() + "/quarantine/" + session_id,
       [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); }));
+  // Staged mode's refusals are recorded the same way (docs/adr/0006-staged-workspace.md).
+  s->processes_->SetStaging(CordonStateDir() + "/quarantine/" + session_id,
+                            [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); });
   return s;
 }
 

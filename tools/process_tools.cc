@@ -80,6 +80,19 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   if (o.status == ProcessStatus::kCancelled)
     return Fail(Code::kCancelled, "the call was cancelled; the sandbox was terminated");
   Json out = ProcessHost::ResultJson(*proc);
+  if (out.contains("workspace") && out["workspace"].contains("error")) {
+    // The staged commit could not complete: the call fails, naming what was not done (the
+    // process record has the whole list). Fail closed, never a silent partial.
+    std::string not_done;
+    for (const auto& p : out["workspace"].value("not_done", Json::array())) {
+      if (not_done.size() > 2000) break;
+      not_done += "\n  " + p.get<std::string>();
+    }
+    return Fail(Code::kInternal, "the command ran (exit " + out["exit_code"].dump() +
+                                     ") but its changes could not all be installed: " +
+                                     out["workspace"]["error"].get<std::string>() +
+                                     (not_done.empty() ? "" : "; not done:" + not_done));
+  }
   out["argv"] = req.argv;
   out["cwd"] = req.cwd;
   out["confinement"] = proc->confinement();

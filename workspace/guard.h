@@ -75,7 +75,8 @@ struct GuardEvent {
   mode_t mode_before = 0;    // kSetuidStripped
   mode_t mode_after = 0;     // kSetuidStripped
   std::string error{};       // non-empty when the move or chmod failed
-  std::string when{};        // process_end, call_boundary, launch
+  std::string when{};        // process_end, call_boundary, launch; staged: commit, recovery
+  std::string reason{};      // staged: the rule that refused it (workspace/stage.h)
 };
 
 // Moves `path` (never following a symlink, through fds opened beneath `root`) to `dest`,

@@ -1,0 +1,588 @@
+// The staged workspace's lifecycle (docs/adr/0006-staged-workspace.md): probe, stage
+// directories, the launch child's mount step, commit points and recovery.
+#include "workspace/staging.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "core/fs.h"
+
+namespace cordon {
+
+namespace {
+
+// overlayfs splits its options at ',' and lowerdir at ':'; a backslash escapes either.
+std::string EscapeOption(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == ',' || c == ':' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+bool WriteSmall(const char* path, const std::string& data) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+  ::close(fd);
+  return ok;
+}
+
+std::string RandomSuffix() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+// Removes a tree cordon owns (a stage), whatever modes the process left on it: overlayfs leaves
+// work/work at mode 000, and a process may chmod 000 what it made. Never follows a symlink.
+void RemoveTreeAt(int parent, const char* name, int depth) {
+  if (depth > 4096) return;
+  struct stat st {};
+  if (::fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
+    ::unlinkat(parent, name, 0);
+    return;
+  }
+  int fd = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+    ::fchmodat(parent, name, 0700, 0);  // a directory (checked above, and nothing runs there now)
+    fd = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (fd >= 0) {
+    ::fchmod(fd, 0700);
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+      ::close(fd);
+    } else {
+      std::vector<std::string> names;
+      while (dirent* e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+          names.emplace_back(e->d_name);
+      }
+      for (const auto& n : names) RemoveTreeAt(::dirfd(d), n.c_str(), depth + 1);
+      ::closedir(d);
+    }
+  }
+  ::unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+void RemoveTree(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash + 1 >= path.size()) return;
+  const std::string parent = slash == 0 ? "/" : path.substr(0, slash);
+  UniqueFd pfd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!pfd.valid()) return;
+  RemoveTreeAt(pfd.get(), path.c_str() + slash + 1, 0);
+}
+
+Status MakeDir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST)
+    return SysFail(Code::kSandboxUnavailable, "mkdir", path);
+  return {};
+}
+
+Status MakeDirs(const std::string& path, mode_t mode) {
+  for (std::size_t pos = 1; pos != std::string::npos; pos = path.find('/', pos + 1)) {
+    const std::string part = path.substr(0, pos);
+    if (part.size() > 1) TRY(MakeDir(part, mode));
+  }
+  TRY(MakeDir(path, mode));
+  return {};
+}
+
+bool PidAlive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Merges a later commit's changes of one path into an earlier one's: the first before, the last
+// after (created then deleted is nothing at all).
+void MergeChanges(std::vector<FileChange>& into, const std::vector<FileChange>& more) {
+  std::map<std::string, std::size_t> at;
+  for (std::size_t i = 0; i < into.size(); ++i) at[into[i].path] = i;
+  std::vector<bool> drop(into.size(), false);
+  for (const auto& c : more) {
+    auto it = at.find(c.path);
+    if (it == at.end()) {
+      at[c.path] = into.size();
+      into.push_back(c);
+      drop.push_back(false);
+      continue;
+    }
+    FileChange& f = into[it->second];
+    const std::string first = f.kind;
+    const auto before = f.bytes_before;
+    const auto sha_before = f.sha256_before;
+    const auto mode_before = f.mode_before;
+    f = c;
+    f.bytes_before = before;
+    f.sha256_before = sha_before;
+    if (mode_before) f.mode_before = mode_before;
+    if (first == "created" && c.kind == "deleted") {
+      drop[it->second] = true;
+    } else if (first == "created") {
+      f.kind = "created";
+      drop[it->second] = false;
+    } else if (first == "deleted" && c.kind != "deleted") {
+      f.kind = "modified";
+      drop[it->second] = false;
+    }
+  }
+  std::vector<FileChange> kept;
+  for (std::size_t i = 0; i < into.size(); ++i) {
+    if (!drop[i]) kept.push_back(std::move(into[i]));
+  }
+  std::sort(kept.begin(), kept.end(),
+            [](const FileChange& a, const FileChange& b) { return a.path < b.path; });
+  into = std::move(kept);
+}
+
+void Merge(CommitOutcome& into, const CommitOutcome& more) {
+  MergeChanges(into.changes, more.changes);
+  into.refused.insert(into.refused.end(), more.refused.begin(), more.refused.end());
+  for (const auto& c : more.conflicts) {
+    if (std::find(into.conflicts.begin(), into.conflicts.end(), c) == into.conflicts.end())
+      into.conflicts.push_back(c);
+  }
+  if (more.error && !into.error) into.error = more.error;
+  into.not_done.insert(into.not_done.end(), more.not_done.begin(), more.not_done.end());
+}
+
+}  // namespace
+
+std::string OverlayOptions(const StagedRoot& r) {
+  return "lowerdir=" + EscapeOption(r.root) + ",upperdir=" + EscapeOption(r.upper) +
+         ",workdir=" + EscapeOption(r.work) + ",userxattr";
+}
+
+StageMountPlan PrepareStageMounts(const std::vector<StagedRoot>& roots, uid_t euid, gid_t egid) {
+  StageMountPlan plan;
+  plan.user_namespace = euid != 0;
+  plan.uid_map = std::to_string(euid) + " " + std::to_string(euid) + " 1\n";
+  plan.gid_map = std::to_string(egid) + " " + std::to_string(egid) + " 1\n";
+  for (const auto& r : roots) {
+    plan.targets.push_back(r.root);
+    plan.options.push_back(OverlayOptions(r));
+  }
+  return plan;
+}
+
+int MountStagesInChild(const StageMountPlan& plan, const char** step) {
+  if (plan.empty()) return 0;
+  *step = "unshare";
+  if (::unshare(plan.user_namespace ? CLONE_NEWUSER | CLONE_NEWNS : CLONE_NEWNS) != 0)
+    return errno;
+  if (plan.user_namespace) {
+    *step = "write /proc/self/setgroups";
+    if (!WriteSmall("/proc/self/setgroups", "deny")) return errno != 0 ? errno : EIO;
+    *step = "write /proc/self/uid_map";
+    if (!WriteSmall("/proc/self/uid_map", plan.uid_map)) return errno != 0 ? errno : EIO;
+    *step = "write /proc/self/gid_map";
+    if (!WriteSmall("/proc/self/gid_map", plan.gid_map)) return errno != 0 ? errno : EIO;
+  }
+  *step = "mount --make-rprivate /";
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+  for (std::size_t i = 0; i < plan.targets.size(); ++i) {
+    *step = "mount overlay";
+    if (::mount("overlay", plan.targets[i].c_str(), "overlay", 0, plan.options[i].c_str()) != 0)
+      return errno;
+  }
+  return 0;
+}
+
+StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& root) {
+  StagingSupport out;
+  if (Status st = MakeDirs(stage_dir, 0700); !st) {
+    out.reason = st.error().message;
+    return out;
+  }
+  const std::string dir = stage_dir + "/probe-" + std::to_string(::getpid()) + "-" + RandomSuffix();
+  for (const char* sub : {"", "/u", "/w", "/m"}) {
+    if (Status st = MakeDir(dir + sub, 0700); !st) {
+      out.reason = st.error().message;
+      RemoveTree(dir);
+      return out;
+    }
+  }
+  StagedRoot r{root, dir + "/u", dir + "/w"};
+  StageMountPlan plan = PrepareStageMounts({r}, ::geteuid(), ::getegid());
+  plan.targets[0] = dir + "/m";  // the probe never mounts over the real tree
+  const std::string probe_file = dir + "/m/.cordon-stage-probe";
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    out.reason = std::string("pipe2: ") + std::strerror(errno);
+    RemoveTree(dir);
+    return out;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    const char* step = "";
+    int err = MountStagesInChild(plan, &step);
+    if (err == 0) {
+      // The upper layer must take a new file (the work directory, user xattrs, d_type).
+      step = "create a file in the overlay";
+      int fd = ::open(probe_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0) err = errno;
+      else ::close(fd);
+    }
+    if (err != 0) {
+      (void)!::write(pipefd[1], step, std::strlen(step));
+      (void)!::write(pipefd[1], ": ", 2);
+      const char* e = ::strerror(err);
+      (void)!::write(pipefd[1], e, std::strlen(e));
+    }
+    ::_exit(err == 0 ? 0 : 1);
+  }
+  ::close(pipefd[1]);
+  std::string msg;
+  if (pid > 0) {
+    char buf[512];
+    for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;) msg.append(buf, n);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    out.available = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  } else {
+    msg = std::string("fork: ") + std::strerror(errno);
+  }
+  ::close(pipefd[0]);
+  if (!out.available) {
+    out.reason = "an overlay of " + root + " with its upper layer in " + stage_dir +
+                 " cannot be mounted (" + (msg.empty() ? "unknown" : msg) + ")";
+  }
+  RemoveTree(dir);
+  return out;
+}
+
+// --- Stage ---
+
+Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<std::string>& roots,
+                                             std::string quarantine) {
+  std::unique_ptr<Stage> s(new Stage());
+  s->dir_ = std::move(dir);
+  s->quarantine_ = std::move(quarantine);
+  TRY(MakeDir(s->dir_, 0700));
+  std::string listing;
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    StagedRoot r{roots[i], s->dir_ + "/u" + std::to_string(i), s->dir_ + "/w" + std::to_string(i)};
+    TRY(MakeDir(r.upper, 0700));
+    TRY(MakeDir(r.work, 0700));
+    RootState st;
+    st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!st.root_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", r.root);
+    st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!st.upper_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", r.upper);
+    struct stat a {}, b {};
+    st.same_fs = ::fstat(st.root_fd.get(), &a) == 0 && ::fstat(st.upper_fd.get(), &b) == 0 &&
+                 a.st_dev == b.st_dev;
+    listing.append(r.root).push_back('\0');
+    s->roots_.push_back(std::move(r));
+    s->state_.push_back(std::move(st));
+  }
+  // What recovery needs if cordon is killed: which root each upper layer belongs to.
+  {
+    std::ofstream out(s->dir_ + "/roots", std::ios::binary | std::ios::trunc);
+    out << listing;
+    if (!out) return Fail(Code::kSandboxUnavailable, "cannot write " + s->dir_ + "/roots");
+  }
+  s->WritePhase("running");
+  return s;
+}
+
+Stage::~Stage() {
+  if (!dir_.empty()) RemoveTree(dir_);
+}
+
+void Stage::WritePhase(const char* phase) {
+  // Written in place: recovery reads "committing" as "finish me", anything else as "keep me".
+  std::ofstream out(dir_ + "/phase", std::ios::binary | std::ios::trunc);
+  out << phase << "\n" << t0_ns_ << "\n";
+}
+
+void Stage::OpenWindow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  t0_ns_ = ChangeWindowStart();
+  WritePhase("running");
+}
+
+CommitOutcome Stage::total() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_;
+}
+
+bool Stage::failed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_.error.has_value();
+}
+
+CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CommitOutcome all;
+  ++commits_;
+  WritePhase("committing");
+  for (std::size_t i = 0; i < roots_.size(); ++i) {
+    RootState& st = state_[i];
+    const std::string prefix = i == 0 ? "" : roots_[i].root + "/";
+    auto listing = ListUpper(st.upper_fd.get());
+    CommitOutcome o;
+    if (!listing) {
+      o.error = listing.error();
+      o.error->message = "the staged changes of " + roots_[i].root +
+                         " could not be listed: " + o.error->message;
+      o.not_done.push_back(roots_[i].root);
+      Merge(all, o);
+      continue;
+    }
+    ReadHostFacts(st.root_fd.get(), *listing);
+    const std::vector<CommitDecision> decisions = PlanCommit(*listing, rules);
+    CommitOptions opts;
+    opts.rename_from_upper = final && st.same_fs;
+    opts.window_start_ns = t0_ns_;
+    opts.quarantine_dir = quarantine_ + "/" + dir_.substr(dir_.find_last_of('/') + 1) +
+                          (i == 0 ? "" : "/root" + std::to_string(i));
+    o = ApplyCommit(st.root_fd.get(), st.upper_fd.get(), *listing, decisions, opts, &st.ledger);
+    if (!prefix.empty()) {
+      for (auto& c : o.changes) {
+        c.path = prefix + c.path;
+        if (!c.from.empty()) c.from = prefix + c.from;
+      }
+      for (auto& r : o.refused) r.rel = prefix + r.rel;
+      for (auto& c : o.conflicts) c = prefix + c;
+      for (auto& n : o.not_done) n = prefix + n;
+    }
+    Merge(all, o);
+  }
+  // A commit that could not complete leaves the phase at "committing": a later start finishes it.
+  if (!all.error) WritePhase("running");
+  Merge(total_, all);
+  return all;
+}
+
+// --- StagedWorkspace ---
+
+std::string StagedWorkspace::StageRoot() { return CordonStateDir() + "/stage"; }
+
+StagedWorkspace::StagedWorkspace(std::string quarantine, CommitRules rules, Sink sink)
+    : quarantine_(std::move(quarantine)), rules_(std::move(rules)), sink_(std::move(sink)) {
+  const std::string root = StageRoot();
+  (void)MakeDirs(root, 0700);
+  Recover(root, quarantine_, rules_, sink_);
+  dir_ = root + "/" + std::to_string(::getpid()) + "-" + RandomSuffix();
+  timer_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(timer_mu_);
+    while (!stop_) {
+      timer_cv_.wait_for(lock, std::chrono::seconds(1));
+      if (stop_) break;
+      lock.unlock();
+      CommitLive();
+      lock.lock();
+    }
+  });
+}
+
+StagedWorkspace::~StagedWorkspace() {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    stop_ = true;
+  }
+  timer_cv_.notify_all();
+  if (timer_.joinable()) timer_.join();
+  RemoveTree(dir_);
+}
+
+Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::string>& roots) {
+  std::uint64_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (poisoned_) return std::unexpected(*poisoned_);
+    n = ++next_;
+  }
+  TRY(MakeDirs(dir_, 0700));
+  ASSIGN_OR_RETURN(auto stage, Stage::Create(dir_ + "/" + std::to_string(n), roots, quarantine_));
+  return std::shared_ptr<Stage>(std::move(stage));
+}
+
+void StagedWorkspace::Watch(std::shared_ptr<Stage> stage) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.push_back(std::move(stage));
+}
+
+void StagedWorkspace::Forget(const std::shared_ptr<Stage>& stage) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(std::remove(live_.begin(), live_.end(), stage), live_.end());
+}
+
+void StagedWorkspace::CommitLive() {
+  std::vector<std::shared_ptr<Stage>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live = live_;
+  }
+  for (const auto& s : live) Report(s->Commit(rules_, false), *s, "commit");
+}
+
+CommitOutcome StagedWorkspace::CommitFinal(Stage& stage) {
+  Report(stage.Commit(rules_, true), stage, "commit");
+  return stage.total();
+}
+
+std::optional<Error> StagedWorkspace::poisoned() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return poisoned_;
+}
+
+void StagedWorkspace::Report(const CommitOutcome& o, const Stage& stage, const char* when) {
+  for (const auto& r : o.refused) {
+    GuardEvent e;
+    e.kind = GuardEvent::Kind::kProtectedRemoved;
+    e.path = r.rel.empty() || r.rel[0] != '/' ? stage.roots()[0].root + "/" + r.rel : r.rel;
+    e.entry_kind = r.type;
+    e.quarantine = r.quarantine;
+    e.when = when;
+    e.reason = r.reason;
+    if (sink_) sink_(e);
+  }
+  if (o.error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!poisoned_) {
+      std::string paths;
+      for (std::size_t i = 0; i < o.not_done.size() && i < 20; ++i) paths += " " + o.not_done[i];
+      poisoned_ = Error{Code::kSandboxUnavailable,
+                        "a staged commit could not complete, so this session launches nothing "
+                        "more: " +
+                            o.error->message + (paths.empty() ? "" : "; not done:" + paths),
+                        0,
+                        {}};
+    }
+  }
+}
+
+void StagedWorkspace::Recover(const std::string& stage_root, const std::string& quarantine,
+                              const CommitRules& rules, const Sink& sink) {
+  DIR* d = ::opendir(stage_root.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> gone;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (name.rfind("probe-", 0) == 0) {
+      const pid_t pid = static_cast<pid_t>(std::atol(name.c_str() + 6));
+      if (!PidAlive(pid)) gone.push_back(name);
+      continue;
+    }
+    const pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
+    if (pid > 0 && !PidAlive(pid)) gone.push_back(name);
+  }
+  ::closedir(d);
+  for (const auto& session : gone) {
+    const std::string sdir = stage_root + "/" + session;
+    if (session.rfind("probe-", 0) != 0) {
+      DIR* sd = ::opendir(sdir.c_str());
+      std::vector<std::string> stages;
+      while (sd != nullptr) {
+        dirent* e = ::readdir(sd);
+        if (e == nullptr) break;
+        if (e->d_name[0] != '.') stages.emplace_back(e->d_name);
+      }
+      if (sd != nullptr) ::closedir(sd);
+      for (const auto& n : stages) {
+        const std::string dir = sdir + "/" + n;
+        const std::string phase = ReadAll(dir + "/phase");
+        const std::string roots_text = ReadAll(dir + "/roots");
+        std::vector<std::string> roots;
+        for (std::size_t pos = 0; pos < roots_text.size();) {
+          const std::size_t end = roots_text.find('\0', pos);
+          if (end == std::string::npos) break;
+          roots.push_back(roots_text.substr(pos, end - pos));
+          pos = end + 1;
+        }
+        const bool committing = phase.rfind("committing", 0) == 0;
+        if (committing && !roots.empty()) {
+          // Finish it: the decisions are made again from what is left in the upper layers, and
+          // installing is idempotent (docs/adr/0006-staged-workspace.md, decision 4).
+          std::unique_ptr<Stage> s(new Stage());
+          s->dir_ = dir;
+          s->quarantine_ = quarantine + "/recovered-" + session;
+          const std::size_t nl = phase.find('\n');
+          s->t0_ns_ = nl == std::string::npos ? 0 : std::atoll(phase.c_str() + nl + 1);
+          bool ok = true;
+          for (std::size_t i = 0; i < roots.size(); ++i) {
+            StagedRoot r{roots[i], dir + "/u" + std::to_string(i), dir + "/w" + std::to_string(i)};
+            RootState st;
+            st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            if (!st.root_fd.valid() || !st.upper_fd.valid()) ok = false;
+            struct stat a {}, b {};
+            st.same_fs = ok && ::fstat(st.root_fd.get(), &a) == 0 &&
+                         ::fstat(st.upper_fd.get(), &b) == 0 && a.st_dev == b.st_dev;
+            s->roots_.push_back(std::move(r));
+            s->state_.push_back(std::move(st));
+          }
+          if (ok) {
+            CommitOutcome o = s->Commit(rules, true);
+            for (const auto& r : o.refused) {
+              GuardEvent ev;
+              ev.path = r.rel.empty() || r.rel[0] != '/' ? roots[0] + "/" + r.rel : r.rel;
+              ev.entry_kind = r.type;
+              ev.quarantine = r.quarantine;
+              ev.when = "recovery";
+              ev.reason = r.reason;
+              if (sink) sink(ev);
+            }
+            if (o.error) {
+              // Still cannot finish: kept as it is for the next start, and said.
+              GuardEvent ev;
+              ev.path = dir;
+              ev.entry_kind = "dir";
+              ev.when = "recovery";
+              ev.error = o.error->message;
+              if (sink) sink(ev);
+              s->dir_.clear();  // not removed
+              continue;
+            }
+            continue;  // ~Stage removes it
+          }
+          s->dir_.clear();
+        }
+        // A process that never reached its commit: what it wrote goes to the quarantine whole,
+        // never into the tree.
+        const std::string dest = quarantine + "/recovered-" + session + "-" + n;
+        (void)MakeDirs(quarantine, 0700);
+        GuardEvent ev;
+        ev.path = roots.empty() ? dir : roots[0];
+        ev.entry_kind = "dir";
+        ev.quarantine = dest;
+        ev.when = "recovery";
+        ev.reason = "never_committed";
+        if (::rename(dir.c_str(), dest.c_str()) != 0) {
+          ev.error = std::string("rename: ") + std::strerror(errno);
+        }
+        if (sink) sink(ev);
+      }
+    }
+    RemoveTree(sdir);
+  }
+}
+
+}  // namespace cordon

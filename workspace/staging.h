@@ -1,0 +1,144 @@
+// The staged workspace's lifecycle (docs/adr/0006-staged-workspace.md): whether this host can
+// stage, the stage of each confined process (an upper and a work directory per writable root,
+// in cordon's state directory), the mount step the launch child runs before it execs bwrap, the
+// commit points, and the recovery of stages a killed cordon left behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/unique_fd.h"
+#include "workspace/guard.h"
+#include "workspace/stage.h"
+
+namespace cordon {
+
+// One writable root staged for one process: plain data the launch plan carries.
+struct StagedRoot {
+  std::string root;   // the host tree (the lower layer), absolute; the overlay is mounted onto it
+  std::string upper;  // cordon's: what the process writes lands here
+  std::string work;   // overlayfs's work directory, on the upper's filesystem
+  bool operator==(const StagedRoot&) const = default;
+};
+
+// The mount options of one staged root (raw mount(2) "overlay" data).
+std::string OverlayOptions(const StagedRoot& r);
+
+// What the launch child does between fork and exec, prepared before the fork so that the child
+// makes only async-signal-safe system calls.
+struct StageMountPlan {
+  bool user_namespace = false;  // not root: a user namespace first, uid and gid mapped to themselves
+  std::string uid_map, gid_map;
+  std::vector<std::string> targets, options;
+  bool empty() const { return targets.empty(); }
+};
+StageMountPlan PrepareStageMounts(const std::vector<StagedRoot>& roots, uid_t euid, gid_t egid);
+// In the launch child only: unshare (a user namespace when the plan says so, and a mount
+// namespace), make every mount private, and mount each overlay onto its root with the raw
+// mount(2), which never retries read-only. Returns 0, or the errno of the step named in *step.
+int MountStagesInChild(const StageMountPlan& plan, const char** step);
+
+// Whether this host can stage `root` with an upper layer under `stage_dir`: a real mount of an
+// overlay of `root` (never written: the upper is empty and the mount is private to a child that
+// exits at once) onto a scratch directory. `reason` says why not.
+struct StagingSupport {
+  bool available = false;
+  std::string reason;
+};
+StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& root);
+
+// The stage of one confined process. Thread-safe: a long-lived process is committed from the
+// call boundaries, its timer and its own end.
+class Stage {
+ public:
+  // Makes <dir>/u<i> and <dir>/w<i> (0700) for each root and the phase file ("running").
+  static Result<std::unique_ptr<Stage>> Create(std::string dir, const std::vector<std::string>& roots,
+                                               std::string quarantine);
+  ~Stage();  // removes the stage directory (what is left in it was committed or quarantined)
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+
+  const std::vector<StagedRoot>& roots() const { return roots_; }
+  // Opens the change window (a host entry changed from here on that the process also changed
+  // is a conflict). Called just before the process starts.
+  void OpenWindow();
+  // A commit point. `final`: the process and its overlay are gone, so entries are renamed out of
+  // the upper layer; otherwise they are copied and the ledger remembers them. The outcome of
+  // this commit; it is also merged into total().
+  CommitOutcome Commit(const CommitRules& rules, bool final);
+  CommitOutcome total() const;
+  bool failed() const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  struct RootState {
+    UniqueFd root_fd, upper_fd;
+    bool same_fs = false;
+    CommitLedger ledger;
+  };
+  Stage() = default;
+  void WritePhase(const char* phase);
+  std::string dir_, quarantine_;
+  std::vector<StagedRoot> roots_;
+  std::vector<RootState> state_;
+  std::int64_t t0_ns_ = 0;
+  mutable std::mutex mu_;
+  CommitOutcome total_;
+  std::uint64_t commits_ = 0;
+};
+
+// The session's staging: its own directory under <state>/stage, the stages of its processes,
+// the live ones (committed at every call boundary and by a one-second timer), and the recovery
+// of what a killed cordon left in <state>/stage.
+class StagedWorkspace {
+ public:
+  using Sink = std::function<void(const GuardEvent&)>;
+  StagedWorkspace(std::string quarantine, CommitRules rules, Sink sink);
+  ~StagedWorkspace();
+  StagedWorkspace(const StagedWorkspace&) = delete;
+  StagedWorkspace& operator=(const StagedWorkspace&) = delete;
+
+  // <state>/stage, where every session's stages live.
+  static std::string StageRoot();
+  Result<std::shared_ptr<Stage>> NewStage(const std::vector<std::string>& roots);
+  // A long-lived process's stage: committed at each CommitLive until Forget.
+  void Watch(std::shared_ptr<Stage> stage);
+  void Forget(const std::shared_ptr<Stage>& stage);
+  // A commit point for every long-lived process (a call boundary, the timer).
+  void CommitLive();
+  // The final commit of an ended process; its refusals are reported to the sink.
+  CommitOutcome CommitFinal(Stage& stage);
+  // The first commit failure stops the session's launches (fail closed), with this message.
+  std::optional<Error> poisoned() const;
+  // Finishes or quarantines the stages of cordon processes that are gone (phase file), reporting
+  // each to `sink`. Called once per session, before its first stage.
+  static void Recover(const std::string& stage_root, const std::string& quarantine,
+                      const CommitRules& rules, const Sink& sink);
+
+ private:
+  void Report(const CommitOutcome& o, const Stage& stage, const char* when);
+  std::string dir_, quarantine_;
+  CommitRules rules_;
+  Sink sink_;
+  mutable std::mutex mu_;
+  std::uint64_t next_ = 0;
+  std::vector<std::shared_ptr<Stage>> live_;
+  std::optional<Error> poisoned_;
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool stop_ = false;
+  std::thread timer_;
+};
+
+}  // namespace cordon
