@@ -2,6 +2,8 @@
 // `true` is launched through the same path tool calls use.
 #include "runner/doctor.h"
 
+#include "workspace/staging.h"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -315,6 +317,24 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
                : "an inode changed after the window opened was stamped before it: change "
                  "records of large trees may miss what a command changed",
         pass ? "" : "keep the host clock from being stepped back; report the kernel version");
+  }
+  {
+    // The staged workspace (docs/adr/0006-staged-workspace.md): an overlay of the current
+    // directory (the workspace cordon would use here) with its upper layer in cordon's state
+    // directory, mounted for real in a child that exits at once; nothing is written to the tree.
+    char cwd[4096];
+    const std::string here = ::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/";
+    const StagingSupport st = ProbeStaging(StagedWorkspace::StageRoot(), here);
+    add("workspace_staging", st.available, false,
+        st.available ? "staged: the sandbox writes an overlay's upper layer in " +
+                           StagedWorkspace::StageRoot() +
+                           "; each commit installs what the workspace rules allow into " + here
+                     : "direct mode (the fallback: a sweep after each process): " + st.reason,
+        st.available ? ""
+                     : "put cordon's state directory ($XDG_STATE_HOME or ~/.local/state) on a "
+                       "filesystem with user xattrs (ext4, xfs, btrfs, tmpfs >= 6.6), and allow "
+                       "unprivileged user namespaces; [sandbox] workspace = \"staged\" refuses "
+                       "to run without it");
   }
   const std::string rg = FindOnPath("rg");
   add("ripgrep", !rg.empty(), false,

@@ -1,0 +1,397 @@
+// The staged workspace's promises (SECURITY.md "The staged workspace (issue 18)"), against the
+// real binary, kernel, overlayfs and bwrap: what the workspace rules refuse never reaches the
+// host tree, at any moment, whatever the process does to the tree or to cordon's checks; what
+// they allow reaches it at the commit point. Each attack of issue 18 is one test here. Run as
+// root by ctest and as an ordinary user by scripts/test-unprivileged.sh.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "core/text.h"
+#include "runner/host_probe.h"
+#include "test_util.h"
+
+namespace cordon {
+namespace {
+
+using testing::Exists;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string Joined(const std::set<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + "\n";
+  return s;
+}
+
+std::vector<Json> Records(const std::string& log) {
+  std::vector<Json> out;
+  std::istringstream in(ReadFile(log));
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+class StagedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const bool ci = std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true";
+    std::string why;
+    if (FindOnPath("bwrap").empty()) why = "bwrap is not installed";
+    else if (!testing::UserNamespacesEnabled()) why = "user namespaces are disabled";
+    if (!why.empty()) {
+      if (ci) FAIL() << "SECURITY TEST CANNOT RUN under CI=true: " << why;
+      GTEST_SKIP() << "SKIPPED SECURITY TEST: " << why;
+    }
+    ws_ = dir_ / "ws";
+    std::filesystem::create_directories(ws_ + "/src");
+    WriteFile(ws_ + "/src/main.c", "int main(void) { return 0; }\n");
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
+    // Is staging available here? cordon doctor's check says; without it these tests have
+    // nothing to test (the direct mode has its own).
+    auto r = testing::Run({testing::CordonBin(), "doctor", "--json"}, env_);
+    Json d = Json::parse(r.out, nullptr, false);
+    bool staged = false;
+    std::string detail = r.out + r.err;
+    if (d.is_object()) {
+      for (const auto& c : d.value("checks", Json::array())) {
+        if (c.value("name", "") == "workspace_staging") {
+          staged = c.value("ok", false);
+          detail = c.value("detail", "");
+        }
+      }
+    }
+    if (!staged) {
+      if (ci) FAIL() << "SECURITY TEST CANNOT RUN under CI=true: no staging here: " << detail;
+      GTEST_SKIP() << "SKIPPED SECURITY TEST: this host cannot stage the workspace: " << detail;
+    }
+  }
+  void Policy(const std::string& toml) {
+    std::filesystem::create_directories(dir_ / "config/cordon/policies.d");
+    WriteFile(dir_ / "config/cordon/policies.d/50-t.toml", toml);
+  }
+  testing::RunResult Exec(const std::string& script, std::vector<std::string> opts = {}) {
+    std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws_,
+                                     "--audit-log", Log()};
+    argv.insert(argv.end(), opts.begin(), opts.end());
+    argv.insert(argv.end(), {"--", "/bin/sh", "-c", "cd '" + ws_ + "' && " + script});
+    return testing::Run(argv, env_);
+  }
+  std::string Log() { return dir_ / "audit.jsonl"; }
+  Json LastProcess() {
+    Json last;
+    for (auto& j : Records(Log())) {
+      if (j.value("type", "") == "process") last = j;
+    }
+    return last;
+  }
+  std::vector<Json> Refused() {
+    std::vector<Json> out;
+    for (auto& j : Records(Log())) {
+      if (j.value("type", "") == "protected_path_removed") out.push_back(j);
+    }
+    return out;
+  }
+  // Starts `cordon exec` of `script` in the background; returns its pid.
+  pid_t Spawn(const std::string& script, const std::string& out) {
+    std::vector<std::string> envs = env_;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      if (entry.rfind("XDG_CONFIG_HOME=", 0) != 0 && entry.rfind("XDG_STATE_HOME=", 0) != 0)
+        envs.push_back(entry);
+    }
+    std::vector<char*> cenv;
+    for (auto& e : envs) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    const std::string full = "cd '" + ws_ + "' && " + script;
+    const std::string log = Log();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execle(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(),
+               "--audit-log", log.c_str(), "--", "/bin/sh", "-c", full.c_str(),
+               static_cast<char*>(nullptr), cenv.data());
+      _exit(127);
+    }
+    return pid;
+  }
+
+  TempDir dir_;
+  std::string ws_;
+  std::vector<std::string> env_;
+};
+
+// The sweep's cap made it fail open: planted names stayed when the process also created more
+// entries than sandbox.max_scan_entries. Staged, the cap is irrelevant: nothing refused lands.
+TEST_F(StagedTest, PlantsBehindAFloodOfEntriesNeverReachTheHost) {
+  Policy("[sandbox]\nmax_scan_entries = 200\n");
+  auto r = Exec(
+      "echo 'touch /tmp/pwned' > .envrc && mkdir -p .vscode sub/.git && "
+      "echo '{}' > .vscode/tasks.json && printf '[core]\\n\\tfsmonitor = /bin/false\\n' > "
+      "sub/.git/config && mkdir flood && i=0; while [ $i -lt 1000 ]; do : > flood/f$i; "
+      "i=$((i+1)); done");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(Exists(ws_ + "/.envrc"));
+  EXPECT_FALSE(Exists(ws_ + "/.vscode"));
+  EXPECT_FALSE(Exists(ws_ + "/sub/.git"));
+  EXPECT_TRUE(Exists(ws_ + "/flood/f999"));  // what the rules allow is installed
+  const Json p = LastProcess();
+  EXPECT_EQ(p["confinement"]["workspace_mode"], "staged") << p.dump();
+  EXPECT_EQ(p["changes"]["workspace_mode"], "staged") << p.dump();
+  std::set<std::string> refused;
+  for (const auto& j : Refused()) refused.insert(j.value("reason", "") + " " + j.value("path", ""));
+  EXPECT_TRUE(refused.contains("protected_path " + ws_ + "/.envrc")) << Joined(refused);
+  EXPECT_TRUE(refused.contains("protected_path " + ws_ + "/.vscode")) << Joined(refused);
+  EXPECT_TRUE(refused.contains("new_git_dir " + ws_ + "/sub/.git")) << Joined(refused);
+}
+
+// chmod 555 made the sweep's rename fail as an ordinary user; the staged commit never needs to
+// move anything out of the host tree.
+TEST_F(StagedTest, ReadOnlyModesOnPlantedDirectoriesChangeNothing) {
+  auto r = Exec(
+      "mkdir -p .vscode sub/.git && echo x > .vscode/tasks.json && echo '[core]' > "
+      "sub/.git/config && chmod 555 .vscode sub/.git sub && echo ok > kept.txt && chmod 555 .");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(Exists(ws_ + "/.vscode"));
+  EXPECT_FALSE(Exists(ws_ + "/sub/.git"));
+  EXPECT_EQ(ReadFile(ws_ + "/kept.txt"), "ok\n");
+}
+
+// A path longer than PATH_MAX, with a protected name at its end: the sweep could not reach it.
+TEST_F(StagedTest, AProtectedNameBelowAPathLongerThanPathMaxNeverLands) {
+  const std::string seg(200, 'd');
+  auto r = Exec("i=0; while [ $i -lt 25 ]; do mkdir " + seg + " && cd " + seg +
+                " || exit 3; i=$((i+1)); done; echo evil > .envrc; mkdir .git; echo '[core]' > "
+                ".git/config; echo fine > ok.txt");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Walk down on the host by descriptor: the path is too long for one string.
+  int fd = ::open(ws_.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  for (int i = 0; i < 25; ++i) {
+    int next = ::openat(fd, seg.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    ::close(fd);
+    ASSERT_GE(next, 0) << "level " << i << " was not installed";
+    fd = next;
+  }
+  struct stat st {};
+  EXPECT_NE(::fstatat(fd, ".envrc", &st, AT_SYMLINK_NOFOLLOW), 0);
+  EXPECT_NE(::fstatat(fd, ".git", &st, AT_SYMLINK_NOFOLLOW), 0);
+  EXPECT_EQ(::fstatat(fd, "ok.txt", &st, AT_SYMLINK_NOFOLLOW), 0);
+  ::close(fd);
+  // And the next launch there works (the sweep's failure refused every later launch).
+  auto again = Exec("true");
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+}
+
+// While the process runs, the host sees nothing of what it planted (the sweep's window).
+TEST_F(StagedTest, TheHostSeesNothingWhileTheProcessRuns) {
+  const std::string out = dir_ / "plant.out";
+  pid_t pid = Spawn(
+      "mkdir -p .vscode nested && echo '{}' > .vscode/tasks.json && git init -q nested && "
+      "echo hello > visible-later.txt && sleep 3",
+      out);
+  // Poll the host while it runs.
+  bool seen = false, later_early = false;
+  for (int i = 0; i < 25; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    seen = seen || Exists(ws_ + "/.vscode") || Exists(ws_ + "/nested/.git");
+    later_early = later_early || Exists(ws_ + "/visible-later.txt");
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(out);
+  EXPECT_FALSE(seen) << "the host saw a planted name while the process ran";
+  EXPECT_FALSE(later_early) << "a write reached the host before the commit point";
+  EXPECT_FALSE(Exists(ws_ + "/.vscode"));
+  EXPECT_FALSE(Exists(ws_ + "/nested/.git"));
+  EXPECT_EQ(ReadFile(ws_ + "/visible-later.txt"), "hello\n");
+}
+
+// A background swap of a directory for a symlink while cordon acts on the tree turned a file
+// outside the workspace into 0777. The commit acts only through descriptors beneath the root.
+TEST_F(StagedTest, SymlinkSwapsCannotMakeTheCommitTouchAFileOutside) {
+  TempDir outside;
+  const std::string victim = outside / "secret";
+  WriteFile(victim, "secret\n");
+  ::chmod(victim.c_str(), 0600);
+  ::chmod(outside.path().c_str(), 0755);
+  auto r = Exec("i=0; while [ $i -lt 200 ]; do mkdir -p d && chmod 000 d; rm -rf d; ln -sfn '" +
+                victim + "' d; rm -f d; i=$((i+1)); done; mkdir -p d; chmod 000 d; rm -rf d; ln -s '" +
+                victim + "' d; ln -s '" + outside.path() + "' e; mkdir -p e2; chmod 0777 e2");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  struct stat st {};
+  ASSERT_EQ(::lstat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::lstat(outside.path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_EQ(ReadFile(victim), "secret\n");
+  // The symlinks themselves are ordinary entries of the tree: installed as links, never followed.
+  ASSERT_EQ(::lstat((ws_ + "/d").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+}
+
+// The git rules at commit, for every git directory at any depth, with no scan: config, hooks,
+// commondir never land; what a commit needs does, and host git works after.
+TEST_F(StagedTest, GitCommitReachesTheHostAndGitConfigurationDoesNot) {
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", ws_});
+    return testing::Run(args, {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")});
+  };
+  ASSERT_EQ(git({"init", "-q"}).exit_code, 0);
+  ASSERT_EQ(git({"config", "user.email", "t@example.org"}).exit_code, 0);
+  ASSERT_EQ(git({"config", "user.name", "t"}).exit_code, 0);
+  ASSERT_EQ(git({"add", "."}).exit_code, 0);
+  ASSERT_EQ(git({"commit", "-qm", "base"}).exit_code, 0);
+  const std::string config_before = ReadFile(ws_ + "/.git/config");
+  auto r = Exec(
+      "export HOME=/tmp GIT_CONFIG_NOSYSTEM=1; echo change >> src/main.c && git add -A && git -c "
+      "user.email=a@b -c user.name=a commit -qm agent && git checkout -qb feature && git config "
+      "core.fsmonitor /bin/false; echo evil > .git/hooks/pre-commit; chmod +x "
+      ".git/hooks/pre-commit; echo ../x > .git/commondir; true");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ReadFile(ws_ + "/.git/config"), config_before);
+  EXPECT_FALSE(Exists(ws_ + "/.git/hooks/pre-commit"));
+  EXPECT_FALSE(Exists(ws_ + "/.git/commondir"));
+  auto log = git({"log", "--format=%s", "-n", "1", "feature"});
+  EXPECT_EQ(log.exit_code, 0) << log.err;
+  EXPECT_EQ(log.out, "agent\n");
+  auto head = git({"symbolic-ref", "HEAD"});
+  EXPECT_EQ(head.out, "refs/heads/feature\n");
+  auto status = git({"status", "--porcelain"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(status.out, "") << "the host's index and tree agree with the commit";
+}
+
+// What a process wrote in a directory granted with --write is staged too: another repository's
+// .git/config planted there never lands.
+TEST_F(StagedTest, WriteGrantsAreStagedUnderTheSameRules) {
+  TempDir other;
+  std::filesystem::create_directories(other / "repo/.git");
+  WriteFile(other / "repo/.git/config", "[core]\n");
+  auto r = Exec("printf '[core]\\n\\tfsmonitor = /bin/false\\n' > '" + (other / "repo/.git/config") +
+                    "'; echo data > '" + (other / "out.txt") + "'; echo x > '" +
+                    (other / ".envrc") + "'",
+                {"--write", other.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ReadFile(other / "repo/.git/config"), "[core]\n");
+  EXPECT_EQ(ReadFile(other / "out.txt"), "data\n");
+  EXPECT_FALSE(Exists(other / ".envrc"));
+}
+
+// Deletions, directory replacement and renames of directories that existed before the call reach
+// the host exactly, and the change record lists exactly them.
+TEST_F(StagedTest, DeletionsReplacementsAndRenamesAreExactOnTheHostAndInTheRecord) {
+  std::filesystem::create_directories(ws_ + "/old/deep");
+  for (int i = 0; i < 50; ++i) WriteFile(ws_ + "/old/f" + std::to_string(i), "x\n");
+  WriteFile(ws_ + "/old/deep/g", "g\n");
+  std::filesystem::create_directories(ws_ + "/replaced");
+  WriteFile(ws_ + "/replaced/gone.txt", "gone\n");
+  WriteFile(ws_ + "/keep.txt", "keep\n");
+  WriteFile(ws_ + "/edit.txt", "before\n");
+  auto r = Exec(
+      "mv old moved && rm -rf replaced && mkdir replaced && echo new > replaced/new.txt && echo "
+      "after > edit.txt && rm -f src/main.c");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(Exists(ws_ + "/old"));
+  EXPECT_EQ(ReadFile(ws_ + "/moved/deep/g"), "g\n");
+  EXPECT_EQ(ReadFile(ws_ + "/moved/f49"), "x\n");
+  EXPECT_FALSE(Exists(ws_ + "/replaced/gone.txt"));
+  EXPECT_EQ(ReadFile(ws_ + "/replaced/new.txt"), "new\n");
+  EXPECT_EQ(ReadFile(ws_ + "/edit.txt"), "after\n");
+  EXPECT_EQ(ReadFile(ws_ + "/keep.txt"), "keep\n");
+  EXPECT_FALSE(Exists(ws_ + "/src/main.c"));
+  const Json changes = LastProcess()["changes"];
+  std::set<std::string> listed;
+  for (const auto& e : changes["entries"]) listed.insert(e["kind"].get<std::string>() + " " +
+                                                          e["path"].get<std::string>());
+  EXPECT_TRUE(listed.contains("modified edit.txt")) << changes.dump(1);
+  EXPECT_TRUE(listed.contains("deleted src/main.c")) << changes.dump(1);
+  EXPECT_TRUE(listed.contains("deleted old")) << changes.dump(1);
+  EXPECT_TRUE(listed.contains("created replaced/new.txt")) << changes.dump(1);
+  EXPECT_FALSE(listed.contains("modified keep.txt")) << changes.dump(1);
+  for (const auto& e : changes["entries"]) {
+    EXPECT_NE(e["path"], "keep.txt") << "an unchanged file is listed: " << changes.dump(1);
+  }
+}
+
+// A host edit of a file the process also changed, while it ran: the host's version is kept, the
+// process's goes to the quarantine, the result says `conflict` with the path.
+TEST_F(StagedTest, AHostEditDuringTheCallIsAConflictAndTheHostVersionIsKept) {
+  WriteFile(ws_ + "/shared.txt", "base\n");
+  const std::string out = dir_ / "conflict.out";
+  pid_t pid = Spawn("sleep 1; echo agent > shared.txt; echo mine > other.txt", out);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  WriteFile(ws_ + "/shared.txt", "host\n");
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(ReadFile(ws_ + "/shared.txt"), "host\n");
+  EXPECT_EQ(ReadFile(ws_ + "/other.txt"), "mine\n");
+  const Json changes = LastProcess()["changes"];
+  ASSERT_TRUE(changes.contains("conflicts")) << changes.dump(1);
+  EXPECT_EQ(changes["conflicts"], Json::array({"shared.txt"})) << changes.dump(1);
+}
+
+// A stage a killed cordon left in the middle of its commit is finished at the next start; one
+// left before its commit goes to the quarantine. Never half, never lost.
+TEST_F(StagedTest, AStageLeftByAKilledCordonIsFinishedOrQuarantinedAtTheNextStart) {
+  // A dead pid: a child that has exited.
+  pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string session = dir_ / ("state/cordon/stage/" + std::to_string(dead) + "-test");
+  for (const char* n : {"1", "2"}) {
+    std::filesystem::create_directories(session + "/" + n + "/u0/sub");
+    std::filesystem::create_directories(session + "/" + n + "/w0");
+    WriteFile(session + "/" + n + "/roots", ws_ + std::string(1, '\0'));
+  }
+  WriteFile(session + "/1/phase", "committing\n0\n");
+  WriteFile(session + "/1/u0/sub/finished.txt", "done\n");
+  WriteFile(session + "/1/u0/.envrc", "evil\n");
+  WriteFile(session + "/2/phase", "running\n0\n");
+  WriteFile(session + "/2/u0/never.txt", "never\n");
+  auto r = Exec("true");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ReadFile(ws_ + "/sub/finished.txt"), "done\n");
+  EXPECT_FALSE(Exists(ws_ + "/.envrc"));
+  EXPECT_FALSE(Exists(ws_ + "/never.txt"));
+  EXPECT_FALSE(Exists(session));
+  int recovered = 0;
+  for (const auto& j : Refused()) recovered += j.value("when", "") == "recovery";
+  EXPECT_GE(recovered, 2) << ReadFile(Log());
+}
+
+// cordon exec --plan says what a launch would stage, and cordon doctor names the mode.
+TEST_F(StagedTest, PlanAndDoctorSayStaged) {
+  auto r = testing::Run({testing::CordonBin(), "exec", "--plan", "--workspace", ws_, "--", "true"},
+                        env_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json plan = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(plan.is_object()) << r.out;
+  EXPECT_EQ(plan["confinement"]["workspace_mode"], "staged");
+  ASSERT_TRUE(plan.contains("staged")) << r.out;
+  EXPECT_EQ(plan["staged"][0]["root"], ws_);
+  EXPECT_EQ(plan["git_views"].size(), 0u);
+  // [sandbox] workspace = "direct" keeps the fallback.
+  Policy("[sandbox]\nworkspace = \"direct\"\n");
+  auto d = testing::Run({testing::CordonBin(), "exec", "--plan", "--workspace", ws_, "--", "true"},
+                        env_);
+  Json dplan = Json::parse(d.out, nullptr, false);
+  EXPECT_EQ(dplan["confinement"]["workspace_mode"], "direct") << d.out << d.err;
+}
+
+}  // namespace
+}  // namespace cordon
