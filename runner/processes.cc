@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include <chrono>
+#include <cmath>
 #include <filesystem>
 
 namespace cordon {
@@ -276,12 +278,16 @@ void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std:
     p.ReleaseEgress();
     --running_;
     staging_->Forget(watch.stage);
+    const auto t0 = std::chrono::steady_clock::now();
     const CommitOutcome o = staging_->CommitFinal(*watch.stage);
+    const double commit_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     p.SetWorkspaceCommit(CommitSummary(o));
     Json changes = nullptr;
     if (policy_.audit_file_changes) {
       changes = StagedChangesJson(o, 200);
       changes["concurrent"] = watch.concurrent || launches_.load() != watch.launch_no;
+      changes["commit_ms"] = std::round(commit_ms * 1000) / 1000;
     }
     if (record_) record_(p, job_id, cancel_requested, changes);
     return;

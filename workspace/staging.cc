@@ -169,6 +169,36 @@ void Merge(CommitOutcome& into, const CommitOutcome& more) {
   into.not_done.insert(into.not_done.end(), more.not_done.begin(), more.not_done.end());
 }
 
+// Before a final commit (the overlay is gone, nothing else writes there): every directory of
+// the upper layer gets u+rwx, so that an ordinary user's cordon can list it and rename entries
+// out of it whatever modes the process left (chmod 000 / 555 inside); the modes the process
+// set are kept in `modes` (root-relative path -> st_mode) and applied to the host tree instead.
+void OpenUpUpper(int dir_fd, const std::string& rel, std::map<std::string, std::uint32_t>& modes,
+                 int depth) {
+  if (depth > 8192) return;
+  DIR* d = ::fdopendir(::dup(dir_fd));
+  if (d == nullptr) return;
+  std::vector<std::string> dirs;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    if (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN) dirs.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  for (const auto& name : dirs) {
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+      continue;
+    const std::string child = rel.empty() ? name : rel + "/" + name;
+    if ((st.st_mode & S_IRWXU) != S_IRWXU) {
+      modes[child] = st.st_mode;
+      // A directory (just checked), in cordon's own tree, and no process runs there any more.
+      ::fchmodat(dir_fd, name.c_str(), (st.st_mode & 07777) | S_IRWXU, 0);
+    }
+    UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.valid()) OpenUpUpper(fd.get(), child, modes, depth + 1);
+  }
+}
+
 }  // namespace
 
 std::string OverlayOptions(const StagedRoot& r) {
@@ -344,7 +374,21 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
   for (std::size_t i = 0; i < roots_.size(); ++i) {
     RootState& st = state_[i];
     const std::string prefix = i == 0 ? "" : roots_[i].root + "/";
+    std::map<std::string, std::uint32_t> modes;
+    if (final) {
+      struct stat top {};
+      if (::fstat(st.upper_fd.get(), &top) == 0 && (top.st_mode & S_IRWXU) != S_IRWXU) {
+        modes[""] = top.st_mode;
+        ::fchmod(st.upper_fd.get(), (top.st_mode & 07777) | S_IRWXU);
+      }
+      OpenUpUpper(st.upper_fd.get(), "", modes, 0);
+    }
     auto listing = ListUpper(st.upper_fd.get());
+    if (listing) {
+      for (auto& e : *listing) {
+        if (auto it = modes.find(e.rel); it != modes.end()) e.mode = it->second;
+      }
+    }
     CommitOutcome o;
     if (!listing) {
       o.error = listing.error();
@@ -375,7 +419,13 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
   }
   // A commit that could not complete leaves the phase at "committing": a later start finishes it.
   if (!all.error) WritePhase("running");
-  Merge(total_, all);
+  CommitOutcome merged = all;
+  if (!final) {
+    // Tried again at the next point; only the final commit's failure is the stage's.
+    merged.error.reset();
+    merged.not_done.clear();
+  }
+  Merge(total_, merged);
   return all;
 }
 
@@ -439,7 +489,14 @@ void StagedWorkspace::CommitLive() {
     std::lock_guard<std::mutex> lock(mu_);
     live = live_;
   }
-  for (const auto& s : live) Report(s->Commit(rules_, false), *s, "commit");
+  for (const auto& s : live) {
+    // A live commit that cannot complete now (a directory the process made unreadable, a file
+    // being replaced) is tried again at the next point; the final commit, with the overlay gone,
+    // is the one that fails closed.
+    CommitOutcome o = s->Commit(rules_, false);
+    o.error.reset();
+    Report(o, *s, "commit");
+  }
 }
 
 CommitOutcome StagedWorkspace::CommitFinal(Stage& stage) {
