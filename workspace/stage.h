@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -125,6 +126,14 @@ struct CommitOptions {
   // Hash (SHA-256) files up to this size for the change record's before/after.
   std::uint64_t hash_cap = 16u << 20;
   bool fsync = true;
+  // A deletion (a whiteout, an opaque directory's clearing, a file replacing a directory) that
+  // would take a protected entry, a `.git` or a path of `repo_protected` with it is refused at
+  // apply time: PlanCommit cannot see what the host holds below a deleted directory.
+  CommitRules rules;
+  // The opaque mark ListUpper read. With rename_from_upper, once an opaque directory's host
+  // children are cleared the mark is removed from the upper directory, so that a commit run again
+  // after an interruption does not clear the children it has installed since.
+  std::string opaque_xattr = "user.overlay.opaque";
 };
 
 struct RefusedEntry {
@@ -154,6 +163,12 @@ struct CommitOutcome {
 CommitOutcome ApplyCommit(int root_fd, int upper_fd, std::span<const UpperEntry> upper,
                           std::span<const CommitDecision> decisions, const CommitOptions& opts,
                           CommitLedger* ledger = nullptr);
+
+// A path as a record shows it: valid UTF-8 as it is; otherwise each backslash doubled and each
+// byte that is not part of a valid UTF-8 sequence written \xHH (lowercase hex), with *escaped
+// set (the record then says "path_escaped": true). Two names that differ only in invalid bytes
+// stay distinct, and the flag tells an escaped name from a valid one spelling "\xff".
+std::string EscapePathBytes(std::string_view path, bool* escaped = nullptr);
 
 // The `changes` field of a process record from a commit, in the shape ChangeRecorder::Record
 // gives (entries, counts, omitted, concurrent, git), plus `workspace_mode: "staged"`, the

@@ -1,0 +1,249 @@
+// The staged commit's reading side: the upper layer's listing and the host facts beside it, by
+// descriptors only (workspace/stage.h, docs/adr/0006-staged-workspace.md).
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "workspace/stage.h"
+#include "workspace/stage_fs.h"
+
+namespace cordon {
+namespace stage {
+
+std::string_view ParentOf(std::string_view rel) {
+  const std::size_t slash = rel.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : rel.substr(0, slash);
+}
+
+std::string_view LeafOf(std::string_view rel) {
+  const std::size_t slash = rel.rfind('/');
+  return slash == std::string_view::npos ? rel : rel.substr(slash + 1);
+}
+
+bool IsBelow(std::string_view path, std::string_view dir) {
+  if (dir.empty()) return !path.empty();
+  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+         path[dir.size()] == '/';
+}
+
+std::vector<std::string_view> SplitRel(std::string_view rel) {
+  std::vector<std::string_view> parts;
+  while (!rel.empty()) {
+    const std::size_t slash = rel.find('/');
+    parts.push_back(rel.substr(0, slash));
+    rel = slash == std::string_view::npos ? std::string_view() : rel.substr(slash + 1);
+  }
+  return parts;
+}
+
+Result<UniqueFd> OpenDirBeneath(int parent, std::string_view name, const std::string& where) {
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const std::string n(name);
+  long fd;
+  do {
+    fd = ::syscall(SYS_openat2, parent, n.c_str(), &how, sizeof how);
+  } while (fd < 0 && (errno == EINTR || errno == EAGAIN));
+  if (fd >= 0) return UniqueFd(static_cast<int>(fd));
+  const int e = errno;
+  if (e == ENOENT) return Fail(Code::kNotFound, "no such directory: " + where, e, where);
+  if (e == ELOOP || e == ENOTDIR || e == EXDEV) {
+    return Fail(Code::kConflict, where + " is not a directory (a symlink or another type now)", e,
+                where);
+  }
+  return SysFail(Code::kInternal, "openat2", where, e);
+}
+
+Result<std::optional<struct statx>> StatAt(int dir_fd, const std::string& name,
+                                           const std::string& where) {
+  struct statx sx {};
+  if (::statx(dir_fd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) == 0) {
+    return std::optional<struct statx>(sx);
+  }
+  if (errno == ENOENT) return std::optional<struct statx>();
+  return SysFail(Code::kInternal, "statx", where);
+}
+
+InodeSig SigOf(const struct statx& sx) {
+  InodeSig s;
+  s.dev = (static_cast<std::uint64_t>(sx.stx_dev_major) << 32) | sx.stx_dev_minor;
+  s.ino = sx.stx_ino;
+  s.size = sx.stx_size;
+  s.mtime_ns = sx.stx_mtime.tv_sec * 1000000000LL + sx.stx_mtime.tv_nsec;
+  s.ctime_ns = sx.stx_ctime.tv_sec * 1000000000LL + sx.stx_ctime.tv_nsec;
+  s.mode = sx.stx_mode;
+  return s;
+}
+
+Result<std::vector<std::string>> ReadNames(int dir_fd, const std::string& where) {
+  // A fresh open of "." for the stream: fdopendir takes the fd over, and dir_fd stays usable
+  // for the *at calls that follow.
+  UniqueDir d = UniqueDir::FromFd(
+      UniqueFd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)));
+  if (!d.valid()) return SysFail(Code::kInternal, "open directory", where);
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    dirent* e = d.Next();
+    if (e == nullptr) {
+      if (errno != 0) return SysFail(Code::kInternal, "readdir", where);
+      break;
+    }
+    const std::string_view n = e->d_name;
+    if (n == "." || n == "..") continue;
+    names.emplace_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<int> DirChain::Open(std::string_view dir, std::optional<mode_t> create_mode) {
+  const std::vector<std::string_view> parts = SplitRel(dir);
+  std::size_t k = 0;
+  while (k < parts.size() && k < names_.size() && names_[k] == parts[k]) ++k;
+  names_.resize(k);
+  fds_.resize(k);
+  for (; k < parts.size(); ++k) {
+    const int parent = k == 0 ? root_ : fds_[k - 1].get();
+    std::string where;
+    for (std::size_t i = 0; i <= k; ++i) where += (i ? "/" : "") + std::string(parts[i]);
+    auto fd = OpenDirBeneath(parent, parts[k], where);
+    if (!fd && fd.error().code == Code::kNotFound && create_mode) {
+      const std::string n(parts[k]);
+      if (::mkdirat(parent, n.c_str(), *create_mode) != 0 && errno != EEXIST) {
+        return SysFail(Code::kInternal, "mkdirat", where);
+      }
+      fd = OpenDirBeneath(parent, parts[k], where);
+    }
+    if (!fd) return std::unexpected(std::move(fd).error());
+    names_.emplace_back(parts[k]);
+    fds_.push_back(std::move(*fd));
+  }
+  return parts.empty() ? root_ : fds_.back().get();
+}
+
+}  // namespace stage
+
+namespace {
+
+using stage::SigOf;
+
+UpperKind KindOf(const struct statx& sx) {
+  const mode_t m = sx.stx_mode;
+  if (S_ISREG(m)) return UpperKind::kFile;
+  if (S_ISDIR(m)) return UpperKind::kDir;
+  if (S_ISLNK(m)) return UpperKind::kSymlink;
+  // overlayfs's whiteout: a character device 0:0 (Documentation/filesystems/overlayfs.rst).
+  if (S_ISCHR(m) && sx.stx_rdev_major == 0 && sx.stx_rdev_minor == 0) return UpperKind::kWhiteout;
+  return UpperKind::kOther;
+}
+
+// overlayfs marks an opaque directory with the value "y". The value "x" (Linux 6.7) marks a
+// lower-layer directory that may hold xattr whiteouts: it is not opaque, and overlayfs never
+// writes it in an upper layer, so only "y" counts.
+bool IsOpaque(int dir_fd, const char* xattr) {
+  char buf[8];
+  const ssize_t n = ::fgetxattr(dir_fd, xattr, buf, sizeof buf);
+  return n == 1 && buf[0] == 'y';
+}
+
+struct Lister {
+  const UpperLimits& limits;
+  const char* xattr;
+  std::vector<UpperEntry>& out;
+
+  Status List(int dir_fd, const std::string& prefix, std::size_t depth) {
+    if (depth > limits.max_depth) {
+      return Fail(Code::kTooLarge,
+                  "the upper layer is deeper than " + std::to_string(limits.max_depth) +
+                      " directories; the commit cannot complete",
+                  0, prefix);
+    }
+    ASSIGN_OR_RETURN(std::vector<std::string> names,
+                     stage::ReadNames(dir_fd, prefix.empty() ? "." : prefix));
+    for (const std::string& name : names) {
+      std::string rel = prefix.empty() ? name : prefix + "/" + name;
+      ASSIGN_OR_RETURN(auto sx, stage::StatAt(dir_fd, name, rel));
+      if (!sx) continue;  // removed since the directory was read (a live overlay)
+      if (out.size() >= limits.max_entries) {
+        return Fail(Code::kTooLarge,
+                    "the upper layer holds more than " + std::to_string(limits.max_entries) +
+                        " entries; the commit cannot complete",
+                    0, rel);
+      }
+      UpperEntry e;
+      e.rel = rel;
+      e.kind = KindOf(*sx);
+      e.mode = sx->stx_mode;
+      e.nlink = sx->stx_nlink;
+      e.sig = SigOf(*sx);
+      if (e.kind != UpperKind::kDir) {
+        out.push_back(std::move(e));
+        continue;
+      }
+      auto child = stage::OpenDirBeneath(dir_fd, name, rel);
+      if (!child) {
+        if (child.error().code == Code::kNotFound) continue;  // gone meanwhile
+        return std::unexpected(std::move(child).error());
+      }
+      e.opaque = IsOpaque(child->get(), xattr);
+      out.push_back(std::move(e));
+      TRY(List(child->get(), rel, depth + 1));
+    }
+    return {};
+  }
+};
+
+HostKind HostKindOf(mode_t m) {
+  if (S_ISREG(m)) return HostKind::kFile;
+  if (S_ISDIR(m)) return HostKind::kDir;
+  if (S_ISLNK(m)) return HostKind::kSymlink;
+  return HostKind::kOther;
+}
+
+}  // namespace
+
+Result<std::vector<UpperEntry>> ListUpper(int upper_fd, const UpperLimits& limits,
+                                          const char* opaque_xattr) {
+  std::vector<UpperEntry> out;
+  Lister lister{limits, opaque_xattr, out};
+  TRY(lister.List(upper_fd, "", 0));
+  return out;
+}
+
+void ReadHostFacts(int root_fd, std::vector<UpperEntry>& entries) {
+  stage::DirChain chain(root_fd);
+  // A parent that could not be opened (missing, a symlink, not a directory) is remembered, so
+  // that the thousand entries below a new directory cost nothing more. Its own entry came first
+  // and says what the host has there; PlanCommit decides from that.
+  std::string failed;
+  bool have_failed = false;
+  for (UpperEntry& e : entries) {
+    e.host = HostKind::kMissing;
+    e.host_sig = {};
+    const std::string_view parent = stage::ParentOf(e.rel);
+    if (have_failed && (parent == failed || stage::IsBelow(parent, failed))) continue;
+    auto dir = chain.Open(parent);
+    if (!dir) {
+      failed = std::string(parent);
+      have_failed = true;
+      chain.Reset();
+      continue;
+    }
+    const std::string leaf(stage::LeafOf(e.rel));
+    auto sx = stage::StatAt(*dir, leaf, e.rel);
+    if (!sx || !*sx) continue;
+    e.host = HostKindOf((*sx)->stx_mode);
+    e.host_sig = SigOf(**sx);
+  }
+}
+
+}  // namespace cordon

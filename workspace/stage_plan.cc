@@ -1,0 +1,288 @@
+// The staged commit's pure part: one decision per upper-layer entry from the one set of rules,
+// and the record of what a commit did (workspace/stage.h). No syscalls.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+
+#include "policy/git_rules.h"
+#include "policy/policy.h"
+#include "workspace/stage.h"
+#include "workspace/stage_fs.h"
+
+namespace cordon {
+namespace {
+
+using stage::IsBelow;
+using stage::LeafOf;
+
+bool HasComponent(std::string_view rel, std::string_view name) {
+  for (std::string_view p : stage::SplitRel(rel)) {
+    if (p == name) return true;
+  }
+  return false;
+}
+
+bool RepoExecutes(std::string_view rel, const CommitRules& rules) {
+  return std::any_of(rules.repo_protected.begin(), rules.repo_protected.end(),
+                     [&](const std::string& p) { return rel == p || IsBelow(rel, p); });
+}
+
+// HEAD, commondir and gitdir make git take their directory for a repository (a bare one needs no
+// `.git`), whose config host git would obey: outside a `.git` directory they are refused, as the
+// file tools refuse them (tools/registry.cc ResolveWritablePath).
+bool PlantsBareRepository(std::string_view rel) {
+  const std::string_view base = LeafOf(rel);
+  return (base == "HEAD" || base == "commondir" || base == "gitdir") &&
+         !HasComponent(stage::ParentOf(rel), ".git");
+}
+
+CommitDecision Refuse(const UpperEntry& e, std::size_t i, const char* reason) {
+  return {e.rel, CommitAction::kRefuse, reason, false, i};
+}
+
+// A directory inside a git directory may be made only where git's shared directories are
+// (objects/, refs/, logs/ and what is below them): the git rule speaks of files, so ask it about
+// a name inside the directory.
+bool GitAllowsDir(std::string_view rel) { return GitRuleAllowsWrite(std::string(rel) + "/x"); }
+
+CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rules) {
+  const std::string_view rel = e.rel;
+  const bool is_git = LeafOf(rel) == ".git";
+  if (e.kind == UpperKind::kWhiteout) {
+    // Deleting what the rules protect is as forbidden as writing it: a whiteout of .git/config
+    // or .vscode/ would otherwise reach the host as a deletion.
+    if (IsProtectedPath(rel, rules.extra_protected)) return Refuse(e, i, "protected_path");
+    if (is_git || !GitRuleAllowsWrite(rel)) return Refuse(e, i, "git_metadata");
+    if (RepoExecutes(rel, rules)) return Refuse(e, i, "repo_executes");
+    // Also when the host has nothing there: the decision is the record that the process deleted
+    // it; ApplyCommit finds nothing and records no change.
+    return {e.rel, CommitAction::kDelete, "", false, i};
+  }
+  if (e.kind == UpperKind::kOther) return Refuse(e, i, "special_file");
+  if (IsProtectedPath(rel, rules.extra_protected)) return Refuse(e, i, "protected_path");
+  if (RepoExecutes(rel, rules)) return Refuse(e, i, "repo_executes");
+  if (is_git) {
+    // Only a git directory the host already has may be written into; a new one (or one that
+    // replaces the host's: rm -rf .git && git init) is a repository whose config host git obeys.
+    if (e.host != HostKind::kDir) return Refuse(e, i, "new_git_dir");
+    if (e.kind != UpperKind::kDir) return Refuse(e, i, "git_metadata");
+    if (e.opaque) return Refuse(e, i, "new_git_dir");
+  }
+  if (e.kind == UpperKind::kDir) {
+    const bool host_dir = e.host == HostKind::kDir;
+    // An existing directory that was only copied up is not a write; a new one (or the opaque
+    // replacement of one) inside a git directory is.
+    if ((!host_dir || e.opaque) && !GitAllowsDir(rel)) return Refuse(e, i, "git_metadata");
+    // Set-id and sticky bits on a directory are not installed (ApplyCommit sets mode & 0777):
+    // refusing the directory would refuse everything the process wrote below it.
+    if (host_dir && !e.opaque) {
+      const bool chmod = (e.mode & 0777) != (e.host_sig.mode & 0777);
+      return {e.rel, chmod ? CommitAction::kChmod : CommitAction::kKeepDir, "", false, i};
+    }
+    if (e.host == HostKind::kMissing) return {e.rel, CommitAction::kMkdir, "", e.opaque, i};
+    if (host_dir) return {e.rel, CommitAction::kKeepDir, "", true, i};
+    // The host has a non-directory here. The overlay shows a directory made in place of a deleted
+    // file as opaque; a plain one means the host changed after the mount.
+    if (!e.opaque) return Refuse(e, i, "not_a_directory");
+    return {e.rel, CommitAction::kMkdir, "", true, i};
+  }
+  if (!GitRuleAllowsWrite(rel) || PlantsBareRepository(rel)) return Refuse(e, i, "git_metadata");
+  // seccomp already refuses set-id modes inside; this is the second wall, and a record.
+  if (e.kind == UpperKind::kFile && (e.mode & (S_ISUID | S_ISGID)) != 0) {
+    return Refuse(e, i, "setid_bits");
+  }
+  return {e.rel, CommitAction::kInstall, "", false, i};
+}
+
+// The length of the valid UTF-8 sequence at s[i], 0 when the byte there starts none (overlong
+// forms, surrogates and code points past U+10FFFF are invalid).
+std::size_t Utf8SeqLen(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  std::size_t n;
+  std::uint32_t cp;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2, cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3, cp = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4, cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3f);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+      (cp >= 0xd800 && cp <= 0xdfff)) {
+    return 0;
+  }
+  return n;
+}
+
+bool ValidUtf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = Utf8SeqLen(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string Octal(std::uint32_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%o", static_cast<unsigned>(mode));
+  return buf;
+}
+
+// Sets `key` to the path as shown, and path_escaped when it had to be escaped.
+void PutPath(Json& j, const char* key, const std::string& path) {
+  bool escaped = false;
+  j[key] = EscapePathBytes(path, &escaped);
+  if (escaped) j["path_escaped"] = true;
+}
+
+}  // namespace
+
+namespace stage {
+
+bool DeletionTakesProtected(std::string_view rel, const CommitRules& rules) {
+  return IsProtectedPath(rel, rules.extra_protected) || !GitRuleAllowsWrite(rel) ||
+         LeafOf(rel) == ".git" || RepoExecutes(rel, rules);
+}
+
+}  // namespace stage
+
+std::vector<CommitDecision> PlanCommit(std::span<const UpperEntry> upper,
+                                       const CommitRules& rules) {
+  std::vector<CommitDecision> out;
+  out.reserve(upper.size());
+  // Refused directories: whatever is below one is refused with it. Looked up by each ancestor,
+  // so the result does not depend on siblings being adjacent in the listing.
+  std::set<std::string, std::less<>> refused;
+  for (std::size_t i = 0; i < upper.size(); ++i) {
+    const UpperEntry& e = upper[i];
+    bool below = false;
+    for (std::string_view p = stage::ParentOf(e.rel); !p.empty() && !below;
+         p = stage::ParentOf(p)) {
+      below = refused.find(p) != refused.end();
+    }
+    CommitDecision d = below ? Refuse(e, i, "below_refused") : Decide(e, i, rules);
+    if (d.action == CommitAction::kRefuse && e.kind == UpperKind::kDir) refused.insert(e.rel);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string EscapePathBytes(std::string_view path, bool* escaped) {
+  const bool valid = ValidUtf8(path);
+  if (escaped != nullptr) *escaped = !valid;
+  if (valid) return std::string(path);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(path.size() + 16);
+  for (std::size_t i = 0; i < path.size();) {
+    const std::size_t n = Utf8SeqLen(path, i);
+    if (n == 0) {
+      const auto c = static_cast<unsigned char>(path[i]);
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    } else if (path[i] == '\\') {
+      out += "\\\\";
+      ++i;
+    } else {
+      out.append(path.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+Json StagedChangesJson(const CommitOutcome& outcome, std::size_t max_entries,
+                       const std::string& root_prefix) {
+  static constexpr const char* kKinds[] = {"created", "modified",     "touched", "deleted",
+                                           "renamed", "mode_changed", "linked"};
+  const auto shown = [&](const std::string& rel) {
+    return root_prefix.empty() ? rel : root_prefix + "/" + rel;
+  };
+  Json counts = Json::object(), git = Json::object();
+  for (const char* k : kKinds) counts[k] = 0;
+  Json entries = Json::array();
+  std::size_t listed = 0;
+  std::uint64_t omitted = 0;
+  for (const FileChange& c : outcome.changes) {
+    const std::uint64_t n = 1 + c.below;
+    std::string kind = c.kind;
+    // The same bytes with the same mode: as ChangeRecorder::Record, a rewrite is "touched".
+    if (kind == "modified" && c.sha256_before && c.sha256_after &&
+        *c.sha256_before == *c.sha256_after && !c.mode_before) {
+      kind = "touched";
+    }
+    if (c.git) {  // inside a git directory: counted, not listed
+      git[kind] = git.value(kind, std::uint64_t{0}) + n;
+      continue;
+    }
+    counts[kind] = counts[kind].get<std::uint64_t>() + n;
+    if (listed >= max_entries) {
+      omitted += n;
+      continue;
+    }
+    ++listed;
+    Json j = {{"kind", kind}, {"type", c.type}};
+    PutPath(j, "path", shown(c.path));
+    if (c.bytes_before) j["bytes_before"] = *c.bytes_before;
+    if (c.bytes_after) j["bytes_after"] = *c.bytes_after;
+    if (c.mode_before && c.mode_after) {
+      j["mode_before"] = Octal(*c.mode_before);
+      j["mode_after"] = Octal(*c.mode_after);
+    }
+    if (c.below > 0) j["below"] = c.below;
+    if (c.sha256_before) j["sha256_before"] = *c.sha256_before;
+    if (c.sha256_after) j["sha256_after"] = *c.sha256_after;
+    entries.push_back(std::move(j));
+  }
+  Json refused = Json::array();
+  for (std::size_t i = 0; i < outcome.refused.size() && i < max_entries; ++i) {
+    const RefusedEntry& r = outcome.refused[i];
+    Json j = {{"reason", r.reason}, {"type", r.type}};
+    PutPath(j, "path", shown(r.rel));
+    bool q_escaped = false;
+    j["quarantine"] = EscapePathBytes(r.quarantine, &q_escaped);
+    if (q_escaped) j["path_escaped"] = true;
+    refused.push_back(std::move(j));
+  }
+  Json conflicts = Json::array();
+  for (std::size_t i = 0; i < outcome.conflicts.size() && i < max_entries; ++i) {
+    conflicts.push_back(EscapePathBytes(shown(outcome.conflicts[i])));
+  }
+  const auto rest = [&](std::size_t n) { return n > max_entries ? n - max_entries : 0; };
+  Json out = {{"entries", std::move(entries)},
+              {"counts", std::move(counts)},
+              {"omitted", omitted},
+              {"concurrent", false},
+              {"workspace_mode", "staged"},
+              {"refused", std::move(refused)},
+              {"refused_omitted", rest(outcome.refused.size())},
+              {"conflicts", std::move(conflicts)},
+              {"conflicts_omitted", rest(outcome.conflicts.size())}};
+  if (!git.empty()) out["git"] = std::move(git);
+  if (outcome.error) {
+    out["error"] = {{"code", CodeName(outcome.error->code)},
+                    {"message", EscapePathBytes(outcome.error->message)}};
+    Json not_done = Json::array();
+    for (std::size_t i = 0; i < outcome.not_done.size() && i < max_entries; ++i) {
+      not_done.push_back(EscapePathBytes(shown(outcome.not_done[i])));
+    }
+    out["not_done"] = std::move(not_done);
+    out["not_done_omitted"] = rest(outcome.not_done.size());
+  }
+  return out;
+}
+
+}  // namespace cordon
