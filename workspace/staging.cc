@@ -403,6 +403,7 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
     CommitOptions opts;
     opts.rename_from_upper = final && st.same_fs;
     opts.window_start_ns = t0_ns_;
+    opts.rules = rules;
     opts.quarantine_dir = quarantine_ + "/" + dir_.substr(dir_.find_last_of('/') + 1) +
                           (i == 0 ? "" : "/root" + std::to_string(i));
     o = ApplyCommit(st.root_fd.get(), st.upper_fd.get(), *listing, decisions, opts, &st.ledger);
