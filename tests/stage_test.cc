@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -23,8 +24,8 @@
 namespace cordon {
 namespace {
 
-using testing::TempDir;
 using testing::ReadFile;
+using testing::TempDir;
 using testing::WriteFile;
 
 UpperEntry Entry(std::string rel, UpperKind kind, HostKind host = HostKind::kMissing,
@@ -35,10 +36,10 @@ UpperEntry Entry(std::string rel, UpperKind kind, HostKind host = HostKind::kMis
   e.host = host;
   e.opaque = opaque;
   if (mode == 0) {
-    mode = kind == UpperKind::kDir ? (S_IFDIR | 0755)
+    mode = kind == UpperKind::kDir       ? (S_IFDIR | 0755)
            : kind == UpperKind::kSymlink ? (S_IFLNK | 0777)
-           : kind == UpperKind::kFile  ? (S_IFREG | 0644)
-                                       : S_IFIFO | 0644;
+           : kind == UpperKind::kFile    ? (S_IFREG | 0644)
+                                         : S_IFIFO | 0644;
   }
   e.mode = mode;
   e.host_sig.mode = host_mode != 0 ? host_mode : mode;
@@ -104,7 +105,8 @@ TEST(PlanCommit, EveryRuleDecidesItsEntries) {
       {Entry(".husky/pre-commit", K::kFile), {CommitAction::kRefuse, "below_refused"}},
       {Entry(".husky2", K::kFile), {CommitAction::kInstall, ""}},
       {Entry("fifo", K::kOther), {CommitAction::kRefuse, "special_file"}},
-      {Entry("suid", K::kFile, H::kMissing, S_IFREG | 04755), {CommitAction::kRefuse, "setid_bits"}},
+      {Entry("suid", K::kFile, H::kMissing, S_IFREG | 04755),
+       {CommitAction::kRefuse, "setid_bits"}},
       {Entry("sgid", K::kFile, H::kFile, S_IFREG | 02755), {CommitAction::kRefuse, "setid_bits"}},
       {Entry("sgid_dir", K::kDir, H::kMissing, S_IFDIR | 02755), {CommitAction::kMkdir, ""}},
       {Entry("chm", K::kDir, H::kDir, S_IFDIR | 0700, false, S_IFDIR | 0755),
@@ -148,7 +150,10 @@ TEST(StagedChangesJson, NamesThatAreNotUtf8StayDistinctAndEscaped) {
   bool escaped = true;
   EXPECT_EQ(EscapePathBytes("caf\xc3\xa9/a\\b", &escaped), "caf\xc3\xa9/a\\b");
   EXPECT_FALSE(escaped);
-  EXPECT_EQ(EscapePathBytes("bad\xff" "name\\", &escaped), "bad\\xffname\\\\");
+  EXPECT_EQ(EscapePathBytes("bad\xff"
+                            "name\\",
+                            &escaped),
+            "bad\\xffname\\\\");
   EXPECT_TRUE(escaped);
   EXPECT_NE(EscapePathBytes("bad\xff"), EscapePathBytes("bad\xfe"));
   EXPECT_EQ(EscapePathBytes("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate is not UTF-8
@@ -326,18 +331,18 @@ int WaitExit(pid_t pid) {
 }
 
 // Skips loudly where the kernel cannot mount an unprivileged overlay; fails under CI=true.
-#define SKIP_OR_FAIL_WITHOUT_OVERLAY(code)                                                      \
-  do {                                                                                          \
-    if ((code) >= 90 && (code) <= 93) {                                                         \
-      const char* ci = std::getenv("CI");                                                       \
-      if (ci != nullptr && std::string(ci) == "true") {                                         \
+#define SKIP_OR_FAIL_WITHOUT_OVERLAY(code)                                                        \
+  do {                                                                                            \
+    if ((code) >= 90 && (code) <= 93) {                                                           \
+      const char* ci = std::getenv("CI");                                                         \
+      if (ci != nullptr && std::string(ci) == "true") {                                           \
         FAIL() << "overlayfs (userxattr, user namespace) cannot be mounted here (step " << (code) \
-               << "); CI=true: a staged test that cannot run fails";                            \
-      }                                                                                         \
-      GTEST_SKIP() << "SKIPPED LOUDLY: overlayfs with userxattr cannot be mounted in a user "   \
-                      "namespace here (step "                                                   \
-                   << (code) << ")";                                                            \
-    }                                                                                           \
+               << "); CI=true: a staged test that cannot run fails";                              \
+      }                                                                                           \
+      GTEST_SKIP() << "SKIPPED LOUDLY: overlayfs with userxattr cannot be mounted in a user "     \
+                      "namespace here (step "                                                     \
+                   << (code) << ")";                                                              \
+    }                                                                                             \
   } while (0)
 
 int RunInOverlay(const Staging& s, const std::string& script) {
@@ -539,15 +544,29 @@ TEST(ApplyCommit, ALiveOverlayIsCopiedWithALedgerAndAHostEditIsAConflict) {
   const std::int64_t window = ChangeWindowStart();
   const std::string S = s.sig;
   const pid_t pid = StartInOverlay(
-      s, "set -e; exec 2>" + S + "/stderr\n"
-         "echo one > f.txt; echo agent1 > h.txt; echo e > .envrc; echo s > stays.txt\n"
-         "touch " + S + "/step1; while [ ! -e " + S + "/go2 ]; do sleep 0.01; done\n"
-         "echo two > f.txt; echo agent2 > h.txt; touch " + S + "/step2\n"
-         "while [ ! -e " + S + "/go3 ]; do sleep 0.01; done\n");
+      s, "set -e; exec 2>" + S +
+             "/stderr\n"
+             "echo one > f.txt; echo agent1 > h.txt; echo e > .envrc; echo s > stays.txt\n"
+             "touch " +
+             S + "/step1; while [ ! -e " + S +
+             "/go2 ]; do sleep 0.01; done\n"
+             "echo two > f.txt; echo agent2 > h.txt; touch " +
+             S +
+             "/step2\n"
+             "while [ ! -e " +
+             S + "/go3 ]; do sleep 0.01; done\n");
+  // A failed assertion returns early: the child (ours) must not wait for go3 forever.
+  struct KillOnExit {
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } guard{pid};
   auto wait_for = [&](const std::string& f) {
     for (int i = 0; i < 1000 && !testing::Exists(f); ++i) {
       int status = 0;
       if (::waitpid(pid, &status, WNOHANG) == pid) {
+        guard.pid = -1;
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -584,13 +603,15 @@ TEST(ApplyCommit, ALiveOverlayIsCopiedWithALedgerAndAHostEditIsAConflict) {
   ASSERT_EQ(c2.outcome.changes.size(), 1u);
   EXPECT_EQ(c2.outcome.changes[0].path, "f.txt");
   EXPECT_EQ(c2.outcome.changes[0].kind, "modified");
-  EXPECT_EQ(RefusedReasons(c2.outcome), (std::map<std::string, std::string>{{"h.txt", "conflict"}}));
+  EXPECT_EQ(RefusedReasons(c2.outcome),
+            (std::map<std::string, std::string>{{"h.txt", "conflict"}}));
 
   // Nothing changed: nothing happens.
   Commit c3 = RunCommit(s, o, &ledger);
   EXPECT_TRUE(c3.outcome.changes.empty());
   EXPECT_TRUE(c3.outcome.refused.empty());
   WriteFile(S + "/go3", "");
+  guard.pid = -1;
   EXPECT_EQ(WaitExit(pid), 0) << ReadFile(S + "/stderr");
 }
 
@@ -620,9 +641,9 @@ TEST(ApplyCommit, AHostParentSwappedForASymlinkAfterThePlanWritesNothingOutside)
       ASSERT_EQ(::rename((s.lower + "/sub").c_str(), (s.dir / "sub-away").c_str()), 0);
       ASSERT_EQ(::symlink(s.outside.c_str(), (s.lower + "/sub").c_str()), 0);
       std::span<const CommitDecision> steps(decisions);
-      const CommitOutcome out = ApplyCommit(root.get(), upper.get(), *listing,
-                                            after_dir_step ? steps.subspan(1) : steps,
-                                            Options(s, rename));
+      const CommitOutcome out =
+          ApplyCommit(root.get(), upper.get(), *listing, after_dir_step ? steps.subspan(1) : steps,
+                      Options(s, rename));
       EXPECT_EQ(Tree(s.outside), (std::map<std::string, std::string>{{"file", "file 644 orig"}}));
       EXPECT_TRUE(out.changes.empty());
       if (after_dir_step) {
@@ -631,10 +652,10 @@ TEST(ApplyCommit, AHostParentSwappedForASymlinkAfterThePlanWritesNothingOutside)
         EXPECT_EQ(ReadFile(s.upper + "/sub/file"), "agent");  // still there for a later commit
       } else {
         ASSERT_FALSE(out.error) << out.error->ToString();
-        EXPECT_EQ(RefusedReasons(out), (std::map<std::string, std::string>{
-                                           {"sub", "not_a_directory"},
-                                           {"sub/file", "below_refused"},
-                                           {"sub/new", "below_refused"}}));
+        EXPECT_EQ(RefusedReasons(out),
+                  (std::map<std::string, std::string>{{"sub", "not_a_directory"},
+                                                      {"sub/file", "below_refused"},
+                                                      {"sub/new", "below_refused"}}));
         EXPECT_EQ(ReadFile(s.quarantine + "/sub/file"), "agent");
       }
     }
