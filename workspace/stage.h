@@ -42,7 +42,7 @@ enum class HostKind { kMissing, kFile, kDir, kSymlink, kOther };
 struct UpperEntry {
   std::string rel;  // relative to the staged root, '/'-separated, the name's bytes as they are
   UpperKind kind = UpperKind::kFile;
-  bool opaque = false;  // a directory that hides the lower one (the overlay's opaque xattr)
+  bool opaque = false;     // a directory that hides the lower one (the overlay's opaque xattr)
   std::uint32_t mode = 0;  // st_mode: type, permission, set-id and sticky bits
   std::uint32_t nlink = 1;
   InodeSig sig;
@@ -78,12 +78,12 @@ struct CommitRules {
 };
 
 enum class CommitAction {
-  kKeepDir,   // a directory only copied up (something below it changed): ensure it exists
-  kMkdir,     // a directory the host does not have
-  kInstall,   // a file or symlink: created or replacing the host's entry
-  kDelete,    // a whiteout: remove the host's entry (a directory with everything below it)
-  kChmod,     // an existing directory whose permission bits the process changed
-  kRefuse,    // stays out of the host tree: moved to the quarantine, recorded
+  kKeepDir,  // a directory only copied up (something below it changed): ensure it exists
+  kMkdir,    // a directory the host does not have
+  kInstall,  // a file or symlink: created or replacing the host's entry
+  kDelete,   // a whiteout: remove the host's entry (a directory with everything below it)
+  kChmod,    // an existing directory whose permission bits the process changed
+  kRefuse,   // stays out of the host tree: moved to the quarantine, recorded
 };
 
 // Why an entry was refused: stable names, used in records and messages.
@@ -93,9 +93,9 @@ enum class CommitAction {
 struct CommitDecision {
   std::string rel;
   CommitAction action = CommitAction::kRefuse;
-  std::string reason;  // kRefuse only
-  bool opaque = false;  // kMkdir/kKeepDir of an opaque directory: host children not in the
-                        // upper are deleted first
+  std::string reason;     // kRefuse only
+  bool opaque = false;    // kMkdir/kKeepDir of an opaque directory: host children not in the
+                          // upper are deleted first
   std::size_t entry = 0;  // index into the listing
 };
 

@@ -140,7 +140,8 @@ Result<std::optional<std::string>> CopyFileInto(int src, std::uint64_t size, int
 Result<std::string> ReadLinkAt(int dir_fd, const std::string& leaf, const std::string& where) {
   char buf[PATH_MAX + 1];
   const ssize_t n = ::readlinkat(dir_fd, leaf.c_str(), buf, sizeof buf);
-  if (n < 0) return SysFail(errno == ENOENT ? Code::kNotFound : Code::kInternal, "readlinkat", where);
+  if (n < 0)
+    return SysFail(errno == ENOENT ? Code::kNotFound : Code::kInternal, "readlinkat", where);
   if (static_cast<std::size_t>(n) >= sizeof buf) {
     return Fail(Code::kTooLarge, "symlink target too long", 0, where);
   }
@@ -164,8 +165,8 @@ Status SymlinkInto(const std::string& target, int dir_fd, const std::string& lea
 
 class Committer {
  public:
-  Committer(int root_fd, int upper_fd, std::span<const UpperEntry> upper,
-            const CommitOptions& opts, CommitLedger* ledger)
+  Committer(int root_fd, int upper_fd, std::span<const UpperEntry> upper, const CommitOptions& opts,
+            CommitLedger* ledger)
       : root_fd_(root_fd),
         upper_fd_(upper_fd),
         upper_(upper),
@@ -266,7 +267,8 @@ CommitOutcome Committer::Run(std::span<const CommitDecision> decisions) {
       continue;
     }
     auto dir = host_.Open(it->first);
-    if (dir && ::fchmod(*dir, it->second.first) != 0) dir = SysFail(Code::kInternal, "fchmod", it->first);
+    if (dir && ::fchmod(*dir, it->second.first) != 0)
+      dir = SysFail(Code::kInternal, "fchmod", it->first);
     if (!dir) {
       out_.error = dir.error();
       out_.not_done.push_back(it->first);
@@ -477,8 +479,8 @@ Status Committer::Install(const UpperEntry& e) {
       c.kind = "modified";
       if (S_ISREG(st->stx_mode)) {
         c.bytes_before = st->stx_size;
-        UniqueFd old(::openat(hp, leaf.c_str(),
-                              O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+        UniqueFd old(
+            ::openat(hp, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
         if (old.valid()) {
           ASSIGN_OR_RETURN(c.sha256_before, HashFd(old.get(), st->stx_size, opts_.hash_cap, e.rel));
         }
@@ -569,8 +571,8 @@ Result<bool> Committer::RemoveHost(int dir_fd, const std::string& leaf, const st
   } else {
     if (S_ISREG(st.stx_mode)) {
       c.bytes_before = st.stx_size;
-      UniqueFd old(
-          ::openat(dir_fd, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+      UniqueFd old(::openat(dir_fd, leaf.c_str(),
+                            O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
       if (old.valid()) {
         ASSIGN_OR_RETURN(c.sha256_before, HashFd(old.get(), st.stx_size, opts_.hash_cap, rel));
       }
@@ -633,8 +635,8 @@ Result<int> Committer::QuarantineDir(std::string_view dir) {
         return SysFail(Code::kInternal, "mkdir", at);
       }
     }
-    quarantine_root_ = UniqueFd(::open(opts_.quarantine_dir.c_str(),
-                                       O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    quarantine_root_ =
+        UniqueFd(::open(opts_.quarantine_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!quarantine_root_.valid()) return SysFail(Code::kInternal, "open", opts_.quarantine_dir);
     quarantine_.emplace(quarantine_root_.get());
   }
@@ -660,7 +662,8 @@ Result<std::string> Committer::Keep(const UpperEntry& e) {
     if (opts_.rename_from_upper) (void)::unlinkat(up, leaf.c_str(), 0);
     return QuarantinePath(e.rel);
   }
-  UniqueFd src(::openat(up, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  UniqueFd src(
+      ::openat(up, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   struct stat st {};
   if (!src.valid() || ::fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     if (!src.valid() && errno == ENOENT) return std::string();  // gone meanwhile

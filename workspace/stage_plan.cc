@@ -65,7 +65,12 @@ CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rul
   if (is_git) {
     // Only a git directory the host already has may be written into; a new one (or one that
     // replaces the host's: rm -rf .git && git init) is a repository whose config host git obeys.
-    if (e.host != HostKind::kDir) return Refuse(e, i, "new_git_dir");
+    if (e.host == HostKind::kMissing) return Refuse(e, i, "new_git_dir");
+    // A host `.git` file points git at a git directory: rewriting it redirects git (metadata);
+    // a directory in its place is a git directory the host does not have.
+    if (e.host != HostKind::kDir) {
+      return Refuse(e, i, e.kind == UpperKind::kDir ? "new_git_dir" : "git_metadata");
+    }
     if (e.kind != UpperKind::kDir) return Refuse(e, i, "git_metadata");
     if (e.opaque) return Refuse(e, i, "new_git_dir");
   }
