@@ -86,13 +86,13 @@ std::vector<std::string> StageRoots(const Policy& policy, const std::string& wor
   std::vector<std::string> out;
   const std::string stage_root = StagedWorkspace::StageRoot();
   for (const auto& r : roots) {
-    if (r == stage_root || Under(stage_root, r)) {
+    if (PathUnder(stage_root, r)) {
       *why = r + " holds cordon's stage directory " + stage_root;
       return {};
     }
     bool nested = false;
     for (const auto& o : roots) {
-      if (o != r && Under(r, o)) nested = true;
+      if (o != r && PathUnder(r, o)) nested = true;
     }
     if (!nested && std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
   }

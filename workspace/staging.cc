@@ -587,7 +587,7 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
           bool ok = true;
           for (std::size_t i = 0; i < roots.size(); ++i) {
             StagedRoot r{roots[i], dir + "/u" + std::to_string(i), dir + "/w" + std::to_string(i)};
-            RootState st;
+            Stage::RootState st;
             st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
             st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
             if (!st.root_fd.valid() || !st.upper_fd.valid()) ok = false;

@@ -82,6 +82,7 @@ class Stage {
   const std::string& dir() const { return dir_; }
 
  private:
+  friend class StagedWorkspace;  // recovery rebuilds a stage a killed cordon left
   struct RootState {
     UniqueFd root_fd, upper_fd;
     bool same_fs = false;
