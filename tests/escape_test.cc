@@ -92,6 +92,13 @@ class EscapeTest : public ::testing::Test {
     ::chmod((ws_ + "/probe").c_str(), 0755);
     env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
   }
+  // The direct mode (docs/adr/0006-staged-workspace.md, the fallback): the tests of its read-only
+  // binds, git views, pins and sweep run with it; the staged mode's are tests/staged_test.cc.
+  void DirectMode() {
+    std::filesystem::create_directories(dir_ / "config/cordon/policies.d");
+    WriteFile(dir_ / "config/cordon/policies.d/40-direct.toml",
+              "[sandbox]\nworkspace = \"direct\"\n");
+  }
   testing::RunResult Exec(std::vector<std::string> cmd, std::vector<std::string> opts = {},
                           std::vector<std::string> extra_env = {}) {
     std::vector<std::string> argv = {
@@ -263,6 +270,7 @@ TEST_F(EscapeTest, SymlinkInTheWorkspaceCannotWriteOutside) {
 }
 
 TEST_F(EscapeTest, GitHooksAndConfigAreReadOnlyButObjectsAreWritable) {
+  DirectMode();  // what the sweep and the direct binds promise
   ExpectRefused(Probe({"write", ws_ + "/.git/hooks/pre-commit"}), ".git/hooks/pre-commit");
   ExpectRefused(Probe({"write", ws_ + "/.git/hooks/post-checkout"}), "new hook");
   ExpectRefused(Probe({"write", ws_ + "/.git/config"}), ".git/config");
@@ -359,6 +367,7 @@ TEST_F(EscapeTest, HiddenAndLooseRepositoriesAreFoundToo) {
 }
 
 TEST_F(EscapeTest, ADeepOrUnreadableTreeCannotStopTheSweep) {
+  DirectMode();  // what the sweep and the direct binds promise
   // A tree 600 levels deep once crashed cordon in its recursive walk (stack exhaustion), and a
   // directory made unreadable once stopped the sweep: either left the planted names in place.
   auto r = Exec({"/bin/sh", "-c",
@@ -735,6 +744,7 @@ TEST_F(PlaceholderTest, NothingAppearsInTheWorkspaceWhenServeWithABackgroundJobI
 }
 
 TEST_F(PlaceholderTest, ABackgroundJobsProtectedNameIsSweptAtTheNextCallBoundary) {
+  DirectMode();  // what the sweep and the direct binds promise
   // While a long-lived process runs, the sweep runs at each tool-call boundary: a .vscode/ a
   // background job made is gone after the next call, while the job still runs.
   int in = -1;
@@ -772,6 +782,7 @@ TEST_F(PlaceholderTest, ABackgroundJobsProtectedNameIsSweptAtTheNextCallBoundary
 }
 
 TEST_F(EscapeTest, EveryNestedRepositoryIsFoundAndProtected) {
+  DirectMode();  // what the sweep and the direct binds promise
   // Deeper than the old bounded scan (depth 3), inside node_modules, and behind more than its
   // 5000 entries: each repository's git dir is in the plan and its hooks are read-only.
   std::filesystem::create_directories(ws_ + "/aaa-big");
@@ -797,6 +808,7 @@ TEST_F(EscapeTest, EveryNestedRepositoryIsFoundAndProtected) {
 }
 
 TEST_F(EscapeTest, AWorkspaceBeyondTheWalkCapIsRefusedNotPassedThrough) {
+  DirectMode();  // what the sweep and the direct binds promise
   for (int i = 0; i < 300; ++i) WriteFile(ws_ + "/f" + std::to_string(i), "");
   WriteFile(dir_ / "cap.toml", "[sandbox]\nmax_scan_entries = 100\n");
   auto r = Exec({"true"}, {"--policy", dir_ / "cap.toml"});
@@ -818,6 +830,7 @@ TEST_F(EscapeTest, SymlinkReplacementOfAProtectedDirectoryFails) {
 }
 
 TEST_F(EscapeTest, RenamingAnAncestorOfAProtectedPathFails) {
+  DirectMode();  // what the sweep and the direct binds promise
   ExpectRefused(Probe({"rename", ws_ + "/.git", ws_ + "/.git2"}), "rename .git");
   ExpectRefused(Probe({"rename", ws_ + "/.git/hooks", ws_ + "/.git/h2"}), "rename .git/hooks");
   std::filesystem::create_directories(ws_ + "/sub/.git/hooks");

@@ -75,7 +75,18 @@ struct CommitRules {
   // Root-relative paths a host repository's configuration executes from or includes
   // (core.hooksPath, core.fsmonitor, include.path, ...): protected like .git/hooks.
   std::vector<std::string> repo_protected;
+  // Root-relative directories that git takes for a repository although they are not named
+  // `.git` (a bare repository, a test fixture, one hidden inside `.git/objects`): HEAD and
+  // objects/ and refs/, or a commondir (FindRepositoryDirs). Inside an existing one only what
+  // IsGitWritable allows lands; in a new one (the host has no HEAD there) HEAD and what
+  // IsGitWritable refuses never land, so host git never takes it for a repository.
+  std::vector<std::string> git_dirs, new_git_dirs;
 };
+
+// The directories, among the ancestors of the listed entries, that git would take for a
+// repository after the commit (host and upper layer together), for CommitRules::git_dirs and
+// new_git_dirs. Looks beneath `root_fd` through descriptors, a few fstatat per distinct ancestor.
+void FindRepositoryDirs(int root_fd, std::span<const UpperEntry> upper, CommitRules& rules);
 
 enum class CommitAction {
   kKeepDir,  // a directory only copied up (something below it changed): ensure it exists

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 
 #include "workspace/stage.h"
 #include "workspace/stage_fs.h"
@@ -243,6 +244,36 @@ void ReadHostFacts(int root_fd, std::vector<UpperEntry>& entries) {
     if (!sx || !*sx) continue;
     e.host = HostKindOf((*sx)->stx_mode);
     e.host_sig = SigOf(**sx);
+  }
+}
+
+void FindRepositoryDirs(int root_fd, std::span<const UpperEntry> upper, CommitRules& rules) {
+  // What the upper layer holds, by path, for the half of the test the host does not answer.
+  std::set<std::string_view> in_upper;
+  std::set<std::string, std::less<>> dirs;
+  for (const auto& e : upper) {
+    if (e.kind != UpperKind::kWhiteout) in_upper.insert(e.rel);
+    for (std::string_view p = stage::ParentOf(e.rel); !p.empty(); p = stage::ParentOf(p)) {
+      if (!dirs.emplace(p).second) break;  // its ancestors are in already
+    }
+  }
+  stage::DirChain chain(root_fd);
+  for (const auto& d : dirs) {
+    if (stage::LeafOf(d) == ".git") continue;  // the `.git` rules cover these
+    auto on_host = [&](const char* name) {
+      auto fd = chain.Open(d);
+      if (!fd) return false;
+      struct stat st {};
+      return ::fstatat(*fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    };
+    auto in_up = [&](const char* name) { return in_upper.contains(d + "/" + name); };
+    const bool host_head = on_host("HEAD");
+    const bool head = host_head || in_up("HEAD");
+    if (!head) continue;
+    auto has = [&](const char* name) { return on_host(name) || in_up(name); };
+    // git's own test (setup.c is_git_directory): HEAD, and objects/ and refs/ or a commondir.
+    if (!((has("objects") && has("refs")) || has("commondir"))) continue;
+    (host_head ? rules.git_dirs : rules.new_git_dirs).push_back(d);
   }
 }
 

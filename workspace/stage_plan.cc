@@ -46,9 +46,31 @@ CommitDecision Refuse(const UpperEntry& e, std::size_t i, const char* reason) {
 // a name inside the directory.
 bool GitAllowsDir(std::string_view rel) { return GitRuleAllowsWrite(std::string(rel) + "/x"); }
 
+// A path inside a directory git takes for a repository although it is not named `.git`
+// (CommitRules::git_dirs, new_git_dirs): what the git rules refuse there, and in a new one its
+// HEAD too. Empty when the path may land.
+const char* RepositoryDirRule(std::string_view rel, bool dir, const CommitRules& rules) {
+  // A directory is asked about through a name inside it, as GitAllowsDir does.
+  auto writable = [&](std::string_view sub) {
+    return dir ? IsGitWritable(std::string(sub) + "/x") : IsGitWritable(sub);
+  };
+  for (const auto& g : rules.git_dirs) {
+    if (IsBelow(rel, g) && !writable(rel.substr(g.empty() ? 0 : g.size() + 1)))
+      return "git_metadata";
+  }
+  for (const auto& g : rules.new_git_dirs) {
+    if (!IsBelow(rel, g)) continue;
+    const std::string_view sub = rel.substr(g.empty() ? 0 : g.size() + 1);
+    if (sub == "HEAD" || !writable(sub)) return "new_git_dir";
+  }
+  return nullptr;
+}
+
 CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rules) {
   const std::string_view rel = e.rel;
   const bool is_git = LeafOf(rel) == ".git";
+  if (const char* why = RepositoryDirRule(rel, e.kind == UpperKind::kDir, rules))
+    return Refuse(e, i, why);
   if (e.kind == UpperKind::kWhiteout) {
     // Deleting what the rules protect is as forbidden as writing it: a whiteout of .git/config
     // or .vscode/ would otherwise reach the host as a deletion.

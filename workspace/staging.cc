@@ -399,11 +399,13 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
       continue;
     }
     ReadHostFacts(st.root_fd.get(), *listing);
-    const std::vector<CommitDecision> decisions = PlanCommit(*listing, rules);
+    CommitRules root_rules = rules;
+    FindRepositoryDirs(st.root_fd.get(), *listing, root_rules);
+    const std::vector<CommitDecision> decisions = PlanCommit(*listing, root_rules);
     CommitOptions opts;
     opts.rename_from_upper = final && st.same_fs;
     opts.window_start_ns = t0_ns_;
-    opts.rules = rules;
+    opts.rules = root_rules;
     opts.quarantine_dir = quarantine_ + "/" + dir_.substr(dir_.find_last_of('/') + 1) +
                           (i == 0 ? "" : "/root" + std::to_string(i));
     o = ApplyCommit(st.root_fd.get(), st.upper_fd.get(), *listing, decisions, opts, &st.ledger);
