@@ -592,7 +592,10 @@ TEST_F(EscapeTest, FileToolsAndProcessesAgreeOnProtectedNames) {
   // refuses, a process may create only until the sweep at its end, which removes it.
   for (const std::string rel :
        {".envrc", "sub/.vscode/settings.json", ".devcontainer/devcontainer.json", ".gitmodules",
-        ".idea/x.xml", ".cursor/rules", "deep/er/.git/HEAD", "x/.git"}) {
+        ".idea/x.xml", ".cursor/rules", "deep/er/.git/HEAD", "x/.git",
+        // Issue 18: editors and agents that run project configuration when it opens.
+        ".devcontainer.json", ".gemini/settings.json", ".zed/tasks.json",
+        ".helix/languages.toml", "sub/.nvim.lua", ".exrc", ".lazy.lua", ".aider.conf.yml"}) {
     auto c = Call("create_file", {{"path", rel}, {"content", "x\n"}});
     EXPECT_NE(c.out.find("denied_by_policy"), std::string::npos) << rel << ": " << c.out;
     auto e = Exec({"sh", "-c", "mkdir -p \"$(dirname " + rel + ")\" && echo x > " + rel});
