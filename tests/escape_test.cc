@@ -76,12 +76,11 @@ class EscapeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (FindOnPath("bwrap").empty()) {
-      GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed, so cordon fails closed; "
-                      "install bubblewrap to run the escape tests";
+      SECURITY_SKIP("bwrap is not installed, so cordon fails closed; "
+                    "install bubblewrap to run the escape tests");
     }
     if (!testing::UserNamespacesEnabled()) {
-      GTEST_SKIP()
-          << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
+      SECURITY_SKIP("user namespaces are disabled (user.max_user_namespaces=0)");
     }
     ws_ = dir_ / "ws";
     std::filesystem::create_directories(ws_ + "/.git/hooks");
@@ -632,8 +631,8 @@ class PlaceholderTest : public EscapeTest {
  protected:
   void SetUp() override {
     EscapeTest::SetUp();
-    if (IsSkipped()) return;
-    if (FindOnPath("git").empty()) GTEST_SKIP() << "SKIPPED SECURITY TEST: git is not installed";
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (FindOnPath("git").empty()) SECURITY_SKIP("git is not installed");
     repo_ = dir_ / "repo";
     std::filesystem::create_directories(repo_ + "/src");
     WriteFile(repo_ + "/src/main.c", "int main(void) { return 0; }\n");
@@ -995,8 +994,7 @@ TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
   EXPECT_NE(closed.err.find("allow_weaker"), std::string::npos)
       << "the remedy is named: " << closed.err;
 
-  if (LandlockAbi() < 1)
-    GTEST_SKIP() << "SKIPPED SECURITY TEST: Landlock is unavailable, so there is no weaker mode";
+  if (LandlockAbi() < 1) SECURITY_SKIP("Landlock is unavailable, so there is no weaker mode");
   WriteFile(dir_ / "weaker.toml", "[sandbox]\nallow_weaker = true\n");
   const std::vector<std::string> weaker = {"--policy", dir_ / "weaker.toml"};
   // Landlock + seccomp + no_new_privs + no capabilities, without namespaces.
@@ -1212,7 +1210,7 @@ class PinnedMemoryTest : public EscapeTest {
   static constexpr long long kLimit = 128ll << 20;
   void SetUp() override {
     EscapeTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     WriteFile(dir_ / "mem.toml",
               "[limits]\nmemory_bytes = " + std::to_string(kLimit) + "\ntimeout_secs = 120\n");
   }
@@ -1542,7 +1540,7 @@ class OwnFilesTest : public EscapeTest {
  protected:
   void SetUp() override {
     EscapeTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     home_ = ws_ + "/home";
     std::filesystem::create_directories(home_ + "/.config/cordon/policies.d");
     WriteFile(home_ + "/.config/cordon/policies.d/50-user.toml", "[limits]\ntimeout_secs = 60\n");
