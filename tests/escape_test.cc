@@ -480,6 +480,56 @@ TEST_F(EscapeTest, GitConfigRenameHooksAndInfoNeverReachTheHost) {
   EXPECT_NE(ReadFile(ws_ + "/.git/info/exclude"), "*\n");
 }
 
+// Issue 18: with core.hooksPath=.husky (husky, lefthook) the user's next `git commit` runs
+// .husky/pre-commit. A process cannot leave one behind, an existing path the config executes
+// (core.fsmonitor's script) is read-only inside, and the file tools refuse both, naming the key.
+TEST_F(EscapeTest, PathsTheRepositorysConfigExecutesCannotBePlanted) {
+  if (FindOnPath("git").empty()) SECURITY_SKIP("git is not installed");
+  InitRepo(ws_);
+  ASSERT_EQ(HostGit(ws_, {"config", "core.hooksPath", ".husky"}).exit_code, 0);
+  ASSERT_EQ(HostGit(ws_, {"config", "core.fsmonitor", "tools/fsm.sh"}).exit_code, 0);
+  WriteFile(ws_ + "/tools/fsm.sh", "#!/bin/sh\nexit 1\n");
+  auto r = Exec({"sh", "-c",
+                 "mkdir -p .husky && echo 'touch " + (dir_ / "SENTINEL_RAN") +
+                     "' > .husky/pre-commit && chmod +x .husky/pre-commit; "
+                     "echo evil > tools/fsm.sh && echo WROTE"});
+  EXPECT_EQ(r.out.find("WROTE"), std::string::npos) << "tools/fsm.sh is read-only: " << r.out;
+  EXPECT_EQ(ReadFile(ws_ + "/tools/fsm.sh"), "#!/bin/sh\nexit 1\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/.husky")) << ".husky was planted and kept";
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("\"path\":\"" + ws_ + "/.husky\""), std::string::npos) << "no record";
+  HostGit(ws_, {"hook", "run", "--ignore-missing", "pre-commit"});
+  EXPECT_FALSE(SentinelRan());
+  auto c = Call("create_file", {{"path", ".husky/pre-commit"}, {"content", "x\n"}});
+  EXPECT_NE(c.out.find("denied_by_policy"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("core.hooksPath"), std::string::npos) << c.out;
+  c = Call("replace_range",
+           {{"path", "tools/fsm.sh"}, {"old_string", "exit 1"}, {"new_string", "exit 0"}});
+  EXPECT_NE(c.out.find("core.fsmonitor"), std::string::npos) << c.out;
+}
+
+// Issue 18: `git update-index --split-index` inside writes sharedindex.<hash>, which the index
+// then names; the host's git must still read the index afterwards.
+TEST_F(EscapeTest, ASplitIndexMadeInsideIsReadableByHostGit) {
+  if (FindOnPath("git").empty()) SECURITY_SKIP("git is not installed");
+  InitRepo(ws_);
+  WriteFile(ws_ + "/a.txt", "a\n");
+  ASSERT_EQ(HostGit(ws_, {"add", "a.txt"}).exit_code, 0);
+  auto r = Exec({"sh", "-c",
+                 "export GIT_CONFIG_NOSYSTEM=1; git update-index --split-index && "
+                 "echo b > b.txt && git add b.txt && git ls-files"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  bool shared = false;
+  for (const auto& e : std::filesystem::directory_iterator(ws_ + "/.git")) {
+    shared = shared || e.path().filename().string().rfind("sharedindex.", 0) == 0;
+  }
+  EXPECT_TRUE(shared) << "the shared index stayed in the sandbox";
+  auto status = HostGit(ws_, {"status", "--porcelain"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  auto files = HostGit(ws_, {"ls-files"});
+  EXPECT_EQ(files.out, "a.txt\nb.txt\n") << files.err;
+}
+
 TEST_F(EscapeTest, GitCommitCheckoutStashAndRebaseWorkInsideAndReachTheHost) {
   InitRepo(ws_);
   WriteFile(ws_ + "/a.txt", "a\n");
