@@ -377,8 +377,8 @@ std::vector<std::vector<std::string>> ShellCommands(std::string_view cmd) {
       in_word = true;
     } else if (c == ' ' || c == '\t') {
       end_word();
-    } else if (c == ';' || c == '&' || c == '|' || c == '\n' || c == '(' || c == ')' ||
-               c == '{' || c == '}') {
+    } else if (c == ';' || c == '&' || c == '|' || c == '\n' || c == '(' || c == ')' || c == '{' ||
+               c == '}') {
       end_word();
       if (!out.back().empty()) out.emplace_back();
     } else {
@@ -401,10 +401,10 @@ bool IsShell(std::string_view name) {
          name == "mksh" || name == "ash" || name == "fish";
 }
 bool IsInterpreter(std::string_view name) {
-  constexpr std::string_view kNames[] = {"node",   "nodejs", "python", "python2", "python3",
-                                         "perl",   "ruby",   "php",    "lua",     "deno",
-                                         "bun",    "tsx",    "ts-node", "pwsh",   "Rscript",
-                                         "osascript", "awk", "gawk",   "tclsh",   "wish"};
+  constexpr std::string_view kNames[] = {"node",      "nodejs", "python",  "python2", "python3",
+                                         "perl",      "ruby",   "php",     "lua",     "deno",
+                                         "bun",       "tsx",    "ts-node", "pwsh",    "Rscript",
+                                         "osascript", "awk",    "gawk",    "tclsh",   "wish"};
   if (std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames)) return true;
   // python3.11, perl5.36, ...
   return (name.starts_with("python") || name.starts_with("perl") || name.starts_with("ruby")) &&
@@ -433,7 +433,7 @@ void CommandPaths(std::string_view cmd, int depth, std::vector<std::string>& out
         ++i;
       } else if (Basename(w) == "env") {
         for (++i; i < words.size() && (words[i].starts_with("-") || IsAssignment(words[i]));) ++i;
-      } else if (w.ends_with("()") ) {
+      } else if (w.ends_with("()")) {
         ++i;  // f() { ...: a function definition; its body follows
       } else {
         break;
@@ -481,9 +481,9 @@ enum class Kind {
 
 struct KeyRule {
   std::string_view section;
-  bool subsection;          // the rule is for section.<any>.key
-  std::string_view key;     // lowercased; "*" any key
-  std::string_view spelled; // as the documentation spells the key
+  bool subsection;           // the rule is for section.<any>.key
+  std::string_view key;      // lowercased; "*" any key
+  std::string_view spelled;  // as the documentation spells the key
   Kind kind;
 };
 
@@ -569,14 +569,34 @@ bool IsBoolean(std::string_view v) {
 }
 
 // git's hook names (githooks(5)): what a hooks directory that is the worktree itself runs.
-constexpr std::string_view kHookNames[] = {
-    "applypatch-msg",     "pre-applypatch",        "post-applypatch",     "pre-commit",
-    "pre-merge-commit",   "prepare-commit-msg",    "commit-msg",          "post-commit",
-    "pre-rebase",         "post-checkout",         "post-merge",          "pre-push",
-    "pre-receive",        "update",                "proc-receive",        "post-receive",
-    "post-update",        "reference-transaction", "push-to-checkout",    "pre-auto-gc",
-    "post-rewrite",       "sendemail-validate",    "fsmonitor-watchman",  "p4-changelist",
-    "p4-prepare-changelist", "p4-post-changelist", "p4-pre-submit",       "post-index-change"};
+constexpr std::string_view kHookNames[] = {"applypatch-msg",
+                                           "pre-applypatch",
+                                           "post-applypatch",
+                                           "pre-commit",
+                                           "pre-merge-commit",
+                                           "prepare-commit-msg",
+                                           "commit-msg",
+                                           "post-commit",
+                                           "pre-rebase",
+                                           "post-checkout",
+                                           "post-merge",
+                                           "pre-push",
+                                           "pre-receive",
+                                           "update",
+                                           "proc-receive",
+                                           "post-receive",
+                                           "post-update",
+                                           "reference-transaction",
+                                           "push-to-checkout",
+                                           "pre-auto-gc",
+                                           "post-rewrite",
+                                           "sendemail-validate",
+                                           "fsmonitor-watchman",
+                                           "p4-changelist",
+                                           "p4-prepare-changelist",
+                                           "p4-post-changelist",
+                                           "p4-pre-submit",
+                                           "post-index-change"};
 
 // `dir` is the worktree or one of its ancestors.
 bool IsWorktreeOrAbove(std::string_view dir, std::string_view worktree) {
@@ -604,7 +624,8 @@ std::vector<GitConfigPath> GitConfigExecutedEntries(std::string_view config_text
       return;
     }
     // Hooks in the worktree's own top (or above it): the hook files, not the whole tree.
-    for (std::string_view h : kHookNames) out.push_back({dir.empty() ? std::string(h) : dir + "/" + std::string(h), key});
+    for (std::string_view h : kHookNames)
+      out.push_back({dir.empty() ? std::string(h) : dir + "/" + std::string(h), key});
   };
   ConfigParser(config_text).Run([&](const ConfigEntry& e) {
     const KeyRule* rule = RuleFor(e);
@@ -616,7 +637,8 @@ std::vector<GitConfigPath> GitConfigExecutedEntries(std::string_view config_text
         // Resolved with a last component added, so that `.` (the worktree) and the workspace
         // root itself resolve too; then that component is taken off again.
         std::string probe;
-        if (v.empty() || !ResolvePath(std::string(v) + "/x", worktree, place.workspace_abs, probe)) {
+        if (v.empty() ||
+            !ResolvePath(std::string(v) + "/x", worktree, place.workspace_abs, probe)) {
           return;
         }
         const std::string dir = probe == "x" ? std::string() : probe.substr(0, probe.size() - 2);
@@ -677,11 +699,10 @@ std::vector<GitConfigPath> GitConfigExecutedEntries(std::string_view config_text
   std::sort(out.begin(), out.end(), [](const GitConfigPath& a, const GitConfigPath& b) {
     return a.path < b.path || (a.path == b.path && a.key < b.key);
   });
-  out.erase(std::unique(out.begin(), out.end(),
-                        [](const GitConfigPath& a, const GitConfigPath& b) {
-                          return a.path == b.path;
-                        }),
-            out.end());
+  out.erase(
+      std::unique(out.begin(), out.end(),
+                  [](const GitConfigPath& a, const GitConfigPath& b) { return a.path == b.path; }),
+      out.end());
   return out;
 }
 

@@ -76,8 +76,9 @@ class EscapeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (FindOnPath("bwrap").empty()) {
-      SECURITY_SKIP("bwrap is not installed, so cordon fails closed; "
-                    "install bubblewrap to run the escape tests");
+      SECURITY_SKIP(
+          "bwrap is not installed, so cordon fails closed; "
+          "install bubblewrap to run the escape tests");
     }
     if (!testing::UserNamespacesEnabled()) {
       SECURITY_SKIP("user namespaces are disabled (user.max_user_namespaces=0)");
@@ -643,8 +644,8 @@ TEST_F(EscapeTest, FileToolsAndProcessesAgreeOnProtectedNames) {
        {".envrc", "sub/.vscode/settings.json", ".devcontainer/devcontainer.json", ".gitmodules",
         ".idea/x.xml", ".cursor/rules", "deep/er/.git/HEAD", "x/.git",
         // Issue 18: editors and agents that run project configuration when it opens.
-        ".devcontainer.json", ".gemini/settings.json", ".zed/tasks.json",
-        ".helix/languages.toml", "sub/.nvim.lua", ".exrc", ".lazy.lua", ".aider.conf.yml"}) {
+        ".devcontainer.json", ".gemini/settings.json", ".zed/tasks.json", ".helix/languages.toml",
+        "sub/.nvim.lua", ".exrc", ".lazy.lua", ".aider.conf.yml"}) {
     auto c = Call("create_file", {{"path", rel}, {"content", "x\n"}});
     EXPECT_NE(c.out.find("denied_by_policy"), std::string::npos) << rel << ": " << c.out;
     auto e = Exec({"sh", "-c", "mkdir -p \"$(dirname " + rel + ")\" && echo x > " + rel});

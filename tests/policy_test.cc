@@ -701,48 +701,46 @@ TEST(ProtectedPaths, Table) {
   EXPECT_TRUE(IsProtectedPath(".tool-versions/x", extra));
   EXPECT_FALSE(IsProtectedPath("a/.tool-versions"));
   EXPECT_FALSE(IsProtectedPath("a/tool-versions", extra));
-  for (const char* p :
-       {"src/main.c", ".git/objects/ab/cd", ".git/HEAD", ".git/refs/heads/main",
-        ".github/workflows/ci.yml", "config", "hooks/x", "docs/profile.md", ".gitconfig.example",
-        "cordon/x", ".vscodeignore", ".ideas/x", ".gitmodules.bak", ".cursorrules.md",
-        "gemini/x", ".zedrc", "helix/config.toml", "nvim.lua", ".nvim.lua.bak", "docs/.exrc.md",
-        ".aider.chat.history.md", ".aider.tags.cache.v3/x", ".devcontainer.jsonc"}) {
+  for (const char* p : {"src/main.c",
+                        ".git/objects/ab/cd",
+                        ".git/HEAD",
+                        ".git/refs/heads/main",
+                        ".github/workflows/ci.yml",
+                        "config",
+                        "hooks/x",
+                        "docs/profile.md",
+                        ".gitconfig.example",
+                        "cordon/x",
+                        ".vscodeignore",
+                        ".ideas/x",
+                        ".gitmodules.bak",
+                        ".cursorrules.md",
+                        "gemini/x",
+                        ".zedrc",
+                        "helix/config.toml",
+                        "nvim.lua",
+                        ".nvim.lua.bak",
+                        "docs/.exrc.md",
+                        ".aider.chat.history.md",
+                        ".aider.tags.cache.v3/x",
+                        ".devcontainer.jsonc"}) {
     EXPECT_FALSE(IsProtectedPath(p)) << p;
   }
 }
 
 // The one definition of what may be written inside a git directory (policy/git_rules.h).
 TEST(GitRules, OnlyWhatACommitNeedsIsWritable) {
-  for (const char* p : {"HEAD",
-                        "index",
-                        "index.lock",
-                        "HEAD.lock",
-                        "packed-refs",
-                        "packed-refs.lock",
-                        "ORIG_HEAD",
-                        "MERGE_HEAD",
-                        "CHERRY_PICK_HEAD",
-                        "REBASE_HEAD",
-                        "FETCH_HEAD",
-                        "AUTO_MERGE",
-                        "COMMIT_EDITMSG",
-                        "objects/ab/cdef",
-                        "objects/info/alternates",
-                        "objects/pack/x.pack",
-                        "refs/heads/main",
-                        "refs/heads/main.lock",
-                        "refs/stash",
-                        "logs/HEAD",
-                        "logs/refs/heads/x",
-                        "modules/sub/HEAD",
-                        "modules/sub/objects/ab/cd",
-                        "modules/a/modules/b/index",
-                        "worktrees/wt/HEAD",
-                        "worktrees/wt/index.lock",
-                        // git update-index --split-index (SHA-1 and SHA-256 repositories)
-                        "sharedindex.0123456789abcdef0123456789abcdef01234567",
-                        "sharedindex.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-                        "modules/sub/sharedindex.0123456789abcdef0123456789abcdef01234567"}) {
+  for (const char* p :
+       {"HEAD", "index", "index.lock", "HEAD.lock", "packed-refs", "packed-refs.lock", "ORIG_HEAD",
+        "MERGE_HEAD", "CHERRY_PICK_HEAD", "REBASE_HEAD", "FETCH_HEAD", "AUTO_MERGE",
+        "COMMIT_EDITMSG", "objects/ab/cdef", "objects/info/alternates", "objects/pack/x.pack",
+        "refs/heads/main", "refs/heads/main.lock", "refs/stash", "logs/HEAD", "logs/refs/heads/x",
+        "modules/sub/HEAD", "modules/sub/objects/ab/cd", "modules/a/modules/b/index",
+        "worktrees/wt/HEAD", "worktrees/wt/index.lock",
+        // git update-index --split-index (SHA-1 and SHA-256 repositories)
+        "sharedindex.0123456789abcdef0123456789abcdef01234567",
+        "sharedindex.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "modules/sub/sharedindex.0123456789abcdef0123456789abcdef01234567"}) {
     EXPECT_TRUE(IsGitWritable(p)) << p;
   }
   for (const char* p : {"",
@@ -838,29 +836,45 @@ TEST(GitConfigPaths, Table) {
   };
   const std::vector<Case> cases = {
       {"husky 4-8", "[core]\n\thooksPath = .husky\n", "", {".husky"}},
-      {"husky 9 runs .husky/<hook> from .husky/_", "[core]\n\thooksPath = .husky/_\n", "",
+      {"husky 9 runs .husky/<hook> from .husky/_",
+       "[core]\n\thooksPath = .husky/_\n",
+       "",
        {".husky", ".husky/_"}},
-      {"lefthook with a hooks dir", "[core]\n  hookspath = .lefthook/hooks\n", "",
+      {"lefthook with a hooks dir",
+       "[core]\n  hookspath = .lefthook/hooks\n",
+       "",
        {".lefthook/hooks"}},
-      {"nested repository", "[core]\nhooksPath = ./githooks/\n", "vendor/lib",
+      {"nested repository",
+       "[core]\nhooksPath = ./githooks/\n",
+       "vendor/lib",
        {"vendor/lib/githooks"}},
       {"section and key are case-insensitive", "[CORE]\nHOOKSPATH = Hooks\n", "", {"Hooks"}},
       {"legacy [section.sub] and a key on the header line",
-       "[core] hooksPath = h1\n[filter.lfs]\nclean = ./bin/clean %f\n", "", {"bin/clean", "h1"}},
-      {"quoted, escaped, continued", "[core]\nhooksPath = \"my \\\"hooks\\\"\" ; comment\n"
-       "editor = ./scripts/ed\\\nit.sh --wait\n", "", {"my \"hooks\"", "scripts/edit.sh"}},
+       "[core] hooksPath = h1\n[filter.lfs]\nclean = ./bin/clean %f\n",
+       "",
+       {"bin/clean", "h1"}},
+      {"quoted, escaped, continued",
+       "[core]\nhooksPath = \"my \\\"hooks\\\"\" ; comment\n"
+       "editor = ./scripts/ed\\\nit.sh --wait\n",
+       "",
+       {"my \"hooks\"", "scripts/edit.sh"}},
       {"comments are not values", "# [core]\n; hooksPath = x\n[core]\n#hooksPath = y\n", "", {}},
       {"fsmonitor path, not a boolean",
-       "[core]\nfsmonitor = .git/hooks/fsmonitor-watchman\n[core]\nfsmonitor = true\n", "",
+       "[core]\nfsmonitor = .git/hooks/fsmonitor-watchman\n[core]\nfsmonitor = true\n",
+       "",
        {".git/hooks/fsmonitor-watchman"}},
       {"fsmonitor command", "[core]\nfsmonitor = tools/watch.sh --x\n", "", {"tools/watch.sh"}},
       {"include paths resolve against the git dir",
        "[include]\npath = ../shared.gitconfig\n[includeIf \"gitdir:~/work/\"]\n\tpath = local.cfg\n"
        "[include]\npath = ~/.gitconfig\n",
-       "", {".git/local.cfg", "shared.gitconfig"}},
+       "",
+       {".git/local.cfg", "shared.gitconfig"}},
       {"include in a nested repository", "[include]\npath = ../../x.cfg\n", "a/b", {"a/x.cfg"}},
-      {"bare command names are PATH lookups", "[core]\npager = less -R\neditor = vim\n"
-       "[diff]\nexternal = difft\n[filter \"lfs\"]\nprocess = git-lfs filter-process\n", "", {}},
+      {"bare command names are PATH lookups",
+       "[core]\npager = less -R\neditor = vim\n"
+       "[diff]\nexternal = difft\n[filter \"lfs\"]\nprocess = git-lfs filter-process\n",
+       "",
+       {}},
       {"command-valued keys",
        "[core]\nsshCommand = ./ssh-wrap -v\naskPass = bin/askpass\ngitProxy = ./proxy for x\n"
        "[diff \"img\"]\ntextconv = tools/exif\ncommand = ./d.sh\n"
@@ -871,23 +885,33 @@ TEST(GitConfigPaths, Table) {
        "",
        {"bin/askpass", "cred", "d.sh", "gpg2", "keys/ssh-sign", "m.sh", "pack", "proxy", "seq",
         "ssh-wrap", "tools/exif"}},
-      {"aliases starting with ! only", "[alias]\nst = status\nx = !./scripts/x.sh && ./y\n"
-       "lint = \"!f() { ./tools/lint; }; f\"\n", "",
+      {"aliases starting with ! only",
+       "[alias]\nst = status\nx = !./scripts/x.sh && ./y\n"
+       "lint = \"!f() { ./tools/lint; }; f\"\n",
+       "",
        {"scripts/x.sh", "tools/lint", "y"}},
-      {"interpreters run their script", "[alias]\na = !node scripts/a.js\nb = !python3 -m http.server\n"
+      {"interpreters run their script",
+       "[alias]\na = !node scripts/a.js\nb = !python3 -m http.server\n"
        "c = !sh -c './c.sh arg'\nd = !FOO=1 bash -e d.sh\ne = !env -i X=1 ./e\n"
-       "f = !python3 -c 'print(1)'\n", "",
+       "f = !python3 -c 'print(1)'\n",
+       "",
        {"c.sh", "d.sh", "e", "scripts/a.js"}},
       {"submodule update commands", "[submodule \"s\"]\nupdate = !./up.sh\n", "", {"up.sh"}},
       {"pager.<cmd>", "[pager]\nlog = ./pg\ndiff = false\n", "", {"pg"}},
       {"nothing leaves the workspace",
        "[core]\nhooksPath = ../../outside\neditor = ../../../ed\nfsmonitor = /usr/bin/fsm\n"
-       "[include]\npath = ../../../etc/x\n[alias]\nx = !$HOME/bin/x\n", "sub", {}},
-      {"an absolute path inside the workspace", "[core]\nhooksPath = /ws/root/.githooks\n", "",
+       "[include]\npath = ../../../etc/x\n[alias]\nx = !$HOME/bin/x\n",
+       "sub",
+       {}},
+      {"an absolute path inside the workspace",
+       "[core]\nhooksPath = /ws/root/.githooks\n",
+       "",
        {".githooks"}},
       {"a line git refuses hides nothing after it",
        "[core]\nbad = \"unterminated\nhooksPath = h\neditor = ./e\\q\n[core\nx = ./y\n"
-       "[filter \"a\"]\nclean = ./ok\n", "", {"h", "ok"}},
+       "[filter \"a\"]\nclean = ./ok\n",
+       "",
+       {"h", "ok"}},
       {"CRLF", "[core]\r\n\thooksPath = .husky\r\n", "", {".husky"}},
   };
   for (const auto& c : cases) {
@@ -896,8 +920,8 @@ TEST(GitConfigPaths, Table) {
     std::vector<std::string> got;
     for (auto& e : GitConfigExecutedEntries(
              c.config, {.worktree = c.repo,
-                        .config_dir = c.repo.empty() ? ".git" : c.repo + "/.git",
-                        .workspace_abs = "/ws/root"})) {
+                       .config_dir = c.repo.empty() ? ".git" : c.repo + "/.git",
+                       .workspace_abs = "/ws/root"})) {
       got.push_back(e.path);
     }
     EXPECT_EQ(got, want) << c.name;
@@ -934,9 +958,11 @@ TEST(GitConfigPaths, HostileInput) {
   huge.append(8u << 20, 'a');
   EXPECT_TRUE(GitConfigExecutedPaths(huge, "").empty()) << "a path longer than PATH_MAX";
   std::string many = "[alias]\n";
-  for (int i = 0; i < 100000; ++i) many += "a" + std::to_string(i) + " = !./s" + std::to_string(i % 7) + "\n";
+  for (int i = 0; i < 100000; ++i)
+    many += "a" + std::to_string(i) + " = !./s" + std::to_string(i % 7) + "\n";
   EXPECT_EQ(GitConfigExecutedPaths(many, "").size(), 7u);
-  static constexpr char kNul[] = "[core]\nhooksPath = a\0b\n[core]\neditor = ./e\0x\n[co\0re]\nx=1\n";
+  static constexpr char kNul[] =
+      "[core]\nhooksPath = a\0b\n[core]\neditor = ./e\0x\n[co\0re]\nx=1\n";
   const std::string nul(kNul, sizeof kNul - 1);
   EXPECT_TRUE(GitConfigExecutedPaths(nul, "").empty());
   for (std::string t : {"[", "[core", "[core \"", "[core \"x\\", "[core]\nhooksPath = \"",

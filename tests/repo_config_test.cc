@@ -70,17 +70,18 @@ TEST_F(RepoConfigTest, NestedRepositoriesAboveChangedPathsAndTheFilesTheyInclude
   std::filesystem::create_directories(ws_ + "/other");
   Git(ws_ + "/other", {"init", "-q"});
   Git(ws_ + "/other", {"config", "core.hooksPath", "hooks"});
-  const std::vector<std::string> want = {".husky", "vendor/lib/clean.sh",
-                                         "vendor/lib/scripts/fmt.js",
-                                         "vendor/lib/shared.gitconfig"};
+  const std::vector<std::string> want = {
+      ".husky", "vendor/lib/clean.sh", "vendor/lib/scripts/fmt.js", "vendor/lib/shared.gitconfig"};
   EXPECT_EQ(Paths({"vendor/lib/src/a.c", "README.md"}), want);
   // The same for 10,000 changed paths: each distinct ancestor is looked at once.
   std::vector<std::string> many;
-  for (int i = 0; i < 10000; ++i) many.push_back("vendor/lib/src/d" + std::to_string(i % 10) + "/f" + std::to_string(i));
+  for (int i = 0; i < 10000; ++i)
+    many.push_back("vendor/lib/src/d" + std::to_string(i % 10) + "/f" + std::to_string(i));
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(Paths(many), want);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - t0).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   std::printf("RepoProtectedPaths over 10000 changed paths: %lld ms\n", static_cast<long long>(ms));
 }
 

@@ -144,11 +144,11 @@ inline std::string ShippedPolicyDir() {
 // the same reason, so that a runner without the sandbox cannot pass green with every escape test
 // skipped. Used like GTEST_SKIP: SECURITY_SKIP("bwrap is not installed, ..." << detail). In a
 // fixture's SetUp, a subclass checks IsSkipped() || HasFatalFailure() before going on.
-#define SECURITY_SKIP(reason)                                                                 \
-  do {                                                                                        \
-    if (::cordon::testing::InCi()) {                                                          \
+#define SECURITY_SKIP(reason)                                                                  \
+  do {                                                                                         \
+    if (::cordon::testing::InCi()) {                                                           \
       GTEST_FAIL() << "SECURITY TEST CANNOT RUN, AND CI=true FORBIDS SKIPPING IT: " << reason; \
-    } else {                                                                                  \
-      GTEST_SKIP() << "SKIPPED SECURITY TEST: " << reason;                                    \
-    }                                                                                         \
+    } else {                                                                                   \
+      GTEST_SKIP() << "SKIPPED SECURITY TEST: " << reason;                                     \
+    }                                                                                          \
   } while (0)

@@ -510,9 +510,10 @@ Status FindRepoExecuted(const std::string& root, WorkspaceWalk& w,
     struct stat st {};
     if (!p.valid() && errno == ELOOP && scan_mode) {
       return Fail(Code::kSandboxUnavailable,
-                  abs + ", which a repository's git configuration runs or reads, lies below a "
-                        "symbolic link; cordon will not run processes in this workspace until "
-                        "the link is a plain directory",
+                  abs +
+                      ", which a repository's git configuration runs or reads, lies below a "
+                      "symbolic link; cordon will not run processes in this workspace until "
+                      "the link is a plain directory",
                   0, abs);
     }
     if (!p.valid() || ::fstat(p.get(), &st) != 0) continue;  // missing: one made is swept

@@ -19,8 +19,8 @@ namespace cordon {
 namespace {
 
 constexpr std::size_t kMaxConfigBytes = 1u << 20;  // more than any real config
-constexpr int kMaxIncludeDepth = 10;                 // git's own limit (config.c)
-constexpr std::size_t kMaxConfigFiles = 256;          // per call: includes cannot fan out
+constexpr int kMaxIncludeDepth = 10;               // git's own limit (config.c)
+constexpr std::size_t kMaxConfigFiles = 256;       // per call: includes cannot fan out
 
 UniqueFd OpenBeneath(int dir_fd, std::string_view rel, std::uint64_t flags) {
   if (rel.empty()) rel = ".";
@@ -71,8 +71,8 @@ std::string Beneath(std::string_view value, std::string_view base, std::string_v
     cfg += c;
   }
   cfg += "\"\n";
-  auto e = GitConfigExecutedEntries(cfg, {.worktree = base, .config_dir = base,
-                                          .workspace_abs = root_abs});
+  auto e = GitConfigExecutedEntries(
+      cfg, {.worktree = base, .config_dir = base, .workspace_abs = root_abs});
   return e.size() == 1 ? e[0].path : std::string();
 }
 
@@ -161,11 +161,10 @@ std::vector<GitConfigPath> RepoExecutedPaths(int root_fd,
   std::sort(out.begin(), out.end(), [](const GitConfigPath& a, const GitConfigPath& b) {
     return a.path < b.path || (a.path == b.path && a.key < b.key);
   });
-  out.erase(std::unique(out.begin(), out.end(),
-                        [](const GitConfigPath& a, const GitConfigPath& b) {
-                          return a.path == b.path;
-                        }),
-            out.end());
+  out.erase(
+      std::unique(out.begin(), out.end(),
+                  [](const GitConfigPath& a, const GitConfigPath& b) { return a.path == b.path; }),
+      out.end());
   return out;
 }
 

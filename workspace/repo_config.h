@@ -21,7 +21,8 @@ namespace cordon {
 // `root_fd`, every file is read up to 1 MiB, and each distinct ancestor costs one openat2 however
 // many changed paths lie below it. What cannot be read is left out (git cannot read it either).
 // The union of GitConfigExecutedEntries, sorted by path, one entry per path.
-std::vector<GitConfigPath> RepoExecutedPaths(int root_fd, std::span<const std::string> changed_rels);
+std::vector<GitConfigPath> RepoExecutedPaths(int root_fd,
+                                             std::span<const std::string> changed_rels);
 // The paths alone.
 std::vector<std::string> RepoProtectedPaths(int root_fd, std::span<const std::string> changed_rels);
 // The repository at the root of `workspace_root` only.
