@@ -965,9 +965,10 @@ TEST(GitConfigPaths, HostileInput) {
       "[core]\nhooksPath = a\0b\n[core]\neditor = ./e\0x\n[co\0re]\nx=1\n";
   const std::string nul(kNul, sizeof kNul - 1);
   EXPECT_TRUE(GitConfigExecutedPaths(nul, "").empty());
-  for (std::string t : {"[", "[core", "[core \"", "[core \"x\\", "[core]\nhooksPath = \"",
-                        "[core]\nhooksPath = x\\", "[core]\nhooksPath", "\"\\", "[core]\n=",
-                        "[a \"b\"]]\n", std::string(1, '\0'), "[core]\nhooksPath=\"\\\n"}) {
+  for (const std::string& t : std::vector<std::string>{
+           "[", "[core", "[core \"", "[core \"x\\", "[core]\nhooksPath = \"",
+           "[core]\nhooksPath = x\\", "[core]\nhooksPath", "\"\\", "[core]\n=", "[a \"b\"]]\n",
+           std::string(1, '\0'), "[core]\nhooksPath=\"\\\n"}) {
     EXPECT_TRUE(GitConfigExecutedPaths(t, "").empty()) << t;
   }
   // Deep `sh -c` nesting and a long chain of quotes stay bounded.
