@@ -500,7 +500,7 @@ Status FindRepoExecuted(const std::string& root, WorkspaceWalk& w,
   UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", root);
   for (const auto& rel : RepoProtectedPaths(root_fd.get(), git_rels)) {
-    const std::string abs = root.substr(0, cut) + rel;
+    const std::string abs = root == "/" ? "/" + rel : root + "/" + rel;
     if (std::any_of(w.found.begin(), w.found.end(), [&](const GuardFound& f) {
           return abs == f.path || abs.compare(0, f.path.size() + 1, f.path + "/") == 0;
         })) {
