@@ -1,9 +1,15 @@
 // The one definition of what may be written inside a git directory: what a commit, checkout,
 // stash or rebase needs, and nothing that tells git what to run. The git view (workspace/git_view)
-// and the file tools (tools/registry) both derive from it. Pure: names in, decisions out.
+// and the file tools (tools/registry) both derive from it. And the paths outside a git directory
+// that a repository's own configuration executes or reads as configuration (core.hooksPath,
+// core.fsmonitor, include.path, command-valued keys), read from its git-config text. Pure: names
+// and text in, decisions out.
 #pragma once
 
+#include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace cordon {
 
@@ -11,6 +17,7 @@ namespace cordon {
 bool IsGitSharedDir(std::string_view name);
 // Files at the top of a git directory that git rewrites by lock + rename (HEAD, index,
 // packed-refs, COMMIT_EDITMSG, AUTO_MERGE, every *_HEAD): private copies synced to the host.
+// sharedindex.<40 or 64 hex> (git update-index --split-index) is one too: the index names it.
 bool IsGitSyncedFile(std::string_view name);
 // `rel` is relative to a git directory: true when it may be written (a shared directory's
 // contents, a synced file, or git's lock file for one). modules/NAME/... and worktrees/NAME/...
@@ -20,5 +27,51 @@ bool IsGitWritable(std::string_view rel);
 // any depth) and IsGitWritable refuses what follows. A path that only names `.git` itself is
 // left to IsProtectedPath.
 bool GitRuleAllowsWrite(std::string_view rel);
+
+// A path that a repository's configuration makes git execute, or read as more configuration.
+struct GitConfigPath {
+  std::string path;  // workspace-relative, normalized, never empty, never outside the workspace
+  std::string key;   // the key that names it, as git's documentation spells it: core.hooksPath
+};
+
+// Where one config file lies, all relative to the workspace root ("" for the root itself).
+struct GitConfigPlace {
+  std::string_view worktree;    // the repository's worktree: hooks, commands and aliases run there
+  std::string_view config_dir;  // the config file's directory: relative include paths resolve there
+  // When not empty, the workspace's absolute path: an absolute value beneath it is taken too.
+  std::string_view workspace_abs = {};
+};
+
+// Parses git-config text (sections, "subsections", legacy [section.sub], quotes, escapes,
+// continuation lines, ; and # comments, case-insensitive section and key names; a line git would
+// refuse is skipped) and returns, sorted and without duplicates, the paths in the workspace that
+// git executes or reads as configuration because of it:
+//  - core.hooksPath (relative to the worktree; a hooks directory that is the worktree itself or
+//    above it gives its hook names instead; husky's `.husky/_` also gives `.husky`, which its
+//    `_/h` runs hooks from);
+//  - core.fsmonitor when it is not a boolean;
+//  - include.path and includeIf.*.path (relative to config_dir, so `../x` is in the worktree);
+//  - for command-valued keys (core.editor, core.pager, core.sshCommand, core.askPass,
+//    core.gitProxy, diff.external, diff.*.command|textconv, filter.*.clean|smudge|process,
+//    merge.*.driver, credential[.*].helper starting with `!`, gpg[.*].program, sequence.editor,
+//    alias.* and submodule.*.update starting with `!`, uploadpack.packObjectsHook, pager.*,
+//    interactive.diffFilter, mergetool|difftool|browser|man.*.cmd|path, trailer.*.cmd|command,
+//    tar.*.command, guitool.*.cmd, remote.*.uploadpack|receivepack, sendemail.*cmd,
+//    gpg.ssh.defaultKeyCommand, init.templateDir) the program when it looks like a path in the
+//    worktree (`./x`, `scripts/hook.sh`; a bare name like `less` is looked up on PATH), and the
+//    script an interpreter runs (`node scripts/x.js`, `sh -c './x'`).
+// Absolute paths outside workspace_abs, `~` and `$VAR` paths, and anything that leaves the
+// workspace are dropped. Linear in the text; never throws on any input (NUL bytes, unterminated
+// quotes, megabytes of one line).
+std::vector<GitConfigPath> GitConfigExecutedEntries(std::string_view config_text,
+                                                    const GitConfigPlace& place);
+// The paths alone, for the repository whose worktree is `repo_root_rel` and whose config is in
+// `repo_root_rel/.git`.
+std::vector<std::string> GitConfigExecutedPaths(std::string_view config_text,
+                                                std::string_view repo_root_rel);
+// The entry of `paths` that `rel` (workspace-relative, normalized) is or lies below; none: null.
+const GitConfigPath* RepoExecutedPathOf(std::string_view rel, std::span<const GitConfigPath> paths);
+// Whether `rel` is one of `paths` or lies below one.
+bool IsUnderAnyPath(std::string_view rel, std::span<const std::string> paths);
 
 }  // namespace cordon

@@ -464,15 +464,44 @@ std::string ExpandPath(std::string_view path, const std::string& workspace,
 
 namespace {
 
+// Editor and agent configuration that runs code, or decides what runs, when a project is
+// opened: .vscode/ (tasks, settings), .idea/, .cursor/, .claude/, .gemini/ (Gemini CLI:
+// settings.json names MCP servers and tool discovery commands), .zed/ (settings.json names
+// language-server binaries, tasks.json), .helix/ (languages.toml names language-server
+// commands), .devcontainer/ and .devcontainer.json (postCreateCommand and friends).
 constexpr std::string_view kProtectedDirs[] = {".cordon", ".thndrs",       ".vscode", ".claude",
-                                               ".idea",   ".devcontainer", ".cursor"};
-constexpr std::string_view kProtectedFiles[] = {
-    ".mcp.json",     ".gitmodules", ".bashrc",
-    ".bash_profile", ".bash_login", ".bash_logout",
-    ".profile",      ".zshrc",      ".zshenv",
-    ".zprofile",     ".zlogin",     ".zlogout",
-    ".inputrc",      ".envrc",      ".cshrc",
-    ".tcshrc",       ".kshrc",      ".config/fish/config.fish"};
+                                               ".idea",   ".devcontainer", ".cursor", ".gemini",
+                                               ".zed",    ".helix"};
+// .nvim.lua, .nvimrc and .exrc are what neovim's 'exrc' runs from the working directory (behind
+// its :trust prompt, which a changed file raises again and a user clicks through); vim's 'exrc'
+// runs .vimrc and .exrc with no prompt at all. .lazy.lua is lazy.nvim's project spec (Lua, run
+// on open). .aider.conf.yml sets aider's test-cmd and lint-cmd, which aider runs. Aider's other
+// .aider* files are its own history and caches, which it writes itself: not protected.
+constexpr std::string_view kProtectedFiles[] = {".mcp.json",
+                                                ".gitmodules",
+                                                ".bashrc",
+                                                ".bash_profile",
+                                                ".bash_login",
+                                                ".bash_logout",
+                                                ".profile",
+                                                ".zshrc",
+                                                ".zshenv",
+                                                ".zprofile",
+                                                ".zlogin",
+                                                ".zlogout",
+                                                ".inputrc",
+                                                ".envrc",
+                                                ".cshrc",
+                                                ".tcshrc",
+                                                ".kshrc",
+                                                ".config/fish/config.fish",
+                                                ".devcontainer.json",
+                                                ".nvim.lua",
+                                                ".nvimrc",
+                                                ".exrc",
+                                                ".vimrc",
+                                                ".lazy.lua",
+                                                ".aider.conf.yml"};
 
 }  // namespace
 

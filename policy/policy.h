@@ -234,8 +234,10 @@ std::string ExpandPath(std::string_view path, const std::string& workspace,
                        const std::string& home);
 
 // Paths inside a writable workspace that the agent may never write, at any depth: .git/config,
-// .git/hooks, .gitmodules, .cordon/, .thndrs/, .vscode/, .devcontainer/, .idea/, .cursor/,
-// .claude/, .mcp.json, .envrc, shell dotfiles, and each of `extra_names`
+// .git/hooks, .gitmodules, .cordon/, .thndrs/, the editor and agent configs that run code when
+// a project opens (.vscode/, .devcontainer/, .devcontainer.json, .idea/, .cursor/, .claude/,
+// .gemini/, .zed/, .helix/, .nvim.lua, .nvimrc, .exrc, .vimrc, .lazy.lua, .aider.conf.yml),
+// .mcp.json, .envrc, shell dotfiles, and each of `extra_names`
 // (filesystem.protected_names). `rel` is a normalized workspace-relative path. The one
 // definition behind the file tools' refusal and the workspace sweep (workspace/guard).
 // A `.git` that does not exist yet is the other half of the rule (CreatesGitDir).

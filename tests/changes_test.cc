@@ -314,11 +314,10 @@ class ChangesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (FindOnPath("bwrap").empty()) {
-      GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed, so cordon fails closed";
+      SECURITY_SKIP("bwrap is not installed, so cordon fails closed");
     }
     if (!testing::UserNamespacesEnabled()) {
-      GTEST_SKIP()
-          << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
+      SECURITY_SKIP("user namespaces are disabled (user.max_user_namespaces=0)");
     }
     ws_ = dir_ / "ws";
     std::filesystem::create_directories(ws_ + "/.git/objects");

@@ -181,7 +181,7 @@ class DenialsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (FindOnPath("bwrap").empty()) {
-      GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed, so cordon fails closed";
+      SECURITY_SKIP("bwrap is not installed, so cordon fails closed");
     }
     if (LandlockAbi() < 7) {
       GTEST_SKIP() << "SKIPPED SECURITY TEST: Landlock ABI " << LandlockAbi()

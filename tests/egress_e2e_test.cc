@@ -137,12 +137,14 @@ class EgressE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (FindOnPath("bwrap").empty()) {
-      GTEST_SKIP() << "SKIPPED EGRESS TEST: bwrap is not installed, so cordon fails closed; "
-                      "install bubblewrap to run the egress end-to-end tests";
+      SECURITY_SKIP(
+          "(egress) bwrap is not installed, so cordon fails closed; "
+          "install bubblewrap to run the egress end-to-end tests");
     }
     if (!testing::UserNamespacesEnabled()) {
-      GTEST_SKIP() << "SKIPPED EGRESS TEST: user namespaces are disabled "
-                      "(user.max_user_namespaces=0), so no sandbox gets its own network namespace";
+      SECURITY_SKIP(
+          "(egress) user namespaces are disabled (user.max_user_namespaces=0), so no "
+          "sandbox gets its own network namespace");
     }
     if (!Exists("/usr/bin/python3")) {
       GTEST_SKIP() << "SKIPPED EGRESS TEST: /usr/bin/python3 is missing (the local test servers "

@@ -25,7 +25,7 @@ class EnvTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!testing::UserNamespacesEnabled())
-      GTEST_SKIP() << "SKIPPED: user namespaces are disabled; bwrap cannot run";
+      SECURITY_SKIP("(environment) user namespaces are disabled; bwrap cannot run");
     std::filesystem::create_directories(dir_ / "ws");
     env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state"),
             "PATH=/usr/bin:/bin"};

@@ -76,12 +76,12 @@ class EscapeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (FindOnPath("bwrap").empty()) {
-      GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed, so cordon fails closed; "
-                      "install bubblewrap to run the escape tests";
+      SECURITY_SKIP(
+          "bwrap is not installed, so cordon fails closed; "
+          "install bubblewrap to run the escape tests");
     }
     if (!testing::UserNamespacesEnabled()) {
-      GTEST_SKIP()
-          << "SKIPPED SECURITY TEST: user namespaces are disabled (user.max_user_namespaces=0)";
+      SECURITY_SKIP("user namespaces are disabled (user.max_user_namespaces=0)");
     }
     ws_ = dir_ / "ws";
     std::filesystem::create_directories(ws_ + "/.git/hooks");
@@ -490,6 +490,56 @@ TEST_F(EscapeTest, GitConfigRenameHooksAndInfoNeverReachTheHost) {
   EXPECT_NE(ReadFile(ws_ + "/.git/info/exclude"), "*\n");
 }
 
+// Issue 18: with core.hooksPath=.husky (husky, lefthook) the user's next `git commit` runs
+// .husky/pre-commit. A process cannot leave one behind, an existing path the config executes
+// (core.fsmonitor's script) is read-only inside, and the file tools refuse both, naming the key.
+TEST_F(EscapeTest, PathsTheRepositorysConfigExecutesCannotBePlanted) {
+  if (FindOnPath("git").empty()) SECURITY_SKIP("git is not installed");
+  InitRepo(ws_);
+  ASSERT_EQ(HostGit(ws_, {"config", "core.hooksPath", ".husky"}).exit_code, 0);
+  ASSERT_EQ(HostGit(ws_, {"config", "core.fsmonitor", "tools/fsm.sh"}).exit_code, 0);
+  WriteFile(ws_ + "/tools/fsm.sh", "#!/bin/sh\nexit 1\n");
+  auto r = Exec({"sh", "-c",
+                 "mkdir -p .husky && echo 'touch " + (dir_ / "SENTINEL_RAN") +
+                     "' > .husky/pre-commit && chmod +x .husky/pre-commit; "
+                     "echo evil > tools/fsm.sh && echo WROTE"});
+  EXPECT_EQ(r.out.find("WROTE"), std::string::npos) << "tools/fsm.sh is read-only: " << r.out;
+  EXPECT_EQ(ReadFile(ws_ + "/tools/fsm.sh"), "#!/bin/sh\nexit 1\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/.husky")) << ".husky was planted and kept";
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("\"path\":\"" + ws_ + "/.husky\""), std::string::npos) << "no record";
+  HostGit(ws_, {"hook", "run", "--ignore-missing", "pre-commit"});
+  EXPECT_FALSE(SentinelRan());
+  auto c = Call("create_file", {{"path", ".husky/pre-commit"}, {"content", "x\n"}});
+  EXPECT_NE(c.out.find("denied_by_policy"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("core.hooksPath"), std::string::npos) << c.out;
+  c = Call("replace_range",
+           {{"path", "tools/fsm.sh"}, {"old_string", "exit 1"}, {"new_string", "exit 0"}});
+  EXPECT_NE(c.out.find("core.fsmonitor"), std::string::npos) << c.out;
+}
+
+// Issue 18: `git update-index --split-index` inside writes sharedindex.<hash>, which the index
+// then names; the host's git must still read the index afterwards.
+TEST_F(EscapeTest, ASplitIndexMadeInsideIsReadableByHostGit) {
+  if (FindOnPath("git").empty()) SECURITY_SKIP("git is not installed");
+  InitRepo(ws_);
+  WriteFile(ws_ + "/a.txt", "a\n");
+  ASSERT_EQ(HostGit(ws_, {"add", "a.txt"}).exit_code, 0);
+  auto r = Exec({"sh", "-c",
+                 "export GIT_CONFIG_NOSYSTEM=1; git update-index --split-index && "
+                 "echo b > b.txt && git add b.txt && git ls-files"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  bool shared = false;
+  for (const auto& e : std::filesystem::directory_iterator(ws_ + "/.git")) {
+    shared = shared || e.path().filename().string().rfind("sharedindex.", 0) == 0;
+  }
+  EXPECT_TRUE(shared) << "the shared index stayed in the sandbox";
+  auto status = HostGit(ws_, {"status", "--porcelain"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  auto files = HostGit(ws_, {"ls-files"});
+  EXPECT_EQ(files.out, "a.txt\nb.txt\n") << files.err;
+}
+
 TEST_F(EscapeTest, GitCommitCheckoutStashAndRebaseWorkInsideAndReachTheHost) {
   InitRepo(ws_);
   WriteFile(ws_ + "/a.txt", "a\n");
@@ -601,7 +651,10 @@ TEST_F(EscapeTest, FileToolsAndProcessesAgreeOnProtectedNames) {
   // refuses, a process may create only until the sweep at its end, which removes it.
   for (const std::string rel :
        {".envrc", "sub/.vscode/settings.json", ".devcontainer/devcontainer.json", ".gitmodules",
-        ".idea/x.xml", ".cursor/rules", "deep/er/.git/HEAD", "x/.git"}) {
+        ".idea/x.xml", ".cursor/rules", "deep/er/.git/HEAD", "x/.git",
+        // Issue 18: editors and agents that run project configuration when it opens.
+        ".devcontainer.json", ".gemini/settings.json", ".zed/tasks.json", ".helix/languages.toml",
+        "sub/.nvim.lua", ".exrc", ".lazy.lua", ".aider.conf.yml"}) {
     auto c = Call("create_file", {{"path", rel}, {"content", "x\n"}});
     EXPECT_NE(c.out.find("denied_by_policy"), std::string::npos) << rel << ": " << c.out;
     auto e = Exec({"sh", "-c", "mkdir -p \"$(dirname " + rel + ")\" && echo x > " + rel});
@@ -638,8 +691,8 @@ class PlaceholderTest : public EscapeTest {
  protected:
   void SetUp() override {
     EscapeTest::SetUp();
-    if (IsSkipped()) return;
-    if (FindOnPath("git").empty()) GTEST_SKIP() << "SKIPPED SECURITY TEST: git is not installed";
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (FindOnPath("git").empty()) SECURITY_SKIP("git is not installed");
     repo_ = dir_ / "repo";
     std::filesystem::create_directories(repo_ + "/src");
     WriteFile(repo_ + "/src/main.c", "int main(void) { return 0; }\n");
@@ -1005,8 +1058,7 @@ TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
   EXPECT_NE(closed.err.find("allow_weaker"), std::string::npos)
       << "the remedy is named: " << closed.err;
 
-  if (LandlockAbi() < 1)
-    GTEST_SKIP() << "SKIPPED SECURITY TEST: Landlock is unavailable, so there is no weaker mode";
+  if (LandlockAbi() < 1) SECURITY_SKIP("Landlock is unavailable, so there is no weaker mode");
   WriteFile(dir_ / "weaker.toml", "[sandbox]\nallow_weaker = true\n");
   const std::vector<std::string> weaker = {"--policy", dir_ / "weaker.toml"};
   // Landlock + seccomp + no_new_privs + no capabilities, without namespaces.
@@ -1222,7 +1274,7 @@ class PinnedMemoryTest : public EscapeTest {
   static constexpr long long kLimit = 128ll << 20;
   void SetUp() override {
     EscapeTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     WriteFile(dir_ / "mem.toml",
               "[limits]\nmemory_bytes = " + std::to_string(kLimit) + "\ntimeout_secs = 120\n");
   }
@@ -1552,7 +1604,7 @@ class OwnFilesTest : public EscapeTest {
  protected:
   void SetUp() override {
     EscapeTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     home_ = ws_ + "/home";
     std::filesystem::create_directories(home_ + "/.config/cordon/policies.d");
     WriteFile(home_ + "/.config/cordon/policies.d/50-user.toml", "[limits]\ntimeout_secs = 60\n");

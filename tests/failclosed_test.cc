@@ -502,8 +502,7 @@ TEST_F(OwnFileTest, WrapNeverForwardsAToolsCallWithoutAnId) {
 // and the log still verifies.
 TEST_F(OwnFileTest, LogInsideTheWorkspaceIsNotWritableByAConfinedCommand) {
   if (FindOnPath("bwrap").empty()) {
-    GTEST_SKIP() << "SKIPPED SECURITY TEST: bwrap is not installed (the weaker-mode test covers "
-                    "the refusal)";
+    SECURITY_SKIP("bwrap is not installed (the weaker-mode test covers the refusal)");
   }
   const std::string log = ws_ + "/audit.jsonl";
   auto r = testing::Run({Bin(), "exec", "--workspace", ws_, "--audit-log", log, "--", "sh", "-c",
@@ -521,7 +520,7 @@ TEST_F(OwnFileTest, LogInsideTheWorkspaceIsNotWritableByAConfinedCommand) {
 // anything or opens the log.
 TEST_F(OwnFileTest, WeakerModeRefusesAnOwnFileUnderAWritableRoot) {
   if (LandlockAbi() < 1) {
-    GTEST_SKIP() << "SKIPPED SECURITY TEST: Landlock is unavailable, so there is no weaker mode";
+    SECURITY_SKIP("Landlock is unavailable, so there is no weaker mode");
   }
   const std::string bin = dir_ / "nobwrap-bin";
   std::filesystem::create_directories(bin);

@@ -56,7 +56,7 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
 class GrantsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveSandbox()) GTEST_SKIP() << "SKIPPED SANDBOX TEST: bwrap or user namespaces missing";
+    if (!HaveSandbox()) SECURITY_SKIP("(grants) bwrap or user namespaces missing");
     std::filesystem::create_directories(dir_ / "ws");
     std::filesystem::create_directories(dir_ / "home");
     WriteFile(dir_ / "ws/a.txt", "alpha\n");

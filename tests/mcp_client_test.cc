@@ -179,8 +179,8 @@ TEST_F(McpClientTest, ProjectServerNeedsTrustAndChangedToolsAreHidden) {
 }
 
 TEST_F(McpClientTest, ProjectServerCannotWidenItsSandbox) {
-  if (FindOnPath("python3").empty() || FindOnPath("bwrap").empty())
-    GTEST_SKIP() << "SKIPPED: python3 and bwrap are needed";
+  if (FindOnPath("python3").empty()) GTEST_SKIP() << "SKIPPED: python3 is needed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so cordon fails closed");
   WritePyServer("Upper-cases text.");
   WriteFile(dir_ / "ws/.cordon/mcp.toml",
             ReadFile(dir_ / "ws/.cordon/mcp.toml") +

@@ -4,6 +4,11 @@
 #include "policy/policy.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
 
 #include "policy/egress.h"
 #include "policy/git_rules.h"
@@ -684,7 +689,11 @@ TEST(ProtectedPaths, Table) {
         ".zshrc", ".profile", "x/.bash_profile", ".envrc", ".config/fish/config.fish",
         // Issue 9: auto-run configuration, at any depth.
         ".gitmodules", "sub/.gitmodules", ".devcontainer/devcontainer.json", "a/.idea/x.xml",
-        ".cursor/rules", "sub/.vscode/settings.json", "sub/.envrc"}) {
+        ".cursor/rules", "sub/.vscode/settings.json", "sub/.envrc",
+        // Issue 18: more editors and agents that run project configuration on open.
+        ".devcontainer.json", "sub/.devcontainer.json", ".gemini/settings.json", ".zed/tasks.json",
+        "a/.zed/settings.json", ".helix/languages.toml", ".nvim.lua", "sub/.nvimrc", ".exrc",
+        ".vimrc", ".lazy.lua", ".aider.conf.yml"}) {
     EXPECT_TRUE(IsProtectedPath(p)) << p;
   }
   const std::vector<std::string> extra = {".tool-versions"};
@@ -692,42 +701,46 @@ TEST(ProtectedPaths, Table) {
   EXPECT_TRUE(IsProtectedPath(".tool-versions/x", extra));
   EXPECT_FALSE(IsProtectedPath("a/.tool-versions"));
   EXPECT_FALSE(IsProtectedPath("a/tool-versions", extra));
-  for (const char* p :
-       {"src/main.c", ".git/objects/ab/cd", ".git/HEAD", ".git/refs/heads/main",
-        ".github/workflows/ci.yml", "config", "hooks/x", "docs/profile.md", ".gitconfig.example",
-        "cordon/x", ".vscodeignore", ".ideas/x", ".gitmodules.bak", ".cursorrules.md"}) {
+  for (const char* p : {"src/main.c",
+                        ".git/objects/ab/cd",
+                        ".git/HEAD",
+                        ".git/refs/heads/main",
+                        ".github/workflows/ci.yml",
+                        "config",
+                        "hooks/x",
+                        "docs/profile.md",
+                        ".gitconfig.example",
+                        "cordon/x",
+                        ".vscodeignore",
+                        ".ideas/x",
+                        ".gitmodules.bak",
+                        ".cursorrules.md",
+                        "gemini/x",
+                        ".zedrc",
+                        "helix/config.toml",
+                        "nvim.lua",
+                        ".nvim.lua.bak",
+                        "docs/.exrc.md",
+                        ".aider.chat.history.md",
+                        ".aider.tags.cache.v3/x",
+                        ".devcontainer.jsonc"}) {
     EXPECT_FALSE(IsProtectedPath(p)) << p;
   }
 }
 
 // The one definition of what may be written inside a git directory (policy/git_rules.h).
 TEST(GitRules, OnlyWhatACommitNeedsIsWritable) {
-  for (const char* p : {"HEAD",
-                        "index",
-                        "index.lock",
-                        "HEAD.lock",
-                        "packed-refs",
-                        "packed-refs.lock",
-                        "ORIG_HEAD",
-                        "MERGE_HEAD",
-                        "CHERRY_PICK_HEAD",
-                        "REBASE_HEAD",
-                        "FETCH_HEAD",
-                        "AUTO_MERGE",
-                        "COMMIT_EDITMSG",
-                        "objects/ab/cdef",
-                        "objects/info/alternates",
-                        "objects/pack/x.pack",
-                        "refs/heads/main",
-                        "refs/heads/main.lock",
-                        "refs/stash",
-                        "logs/HEAD",
-                        "logs/refs/heads/x",
-                        "modules/sub/HEAD",
-                        "modules/sub/objects/ab/cd",
-                        "modules/a/modules/b/index",
-                        "worktrees/wt/HEAD",
-                        "worktrees/wt/index.lock"}) {
+  for (const char* p :
+       {"HEAD", "index", "index.lock", "HEAD.lock", "packed-refs", "packed-refs.lock", "ORIG_HEAD",
+        "MERGE_HEAD", "CHERRY_PICK_HEAD", "REBASE_HEAD", "FETCH_HEAD", "AUTO_MERGE",
+        "COMMIT_EDITMSG", "objects/ab/cdef", "objects/info/alternates", "objects/pack/x.pack",
+        "refs/heads/main", "refs/heads/main.lock", "refs/stash", "logs/HEAD", "logs/refs/heads/x",
+        "modules/sub/HEAD", "modules/sub/objects/ab/cd", "modules/a/modules/b/index",
+        "worktrees/wt/HEAD", "worktrees/wt/index.lock",
+        // git update-index --split-index (SHA-1 and SHA-256 repositories)
+        "sharedindex.0123456789abcdef0123456789abcdef01234567",
+        "sharedindex.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "modules/sub/sharedindex.0123456789abcdef0123456789abcdef01234567"}) {
     EXPECT_TRUE(IsGitWritable(p)) << p;
   }
   for (const char* p : {"",
@@ -743,6 +756,11 @@ TEST(GitRules, OnlyWhatACommitNeedsIsWritable) {
                         "description",
                         "shallow",
                         "sharedindex.abc",
+                        "sharedindex.0123456789ABCDEF0123456789abcdef01234567",
+                        "sharedindex.0123456789abcdef0123456789abcdef012345678",
+                        "sharedindex.0123456789abcdef0123456789abcdef01234567/x",
+                        "sharedindex_abcdef",
+                        "refs/../sharedindex.0123456789abcdef0123456789abcdef01234567/x",
                         "rebase-merge/done",
                         "modules/sub/config",
                         "modules/sub/hooks/x",
@@ -776,6 +794,191 @@ TEST(GitRules, OnlyWhatACommitNeedsIsWritable) {
   EXPECT_FALSE(GitRuleAllowsWrite(".git/modules/sub/config"));
   EXPECT_FALSE(GitRuleAllowsWrite(".git/worktrees/wt/commondir"));
   EXPECT_FALSE(GitRuleAllowsWrite("./.git/commondir"));
+}
+
+// git update-index --split-index, run for real: every file it leaves at the top of the git
+// directory is one the rules let through, so the host index never names a file kept private.
+TEST(GitRules, ARealSplitIndexWritesOnlyNamesTheRulesSync) {
+  if (::access("/usr/bin/git", X_OK) != 0) GTEST_SKIP() << "SKIPPED: /usr/bin/git is missing";
+  TempDir d;
+  const std::vector<std::string> env = {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (d / "home")};
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", d.path()});
+    auto r = testing::Run(args, env);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  };
+  git({"init", "-q"});
+  WriteFile(d / "a.txt", "a\n");
+  git({"add", "a.txt"});
+  std::set<std::string> before;
+  for (const auto& e : std::filesystem::directory_iterator(d / ".git"))
+    before.insert(e.path().filename().string());
+  git({"update-index", "--split-index"});
+  std::vector<std::string> shared;
+  for (const auto& e : std::filesystem::directory_iterator(d / ".git")) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("sharedindex", 0) == 0) shared.push_back(n);
+    if (before.count(n) == 0 || n == "index") {
+      EXPECT_TRUE(IsGitWritable(n)) << n << " is written by split-index and must reach the host";
+    }
+  }
+  ASSERT_EQ(shared.size(), 1u) << "git wrote no shared index";
+  EXPECT_TRUE(IsGitSyncedFile(shared[0])) << shared[0];
+}
+
+// core.hooksPath and the other keys git executes from, read from config text (issue 18).
+TEST(GitConfigPaths, Table) {
+  struct Case {
+    const char* name;
+    std::string config;
+    std::string repo;  // the repository's worktree, relative to the workspace
+    std::vector<std::string> want;
+  };
+  const std::vector<Case> cases = {
+      {"husky 4-8", "[core]\n\thooksPath = .husky\n", "", {".husky"}},
+      {"husky 9 runs .husky/<hook> from .husky/_",
+       "[core]\n\thooksPath = .husky/_\n",
+       "",
+       {".husky", ".husky/_"}},
+      {"lefthook with a hooks dir",
+       "[core]\n  hookspath = .lefthook/hooks\n",
+       "",
+       {".lefthook/hooks"}},
+      {"nested repository",
+       "[core]\nhooksPath = ./githooks/\n",
+       "vendor/lib",
+       {"vendor/lib/githooks"}},
+      {"section and key are case-insensitive", "[CORE]\nHOOKSPATH = Hooks\n", "", {"Hooks"}},
+      {"legacy [section.sub] and a key on the header line",
+       "[core] hooksPath = h1\n[filter.lfs]\nclean = ./bin/clean %f\n",
+       "",
+       {"bin/clean", "h1"}},
+      {"quoted, escaped, continued",
+       "[core]\nhooksPath = \"my \\\"hooks\\\"\" ; comment\n"
+       "editor = ./scripts/ed\\\nit.sh --wait\n",
+       "",
+       {"my \"hooks\"", "scripts/edit.sh"}},
+      {"comments are not values", "# [core]\n; hooksPath = x\n[core]\n#hooksPath = y\n", "", {}},
+      {"fsmonitor path, not a boolean",
+       "[core]\nfsmonitor = .git/hooks/fsmonitor-watchman\n[core]\nfsmonitor = true\n",
+       "",
+       {".git/hooks/fsmonitor-watchman"}},
+      {"fsmonitor command", "[core]\nfsmonitor = tools/watch.sh --x\n", "", {"tools/watch.sh"}},
+      {"include paths resolve against the git dir",
+       "[include]\npath = ../shared.gitconfig\n[includeIf \"gitdir:~/work/\"]\n\tpath = local.cfg\n"
+       "[include]\npath = ~/.gitconfig\n",
+       "",
+       {".git/local.cfg", "shared.gitconfig"}},
+      {"include in a nested repository", "[include]\npath = ../../x.cfg\n", "a/b", {"a/x.cfg"}},
+      {"bare command names are PATH lookups",
+       "[core]\npager = less -R\neditor = vim\n"
+       "[diff]\nexternal = difft\n[filter \"lfs\"]\nprocess = git-lfs filter-process\n",
+       "",
+       {}},
+      {"command-valued keys",
+       "[core]\nsshCommand = ./ssh-wrap -v\naskPass = bin/askpass\ngitProxy = ./proxy for x\n"
+       "[diff \"img\"]\ntextconv = tools/exif\ncommand = ./d.sh\n"
+       "[merge \"ours\"]\ndriver = ./m.sh %O %A %B\n[gpg]\nprogram = ./gpg2\n"
+       "[gpg \"ssh\"]\nprogram = keys/ssh-sign\n[sequence]\neditor = ./seq\n"
+       "[uploadpack]\npackObjectsHook = ./pack\n[credential]\nhelper = !./cred get\n"
+       "[credential \"https://x\"]\nhelper = store\n",
+       "",
+       {"bin/askpass", "cred", "d.sh", "gpg2", "keys/ssh-sign", "m.sh", "pack", "proxy", "seq",
+        "ssh-wrap", "tools/exif"}},
+      {"aliases starting with ! only",
+       "[alias]\nst = status\nx = !./scripts/x.sh && ./y\n"
+       "lint = \"!f() { ./tools/lint; }; f\"\n",
+       "",
+       {"scripts/x.sh", "tools/lint", "y"}},
+      {"interpreters run their script",
+       "[alias]\na = !node scripts/a.js\nb = !python3 -m http.server\n"
+       "c = !sh -c './c.sh arg'\nd = !FOO=1 bash -e d.sh\ne = !env -i X=1 ./e\n"
+       "f = !python3 -c 'print(1)'\n",
+       "",
+       {"c.sh", "d.sh", "e", "scripts/a.js"}},
+      {"submodule update commands", "[submodule \"s\"]\nupdate = !./up.sh\n", "", {"up.sh"}},
+      {"pager.<cmd>", "[pager]\nlog = ./pg\ndiff = false\n", "", {"pg"}},
+      {"nothing leaves the workspace",
+       "[core]\nhooksPath = ../../outside\neditor = ../../../ed\nfsmonitor = /usr/bin/fsm\n"
+       "[include]\npath = ../../../etc/x\n[alias]\nx = !$HOME/bin/x\n",
+       "sub",
+       {}},
+      {"an absolute path inside the workspace",
+       "[core]\nhooksPath = /ws/root/.githooks\n",
+       "",
+       {".githooks"}},
+      {"a line git refuses hides nothing after it",
+       "[core]\nbad = \"unterminated\nhooksPath = h\neditor = ./e\\q\n[core\nx = ./y\n"
+       "[filter \"a\"]\nclean = ./ok\n",
+       "",
+       {"h", "ok"}},
+      {"CRLF", "[core]\r\n\thooksPath = .husky\r\n", "", {".husky"}},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> want = c.want;
+    std::sort(want.begin(), want.end());
+    std::vector<std::string> got;
+    for (auto& e : GitConfigExecutedEntries(
+             c.config, {.worktree = c.repo,
+                       .config_dir = c.repo.empty() ? ".git" : c.repo + "/.git",
+                       .workspace_abs = "/ws/root"})) {
+      got.push_back(e.path);
+    }
+    EXPECT_EQ(got, want) << c.name;
+  }
+  // A hooks directory that is the worktree itself: its hook files, never the whole tree.
+  const auto hooks_at_root = GitConfigExecutedPaths("[core]\nhooksPath = .\n", "");
+  EXPECT_NE(std::find(hooks_at_root.begin(), hooks_at_root.end(), "pre-commit"),
+            hooks_at_root.end());
+  EXPECT_EQ(std::find(hooks_at_root.begin(), hooks_at_root.end(), ""), hooks_at_root.end());
+  auto in_sub = GitConfigExecutedPaths("[core]\nhooksPath = .\n", "sub");
+  EXPECT_NE(std::find(in_sub.begin(), in_sub.end(), "sub/post-checkout"), in_sub.end());
+  EXPECT_EQ(std::find(in_sub.begin(), in_sub.end(), "sub"), in_sub.end());
+  // The key that named a path, as the documentation spells it: for the refusal's message.
+  auto e = GitConfigExecutedEntries("[CORE]\nhookspath = .husky\n[diff \"x\"]\ntextconv = ./t\n",
+                                    {.worktree = "", .config_dir = ".git"});
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].key, "core.hooksPath");
+  EXPECT_EQ(e[1].key, "diff.x.textconv");
+  const GitConfigPath* hit = RepoExecutedPathOf(".husky/pre-commit", e);
+  ASSERT_NE(hit, nullptr);
+  EXPECT_EQ(hit->key, "core.hooksPath");
+  EXPECT_EQ(RepoExecutedPathOf(".husky-notes", e), nullptr);
+  EXPECT_EQ(RepoExecutedPathOf("src/.husky", e), nullptr);
+  const std::vector<std::string> paths = {".husky", "a/b"};
+  EXPECT_TRUE(IsUnderAnyPath("a/b/c", paths));
+  EXPECT_TRUE(IsUnderAnyPath(".husky", paths));
+  EXPECT_FALSE(IsUnderAnyPath("a/bc", paths));
+  EXPECT_FALSE(IsUnderAnyPath("a", paths));
+}
+
+// Hostile config text: bounded, never throws, never reads past the end.
+TEST(GitConfigPaths, HostileInput) {
+  std::string huge = "[core]\nhooksPath = ";
+  huge.append(8u << 20, 'a');
+  EXPECT_TRUE(GitConfigExecutedPaths(huge, "").empty()) << "a path longer than PATH_MAX";
+  std::string many = "[alias]\n";
+  for (int i = 0; i < 100000; ++i)
+    many += "a" + std::to_string(i) + " = !./s" + std::to_string(i % 7) + "\n";
+  EXPECT_EQ(GitConfigExecutedPaths(many, "").size(), 7u);
+  static constexpr char kNul[] =
+      "[core]\nhooksPath = a\0b\n[core]\neditor = ./e\0x\n[co\0re]\nx=1\n";
+  const std::string nul(kNul, sizeof kNul - 1);
+  EXPECT_TRUE(GitConfigExecutedPaths(nul, "").empty());
+  for (const std::string& t : std::vector<std::string>{
+           "[", "[core", "[core \"", "[core \"x\\", "[core]\nhooksPath = \"",
+           "[core]\nhooksPath = x\\", "[core]\nhooksPath", "\"\\", "[core]\n=", "[a \"b\"]]\n",
+           std::string(1, '\0'), "[core]\nhooksPath=\"\\\n"}) {
+    EXPECT_TRUE(GitConfigExecutedPaths(t, "").empty()) << t;
+  }
+  // Deep `sh -c` nesting and a long chain of quotes stay bounded.
+  std::string deep = "[alias]\nx = !";
+  for (int i = 0; i < 2000; ++i) deep += "sh -c ";
+  deep += "./x\n";
+  EXPECT_TRUE(GitConfigExecutedPaths(deep, "").empty());
+  std::string quotes = "[alias]\nx = !";
+  quotes.append(1u << 20, '"');
+  EXPECT_TRUE(GitConfigExecutedPaths(quotes, "").empty());
 }
 
 }  // namespace

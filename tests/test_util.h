@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 extern char** environ;
@@ -125,9 +126,29 @@ inline bool UserNamespacesEnabled() {
   return (userns >> max) && max > 0;
 }
 
+// Whether the tests run in CI (.ci/run exports CI=true; so do GitHub Actions and GitLab CI).
+inline bool InCi() {
+  const char* v = std::getenv("CI");
+  return v != nullptr && (std::string_view(v) == "true" || std::string_view(v) == "1");
+}
+
 inline std::string CordonBin() { return FromEnv("CORDON_TEST_BIN", CORDON_BIN); }
 inline std::string ShippedPolicyDir() {
   return FromEnv("CORDON_TEST_POLICY_DIR", CORDON_POLICY_DIR);
 }
 
 }  // namespace cordon::testing
+
+// A security test that cannot run here because the sandbox is missing (no bwrap, no user
+// namespaces, no Landlock): a loud skip on a developer's machine, and under CI=true a failure with
+// the same reason, so that a runner without the sandbox cannot pass green with every escape test
+// skipped. Used like GTEST_SKIP: SECURITY_SKIP("bwrap is not installed, ..." << detail). In a
+// fixture's SetUp, a subclass checks IsSkipped() || HasFatalFailure() before going on.
+#define SECURITY_SKIP(reason)                                                                  \
+  do {                                                                                         \
+    if (::cordon::testing::InCi()) {                                                           \
+      GTEST_FAIL() << "SECURITY TEST CANNOT RUN, AND CI=true FORBIDS SKIPPING IT: " << reason; \
+    } else {                                                                                   \
+      GTEST_SKIP() << "SKIPPED SECURITY TEST: " << reason;                                     \
+    }                                                                                          \
+  } while (0)

@@ -8,6 +8,7 @@
 
 #include "policy/git_rules.h"
 #include "runner/mask.h"
+#include "workspace/repo_config.h"
 
 namespace cordon {
 
@@ -212,6 +213,19 @@ Result<std::string> ResolveWritablePath(const ToolContext& ctx, const std::strin
   if (IsProtectedPath(rel, ctx.policy.filesystem.protected_names)) {
     return Fail(Code::kDeniedByPolicy, rel + " is a protected path (" + ProtectedNamesText() +
                                            ", filesystem.protected_names) and cannot be written");
+  }
+  // What a host repository's own configuration runs or reads (core.hooksPath=.husky: the next
+  // `git commit` runs .husky/pre-commit), from the config of the repositories this path is in:
+  // the same paths the workspace guard binds and sweeps (workspace/repo_config.h).
+  {
+    const std::string changed[] = {rel};
+    const std::vector<GitConfigPath> executed = RepoExecutedPaths(ctx.workspace.fd(), changed);
+    if (const GitConfigPath* hit = RepoExecutedPathOf(rel, executed)) {
+      return Fail(Code::kDeniedByPolicy,
+                  rel + (rel == hit->path ? std::string() : " lies in " + hit->path + ", which") +
+                      " is protected: the repository's git configuration (" + hit->key +
+                      ") makes git run or read it on the host; it cannot be written");
+    }
   }
   // A `.git` that is not already a directory would be a repository (or a gitdir pointer) the
   // agent planted: refused here as the sweep removes one a process creates.

@@ -334,7 +334,12 @@ Status GitViews::Materialize(const GitViewMount& m, View& v) {
   // Sync-in: a host file changed since the last sync replaces a view copy left unchanged.
   std::set<std::string> names(m.copied.begin(), m.copied.end());
   for (const auto& [n, s] : v.files) names.insert(n);
-  for (const auto& n : names) {
+  // A split index's shared part first: the index names it, and the host's index must never name
+  // a sharedindex.* the host does not have yet.
+  std::vector<std::string> order(names.begin(), names.end());
+  std::stable_partition(order.begin(), order.end(),
+                        [](const std::string& n) { return n.starts_with("sharedindex."); });
+  for (const auto& n : order) {
     if (v.mount_points.count(n)) continue;
     Synced& rec = v.files[n];
     const Sig host_sig = StatSig(host.get(), n);

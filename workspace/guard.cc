@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "core/unique_fd.h"
+#include "workspace/repo_config.h"
 
 namespace cordon {
 namespace {
@@ -483,6 +484,56 @@ Status CopyTree(int from, const std::string& name, int to, const std::string& dn
   return {};
 }
 
+// The paths the configuration of the repositories a walk found executes from (core.hooksPath,
+// core.fsmonitor, include.path, ...: workspace/repo_config.h) are protected like `.git/hooks`:
+// each that exists joins the walk's found entries (bound read-only at a launch; swept when it
+// was not there before). Only the config of a `.git` in `host_git` is read, when given: the
+// sweep never takes orders from a repository the process planted.
+Status FindRepoExecuted(const std::string& root, WorkspaceWalk& w,
+                        const std::set<std::string>* host_git, bool scan_mode) {
+  const std::size_t cut = root == "/" ? 1 : root.size() + 1;
+  std::vector<std::string> git_rels;
+  for (const auto& f : w.found) {
+    if (f.git && (host_git == nullptr || host_git->count(f.path) != 0))
+      git_rels.push_back(f.path.substr(cut));
+  }
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", root);
+  for (const auto& rel : RepoProtectedPaths(root_fd.get(), git_rels)) {
+    const std::string abs = root == "/" ? "/" + rel : root + "/" + rel;
+    if (std::any_of(w.found.begin(), w.found.end(), [&](const GuardFound& f) {
+          return abs == f.path || abs.compare(0, f.path.size() + 1, f.path + "/") == 0;
+        })) {
+      continue;  // found already, or below something found (a .git)
+    }
+    UniqueFd p = OpenBeneath(root_fd.get(), rel, O_PATH);
+    struct stat st {};
+    if (!p.valid() && errno == ELOOP && scan_mode) {
+      return Fail(Code::kSandboxUnavailable,
+                  abs +
+                      ", which a repository's git configuration runs or reads, lies below a "
+                      "symbolic link; cordon will not run processes in this workspace until "
+                      "the link is a plain directory",
+                  0, abs);
+    }
+    if (!p.valid() || ::fstat(p.get(), &st) != 0) continue;  // missing: one made is swept
+    const PathKind kind = KindOfMode(st.st_mode);
+    if (scan_mode && (kind == PathKind::kSymlink || kind == PathKind::kOther)) {
+      return Fail(Code::kSandboxUnavailable,
+                  "protected path " + abs +
+                      " (a repository's git configuration runs or reads it) is a symbolic link "
+                      "or special file; cordon will not run processes in this workspace until "
+                      "it is a plain file or directory",
+                  0, abs);
+    }
+    std::erase_if(w.found, [&](const GuardFound& f) {
+      return f.path.compare(0, abs.size() + 1, abs + "/") == 0;
+    });
+    w.found.push_back({abs, kind, false});
+  }
+  return {};
+}
+
 void MkdirAll(const std::string& path) {
   for (std::size_t pos = 1; pos != std::string::npos;) {
     pos = path.find('/', pos + 1);
@@ -513,6 +564,7 @@ Result<ProtectedScan> ScanProtectedPaths(const std::vector<std::string>& roots,
   if (opts.snapshot) snapshot = std::make_shared<TreeSnapshot>();
   for (const auto& root : roots) {
     ASSIGN_OR_RETURN(WorkspaceWalk w, Walker(root, opts, false, true, opts.snapshot).Run());
+    TRY(FindRepoExecuted(root, w, nullptr, true));
     scan.scanned += w.entries;
     if (snapshot) snapshot->roots.push_back({root, std::move(w.snapshot), std::move(w.deferred)});
     for (const auto& f : w.found) {
@@ -648,6 +700,13 @@ void WorkspaceGuard::Sweep(const std::string& when, TreeSnapshot* after) {
       e.when = when;
       if (sink_) sink_(e);
       continue;
+    }
+    if (auto st = FindRepoExecuted(root, *walk, &baseline, false); !st) {
+      GuardEvent e{.kind = GuardEvent::Kind::kProtectedRemoved, .path = root, .entry_kind = "dir"};
+      e.error = "the sweep could not read the repositories' git config in " + root + ": " +
+                st.error().message;
+      e.when = when;
+      if (sink_) sink_(e);
     }
     std::vector<std::string> moved;
     for (const auto& f : walk->found) {

@@ -35,6 +35,8 @@ struct GuardOptions {
 
 // One protected entry a walk found: a `.git` (dir, file or anything else), `.git/config` and
 // `.git/hooks` of a git dir, or a name IsProtectedPath covers. Nothing below one is walked.
+// ScanProtectedPaths and the sweep add the paths a host repository's config executes from
+// (core.hooksPath, ...: workspace/repo_config.h) that exist.
 struct GuardFound {
   std::string path;  // absolute
   PathKind kind = PathKind::kOther;

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "core/fs.h"
+#include "workspace/repo_config.h"
 
 namespace cordon {
 
@@ -401,6 +402,14 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
     ReadHostFacts(st.root_fd.get(), *listing);
     CommitRules root_rules = rules;
     FindRepositoryDirs(st.root_fd.get(), *listing, root_rules);
+    {
+      // What the host repositories around these paths execute (core.hooksPath, ...): protected
+      // like .git/hooks (workspace/repo_config.h).
+      std::vector<std::string> rels;
+      rels.reserve(listing->size());
+      for (const auto& e : *listing) rels.push_back(e.rel);
+      root_rules.repo_protected = RepoProtectedPaths(st.root_fd.get(), rels);
+    }
     const std::vector<CommitDecision> decisions = PlanCommit(*listing, root_rules);
     CommitOptions opts;
     opts.rename_from_upper = final && st.same_fs;
