@@ -199,6 +199,10 @@ class Committer {
   // The host entry changed since the process started (or since this commit left it): the
   // process worked on a version the host no longer has.
   bool HostChanged(const std::string& rel, const struct statx& st) const {
+    // Inside a git directory the last writer wins, as git's own lock-and-rename does: host git
+    // refreshes the index on every `git status`, which must not make the agent's commit a
+    // conflict (and leave the host's index behind the objects and refs the commit installed).
+    if (rel.rfind(".git/", 0) == 0 || rel.find("/.git/") != std::string::npos) return false;
     if (ledger_ != nullptr) {
       auto it = ledger_->find(rel);
       if (it != ledger_->end()) return !(SigOf(st) == it->second.host);
