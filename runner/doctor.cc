@@ -2,8 +2,6 @@
 // `true` is launched through the same path tool calls use.
 #include "runner/doctor.h"
 
-#include "workspace/staging.h"
-
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -22,13 +20,14 @@
 
 #include "core/unique_fd.h"
 #include "runner/cgroup.h"
-#include "workspace/changes.h"
 #include "runner/egress_binding.h"
 #include "runner/host_probe.h"
 #include "runner/kernel_audit.h"
 #include "runner/landlock.h"
 #include "runner/launch.h"
 #include "runner/mask.h"
+#include "workspace/changes.h"
+#include "workspace/staging.h"
 
 extern char** environ;
 

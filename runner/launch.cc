@@ -841,18 +841,20 @@ std::vector<std::string> PlanEnvArgs(const LaunchPlan& plan) {
 Json PlanJson(const LaunchPlan& plan) {
   const std::vector<std::string> argv = LaunchArgv(plan);
   Json j = {{"bwrap", plan.session.weaker() ? Json(nullptr) : Json(argv)},
-          {"exec", {{"argv", argv}, {"env", LaunchEnv(plan)}}},
-          // What bwrap reads from its --args fd (the command's environment), NUL-separated.
-          {"bwrap_args_fd", PlanEnvArgs(plan)},
-          {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
-          {"contain", ContainSpecJson(plan.call.contain)},
-          {"confinement", ConfinementJson(plan)},
-          {"git_dirs", plan.session.git_dirs},
-          {"git_views", GitViewsJson(plan.session.git_views)}};
+            {"exec", {{"argv", argv}, {"env", LaunchEnv(plan)}}},
+            // What bwrap reads from its --args fd (the command's environment), NUL-separated.
+            {"bwrap_args_fd", PlanEnvArgs(plan)},
+            {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
+            {"contain", ContainSpecJson(plan.call.contain)},
+            {"confinement", ConfinementJson(plan)},
+            {"git_dirs", plan.session.git_dirs},
+            {"git_views", GitViewsJson(plan.session.git_views)}};
   if (!plan.session.staged.empty()) {
     Json staged = Json::array();
     for (const auto& r : plan.session.staged) {
-      staged.push_back({{"root", r.root}, {"upper", r.upper}, {"work", r.work},
+      staged.push_back({{"root", r.root},
+                        {"upper", r.upper},
+                        {"work", r.work},
                         {"mount", "overlay " + OverlayOptions(r)}});
     }
     j["staged"] = std::move(staged);

@@ -4,6 +4,7 @@
 // they allow reaches it at the commit point. Each attack of issue 18 is one test here. Run as
 // root by ctest and as an ordinary user by scripts/test-unprivileged.sh.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,8 +14,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "core/text.h"
 #include "runner/host_probe.h"
@@ -48,8 +47,10 @@ class StagedTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (FindOnPath("bwrap").empty()) why = "bwrap is not installed";
-    else if (!testing::UserNamespacesEnabled()) why = "user namespaces are disabled";
+    if (FindOnPath("bwrap").empty())
+      why = "bwrap is not installed";
+    else if (!testing::UserNamespacesEnabled())
+      why = "user namespaces are disabled";
     if (!why.empty()) SECURITY_SKIP(why);
     ws_ = dir_ / "ws";
     std::filesystem::create_directories(ws_ + "/src");
@@ -77,7 +78,7 @@ class StagedTest : public ::testing::Test {
   }
   testing::RunResult Exec(const std::string& script, std::vector<std::string> opts = {}) {
     std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws_,
-                                     "--audit-log", Log()};
+                                     "--audit-log",        Log()};
     argv.insert(argv.end(), opts.begin(), opts.end());
     argv.insert(argv.end(), {"--", "/bin/sh", "-c", "cd '" + ws_ + "' && " + script});
     return testing::Run(argv, env_);
@@ -224,9 +225,10 @@ TEST_F(StagedTest, SymlinkSwapsCannotMakeTheCommitTouchAFileOutside) {
   WriteFile(victim, "secret\n");
   ::chmod(victim.c_str(), 0600);
   ::chmod(outside.path().c_str(), 0755);
-  auto r = Exec("i=0; while [ $i -lt 200 ]; do mkdir -p d && chmod 000 d; rm -rf d; ln -sfn '" +
-                victim + "' d; rm -f d; i=$((i+1)); done; mkdir -p d; chmod 000 d; rm -rf d; ln -s '" +
-                victim + "' d; ln -s '" + outside.path() + "' e; mkdir -p e2; chmod 0777 e2");
+  auto r =
+      Exec("i=0; while [ $i -lt 200 ]; do mkdir -p d && chmod 000 d; rm -rf d; ln -sfn '" + victim +
+           "' d; rm -f d; i=$((i+1)); done; mkdir -p d; chmod 000 d; rm -rf d; ln -s '" + victim +
+           "' d; ln -s '" + outside.path() + "' e; mkdir -p e2; chmod 0777 e2");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   struct stat st {};
   ASSERT_EQ(::lstat(victim.c_str(), &st), 0);
@@ -277,9 +279,9 @@ TEST_F(StagedTest, WriteGrantsAreStagedUnderTheSameRules) {
   TempDir other;
   std::filesystem::create_directories(other / "repo/.git");
   WriteFile(other / "repo/.git/config", "[core]\n");
-  auto r = Exec("printf '[core]\\n\\tfsmonitor = /bin/false\\n' > '" + (other / "repo/.git/config") +
-                    "'; echo data > '" + (other / "out.txt") + "'; echo x > '" +
-                    (other / ".envrc") + "'",
+  auto r = Exec("printf '[core]\\n\\tfsmonitor = /bin/false\\n' > '" +
+                    (other / "repo/.git/config") + "'; echo data > '" + (other / "out.txt") +
+                    "'; echo x > '" + (other / ".envrc") + "'",
                 {"--write", other.path()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(ReadFile(other / "repo/.git/config"), "[core]\n");
@@ -311,8 +313,8 @@ TEST_F(StagedTest, DeletionsReplacementsAndRenamesAreExactOnTheHostAndInTheRecor
   EXPECT_FALSE(Exists(ws_ + "/src/main.c"));
   const Json changes = LastProcess()["changes"];
   std::set<std::string> listed;
-  for (const auto& e : changes["entries"]) listed.insert(e["kind"].get<std::string>() + " " +
-                                                          e["path"].get<std::string>());
+  for (const auto& e : changes["entries"])
+    listed.insert(e["kind"].get<std::string>() + " " + e["path"].get<std::string>());
   EXPECT_TRUE(listed.contains("modified edit.txt")) << changes.dump(1);
   EXPECT_TRUE(listed.contains("deleted src/main.c")) << changes.dump(1);
   EXPECT_TRUE(listed.contains("deleted old")) << changes.dump(1);

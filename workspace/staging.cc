@@ -222,8 +222,7 @@ StageMountPlan PrepareStageMounts(const std::vector<StagedRoot>& roots, uid_t eu
 int MountStagesInChild(const StageMountPlan& plan, const char** step) {
   if (plan.empty()) return 0;
   *step = "unshare";
-  if (::unshare(plan.user_namespace ? CLONE_NEWUSER | CLONE_NEWNS : CLONE_NEWNS) != 0)
-    return errno;
+  if (::unshare(plan.user_namespace ? CLONE_NEWUSER | CLONE_NEWNS : CLONE_NEWNS) != 0) return errno;
   if (plan.user_namespace) {
     *step = "write /proc/self/setgroups";
     if (!WriteSmall("/proc/self/setgroups", "deny")) return errno != 0 ? errno : EIO;
@@ -275,8 +274,10 @@ StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& roo
       // The upper layer must take a new file (the work directory, user xattrs, d_type).
       step = "create a file in the overlay";
       int fd = ::open(probe_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      if (fd < 0) err = errno;
-      else ::close(fd);
+      if (fd < 0)
+        err = errno;
+      else
+        ::close(fd);
     }
     if (err != 0) {
       (void)!::write(pipefd[1], step, std::strlen(step));
@@ -324,7 +325,8 @@ Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<
     if (!st.root_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", r.root);
     st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!st.upper_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", r.upper);
-    struct stat a {}, b {};
+    struct stat a {
+    }, b{};
     st.same_fs = ::fstat(st.root_fd.get(), &a) == 0 && ::fstat(st.upper_fd.get(), &b) == 0 &&
                  a.st_dev == b.st_dev;
     listing.append(r.root).push_back('\0');
@@ -393,8 +395,8 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
     CommitOutcome o;
     if (!listing) {
       o.error = listing.error();
-      o.error->message = "the staged changes of " + roots_[i].root +
-                         " could not be listed: " + o.error->message;
+      o.error->message =
+          "the staged changes of " + roots_[i].root + " could not be listed: " + o.error->message;
       o.not_done.push_back(roots_[i].root);
       Merge(all, o);
       continue;
@@ -602,7 +604,8 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
             st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
             st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
             if (!st.root_fd.valid() || !st.upper_fd.valid()) ok = false;
-            struct stat a {}, b {};
+            struct stat a {
+            }, b{};
             st.same_fs = ok && ::fstat(st.root_fd.get(), &a) == 0 &&
                          ::fstat(st.upper_fd.get(), &b) == 0 && a.st_dev == b.st_dev;
             s->roots_.push_back(std::move(r));

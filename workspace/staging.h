@@ -38,7 +38,8 @@ std::string OverlayOptions(const StagedRoot& r);
 // What the launch child does between fork and exec, prepared before the fork so that the child
 // makes only async-signal-safe system calls.
 struct StageMountPlan {
-  bool user_namespace = false;  // not root: a user namespace first, uid and gid mapped to themselves
+  bool user_namespace =
+      false;  // not root: a user namespace first, uid and gid mapped to themselves
   std::string uid_map, gid_map;
   std::vector<std::string> targets, options;
   bool empty() const { return targets.empty(); }
@@ -63,7 +64,8 @@ StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& roo
 class Stage {
  public:
   // Makes <dir>/u<i> and <dir>/w<i> (0700) for each root and the phase file ("running").
-  static Result<std::unique_ptr<Stage>> Create(std::string dir, const std::vector<std::string>& roots,
+  static Result<std::unique_ptr<Stage>> Create(std::string dir,
+                                               const std::vector<std::string>& roots,
                                                std::string quarantine);
   ~Stage();  // removes the stage directory (what is left in it was committed or quarantined)
   Stage(const Stage&) = delete;
