@@ -397,7 +397,8 @@ TEST_F(WorkflowsTest, PytestExitCodeComesBackAndItsCachesLandOnTheHost) {
   again.push_back("--lf");
   auto fixed = Exec(again);
   EXPECT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
-  EXPECT_NE(fixed.out.find("1 passed, 1 deselected"), std::string::npos) << fixed.out;
+  // Both tests pass now; only the one the cache names as failed ran.
+  EXPECT_NE(fixed.out.find("1 passed in"), std::string::npos) << fixed.out;
   EXPECT_EQ(ReadFile(ws_ + "/.pytest_cache/v/cache/lastfailed"), "{}")
       << "the second run's cache did not reach the host";
   ExpectAllStaged();
@@ -433,23 +434,24 @@ TEST_F(WorkflowsPeersTest, WrappedFilesystemServersWritesAreOnTheHostWhenItsResu
     const std::string name = "notes/n" + std::to_string(i) + ".md";
     if (i == 0) {
       Json mk = wrap.Call("create_directory", {{"path", ws_ + "/notes"}});
-      ASSERT_FALSE(mk["result"].value("isError", true)) << mk.dump();
+      ASSERT_TRUE(mk.contains("result")) << mk.dump();
+      ASSERT_FALSE(mk["result"].value("isError", false)) << mk.dump();
     }
     const std::string content = "note " + std::to_string(i) + "\n";
     Json w = wrap.Call("write_file", {{"path", ws_ + "/" + name}, {"content", content}});
     // At this moment, before anything else: the client has the result, the host has the file.
     const std::string on_host = ReadFile(ws_ + "/" + name);
     ASSERT_TRUE(w.contains("result")) << w.dump() << ReadFile(dir_ / "wrap.err");
-    EXPECT_FALSE(w["result"].value("isError", true)) << w.dump();
+    EXPECT_FALSE(w["result"].value("isError", false)) << w.dump();
     EXPECT_EQ(on_host, content) << "write_file's result arrived before its file reached the host";
   }
   // A protected name, written by the server: refused at the commit, never on the host while the
   // server runs on (three timer commits and a call boundary).
   Json mk = wrap.Call("create_directory", {{"path", ws_ + "/.vscode"}});
-  EXPECT_FALSE(mk["result"].value("isError", true)) << mk.dump();
+  EXPECT_FALSE(mk["result"].value("isError", false)) << mk.dump();
   Json w = wrap.Call("write_file",
                      {{"path", ws_ + "/.vscode/settings.json"}, {"content", "{\"x\": 1}\n"}});
-  EXPECT_FALSE(w["result"].value("isError", true)) << w.dump();
+  EXPECT_FALSE(w["result"].value("isError", false)) << w.dump();
   bool seen = Exists(ws_ + "/.vscode");
   for (int i = 0; i < 30 && !seen; ++i) {
     std::this_thread::sleep_for(100ms);
