@@ -5,6 +5,7 @@
 // and one-second timer). Run as root by ctest and as an ordinary user by
 // scripts/test-unprivileged.sh.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,8 +15,6 @@
 #include <filesystem>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "core/text.h"
 #include "runner/host_probe.h"
@@ -58,8 +57,8 @@ class Peer {
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
       bool overridden = false;
-      for (const auto& x : env) overridden |= entry.substr(0, entry.find('=') + 1) ==
-                                              x.substr(0, x.find('=') + 1);
+      for (const auto& x : env)
+        overridden |= entry.substr(0, entry.find('=') + 1) == x.substr(0, x.find('=') + 1);
       if (!overridden) envs.push_back(entry);
     }
     std::vector<char*> cargv, cenv;
@@ -172,8 +171,10 @@ class WorkflowsTest : public ::testing::Test {
   void SetUp() override {
     const bool ci = std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true";
     std::string why;
-    if (FindOnPath("bwrap").empty()) why = "bwrap is not installed";
-    else if (!testing::UserNamespacesEnabled()) why = "user namespaces are disabled";
+    if (FindOnPath("bwrap").empty())
+      why = "bwrap is not installed";
+    else if (!testing::UserNamespacesEnabled())
+      why = "user namespaces are disabled";
     if (!why.empty()) {
       if (ci) FAIL() << "WORKFLOW TEST CANNOT RUN under CI=true: " << why;
       GTEST_SKIP() << "SKIPPED WORKFLOW TEST: " << why;
@@ -202,7 +203,7 @@ class WorkflowsTest : public ::testing::Test {
   testing::RunResult Exec(std::vector<std::string> cmd, std::vector<std::string> opts = {},
                           std::vector<std::string> extra_env = {}) {
     std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws_,
-                                     "--audit-log", Log()};
+                                     "--audit-log",        Log()};
     argv.insert(argv.end(), opts.begin(), opts.end());
     argv.push_back("--");
     argv.insert(argv.end(), cmd.begin(), cmd.end());
@@ -231,10 +232,10 @@ class WorkflowsTest : public ::testing::Test {
   // git on the host, as the user would run it, with no configuration but the repository's.
   testing::RunResult HostGit(std::vector<std::string> args) {
     args.insert(args.begin(), {"/usr/bin/git", "-C", ws_});
-    return testing::Run(args, {"HOME=" + (dir_ / "home"), "GIT_CONFIG_NOSYSTEM=1",
-                               "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=h",
-                               "GIT_AUTHOR_EMAIL=h@example.org", "GIT_COMMITTER_NAME=h",
-                               "GIT_COMMITTER_EMAIL=h@example.org"});
+    return testing::Run(
+        args, {"HOME=" + (dir_ / "home"), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+               "GIT_AUTHOR_NAME=h", "GIT_AUTHOR_EMAIL=h@example.org", "GIT_COMMITTER_NAME=h",
+               "GIT_COMMITTER_EMAIL=h@example.org"});
   }
 
   TempDir dir_;
@@ -245,10 +246,9 @@ class WorkflowsTest : public ::testing::Test {
 // git inside a staged call: commit, checkout -b, stash push/pop, rebase, and a branch rewind;
 // each reaches the host's repository, and host git agrees with the tree after each call.
 TEST_F(WorkflowsTest, GitCommitCheckoutStashRebaseAndResetReachTheHost) {
-  for (std::vector<std::string> c :
-       {std::vector<std::string>{"init", "-q", "-b", "main"},
-        {"config", "commit.gpgsign", "false"},
-        {"commit", "-q", "--allow-empty", "-m", "base"}}) {
+  for (std::vector<std::string> c : {std::vector<std::string>{"init", "-q", "-b", "main"},
+                                     {"config", "commit.gpgsign", "false"},
+                                     {"commit", "-q", "--allow-empty", "-m", "base"}}) {
     auto r = HostGit(c);
     ASSERT_EQ(r.exit_code, 0) << c[0] << ": " << r.out << r.err;
   }
@@ -309,17 +309,17 @@ TEST_F(WorkflowsTest, NpmInstallFromTheRegistryLandsOnTheHost) {
   auto view = testing::Run({"/usr/bin/timeout", "60", npm, "view", "is-number@7.0.0", "version",
                             "--cache", dir_ / "host-npm-cache"});
   if (view.exit_code != 0 || view.out != "7.0.0\n") {
-    GTEST_SKIP() << "SKIPPED: this host cannot reach registry.npmjs.org: " << view.out
-                 << view.err;
+    GTEST_SKIP() << "SKIPPED: this host cannot reach registry.npmjs.org: " << view.out << view.err;
   }
-  WriteFile(ws_ + "/package.json",
-            R"({"name":"proj","version":"1.0.0","private":true,"dependencies":{"is-number":"7.0.0"}})");
+  WriteFile(
+      ws_ + "/package.json",
+      R"({"name":"proj","version":"1.0.0","private":true,"dependencies":{"is-number":"7.0.0"}})");
   // The command runs in the workspace's root (cordon exec's working directory).
   auto r = Exec({"npm", "install", "--no-audit", "--no-fund", "--no-update-notifier"},
                 {"--allow-preset", "npm"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  Json installed = Json::parse(ReadFile(ws_ + "/node_modules/is-number/package.json"), nullptr,
-                               false);
+  Json installed =
+      Json::parse(ReadFile(ws_ + "/node_modules/is-number/package.json"), nullptr, false);
   ASSERT_TRUE(installed.is_object()) << "node_modules did not reach the host";
   EXPECT_EQ(installed["version"], "7.0.0");
   EXPECT_TRUE(Exists(ws_ + "/node_modules/is-number/index.js"));
@@ -327,9 +327,9 @@ TEST_F(WorkflowsTest, NpmInstallFromTheRegistryLandsOnTheHost) {
   ASSERT_TRUE(lock.is_object()) << "package-lock.json did not reach the host";
   EXPECT_EQ(lock["packages"]["node_modules/is-number"]["version"], "7.0.0") << lock.dump(1);
   // Node on the host loads what was installed inside.
-  auto node = testing::Run({FindOnPath("node"), "-e",
-                            "process.stdout.write(String(require('" + ws_ +
-                                "/node_modules/is-number')('42')))"});
+  auto node = testing::Run(
+      {FindOnPath("node"), "-e",
+       "process.stdout.write(String(require('" + ws_ + "/node_modules/is-number')('42')))"});
   EXPECT_EQ(node.out, "true") << node.err;
   ExpectAllStaged();
 }
@@ -343,14 +343,16 @@ TEST_F(WorkflowsTest, NpmInstallOfAVendoredTarballLandsOnTheHost) {
             R"({"name":"tiny","version":"1.2.3","main":"index.js"})");
   WriteFile(dir_ / "src/package/index.js", "module.exports = (x) => 'tiny:' + x;\n");
   std::filesystem::create_directories(ws_ + "/vendor");
-  auto tar = testing::Run({"/bin/tar", "-czf", ws_ + "/vendor/tiny-1.2.3.tgz", "-C",
-                           dir_ / "src", "package"});
+  auto tar = testing::Run(
+      {"/bin/tar", "-czf", ws_ + "/vendor/tiny-1.2.3.tgz", "-C", dir_ / "src", "package"});
   ASSERT_EQ(tar.exit_code, 0) << tar.err;
-  WriteFile(ws_ + "/package.json",
-            R"({"name":"proj","version":"1.0.0","private":true,"dependencies":{"tiny":"file:vendor/tiny-1.2.3.tgz"}})");
+  WriteFile(
+      ws_ + "/package.json",
+      R"({"name":"proj","version":"1.0.0","private":true,"dependencies":{"tiny":"file:vendor/tiny-1.2.3.tgz"}})");
   auto r = Exec({"npm", "install", "--offline", "--no-audit", "--no-fund", "--no-update-notifier"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(ReadFile(ws_ + "/node_modules/tiny/index.js"), "module.exports = (x) => 'tiny:' + x;\n");
+  EXPECT_EQ(ReadFile(ws_ + "/node_modules/tiny/index.js"),
+            "module.exports = (x) => 'tiny:' + x;\n");
   Json lock = Json::parse(ReadFile(ws_ + "/package-lock.json"), nullptr, false);
   ASSERT_TRUE(lock.is_object()) << "package-lock.json did not reach the host";
   EXPECT_EQ(lock["packages"]["node_modules/tiny"]["version"], "1.2.3") << lock.dump(1);
@@ -373,8 +375,8 @@ TEST_F(WorkflowsTest, PytestExitCodeComesBackAndItsCachesLandOnTheHost) {
             "from calc import add\n\n"
             "def test_ok():\n    assert add(1, 2) == 3\n\n"
             "def test_bad():\n    assert add(1, 1) == 3\n");
-  const std::vector<std::string> pytest = {python, "-m", "pytest", "-q", "-p", "no:randomly",
-                                           "--rootdir", ws_, ws_ + "/tests"};
+  const std::vector<std::string> pytest = {
+      python, "-m", "pytest", "-q", "-p", "no:randomly", "--rootdir", ws_, ws_ + "/tests"};
   auto failing = Exec(pytest);
   EXPECT_EQ(failing.exit_code, 1) << "pytest's exit code for a failing test: " << failing.out
                                   << failing.err;
@@ -494,9 +496,8 @@ TEST_F(WorkflowsTest, BackgroundJobsWritesReachTheHostByTheTimerAndAtEachCallBou
   const std::string script =
       "date +%s%N > timer.txt; sleep 2; "
       "for i in 1 2 3; do date +%s%N > b$i.txt; echo wrote-b$i; sleep 0.7; done; sleep 60";
-  Json started = serve.Call("run_shell", {{"program", "/bin/sh"},
-                                          {"args", {"-c", script}},
-                                          {"background", true}});
+  Json started = serve.Call(
+      "run_shell", {{"program", "/bin/sh"}, {"args", {"-c", script}}, {"background", true}});
   ASSERT_TRUE(started.contains("result")) << started.dump() << ReadFile(dir_ / "serve.err");
   const Json job = started["result"]["structuredContent"];
   ASSERT_EQ(job.value("status", ""), "running") << started.dump();
@@ -526,8 +527,8 @@ TEST_F(WorkflowsTest, BackgroundJobsWritesReachTheHostByTheTimerAndAtEachCallBou
     for (int n = 0; n < 2000 && !said; ++n) {
       Json out = serve.Call("process_output", {{"id", id}});
       ASSERT_TRUE(out.contains("result")) << out.dump();
-      said = out["result"]["structuredContent"].value("output", "").find(marker) !=
-             std::string::npos;
+      said =
+          out["result"]["structuredContent"].value("output", "").find(marker) != std::string::npos;
       if (said) {
         EXPECT_TRUE(Exists(ws_ + "/b" + std::to_string(i) + ".txt"))
             << "b" << i << ".txt was written before the call but is not on the host at its "
