@@ -426,10 +426,12 @@ class WorkflowsPeersTest : public WorkflowsTest {
   std::string peers_;
 };
 
-// A wrapped server-filesystem: write_file's result reaches the client only after the commit, so
-// the file is on the host when the result arrives. A protected file it writes never reaches the
-// host while it keeps running (past several timer commits), and is recorded at commit.
+// A wrapped server-filesystem: write_file's (edit_file's, move_file's) result reaches the client
+// only after the commit, so the change is on the host when the result arrives. A protected file it
+// writes never reaches the host while it keeps running (past several timer commits), and is
+// recorded at commit.
 TEST_F(WorkflowsPeersTest, WrappedFilesystemServersWritesAreOnTheHostWhenItsResultArrives) {
+  WriteFile(ws_ + "/host.txt", "from the host\n");
   Peer wrap({testing::CordonBin(), "wrap", "--workspace", ws_, "--audit-log", Log(), "--read",
              peers_, "--", FindOnPath("node"),
              peers_ + "/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", ws_},
@@ -451,6 +453,18 @@ TEST_F(WorkflowsPeersTest, WrappedFilesystemServersWritesAreOnTheHostWhenItsResu
     EXPECT_FALSE(w["result"].value("isError", false)) << w.dump();
     EXPECT_EQ(on_host, content) << "write_file's result arrived before its file reached the host";
   }
+  // A file the host had: overwritten (the server's temporary file and rename), edited, moved;
+  // each is on the host when its result arrives.
+  Json over = wrap.Call("write_file", {{"path", ws_ + "/host.txt"}, {"content", "replaced\n"}});
+  EXPECT_EQ(ReadFile(ws_ + "/host.txt"), "replaced\n") << over.dump();
+  Json edit = wrap.Call(
+      "edit_file",
+      {{"path", ws_ + "/host.txt"}, {"edits", {{{"oldText", "replaced"}, {"newText", "edited"}}}}});
+  EXPECT_EQ(ReadFile(ws_ + "/host.txt"), "edited\n") << edit.dump();
+  Json move = wrap.Call("move_file",
+                        {{"source", ws_ + "/host.txt"}, {"destination", ws_ + "/notes/moved.txt"}});
+  EXPECT_FALSE(Exists(ws_ + "/host.txt")) << move.dump();
+  EXPECT_EQ(ReadFile(ws_ + "/notes/moved.txt"), "edited\n") << move.dump();
   // A protected name, written by the server: refused at the commit, never on the host while the
   // server runs on (three timer commits and a call boundary).
   Json mk = wrap.Call("create_directory", {{"path", ws_ + "/.vscode"}});
