@@ -13,7 +13,8 @@ id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/sh "$user"
 dest=$(mktemp -d /tmp/cordon-unpriv-XXXXXX)
 mkdir -p "$dest/bin" "$dest/share/cordon"
 cp "$build/cordon" "$build/cordon-shim" "$build/tests/escape_test" "$build/tests/cordon-probe" \
-  "$build/tests/egress_e2e_test" "$build/tests/staged_test" "$dest/bin/"
+  "$build/tests/egress_e2e_test" "$build/tests/staged_test" "$build/tests/workflows_test" \
+  "$dest/bin/"
 cp -r policies.d "$dest/share/cordon/policies.d"
 chmod -R a+rX "$dest"
 home=$(getent passwd "$user" | cut -d: -f6)
@@ -36,5 +37,13 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER
   TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
   CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" CORDON_EGRESS_CLIENTS_DIR="$clients" \
   "$dest/bin/egress_e2e_test" || rc=$?
+# Agents' workflows with the staged workspace (git, npm, pytest, a wrapped server, a background
+# job), as the same ordinary user; the MCP peer test reads the pinned peers from $MCP_PEERS_DIR.
+peers=${MCP_PEERS_DIR:-/tmp/mcp-peers}
+[ -d "$peers" ] && chmod -R a+rX "$peers"
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
+  TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" MCP_PEERS_DIR="$peers" \
+  "$dest/bin/workflows_test" || rc=$?
 rm -rf "$dest"
 exit $rc
