@@ -494,6 +494,7 @@ TEST_F(EscapeTest, GitConfigRenameHooksAndInfoNeverReachTheHost) {
 // .husky/pre-commit. A process cannot leave one behind, an existing path the config executes
 // (core.fsmonitor's script) is read-only inside, and the file tools refuse both, naming the key.
 TEST_F(EscapeTest, PathsTheRepositorysConfigExecutesCannotBePlanted) {
+  DirectMode();  // the read-only bind of tools/fsm.sh; staged: StagedTest
   if (FindOnPath("git").empty()) SECURITY_SKIP("git is not installed");
   InitRepo(ws_);
   ASSERT_EQ(HostGit(ws_, {"config", "core.hooksPath", ".husky"}).exit_code, 0);

@@ -273,6 +273,29 @@ TEST_F(StagedTest, GitCommitReachesTheHostAndGitConfigurationDoesNot) {
   EXPECT_EQ(status.out, "") << "the host's index and tree agree with the commit";
 }
 
+// core.hooksPath=.husky (husky, lefthook) and a core.fsmonitor script in the worktree: what
+// the repository's own configuration executes never lands (reason repo_executes).
+TEST_F(StagedTest, PathsTheRepositorysConfigExecutesNeverLand) {
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", ws_});
+    return testing::Run(args, {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")});
+  };
+  ASSERT_EQ(git({"init", "-q"}).exit_code, 0);
+  ASSERT_EQ(git({"config", "core.hooksPath", ".husky"}).exit_code, 0);
+  ASSERT_EQ(git({"config", "core.fsmonitor", "tools/fsm.sh"}).exit_code, 0);
+  WriteFile(ws_ + "/tools/fsm.sh", "#!/bin/sh\nexit 1\n");
+  auto r = Exec("mkdir -p .husky && echo 'touch /tmp/x' > .husky/pre-commit && echo evil > "
+                "tools/fsm.sh && echo fine > tools/other.sh");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(Exists(ws_ + "/.husky"));
+  EXPECT_EQ(ReadFile(ws_ + "/tools/fsm.sh"), "#!/bin/sh\nexit 1\n");
+  EXPECT_EQ(ReadFile(ws_ + "/tools/other.sh"), "fine\n");
+  std::set<std::string> refused;
+  for (const auto& j : Refused()) refused.insert(j.value("reason", "") + " " + j.value("path", ""));
+  EXPECT_TRUE(refused.contains("repo_executes " + ws_ + "/.husky")) << Joined(refused);
+  EXPECT_TRUE(refused.contains("repo_executes " + ws_ + "/tools/fsm.sh")) << Joined(refused);
+}
+
 // What a process wrote in a directory granted with --write is staged too: another repository's
 // .git/config planted there never lands.
 TEST_F(StagedTest, WriteGrantsAreStagedUnderTheSameRules) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <set>
 
 #include "core/fs.h"
@@ -57,6 +58,37 @@ bool InGitDir(std::string_view rel) {
   }
   return false;
 }
+
+// git's own lock on a file it rewrites (`index.lock` beside `index`): held while the commit
+// installs the file, so that a host `git status` refreshing the index meanwhile neither writes
+// back the index it read before the install nor is overwritten halfway. Waits up to two seconds
+// for a host git holding it; then installs anyway (the last writer wins, as without a lock).
+class GitFileLock {
+ public:
+  GitFileLock(int dir_fd, const std::string& leaf) : dir_(dir_fd), name_(leaf + ".lock") {
+    for (int i = 0; i < 400; ++i) {
+      const int fd = ::openat(dir_, name_.c_str(),
+                              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        ::close(fd);
+        held_ = true;
+        return;
+      }
+      if (errno != EEXIST) return;
+      ::usleep(5000);
+    }
+  }
+  ~GitFileLock() {
+    if (held_) ::unlinkat(dir_, name_.c_str(), 0);
+  }
+  GitFileLock(const GitFileLock&) = delete;
+  GitFileLock& operator=(const GitFileLock&) = delete;
+
+ private:
+  int dir_;
+  std::string name_;
+  bool held_ = false;
+};
 
 // Path order with '/' lowest, as the change records sort (workspace/changes.cc).
 bool PathLess(const FileChange& x, const FileChange& y) {
@@ -438,6 +470,9 @@ Status Committer::Install(const UpperEntry& e) {
   const std::string leaf(LeafOf(e.rel));
   const std::string_view parent = ParentOf(e.rel);
   ASSIGN_OR_RETURN(int hp, host_.Open(parent));
+  std::optional<GitFileLock> git_lock;
+  if (e.kind == UpperKind::kFile && InGitDir(e.rel) && e.rel.find("/objects/") == std::string::npos)
+    git_lock.emplace(hp, leaf);
   ASSIGN_OR_RETURN(auto st, StatAt(hp, leaf, e.rel));
   if (st && HostChanged(e.rel, *st)) return Refuse(e, "conflict");
   ASSIGN_OR_RETURN(int up, up_.Open(parent));

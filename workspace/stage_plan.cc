@@ -115,6 +115,10 @@ CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rul
     return {e.rel, CommitAction::kMkdir, "", true, i};
   }
   if (!GitRuleAllowsWrite(rel) || PlantsBareRepository(rel)) return Refuse(e, i, "git_metadata");
+  // A lock file git left (a process ended in the middle of a git command) would stop host git
+  // ("index.lock exists"): it stays out of the tree.
+  if (HasComponent(rel, ".git") && rel.size() > 5 && rel.substr(rel.size() - 5) == ".lock")
+    return Refuse(e, i, "git_lock");
   // seccomp already refuses set-id modes inside; this is the second wall, and a record.
   if (e.kind == UpperKind::kFile && (e.mode & (S_ISUID | S_ISGID)) != 0) {
     return Refuse(e, i, "setid_bits");
