@@ -27,6 +27,7 @@
 #include "runner/kernel_audit.h"
 #include "runner/limit_hit.h"
 #include "runner/mask.h"
+#include "runner/preset_cache.h"
 #include "workspace/guard.h"
 
 namespace cordon {
@@ -89,6 +90,9 @@ struct ProcessRequest {
   // it is in the network records ("tool run_shell", "server github"; empty: "tool " + tool).
   EgressExtra egress_extra;
   std::string egress_identity;
+  // Set by ProcessHost::Plan in network mode proxy: cordon's cache for each preset (granted in
+  // `grants`, named by its variables in the environment).
+  std::vector<PresetCache> preset_caches;
   // Set by ProcessHost::Launch: where the listener the shim sends goes.
   std::shared_ptr<EgressBinding> egress;
 };
@@ -189,7 +193,8 @@ struct SessionLaunch {
   std::vector<std::string> git_dirs;    // every git dir in the writable roots (full walk)
   std::vector<GitViewMount> git_views;  // every git directory, shown through a view
   NetworkMode network = NetworkMode::kNone;
-  std::optional<EgressPolicy> egress;  // network mode proxy: the sandbox's rules
+  std::optional<EgressPolicy> egress;      // network mode proxy: the sandbox's rules
+  std::vector<PresetCache> preset_caches;  // and its presets' caches
   bool weaker() const { return bwrap.empty(); }
 };
 
