@@ -361,7 +361,8 @@ TEST_F(CliTest, EgressFlagsRefuseBadValuesNamingTheFlag) {
   }
   // --help lists the presets with what each allows.
   auto help = Cordon({"exec", "--help"});
-  EXPECT_NE(help.out.find("pypi: the Python Package Index (pip, uv)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("pypi: the Python Package Index (pip, uv)"), std::string::npos)
+      << help.out;
   EXPECT_NE(help.out.find("--allow-domain"), std::string::npos) << help.out;
 }
 

@@ -546,7 +546,7 @@ TEST(PolicyEgress, ShowListsDomainsPresetsAndResolveWithSources) {
                               "[tools.exec]\ndeny_domains = [\"bad.example.com\"]\n",
                               "u.toml", false));
   const std::string text = PolicyShowText(p);
-  for (const std::string line : {
+  for (const std::string& line : std::vector<std::string>{
            "network.mode = \"proxy\"    # u.toml:2",
            "network.allow_domains = [    # last set by u.toml:3",
            "  \"api.example.com\",    # u.toml:3",
