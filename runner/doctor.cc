@@ -211,8 +211,8 @@ std::pair<bool, std::string> PresetCachesReport() {
     std::string variables;
     for (const PresetCacheVariable& v : p.cache_variables)
       variables += (variables.empty() ? "" : ", ") + std::string(v.name);
-    std::string path = CanonicalPath(PresetCacheDir(p.name)), state;
-    auto why = PresetCacheRefusal(path, {}, home, host_paths);
+    std::string path = PresetCacheDir(p.name), state;
+    auto why = PresetCacheRefusal(CanonicalPath(path), {}, home, host_paths);
     if (!why) {
       if (auto dir = PreparePresetCacheDir(p.name, false)) {
         path = *dir;

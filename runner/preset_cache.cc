@@ -140,10 +140,10 @@ std::vector<PresetCache> PresetCachesFor(const EgressPolicy& egress, const std::
     PresetCache c;
     c.preset = name;
     c.source = source;
-    c.path = CanonicalPath(PresetCacheDir(name));
+    c.path = PresetCacheDir(name);  // as named until it is checked: a symlink is not resolved
     // Checked before anything is made (never a directory in the workspace), and again on the
     // directory that exists.
-    auto why = PresetCacheRefusal(c.path, workspace, home, host_paths);
+    auto why = PresetCacheRefusal(CanonicalPath(c.path), workspace, home, host_paths);
     if (!why) {
       if (auto dir = PreparePresetCacheDir(name, create)) {
         c.path = *dir;

@@ -19,7 +19,7 @@ namespace cordon {
 struct PresetCache {
   std::string preset;
   std::string source;  // "preset npm (--allow-preset)": the grant's `from`
-  std::string path;    // PresetCacheDir(preset), canonical
+  std::string path;    // PresetCacheDir(preset): canonical once checked, else as named
   EnvList env;         // the preset's variables pointing at `path` (PresetCacheEnvironment)
   bool exists = false;
   // Why the sandbox gets no cache (its clients then use their defaults under the sandbox's own

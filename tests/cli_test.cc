@@ -553,6 +553,47 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
   EXPECT_NE(none.out.find("apt-get install bubblewrap"), std::string::npos) << none.out;
 }
 
+// `preset_caches` (issue 18): where each preset's cache of cordon's own is, whether it is there
+// and writable, and one that cordon would not use (a symlinked level) named with the reason.
+TEST_F(CliTest, DoctorSaysWhereEachPresetCacheIs) {
+  const std::string cache = dir_ / "cache";
+  env_.push_back("XDG_CACHE_HOME=" + cache);
+  std::filesystem::create_directories(cache + "/cordon/presets/npm");
+  for (const char* d : {"/cordon", "/cordon/presets", "/cordon/presets/npm"}) {
+    std::filesystem::permissions(cache + d, std::filesystem::perms::owner_all);
+  }
+  WriteFile(cache + "/cordon/presets/npm/_cacache/index", "x");
+  std::filesystem::create_directories(dir_ / "elsewhere");
+  std::filesystem::create_directory_symlink(dir_ / "elsewhere", cache + "/cordon/presets/pypi");
+  auto r = Cordon({"doctor", "--json"});
+  const Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  Json check;
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "preset_caches") check = c;
+  }
+  ASSERT_TRUE(check.is_object()) << r.out;
+  const std::string detail = check["detail"].get<std::string>();
+  EXPECT_NE(detail.find("npm: " + cache +
+                        "/cordon/presets/npm (npm_config_cache, "
+                        "YARN_CACHE_FOLDER) writable, 0 MiB in 2 entries"),
+            std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("pypi: " + cache +
+                        "/cordon/presets/pypi (PIP_CACHE_DIR, UV_CACHE_DIR) "
+                        "UNUSABLE"),
+            std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("symlink"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("crates: " + cache + "/cordon/presets/crates (CARGO_HOME) not made yet"),
+            std::string::npos)
+      << detail;
+  EXPECT_FALSE(check["ok"].get<bool>()) << check.dump();
+  EXPECT_FALSE(check["required"].get<bool>()) << check.dump();
+  EXPECT_FALSE(check["remedy"].get<std::string>().empty()) << check.dump();
+  EXPECT_FALSE(std::filesystem::exists(cache + "/cordon/presets/crates")) << "doctor makes nothing";
+}
+
 TEST_F(CliTest, ExecPassesThroughStdioAndExitCode) {
   if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
   auto r = Cordon({"exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--", "sh", "-c",
