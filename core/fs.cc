@@ -460,4 +460,14 @@ std::string CordonStateDir() {
   return "/tmp/cordon-state-" + std::to_string(::getuid());
 }
 
+std::string CordonCacheDir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] == '/') {
+    return std::string(x) + "/cordon";
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/' && h[1] != '\0') {
+    return std::string(h) + "/.cache/cordon";
+  }
+  return "/tmp/cordon-cache-" + std::to_string(::getuid());
+}
+
 }  // namespace cordon

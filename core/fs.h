@@ -102,4 +102,9 @@ std::vector<std::string> FindAgentsFiles(const Workspace& ws);
 // /tmp/cordon-state-UID. Git views and the quarantine live under it, never in a workspace.
 std::string CordonStateDir();
 
+// cordon's cache directory: $XDG_CACHE_HOME/cordon, ~/.cache/cordon, or (no usable HOME)
+// /tmp/cordon-cache-UID. Not under the state directory, which every sandbox masks: the egress
+// presets' caches live here (policy/egress.h PresetCacheDir) and are bound into sandboxes.
+std::string CordonCacheDir();
+
 }  // namespace cordon

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "core/fs.h"
 #include "core/text.h"
 
 namespace cordon {
@@ -344,20 +345,39 @@ Result<ResolveEntry> ParseResolveEntry(std::string_view text, std::string source
 
 std::span<const EgressPreset> EgressPresets() {
   static const EgressPreset kPresets[] = {
+      // npm keeps _cacache/ (the tarballs) and _npx/ (what npx installed) under its cache.
       {"npm",
        {"registry.npmjs.org", "registry.yarnpkg.com"},
-       {"~/.npm"},
-       "the npm registry (npm, npx, yarn); writes the npm cache"},
+       {{"npm_config_cache", ""}, {"YARN_CACHE_FOLDER", "yarn"}},
+       "the npm registry (npm, npx, yarn); cordon's own npm cache"},
       {"pypi",
        {"pypi.org", "files.pythonhosted.org"},
-       {"~/.cache/pip"},
-       "the Python Package Index (pip); writes pip's cache"},
+       {{"PIP_CACHE_DIR", "pip"}, {"UV_CACHE_DIR", "uv"}},
+       "the Python Package Index (pip, uv); cordon's own pip and uv caches"},
+      // Cargo has no variable for its registry cache alone: CARGO_HOME moves registry/ and git/
+      // together with config.toml and bin/. Inside, HOME is the sandbox's own, so without it
+      // cargo would use a CARGO_HOME that ends with the sandbox; the user's ~/.cargo is seen in
+      // neither case.
       {"crates",
        {"crates.io", "index.crates.io", "static.crates.io"},
-       {"~/.cargo/registry", "~/.cargo/git"},
-       "crates.io (cargo); writes cargo's registry cache"},
+       {{"CARGO_HOME", ""}},
+       "crates.io (cargo); cordon's own CARGO_HOME (registry and git caches)"},
   };
   return kPresets;
+}
+
+std::string PresetCacheDir(std::string_view preset) {
+  return CordonCacheDir() + "/presets/" + std::string(preset);
+}
+
+std::vector<std::pair<std::string, std::string>> PresetCacheEnvironment(const EgressPreset& preset,
+                                                                        const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const PresetCacheVariable& v : preset.cache_variables) {
+    env.emplace_back(std::string(v.name),
+                     v.subdir.empty() ? dir : dir + "/" + std::string(v.subdir));
+  }
+  return env;
 }
 
 const EgressPreset* FindEgressPreset(std::string_view name) {

@@ -47,15 +47,31 @@ struct ResolveEntry {
 };
 Result<ResolveEntry> ParseResolveEntry(std::string_view text, std::string source);
 
-// A package registry: its domains, and the cache directories its client writes.
+// A variable that points a registry's client at the preset's cache inside the sandbox: its value
+// is the cache directory, or `subdir` below it (a directory the client makes itself).
+struct PresetCacheVariable {
+  std::string_view name;    // "npm_config_cache"
+  std::string_view subdir;  // "" or "pip"
+};
+
+// A package registry: its domains, and the variables that point its clients at cordon's own
+// cache for it (PresetCacheDir), never at the user's (~/.npm, ~/.cache/pip, ~/.cargo: code the
+// host's own npm, pip and cargo run).
 struct EgressPreset {
   std::string_view name;
   std::vector<std::string_view> domains;
-  std::vector<std::string_view> write_paths;  // "~/.npm"; ~ is the invoking user's HOME
-  std::string_view what;                      // one line for `policy show` and --help
+  std::vector<PresetCacheVariable> cache_variables;
+  std::string_view what;  // one line for `policy show` and --help
 };
 std::span<const EgressPreset> EgressPresets();
 const EgressPreset* FindEgressPreset(std::string_view name);
+
+// cordon's cache for a preset: CordonCacheDir() + "/presets/" + name. Shared by every sandbox of
+// this user that uses the preset; no host tool uses it.
+std::string PresetCacheDir(std::string_view preset);
+// The preset's variables with their values for a cache at `dir`, in the preset's order.
+std::vector<std::pair<std::string, std::string>> PresetCacheEnvironment(const EgressPreset& preset,
+                                                                        const std::string& dir);
 
 // The effective rules of one sandbox (one tool, one configured server, one `exec`).
 struct EgressPolicy {
@@ -63,8 +79,9 @@ struct EgressPolicy {
   std::vector<DomainRule> deny;
   std::vector<ResolveEntry> resolve;
   std::vector<std::string> presets;  // names applied: their domains are in `allow`
-  // Preset cache directories: (path as written, source). Granted writable to the sandbox.
-  std::vector<std::pair<std::string, std::string>> write_paths;
+  // (preset, source) for each preset applied: its cordon cache is granted writable to the
+  // sandbox and its variables point there (runner/preset_cache.h).
+  std::vector<std::pair<std::string, std::string>> caches;
   bool empty() const { return allow.empty(); }
 };
 
@@ -150,7 +167,7 @@ std::string ResolveEntryText(const ResolveEntry& e);
 struct Policy;
 // The effective rules of one sandbox running `tool` (policy/policy.h): [network] allow_domains,
 // deny_domains, presets and resolve, then [tools.TOOL]'s, then `extra`'s, each rule with the
-// file:line (or flag) that added it; presets expanded into allow rules and write_paths (source
+// file:line (or flag) that added it; presets expanded into allow rules and caches (source
 // "preset NAME (where it was named)"). A rule named twice keeps its first place and source; a
 // resolve entry of `extra` replaces the policy's for that name. The policy's entries were
 // checked and normalised when it loaded (LoadPolicy refuses a bad one), so all of them parse.

@@ -42,7 +42,7 @@ void AddPreset(EgressPolicy& out, const std::string& name, const std::string& fr
   for (std::string_view d : preset->domains) {
     if (auto r = ParseDomainRule(d, source)) AddRule(out.allow, std::move(*r));
   }
-  for (std::string_view w : preset->write_paths) out.write_paths.emplace_back(w, source);
+  out.caches.emplace_back(name, source);
 }
 
 }  // namespace

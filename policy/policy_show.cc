@@ -60,13 +60,14 @@ Json EgressJson(const Policy& policy, const EgressPolicy& e, NetworkMode mode) {
   for (const std::string& name : e.presets) {
     const EgressPreset* p = FindEgressPreset(name);
     if (p == nullptr) continue;
-    Json domains = Json::array(), writes = Json::array();
+    Json domains = Json::array(), variables = Json::object();
     for (std::string_view d : p->domains) domains.push_back(d);
-    for (std::string_view w : p->write_paths) writes.push_back(w);
+    const std::string cache = PresetCacheDir(name);
+    for (const auto& [k, v] : PresetCacheEnvironment(*p, cache)) variables[k] = v;
     presets.push_back({{"name", name},
                        {"what", p->what},
                        {"domains", domains},
-                       {"write_paths", writes},
+                       {"cache", {{"path", cache}, {"variables", variables}}},
                        {"from", FromOf(policy, "network.presets", name)}});
   }
   return {{"mode", NetworkModeName(mode)},
@@ -212,17 +213,18 @@ std::string PolicyShowText(const Policy& policy) {
     }
     if (section == "redact") list(*list_key("redact.values"));
     if (section == "network") {
-      // What each preset stands for: the domains it allows and the caches it makes writable.
+      // What each preset stands for: the domains it allows, and cordon's cache for it that the
+      // sandbox may write, with the variables that point its clients there.
       for (const std::string& name : policy.egress.presets) {
         const EgressPreset* p = FindEgressPreset(name);
         if (p == nullptr) continue;
-        std::string domains, writes;
+        std::string domains, variables;
         for (std::string_view d : p->domains)
           domains += (domains.empty() ? "" : ", ") + std::string(d);
-        for (std::string_view w : p->write_paths)
-          writes += (writes.empty() ? "" : ", ") + std::string(w);
-        out << "# preset " << name << ": " << p->what << "; allows " << domains << "; writes "
-            << writes << "\n";
+        for (const PresetCacheVariable& v : p->cache_variables)
+          variables += (variables.empty() ? "" : ", ") + std::string(v.name);
+        out << "# preset " << name << ": " << p->what << "; allows " << domains << "; cache "
+            << PresetCacheDir(name) << " (" << variables << ")\n";
       }
       if (!policy.egress.allow_domains.empty() || !policy.egress.presets.empty()) {
         if (policy.network != NetworkMode::kProxy) {

@@ -26,6 +26,7 @@
 #include "runner/landlock.h"
 #include "runner/launch.h"
 #include "runner/mask.h"
+#include "runner/preset_cache.h"
 #include "workspace/changes.h"
 #include "workspace/staging.h"
 
@@ -176,6 +177,65 @@ std::pair<bool, std::string> EgressProxyProbe(const std::string& shim) {
   }
   std::filesystem::remove_all(tmpl);
   return out;
+}
+
+// The size of a preset cache, walked without following a symlink and at most `max_entries` deep
+// into it: a warm npm cache holds tens of thousands of files, and doctor stays quick.
+std::string CacheUsage(const std::string& dir, std::size_t max_entries) {
+  std::error_code ec;
+  std::filesystem::recursive_directory_iterator it(
+      dir, std::filesystem::directory_options::skip_permission_denied, ec);
+  std::uintmax_t bytes = 0;
+  std::size_t entries = 0;
+  for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (++entries > max_entries) {
+      return "over " + std::to_string(bytes >> 20) + " MiB (stopped counting at " +
+             std::to_string(max_entries) + " entries)";
+    }
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) bytes += st.st_size;
+  }
+  return std::to_string(bytes >> 20) + " MiB in " + std::to_string(entries) + " entries";
+}
+
+// Where each egress preset's cache is (cordon's own, never the user's ~/.npm, ~/.cache/pip or
+// ~/.cargo), whether it exists and this user can write it, and about how large it is.
+std::pair<bool, std::string> PresetCachesReport() {
+  bool pass = true;
+  std::string detail;
+  const char* home_env = std::getenv("HOME");
+  const std::string home = home_env != nullptr && home_env[0] == '/' && home_env[1] != '\0'
+                               ? CanonicalPath(home_env)
+                               : std::string();
+  const std::vector<std::string> host_paths = HostPackageCachePaths(home, environ);
+  for (const EgressPreset& p : EgressPresets()) {
+    std::string variables;
+    for (const PresetCacheVariable& v : p.cache_variables)
+      variables += (variables.empty() ? "" : ", ") + std::string(v.name);
+    std::string path = PresetCacheDir(p.name), state;
+    auto why = PresetCacheRefusal(CanonicalPath(path), {}, home, host_paths);
+    if (!why) {
+      if (auto dir = PreparePresetCacheDir(p.name, false)) {
+        path = *dir;
+        why = PresetCacheRefusal(path, {}, home, host_paths);
+        if (!why && ::access(path.c_str(), W_OK) != 0)
+          why = std::string("not writable: ") + std::strerror(errno);
+        if (!why) state = "writable, " + CacheUsage(path, 20000);
+      } else if (dir.error().code == Code::kNotFound) {
+        state = "not made yet (the first launch with --allow-preset " + std::string(p.name) +
+                " makes it, 0700)";
+      } else {
+        why = dir.error().message;
+      }
+    }
+    if (why) {
+      pass = false;
+      state = "UNUSABLE, sandboxes run without it: " + *why;
+    }
+    detail += (detail.empty() ? "" : "; ") + std::string(p.name) + ": " + path + " (" + variables +
+              ") " + state;
+  }
+  return {pass, detail};
 }
 
 }  // namespace
@@ -357,6 +417,15 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
             ", plus the audit log, audit key, --policy layers and serve's token file of each "
             "session",
         "");
+    {
+      auto [pass, detail] = PresetCachesReport();
+      add("preset_caches", pass, false,
+          "cordon's own caches for --allow-preset (never your ~/.npm, ~/.cache/pip or "
+          "~/.cargo), shared by your sandboxes: " +
+              detail,
+          "remove the directory named in the detail, or set XDG_CACHE_HOME elsewhere; cordon "
+          "makes the cache again (0700) at the next launch with that preset");
+    }
     const char* home = std::getenv("HOME");
     add("dangerous_workspace", true, false,
         "/ and your home directory (" + CanonicalPath(home != nullptr ? home : "/nonexistent") +

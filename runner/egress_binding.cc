@@ -60,15 +60,10 @@ Json EgressPolicyJson(const EgressPolicy& p) {
   for (const ResolveEntry& e : p.resolve) {
     resolve.push_back({{"name", e.name}, {"addresses", e.addresses}, {"source", e.source}});
   }
-  Json writes = Json::array();
-  for (const auto& [path, source] : p.write_paths) {
-    writes.push_back({{"path", path}, {"source", source}});
-  }
   return {{"allow", rules(p.allow)},
           {"deny", rules(p.deny)},
           {"presets", p.presets},
-          {"resolve", std::move(resolve)},
-          {"write_paths", std::move(writes)}};
+          {"resolve", std::move(resolve)}};
 }
 
 Status EgressBinding::BindConnectOnly() {

@@ -540,6 +540,14 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   s.workspace = workspace;
   c.cwd = req.cwd.empty() ? workspace : req.cwd;
   c.env = facts.env;
+  // Each preset's cache variables point at cordon's cache for it, over what was passed from the
+  // caller (which names the host's own caches), under what the policy's [env] set or the request
+  // (--env, a server's env) names explicitly: the person's own choice wins.
+  for (const PresetCache& cache : req.preset_caches) {
+    for (const auto& [k, v] : cache.env) {
+      if (!policy.env.set.contains(k)) SetEnv(c.env, k, v);
+    }
+  }
   for (const auto& [k, v] : req.extra_env) SetEnv(c.env, k, v);
   if (s.network == NetworkMode::kProxy) {
     // The proxy is reached through the listener the shim opens in the sandbox's own network
@@ -551,6 +559,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
                       host.weaker_reason + "); use --network none, or install bwrap");
     }
     s.egress = EgressFor(policy, req.tool, req.egress_extra);
+    s.preset_caches = req.preset_caches;
     // Set last: a variable the caller passed cannot point the sandbox's clients elsewhere.
     for (const auto& [k, v] : ProxyEnvironment()) SetEnv(c.env, k, v);
     c.contain.proxy_port = kSandboxProxyPort;
@@ -799,7 +808,22 @@ Json ConfinementJson(const LaunchPlan& plan) {
     }
     j["grants"] = std::move(grants);
   }
-  if (s.egress) j["egress"] = EgressPolicyJson(*s.egress);
+  if (s.egress) {
+    j["egress"] = EgressPolicyJson(*s.egress);
+    Json caches = Json::array();
+    for (const PresetCache& cache : s.preset_caches) {
+      Json one = {{"preset", cache.preset}, {"path", cache.path}, {"exists", cache.exists}};
+      if (cache.unavailable.empty()) {
+        Json variables = Json::object();
+        for (const auto& [k, v] : cache.env) variables[k] = v;
+        one["variables"] = std::move(variables);
+      } else {
+        one["unavailable"] = cache.unavailable;
+      }
+      caches.push_back(std::move(one));
+    }
+    j["egress"]["caches"] = std::move(caches);
+  }
   return j;
 }
 

@@ -27,6 +27,7 @@
 #include "runner/kernel_audit.h"
 #include "runner/limit_hit.h"
 #include "runner/mask.h"
+#include "runner/preset_cache.h"
 #include "workspace/guard.h"
 #include "workspace/staging.h"
 
@@ -90,6 +91,9 @@ struct ProcessRequest {
   // it is in the network records ("tool run_shell", "server github"; empty: "tool " + tool).
   EgressExtra egress_extra;
   std::string egress_identity;
+  // Set by ProcessHost::Plan in network mode proxy: cordon's cache for each preset (granted in
+  // `grants`, named by its variables in the environment).
+  std::vector<PresetCache> preset_caches;
   // Set by ProcessHost::Launch: where the listener the shim sends goes.
   std::shared_ptr<EgressBinding> egress;
   // Set by ProcessHost::Plan: the writable roots are staged (docs/adr/0006-staged-workspace.md),
@@ -197,7 +201,8 @@ struct SessionLaunch {
   // direct mode (then protect, pins and git_views above keep the workspace).
   std::vector<StagedRoot> staged;
   NetworkMode network = NetworkMode::kNone;
-  std::optional<EgressPolicy> egress;  // network mode proxy: the sandbox's rules
+  std::optional<EgressPolicy> egress;      // network mode proxy: the sandbox's rules
+  std::vector<PresetCache> preset_caches;  // and its presets' caches
   bool weaker() const { return bwrap.empty(); }
 };
 

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "runner/preset_cache.h"
+
 namespace cordon {
 
 ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, Result<SandboxHost> host,
@@ -39,31 +41,22 @@ Result<const SandboxHost*> ProcessHost::Host() {
 
 namespace {
 
-// A preset's cache directories (~/.npm, ...) are granted writable to a proxied sandbox; a launch
-// creates a missing one (mode 0700, the user's own cache) so that the grant has something to
-// bind, `--plan` only shows what exists.
-Result<ProcessRequest> WithPresetGrants(const Policy& policy, const ProcessRequest& req,
-                                        bool create) {
+// A proxied sandbox's presets each get cordon's own cache (runner/preset_cache.h), granted
+// writable, never the user's ~/.npm, ~/.cache/pip or ~/.cargo. A launch makes a missing one
+// (0700, before the sandbox exists); `--plan` only shows what exists.
+Result<ProcessRequest> WithPresetCaches(const Policy& policy, const ProcessRequest& req,
+                                        const std::string& workspace, char** envp, bool create) {
   if (req.network.value_or(policy.NetworkFor(req.tool)) != NetworkMode::kProxy) return req;
   const EgressPolicy egress = EgressFor(policy, req.tool, req.egress_extra);
-  if (egress.write_paths.empty()) return req;
+  if (egress.caches.empty()) return req;
   const char* home_env = std::getenv("HOME");
   const std::string home = home_env != nullptr ? home_env : "";
   ProcessRequest out = req;
-  for (const auto& [path, source] : egress.write_paths) {
-    if (home.empty() || home == "/") continue;  // no HOME: no cache to grant
-    const std::string full = ExpandPath(path, "", home);
-    if (create) {
-      std::error_code ec;
-      std::filesystem::create_directories(full, ec);
-      if (!ec) std::filesystem::permissions(full, std::filesystem::perms::owner_all, ec);
-    }
-    auto grant = ResolveGrant(full, true, source, home);
-    if (grant) {
-      out.grants.push_back(*grant);
-    } else if (grant.error().code != Code::kNotFound) {
-      return std::unexpected(grant.error());
-    }
+  out.preset_caches = PresetCachesFor(egress, CanonicalPath(workspace), envp, create);
+  for (const PresetCache& c : out.preset_caches) {
+    if (!c.unavailable.empty() || !c.exists) continue;
+    ASSIGN_OR_RETURN(PathGrant grant, ResolveGrant(c.path, true, c.source, home));
+    out.grants.push_back(std::move(grant));
   }
   return out;
 }
@@ -154,7 +147,8 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResour
                                      std::shared_ptr<TreeSnapshot>* before,
                                      std::shared_ptr<Stage>* stage) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
-  ASSIGN_OR_RETURN(ProcessRequest req, WithPresetGrants(policy_, request, acquired != nullptr));
+  ASSIGN_OR_RETURN(ProcessRequest req, WithPresetCaches(policy_, request, workspace_.root(),
+                                                        envp_, acquired != nullptr));
   std::vector<std::string> roots;
   if (req.workspace_writable && policy_.workspace_mode != WorkspaceMode::kDirect) {
     std::string why;

@@ -216,6 +216,7 @@ TEST_F(CliTest, PolicyShowListsEgressDomainsAndWhereEachCameFrom) {
             "allow_domains = [\"!*.example.org\", \"exfil.attacker.example\"]\n"
             "deny_domains = [\"gist.github.com\"]\n"
             "resolve = [\"registry.npmjs.org=127.0.0.1\"]\n");
+  env_.push_back("XDG_CACHE_HOME=" + (dir_ / "cache"));
   auto text = Cordon({"policy", "show", "--workspace", dir_ / "ws"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   for (const std::string& line : std::vector<std::string>{
@@ -223,8 +224,9 @@ TEST_F(CliTest, PolicyShowListsEgressDomainsAndWhereEachCameFrom) {
            "  \"api.github.com\",    # " + user + ":3",
            "  \"gist.github.com\",    # " + project + ":3",
            "  \"npm\",    # " + user + ":4",
-           "# preset npm: the npm registry (npm, npx, yarn); writes the npm cache; allows "
-           "registry.npmjs.org, registry.yarnpkg.com; writes ~/.npm",
+           "# preset npm: the npm registry (npm, npx, yarn); cordon's own npm cache; allows "
+           "registry.npmjs.org, registry.yarnpkg.com; cache " +
+               (dir_ / "cache") + "/cordon/presets/npm (npm_config_cache, YARN_CACHE_FOLDER)",
            "  \"api.test=127.0.0.1\",    # " + user + ":5",
            "  \"docs.example.com\",    # " + user + ":7",
            "note: " + project +
@@ -246,7 +248,9 @@ TEST_F(CliTest, PolicyShowListsEgressDomainsAndWhereEachCameFrom) {
             (Json{{"rule", "registry.npmjs.org"}, {"from", "preset npm (" + user + ":4)"}}));
   EXPECT_EQ(j["egress"]["deny_domains"][0]["from"], project + ":3");
   EXPECT_EQ(j["egress"]["resolve"].size(), 1u);
-  EXPECT_EQ(j["egress"]["presets"][0]["write_paths"], Json::array({"~/.npm"}));
+  EXPECT_EQ(j["egress"]["presets"][0]["cache"]["path"], (dir_ / "cache") + "/cordon/presets/npm");
+  EXPECT_EQ(j["egress"]["presets"][0]["cache"]["variables"]["npm_config_cache"],
+            (dir_ / "cache") + "/cordon/presets/npm");
   // exec's own rule after the global one.
   EXPECT_EQ(j["egress_tools"]["exec"]["allow_domains"][1],
             (Json{{"rule", "docs.example.com"}, {"from", user + ":7"}}));
@@ -357,7 +361,8 @@ TEST_F(CliTest, EgressFlagsRefuseBadValuesNamingTheFlag) {
   }
   // --help lists the presets with what each allows.
   auto help = Cordon({"exec", "--help"});
-  EXPECT_NE(help.out.find("pypi: the Python Package Index (pip)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("pypi: the Python Package Index (pip, uv)"), std::string::npos)
+      << help.out;
   EXPECT_NE(help.out.find("--allow-domain"), std::string::npos) << help.out;
 }
 
@@ -546,6 +551,47 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
   auto none = testing::Run({testing::CordonBin(), "doctor"}, {"PATH=/nonexistent"});
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.out.find("apt-get install bubblewrap"), std::string::npos) << none.out;
+}
+
+// `preset_caches` (issue 18): where each preset's cache of cordon's own is, whether it is there
+// and writable, and one that cordon would not use (a symlinked level) named with the reason.
+TEST_F(CliTest, DoctorSaysWhereEachPresetCacheIs) {
+  const std::string cache = dir_ / "cache";
+  env_.push_back("XDG_CACHE_HOME=" + cache);
+  std::filesystem::create_directories(cache + "/cordon/presets/npm");
+  for (const char* d : {"/cordon", "/cordon/presets", "/cordon/presets/npm"}) {
+    std::filesystem::permissions(cache + d, std::filesystem::perms::owner_all);
+  }
+  WriteFile(cache + "/cordon/presets/npm/_cacache/index", "x");
+  std::filesystem::create_directories(dir_ / "elsewhere");
+  std::filesystem::create_directory_symlink(dir_ / "elsewhere", cache + "/cordon/presets/pypi");
+  auto r = Cordon({"doctor", "--json"});
+  const Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  Json check;
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "preset_caches") check = c;
+  }
+  ASSERT_TRUE(check.is_object()) << r.out;
+  const std::string detail = check["detail"].get<std::string>();
+  EXPECT_NE(detail.find("npm: " + cache +
+                        "/cordon/presets/npm (npm_config_cache, "
+                        "YARN_CACHE_FOLDER) writable, 0 MiB in 2 entries"),
+            std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("pypi: " + cache +
+                        "/cordon/presets/pypi (PIP_CACHE_DIR, UV_CACHE_DIR) "
+                        "UNUSABLE"),
+            std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("symlink"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("crates: " + cache + "/cordon/presets/crates (CARGO_HOME) not made yet"),
+            std::string::npos)
+      << detail;
+  EXPECT_FALSE(check["ok"].get<bool>()) << check.dump();
+  EXPECT_FALSE(check["required"].get<bool>()) << check.dump();
+  EXPECT_FALSE(check["remedy"].get<std::string>().empty()) << check.dump();
+  EXPECT_FALSE(std::filesystem::exists(cache + "/cordon/presets/crates")) << "doctor makes nothing";
 }
 
 TEST_F(CliTest, ExecPassesThroughStdioAndExitCode) {

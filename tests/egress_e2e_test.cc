@@ -11,7 +11,9 @@
 // sandbox's own network namespace, which has no route out of itself.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -833,6 +835,96 @@ TEST_F(EgressE2eTest, AWrappedServerReachesItsAllowedNameOnly) {
   EXPECT_EQ(recs[1].value("host", ""), "secret.attacker.example") << recs[1].dump();
   EXPECT_EQ(recs[1].value("decision", ""), "denied") << recs[1].dump();
   EXPECT_EQ(srv.requests().find("secret"), std::string::npos) << srv.requests();
+}
+
+// ------------------------------------------------------------------ preset caches (issue 18)
+
+// --allow-preset makes cordon's own cache for the preset writable, never the user's: a command
+// inside that edits a package in ~/.npm/_npx (which the user's next `npx` on the host would
+// run), ~/.cache/pip or ~/.cargo/registry, named by its host path, reaches nothing.
+TEST_F(EgressE2eTest, APresetLeavesTheUsersOwnCachesUntouched) {
+  const std::string home = dir_ / "home";
+  const std::vector<std::string> planted = {home + "/.npm/_npx/0123abcd/node_modules/pkg/index.js",
+                                            home + "/.cache/pip/http-v2/entry",
+                                            home + "/.cargo/registry/src/crate/build.rs"};
+  for (const auto& f : planted) {
+    std::filesystem::create_directories(std::filesystem::path(f).parent_path());
+    WriteFile(f, "the user's own\n");
+  }
+  // Each write is tried and reported; the command itself succeeds either way.
+  const std::string script =
+      "for f in \"$@\"; do\n"
+      "  if (echo evil > \"$f\") 2>/dev/null; then echo \"WROTE $f\"; fi\n"
+      "  d=$(dirname \"$f\")\n"
+      "  if (echo evil > \"$d/new\") 2>/dev/null; then echo \"CREATED $d/new\"; fi\n"
+      "done\n"
+      "echo done\n";
+  std::vector<std::string> cmd = {"/bin/sh", "-c", script, "sh"};
+  cmd.insert(cmd.end(), planted.begin(), planted.end());
+  env_.push_back("XDG_CACHE_HOME=");  // the cache under ~/.cache/cordon: next to ~/.cache/pip
+  auto r =
+      Exec(cmd, {"--allow-preset", "npm", "--allow-preset", "pypi", "--allow-preset", "crates"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("WROTE"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CREATED"), std::string::npos) << r.out;
+  for (const auto& f : planted) {
+    EXPECT_EQ(ReadFile(f), "the user's own\n") << f;
+    const std::string added = std::filesystem::path(f).parent_path().string() + "/new";
+    EXPECT_FALSE(Exists(added)) << added;
+  }
+  // Nor were the user's cache directories made or opened up by the launch.
+  EXPECT_EQ(std::filesystem::status(home + "/.cargo/git").type(),
+            std::filesystem::file_type::not_found);
+}
+
+// Inside, each preset's client is pointed at cordon's cache for it (npm_config_cache,
+// PIP_CACHE_DIR and UV_CACHE_DIR, CARGO_HOME), which cordon made 0700 outside the workspace and
+// which keeps what one run wrote for the next. An explicit --env still wins.
+TEST_F(EgressE2eTest, PresetCachesAreCordonsOwnAndKeptBetweenRuns) {
+  const std::string cache = dir_ / "xdg-cache";
+  env_.push_back("XDG_CACHE_HOME=" + cache);
+  const std::vector<std::string> presets = {"--allow-preset", "npm",   "--allow-preset", "pypi",
+                                            "--allow-preset", "crates"};
+  const std::string root = cache + "/cordon/presets";
+  auto r = Exec({"/bin/sh", "-c",
+                 "echo \"npm=$npm_config_cache\"; echo \"pip=$PIP_CACHE_DIR\"; "
+                 "echo \"uv=$UV_CACHE_DIR\"; echo \"cargo=$CARGO_HOME\"; "
+                 "echo one > \"$npm_config_cache/marker\" && "
+                 "mkdir -p \"$PIP_CACHE_DIR\" && echo two > \"$PIP_CACHE_DIR/marker\" && "
+                 "echo three > \"$CARGO_HOME/marker\" && echo written"},
+                presets);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("npm=" + root + "/npm\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pip=" + root + "/pypi/pip\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("uv=" + root + "/pypi/uv\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cargo=" + root + "/crates\n"), std::string::npos) << r.out;
+  ASSERT_NE(r.out.find("written"), std::string::npos) << r.out << r.err;
+  for (const char* p : {"npm", "pypi", "crates"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((root + "/" + p).c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << p;
+    EXPECT_EQ(st.st_uid, ::geteuid()) << p;
+  }
+  EXPECT_EQ(ReadFile(root + "/npm/marker"), "one\n");
+  EXPECT_EQ(ReadFile(root + "/pypi/pip/marker"), "two\n");
+  EXPECT_EQ(ReadFile(root + "/crates/marker"), "three\n");
+  // A second sandbox of the same user finds what the first left.
+  r = Exec({"/bin/sh", "-c",
+            "cat \"$npm_config_cache/marker\" \"$PIP_CACHE_DIR/marker\" \"$CARGO_HOME/marker\""},
+           presets);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "one\ntwo\nthree\n");
+  // The caller's explicit --env decides over cordon's value.
+  r = Exec({"/bin/sh", "-c", "echo \"npm=$npm_config_cache\""},
+           {"--allow-preset", "npm", "--env", "npm_config_cache=" + ws_ + "/npm-cache"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "npm=" + ws_ + "/npm-cache\n");
+  // Without a preset, no cache and no variable.
+  r = Exec({"/bin/sh", "-c", "echo \"npm=${npm_config_cache-unset}\""},
+           {"--allow-domain", "example.test"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "npm=unset\n");
 }
 
 }  // namespace

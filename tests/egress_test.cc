@@ -13,8 +13,10 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +24,7 @@
 #include <thread>
 
 #include "runner/egress_proxy.h"
+#include "runner/preset_cache.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -1135,6 +1138,105 @@ TEST_F(ProxyTest, TlsThroughConnectWithCurlAndUrllib) {
   r = Curl({"-x", ProxyUrl(), "--cacert", tls.cert(), "https://other.example.test:" + port + "/"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(WaitEvent(3).allowed);
+}
+
+// ------------------------------------------------------------------ preset caches (issue 18)
+
+// Each preset's variables name cordon's cache for it: npm and yarn, pip and uv, cargo.
+TEST(PresetCacheTest, TheVariablesPointEachClientAtCordonsCache) {
+  const struct {
+    const char* preset;
+    std::vector<std::pair<std::string, std::string>> env;
+  } cases[] = {
+      {"npm", {{"npm_config_cache", "/c/npm"}, {"YARN_CACHE_FOLDER", "/c/npm/yarn"}}},
+      {"pypi", {{"PIP_CACHE_DIR", "/c/pypi/pip"}, {"UV_CACHE_DIR", "/c/pypi/uv"}}},
+      {"crates", {{"CARGO_HOME", "/c/crates"}}},
+  };
+  for (const auto& c : cases) {
+    const EgressPreset* p = FindEgressPreset(c.preset);
+    ASSERT_NE(p, nullptr) << c.preset;
+    EXPECT_EQ(PresetCacheEnvironment(*p, std::string("/c/") + c.preset), c.env) << c.preset;
+  }
+  ::setenv("XDG_CACHE_HOME", "/var/cache-of-user", 1);
+  EXPECT_EQ(PresetCacheDir("npm"), "/var/cache-of-user/cordon/presets/npm");
+  ::unsetenv("XDG_CACHE_HOME");
+}
+
+// Never a directory the host's own tools run from, nor the workspace, nor $HOME or above it.
+TEST(PresetCacheTest, ACacheWhereTheHostOrTheWorkspaceLooksIsRefused) {
+  const std::vector<std::string> host = {"/home/u/.npm", "/home/u/.cache/pip", "/home/u/.cargo",
+                                         "/srv/npm-cache"};
+  const struct {
+    const char* dir;
+    const char* refusal;  // a part of the reason; nullptr: allowed
+  } cases[] = {
+      {"/home/u/.cache/cordon/presets/npm", nullptr},
+      {"/var/cache/u/cordon/presets/pypi", nullptr},
+      {"/home/u/.npm", "host's own package tools"},
+      {"/home/u/.npm/cordon/presets/npm", "host's own package tools"},
+      {"/home/u/.cache/pip/cordon/presets/pypi", "host's own package tools"},
+      {"/home/u/.cargo/cordon/presets/crates", "host's own package tools"},
+      {"/srv", "host's own package tools"},  // holds the caller's npm_config_cache
+      {"/home/u/proj/.cache/cordon/presets/npm", "workspace"},
+      {"/home/u", "home directory"},
+      {"/home", "holds your home"},
+      {"/", "root directory"},
+  };
+  for (const auto& c : cases) {
+    auto why = PresetCacheRefusal(c.dir, "/home/u/proj", "/home/u", host);
+    if (c.refusal == nullptr) {
+      EXPECT_FALSE(why) << c.dir << ": " << why.value_or("");
+    } else {
+      ASSERT_TRUE(why) << c.dir;
+      EXPECT_NE(why->find(c.refusal), std::string::npos) << c.dir << ": " << *why;
+    }
+  }
+  // A workspace below the cache is refused too: the grant would hold it.
+  EXPECT_TRUE(PresetCacheRefusal("/w", "/w/proj", "/home/u", host));
+}
+
+TEST(PresetCacheTest, TheHostsOwnCachesAreItsToolsDefaultsAndWhatTheCallerSet) {
+  std::string a = "PIP_CACHE_DIR=/srv/pip", b = "CARGO_HOME=relative/ignored",
+              c = "XDG_CACHE_HOME=/xdg", d = "npm_config_cache=/srv/npm";
+  char* env[] = {a.data(), b.data(), c.data(), d.data(), nullptr};
+  const std::vector<std::string> paths = HostPackageCachePaths("/home/u", env);
+  for (const char* p : {"/home/u/.npm", "/home/u/.yarn", "/home/u/.cargo", "/xdg/pip", "/xdg/uv",
+                        "/xdg/yarn", "/srv/pip", "/srv/npm"}) {
+    EXPECT_NE(std::find(paths.begin(), paths.end(), p), paths.end()) << p;
+  }
+  EXPECT_EQ(std::find(paths.begin(), paths.end(), "relative/ignored"), paths.end());
+}
+
+// cordon makes the directory (0700, every level its own) and refuses one a symlink redirects.
+TEST(PresetCacheTest, TheCacheIsMadeByCordon0700AndASymlinkedLevelIsRefused) {
+  testing::TempDir dir;
+  ::setenv("XDG_CACHE_HOME", dir.path().c_str(), 1);
+  auto missing = PreparePresetCacheDir("npm", false);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, Code::kNotFound);
+  EXPECT_FALSE(testing::Exists(dir / "cordon")) << "nothing is made without create";
+  auto made = PreparePresetCacheDir("npm", true);
+  ASSERT_TRUE(made) << made.error().ToString();
+  EXPECT_EQ(*made, dir / "cordon/presets/npm");
+  for (const char* level : {"cordon", "cordon/presets", "cordon/presets/npm"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((dir / level).c_str(), &st), 0) << level;
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << level;
+  }
+  // A mode opened up since is closed again.
+  ::chmod((dir / "cordon/presets/npm").c_str(), 0777);
+  ASSERT_TRUE(PreparePresetCacheDir("npm", true));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "cordon/presets/npm").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  // A level replaced by a symlink (to the user's ~/.npm, say) is not followed.
+  std::filesystem::create_directories(dir / "home/.npm");
+  std::filesystem::create_directory_symlink(dir / "home/.npm", dir / "cordon/presets/pypi");
+  auto linked = PreparePresetCacheDir("pypi", true);
+  ASSERT_FALSE(linked);
+  EXPECT_EQ(linked.error().code, Code::kSandboxUnavailable);
+  EXPECT_NE(linked.error().message.find("symlink"), std::string::npos) << linked.error().message;
+  ::unsetenv("XDG_CACHE_HOME");
 }
 
 }  // namespace

@@ -399,9 +399,9 @@ TEST(PolicyEgress, ListsMergeWithProvenanceAndBecomeRules) {
   EXPECT_EQ(global->allow[1].text, "registry.npmjs.org");
   EXPECT_EQ(global->allow[1].source, "preset npm (u.toml:8)");
   EXPECT_EQ(global->presets, std::vector<std::string>{"npm"});
-  ASSERT_EQ(global->write_paths.size(), 1u);
-  EXPECT_EQ(global->write_paths[0],
-            (std::pair<std::string, std::string>{"~/.npm", "preset npm (u.toml:8)"}));
+  ASSERT_EQ(global->caches.size(), 1u);
+  EXPECT_EQ(global->caches[0],
+            (std::pair<std::string, std::string>{"npm", "preset npm (u.toml:8)"}));
   ASSERT_EQ(global->deny.size(), 1u);
   EXPECT_EQ(global->deny[0].source, "u.toml:7");
   ASSERT_EQ(global->resolve.size(), 1u);
@@ -551,14 +551,15 @@ TEST(PolicyEgress, ShowListsDomainsPresetsAndResolveWithSources) {
                               "[tools.exec]\ndeny_domains = [\"bad.example.com\"]\n",
                               "u.toml", false));
   const std::string text = PolicyShowText(p);
-  for (const std::string line : {
+  for (const std::string& line : std::vector<std::string>{
            "network.mode = \"proxy\"    # u.toml:2",
            "network.allow_domains = [    # last set by u.toml:3",
            "  \"api.example.com\",    # u.toml:3",
            "network.presets = [    # last set by u.toml:4",
            "  \"pypi\",    # u.toml:4",
-           "# preset pypi: the Python Package Index (pip); writes pip's cache; allows pypi.org, "
-           "files.pythonhosted.org; writes ~/.cache/pip",
+           "# preset pypi: the Python Package Index (pip, uv); cordon's own pip and uv caches; "
+           "allows pypi.org, files.pythonhosted.org; cache " +
+               PresetCacheDir("pypi") + " (PIP_CACHE_DIR, UV_CACHE_DIR)",
            "  \"api.test=127.0.0.1\",    # u.toml:5",
            "tools.exec.deny_domains = [    # last set by u.toml:7",
            "  \"bad.example.com\",    # u.toml:7",
@@ -571,7 +572,12 @@ TEST(PolicyEgress, ShowListsDomainsPresetsAndResolveWithSources) {
             (Json{{"rule", "api.example.com"}, {"from", "u.toml:3"}}));
   EXPECT_EQ(j["egress"]["allow_domains"][1],
             (Json{{"rule", "pypi.org"}, {"from", "preset pypi (u.toml:4)"}}));
-  EXPECT_EQ(j["egress"]["presets"][0]["write_paths"], Json::array({"~/.cache/pip"}));
+  // cordon's own cache, never ~/.cache/pip, and the variables that point pip and uv there.
+  const std::string cache = PresetCacheDir("pypi");
+  EXPECT_EQ(
+      j["egress"]["presets"][0]["cache"],
+      (Json{{"path", cache},
+            {"variables", {{"PIP_CACHE_DIR", cache + "/pip"}, {"UV_CACHE_DIR", cache + "/uv"}}}}));
   EXPECT_EQ(j["egress"]["presets"][0]["from"], "u.toml:4");
   EXPECT_EQ(j["egress"]["resolve"][0]["from"], "u.toml:5");
   EXPECT_EQ(j["egress_tools"]["exec"]["deny_domains"][0]["from"], "u.toml:7");
