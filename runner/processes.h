@@ -60,9 +60,8 @@ class ProcessHost {
   void SetEgress(EgressBinder binder) { egress_ = std::move(binder); }
   // The session's redactor, for the cuts of every process's output (it outlives the host).
   void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
-  void SweepAtCallBoundary() {
-    if (guard_) guard_->AtCallBoundary();
-  }
+  // Fails (sandbox_unavailable) when the sweep could not complete: the call fails with it.
+  Status SweepAtCallBoundary() { return guard_ ? guard_->AtCallBoundary() : Status{}; }
   Json List();
   Result<Json> Output(const std::string& id, std::size_t max_chars);
   Result<Json> Cancel(const std::string& id);
