@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "core/signals.h"
+#include "runner/launch.h"
 #include "workspace/changes.h"
 #include "workspace/git_view.h"
-#include "runner/launch.h"
 #include "workspace/guard.h"
 
 namespace cordon {

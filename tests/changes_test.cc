@@ -21,8 +21,8 @@
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "runner/host_probe.h"
-#include "workspace/guard.h"
 #include "tests/test_util.h"
+#include "workspace/guard.h"
 
 namespace cordon {
 namespace {
@@ -381,15 +381,15 @@ TEST(ChangeNamesTest, NamesThatAreNotUtf8AreEscapedReversiblyAndNeverCollapse) {
     std::string in, want;
   } cases[] = {
       {"src/main.cc", "src/main.cc"},
-      {"caf\xc3\xa9", "caf\xc3\xa9"},                       // valid UTF-8 is kept
-      {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},             // four bytes
-      {"a\xff", "a\\xff"},                                  // never valid
-      {"a\xfe", "a\\xfe"},                                  // another name, another record
-      {"a\\xff", "a\\\\xff"},                               // a backslash in the name itself
-      {"\xed\xa0\x80", "\\xed\\xa0\\x80"},                  // a surrogate
-      {"\xc0\xaf", "\\xc0\\xaf"},                           // an overlong '/'
-      {"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},         // above U+10FFFF
-      {"\xe2\x82", "\\xe2\\x82"},                           // cut short
+      {"caf\xc3\xa9", "caf\xc3\xa9"},                // valid UTF-8 is kept
+      {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},      // four bytes
+      {"a\xff", "a\\xff"},                           // never valid
+      {"a\xfe", "a\\xfe"},                           // another name, another record
+      {"a\\xff", "a\\\\xff"},                        // a backslash in the name itself
+      {"\xed\xa0\x80", "\\xed\\xa0\\x80"},           // a surrogate
+      {"\xc0\xaf", "\\xc0\\xaf"},                    // an overlong '/'
+      {"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},  // above U+10FFFF
+      {"\xe2\x82", "\\xe2\\x82"},                    // cut short
   };
   for (const auto& c : cases) EXPECT_EQ(EscapeName(c.in), c.want) << c.want;
 

@@ -2,6 +2,7 @@
 // landed build, run against the real binary and kernel (and, for the sweep's own races, against
 // WorkspaceGuard on a real tree). Run as root and as an ordinary user
 // (scripts/test-unprivileged.sh): the mode-bit attacks only bite an ordinary user.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,14 +11,15 @@
 
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <thread>
 
 #include "core/unique_fd.h"
 #include "runner/host_probe.h"
-#include "workspace/guard.h"
 #include "tests/test_util.h"
+#include "workspace/guard.h"
 
 namespace cordon {
 namespace {
@@ -47,6 +49,31 @@ bool ExistsDeep(const std::string& root, int depth, const std::string& name) {
   return at.valid() && ::fstatat(at.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+// Removes `name` in `dir_fd` and everything below it, by descriptor (std::filesystem gives up
+// past PATH_MAX and would leave the tree behind in /tmp).
+void RemoveAt(int dir_fd, const std::string& name) {
+  UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (sub.valid()) {
+    std::vector<std::string> names;
+    if (DIR* d = ::fdopendir(::fcntl(sub.get(), F_DUPFD_CLOEXEC, 0))) {
+      while (dirent* e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+          names.emplace_back(e->d_name);
+      }
+      ::closedir(d);
+    }
+    for (const auto& n : names) RemoveAt(sub.get(), n);
+    ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR);
+  } else {
+    ::unlinkat(dir_fd, name.c_str(), 0);
+  }
+}
+
+void RemoveDeep(const std::string& parent) {
+  UniqueFd fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.valid()) RemoveAt(fd.get(), kLong);
+}
+
 mode_t ModeOf(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
@@ -64,8 +91,9 @@ class DirectModeGuard : public ::testing::Test {
   std::unique_ptr<WorkspaceGuard> Guard(GuardOptions opts = {}) {
     auto scan = ScanProtectedPaths(ws_, opts);
     EXPECT_TRUE(scan) << scan.error().message;
-    auto g = std::make_unique<WorkspaceGuard>(std::vector<std::string>{ws_}, opts, dir_ / "q",
-                                              [this](const GuardEvent& e) { events_.push_back(e); });
+    auto g =
+        std::make_unique<WorkspaceGuard>(std::vector<std::string>{ws_}, opts, dir_ / "q",
+                                         [this](const GuardEvent& e) { events_.push_back(e); });
     auto token = g->BeforeLaunch();
     EXPECT_TRUE(token) << token.error().message;
     if (scan && token) g->Launched(*token, true, scan->protect, scan->git_dirs);
@@ -174,6 +202,7 @@ TEST_F(DirectModeGuard, ANameBelowAPathLongerThanPathMaxIsSwept) {
   // The next launch's scan has nothing to bind there.
   auto scan = ScanProtectedPaths(ws_);
   EXPECT_TRUE(scan) << scan.error().message;
+  for (const std::string p : {ws_, ws_ + "/b", dir_ / "q", dir_ / "q/b"}) RemoveDeep(p);
 }
 
 TEST_F(DirectModeGuard, ADirectorySwappedForASymlinkWhileTheSweepGivesBackItsModeChangesNothing) {
@@ -278,12 +307,18 @@ TEST_F(DirectModeTest, ANameBelowAPathLongerThanPathMaxIsSweptAndLaterLaunchesWo
   auto r = Exec({"python3", "-c",
                  "import os\n"
                  "for i in range(21):\n"
-                 "  os.mkdir('" + kLong + "'); os.chdir('" + kLong + "')\n"
-                 "os.mkdir('.vscode')\n"});
+                 "  os.mkdir('" +
+                     kLong + "'); os.chdir('" + kLong +
+                     "')\n"
+                     "os.mkdir('.vscode')\n"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(ExistsDeep(ws_, 21, ".vscode")) << "a name below a path past PATH_MAX stayed";
   auto next = Exec({"true"});
   EXPECT_EQ(next.exit_code, 0) << next.err;
+  RemoveDeep(ws_);
+  std::error_code ec;
+  for (const auto& q : std::filesystem::directory_iterator(dir_ / "state/cordon/quarantine", ec))
+    RemoveDeep(q.path().string());
 }
 
 TEST_F(DirectModeTest, AQuarantineThatCannotTakeWhatWasPlantedRefusesTheNextLaunch) {
@@ -322,11 +357,12 @@ TEST_F(DirectModeTest, AQuarantineThatCannotTakeWhatWasPlantedRefusesTheNextLaun
     return found;
   };
   auto shell = [&](int id, const std::string& script) {
-    send(Json{{"jsonrpc", "2.0"},
-              {"id", id},
-              {"method", "tools/call"},
-              {"params",
-               {{"name", "run_shell"}, {"arguments", {{"program", "sh"}, {"args", {"-c", script}}}}}}});
+    send(Json{
+        {"jsonrpc", "2.0"},
+        {"id", id},
+        {"method", "tools/call"},
+        {"params",
+         {{"name", "run_shell"}, {"arguments", {{"program", "sh"}, {"args", {"-c", script}}}}}}});
     return await(id);
   };
   send(Json::parse(
@@ -343,7 +379,9 @@ TEST_F(DirectModeTest, AQuarantineThatCannotTakeWhatWasPlantedRefusesTheNextLaun
   ::fclose(reader);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  auto is_error = [](const Json& j) { return j.contains("result") && j["result"].value("isError", false); };
+  auto is_error = [](const Json& j) {
+    return j.contains("result") && j["result"].value("isError", false);
+  };
   EXPECT_TRUE(is_error(planted)) << "the call whose sweep failed succeeded: " << planted.dump();
   EXPECT_NE(planted.dump().find("sandbox_unavailable"), std::string::npos) << planted.dump();
   EXPECT_NE(planted.dump().find(".envrc"), std::string::npos) << planted.dump();

@@ -28,8 +28,8 @@
 #include "runner/rlimits.h"
 #include "runner/seccomp.h"
 #include "runner/shim/sha256.h"
-#include "workspace/guard.h"
 #include "tests/test_util.h"
+#include "workspace/guard.h"
 
 namespace cordon {
 namespace {

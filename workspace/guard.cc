@@ -129,8 +129,7 @@ Identity IdentityOf(const struct stat& st) { return {st.st_dev, st.st_ino}; }
 class Sweeper {
  public:
   Sweeper(const std::string& root, const std::string& quarantine, int quarantine_fd,
-          const std::set<std::string>& baseline, std::string when,
-          const WorkspaceGuard::Sink& sink)
+          const std::set<std::string>& baseline, std::string when, const WorkspaceGuard::Sink& sink)
       : root_(root),
         quarantine_(quarantine),
         quarantine_fd_(quarantine_fd),
@@ -144,7 +143,9 @@ class Sweeper {
   // Strips set-user-ID and set-group-ID from `name` in `parent_fd`, a regular file.
   void StripSetid(int parent_fd, const char* name, const std::string& rel);
   // A path the sweep could not handle, and why.
-  void Failed(const std::string& abs, const std::string& why) { failures.push_back(abs + ": " + why); }
+  void Failed(const std::string& abs, const std::string& why) {
+    failures.push_back(abs + ": " + why);
+  }
   std::vector<std::string> failures;
 
  private:
@@ -608,7 +609,8 @@ Result<UniqueFd> QuarantineDir(int quarantine_fd, const std::string& rel_dir,
     pos = slash + 1;
     if (::mkdirat(at.get(), comp.c_str(), 0700) != 0 && errno != EEXIST)
       return SysFail(Code::kSandboxUnavailable, "mkdirat (quarantine)", shown);
-    UniqueFd next(::openat(at.get(), comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(
+        ::openat(at.get(), comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next.valid()) return SysFail(Code::kSandboxUnavailable, "open (quarantine)", shown);
     at = std::move(next);
   }
@@ -686,9 +688,8 @@ Status Sweeper::Move(int parent_fd, const std::string& name, const std::string& 
 
 void Sweeper::Quarantine(int parent_fd, const std::string& name, const std::string& rel,
                          PathKind kind) {
-  GuardEvent e{.kind = GuardEvent::Kind::kProtectedRemoved,
-               .path = Abs(rel),
-               .entry_kind = KindName(kind)};
+  GuardEvent e{
+      .kind = GuardEvent::Kind::kProtectedRemoved, .path = Abs(rel), .entry_kind = KindName(kind)};
   e.when = when_;
   if (auto st = Move(parent_fd, name, rel, &e.quarantine); !st) {
     e.error = st.error().message;
@@ -823,7 +824,7 @@ Result<std::uint64_t> WorkspaceGuard::BeforeLaunch() {
   // A sweep that could not complete left the workspace unchecked: nothing launches until one
   // completes (the operator fixed what it named).
   if (running || broken) {
-    if (auto st = Sweep(broken ? "launch_retry" : "launch"); !st) {
+    if (auto st = Sweep("launch"); !st) {
       return Fail(Code::kSandboxUnavailable,
                   "cordon launches nothing more in this session: " + st.error().message, 0,
                   st.error().where);

@@ -16,8 +16,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "policy/policy.h"
-#include "workspace/protected.h"
 #include "workspace/changes.h"
+#include "workspace/protected.h"
 
 namespace cordon {
 
