@@ -141,6 +141,8 @@ TEST_F(DirectModeGuard, AnEntryTheSweepCannotMoveFailsItAndIsNamed) {
   auto swept = guard->AfterProcess();
   ASSERT_FALSE(swept) << "a sweep that moved nothing reported success";
   EXPECT_NE(swept.error().message.find(dir_ / "q"), std::string::npos) << swept.error().message;
+  EXPECT_NE(swept.error().message.find(ws_ + "/sub/.envrc"), std::string::npos)
+      << swept.error().message;
   ASSERT_TRUE(guard->broken());
   std::filesystem::remove(dir_ / "q");
   EXPECT_TRUE(guard->BeforeLaunch());
@@ -202,7 +204,7 @@ TEST_F(DirectModeGuard, ANameBelowAPathLongerThanPathMaxIsSwept) {
   // The next launch's scan has nothing to bind there.
   auto scan = ScanProtectedPaths(ws_);
   EXPECT_TRUE(scan) << scan.error().message;
-  for (const std::string p : {ws_, ws_ + "/b", dir_ / "q", dir_ / "q/b"}) RemoveDeep(p);
+  for (const std::string& p : {ws_, ws_ + "/b", dir_ / "q", dir_ / "q/b"}) RemoveDeep(p);
 }
 
 TEST_F(DirectModeGuard, ADirectorySwappedForASymlinkWhileTheSweepGivesBackItsModeChangesNothing) {

@@ -644,6 +644,10 @@ bool Widen(UniqueFd fd, mode_t add, const std::string& shown, ModeRestore& resto
 
 Status Sweeper::Move(int parent_fd, const std::string& name, const std::string& rel,
                      std::string* shown) {
+  if (quarantine_fd_ < 0) {
+    return Fail(Code::kSandboxUnavailable, "the quarantine " + quarantine_ + " cannot be opened",
+                0, Abs(rel));
+  }
   const std::size_t slash = rel.rfind('/');
   const std::string rel_dir = slash == std::string::npos ? "" : rel.substr(0, slash);
   ASSIGN_OR_RETURN(UniqueFd dparent, QuarantineDir(quarantine_fd_, rel_dir, Abs(rel)));
@@ -888,9 +892,8 @@ Status WorkspaceGuard::Sweep(const std::string& when, TreeSnapshot* after) {
     MkdirAll(qbase);  // cordon's own state directory, not the agent's tree
     UniqueFd qfd(::open(qbase.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!qfd.valid()) {
-      failures.push_back(root + ": the quarantine " + qbase +
-                         " cannot be opened: " + std::strerror(errno));
-      continue;
+      // Still walked: each name that appeared is named, as not moved.
+      failures.push_back(qbase + ": the quarantine cannot be opened: " + std::strerror(errno));
     }
     Sweeper sweeper(root, qbase, qfd.get(), baseline, when, sink_);
     auto walk = Walker(root, opts_, true, false, after != nullptr, &sweeper).Run();
