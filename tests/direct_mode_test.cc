@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -216,20 +217,28 @@ TEST_F(DirectModeGuard, ADirectorySwappedForASymlinkWhileTheSweepGivesBackItsMod
   auto guard = Guard();
   std::filesystem::create_directories(ws_ + "/d");
   std::atomic<bool> stop{false};
+  std::atomic<int> swaps{0};
   std::thread swapper([&] {
     const std::string d = ws_ + "/d", held = ws_ + "/d.held";
     while (!stop) {
-      ::chmod(d.c_str(), 0077);
+      ::mkdir(d.c_str(), 0700);  // again, once a sweep has quarantined it
       if (::rename(d.c_str(), held.c_str()) != 0) continue;
+      ::chmod(held.c_str(), 0077);  // never a symlink: only `d` ever is one
       ::symlink(outside.c_str(), d.c_str());
       ::unlink(d.c_str());
-      if (::rename(held.c_str(), d.c_str()) != 0) break;
+      ::rename(held.c_str(), d.c_str());
+      ++swaps;
     }
   });
-  for (int i = 0; i < 300 && ModeOf(outside) == 0600; ++i) (void)guard->Sweep("call_boundary");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int sweeps = 0;
+  for (; std::chrono::steady_clock::now() < until && ModeOf(outside) == 0600; ++sweeps)
+    (void)guard->Sweep("call_boundary");
   stop = true;
   swapper.join();
   EXPECT_EQ(ModeOf(outside), 0600u) << "the sweep changed a file outside the workspace";
+  EXPECT_GT(swaps.load(), 100) << "the race was not run";
+  EXPECT_GT(sweeps, 10) << "the race was not run";
   EXPECT_EQ(ReadFile(outside), "secret");
 }
 
