@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,7 +94,7 @@ class DirectModeGuard : public ::testing::Test {
     auto scan = ScanProtectedPaths(ws_, opts);
     EXPECT_TRUE(scan) << scan.error().message;
     auto g =
-        std::make_unique<WorkspaceGuard>(std::vector<std::string>{ws_}, opts, dir_ / "q",
+        std::make_unique<WorkspaceGuard>(std::vector<std::string>{ws_}, opts, q_,
                                          [this](const GuardEvent& e) { events_.push_back(e); });
     auto token = g->BeforeLaunch();
     EXPECT_TRUE(token) << token.error().message;
@@ -102,6 +103,8 @@ class DirectModeGuard : public ::testing::Test {
   }
   TempDir dir_;
   std::string ws_;
+  // Longer than the workspace's prefix, as ~/.local/state/cordon/quarantine/<session> is.
+  std::string q_ = dir_ / ("quarantine-" + std::string(80, 'q'));
   std::vector<GuardEvent> events_;
 };
 
@@ -131,21 +134,21 @@ TEST_F(DirectModeGuard, ACapHitFailsTheSweepAndEveryLaterLaunchUntilASweepComple
   auto fixed = guard->BeforeLaunch();
   EXPECT_TRUE(fixed) << fixed.error().message;
   EXPECT_FALSE(testing::Exists(ws_ + "/.envrc"));
-  EXPECT_EQ(ReadFile(dir_ / "q/.envrc"), "evil");
+  EXPECT_EQ(ReadFile(q_ + "/.envrc"), "evil");
 }
 
 TEST_F(DirectModeGuard, AnEntryTheSweepCannotMoveFailsItAndIsNamed) {
   auto guard = Guard();
   WriteFile(ws_ + "/sub/.envrc", "evil");
   // The quarantine cannot take it (a file where its directory must be; root cannot either).
-  WriteFile(dir_ / "q", "not a directory");
+  WriteFile(q_, "not a directory");
   auto swept = guard->AfterProcess();
   ASSERT_FALSE(swept) << "a sweep that moved nothing reported success";
-  EXPECT_NE(swept.error().message.find(dir_ / "q"), std::string::npos) << swept.error().message;
+  EXPECT_NE(swept.error().message.find(q_), std::string::npos) << swept.error().message;
   EXPECT_NE(swept.error().message.find(ws_ + "/sub/.envrc"), std::string::npos)
       << swept.error().message;
   ASSERT_TRUE(guard->broken());
-  std::filesystem::remove(dir_ / "q");
+  std::filesystem::remove(q_);
   EXPECT_TRUE(guard->BeforeLaunch());
   EXPECT_FALSE(testing::Exists(ws_ + "/sub/.envrc"));
   EXPECT_FALSE(guard->broken());
@@ -170,13 +173,13 @@ TEST_F(DirectModeGuard, PlantedNamesInDirectoriesMade555AreStillMoved) {
   EXPECT_FALSE(testing::Exists(ws_ + "/.vscode"));
   EXPECT_FALSE(testing::Exists(ws_ + "/sub/.git"));
   EXPECT_FALSE(testing::Exists(ws_ + "/p/.idea"));
-  EXPECT_EQ(ReadFile(dir_ / "q/.vscode/tasks.json"), "evil");
+  EXPECT_EQ(ReadFile(q_ + "/.vscode/tasks.json"), "evil");
   EXPECT_EQ(ModeOf(ws_), 0555u) << "the root's mode is given back";
   EXPECT_EQ(ModeOf(ws_ + "/p"), 0555u);
   ::chmod(ws_.c_str(), 0755);
   ::chmod((ws_ + "/p").c_str(), 0755);
-  ::chmod((dir_ / "q/.vscode").c_str(), 0755);
-  ::chmod((dir_ / "q/sub/.git").c_str(), 0755);
+  ::chmod((q_ + "/.vscode").c_str(), 0755);
+  ::chmod((q_ + "/sub/.git").c_str(), 0755);
 }
 
 TEST_F(DirectModeGuard, ANameBelowAPathLongerThanPathMaxIsSwept) {
@@ -188,10 +191,12 @@ TEST_F(DirectModeGuard, ANameBelowAPathLongerThanPathMaxIsSwept) {
     ASSERT_TRUE(deep.valid());
     ASSERT_EQ(::mkdirat(deep.get(), ".vscode", 0755), 0);
   }
-  // 19 x 201 bytes: shorter than PATH_MAX here, longer under the quarantine's prefix.
+  // 20 x 201 bytes: shorter than PATH_MAX here, longer under the quarantine's prefix.
   std::filesystem::create_directories(ws_ + "/b");
+  ASSERT_LT(ws_.size() + 2 + 20 * (kLong.size() + 1) + 7, static_cast<std::size_t>(PATH_MAX));
+  ASSERT_GT(q_.size() + 2 + 20 * (kLong.size() + 1) + 7, static_cast<std::size_t>(PATH_MAX));
   {
-    UniqueFd deep = MakeDeep(ws_ + "/b", 19);
+    UniqueFd deep = MakeDeep(ws_ + "/b", 20);
     ASSERT_TRUE(deep.valid());
     UniqueFd f(::openat(deep.get(), ".envrc", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
     ASSERT_TRUE(f.valid());
@@ -199,13 +204,13 @@ TEST_F(DirectModeGuard, ANameBelowAPathLongerThanPathMaxIsSwept) {
   auto swept = guard->AfterProcess();
   EXPECT_TRUE(swept) << swept.error().message;
   EXPECT_FALSE(ExistsDeep(ws_, 21, ".vscode")) << "a name below a path past PATH_MAX stayed";
-  EXPECT_FALSE(ExistsDeep(ws_ + "/b", 19, ".envrc")) << "a name too long under the quarantine";
-  EXPECT_TRUE(ExistsDeep(dir_ / "q", 21, ".vscode"));
-  EXPECT_TRUE(ExistsDeep(dir_ / "q/b", 19, ".envrc"));
+  EXPECT_FALSE(ExistsDeep(ws_ + "/b", 20, ".envrc")) << "a name too long under the quarantine";
+  EXPECT_TRUE(ExistsDeep(q_, 21, ".vscode"));
+  EXPECT_TRUE(ExistsDeep(q_ + "/b", 20, ".envrc"));
   // The next launch's scan has nothing to bind there.
   auto scan = ScanProtectedPaths(ws_);
   EXPECT_TRUE(scan) << scan.error().message;
-  for (const std::string& p : {ws_, ws_ + "/b", dir_ / "q", dir_ / "q/b"}) RemoveDeep(p);
+  for (const std::string& p : {ws_, ws_ + "/b", q_, q_ + "/b"}) RemoveDeep(p);
 }
 
 TEST_F(DirectModeGuard, ADirectorySwappedForASymlinkWhileTheSweepGivesBackItsModeChangesNothing) {
@@ -219,14 +224,24 @@ TEST_F(DirectModeGuard, ADirectorySwappedForASymlinkWhileTheSweepGivesBackItsMod
   std::atomic<bool> stop{false};
   std::atomic<int> swaps{0};
   std::thread swapper([&] {
-    const std::string d = ws_ + "/d", held = ws_ + "/d.held";
+    // One renameat2(RENAME_EXCHANGE) flips the name between a directory made unreadable
+    // (chmod 077, through a descriptor) and a symlink to the file outside; when a sweep has
+    // quarantined either, the pair is made again.
+    const std::string d = ws_ + "/d", s = ws_ + "/s";
+    UniqueFd dir;
+    auto setup = [&] {
+      for (const std::string& p : {d, s}) {
+        if (::rmdir(p.c_str()) != 0) ::unlink(p.c_str());
+      }
+      ::mkdir(d.c_str(), 0700);
+      dir = UniqueFd(::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      ::symlink(outside.c_str(), s.c_str());
+    };
+    setup();
     while (!stop) {
-      ::mkdir(d.c_str(), 0700);  // again, once a sweep has quarantined it
-      if (::rename(d.c_str(), held.c_str()) != 0) continue;
-      ::chmod(held.c_str(), 0077);  // never a symlink: only `d` ever is one
-      ::symlink(outside.c_str(), d.c_str());
-      ::unlink(d.c_str());
-      ::rename(held.c_str(), d.c_str());
+      ::fchmod(dir.get(), 0077);
+      if (::syscall(SYS_renameat2, AT_FDCWD, d.c_str(), AT_FDCWD, s.c_str(), RENAME_EXCHANGE) != 0)
+        setup();
       ++swaps;
     }
   });
@@ -237,7 +252,7 @@ TEST_F(DirectModeGuard, ADirectorySwappedForASymlinkWhileTheSweepGivesBackItsMod
   stop = true;
   swapper.join();
   EXPECT_EQ(ModeOf(outside), 0600u) << "the sweep changed a file outside the workspace";
-  EXPECT_GT(swaps.load(), 100) << "the race was not run";
+  EXPECT_GT(swaps.load(), 1000) << "the race was not run";
   EXPECT_GT(sweeps, 10) << "the race was not run";
   EXPECT_EQ(ReadFile(outside), "secret");
 }
