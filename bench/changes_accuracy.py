@@ -45,5 +45,7 @@ for run in range(runs):
           (run, r.returncode, json.dumps(counts, sort_keys=True),
            len((changes or {}).get("entries", [])), (changes or {}).get("omitted"), missed, false,
            "" if ok else "  <-- WRONG"))
+    if r.returncode != 0:
+        print("  stderr: " + r.stderr.strip()[:2000])
     shutil.rmtree(base, ignore_errors=True)
 sys.exit(1 if failed else 0)
