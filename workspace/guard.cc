@@ -645,8 +645,8 @@ bool Widen(UniqueFd fd, mode_t add, const std::string& shown, ModeRestore& resto
 Status Sweeper::Move(int parent_fd, const std::string& name, const std::string& rel,
                      std::string* shown) {
   if (quarantine_fd_ < 0) {
-    return Fail(Code::kSandboxUnavailable, "the quarantine " + quarantine_ + " cannot be opened",
-                0, Abs(rel));
+    return Fail(Code::kSandboxUnavailable, "the quarantine " + quarantine_ + " cannot be opened", 0,
+                Abs(rel));
   }
   const std::size_t slash = rel.rfind('/');
   const std::string rel_dir = slash == std::string::npos ? "" : rel.substr(0, slash);
