@@ -349,7 +349,8 @@ constexpr AuditFieldInfo kProcess[] = {
      "audit.file_changes is off): {entries: [{kind, path, type, from, bytes_before, "
      "bytes_after, mode_before, mode_after, below, content_changed, sha256_before, "
      "sha256_after, hash_skipped, before_unknown}], counts: {kind: n}, omitted, concurrent, "
-     "git, unwalked}"},
+     "git, unwalked, workspace_mode (direct: the sandbox wrote the workspace itself)}; paths "
+     "keep their bytes (invalid UTF-8 as `\\xHH`, a backslash as `\\\\`)"},
     {"stop_signal", false,
      "the signal (SIGINT 2, SIGTERM 15, SIGHUP 1) cordon received that made it end the process"},
     {"env", false,

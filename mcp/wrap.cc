@@ -106,7 +106,14 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     rec.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                                it->second.started)
                          .count();
-    session.processes().SweepAtCallBoundary();  // before the response reaches the client
+    // Before the response reaches the client. A sweep that could not complete fails the call
+    // and ends the server: nothing launched in this session may go on writing unchecked.
+    if (Status swept = session.processes().SweepAtCallBoundary(); !swept) {
+      rec.status = "error";
+      rec.code = std::string(CodeName(swept.error().code));
+      rec.message = swept.error().message;
+      cancel = true;
+    }
     session.Audit(rec, true);
     session.processes().SyncGitViews();  // a tool-call boundary of the wrapped server
     pending.erase(it);

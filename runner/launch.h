@@ -330,6 +330,16 @@ class ConfinedProcess {
     return workspace_commit_;
   }
   const std::optional<TimeoutDecision>& timeout_decision() const { return timeout_; }
+  // The commit after it (the direct mode's sweep) could not complete: the call fails with
+  // this error (a sandbox failure already there keeps its code and gains the message).
+  void FailCommit(const Error& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (outcome_.error) {
+      outcome_.error->message += "; " + e.message;
+    } else {
+      outcome_.error = e;
+    }
+  }
   // The names (never values) of the variables it got beyond the fixed ones, for its record.
   const std::vector<std::string>& env_names() const { return env_names_; }
   // The session's redactor: the output's cuts (head, tail, tails) never split a secret.

@@ -209,7 +209,10 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   }
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources, &watch->before, &watch->stage));
   if (!plan.session.staged.empty()) return LaunchStaged(req, plan, std::move(resources), watch);
-  const std::uint64_t token = guard_ ? guard_->BeforeLaunch() : 0;
+  std::uint64_t token = 0;
+  if (guard_) {
+    ASSIGN_OR_RETURN(token, guard_->BeforeLaunch());  // refused while a sweep is unfinished
+  }
   // Bound before anything else is acquired: a proxy that cannot start leaves nothing to undo.
   ProcessRequest launched = req;
   if (plan.session.egress) {
@@ -233,8 +236,8 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   if (proc) (*proc)->SetRedactor(redactor_);
   if (!proc) {
     --running_;
-    if (guard_) guard_->AfterProcess();
-  }
+    if (guard_) (void)guard_->AfterProcess();  // a failure leaves the guard broken: later launches
+  }                                            // are refused with it
   return proc;
 }
 
@@ -293,7 +296,11 @@ void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std:
   // The process-end sweep walks every writable root anyway: that walk is the after snapshot,
   // so the tree is walked once at launch and once at the end (docs/adr/0004-change-records.md).
   TreeSnapshot after;
-  if (guard_) guard_->AfterProcess(watch.before ? &after : nullptr);
+  // A sweep that could not complete fails the call (its record and result say why).
+  if (guard_) {
+    if (Status swept = guard_->AfterProcess(watch.before ? &after : nullptr); !swept)
+      p.FailCommit(swept.error());
+  }
   if (watch.fill) watch.fill->Finish();  // what it did not reach, the diff decides
   Json changes = nullptr;
   if (watch.before) {
@@ -301,6 +308,7 @@ void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std:
     // holds its changes too.
     const bool concurrent = watch.concurrent || launches_.load() != watch.launch_no;
     changes = changes_.Record(*watch.before, after, concurrent, policy_.own_paths);
+    changes["workspace_mode"] = "direct";
   }
   if (record_) record_(p, job_id, cancel_requested, changes);
 }

@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "core/signals.h"
+#include "runner/launch.h"
 #include "workspace/changes.h"
 #include "workspace/git_view.h"
-#include "runner/launch.h"
 #include "workspace/guard.h"
 
 namespace cordon {
@@ -69,10 +69,11 @@ class ProcessHost {
     stage_sink_ = std::move(sink);
   }
   // A call boundary: long-lived processes' staged changes are committed (staged mode), and what
-  // they made meanwhile is swept (direct mode).
-  void SweepAtCallBoundary() {
+  // they made meanwhile is swept (direct mode). Fails (sandbox_unavailable) when the sweep could
+  // not complete: the call fails with it.
+  Status SweepAtCallBoundary() {
     if (StagedWorkspace* s = staging_ready_.load()) s->CommitLive();
-    if (guard_) guard_->AtCallBoundary();
+    return guard_ ? guard_->AtCallBoundary() : Status{};
   }
   // Whether this session's launches are staged, and why not (cordon doctor, records).
   StagingSupport Staging();

@@ -14,7 +14,7 @@ dest=$(mktemp -d /tmp/cordon-unpriv-XXXXXX)
 mkdir -p "$dest/bin" "$dest/share/cordon"
 cp "$build/cordon" "$build/cordon-shim" "$build/tests/escape_test" "$build/tests/cordon-probe" \
   "$build/tests/egress_e2e_test" "$build/tests/staged_test" "$build/tests/workflows_test" \
-  "$dest/bin/"
+  "$build/tests/direct_mode_test" "$dest/bin/"
 cp -r policies.d "$dest/share/cordon/policies.d"
 chmod -R a+rX "$dest"
 home=$(getent passwd "$user" | cut -d: -f6)
@@ -27,9 +27,14 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER
 # The staged workspace's promises (issue 18), as the same ordinary user: its overlays are mounted
 # in a user namespace of cordon's own there.
 runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
-  TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
   CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
   "$dest/bin/staged_test" || rc=$?
+# The direct mode's sweep (issue 18): its mode-bit and symlink attacks only bite an ordinary user.
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
+  TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
+  "$dest/bin/direct_mode_test" || rc=$?
 # The egress promises too (network mode proxy, issue 12), as the same ordinary user.
 clients=${CORDON_EGRESS_CLIENTS_DIR:-/tmp/cordon-egress-clients}
 [ -d "$clients" ] && chmod -R a+rX "$clients"
@@ -43,7 +48,7 @@ peers=${MCP_PEERS_DIR:-/tmp/mcp-peers}
 [ -d "$peers" ] && chmod -R a+rX "$peers"
 runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
   TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
-  CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" MCP_PEERS_DIR="$peers" \
+  CI="${CI:-}" CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" MCP_PEERS_DIR="$peers" \
   "$dest/bin/workflows_test" || rc=$?
 rm -rf "$dest"
 exit $rc

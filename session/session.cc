@@ -722,12 +722,17 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     redactions += redactor_.Redact(error->message);
     result = MakeErrorResult(*error);
   }
-  const bool is_error = result["isError"].get<bool>();
-  if (is_error) ++errors_;
-
   processes_->SyncGitViews();  // a tool-call boundary: long-lived processes' git writes go out
   // The call's boundary: what a long-lived process made meanwhile is swept before it returns.
-  processes_->SweepAtCallBoundary();
+  // A sweep that could not complete fails the call (and the session launches nothing more).
+  if (Status swept = processes_->SweepAtCallBoundary(); !swept) {
+    Error e = swept.error();
+    redactions += redactor_.Redact(e.message);
+    error = e;
+    result = MakeErrorResult(e);
+  }
+  const bool is_error = result["isError"].get<bool>();
+  if (is_error) ++errors_;
 
   // 6. Record.
   const auto elapsed =

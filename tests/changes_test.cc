@@ -14,14 +14,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/hash.h"
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "runner/host_probe.h"
-#include "workspace/guard.h"
 #include "tests/test_util.h"
+#include "workspace/guard.h"
 
 namespace cordon {
 namespace {
@@ -306,6 +307,125 @@ TEST(ChangeDiffTest, TheStatxPassBesideTheProcessMarksWhatChangedAfterTheLaunchA
             "modified a\nmodified b\nrenamed c2 <- c\ndeleted d\ncreated e\n"
             "renamed e-old <- e\nmodified e-old/f\n")
       << got;
+}
+
+TEST(ChangeDiffTest, ALargeTreesDeferredBeforeSideHasNoFalseOrMissedChanges) {
+  // Above SnapshotFill::kSyncFillEntries the launch's walk defers each file's statx to a pass
+  // beside the process. One `mv` of a directory or an `rm -rf` of 50 files made the record list
+  // thousands of unchanged files as modified (the pass found the moved directory gone, and the
+  // walks' pairing never re-synchronised past 32 missing entries), and real changes fell out of
+  // the list. Whether the pass ran before the changes, after them, or not at all: 0 false, 0
+  // missed.
+  for (const std::string when : {"never", "after", "before"}) {
+    TempDir dir;
+    const std::string root = dir / "w";
+    char name[32];
+    for (int d = 0; d < 100; ++d) {
+      std::snprintf(name, sizeof name, "d%03d", d);
+      std::filesystem::create_directories(root + "/" + name);
+      for (int f = 0; f < 99; ++f) WriteFile(root + "/" + name + "/f" + std::to_string(f), "1\n");
+    }
+    std::filesystem::create_directories(root + "/gone");
+    for (int f = 0; f < 50; ++f) WriteFile(root + "/gone/f" + std::to_string(f), "1\n");
+    std::filesystem::create_directories(root + "/loose");
+    for (int f = 0; f < 100; ++f) WriteFile(root + "/loose/l" + std::to_string(f), "1\n");
+    // Every ctime before the window opens, cut to its granularity.
+    ::usleep(50000);
+    GuardOptions opts;
+    opts.snapshot = true;
+    auto scan = ScanProtectedPaths(root, opts);
+    ASSERT_TRUE(scan.has_value()) << scan.error().message;
+    ASSERT_TRUE(scan->snapshot);
+    ASSERT_GT(scan->snapshot->Deferred(), SnapshotFill::kSyncFillEntries) << "the deferred path";
+    SnapshotFill fill(scan->snapshot);  // the window opens
+    if (when == "before") FillDeferred(*scan->snapshot, fill.t0_ns());
+    std::filesystem::rename(root + "/d005", root + "/d005-moved");
+    std::filesystem::remove_all(root + "/gone");
+    for (int f = 0; f < 50; ++f) std::filesystem::remove(root + "/loose/l" + std::to_string(f));
+    std::set<std::string> edited;
+    for (int d = 10; d < 21; ++d) {
+      std::snprintf(name, sizeof name, "d%03d", d);
+      for (int f = 0; f < 99 && edited.size() < 1000; ++f) {
+        const std::string rel = std::string(name) + "/f" + std::to_string(f);
+        WriteFile(root + "/" + rel, "2\n");
+        edited.insert(rel);
+      }
+    }
+    if (when == "after") FillDeferred(*scan->snapshot, fill.t0_ns());
+    auto after = WalkWritableRoot(root, opts, true, true);
+    ASSERT_TRUE(after.has_value());
+    std::set<std::string> modified, deleted, other;
+    for (const FileChange& c :
+         DiffRoot(scan->snapshot->roots[0], RootSnapshot{root, after->snapshot})) {
+      if (c.kind == "modified") {
+        modified.insert(c.path);
+      } else if (c.kind == "deleted") {
+        deleted.insert(c.path + (c.below > 0 ? " +" + std::to_string(c.below) : ""));
+      } else {
+        other.insert(c.kind + " " + c.path + (c.from.empty() ? "" : " <- " + c.from));
+      }
+    }
+    std::set<std::string> want_deleted = {"gone +50"};
+    for (int f = 0; f < 50; ++f) want_deleted.insert("loose/l" + std::to_string(f));
+    std::size_t false_modified = 0, found = 0;
+    for (const auto& m : modified) (edited.count(m) ? found : false_modified) += 1;
+    EXPECT_EQ(false_modified, 0u) << when << ": unchanged files reported modified";
+    EXPECT_EQ(found, edited.size()) << when << ": edits missed";
+    EXPECT_EQ(deleted, want_deleted) << when;
+    EXPECT_EQ(other, std::set<std::string>{"renamed d005-moved <- d005"}) << when;
+  }
+}
+
+TEST(ChangeNamesTest, NamesThatAreNotUtf8AreEscapedReversiblyAndNeverCollapse) {
+  struct Case {
+    std::string in, want;
+  } cases[] = {
+      {"src/main.cc", "src/main.cc"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"},                // valid UTF-8 is kept
+      {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},      // four bytes
+      {"a\xff", "a\\xff"},                           // never valid
+      {"a\xfe", "a\\xfe"},                           // another name, another record
+      {"a\\xff", "a\\\\xff"},                        // a backslash in the name itself
+      {"\xed\xa0\x80", "\\xed\\xa0\\x80"},           // a surrogate
+      {"\xc0\xaf", "\\xc0\\xaf"},                    // an overlong '/'
+      {"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},  // above U+10FFFF
+      {"\xe2\x82", "\\xe2\\x82"},                    // cut short
+  };
+  for (const auto& c : cases) EXPECT_EQ(EscapeName(c.in), c.want) << c.want;
+
+  // In a record: two names that differ only in an invalid byte stay two names.
+  TempDir dir;
+  const std::string root = dir / "w";
+  std::filesystem::create_directories(root + "/old");
+  for (int i = 0; i < 4; ++i) WriteFile(root + "/old/f" + std::to_string(i), "x");
+  GuardOptions opts;
+  auto before = WalkWritableRoot(root, opts, true, true);
+  ASSERT_TRUE(before.has_value());
+  WriteFile(root + "/x\xff", "1");
+  WriteFile(root + "/x\xfe", "2");
+  for (int i = 0; i < 6; ++i) WriteFile(root + "/n" + std::to_string(i), "n");
+  std::filesystem::remove_all(root + "/old");
+  auto after = WalkWritableRoot(root, opts, true, true);
+  ASSERT_TRUE(after.has_value());
+  TreeSnapshot b, a;
+  b.roots.push_back({root, before->snapshot});
+  a.roots.push_back({root, after->snapshot});
+  ChangeRecorder full;
+  Json rec = Json::parse(DumpJson(full.Record(b, a, false)));
+  std::set<std::string> paths;
+  for (const auto& e : rec["entries"]) paths.insert(e["path"].get<std::string>());
+  EXPECT_TRUE(paths.count("x\\xff")) << rec.dump();
+  EXPECT_TRUE(paths.count("x\\xfe")) << rec.dump();
+  // Cut at its cap, the record says how many changes it left out: what it lists (each with what
+  // went with it) and what it omits add up to its counts.
+  ChangeRecorder capped(ChangeLimits{.max_entries = 3});
+  Json cut = capped.Record(b, a, false);
+  std::uint64_t counted = 0, listed = 0;
+  for (const auto& [kind, n] : cut["counts"].items()) counted += n.get<std::uint64_t>();
+  for (const auto& e : cut["entries"]) listed += 1 + e.value("below", std::uint64_t{0});
+  EXPECT_EQ(cut["entries"].size(), 3u);
+  EXPECT_EQ(counted, 13u) << "8 created, old/ deleted with its 4 files";
+  EXPECT_EQ(listed + cut["omitted"].get<std::uint64_t>(), counted) << cut.dump();
 }
 
 // ---- the real binary ---------------------------------------------------------------------

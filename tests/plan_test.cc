@@ -28,8 +28,8 @@
 #include "runner/rlimits.h"
 #include "runner/seccomp.h"
 #include "runner/shim/sha256.h"
-#include "workspace/guard.h"
 #include "tests/test_util.h"
+#include "workspace/guard.h"
 
 namespace cordon {
 namespace {
@@ -720,7 +720,9 @@ TEST(WorkspaceGuard, SweepQuarantinesWhatAppearedKeepsTheBaselineAndStripsSetuid
   ASSERT_TRUE(scan);
   std::vector<GuardEvent> events;
   WorkspaceGuard guard({ws}, {}, d / "q", [&](const GuardEvent& e) { events.push_back(e); });
-  guard.Launched(guard.BeforeLaunch(), true, scan->protect, scan->git_dirs);
+  auto token = guard.BeforeLaunch();
+  ASSERT_TRUE(token) << token.error().message;
+  guard.Launched(*token, true, scan->protect, scan->git_dirs);
   // What a process makes meanwhile.
   std::filesystem::create_directories(ws + "/sub/.git/hooks");
   testing::WriteFile(ws + "/sub/.git/hooks/post-checkout", "evil");
@@ -728,7 +730,8 @@ TEST(WorkspaceGuard, SweepQuarantinesWhatAppearedKeepsTheBaselineAndStripsSetuid
   ASSERT_EQ(::symlink("/etc", (ws + "/.idea").c_str()), 0);
   testing::WriteFile(ws + "/tool", "#!/bin/sh\n");
   ASSERT_EQ(::chmod((ws + "/tool").c_str(), 06755), 0);
-  guard.AfterProcess();
+  auto swept = guard.AfterProcess();
+  EXPECT_TRUE(swept) << swept.error().message;
   EXPECT_FALSE(testing::Exists(ws + "/sub/.git"));
   EXPECT_FALSE(testing::Exists(ws + "/a/.envrc"));
   struct stat st {};
@@ -753,7 +756,7 @@ TEST(WorkspaceGuard, SweepQuarantinesWhatAppearedKeepsTheBaselineAndStripsSetuid
   EXPECT_EQ(stripped, std::set<std::string>{ws + "/tool"});
   // The same name again keeps both copies.
   testing::WriteFile(ws + "/a/.envrc", "again");
-  guard.Sweep("call_boundary");
+  EXPECT_TRUE(guard.Sweep("call_boundary"));
   EXPECT_EQ(testing::ReadFile(d / "q/a/.envrc.1"), "again");
 }
 

@@ -192,17 +192,79 @@ bool SnapshotAdd(std::vector<SnapEntry>& out, int dir_fd, const char* name, std:
   return true;
 }
 
+std::string EscapeName(std::string_view name) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(name.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(name.data());
+  const std::size_t n = name.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    // The length of a valid UTF-8 sequence at i (RFC 3629: no overlong forms, no surrogates,
+    // nothing above U+10FFFF), or 0.
+    std::size_t len = 0;
+    if (c < 0x80) {
+      len = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+    }
+    if (len > 1) {
+      if (i + len > n) {
+        len = 0;
+      } else {
+        const unsigned char c1 = p[i + 1];
+        const unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+        const unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        if (c1 < lo || c1 > hi) len = 0;
+        for (std::size_t k = 2; len != 0 && k < len; ++k) {
+          if ((p[i + k] & 0xC0) != 0x80) len = 0;
+        }
+      }
+    }
+    if (len == 0) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      ++i;
+    } else if (c == '\\') {
+      out += "\\\\";
+      ++i;
+    } else {
+      out.append(name.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
 std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot& after) {
   const auto& b = before.entries;
   const auto& a = after.entries;
   // An entry the pass beside the process never reached is unchanged when the after side shows
   // the same inode at the same name, untouched since the window opened (its ctime, which no
   // process can set back, is older); otherwise it changed, and what it was is unknown.
+  // The same holds for an entry the pass reached too late (lost: its directory was moved, or it
+  // was changed, before the pass got there): an inode untouched since the window opened is as it
+  // was, whatever its name is now (a directory renamed above it changes no ctime of its own).
   const std::int64_t t0 = before.window_start_ns;
-  auto unchanged = [t0](const SnapEntry& x, const SnapEntry& y) {
-    if (!x.deferred) return Same(x, y);
-    return t0 > 0 && !Unknown(y) && y.ctime_ns < t0 && y.ino == x.ino && y.dev == x.dev &&
-           (y.mode & S_IFMT) == (x.mode & S_IFMT) && y.path == x.path;
+  auto settled = [t0](const SnapEntry& x, const SnapEntry& y) {
+    return Unknown(x) && t0 > 0 && !Unknown(y) && y.ctime_ns < t0 && y.ino == x.ino &&
+           y.dev == x.dev && (y.mode & S_IFMT) == (x.mode & S_IFMT);
+  };
+  auto unchanged = [&settled](const SnapEntry& x, const SnapEntry& y) {
+    if (!Unknown(x)) return Same(x, y);
+    return settled(x, y) && y.path == x.path;
+  };
+  // A settled entry's state before is its state after, under its old name.
+  auto resolved = [](const SnapEntry& x, const SnapEntry& y) {
+    SnapEntry r = y;
+    r.path = x.path;
+    r.git = x.git;
+    return r;
   };
   // The walk visits an unchanged tree in the same order: identical heads and tails are set
   // aside without an index, so a run that changed nothing costs one comparison per entry.
@@ -232,6 +294,9 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
   // or unlink would have changed its nlink and ctime.
   std::vector<U32> live_b, live_a;
   constexpr std::size_t kLookAhead = 32;
+  // Where the look-ahead cannot re-synchronise (more than kLookAhead entries created or gone in
+  // one place: an `rm -rf` of 50 files), every after name by path, built once, decides.
+  std::optional<FlatIndex<std::string_view, decltype(a_path), std::hash<std::string_view>>> all_a;
   std::size_t bi = head, aj = head;
   while (bi < bend && aj < aend) {
     if (b[bi].path == a[aj].path) {
@@ -256,8 +321,17 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
       for (; bi < m; ++bi) live_b.push_back(static_cast<U32>(bi));
       continue;
     }
+    if (!all_a) {
+      all_a.emplace(a.size(), aend - head, a_path);
+      for (std::size_t q = head; q < aend; ++q) all_a->Insert(static_cast<U32>(q));
+    }
+    const U32 at = all_a->Find(b[bi].path);
+    if (at != kNone && at > aj) {
+      aj = at;  // a[aj..at) were created: they stay live
+      continue;
+    }
+    // Gone, or met already out of order: paired by the indexes below.
     live_b.push_back(static_cast<U32>(bi++));
-    ++aj;
   }
   for (; bi < bend; ++bi) live_b.push_back(static_cast<U32>(bi));
   for (std::size_t q = head; q < aend; ++q) {
@@ -336,6 +410,16 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
     }
     const SnapEntry& n = *at;
     matched[index_of(&n)] = 1;
+    if (settled(e, n)) {
+      // Untouched since the window opened: only a move of a directory above it, or nothing.
+      if (dir_moves.count(e.path)) {
+        const SnapEntry r = resolved(e, n);
+        FileChange c = Change("renamed", &r, &n);
+        c.from = e.path;
+        out.push_back(std::move(c));
+      }
+      continue;
+    }
     const bool content = ContentChanged(e, n);
     const bool mode = !Unknown(e) && (e.mode & 07777) != (n.mode & 07777);
     if (dir_moves.count(e.path)) {
@@ -366,9 +450,10 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
     }
     if (to != nullptr) {
       matched[index_of(to)] = 1;
-      FileChange c = Change("renamed", &e, to);
+      const SnapEntry r = settled(e, *to) ? resolved(e, *to) : e;
+      FileChange c = Change("renamed", &r, to);
       c.from = e.path;
-      c.content = ContentChanged(e, *to);
+      c.content = ContentChanged(r, *to);
       out.push_back(std::move(c));
       continue;
     }
@@ -602,7 +687,7 @@ Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& afte
       if (r.root == broot.root) aroot = &r;
     }
     if (aroot == nullptr) {
-      unwalked.push_back(broot.root);  // the sweep could not walk it: nothing is known
+      unwalked.push_back(EscapeName(broot.root));  // the sweep could not walk it: nothing known
       continue;
     }
     const bool first = &broot == &before.roots.front();
@@ -674,9 +759,10 @@ Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& afte
         continue;
       }
       ++listed;
-      Json j = {
-          {"kind", c.kind}, {"path", first ? c.path : broot.root + "/" + c.path}, {"type", c.type}};
-      if (!c.from.empty()) j["from"] = first ? c.from : broot.root + "/" + c.from;
+      Json j = {{"kind", c.kind},
+                {"path", EscapeName(first ? c.path : broot.root + "/" + c.path)},
+                {"type", c.type}};
+      if (!c.from.empty()) j["from"] = EscapeName(first ? c.from : broot.root + "/" + c.from);
       if (c.bytes_before) j["bytes_before"] = *c.bytes_before;
       if (c.bytes_after) j["bytes_after"] = *c.bytes_after;
       if (c.mode_before) {

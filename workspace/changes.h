@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -138,6 +139,12 @@ struct FileChange {
 // one `renamed` (what moved with it is compared under its new name); a deleted directory
 // folds what was below it into `below`.
 std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot& after);
+
+// A path as a change record shows it, byte-exact and reversible: valid UTF-8 is kept, a
+// backslash is written `\\`, and each byte that is not part of valid UTF-8 is written `\xHH`
+// (two lower-case hex digits). Two names never collapse into one, as they would if the invalid
+// bytes became U+FFFD (docs/audit.md, "Names that are not UTF-8").
+std::string EscapeName(std::string_view name);
 
 struct ChangeLimits {
   std::size_t max_entries = 200;          // listed; the rest are counted

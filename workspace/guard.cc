@@ -18,6 +18,7 @@
 
 #include "core/unique_fd.h"
 #include "workspace/repo_config.h"
+#include "workspace/stage_fs.h"
 
 namespace cordon {
 namespace {
@@ -101,15 +102,79 @@ UniqueFd OpenBeneath(int root_fd, const std::string& rel, std::uint64_t flags) {
   return UniqueFd(static_cast<int>(::syscall(SYS_openat2, root_fd, p, &how, sizeof how)));
 }
 
+// fchmodat2 (Linux 6.6): glibc 2.36 has no wrapper; one number on every architecture.
+constexpr long kSysFchmodat2 = 452;
+
+// Changes the mode of the inode `fd` holds (an O_PATH descriptor opened O_NOFOLLOW included),
+// never by name: a name the agent swaps for a symlink between two calls cannot redirect it.
+Status ChmodFd(int fd, mode_t mode, const std::string& shown) {
+  if (::syscall(kSysFchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0) return {};
+  const int err = errno;
+  if (err == ENOSYS || err == EINVAL) {
+    // Before Linux 6.6: an fd opened for reading (not O_PATH) takes fchmod.
+    if (::fchmod(fd, mode) == 0) return {};
+  }
+  return SysFail(Code::kSandboxUnavailable, "fchmodat2 (through a descriptor)", shown, err);
+}
+
+struct Identity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const Identity&) const = default;
+};
+
+Identity IdentityOf(const struct stat& st) { return {st.st_dev, st.st_ino}; }
+
+// A sweep's hands: moves a protected name that appeared into the quarantine and strips set-id
+// bits, each through the directory fd its walk holds (never by path, so no length limit and no
+// symlink swapped in between). What it cannot do is kept in `failures`: the sweep fails.
+class Sweeper {
+ public:
+  Sweeper(const std::string& root, const std::string& quarantine, int quarantine_fd,
+          const std::set<std::string>& baseline, std::string when, const WorkspaceGuard::Sink& sink)
+      : root_(root),
+        quarantine_(quarantine),
+        quarantine_fd_(quarantine_fd),
+        baseline_(baseline),
+        when_(std::move(when)),
+        sink_(sink) {}
+  // What existed when the session looked: kept.
+  bool Baseline(const std::string& abs) const { return baseline_.count(abs) > 0; }
+  // Moves `name` in `parent_fd` (at root-relative `rel`) into the quarantine.
+  void Quarantine(int parent_fd, const std::string& name, const std::string& rel, PathKind kind);
+  // Strips set-user-ID and set-group-ID from `name` in `parent_fd`, a regular file.
+  void StripSetid(int parent_fd, const char* name, const std::string& rel);
+  // A path the sweep could not handle, and why.
+  void Failed(const std::string& abs, const std::string& why) {
+    failures.push_back(abs + ": " + why);
+  }
+  std::vector<std::string> failures;
+
+ private:
+  std::string Abs(const std::string& rel) const {
+    return root_ == "/" ? "/" + rel : root_ + "/" + rel;
+  }
+  Status Move(int parent_fd, const std::string& name, const std::string& rel, std::string* shown);
+  const std::string& root_;
+  const std::string& quarantine_;
+  int quarantine_fd_;
+  const std::set<std::string>& baseline_;
+  std::string when_;
+  const WorkspaceGuard::Sink& sink_;
+};
+
 class Walker {
  public:
+  // `sweep`: a sweep's walk, which acts on what it finds through the directory fds it holds
+  // (Sweeper, below).
   Walker(const std::string& root, const GuardOptions& opts, bool read_modes, bool scan_mode,
-         bool snapshot = false)
+         bool snapshot = false, Sweeper* sweep = nullptr)
       : root_(root),
         opts_(opts),
         read_modes_(read_modes),
         scan_mode_(scan_mode),
-        snapshot_(snapshot) {}
+        snapshot_(snapshot),
+        sweep_(sweep) {}
 
   Result<WorkspaceWalk> Run() {
     UniqueFd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -126,7 +191,7 @@ class Walker {
         // Deeper than any real tree: in a sweep the whole subtree goes to quarantine; before a
         // launch cordon refuses rather than leave a part of the workspace unchecked.
         if (!scan_mode_) {
-          TRY(Found(next.rel, PathKind::kDir, false));
+          TRY(Found(next.parent->get(), next.name, next.rel, PathKind::kDir, false));
           continue;
         }
         return Fail(Code::kSandboxUnavailable,
@@ -151,7 +216,17 @@ class Walker {
     return root_ == "/" ? "/" + rel : root_ + "/" + rel;
   }
 
-  Status Found(const std::string& rel, PathKind kind, bool git) {
+  // `name` in `parent_fd` is at root-relative `rel`. A sweep moves it now, unless it is in the
+  // baseline; while the walk lists `parent_fd` itself, once the listing is done (Dir).
+  Status Found(int parent_fd, const std::string& name, const std::string& rel, PathKind kind,
+               bool git) {
+    if (sweep_ != nullptr && !sweep_->Baseline(Abs(rel))) {
+      if (listing_ != nullptr && parent_fd == listing_fd_) {
+        listing_->push_back({name, rel, kind});
+      } else {
+        sweep_->Quarantine(parent_fd, name, rel, kind);
+      }
+    }
     if (scan_mode_ && (kind == PathKind::kSymlink || kind == PathKind::kOther)) {
       return Fail(Code::kSandboxUnavailable,
                   "protected path " + Abs(rel) +
@@ -168,7 +243,7 @@ class Walker {
     for (const char* n : {"config", "hooks"}) {
       struct stat st {};
       if (::fstatat(git_fd, n, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        TRY(Found(git_rel + "/" + n, KindOfMode(st.st_mode), false));
+        TRY(Found(git_fd, n, git_rel + "/" + n, KindOfMode(st.st_mode), false));
       }
     }
     return {};
@@ -226,16 +301,27 @@ class Walker {
   static constexpr int kMaxDepth = 256;
 
   // In a sweep, a directory of this uid that a process made unreadable (chmod 000) to hide what
-  // it holds: u+rwx is given back (the process had it, being this uid) and it is walked.
+  // it holds: u+rwx is given back (the process had it, being this uid) and it is walked. The
+  // mode changes through an O_PATH descriptor of the entry itself, opened without following a
+  // symlink, and the directory then opened must be that inode: a process that swaps the name
+  // for a symlink meanwhile changes nothing outside the tree.
   UniqueFd GiveBackAccess(const Pending& p) {
+    UniqueFd entry(::openat(p.parent->get(), p.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat st {};
-    if (::fstatat(p.parent->get(), p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    if (!entry.valid() || ::fstat(entry.get(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::geteuid()) {
       errno = EACCES;
       return UniqueFd();
     }
-    ::fchmodat(p.parent->get(), p.name.c_str(), (st.st_mode & 07777) | S_IRWXU, 0);
+    if (!ChmodFd(entry.get(), (st.st_mode & 07777) | S_IRWXU, Abs(p.rel))) {
+      errno = EACCES;
+      return UniqueFd();
+    }
     UniqueFd fd = OpenDirAt(p.parent->get(), p.name.c_str());
+    struct stat now {};
+    if (fd.valid() && (::fstat(fd.get(), &now) != 0 || !(IdentityOf(now) == IdentityOf(st)))) {
+      fd.Reset();  // another directory took the name meanwhile
+    }
     if (!fd.valid()) errno = EACCES;
     return fd;
   }
@@ -253,7 +339,7 @@ class Walker {
     if (!scan_mode_) {
       // In a sweep: a directory made unreadable cannot be checked, so it goes to quarantine
       // whole rather than stop the sweep (and leave what else appeared in place).
-      return Found(p.rel, PathKind::kDir, false);
+      return Found(p.parent->get(), p.name, p.rel, PathKind::kDir, false);
     }
     errno = err;
     return SysFail(Code::kSandboxUnavailable,
@@ -288,6 +374,15 @@ class Walker {
         defer = false;
       }
     }
+    // A sweep moves what it found here once the listing is done: entries renamed away under a
+    // getdents that is still reading the directory could make it skip others.
+    std::vector<Listed> listed;
+    struct ListingScope {
+      Walker* w;
+      ~ListingScope() { w->listing_ = nullptr; }
+    } scope{this};
+    listing_ = &listed;
+    listing_fd_ = fd;
     while (true) {
       long n = ::syscall(SYS_getdents64, fd, buf, buf_.size());
       if (n < 0) return SysFail(Code::kSandboxUnavailable, "getdents64", Abs(rel));
@@ -354,7 +449,9 @@ class Walker {
         }
         if (std::strcmp(name, ".git") == 0) {
           const PathKind k = KindOfType(type);
-          TRY(Found(child, k, true));
+          TRY(Found(fd, name, child, k, true));
+          // A new `.git` goes to quarantine whole: nothing in it is looked at.
+          if (sweep_ != nullptr && !sweep_->Baseline(Abs(child))) continue;
           if (k == PathKind::kDir) {
             out_.git_dirs.push_back(Abs(child));
             UniqueFd g = OpenDirAt(fd, name);
@@ -368,7 +465,7 @@ class Walker {
           continue;  // git's own tree is the git view's business, not a place for names
         }
         if (IsProtectedPath(child, opts_.extra_names)) {
-          TRY(Found(child, KindOfType(type), false));
+          TRY(Found(fd, name, child, KindOfType(type), false));
           continue;
         }
         if (type == DT_DIR) {
@@ -376,9 +473,12 @@ class Walker {
         } else if (read_modes_ && have_stat && type == DT_REG &&
                    (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
           out_.setuid_files.push_back(Abs(child));
+          if (sweep_ != nullptr) sweep_->StripSetid(fd, name, child);
         }
       }
     }
+    listing_ = nullptr;
+    for (const Listed& l : listed) sweep_->Quarantine(fd, l.name, l.rel, l.kind);
     if (deferred_here > 0)
       out_.deferred.push_back({group_first, out_.snapshot.size(), rel, dir_dev, dir_ino});
     if (has_head && ((has_objects && has_refs) || has_commondir) && !(in_git && depth == 1)) {
@@ -386,7 +486,7 @@ class Walker {
       // (and, below the root, the directory is shown through a git view like a `.git`); a new
       // one is swept, which moves HEAD, config and hooks into quarantine and leaves the rest.
       const std::string head = rel.empty() ? std::string("HEAD") : rel + "/HEAD";
-      TRY(Found(head, head_kind, false));
+      TRY(Found(fd, "HEAD", head, head_kind, false));
       if (!rel.empty() && !in_git) {
         out_.git_dirs.push_back(Abs(rel));
         TRY(GitDirEntries(fd, rel));
@@ -414,7 +514,13 @@ class Walker {
     return ::fstatat(fd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
   }
 
+  struct Listed {
+    std::string name, rel;
+    PathKind kind;
+  };
   std::vector<char> buf_;
+  std::vector<Listed>* listing_ = nullptr;  // while Dir lists listing_fd_
+  int listing_fd_ = -1;
   std::string root_;
   const GuardOptions& opts_;
   bool read_modes_;
@@ -422,6 +528,7 @@ class Walker {
   bool snapshot_;
   UniqueFd root_fd_;
   WorkspaceWalk out_;
+  Sweeper* sweep_ = nullptr;
 };
 
 void Pin(std::set<std::string>& pins, const std::string& root, const std::string& path) {
@@ -541,6 +648,133 @@ void MkdirAll(const std::string& path) {
   }
 }
 
+// The directory `rel_dir` (root-relative, "" for the top) below the quarantine fd, made as
+// needed one component at a time: no path string, so no PATH_MAX.
+Result<UniqueFd> QuarantineDir(int quarantine_fd, const std::string& rel_dir,
+                               const std::string& shown) {
+  UniqueFd at(::fcntl(quarantine_fd, F_DUPFD_CLOEXEC, 0));
+  if (!at.valid()) return SysFail(Code::kSandboxUnavailable, "dup", shown);
+  for (std::size_t pos = 0; pos < rel_dir.size();) {
+    std::size_t slash = rel_dir.find('/', pos);
+    if (slash == std::string::npos) slash = rel_dir.size();
+    const std::string comp = rel_dir.substr(pos, slash - pos);
+    pos = slash + 1;
+    if (::mkdirat(at.get(), comp.c_str(), 0700) != 0 && errno != EEXIST)
+      return SysFail(Code::kSandboxUnavailable, "mkdirat (quarantine)", shown);
+    UniqueFd next(
+        ::openat(at.get(), comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next.valid()) return SysFail(Code::kSandboxUnavailable, "open (quarantine)", shown);
+    at = std::move(next);
+  }
+  return at;
+}
+
+// A mode change the move needed, undone (through the same descriptor) when it is done.
+struct ModeRestore {
+  UniqueFd fd;
+  mode_t mode = 0;
+  std::string shown;
+  ~ModeRestore() {
+    if (fd.valid()) (void)ChmodFd(fd.get(), mode, shown);
+  }
+};
+
+// Gives this uid `add` on the inode `fd` holds when it owns it and lacks some of it; what to
+// restore goes to `restore`. False when nothing could be given.
+bool Widen(UniqueFd fd, mode_t add, const std::string& shown, ModeRestore& restore) {
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid() ||
+      (st.st_mode & add) == add) {
+    return false;
+  }
+  if (!ChmodFd(fd.get(), (st.st_mode & 07777) | add, shown)) return false;
+  restore.fd = std::move(fd);
+  restore.mode = st.st_mode & 07777;
+  restore.shown = shown;
+  return true;
+}
+
+Status Sweeper::Move(int parent_fd, const std::string& name, const std::string& rel,
+                     std::string* shown) {
+  if (quarantine_fd_ < 0) {
+    return Fail(Code::kSandboxUnavailable, "the quarantine " + quarantine_ + " cannot be opened", 0,
+                Abs(rel));
+  }
+  const std::size_t slash = rel.rfind('/');
+  const std::string rel_dir = slash == std::string::npos ? "" : rel.substr(0, slash);
+  ASSIGN_OR_RETURN(UniqueFd dparent, QuarantineDir(quarantine_fd_, rel_dir, Abs(rel)));
+  // The same name swept twice keeps both: NAME, NAME.1, NAME.2, ...
+  ModeRestore parent_mode, entry_mode;
+  bool widened = false;
+  for (int n = 0; n < 1000;) {
+    const std::string dest = n == 0 ? name : name + "." + std::to_string(n);
+    *shown = quarantine_ + "/" + rel + (n == 0 ? "" : "." + std::to_string(n));
+    if (::syscall(SYS_renameat2, parent_fd, name.c_str(), dparent.get(), dest.c_str(),
+                  RENAME_NOREPLACE) == 0) {
+      return {};
+    }
+    const int err = errno;
+    if (err == EEXIST) {
+      ++n;
+      continue;
+    }
+    if ((err == EACCES || err == EPERM) && !widened) {
+      // A process of this uid may take write permission from the directory holding the name
+      // (chmod 555 on it, or on the workspace root), or from a directory it planted (a rename
+      // to another directory rewrites its `..`). cordon owns both: it gives itself u+wx through
+      // the descriptors, moves, and gives the modes back.
+      widened = true;
+      bool any = Widen(UniqueFd(::fcntl(parent_fd, F_DUPFD_CLOEXEC, 0)), S_IWUSR | S_IXUSR,
+                       Abs(rel_dir), parent_mode);
+      UniqueFd entry(::openat(parent_fd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      struct stat st {};
+      if (entry.valid() && ::fstat(entry.get(), &st) == 0 && S_ISDIR(st.st_mode))
+        any = Widen(std::move(entry), S_IWUSR, Abs(rel), entry_mode) || any;
+      if (any) continue;
+    }
+    if (err == EXDEV) {
+      // Across filesystems: a copy that never follows a symlink, then the original is removed.
+      return CopyTree(parent_fd, name, dparent.get(), dest, Abs(rel));
+    }
+    return SysFail(Code::kSandboxUnavailable, "renameat2 (into the quarantine)", Abs(rel), err);
+  }
+  return Fail(Code::kSandboxUnavailable, "1000 earlier copies of it are in the quarantine", 0,
+              Abs(rel));
+}
+
+void Sweeper::Quarantine(int parent_fd, const std::string& name, const std::string& rel,
+                         PathKind kind) {
+  GuardEvent e{
+      .kind = GuardEvent::Kind::kProtectedRemoved, .path = Abs(rel), .entry_kind = KindName(kind)};
+  e.when = when_;
+  if (auto st = Move(parent_fd, name, rel, &e.quarantine); !st) {
+    e.error = st.error().message;
+    Failed(e.path, "not moved to the quarantine: " + e.error);
+  }
+  if (sink_) sink_(e);
+}
+
+void Sweeper::StripSetid(int parent_fd, const char* name, const std::string& rel) {
+  GuardEvent e{.kind = GuardEvent::Kind::kSetuidStripped, .path = Abs(rel), .entry_kind = "file"};
+  e.when = when_;
+  // An O_PATH descriptor of the entry itself, never following a symlink: the mode changes on
+  // the inode it holds, whatever the name becomes meanwhile.
+  UniqueFd f(::openat(parent_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!f.valid() && errno == ENOENT) return;  // gone: nothing set-id is left at the name
+  if (!f.valid() || ::fstat(f.get(), &st) != 0) {
+    e.error = std::string("not stripped: ") + std::strerror(errno);
+  } else if (!S_ISREG(st.st_mode) || (st.st_mode & (S_ISUID | S_ISGID)) == 0) {
+    return;  // no longer a set-id file
+  } else {
+    e.mode_before = st.st_mode & 07777;
+    e.mode_after = e.mode_before & ~static_cast<mode_t>(S_ISUID | S_ISGID);
+    if (auto done = ChmodFd(f.get(), e.mode_after, e.path); !done) e.error = done.error().message;
+  }
+  if (!e.error.empty()) Failed(e.path, "set-id bits not stripped: " + e.error);
+  if (sink_) sink_(e);
+}
+
 }  // namespace
 
 GuardOptions GuardOptions::From(const Policy& policy) {
@@ -635,15 +869,24 @@ WorkspaceGuard::WorkspaceGuard(std::vector<std::string> roots, GuardOptions opts
       quarantine_(std::move(quarantine_dir)),
       sink_(std::move(sink)) {}
 
-std::uint64_t WorkspaceGuard::BeforeLaunch() {
-  bool running = false;
+Result<std::uint64_t> WorkspaceGuard::BeforeLaunch() {
+  bool running = false, broken = false;
   std::uint64_t token = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     running = active_ > 0;
+    broken = broken_.has_value();
     token = generation_;
   }
-  if (running) Sweep("launch");
+  // A sweep that could not complete left the workspace unchecked: nothing launches until one
+  // completes (the operator fixed what it named).
+  if (running || broken) {
+    if (auto st = Sweep("launch"); !st) {
+      return Fail(Code::kSandboxUnavailable,
+                  "cordon launches nothing more in this session: " + st.error().message, 0,
+                  st.error().where);
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   return running ? token + 1 : generation_;  // a sweep while one runs: never adopt
 }
@@ -665,104 +908,108 @@ void WorkspaceGuard::Launched(std::uint64_t token, bool scanned,
   ++generation_;
 }
 
-void WorkspaceGuard::AfterProcess(TreeSnapshot* after) {
+Status WorkspaceGuard::AfterProcess(TreeSnapshot* after) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (active_ > 0) --active_;
     ++generation_;
   }
-  Sweep("process_end", after);
+  return Sweep("process_end", after);
 }
 
-void WorkspaceGuard::AtCallBoundary() {
+Status WorkspaceGuard::AtCallBoundary() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (active_ == 0) return;
+    if (active_ == 0) return {};  // a broken guard is tried again at the next launch
   }
-  Sweep("call_boundary");
+  return Sweep("call_boundary");
 }
 
-void WorkspaceGuard::Sweep(const std::string& when, TreeSnapshot* after) {
+std::optional<Error> WorkspaceGuard::broken() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
+}
+
+Status WorkspaceGuard::Sweep(const std::string& when, TreeSnapshot* after) {
   std::lock_guard<std::mutex> sweeping(sweep_mu_);
   std::set<std::string> baseline;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!have_baseline_) return;
+    if (!have_baseline_) return {};
     baseline = baseline_;
   }
+  std::vector<std::string> failures;
   for (std::size_t i = 0; i < roots_.size(); ++i) {
     const std::string& root = roots_[i];
-    auto walk = WalkWritableRoot(root, opts_, true, after != nullptr);
-    if (walk && after != nullptr) after->roots.push_back({root, std::move(walk->snapshot)});
+    const std::string qbase = quarantine_ + (i == 0 ? "" : "/.roots" + root);
+    MkdirAll(qbase);  // cordon's own state directory, not the agent's tree
+    UniqueFd qfd(::open(qbase.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!qfd.valid()) {
+      // Still walked: each name that appeared is named, as not moved.
+      failures.push_back(qbase + ": the quarantine cannot be opened: " + std::strerror(errno));
+    }
+    Sweeper sweeper(root, qbase, qfd.get(), baseline, when, sink_);
+    auto walk = Walker(root, opts_, true, false, after != nullptr, &sweeper).Run();
+    failures.insert(failures.end(), sweeper.failures.begin(), sweeper.failures.end());
     if (!walk) {
+      // Never a partial sweep: a walk that stopped (the entry cap, an unreadable directory)
+      // leaves the rest of the root unchecked, and the call fails.
       GuardEvent e{.kind = GuardEvent::Kind::kProtectedRemoved, .path = root, .entry_kind = "dir"};
       e.error = "the sweep could not walk " + root + ": " + walk.error().message;
       e.when = when;
       if (sink_) sink_(e);
+      failures.push_back(root + ": the walk stopped: " + walk.error().message);
       continue;
     }
+    if (after != nullptr) after->roots.push_back({root, std::move(walk->snapshot)});
+    // The paths the host repositories' configuration executes (workspace/repo_config.h) are
+    // swept like .git/hooks when they were not there before; only repositories the baseline
+    // holds are asked, never one the process planted.
+    const std::size_t walked = walk->found.size();
     if (auto st = FindRepoExecuted(root, *walk, &baseline, false); !st) {
-      GuardEvent e{.kind = GuardEvent::Kind::kProtectedRemoved, .path = root, .entry_kind = "dir"};
-      e.error = "the sweep could not read the repositories' git config in " + root + ": " +
-                st.error().message;
-      e.when = when;
-      if (sink_) sink_(e);
+      failures.push_back(root + ": the repositories' git config could not be read: " +
+                         st.error().message);
+      continue;
     }
-    std::vector<std::string> moved;
-    for (const auto& f : walk->found) {
-      if (baseline.count(f.path)) continue;
-      // Below something already moved (a new .git's config): it went with it.
-      if (std::any_of(moved.begin(), moved.end(), [&](const std::string& m) {
-            return f.path.compare(0, m.size() + 1, m + "/") == 0;
-          })) {
+    UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    stage::DirChain chain(root_fd.get());
+    const std::size_t failed_before = sweeper.failures.size();
+    for (std::size_t k = walked; k < walk->found.size(); ++k) {
+      const GuardFound& f = walk->found[k];
+      if (baseline.count(f.path) || f.path.size() <= root.size() + 1) continue;
+      const std::string rel = f.path.substr(root == "/" ? 1 : root.size() + 1);
+      auto parent = chain.Open(stage::ParentOf(rel));
+      if (!parent) {
+        sweeper.Failed(f.path, "its directory cannot be opened: " + parent.error().message);
         continue;
       }
-      const std::string rel = f.path.substr(root.size() + 1);
-      // The same name swept twice keeps both: NAME, NAME.1, NAME.2, ...
-      const std::string base = quarantine_ + (i == 0 ? "" : "/.roots" + root) + "/" + rel;
-      std::string dest = base;
-      struct stat seen {};
-      for (int n = 1; ::lstat(dest.c_str(), &seen) == 0; ++n) dest = base + "." + std::to_string(n);
-      GuardEvent e{.kind = GuardEvent::Kind::kProtectedRemoved,
-                   .path = f.path,
-                   .entry_kind = KindName(f.kind),
-                   .quarantine = dest};
-      e.when = when;
-      if (auto st = MoveBeneath(root, f.path, dest); !st) {
-        e.error = st.error().message;
-      } else {
-        moved.push_back(f.path);
-      }
-      if (sink_) sink_(e);
+      sweeper.Quarantine(*parent, std::string(stage::LeafOf(rel)), rel, f.kind);
     }
-    for (const auto& p : walk->setuid_files) {
-      GuardEvent e{.kind = GuardEvent::Kind::kSetuidStripped, .path = p, .entry_kind = "file"};
-      e.when = when;
-      const std::string rel = p.substr(root.size() + 1);
-      const std::size_t slash = rel.rfind('/');
-      UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-      UniqueFd parent =
-          OpenBeneath(root_fd.get(), slash == std::string::npos ? "" : rel.substr(0, slash),
-                      O_RDONLY | O_DIRECTORY);
-      const std::string leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
-      // O_PATH, then fchmod through /proc: a chmod by name could follow a swapped-in symlink.
-      UniqueFd f(parent.valid()
-                     ? ::openat(parent.get(), leaf.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)
-                     : -1);
-      struct stat st {};
-      if (!f.valid() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-        e.error = std::string("not stripped: ") + std::strerror(errno);
-      } else {
-        e.mode_before = st.st_mode & 07777;
-        e.mode_after = e.mode_before & ~static_cast<mode_t>(S_ISUID | S_ISGID);
-        const std::string proc = "/proc/self/fd/" + std::to_string(f.get());
-        if (::chmod(proc.c_str(), e.mode_after) != 0) {
-          e.error = std::string("chmod: ") + std::strerror(errno);
-        }
-      }
-      if (sink_) sink_(e);
-    }
+    failures.insert(failures.end(), sweeper.failures.begin() + failed_before,
+                    sweeper.failures.end());
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failures.empty()) {
+    broken_.reset();  // a whole sweep found nothing it could not handle
+    return {};
+  }
+  // Every path named; the audit log has one record per path as well.
+  constexpr std::size_t kNamed = 20;
+  std::string list;
+  for (std::size_t i = 0; i < failures.size() && i < kNamed; ++i)
+    list += (i == 0 ? "" : "; ") + failures[i];
+  if (failures.size() > kNamed)
+    list += "; and " + std::to_string(failures.size() - kNamed) + " more (see the audit log)";
+  Error err{Code::kSandboxUnavailable,
+            "the workspace sweep (" + when +
+                ") could not complete, so what a confined process made under a protected name "
+                "may still be in place: " +
+                list +
+                ". Fix or remove what it names; until a sweep completes this session launches "
+                "no process",
+            0, failures.front().substr(0, failures.front().find(": "))};
+  broken_ = err;
+  return std::unexpected(std::move(err));
 }
 
 }  // namespace cordon

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,8 +16,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "policy/policy.h"
-#include "workspace/protected.h"
 #include "workspace/changes.h"
+#include "workspace/protected.h"
 
 namespace cordon {
 
@@ -94,19 +95,26 @@ class WorkspaceGuard {
   WorkspaceGuard(std::vector<std::string> roots, GuardOptions opts, std::string quarantine_dir,
                  Sink sink);
 
-  // Before planning a launch: sweeps when a process runs. Returns a token for Launched.
-  std::uint64_t BeforeLaunch();
+  // Before planning a launch: sweeps when a process runs, or when an earlier sweep could not
+  // complete (then the launch is refused, sandbox_unavailable, until a sweep completes).
+  // Returns a token for Launched.
+  Result<std::uint64_t> BeforeLaunch();
   // After the plan: the launch's scan (when it made one: `scanned`) becomes the baseline when no
   // process ran in between.
   void Launched(std::uint64_t token, bool scanned, const std::vector<ProtectedEntry>& protect,
                 const std::vector<std::string>& git_dirs);
   // A launched process ended (or failed to start): sweep. With `after`, the sweep's walk also
   // fills it (the change record's after side); it stays empty when the sweep did not walk.
-  void AfterProcess(TreeSnapshot* after = nullptr);
+  // Fails (sandbox_unavailable) when the sweep could not complete: the call fails with it.
+  Status AfterProcess(TreeSnapshot* after = nullptr);
   // A tool call ended: sweep while a long-lived process runs.
-  void AtCallBoundary();
-  // Sweeps now; `when` is recorded.
-  void Sweep(const std::string& when, TreeSnapshot* after = nullptr);
+  Status AtCallBoundary();
+  // Sweeps now; `when` is recorded. Fails closed: a walk that stops (the entry cap, an unreadable
+  // directory) or an entry it cannot move or strip fails it, names every such path, and leaves
+  // the guard broken (every launch refused) until a later sweep completes.
+  Status Sweep(const std::string& when, TreeSnapshot* after = nullptr);
+  // Why the last sweep failed, while no sweep has completed since.
+  std::optional<Error> broken();
   const std::string& quarantine_dir() const { return quarantine_; }
 
  private:
@@ -120,6 +128,7 @@ class WorkspaceGuard {
   int active_ = 0;
   std::uint64_t generation_ = 0;
   bool have_baseline_ = false;
+  std::optional<Error> broken_;
 };
 
 }  // namespace cordon
