@@ -365,6 +365,28 @@ TEST_F(StagedTest, AHostEditDuringTheCallIsAConflictAndTheHostVersionIsKept) {
   EXPECT_EQ(changes["conflicts"], Json::array({"shared.txt"})) << changes.dump(1);
 }
 
+// The same below a directory the process deleted or replaced: a file the host edited (or made)
+// there while the process ran is not lost with the directory; the host's version stays.
+TEST_F(StagedTest, AHostEditBelowADirectoryTheProcessDeletedIsAConflict) {
+  for (const char* d : {"gone/sub", "replaced/sub"}) {
+    std::filesystem::create_directories(ws_ + "/" + d);
+    WriteFile(ws_ + "/" + d + "/file", "base\n");
+  }
+  const std::string out = dir_ / "conflict.out";
+  pid_t pid =
+      Spawn("sleep 1; rm -rf gone replaced && mkdir replaced && echo new > replaced/n", out);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  WriteFile(ws_ + "/gone/sub/file", "host\n");
+  WriteFile(ws_ + "/replaced/sub/file", "host\n");
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(ReadFile(ws_ + "/gone/sub/file"), "host\n") << ReadFile(out);
+  EXPECT_EQ(ReadFile(ws_ + "/replaced/sub/file"), "host\n") << ReadFile(out);
+  EXPECT_EQ(ReadFile(ws_ + "/replaced/n"), "new\n");
+  const Json changes = LastProcess()["changes"];
+  EXPECT_EQ(changes["conflicts"].size(), 2u) << changes.dump(1);
+}
+
 // A stage a killed cordon left in the middle of its commit is finished at the next start; one
 // left before its commit goes to the quarantine. Never half, never lost.
 TEST_F(StagedTest, AStageLeftByAKilledCordonIsFinishedOrQuarantinedAtTheNextStart) {

@@ -221,7 +221,8 @@ class Committer {
   Status OpaqueDone(const UpperEntry& e);
   Status SetDirMode(const std::string& rel, mode_t mode, std::optional<mode_t> before);
   // Removes the host's `leaf` (a directory with everything below it) and records the deletion;
-  // false, with nothing removed, when that would take a protected entry with it.
+  // false, with nothing removed, when that would take a protected entry with it or a file the
+  // host changed while the process ran (block_reason_ says which).
   Result<bool> RemoveHost(int dir_fd, const std::string& leaf, const std::string& rel,
                           const struct statx& st);
   Result<std::optional<std::string>> ScanTree(int dir_fd, const std::string& rel,
@@ -273,6 +274,7 @@ class Committer {
   std::optional<stage::DirChain> quarantine_;
   UniqueFd quarantine_root_;
   std::set<std::string, std::less<>> refused_dirs_;
+  std::string block_reason_ = "protected_path";  // why the last RemoveHost removed nothing
   // Directory modes that would keep the commit from writing into them (no u+wx): set last,
   // deepest first.
   std::vector<std::pair<std::string, std::pair<mode_t, std::optional<mode_t>>>> late_modes_;
@@ -385,7 +387,7 @@ Status Committer::Dir(const CommitDecision& d, const UpperEntry& e) {
     // changed after the plan read it.
     if (!d.opaque) return Refuse(e, "not_a_directory");
     ASSIGN_OR_RETURN(bool removed, RemoveHost(hp, leaf, e.rel, *st));
-    if (!removed) return Refuse(e, "protected_path");
+    if (!removed) return Refuse(e, block_reason_);
     st.reset();
   }
   if (!st) {
@@ -438,7 +440,11 @@ Result<bool> Committer::ClearOpaque(const UpperEntry& e, int host_parent) {
       ASSIGN_OR_RETURN(UniqueFd sub, stage::OpenDirBeneath(dir.get(), n, rel));
       FileChange count;
       ASSIGN_OR_RETURN(auto blocked, ScanTree(sub.get(), rel, count));
-      if (blocked) return false;
+      if (blocked && stage::DeletionTakesProtected(*blocked, opts_.rules)) return false;
+      if (blocked) {  // a file below it the host changed while the process ran: it stays
+        out_.conflicts.push_back(*blocked);
+        continue;
+      }
     }
     victims.push_back({n, std::move(rel), *st});
   }
@@ -505,7 +511,7 @@ Status Committer::Install(const UpperEntry& e) {
   if (st) {
     if (S_ISDIR(st->stx_mode)) {
       ASSIGN_OR_RETURN(bool removed, RemoveHost(hp, leaf, e.rel, *st));
-      if (!removed) return Refuse(e, "protected_path");
+      if (!removed) return Refuse(e, block_reason_);
     } else if (HostTypeName(st->stx_mode) != std::string_view(c.type)) {
       FileChange gone;  // another type before: a deletion and a creation
       gone.kind = "deleted";
@@ -586,7 +592,7 @@ Status Committer::Delete(const UpperEntry& e) {
   if (st) {
     if (HostChanged(e.rel, *st)) return Refuse(e, "conflict");
     ASSIGN_OR_RETURN(bool removed, RemoveHost(hp, leaf, e.rel, *st));
-    if (!removed) return Refuse(e, "protected_path");
+    if (!removed) return Refuse(e, block_reason_);
   }
   Remember(e.rel, e.sig, {});
   return {};
@@ -602,7 +608,11 @@ Result<bool> Committer::RemoveHost(int dir_fd, const std::string& leaf, const st
   if (S_ISDIR(st.stx_mode)) {
     ASSIGN_OR_RETURN(UniqueFd sub, stage::OpenDirBeneath(dir_fd, leaf, rel));
     ASSIGN_OR_RETURN(auto blocked, ScanTree(sub.get(), rel, c));
-    if (blocked) return false;
+    if (blocked) {
+      block_reason_ =
+          stage::DeletionTakesProtected(*blocked, opts_.rules) ? "protected_path" : "conflict";
+      return false;
+    }
     TRY(DeleteTree(sub.get(), rel));
     if (::unlinkat(dir_fd, leaf.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
       return SysFail(Code::kInternal, "unlinkat", rel);
@@ -632,6 +642,10 @@ Result<std::optional<std::string>> Committer::ScanTree(int dir_fd, const std::st
     if (stage::DeletionTakesProtected(crel, opts_.rules)) return std::optional<std::string>(crel);
     ASSIGN_OR_RETURN(auto st, StatAt(dir_fd, n, crel));
     if (!st) continue;
+    // A file the host changed while the process ran: deleting the directory would lose that
+    // edit, which the process never saw (a conflict; a directory's own ctime moves with its
+    // entries, so only what is not one counts).
+    if (!S_ISDIR(st->stx_mode) && HostChanged(crel, *st)) return std::optional<std::string>(crel);
     if (++count.below > kMaxTreeEntries) {
       return Fail(Code::kTooLarge, "a deleted directory holds too many entries", 0, rel);
     }
