@@ -193,6 +193,21 @@ TEST_F(StagedTest, AProtectedNameBelowAPathLongerThanPathMaxNeverLands) {
   EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
 }
 
+// A chain of directories just under the listing's depth cap overflowed cordon's stack in the
+// recursive listing (SIGSEGV at the commit), and again in the recovery of that stage at every
+// later start: the session and every later one died. The commit must fail closed instead, and
+// the next launch work.
+TEST_F(StagedTest, ATreeDeeperThanTheStackCanWalkFailsTheCallNotCordon) {
+  auto r = Exec(
+      "echo keep > keep.txt; python3 -c \"import os\nos.mkdir('a'); os.chdir('a')\n"
+      "for i in range(4090):\n  os.mkdir('d'); os.chdir('d')\n"
+      "open('.envrc','w').write('evil')\n\"");
+  EXPECT_EQ(r.signal, 0) << r.out << r.err;
+  auto again = Exec("echo next > next.txt");
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(ReadFile(ws_ + "/next.txt"), "next\n");
+}
+
 // While the process runs, the host sees nothing of what it planted (the sweep's window).
 TEST_F(StagedTest, TheHostSeesNothingWhileTheProcessRuns) {
   const std::string out = dir_ / "plant.out";
@@ -414,6 +429,63 @@ TEST_F(StagedTest, AStageLeftByAKilledCordonIsFinishedOrQuarantinedAtTheNextStar
   int recovered = 0;
   for (const auto& j : Refused()) recovered += j.value("when", "") == "recovery";
   EXPECT_GE(recovered, 2) << ReadFile(Log());
+}
+
+// git takes any directory holding HEAD and objects/ + refs/ for a (bare) git directory when it
+// runs there, and obeys its config and hooks: an existing bare repository in the tree (a test
+// fixture, a local remote, a --write grant that is one) keeps them, as a `.git` does; a directory
+// that holds a HEAD does not become one.
+TEST_F(StagedTest, BareRepositoriesInTheTreeKeepTheirConfigAndHooks) {
+  auto git = [&](const std::string& at, std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", at});
+    return testing::Run(args, {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")});
+  };
+  ASSERT_EQ(git(ws_, {"init", "-q", "--bare", "fixture.git"}).exit_code, 0);
+  const std::string config_before = ReadFile(ws_ + "/fixture.git/config");
+  std::filesystem::create_directories(ws_ + "/data");
+  WriteFile(ws_ + "/data/HEAD", "ref: refs/heads/main\n");
+  TempDir remote;
+  ASSERT_EQ(git(remote.path(), {"init", "-q", "--bare", "r.git"}).exit_code, 0);
+  const std::string remote_config = ReadFile(remote / "r.git/config");
+  auto r = Exec(
+      "printf '[core]\\n\\tfsmonitor = /bin/false\\n' >> fixture.git/config; echo evil > "
+      "fixture.git/hooks/post-update; mkdir -p fixture.git/refs/heads && echo ok > "
+      "fixture.git/refs/heads/x; mkdir data/objects data/refs; cp fixture.git/config data/config; "
+      "echo evil >> '" +
+          (remote / "r.git/config") + "'; echo evil > '" + (remote / "r.git/hooks/pre-receive") +
+          "'",
+      {"--write", remote / "r.git"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ReadFile(ws_ + "/fixture.git/config"), config_before);
+  EXPECT_FALSE(Exists(ws_ + "/fixture.git/hooks/post-update"));
+  EXPECT_EQ(ReadFile(ws_ + "/fixture.git/refs/heads/x"), "ok\n") << "refs are git's to write";
+  EXPECT_FALSE(Exists(ws_ + "/data/config") && Exists(ws_ + "/data/objects") &&
+               Exists(ws_ + "/data/refs"))
+      << "data/ became a repository with the agent's config";
+  EXPECT_EQ(ReadFile(remote / "r.git/config"), remote_config);
+  EXPECT_FALSE(Exists(remote / "r.git/hooks/pre-receive"));
+}
+
+// A recovery that died in its commit (a crash: the `recovering` mark it left is still there) is
+// not run again at every start, where it would die again: the stage goes to the quarantine.
+TEST_F(StagedTest, ARecoveryThatDiedIsQuarantinedNotRunAgain) {
+  pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stage = dir_ / ("state/cordon/stage/" + std::to_string(dead) + "-test/1");
+  std::filesystem::create_directories(stage + "/u0");
+  std::filesystem::create_directories(stage + "/w0");
+  WriteFile(stage + "/roots", ws_ + std::string(1, '\0'));
+  WriteFile(stage + "/phase", "committing\n0\n");
+  WriteFile(stage + "/recovering", "");
+  WriteFile(stage + "/u0/half.txt", "half\n");
+  auto r = Exec("true");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(Exists(ws_ + "/half.txt"));
+  EXPECT_FALSE(Exists(stage));
+  bool quarantined = false;
+  for (const auto& j : Refused()) quarantined |= j.value("reason", "") == "recovery_died";
+  EXPECT_TRUE(quarantined) << ReadFile(Log());
 }
 
 // cordon exec --plan says what a launch would stage, and cordon doctor names the mode.

@@ -53,7 +53,10 @@ struct UpperEntry {
 
 struct UpperLimits {
   std::size_t max_entries = 1u << 20;  // past this the listing fails: the commit fails closed
-  std::size_t max_depth = 4096;
+  // The listing recurses once per level (about 2 KiB of stack each in a debug build): 4096
+  // levels overflowed an 8 MiB stack, killing cordon at the commit and at every later start's
+  // recovery. 1024 levels stay far inside any thread's stack, and past any real tree.
+  std::size_t max_depth = 1024;
 };
 
 // Lists the upper layer below `upper_fd` (a directory fd), parents before their children, in

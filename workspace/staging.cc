@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -568,6 +570,7 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
   ::closedir(d);
   for (const auto& session : gone) {
     const std::string sdir = stage_root + "/" + session;
+    bool busy = false;  // a stage another cordon is recovering: its session directory stays
     if (session.rfind("probe-", 0) != 0) {
       DIR* sd = ::opendir(sdir.c_str());
       std::vector<std::string> stages;
@@ -588,8 +591,21 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
           roots.push_back(roots_text.substr(pos, end - pos));
           pos = end + 1;
         }
-        const bool committing = phase.rfind("committing", 0) == 0;
+        // A recovery that itself died (a crash in the commit: its mark names a pid that is gone)
+        // is not tried again: it would die at every start. What is left goes to the quarantine
+        // whole, below. One another cordon is running now is left to it.
+        const bool marked = ::access((dir + "/recovering").c_str(), F_OK) == 0;
+        const pid_t recoverer = static_cast<pid_t>(std::atol(ReadAll(dir + "/recovering").c_str()));
+        if (marked && recoverer != ::getpid() && PidAlive(recoverer)) {
+          busy = true;
+          continue;
+        }
+        const bool committing = phase.rfind("committing", 0) == 0 && !marked;
         if (committing && !roots.empty()) {
+          if (FILE* mark = std::fopen((dir + "/recovering").c_str(), "w")) {
+            std::fprintf(mark, "%d\n", static_cast<int>(::getpid()));
+            std::fclose(mark);
+          }
           // Finish it: the decisions are made again from what is left in the upper layers, and
           // installing is idempotent (docs/adr/0006-staged-workspace.md, decision 4).
           std::unique_ptr<Stage> s(new Stage());
@@ -631,6 +647,8 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
               ev.error = o.error->message;
               if (sink) sink(ev);
               s->dir_.clear();  // not removed
+              // It failed, it did not crash: the next start tries again.
+              ::unlink((dir + "/recovering").c_str());
               continue;
             }
             continue;  // ~Stage removes it
@@ -646,14 +664,14 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
         ev.entry_kind = "dir";
         ev.quarantine = dest;
         ev.when = "recovery";
-        ev.reason = "never_committed";
+        ev.reason = marked ? "recovery_died" : "never_committed";
         if (::rename(dir.c_str(), dest.c_str()) != 0) {
           ev.error = std::string("rename: ") + std::strerror(errno);
         }
         if (sink) sink(ev);
       }
     }
-    RemoveTree(sdir);
+    if (!busy) RemoveTree(sdir);
   }
 }
 
