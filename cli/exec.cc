@@ -94,6 +94,21 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       return kExitCordonFailed;
     }
     ProcessOutcome o = (*proc)->outcome();
+    // The staged commit could not complete: what the command wrote did not all reach the tree.
+    // A caller reading only the exit code (`cordon exec -- make && deploy`) must see it fail, as
+    // run_shell's result does (fail closed, never a silent partial).
+    if (const Json w = (*proc)->workspace_commit(); w.is_object() && w.contains("error")) {
+      std::string not_done;
+      for (const auto& p : w.value("not_done", Json::array())) {
+        if (not_done.size() > 2000) break;
+        not_done += "\n  " + p.get<std::string>();
+      }
+      std::fprintf(stderr,
+                   "cordon: the command ran but its changes could not all be installed: %s%s\n",
+                   w["error"].get<std::string>().c_str(),
+                   not_done.empty() ? "" : ("; not done:" + not_done).c_str());
+      return kExitCordonFailed;
+    }
     if (o.stop_signal) {
       std::fprintf(stderr, "cordon: stopped by signal %d; the sandbox was ended\n", *o.stop_signal);
       return kExitSignalBase + *o.stop_signal;

@@ -203,6 +203,7 @@ TEST_F(StagedTest, ATreeDeeperThanTheStackCanWalkFailsTheCallNotCordon) {
       "for i in range(4090):\n  os.mkdir('d'); os.chdir('d')\n"
       "open('.envrc','w').write('evil')\n\"");
   EXPECT_EQ(r.signal, 0) << r.out << r.err;
+  EXPECT_NE(r.exit_code, 0) << "a commit that cannot complete fails the call";
   auto again = Exec("echo next > next.txt");
   EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
   EXPECT_EQ(ReadFile(ws_ + "/next.txt"), "next\n");
