@@ -209,6 +209,22 @@ TEST_F(StagedTest, ATreeDeeperThanTheStackCanWalkFailsTheCallNotCordon) {
   EXPECT_EQ(ReadFile(ws_ + "/next.txt"), "next\n");
 }
 
+// A process that leaves its own file unreadable (chmod 000) made an ordinary user's commit fail
+// (the upper file could not be opened): the call failed, the session launched nothing more and
+// every other change was lost. The file lands with the mode the process set. (As root the
+// open never failed; scripts/test-unprivileged.sh runs this as an ordinary user.)
+TEST_F(StagedTest, AnUnreadableFileTheProcessMadeDoesNotFailTheCommit) {
+  auto r = Exec("echo hi > x; chmod 000 x; echo ok > y; echo evil > .envrc; chmod 000 .envrc");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ReadFile(ws_ + "/y"), "ok\n");
+  struct stat st {};
+  ASSERT_EQ(::lstat((ws_ + "/x").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0u);
+  EXPECT_FALSE(Exists(ws_ + "/.envrc"));
+  auto again = Exec("true");
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+}
+
 // While the process runs, the host sees nothing of what it planted (the sweep's window).
 TEST_F(StagedTest, TheHostSeesNothingWhileTheProcessRuns) {
   const std::string out = dir_ / "plant.out";

@@ -130,6 +130,23 @@ void StripOverlayXattrs(int fd) {
   }
 }
 
+// Opens an upper-layer file for reading. A process may leave its own file unreadable (chmod 000),
+// which stops an ordinary user's cordon: once the overlay is gone (`settled`) the upper layer is
+// cordon's alone and nothing runs there, so it gets u+r and is opened again; the mode the
+// process set is what the host gets (the listing's).
+UniqueFd OpenUpperFile(int up, const std::string& leaf, bool settled) {
+  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+  UniqueFd fd(::openat(up, leaf.c_str(), kFlags));
+  if (fd.valid() || errno != EACCES || !settled) return fd;
+  struct stat st {};
+  if (::fstatat(up, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    errno = EACCES;
+    return fd;
+  }
+  if (::fchmodat(up, leaf.c_str(), (st.st_mode & 07777) | S_IRUSR, 0) != 0) return fd;
+  return UniqueFd(::openat(up, leaf.c_str(), kFlags));
+}
+
 std::string TempName() { return ".cordon-tmp-" + std::to_string(::getpid()) + "-" + RandomHex(8); }
 
 // Copies the open regular file `src` into `dir_fd` as `leaf`: a temporary name made with O_EXCL
@@ -488,8 +505,7 @@ Status Committer::Install(const UpperEntry& e) {
   struct stat sst {};
   std::string target;
   if (e.kind == UpperKind::kFile) {
-    src = UniqueFd(
-        ::openat(up, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+    src = OpenUpperFile(up, leaf, opts_.rename_from_upper);
     if (!src.valid() || ::fstat(src.get(), &sst) != 0 || !S_ISREG(sst.st_mode)) {
       if (!opts_.rename_from_upper) return {};
       return Fail(Code::kConflict, "the upper layer's file changed during the commit", errno,
@@ -529,7 +545,8 @@ Status Committer::Install(const UpperEntry& e) {
         if (old.valid()) {
           ASSIGN_OR_RETURN(c.sha256_before, HashFd(old.get(), st->stx_size, opts_.hash_cap, e.rel));
         }
-        const mode_t before = st->stx_mode & 07777, after = sst.st_mode & 0777;
+        const mode_t before = st->stx_mode & 07777,
+                     after = (opts_.rename_from_upper ? e.mode : sst.st_mode) & 0777;
         if (before != after) {
           c.mode_before = before;
           c.mode_after = after;
@@ -538,7 +555,9 @@ Status Committer::Install(const UpperEntry& e) {
     }
   }
   if (e.kind == UpperKind::kFile) {
-    const mode_t mode = sst.st_mode & 0777;  // set-id and sticky bits are never installed
+    // Set-id and sticky bits are never installed. Renamed out of a settled upper layer, the mode
+    // is the listing's (OpenUpperFile may have added u+r since).
+    const mode_t mode = (opts_.rename_from_upper ? e.mode : sst.st_mode) & 0777;
     const auto size = static_cast<std::uint64_t>(sst.st_size);
     c.bytes_after = size;
     bool moved = false;
@@ -715,8 +734,7 @@ Result<std::string> Committer::Keep(const UpperEntry& e) {
     if (opts_.rename_from_upper) (void)::unlinkat(up, leaf.c_str(), 0);
     return QuarantinePath(e.rel);
   }
-  UniqueFd src(
-      ::openat(up, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  UniqueFd src = OpenUpperFile(up, leaf, opts_.rename_from_upper);
   struct stat st {};
   if (!src.valid() || ::fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     if (!src.valid() && errno == ENOENT) return std::string();  // gone meanwhile
