@@ -328,6 +328,26 @@ TEST_F(StagedTest, PathsTheRepositorysConfigExecutesNeverLand) {
   EXPECT_TRUE(refused.contains("repo_executes " + ws_ + "/tools/fsm.sh")) << Joined(refused);
 }
 
+// git appends a reflog through a symlink: .git/logs/HEAD -> ../hooks/post-commit would add a
+// line the agent words to a hook the host runs. No symlink lands inside a git directory.
+TEST_F(StagedTest, NoSymlinkLandsInsideAGitDirectory) {
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", ws_});
+    return testing::Run(args, {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")});
+  };
+  ASSERT_EQ(git({"init", "-q"}).exit_code, 0);
+  WriteFile(ws_ + "/.git/hooks/post-commit", "#!/bin/sh\nexit 0\n");
+  ::chmod((ws_ + "/.git/hooks/post-commit").c_str(), 0755);
+  auto r = Exec(
+      "mkdir -p .git/logs/refs/heads && ln -sf ../hooks/post-commit .git/logs/HEAD && ln -sf "
+      "../../../hooks/post-commit .git/logs/refs/heads/main && echo ok > .git/logs/plain");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  struct stat st {};
+  EXPECT_FALSE(::lstat((ws_ + "/.git/logs/HEAD").c_str(), &st) == 0 && S_ISLNK(st.st_mode));
+  EXPECT_FALSE(Exists(ws_ + "/.git/logs/refs/heads/main"));
+  EXPECT_EQ(ReadFile(ws_ + "/.git/logs/plain"), "ok\n") << "git's own files there still land";
+}
+
 // What a process wrote in a directory granted with --write is staged too: another repository's
 // .git/config planted there never lands.
 TEST_F(StagedTest, WriteGrantsAreStagedUnderTheSameRules) {

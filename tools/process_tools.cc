@@ -30,7 +30,10 @@ Json ProcessResultProperties() {
           // The limit that ended the process (timeout, cpu, file_size, memory, pids), or null.
           {"limit", {{"type", {"object", "null"}}}},
           // The timeout the call asked for and the one it got (capped_by: the policy key).
-          {"timeout", {{"type", "object"}}}};
+          {"timeout", {{"type", "object"}}},
+          // The staged workspace's commit (docs/adr/0006-staged-workspace.md): mode, changed,
+          // refused [{path, reason}], conflicts [paths].
+          {"workspace", {{"type", "object"}}}};
 }
 
 Result<std::string> ResolveCwd(const ToolContext& ctx, const Json& in) {

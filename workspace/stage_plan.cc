@@ -115,6 +115,11 @@ CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rul
     return {e.rel, CommitAction::kMkdir, "", true, i};
   }
   if (!GitRuleAllowsWrite(rel) || PlantsBareRepository(rel)) return Refuse(e, i, "git_metadata");
+  // git writes through a symlink in its directory (a reflog is appended with O_APPEND):
+  // logs/HEAD -> ../hooks/post-commit would add a line the agent words (a branch name, a commit
+  // subject) to a hook. git itself makes none there. (Found by the adversary pass, wt-adv.)
+  if (e.kind == UpperKind::kSymlink && HasComponent(stage::ParentOf(rel), ".git"))
+    return Refuse(e, i, "git_metadata");
   // A lock file git left (a process ended in the middle of a git command) would stop host git
   // ("index.lock exists"): it stays out of the tree.
   if (HasComponent(rel, ".git") && rel.size() > 5 && rel.substr(rel.size() - 5) == ".lock")

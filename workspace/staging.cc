@@ -178,7 +178,7 @@ void Merge(CommitOutcome& into, const CommitOutcome& more) {
 // set are kept in `modes` (root-relative path -> st_mode) and applied to the host tree instead.
 void OpenUpUpper(int dir_fd, const std::string& rel, std::map<std::string, std::uint32_t>& modes,
                  int depth) {
-  if (depth > 8192) return;
+  if (depth > 1024) return;  // the listing refuses deeper (UpperLimits::max_depth)
   DIR* d = ::fdopendir(::dup(dir_fd));
   if (d == nullptr) return;
   std::vector<std::string> dirs;
@@ -346,7 +346,9 @@ Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<
 }
 
 Stage::~Stage() {
-  if (!dir_.empty()) RemoveTree(dir_);
+  // A final commit that could not complete leaves its stage ("committing") for the next start
+  // to finish: what the rules allow is never dropped.
+  if (!dir_.empty() && !total_.error) RemoveTree(dir_);
 }
 
 void Stage::WritePhase(const char* phase) {
