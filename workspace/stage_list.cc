@@ -257,6 +257,7 @@ void FindRepositoryDirs(int root_fd, std::span<const UpperEntry> upper, CommitRu
       if (!dirs.emplace(p).second) break;  // its ancestors are in already
     }
   }
+  dirs.emplace("");  // the root itself (a --write grant that is a bare repository)
   stage::DirChain chain(root_fd);
   for (const auto& d : dirs) {
     if (stage::LeafOf(d) == ".git") continue;  // the `.git` rules cover these
@@ -266,7 +267,9 @@ void FindRepositoryDirs(int root_fd, std::span<const UpperEntry> upper, CommitRu
       struct stat st {};
       return ::fstatat(*fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     };
-    auto in_up = [&](const char* name) { return in_upper.contains(d + "/" + name); };
+    auto in_up = [&](const char* name) {
+      return in_upper.contains(d.empty() ? std::string(name) : d + "/" + name);
+    };
     const bool host_head = on_host("HEAD");
     const bool head = host_head || in_up("HEAD");
     if (!head) continue;
