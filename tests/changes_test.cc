@@ -445,6 +445,11 @@ class ChangesTest : public ::testing::Test {
     WriteFile(ws_ + "/.git/HEAD", "ref: refs/heads/main\n");
     WriteFile(ws_ + "/.git/config", "[core]\n");
     env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
+    // ADR 0004's differ (two walks) is the direct mode's change record; the staged mode's is the
+    // commit (StagedTest.DeletionsReplacementsAndRenamesAreExactOnTheHostAndInTheRecord).
+    std::filesystem::create_directories(dir_ / "config/cordon/policies.d");
+    WriteFile(dir_ / "config/cordon/policies.d/40-direct.toml",
+              "[sandbox]\nworkspace = \"direct\"\n");
   }
 
   testing::RunResult Exec(std::vector<std::string> cmd, std::vector<std::string> opts = {}) {

@@ -272,6 +272,10 @@ class DirectModeTest : public ::testing::Test {
     ws_ = dir_ / "ws";
     std::filesystem::create_directories(ws_ + "/src");
     env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
+    // The direct mode (the fallback where staging cannot be had) is what these tests attack.
+    std::filesystem::create_directories(dir_ / "config/cordon/policies.d");
+    WriteFile(dir_ / "config/cordon/policies.d/40-direct.toml",
+              "[sandbox]\nworkspace = \"direct\"\n");
   }
   testing::RunResult Exec(std::vector<std::string> cmd, std::vector<std::string> opts = {}) {
     std::vector<std::string> argv = {testing::CordonBin(), "exec", "--workspace", ws_,

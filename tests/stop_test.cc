@@ -89,6 +89,12 @@ class StopTest : public ::testing::Test {
     if (!testing::UserNamespacesEnabled())
       GTEST_SKIP() << "SKIPPED: user namespaces are disabled; bwrap cannot run";
     std::filesystem::create_directories(dir_ / "ws");
+    // The command's marker file must reach the host while it runs (AwaitMarker): the direct
+    // mode's bind. Staged, it would land only at the commit after the process
+    // (docs/adr/0006-staged-workspace.md); what is tested here is how cordon stops.
+    std::filesystem::create_directories(dir_ / "config/cordon/policies.d");
+    testing::WriteFile(dir_ / "config/cordon/policies.d/40-direct.toml",
+                       "[sandbox]\nworkspace = \"direct\"\n");
   }
   void TearDown() override {
     if (pid_ > 0) {
