@@ -143,37 +143,42 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
   return staging_.get();
 }
 
+Result<std::vector<std::string>> ProcessHost::StagingRoots(const ProcessRequest& req,
+                                                           const SandboxHost& host) {
+  std::vector<std::string> roots;
+  if (!req.workspace_writable || policy_.workspace_mode == WorkspaceMode::kDirect) return roots;
+  std::string why;
+  if (host.weaker) {
+    why = "the weaker mode has no mount namespace";
+  } else {
+    roots = StageRoots(policy_, workspace_.root(), req, &why);
+    if (!roots.empty()) {
+      StagingSupport support = Staging();
+      if (!support.available) {
+        roots.clear();
+        why = support.reason;
+      }
+    }
+  }
+  if (roots.empty() && !why.empty() && policy_.workspace_mode == WorkspaceMode::kStaged) {
+    const auto where = policy_.provenance.find("sandbox.workspace");
+    return Fail(Code::kSandboxUnavailable,
+                "[sandbox] workspace = \"staged\" (" +
+                    (where != policy_.provenance.end() ? where->second : std::string("policy")) +
+                    ") requires a staged workspace, and " + why +
+                    "; set it to \"auto\" to fall back to the direct mode");
+  }
+  return roots;
+}
+
 Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResources* acquired,
                                      std::shared_ptr<TreeSnapshot>* before,
                                      std::shared_ptr<Stage>* stage) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
   ASSIGN_OR_RETURN(ProcessRequest req, WithPresetCaches(policy_, request, workspace_.root(),
                                                         envp_, acquired != nullptr));
-  std::vector<std::string> roots;
-  if (req.workspace_writable && policy_.workspace_mode != WorkspaceMode::kDirect) {
-    std::string why;
-    if (host->weaker) {
-      why = "the weaker mode has no mount namespace";
-    } else {
-      roots = StageRoots(policy_, workspace_.root(), req, &why);
-      if (!roots.empty()) {
-        StagingSupport support = Staging();
-        if (!support.available) {
-          roots.clear();
-          why = support.reason;
-        }
-      }
-    }
-    if (roots.empty() && !why.empty() && policy_.workspace_mode == WorkspaceMode::kStaged) {
-      const auto where = policy_.provenance.find("sandbox.workspace");
-      return Fail(Code::kSandboxUnavailable,
-                  "[sandbox] workspace = \"staged\" (" +
-                      (where != policy_.provenance.end() ? where->second : std::string("policy")) +
-                      ") requires a staged workspace, and " + why +
-                      "; set it to \"auto\" to fall back to the direct mode");
-    }
-    req.staged = !roots.empty();
-  }
+  ASSIGN_OR_RETURN(std::vector<std::string> roots, StagingRoots(req, *host));
+  req.staged = !roots.empty();
   LaunchResources dropped;
   ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
                                                     acquired != nullptr ? acquired : &dropped));
@@ -207,11 +212,19 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
     // A commit that could not complete stops the session (fail closed).
     if (auto poisoned = s->poisoned()) return std::unexpected(*poisoned);
   }
+  // The direct mode's sweep runs before the plan's scan (what it moves must not be bound).
+  ASSIGN_OR_RETURN(const SandboxHost* host, Host());
+  ASSIGN_OR_RETURN(std::vector<std::string> staged_roots, StagingRoots(req, *host));
+  std::uint64_t token = 0;
+  bool guarded = false;
+  if (guard_ && staged_roots.empty()) {
+    ASSIGN_OR_RETURN(token, guard_->BeforeLaunch());  // refused while a sweep is unfinished
+    guarded = true;
+  }
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources, &watch->before, &watch->stage));
   if (!plan.session.staged.empty()) return LaunchStaged(req, plan, std::move(resources), watch);
-  std::uint64_t token = 0;
-  if (guard_) {
-    ASSIGN_OR_RETURN(token, guard_->BeforeLaunch());  // refused while a sweep is unfinished
+  if (guard_ && !guarded) {
+    ASSIGN_OR_RETURN(token, guard_->BeforeLaunch());
   }
   // Bound before anything else is acquired: a proxy that cannot start leaves nothing to undo.
   ProcessRequest launched = req;

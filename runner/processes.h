@@ -133,6 +133,9 @@ class ProcessHost {
   std::unique_ptr<StagedWorkspace> staging_;
   std::atomic<StagedWorkspace*> staging_ready_{nullptr};
   Result<StagedWorkspace*> StagingFor();
+  // The roots a launch of `req` stages (empty: the direct mode), or why a policy that requires
+  // staging cannot have it.
+  Result<std::vector<std::string>> StagingRoots(const ProcessRequest& req, const SandboxHost& host);
 };
 
 }  // namespace cordon
