@@ -99,7 +99,8 @@ Json CommitSummary(const CommitOutcome& o) {
   for (std::size_t i = 0; i < o.refused.size() && i < 50; ++i) {
     refused.push_back({{"path", o.refused[i].rel}, {"reason", o.refused[i].reason}});
   }
-  for (std::size_t i = 0; i < o.conflicts.size() && i < 50; ++i) conflicts.push_back(o.conflicts[i]);
+  for (std::size_t i = 0; i < o.conflicts.size() && i < 50; ++i)
+    conflicts.push_back(o.conflicts[i]);
   Json j = {{"mode", "staged"},
             {"changed", o.changes.size()},
             {"refused", std::move(refused)},
@@ -175,8 +176,8 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResour
                                      std::shared_ptr<TreeSnapshot>* before,
                                      std::shared_ptr<Stage>* stage) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
-  ASSIGN_OR_RETURN(ProcessRequest req, WithPresetCaches(policy_, request, workspace_.root(),
-                                                        envp_, acquired != nullptr));
+  ASSIGN_OR_RETURN(ProcessRequest req, WithPresetCaches(policy_, request, workspace_.root(), envp_,
+                                                        acquired != nullptr));
   ASSIGN_OR_RETURN(std::vector<std::string> roots, StagingRoots(req, *host));
   req.staged = !roots.empty();
   LaunchResources dropped;

@@ -316,8 +316,9 @@ TEST_F(StagedTest, PathsTheRepositorysConfigExecutesNeverLand) {
   ASSERT_EQ(git({"config", "core.hooksPath", ".husky"}).exit_code, 0);
   ASSERT_EQ(git({"config", "core.fsmonitor", "tools/fsm.sh"}).exit_code, 0);
   WriteFile(ws_ + "/tools/fsm.sh", "#!/bin/sh\nexit 1\n");
-  auto r = Exec("mkdir -p .husky && echo 'touch /tmp/x' > .husky/pre-commit && echo evil > "
-                "tools/fsm.sh && echo fine > tools/other.sh");
+  auto r = Exec(
+      "mkdir -p .husky && echo 'touch /tmp/x' > .husky/pre-commit && echo evil > "
+      "tools/fsm.sh && echo fine > tools/other.sh");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_FALSE(Exists(ws_ + "/.husky"));
   EXPECT_EQ(ReadFile(ws_ + "/tools/fsm.sh"), "#!/bin/sh\nexit 1\n");

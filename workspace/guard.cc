@@ -967,8 +967,8 @@ Status WorkspaceGuard::Sweep(const std::string& when, TreeSnapshot* after) {
     // holds are asked, never one the process planted.
     const std::size_t walked = walk->found.size();
     if (auto st = FindRepoExecuted(root, *walk, &baseline, false); !st) {
-      failures.push_back(root + ": the repositories' git config could not be read: " +
-                         st.error().message);
+      failures.push_back(root +
+                         ": the repositories' git config could not be read: " + st.error().message);
       continue;
     }
     UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -67,8 +67,8 @@ class GitFileLock {
  public:
   GitFileLock(int dir_fd, const std::string& leaf) : dir_(dir_fd), name_(leaf + ".lock") {
     for (int i = 0; i < 400; ++i) {
-      const int fd = ::openat(dir_, name_.c_str(),
-                              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      const int fd =
+          ::openat(dir_, name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
       if (fd >= 0) {
         ::close(fd);
         held_ = true;
