@@ -254,18 +254,13 @@ TEST_F(EnvTest, PlanOutputShowsNoSecretValue) {
 
 TEST_F(EnvTest, ValuesNeverAppearInAnyProcessArgv) {
   const std::string secret = "argv-leak-check-7f3a9c";
-  std::vector<std::string> args = {testing::CordonBin(),
-                                   "exec",
-                                   "--workspace",
-                                   dir_ / "ws",
-                                   "--audit-log",
-                                   log(),
-                                   "--env",
-                                   "MY_SETTING=" + secret,
-                                   "--",
-                                   "sh",
-                                   "-c",
+  std::vector<std::string> args = {testing::CordonBin(), "exec", "--workspace", dir_ / "ws",
+                                   "--audit-log", log(), "--env", "MY_SETTING=" + secret,
+                                   // The marker must reach the host while the command runs: the
+                                   // direct mode's bind (staged, it lands at the commit after).
+                                   "--policy", dir_ / "direct.toml", "--", "sh", "-c",
                                    "echo x > started; sleep 3"};
+  WriteFile(dir_ / "direct.toml", "[sandbox]\nworkspace = \"direct\"\n");
   std::vector<char*> a, e;
   for (auto& s : args) a.push_back(s.data());
   a.push_back(nullptr);
