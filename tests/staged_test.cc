@@ -43,6 +43,21 @@ std::vector<Json> Records(const std::string& log) {
   return out;
 }
 
+// Waits (at most 30 s) until a process `sleep SECONDS` runs on the host: the sandbox's command
+// has started (its window is open), whatever a slow build (ASan) makes of the launch.
+bool AwaitSleep(const std::string& seconds) {
+  const std::string wanted = std::string("sleep") + '\0' + seconds + '\0';
+  for (int i = 0; i < 1500; ++i) {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string pid = e.path().filename().string();
+      if (pid[0] >= '0' && pid[0] <= '9' && ReadFile(e.path().string() + "/cmdline") == wanted)
+        return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 class StagedTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -406,8 +421,8 @@ TEST_F(StagedTest, DeletionsReplacementsAndRenamesAreExactOnTheHostAndInTheRecor
 TEST_F(StagedTest, AHostEditDuringTheCallIsAConflictAndTheHostVersionIsKept) {
   WriteFile(ws_ + "/shared.txt", "base\n");
   const std::string out = dir_ / "conflict.out";
-  pid_t pid = Spawn("sleep 1; echo agent > shared.txt; echo mine > other.txt", out);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pid_t pid = Spawn("sleep 1.731; echo agent > shared.txt; echo mine > other.txt", out);
+  EXPECT_TRUE(AwaitSleep("1.731")) << ReadFile(out);
   WriteFile(ws_ + "/shared.txt", "host\n");
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -427,8 +442,8 @@ TEST_F(StagedTest, AHostEditBelowADirectoryTheProcessDeletedIsAConflict) {
   }
   const std::string out = dir_ / "conflict.out";
   pid_t pid =
-      Spawn("sleep 1; rm -rf gone replaced && mkdir replaced && echo new > replaced/n", out);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      Spawn("sleep 1.732; rm -rf gone replaced && mkdir replaced && echo new > replaced/n", out);
+  EXPECT_TRUE(AwaitSleep("1.732")) << ReadFile(out);
   WriteFile(ws_ + "/gone/sub/file", "host\n");
   WriteFile(ws_ + "/replaced/sub/file", "host\n");
   int status = 0;
