@@ -696,14 +696,18 @@ std::vector<GitConfigPath> GitConfigExecutedEntries(std::string_view config_text
         return;
     }
   });
-  std::sort(out.begin(), out.end(), [](const GitConfigPath& a, const GitConfigPath& b) {
+  SortUniqueByPath(out);
+  return out;
+}
+
+void SortUniqueByPath(std::vector<GitConfigPath>& paths) {
+  std::sort(paths.begin(), paths.end(), [](const GitConfigPath& a, const GitConfigPath& b) {
     return a.path < b.path || (a.path == b.path && a.key < b.key);
   });
-  out.erase(
-      std::unique(out.begin(), out.end(),
+  paths.erase(
+      std::unique(paths.begin(), paths.end(),
                   [](const GitConfigPath& a, const GitConfigPath& b) { return a.path == b.path; }),
-      out.end());
-  return out;
+      paths.end());
 }
 
 std::vector<std::string> GitConfigExecutedPaths(std::string_view config_text,

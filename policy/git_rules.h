@@ -34,6 +34,9 @@ struct GitConfigPath {
   std::string key;   // the key that names it, as git's documentation spells it: core.hooksPath
 };
 
+// Sorted by path, one entry per path (the first key that names it, in key order).
+void SortUniqueByPath(std::vector<GitConfigPath>& paths);
+
 // Where one config file lies, all relative to the workspace root ("" for the root itself).
 struct GitConfigPlace {
   std::string_view worktree;    // the repository's worktree: hooks, commands and aliases run there

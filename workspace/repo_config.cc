@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "core/unique_fd.h"
+#include "workspace/stage_fs.h"
 
 namespace cordon {
 namespace {
@@ -51,11 +52,6 @@ std::string ReadBeneath(int root_fd, std::string_view rel, std::size_t max) {
 
 std::string Join(std::string_view dir, std::string_view name) {
   return dir.empty() ? std::string(name) : std::string(dir) + "/" + std::string(name);
-}
-
-std::string_view Parent(std::string_view rel) {
-  const std::size_t slash = rel.rfind('/');
-  return slash == std::string_view::npos ? std::string_view() : rel.substr(0, slash);
 }
 
 // The workspace-relative form of a path written in a repository file (a `.git` file's gitdir:,
@@ -120,7 +116,8 @@ class Reader {
     const std::string text = ReadBeneath(root_fd_, file, kMaxConfigBytes);
     if (text.empty()) return;
     auto entries = GitConfigExecutedEntries(
-        text, {.worktree = worktree, .config_dir = Parent(file), .workspace_abs = root_abs_});
+        text,
+        {.worktree = worktree, .config_dir = stage::ParentOf(file), .workspace_abs = root_abs_});
     for (auto& e : entries) {
       // An included file is configuration too: what it names is git's to run as well.
       if (e.key.rfind("include", 0) == 0) Config(worktree, e.path, depth + 1);
@@ -152,19 +149,13 @@ std::vector<GitConfigPath> RepoExecutedPaths(int root_fd,
   reader.Repository("");
   for (const auto& rel : changed_rels) {
     // Upwards from the parent; a directory seen before has had its ancestors seen too.
-    for (std::string_view dir = Parent(rel); !dir.empty(); dir = Parent(dir)) {
+    for (std::string_view dir = stage::ParentOf(rel); !dir.empty(); dir = stage::ParentOf(dir)) {
       if (!seen.emplace(dir).second) break;
       reader.Repository(std::string(dir));
     }
   }
   std::vector<GitConfigPath> out = reader.Take();
-  std::sort(out.begin(), out.end(), [](const GitConfigPath& a, const GitConfigPath& b) {
-    return a.path < b.path || (a.path == b.path && a.key < b.key);
-  });
-  out.erase(
-      std::unique(out.begin(), out.end(),
-                  [](const GitConfigPath& a, const GitConfigPath& b) { return a.path == b.path; }),
-      out.end());
+  SortUniqueByPath(out);
   return out;
 }
 
