@@ -28,6 +28,7 @@ Json SessionStartedRecord::ToJson() const {
             {"confinement", confinement},       {"sandbox", sandbox}};
   Put(j, "git", git);
   Put(j, "env", env);
+  Put(j, "redaction", redaction);
   return j;
 }
 
@@ -56,6 +57,7 @@ Json ToolFinishedRecord::ToJson() const {
   Put(j, "server", server);
   Put(j, "server_tool", server_tool);
   Put(j, "output_redactions", output_redactions);
+  Put(j, "output_redactions_by_rule", output_redactions_by_rule);
   Put(j, "reason", reason);
   Put(j, "method", method);
   return j;
@@ -258,6 +260,9 @@ constexpr AuditFieldInfo kSessionStarted[] = {
     {"env", false,
      "policy [env]: {pass, deny, set}: the variable names it passes, denies and sets (never "
      "values); absent when the section is empty"},
+    {"redaction", false,
+     "{rules: the redaction rules loaded, secret_files: the workspace scan (files, lines, "
+     "entries, read_files, read_bytes, cached_files, truncated, ms, paths)}"},
 };
 
 constexpr AuditFieldInfo kToolStarted[] = {
@@ -290,6 +295,7 @@ constexpr AuditFieldInfo kToolFinished[] = {
     {"server", false, "MCP server"},
     {"server_tool", false, "the tool's own name on its server"},
     {"output_redactions", false, "secrets replaced in the result"},
+    {"output_redactions_by_rule", false, "{rule id: count} of output_redactions"},
     {"reason", false, "why the client cancelled (cordon wrap)", 7},
     {"method", false, "cordon wrap: as in tool_started"},
 };

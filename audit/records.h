@@ -29,6 +29,7 @@ struct SessionStartedRecord {
   Json sandbox = Json::object();
   std::optional<Json> git{};  // {head, branch} of the workspace's repository (checkpoint helper)
   std::optional<Json> env{};  // policy [env]: {pass, deny, set} names; never values
+  std::optional<Json> redaction{};  // {rules, secret_files: {files, lines, ..., paths}}
   Json ToJson() const;
 };
 
@@ -65,6 +66,7 @@ struct ToolFinishedRecord {
   std::optional<std::string> server{};
   std::optional<std::string> server_tool{};
   std::optional<std::uint64_t> output_redactions{};
+  std::optional<Json> output_redactions_by_rule{};
   std::optional<std::string> reason{};  // why the client cancelled (cordon wrap)
   std::optional<std::string> method{};  // cordon wrap: as in tool_started
   Json ToJson() const;

@@ -1,200 +1,219 @@
-// Secret redaction: exact values first, then token shapes scanned by hand (linear, no regex
-// backtracking on hostile output).
+// Secret redaction: exact values, then secret lines (hashes), then the policy's rules (RE2
+// patterns, linear in the text, behind a keyword prefilter run as one RE2::Set pass).
 #include "core/redact.h"
+
+#include <re2/re2.h>
+#include <re2/set.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstring>
-#include <optional>
 #include <string_view>
 
 namespace cordon {
-namespace {
 
 constexpr auto npos_sv = std::string_view::npos;
 
-bool IsAlnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-bool IsUpperOrDigit(char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
-bool IsTokenChar(char c) {
-  return IsAlnum(c) || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' || c == '=' ||
-         c == '-';
-}
+// --- compiled rules ---
 
-std::size_t CountWhile(std::string_view s, std::size_t from, bool (*pred)(char)) {
-  std::size_t n = 0;
-  while (from + n < s.size() && pred(s[from + n])) ++n;
-  return n;
-}
+void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Redactor::Span>& out,
+               std::size_t only);
 
-bool IEqualAt(std::string_view s, std::size_t i, std::string_view word) {
-  if (s.size() - i < word.size()) return false;
-  for (std::size_t k = 0; k < word.size(); ++k) {
-    char c = s[i + k];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != word[k]) return false;
-  }
-  return true;
-}
-
-bool IsB64Url(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
-bool IsKeyChar(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
-// The end of the userinfo or password part of a URL: what may not appear in it unescaped.
-bool IsUrlUserChar(char c) {
-  return c > ' ' && c != ':' && c != '@' && c != '/' && c != '?' && c != '#' && c != '"' &&
-         c != '\'' && c != '<' && c != '>' && c != '\\' && c != 0x7f;
-}
-bool IsUrlPasswordChar(char c) { return c == ':' || IsUrlUserChar(c); }
-
-struct Match {
-  std::size_t keep;    // bytes at the start of the match that stay visible
-  std::size_t length;  // total bytes matched
-  const char* rule;
+struct RedactRules::Impl {
+  std::vector<RedactRule> rules;
+  std::vector<std::unique_ptr<RE2>> patterns;
+  std::vector<std::unique_ptr<RE2>> ignores;  // null: none
+  std::vector<unsigned> require_mask;         // 1 upper, 2 lower, 4 digit
+  // The keyword prefilter: pattern k of the set is keyword k, of rule keyword_rule[k].
+  std::unique_ptr<RE2::Set> keywords;
+  std::vector<std::size_t> keyword_rule;
+  std::vector<std::size_t> always;  // rules without keywords
 };
 
-// Bytes after a match that its shape needs to be recognised: the '@' after a URL password.
-std::size_t NeededAfter(const Redactor::Span& sp) { return sp.rule == "url_password" ? 1 : 0; }
+RedactRules::~RedactRules() = default;
+std::size_t RedactRules::size() const { return impl_->rules.size(); }
+const std::vector<RedactRule>& RedactRules::rules() const { return impl_->rules; }
 
-// The first bytes a token shape can start with: every other byte is skipped with one lookup.
-constexpr auto kStarts = [] {
-  std::array<bool, 256> t{};
-  for (unsigned char c : std::string_view("-AgxbBes:")) t[c] = true;
-  return t;
-}();
+namespace {
 
-// A literal at s[i]: the length is a constant, so the comparison is inlined.
-template <std::size_t N>
-bool At(std::string_view s, std::size_t i, const char (&lit)[N]) {
-  return s.size() - i >= N - 1 && std::memcmp(s.data() + i, lit, N - 1) == 0;
+RE2::Options ByteOptions() {
+  RE2::Options o;
+  o.set_encoding(RE2::Options::EncodingLatin1);
+  o.set_log_errors(false);
+  o.set_max_mem(32 << 20);
+  return o;
 }
 
-std::optional<Match> MatchPrivateKey(std::string_view s, std::size_t i) {
-  if (!At(s, i, "-----BEGIN ")) return std::nullopt;
-  // The header line is short: looking further for it on a long line would be quadratic.
-  std::string_view header = s.substr(i, 80);
-  header = header.substr(0, header.find('\n'));
-  if (header.find("PRIVATE KEY-----") == std::string_view::npos) return std::nullopt;
-  std::size_t end = s.find("-----END ", i + 11);
-  std::size_t stop = s.size();
-  if (end != std::string_view::npos) {
-    std::size_t tail = s.find("-----", end + 9);
-    stop = tail == std::string_view::npos ? s.size() : tail + 5;
+double Entropy(std::string_view s) {
+  if (s.empty()) return 0;
+  std::array<std::size_t, 256> counts{};
+  for (unsigned char c : s) ++counts[c];
+  double h = 0;
+  for (std::size_t n : counts) {
+    if (n == 0) continue;
+    const double p = static_cast<double>(n) / static_cast<double>(s.size());
+    h -= p * std::log2(p);
   }
-  return Match{0, stop - i, "private_key"};
+  return h;
 }
 
-std::optional<Match> MatchAws(std::string_view s, std::size_t i) {
-  if ((At(s, i, "AKIA") || At(s, i, "ASIA")) && CountWhile(s, i + 4, IsUpperOrDigit) >= 16) {
-    return Match{0, 20, "aws_access_key"};
+unsigned ClassMask(std::string_view s) {
+  unsigned m = 0;
+  for (char c : s) {
+    if (c >= 'A' && c <= 'Z') m |= 1;
+    else if (c >= 'a' && c <= 'z') m |= 2;
+    else if (c >= '0' && c <= '9') m |= 4;
   }
-  return std::nullopt;
+  return m;
 }
 
-std::optional<Match> MatchGithub(std::string_view s, std::size_t i) {
-  if (s.size() - i > 4 && s[i + 1] == 'h' && std::strchr("pousr", s[i + 2]) != nullptr &&
-      s[i + 2] != '\0' && s[i + 3] == '_') {
-    std::size_t n = CountWhile(s, i + 4, IsAlnum);
-    if (n >= 36) return Match{0, 4 + n, "github_token"};
-  }
-  if (At(s, i, "github_pat_")) {
-    std::size_t n = CountWhile(s, i + 11, [](char c) { return IsAlnum(c) || c == '_'; });
-    if (n >= 22) return Match{0, 11 + n, "github_token"};
-  }
-  return std::nullopt;
-}
-
-std::optional<Match> MatchSlack(std::string_view s, std::size_t i) {
-  if (s.size() - i > 5 && At(s, i, "xox") && std::strchr("baprs", s[i + 3]) != nullptr &&
-      s[i + 3] != '\0' && s[i + 4] == '-') {
-    std::size_t n = CountWhile(s, i + 5, [](char c) { return IsAlnum(c) || c == '-'; });
-    if (n >= 10) return Match{0, 5 + n, "slack_token"};
-  }
-  return std::nullopt;
-}
-
-std::optional<Match> MatchBearer(std::string_view s, std::size_t i) {
-  if (!IEqualAt(s, i, "bearer")) return std::nullopt;
-  std::size_t ws = CountWhile(s, i + 6, [](char c) { return c == ' ' || c == '\t'; });
-  if (ws == 0) return std::nullopt;
-  std::size_t n = CountWhile(s, i + 6 + ws, IsTokenChar);
-  if (n >= 8) return Match{6 + ws, 6 + ws + n, "bearer"};
-  return std::nullopt;
-}
-
-// A JWT: header.payload.signature, base64url, the header a JSON object ("eyJ" is "{\"").
-std::optional<Match> MatchJwt(std::string_view s, std::size_t i) {
-  if (!At(s, i, "eyJ")) return std::nullopt;
-  std::size_t header = CountWhile(s, i, IsB64Url);
-  std::size_t at = i + header;
-  if (header < 10 || at >= s.size() || s[at] != '.') return std::nullopt;
-  std::size_t payload = CountWhile(s, at + 1, IsB64Url);
-  at += 1 + payload;
-  if (payload < 2 || at >= s.size() || s[at] != '.') return std::nullopt;
-  std::size_t signature = CountWhile(s, at + 1, IsB64Url);
-  return Match{0, at + 1 + signature - i, "jwt"};
-}
-
-// scheme://user:password@host: the password goes, the scheme, user and host stay. The scheme
-// itself is not needed (a cut may have taken it).
-std::optional<Match> MatchUrlPassword(std::string_view s, std::size_t i) {
-  if (!At(s, i, "://")) return std::nullopt;
-  std::size_t user = CountWhile(s, i + 3, IsUrlUserChar);
-  std::size_t at = i + 3 + user;
-  if (at >= s.size() || s[at] != ':') return std::nullopt;
-  std::size_t pw = CountWhile(s, at + 1, IsUrlPasswordChar);
-  if (pw == 0 || at + 1 + pw >= s.size() || s[at + 1 + pw] != '@') return std::nullopt;
-  return Match{3 + user + 1, 3 + user + 1 + pw, "url_password"};
-}
-
-// sk-..., sk-ant-..., sk-proj-...: 20 or more key characters, one of them a digit (words joined
-// by hyphens, such as sk-learn-pipeline-options, are not keys).
-std::optional<Match> MatchSkKey(std::string_view s, std::size_t i) {
-  if (!At(s, i, "sk-")) return std::nullopt;
-  std::size_t n = CountWhile(s, i + 3, IsKeyChar);
-  std::string_view key = s.substr(i + 3, n);
-  std::size_t rest = n;
-  for (std::string_view kind : {"ant-", "proj-"}) {
-    if (key.starts_with(kind)) rest = n - kind.size();
-  }
-  if (rest >= 20 &&
-      std::any_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return Match{0, 3 + n, "api_key"};
-  }
-  return std::nullopt;
-}
-
-// The token shape that can start with s[i], if it matches there. Each shape's scan is bounded by
-// what it consumes or by a run inside which no later start is at a boundary again, so the whole
-// scan stays linear.
-std::optional<Match> MatchTokenAt(std::string_view s, std::size_t i) {
-  const bool word_start = i == 0 || !IsAlnum(s[i - 1]);
-  const bool b64_start = i == 0 || !IsB64Url(s[i - 1]);
-  switch (s[i]) {
-    case '-':
-      return MatchPrivateKey(s, i);
-    case 'A':
-      return word_start ? MatchAws(s, i) : std::nullopt;
-    case 'g':
-      return word_start ? MatchGithub(s, i) : std::nullopt;
-    case 'x':
-      return word_start ? MatchSlack(s, i) : std::nullopt;
-    case 'b':
-    case 'B':
-      return word_start ? MatchBearer(s, i) : std::nullopt;
-    case 'e':
-      return b64_start ? MatchJwt(s, i) : std::nullopt;
-    case ':':
-      return MatchUrlPassword(s, i);
-    case 's':
-      return b64_start ? MatchSkKey(s, i) : std::nullopt;
-    default:
-      return std::nullopt;
-  }
+bool ValidId(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
 }
 
 }  // namespace
+
+Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<RedactRule> rules) {
+  auto impl = std::make_unique<Impl>();
+  RE2::Options kw_options = ByteOptions();
+  kw_options.set_case_sensitive(false);
+  impl->keywords = std::make_unique<RE2::Set>(kw_options, RE2::UNANCHORED);
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    RedactRule& r = rules[i];
+    const std::string at = (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" +
+                           r.id + "\": ";
+    if (!ValidId(r.id)) {
+      return Fail(Code::kInvalidInput,
+                  at + "id must be 1 to 64 characters of a-z, 0-9 and _ (it names the marker)");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (rules[j].id == r.id) {
+        return Fail(Code::kInvalidInput, at + "id is already used by the rule at " + rules[j].where);
+      }
+    }
+    auto re = std::make_unique<RE2>(r.pattern, ByteOptions());
+    if (!re->ok()) return Fail(Code::kInvalidInput, at + "pattern: " + re->error());
+    if (r.group < 0 || r.group > re->NumberOfCapturingGroups()) {
+      return Fail(Code::kInvalidInput, at + "group " + std::to_string(r.group) +
+                                           " is not a capture group of the pattern (it has " +
+                                           std::to_string(re->NumberOfCapturingGroups()) + ")");
+    }
+    std::unique_ptr<RE2> ignore;
+    if (!r.ignore.empty()) {
+      ignore = std::make_unique<RE2>(r.ignore, ByteOptions());
+      if (!ignore->ok()) return Fail(Code::kInvalidInput, at + "ignore: " + ignore->error());
+    }
+    unsigned mask = 0;
+    for (const auto& c : r.require) {
+      if (c == "upper") mask |= 1;
+      else if (c == "lower") mask |= 2;
+      else if (c == "digit") mask |= 4;
+      else
+        return Fail(Code::kInvalidInput,
+                    at + "require: \"" + c + "\" is not one of upper, lower, digit");
+    }
+    if (r.entropy < 0 || r.entropy > 8) {
+      return Fail(Code::kInvalidInput, at + "entropy must be between 0 and 8 bits per byte");
+    }
+    for (auto& k : r.keywords) {
+      if (k.empty()) return Fail(Code::kInvalidInput, at + "a keyword is empty");
+      for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string err;
+      if (impl->keywords->Add(RE2::QuoteMeta(k), &err) < 0) {
+        return Fail(Code::kInvalidInput, at + "keyword \"" + k + "\": " + err);
+      }
+      impl->keyword_rule.push_back(i);
+    }
+    if (r.keywords.empty()) impl->always.push_back(i);
+    impl->patterns.push_back(std::move(re));
+    impl->ignores.push_back(std::move(ignore));
+    impl->require_mask.push_back(mask);
+  }
+  if (!impl->keyword_rule.empty() && !impl->keywords->Compile()) {
+    return Fail(Code::kInvalidInput, "redact rules: the keyword set does not compile (too large)");
+  }
+  impl->rules = std::move(rules);
+  std::shared_ptr<RedactRules> set(new RedactRules());
+  set->impl_ = std::move(impl);
+  // The examples: each rule alone, so that one rule's example is not taken by another rule.
+  for (std::size_t i = 0; i < set->impl_->rules.size(); ++i) {
+    const RedactRule& r = set->impl_->rules[i];
+    const std::string at = (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" +
+                           r.id + "\": ";
+    for (const auto& ex : r.match) {
+      std::vector<Redactor::Span> spans;
+      RuleSpans(*set->impl_, ex, spans, i);
+      if (spans.empty()) return Fail(Code::kInvalidInput, at + "example does not match: " + ex);
+    }
+    for (const auto& ex : r.not_match) {
+      std::vector<Redactor::Span> spans;
+      RuleSpans(*set->impl_, ex, spans, i);
+      for (const auto& sp : spans) {
+        {
+          return Fail(Code::kInvalidInput,
+                      at + "not_match example matches: " + ex + " (hides \"" +
+                          ex.substr(sp.hide_begin, sp.hide_end - sp.hide_begin) + "\")");
+        }
+      }
+    }
+  }
+  return std::shared_ptr<const RedactRules>(std::move(set));
+}
+
+// --- secret lines ---
+
+std::uint64_t SecretPrefixHash(std::uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
+}
+
+std::uint64_t SecretLineHash(std::string_view s) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ULL ^ (s.size() * 0x100000001b3ULL);
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t k;
+    std::memcpy(&k, s.data() + i, 8);
+    h = SecretPrefixHash(h ^ k) + 0x165667b19e3779f9ULL;
+  }
+  std::uint64_t tail = 0;
+  std::memcpy(&tail, s.data() + i, s.size() - i);
+  return SecretPrefixHash(h ^ tail ^ (static_cast<std::uint64_t>(s.size() - i) << 56));
+}
+
+SecretLines::Entry SecretLines::Hash(std::string_view line) {
+  Entry e;
+  std::uint64_t k = 0;
+  std::memcpy(&k, line.data(), std::min<std::size_t>(8, line.size()));
+  e.prefix = SecretPrefixHash(k);
+  e.hash = SecretLineHash(line);
+  e.length = static_cast<std::uint32_t>(line.size());
+  return e;
+}
+
+void SecretLines::Add(const Entry& e) {
+  if (e.length < kMinLine) return;
+  if (bitmap_.empty()) bitmap_.assign((std::size_t{1} << kBits) / 64, 0);
+  auto& list = by_prefix_[e.prefix];
+  for (const auto& [len, h] : list) {
+    if (len == e.length && h == e.hash) return;
+  }
+  list.emplace_back(e.length, e.hash);
+  std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const std::uint64_t bit = e.prefix >> (64 - kBits);
+  bitmap_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+  ++count_;
+}
+
+// --- the redactor ---
 
 bool Redactor::IsSecretName(std::string_view name) {
   std::string upper(name);
@@ -224,58 +243,126 @@ void Redactor::AddSecretEnvironment(char** envp) {
   }
 }
 
-std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
-  // Exact values: every occurrence, then the earliest (and at one place the longest) wins.
-  std::vector<Span> exact;
-  for (const auto& [rule, value] : values_) {
-    for (std::size_t pos = s.find(value); pos != std::string_view::npos;
-         pos = s.find(value, pos + value.size())) {
-      exact.push_back(Span{pos, pos + value.size(), 0, rule});
+// The spans of every rule (or of rule `only`) in `s`, unordered, overlapping.
+void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Redactor::Span>& out,
+               std::size_t only) {
+  if (s.empty()) return;
+  // Which rules may match: one pass of the keyword set over the text.
+  std::vector<char> run(im.rules.size(), 0);
+  for (std::size_t i : im.always) run[i] = 1;
+  if (only != npos_sv) {
+    std::fill(run.begin(), run.end(), 0);
+    run[only] = 1;
+  } else if (!im.keyword_rule.empty()) {
+    std::vector<int> hits;
+    if (im.keywords->Match(re2::StringPiece(s.data(), s.size()), &hits)) {
+      for (int k : hits) run[im.keyword_rule[static_cast<std::size_t>(k)]] = 1;
     }
   }
-  std::sort(exact.begin(), exact.end(), [](const Span& a, const Span& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
+  const re2::StringPiece text(s.data(), s.size());
+  std::array<re2::StringPiece, 10> groups;
+  for (std::size_t r = 0; r < im.rules.size(); ++r) {
+    if (!run[r]) continue;
+    const RedactRule& rule = im.rules[r];
+    const RE2& re = *im.patterns[r];
+    const int ngroups = std::min(static_cast<int>(groups.size()), rule.group + 1);
+    std::size_t pos = 0;
+    while (pos < s.size() &&
+           re.Match(text, pos, s.size(), RE2::UNANCHORED, groups.data(), ngroups)) {
+      const re2::StringPiece m = groups[0];
+      const std::size_t mb = static_cast<std::size_t>(m.data() - s.data());
+      const std::size_t me = mb + m.size();
+      pos = std::max(me, mb + 1);
+      const re2::StringPiece h = groups[static_cast<std::size_t>(rule.group)];
+      if (h.data() == nullptr || h.empty()) continue;
+      const std::string_view hidden(h.data(), h.size());
+      if (hidden.size() < rule.min_length) continue;
+      if ((ClassMask(hidden) & im.require_mask[r]) != im.require_mask[r]) continue;
+      if (rule.entropy > 0 && Entropy(hidden) < rule.entropy) continue;
+      if (im.ignores[r] && RE2::FullMatch(h, *im.ignores[r])) continue;
+      const std::size_t hb = static_cast<std::size_t>(h.data() - s.data());
+      out.push_back(Redactor::Span{mb, me, hb, hb + hidden.size(), rule.id});
+    }
+  }
+}
+
+void Redactor::FindRuleSpans(std::string_view s, std::vector<Span>& out) const {
+  if (rules_) RuleSpans(rules_->impl(), s, out, npos_sv);
+}
+
+namespace {
+
+// Adds to `out` (sorted by hidden start, disjoint) those of `spans` whose hidden ranges overlap
+// nothing already there nor one taken before: the earliest start wins, then the longest, then
+// the first listed. O(n log n).
+void TakeDisjoint(std::vector<Redactor::Span>& spans, std::vector<Redactor::Span>& out) {
+  std::stable_sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+    return a.hide_begin != b.hide_begin ? a.hide_begin < b.hide_begin : a.hide_end > b.hide_end;
   });
-  std::vector<Span> out;
-  std::size_t gap = 0;  // where the text not yet covered starts
-  auto scan_gap = [&](std::size_t to) {
-    std::string_view g = s.substr(gap, to - gap);
-    for (std::size_t i = 0; i < g.size();) {
-      if (!kStarts[static_cast<unsigned char>(g[i])]) {
-        ++i;
-        continue;
-      }
-      auto m = MatchTokenAt(g, i);
-      if (!m) {
-        ++i;
-        continue;
-      }
-      out.push_back(Span{gap + i, gap + i + m->length, m->keep, m->rule});
-      i += m->length;
-    }
-  };
-  for (const Span& e : exact) {
-    if (e.begin < gap) continue;  // overlaps one already taken
-    scan_gap(e.begin);
-    out.push_back(e);
-    gap = e.end;
+  const std::size_t existing = out.size();
+  std::size_t j = 0;
+  std::size_t last_end = 0;
+  bool any_new = false;
+  for (const auto& sp : spans) {
+    if (any_new && sp.hide_begin < last_end) continue;
+    while (j < existing && out[j].hide_end <= sp.hide_begin) ++j;
+    if (j < existing && out[j].hide_begin < sp.hide_end) continue;
+    out.push_back(sp);
+    last_end = sp.hide_end;
+    any_new = true;
   }
-  scan_gap(s.size());
+  if (existing > 0 && any_new) {
+    std::inplace_merge(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(existing), out.end(),
+                       [](const auto& a, const auto& b) { return a.hide_begin < b.hide_begin; });
+  }
+}
+
+}  // namespace
+
+std::vector<Redactor::Span> Redactor::FindShapes(std::string_view s) const {
+  std::vector<Span> shapes;
+  FindRuleSpans(s, shapes);
+  std::vector<Span> out;
+  TakeDisjoint(shapes, out);
   return out;
 }
 
-std::size_t Redactor::Redact(std::string& text) const {
+std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
+  std::vector<Span> first;  // exact values and secret lines: they take precedence
+  for (const auto& [rule, value] : values_) {
+    for (std::size_t pos = s.find(value); pos != std::string_view::npos;
+         pos = s.find(value, pos + value.size())) {
+      first.push_back(Span{pos, pos + value.size(), pos, pos + value.size(), rule});
+    }
+  }
+  lines_.ForEach(s, [&](std::size_t b, std::size_t e) {
+    first.push_back(Span{b, e, b, e, "secret_file"});
+  });
+  std::vector<Span> out;
+  if (!first.empty()) TakeDisjoint(first, out);
+  std::vector<Span> shapes;
+  FindRuleSpans(s, shapes);
+  if (out.empty()) {
+    TakeDisjoint(shapes, out);
+    return out;
+  }
+  TakeDisjoint(shapes, out);  // only the gaps
+  return out;
+}
+
+std::size_t Redactor::Redact(std::string& text, std::map<std::string, std::size_t>* by_rule) const {
   const std::vector<Span> spans = Find(text);
   if (spans.empty()) return 0;
   std::string out;
   out.reserve(text.size());
   std::size_t copied = 0;
   for (const Span& sp : spans) {
-    out.append(text, copied, sp.begin + sp.keep - copied);
+    out.append(text, copied, sp.hide_begin - copied);
     out += "[REDACTED:";
     out += sp.rule;
     out += ']';
-    copied = sp.end;
+    copied = sp.hide_end;
+    if (by_rule != nullptr) ++(*by_rule)[std::string(sp.rule)];
   }
   out.append(text, copied, std::string::npos);
   text = std::move(out);
@@ -286,26 +373,24 @@ std::size_t Redactor::CutBefore(std::string_view text, std::size_t cut) const {
   if (cut >= text.size()) return cut;
   const std::size_t lo = cut > kWindow ? cut - kWindow : 0;
   const std::size_t hi = std::min(text.size(), cut + kWindow);
+  std::size_t best = cut;
   for (const Span& sp : Find(text.substr(lo, hi - lo))) {
-    // A cut just past a secret that still needs what follows it to be recognised (the '@'
-    // after a URL password) would leave it whole but unrecognisable: that counts as a split.
-    if (lo + sp.begin < cut && lo + sp.end + NeededAfter(sp) > cut) return lo + sp.begin;
-    if (lo + sp.begin >= cut) break;
+    // The whole match, context included (the '@' after a URL password, the key before a
+    // value): a cut inside it would leave the secret unrecognisable on one side.
+    if (lo + sp.begin < cut && lo + sp.end > cut) best = std::min(best, lo + sp.begin);
   }
-  return cut;
+  return best;
 }
 
 std::size_t Redactor::StartAfter(std::string_view text, std::size_t start) const {
   if (start == 0 || start >= text.size()) return start;
   const std::size_t lo = start > kWindow ? start - kWindow : 0;
   const std::size_t hi = std::min(text.size(), start + kWindow);
+  std::size_t moved = start;
   for (const Span& sp : Find(text.substr(lo, hi - lo))) {
-    if (lo + sp.begin < start && lo + sp.end > start) {
-      start = lo + sp.end;
-      break;
-    }
-    if (lo + sp.begin >= start) break;
+    if (lo + sp.begin < start && lo + sp.end > start) moved = std::max(moved, lo + sp.end);
   }
+  start = moved;
   // The end of a private key block whose BEGIN line lies before the window: the window shows
   // base64 lines, then the END line. All of it up to the END line goes.
   std::string_view ahead = text.substr(start, hi > start ? hi - start : 0);
@@ -314,7 +399,7 @@ std::size_t Redactor::StartAfter(std::string_view text, std::size_t start) const
     std::size_t dashes = ahead.find("-----", end + 9);
     std::size_t eol = ahead.find('\n', end);
     std::string_view line = ahead.substr(end, std::min(eol, ahead.size()) - end);
-    if (dashes != std::string_view::npos && line.find("PRIVATE KEY-----") != npos_sv) {
+    if (dashes != std::string_view::npos && line.find("PRIVATE KEY") != npos_sv) {
       start += dashes + 5;
     }
   }
@@ -331,10 +416,10 @@ std::size_t Redactor::LineCut(std::string_view line, std::size_t max_chars) cons
   return std::string_view::npos;
 }
 
-std::size_t Redactor::RedactJson(Json& j) const {
+std::size_t Redactor::RedactJson(Json& j, std::map<std::string, std::size_t>* by_rule) const {
   std::size_t count = 0;
   if (j.is_string()) {
-    count += Redact(j.get_ref<std::string&>());
+    count += Redact(j.get_ref<std::string&>(), by_rule);
   } else if (j.is_array()) {
     // A private key block split over consecutive strings (lines of a file) is redacted whole:
     // after an unterminated BEGIN, every string up to the END line is redacted.
@@ -345,6 +430,7 @@ std::size_t Redactor::RedactJson(Json& j) const {
         bool ends = s.find("-----END ") != std::string::npos;
         s = "[REDACTED:private_key]";
         ++count;
+        if (by_rule != nullptr) ++(*by_rule)["private_key"];
         in_key_block = !ends;
         continue;
       }
@@ -352,18 +438,18 @@ std::size_t Redactor::RedactJson(Json& j) const {
         const std::string& before = item.get_ref<const std::string&>();
         std::size_t begin = before.find("-----BEGIN ");
         in_key_block = begin != std::string::npos &&
-                       before.find("PRIVATE KEY-----", begin) != std::string::npos &&
+                       before.find("PRIVATE KEY", begin) != std::string::npos &&
                        before.find("-----END ", begin) == std::string::npos;
       }
-      count += RedactJson(item);
+      count += RedactJson(item, by_rule);
     }
   } else if (j.is_object()) {
     // Keys are text the agent or a server chose: a secret used as a key is redacted too.
     std::vector<std::pair<std::string, std::string>> renames;  // old key, redacted key
     for (auto it = j.begin(); it != j.end(); ++it) {
-      count += RedactJson(it.value());
+      count += RedactJson(it.value(), by_rule);
       std::string key = it.key();
-      if (std::size_t n = Redact(key); n > 0) {
+      if (std::size_t n = Redact(key, by_rule); n > 0) {
         count += n;
         renames.emplace_back(it.key(), std::move(key));
       }

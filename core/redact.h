@@ -1,15 +1,96 @@
 // Redactor: deterministic removal of secrets from tool output and audit records.
+//
+// Three sources of secrets, in this order of precedence where they overlap:
+//  1. exact values (the environment's secret-looking variables, [redact] values, keys);
+//  2. lines known to be secret because a workspace file holds them (SecretLines: a private
+//     key's body lines, a .env file's secret values), found wherever they occur, kept only as
+//     hashes;
+//  3. token shapes: the rules of the policy's [[redact.rules]] (policies.d/10-secrets.toml),
+//     RE2 patterns behind a keyword prefilter.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/text.h"
 
 namespace cordon {
+
+// One detector, as a policy file writes it. Loaded by policy/, compiled here.
+struct RedactRule {
+  std::string id;       // the marker's name: [REDACTED:<id>]; [a-z0-9_]+
+  std::string pattern;  // RE2, matched over bytes (Latin-1): '.' and classes take any byte
+  // Lower-case literals, one of which must occur (any case) before the pattern is tried. Empty:
+  // the pattern runs on every text (slow: the loader's caller reports it).
+  std::vector<std::string> keywords;
+  int group = 0;               // the capture group that is hidden; 0: the whole match
+  double entropy = 0;          // minimum Shannon entropy (bits per byte) of the hidden part
+  std::size_t min_length = 0;  // minimum length of the hidden part
+  // Character classes the hidden part must hold each of: "upper", "lower", "digit".
+  std::vector<std::string> require;
+  std::string ignore;  // RE2: a hidden part it matches whole is not a secret (a variable name)
+  // Examples the compiler checks: each `match` must be found (and something hidden), no
+  // `not_match` may be.
+  std::vector<std::string> match, not_match;
+  std::string where;  // file:line of the rule, for errors
+};
+
+// The compiled rule set, shared (immutable) by every redactor of a session.
+class RedactRules {
+ public:
+  ~RedactRules();
+  // Compiles and checks every rule: a bad pattern, a group the pattern lacks, an example that
+  // does not do what the author meant, or an id used twice is an error naming the rule's where.
+  static Result<std::shared_ptr<const RedactRules>> Compile(std::vector<RedactRule> rules);
+  std::size_t size() const;
+  const std::vector<RedactRule>& rules() const;
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  RedactRules() = default;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Lines known to be secret, as hashes: a line of at least kMinLine bytes is found wherever it
+// occurs in a text (contains, not equals), in one pass over the text.
+class SecretLines {
+ public:
+  static constexpr std::size_t kMinLine = 12;
+  struct Entry {
+    std::uint64_t prefix = 0;  // hash of the first 8 bytes
+    std::uint64_t hash = 0;    // hash of the whole line
+    std::uint32_t length = 0;
+    bool operator<(const Entry& o) const {
+      return std::tie(prefix, length, hash) < std::tie(o.prefix, o.length, o.hash);
+    }
+    bool operator==(const Entry& o) const = default;
+  };
+  static Entry Hash(std::string_view line);
+  void Add(const Entry& e);
+  void Add(std::string_view line) {
+    if (line.size() >= kMinLine) Add(Hash(line));
+  }
+  std::size_t size() const { return count_; }
+  // Calls f(begin, end) for each occurrence, left to right, not overlapping.
+  template <typename F>
+  void ForEach(std::string_view text, F&& f) const;
+
+ private:
+  std::vector<std::uint64_t> bitmap_;  // 1 << kBits bits over the prefix hash
+  std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, std::uint64_t>>> by_prefix_;
+  std::size_t count_ = 0;
+  static constexpr unsigned kBits = 16;
+};
 
 class Redactor {
  public:
@@ -20,12 +101,17 @@ class Redactor {
   // cut helpers promise to see whole (a PEM private key block runs to about 4 KiB).
   static constexpr std::size_t kWindow = 8192;
 
-  // One secret found in a text: [begin, end) is all that its rule matched, of which the first
-  // `keep` bytes stay visible ("Bearer ", "scheme://user:"); the rest becomes the marker.
+  // One secret found in a text: [begin, end) is all that its rule matched and must not be cut
+  // in two; [hide_begin, hide_end) inside it becomes the marker.
   struct Span {
-    std::size_t begin = 0, end = 0, keep = 0;
+    std::size_t begin = 0, end = 0, hide_begin = 0, hide_end = 0;
     std::string_view rule;
   };
+
+  Redactor() = default;
+  explicit Redactor(std::shared_ptr<const RedactRules> rules) : rules_(std::move(rules)) {}
+  void SetRules(std::shared_ptr<const RedactRules> rules) { rules_ = std::move(rules); }
+  const RedactRules* rules() const { return rules_.get(); }
 
   // Adds exact values: each (rule, value) pair becomes "[REDACTED:rule]".
   void AddValue(std::string rule, std::string value);
@@ -33,16 +119,21 @@ class Redactor {
   // (*TOKEN*, *KEY*, *SECRET*, *PASSWORD*, *PASSWD*, case-insensitive).
   void AddSecretEnvironment(char** envp);
   static bool IsSecretName(std::string_view name);
+  // Lines a secret file of the workspace holds: found as "[REDACTED:secret_file]".
+  void AddSecretLines(const SecretLines& lines) { lines_ = lines; }
+  const SecretLines& secret_lines() const { return lines_; }
 
-  // The secrets in `text`, in order, not overlapping: exact values first, then token shapes
-  // (private key blocks, AWS, GitHub, Slack, bearer, JWT, URL passwords, sk- keys) in the
-  // gaps. Linear in the text for the shapes; one substring search per exact value.
+  // The secrets in `text`, ordered by hidden range, not overlapping there: exact values first,
+  // then secret lines, then the rules' shapes in the gaps.
   std::vector<Span> Find(std::string_view text) const;
-  // Redacts `text` in place; returns how many secrets it replaced.
-  std::size_t Redact(std::string& text) const;
+  // Only the rules' shapes (what a secret file scan looks for).
+  std::vector<Span> FindShapes(std::string_view text) const;
+  // Redacts `text` in place; returns how many secrets it replaced. `by_rule`, when given,
+  // counts them by rule id.
+  std::size_t Redact(std::string& text, std::map<std::string, std::size_t>* by_rule = nullptr) const;
   // Redacts every string value and every object key in `j`; returns the count. Two keys that
   // redact to the same text stay apart: the later ones get "#2", "#3", ... (in key order).
-  std::size_t RedactJson(Json& j) const;
+  std::size_t RedactJson(Json& j, std::map<std::string, std::size_t>* by_rule = nullptr) const;
 
   // Cuts that split no secret. `text` holds kWindow bytes on each side of the cut where the
   // stream has them. CutBefore: the end of a head cut at `cut`, moved back to the start of a
@@ -56,7 +147,46 @@ class Redactor {
   std::size_t LineCut(std::string_view line, std::size_t max_chars) const;
 
  private:
+  void FindRuleSpans(std::string_view text, std::vector<Span>& out) const;
+  std::shared_ptr<const RedactRules> rules_;
+  SecretLines lines_;
   std::vector<std::pair<std::string, std::string>> values_;  // rule, value; longest first
 };
+
+// --- SecretLines::ForEach: a rolling look at every 8-byte window, a bitmap probe, and a full
+// hash only where the bitmap says a line may start.
+std::uint64_t SecretPrefixHash(std::uint64_t eight_bytes);
+std::uint64_t SecretLineHash(std::string_view line);
+
+template <typename F>
+void SecretLines::ForEach(std::string_view text, F&& f) const {
+  if (count_ == 0 || text.size() < kMinLine) return;
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i + kMinLine <= n;) {
+    std::uint64_t k;
+    __builtin_memcpy(&k, text.data() + i, 8);
+    const std::uint64_t h = SecretPrefixHash(k);
+    const std::uint64_t bit = h >> (64 - kBits);
+    if ((bitmap_[bit >> 6] >> (bit & 63) & 1) == 0) {
+      ++i;
+      continue;
+    }
+    std::size_t found = 0;
+    if (auto it = by_prefix_.find(h); it != by_prefix_.end()) {
+      for (const auto& [len, full] : it->second) {  // longest first
+        if (i + len <= n && SecretLineHash(text.substr(i, len)) == full) {
+          found = len;
+          break;
+        }
+      }
+    }
+    if (found == 0) {
+      ++i;
+      continue;
+    }
+    f(i, i + found);
+    i += found;
+  }
+}
 
 }  // namespace cordon

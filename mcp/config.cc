@@ -342,7 +342,6 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
       by_name[s.name] = std::move(s);
     }
   }
-  Redactor redactor;
   for (auto& [name, s] : by_name) {
     if (!s.enabled) {
       cfg.diagnostics.push_back({{"server", name}, {"source", s.source}, {"reason", "disabled"}});

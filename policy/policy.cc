@@ -796,6 +796,121 @@ Status ApplyEnvKey(Policy& policy, const KeyInput& in) {
   return {};
 }
 
+// [[redact.rules]]: one table per rule (core/redact.h says what each field means).
+// A list of strings; `at` is "file:line: key" for the messages.
+Result<std::vector<std::string>> StringList(const toml::node& node, const std::string& source,
+                                            const std::string& at) {
+  std::vector<std::string> out;
+  const toml::array* a = node.as_array();
+  if (a == nullptr) return Fail(Code::kInvalidInput, at + " must be a list of strings");
+  for (auto&& item : *a) {
+    auto v = item.value<std::string>();
+    if (!item.is_string() || !v) {
+      return Fail(Code::kInvalidInput,
+                  at + " must be a list of strings (" + Where(source, item) + ")");
+    }
+    out.push_back(*v);
+  }
+  return out;
+}
+
+Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
+  if (in.key == "scan_files") {
+    auto v = in.node.value<bool>();
+    if (!in.node.is_boolean() || !v) {
+      return Fail(Code::kInvalidInput, in.where + ": " + in.name + " must be true or false");
+    }
+    if (in.tighten_only && !*v) {
+      policy.notes.push_back(in.where + ": a project file cannot turn off " + in.name);
+      return {};
+    }
+    policy.redact_scan_files = *v;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
+  if (in.key != "rules") return UnknownKey(in.source, in.node, in.name);
+  const toml::array* rules = in.node.as_array();
+  if (rules == nullptr) {
+    return Fail(Code::kInvalidInput, in.where + ": redact.rules must be an array of tables " +
+                                         "([[redact.rules]])");
+  }
+  for (auto&& item : *rules) {
+    const toml::table* t = item.as_table();
+    const std::string where = Where(in.source, item);
+    if (t == nullptr) {
+      return Fail(Code::kInvalidInput, where + ": each [[redact.rules]] entry must be a table");
+    }
+    RedactRule r;
+    r.where = where;
+    for (auto&& [k, v] : *t) {
+      const std::string key(k.str());
+      const std::string at = Where(in.source, v) + ": redact.rules." + key;
+      auto str = [&](std::string& out) -> Status {
+        auto s = v.value<std::string>();
+        if (!v.is_string() || !s) return Fail(Code::kInvalidInput, at + " must be a string");
+        out = *s;
+        return {};
+      };
+      if (key == "id") {
+        TRY(str(r.id));
+      } else if (key == "pattern") {
+        TRY(str(r.pattern));
+      } else if (key == "ignore") {
+        TRY(str(r.ignore));
+      } else if (key == "keywords") {
+        ASSIGN_OR_RETURN(r.keywords, StringList(v, in.source, at));
+      } else if (key == "require") {
+        ASSIGN_OR_RETURN(r.require, StringList(v, in.source, at));
+      } else if (key == "match") {
+        ASSIGN_OR_RETURN(r.match, StringList(v, in.source, at));
+      } else if (key == "not_match") {
+        ASSIGN_OR_RETURN(r.not_match, StringList(v, in.source, at));
+      } else if (key == "group" || key == "min_length") {
+        const std::int64_t max = key == "group" ? 9 : 4096;
+        auto n = v.value<std::int64_t>();
+        if (!v.is_integer() || !n || *n < 0 || *n > max) {
+          return Fail(Code::kInvalidInput,
+                      at + " must be an integer from 0 to " + std::to_string(max));
+        }
+        if (key == "group") {
+          r.group = static_cast<int>(*n);
+        } else {
+          r.min_length = static_cast<std::size_t>(*n);
+        }
+      } else if (key == "entropy") {
+        auto d = v.value<double>();
+        if (!(v.is_floating_point() || v.is_integer()) || !d) {
+          return Fail(Code::kInvalidInput, at + " must be a number (bits per byte)");
+        }
+        r.entropy = *d;
+      } else {
+        return UnknownKey(in.source, v, "redact.rules." + key);
+      }
+    }
+    if (r.id.empty() || r.pattern.empty()) {
+      return Fail(Code::kInvalidInput, where + ": a [[redact.rules]] entry needs id and pattern");
+    }
+    if (r.match.empty()) {
+      return Fail(Code::kInvalidInput, where + ": redact rule \"" + r.id +
+                                           "\" needs at least one match example");
+    }
+    auto same = std::find_if(policy.redact_rules.begin(), policy.redact_rules.end(),
+                             [&](const RedactRule& o) { return o.id == r.id; });
+    if (same != policy.redact_rules.end()) {
+      if (in.tighten_only) {
+        policy.notes.push_back(where + ": a project file cannot replace the redact rule \"" +
+                               r.id + "\"; it adds new ids only");
+        continue;
+      }
+      *same = std::move(r);
+    } else {
+      policy.redact_rules.push_back(std::move(r));
+    }
+  }
+  policy.provenance["redact.rules"] = in.where;
+  return {};
+}
+
 // Every section a policy file may have. List keys (kListKeys) are found first in any section;
 // a section without a handler holds list keys only.
 struct Section {
@@ -803,7 +918,7 @@ struct Section {
   Status (*apply)(Policy&, const KeyInput&);
 };
 constexpr Section kSections[] = {
-    {"limits", ApplyLimitKey},    {"scopes", nullptr},         {"redact", nullptr},
+    {"limits", ApplyLimitKey},    {"scopes", nullptr},         {"redact", ApplyRedactKey},
     {"audit", ApplyAuditKey},     {"examples", CheckExamples}, {"filesystem", nullptr},
     {"network", ApplyNetworkKey}, {"seccomp", nullptr},        {"sandbox", ApplySandboxKey},
     {"tools", ApplyToolSection},  {"env", ApplyEnvKey},
@@ -899,6 +1014,7 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
   for (const auto& f : sources.extra_files) TRY(LoadFile(policy, f, PolicyLayer::kCli, true));
   if (sources.project_file)
     TRY(LoadFile(policy, *sources.project_file, PolicyLayer::kProject, false));
+  ASSIGN_OR_RETURN(policy.compiled_redact_rules, RedactRules::Compile(policy.redact_rules));
   return policy;
 }
 

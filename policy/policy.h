@@ -16,6 +16,7 @@
 
 #include "core/enum_names.h"
 #include "core/error.h"
+#include "core/redact.h"
 #include "core/fsync_mode.h"
 
 namespace cordon {
@@ -139,6 +140,14 @@ struct Policy {
   std::set<std::string> scopes;
   std::vector<std::string> redact_values;
   std::vector<std::string> redact_env_names;
+  // [[redact.rules]]: the secret detectors (policies.d/10-secrets.toml and any layer's own),
+  // compiled and their examples checked once every layer is read. A later layer's rule with
+  // the same id replaces the earlier one; a project file may only add new ids.
+  std::vector<RedactRule> redact_rules;
+  std::shared_ptr<const RedactRules> compiled_redact_rules;
+  // [redact] scan_files: find the workspace's secret files at session start
+  // (workspace/secret_files.h). Only a layer the user controls may turn it off.
+  bool redact_scan_files = true;
   FsyncMode audit_fsync = FsyncMode::kPerCall;
   // --- checkpoint: [audit] signing_key, checkpoint_records, checkpoint_seconds ---
   std::string audit_signing_key;  // empty: none (or --audit-signing-key)

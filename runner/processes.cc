@@ -410,11 +410,28 @@ Result<Json> ProcessHost::Output(const std::string& id, std::size_t max_chars) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail(Code::kNotFound, "no job " + id + " in this session");
   const auto& p = *it->second->proc;
+  const bool finished = p.finished();
   std::string tail = p.Tail(max_chars);
-  return Json{{"id", id},
-              {"state", StatusName(p.finished() ? p.outcome().status : ProcessStatus::kRunning)},
-              {"output", tail},
-              {"chars", tail.size()}};
+  // A running job's last line may be a secret still being written: its unfinished tail is held
+  // back until the line ends (\n or \r) or the job does, so no rule sees half a token. A line
+  // longer than the redactor's window is released up to the window, cut where no secret is.
+  std::size_t held = 0;
+  if (!finished) {
+    const std::size_t eol = tail.find_last_of("\n\r");
+    std::size_t keep = eol == std::string::npos ? 0 : eol + 1;
+    if (tail.size() - keep > Redactor::kWindow) {
+      const std::size_t cut = tail.size() - Redactor::kWindow;
+      keep = redactor_ != nullptr ? redactor_->CutBefore(tail, cut) : cut;
+    }
+    held = tail.size() - keep;
+    tail.resize(keep);
+  }
+  Json j{{"id", id},
+         {"state", StatusName(finished ? p.outcome().status : ProcessStatus::kRunning)},
+         {"output", tail},
+         {"chars", tail.size()}};
+  if (held > 0) j["held_bytes"] = held;
+  return j;
 }
 
 Result<Json> ProcessHost::Cancel(const std::string& id) {

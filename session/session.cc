@@ -14,6 +14,7 @@
 #include "runner/host_probe.h"
 #include "runner/mask.h"
 #include "tools/schema.h"
+#include "workspace/secret_files.h"
 
 namespace cordon {
 namespace {
@@ -147,6 +148,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   PolicySources sources = DefaultPolicySources(options.shipped_policy_dir, s->workspace_.root());
   sources.extra_files = options.policy_files;
   ASSIGN_OR_RETURN(s->policy_, LoadPolicy(sources));
+  s->redactor_.SetRules(s->policy_.compiled_redact_rules);
   s->redactor_.AddSecretEnvironment(envp);
   for (const auto& v : s->policy_.redact_values) s->redactor_.AddValue("policy", v);
   for (const auto& [name, value] : s->policy_.env.set) {
@@ -160,6 +162,19 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
         s->redactor_.AddValue("env", std::string(entry.substr(name.size() + 1)));
       }
     }
+  }
+  // The workspace's secret files, known by their content (workspace/secret_files.h): their
+  // secret lines join the redactor before anything is read or run.
+  Json redaction_json = {{"rules", s->policy_.compiled_redact_rules
+                                       ? s->policy_.compiled_redact_rules->size()
+                                       : 0}};
+  if (s->policy_.redact_scan_files) {
+    const std::string cache = CordonStateDir() + "/secret-files/" +
+                              Sha256Hex(s->workspace_.root()).substr(0, 32) + ".json";
+    auto scan = ScanSecretFiles(s->workspace_.fd(), s->redactor_, SecretScanLimits{}, cache);
+    if (!scan) return std::unexpected(scan.error());
+    s->redactor_.AddSecretLines(scan->lines);
+    redaction_json["secret_files"] = scan->ToJson();
   }
   std::optional<std::string> key;
   if (options.audit_key_file) {
@@ -260,6 +275,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                                .scopes = s->policy_.scopes,
                                .confinement = ConfinementJson(ProbeConfinement())};
   started.git = GitHead(s->workspace_.root());
+  started.redaction = std::move(redaction_json);
   if (!s->policy_.env.empty()) {
     Json set = Json::array();
     for (const auto& [name, value] : s->policy_.env.set) set.push_back(name);
@@ -692,6 +708,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
   const std::size_t cap = static_cast<std::size_t>(policy_.LimitsFor(tool).max_output_bytes);
   Json result;
   std::size_t redactions = 0;
+  std::map<std::string, std::size_t> by_rule;
   bool truncated = false;
   std::optional<Error> error;
   if (outcome && external) {
@@ -700,7 +717,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     if (outcome->is_object() && outcome->contains("content") &&
         (!outcome->contains("isError") || (*outcome)["isError"].is_boolean())) {
       result = std::move(*outcome);
-      redactions = redactor_.RedactJson(result);
+      redactions = redactor_.RedactJson(result, &by_rule);
       truncated = CapToolResult(result, cap);
       if (!result.contains("isError")) result["isError"] = false;
     } else {
@@ -708,7 +725,11 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     }
   } else if (outcome) {
     Json structured = std::move(*outcome);
-    redactions = redactor_.RedactJson(structured);
+    redactions = redactor_.RedactJson(structured, &by_rule);
+    // The agent is told: a range read or a search of a secret file returns redacted text.
+    if (redactions > 0 && structured.is_object()) {
+      structured["redactions"] = {{"count", redactions}, {"by_rule", by_rule}};
+    }
     // A built-in tool cuts its output in its own terms, with its own markers (run_shell keeps
     // the head, the tail and up to 50 error lines of 400 bytes from what it dropped): the cap
     // here is the backstop for a tool that did not, with room for those markers.
@@ -719,7 +740,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     error = outcome.error();
   }
   if (error) {
-    redactions += redactor_.Redact(error->message);
+    redactions += redactor_.Redact(error->message, &by_rule);
     result = MakeErrorResult(*error);
   }
   processes_->SyncGitViews();  // a tool-call boundary: long-lived processes' git writes go out
@@ -727,7 +748,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
   // A sweep that could not complete fails the call (and the session launches nothing more).
   if (Status swept = processes_->SweepAtCallBoundary(); !swept) {
     Error e = swept.error();
-    redactions += redactor_.Redact(e.message);
+    redactions += redactor_.Redact(e.message, &by_rule);
     error = e;
     result = MakeErrorResult(e);
   }
@@ -760,7 +781,10 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
              result["structuredContent"]["error"].is_object()) {
     finished.code = JsonStringField(result["structuredContent"]["error"], "code");
   }
-  if (redactions > 0) finished.output_redactions = redactions;
+  if (redactions > 0) {
+    finished.output_redactions = redactions;
+    finished.output_redactions_by_rule = by_rule;
+  }
   if (started_failed) {
     // Nothing happened and nothing of the call is in the log: no tool_finished without its
     // tool_started.

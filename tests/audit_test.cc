@@ -147,7 +147,7 @@ TEST(Audit, HmacChainNeedsTheRightKey) {
 TEST(Audit, RecordsAreRedactedAndCounted) {
   TempDir d;
   std::string log = d / "a.jsonl";
-  Redactor red;
+  Redactor red(testing::ShippedRedactRules());
   red.AddValue("policy", "super-secret-value");
   auto w = AuditWriter::Open(log, NewSessionId(), FsyncMode::kAlways, std::nullopt, &red);
   ASSERT_TRUE(w);

@@ -186,7 +186,7 @@ TEST(FailureHints, PathsAndNetworkAreNamedWithTheFlagOrTheKey) {
                   .empty());
   EXPECT_TRUE(mcp::FailureHints("listening on stdio", {.wrapped = true}).empty());
   // The tail is bounded and redacted.
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   std::string big(10000, 'x');
   big += "\nlast line ghp_0123456789abcdefghijklmnopqrstuvwxyzAB\n";
   const std::string tail = mcp::StderrTail(big, r, 200);

@@ -207,7 +207,7 @@ class ReadUrlTest : public ::testing::Test {
   TempDir dir_;
   std::optional<Workspace> ws_;
   Policy policy_;
-  Redactor redactor_;
+  Redactor redactor_{testing::ShippedRedactRules()};
   LocalHttpServer server_;
   EgressPolicy rules_;
   std::unique_ptr<EgressProxy> proxy_;

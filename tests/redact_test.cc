@@ -16,7 +16,7 @@ namespace cordon {
 namespace {
 
 TEST(Redactor, TokenShapes) {
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   struct Case {
     std::string in, out;
     std::size_t count;
@@ -44,7 +44,7 @@ TEST(Redactor, TokenShapes) {
 }
 
 TEST(Redactor, ExactValuesAndEnvironment) {
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   std::string e1 = "MY_API_TOKEN=hunter2-very-secret";
   std::string e2 = "DB_PASSWORD=correct-horse";
   std::string e3 = "PATH=/usr/bin";
@@ -65,7 +65,7 @@ TEST(Redactor, SecretNames) {
 }
 
 TEST(Redactor, JsonStringsAndDeterminism) {
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   r.AddValue("policy", "s3cr3t-value");
   Json j = {
       {"a", "x s3cr3t-value"}, {"b", {"s3cr3t-value", 1}}, {"c", {{"d", "AKIAIOSFODNN7EXAMPLE"}}}};
@@ -83,7 +83,7 @@ namespace cordon {
 namespace {
 
 TEST(Redactor, PrivateKeyBlockSplitAcrossLines) {
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   Json lines = {"before", "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA",
                 "abcdef", "-----END RSA PRIVATE KEY-----",   "after"};
   EXPECT_EQ(r.RedactJson(lines), 4u);
@@ -94,7 +94,7 @@ TEST(Redactor, PrivateKeyBlockSplitAcrossLines) {
 // --- Issue 10: redaction gaps -----------------------------------------------------------------
 
 TEST(Redactor, JwtUrlPasswordAndSkKeys) {
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   struct Case {
     std::string in, out;
     std::size_t count;
@@ -130,7 +130,7 @@ TEST(Redactor, JwtUrlPasswordAndSkKeys) {
 
 TEST(Redactor, ShapesScanInLinearTime) {
   // Hostile output: near-secrets everywhere on one line. A quadratic scan takes minutes here.
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   r.AddValue("env", "an-env-secret-value");
   const std::string unit = "-----BEGIN eyJabcdefghij.x sk-0 ://u:p Bearer x AKIA ghp_ xoxb- ";
   std::string text;
@@ -144,7 +144,7 @@ TEST(Redactor, ShapesScanInLinearTime) {
 }
 
 TEST(Redactor, JsonKeysAreRedactedAndNeverCollide) {
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   r.AddValue("env", "hunter2-very-secret");
   Json j = {{"hunter2-very-secret", 1},
             {"sk-proj-AbCdEf0123456789GhIjKlMn", {{"x", "hunter2-very-secret"}}},
@@ -207,7 +207,7 @@ std::vector<SweepCase> SweepCases() {
 }
 
 Redactor SweepRedactor() {
-  Redactor r;
+  Redactor r(testing::ShippedRedactRules());
   r.AddValue("env", kEnvSecret);
   return r;
 }

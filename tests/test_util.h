@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,9 +17,26 @@
 #include <string_view>
 #include <vector>
 
+#include "policy/policy.h"
+
 extern char** environ;
 
 namespace cordon::testing {
+
+// The shipped policy's redaction rules (policies.d/10-secrets.toml), compiled once.
+inline std::shared_ptr<const RedactRules> ShippedRedactRules() {
+  static const std::shared_ptr<const RedactRules> rules = [] {
+    PolicySources sources;
+    sources.dirs = {CORDON_POLICY_DIR};
+    auto p = LoadPolicy(sources);
+    if (!p) {
+      std::fprintf(stderr, "the shipped policy does not load: %s\n", p.error().message.c_str());
+      std::abort();
+    }
+    return p->compiled_redact_rules;
+  }();
+  return rules;
+}
 
 class TempDir {
  public:

@@ -186,7 +186,8 @@ ToolSpec MakeProcessOutputTool() {
   t.name = "process_output";
   t.description =
       "The tail of a background job's retained output, escape sequences stripped (default "
-      "16000 characters, at most 64000).";
+      "16000 characters, at most 64000). While the job runs, its unfinished last line is held "
+      "back (held_bytes) until it ends.";
   t.scope = "process:operate";
   t.input_schema = {{"type", "object"},
                     {"properties",
@@ -198,7 +199,8 @@ ToolSpec MakeProcessOutputTool() {
                    {{"id", {{"type", "string"}}},
                     {"state", {{"type", "string"}}},
                     {"output", {{"type", "string"}}},
-                    {"chars", {{"type", "integer"}}}},
+                    {"chars", {{"type", "integer"}}},
+                    {"held_bytes", {{"type", "integer"}}}},
                    {"id", "state", "output", "chars"});
   t.example = {{"id", "job-1"}};
   t.example_setup = [](ToolContext& ctx) -> Status {

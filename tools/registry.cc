@@ -101,6 +101,12 @@ Json ErrorOutputSchema() {
 }
 
 void SetOutputSchemas(ToolSpec& spec, Json success_properties, Json required) {
+  // Present when secrets were replaced in the result (the session's redaction, SECURITY.md).
+  success_properties["redactions"] = {
+      {"type", "object"},
+      {"properties",
+       {{"count", {{"type", "integer"}}},
+        {"by_rule", {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}}}}}};
   spec.success_schema = {{"type", "object"},
                          {"properties", success_properties},
                          {"required", required},

@@ -1,0 +1,372 @@
+// The workspace's secret files (secret_files.h): a bounded descriptor walk, a per-file cache.
+#include "workspace/secret_files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/fs.h"
+#include "core/hash.h"
+#include "core/unique_fd.h"
+
+namespace cordon {
+namespace {
+
+// Directories the walk does not enter: other projects' code, caches, and git's object store
+// (compressed: no line of it is text). .git/config is read on its own (a remote's URL may hold
+// a token).
+bool SkippedDir(std::string_view name) {
+  return name == ".git" || name == "node_modules" || name == ".venv" || name == "venv" ||
+         name == "__pycache__" || name == ".tox" || name == ".mypy_cache" || name == ".cache";
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '"' ||
+                        s.front() == '\'' || s.front() == '+' || s.front() == '>')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' ||
+                        s.back() == '"' || s.back() == '\'' || s.back() == ',')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// Splits on newlines and on JSON's escaped "\n" (a key inside a service-account file).
+template <typename F>
+void ForEachLine(std::string_view text, F&& f) {
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    const bool nl = i == text.size() || text[i] == '\n';
+    const bool esc = !nl && text[i] == '\\' && i + 1 < text.size() && text[i + 1] == 'n';
+    if (!nl && !esc) continue;
+    f(text.substr(start, i - start));
+    if (esc) ++i;
+    start = i + 1;
+  }
+}
+
+bool Base64ish(std::string_view s) {
+  for (char c : s) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+          c == '+' || c == '/' || c == '=' || c == '-' || c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The body lines of a key block (the armour's BEGIN/END lines and headers are not secret).
+void KeyBodyLines(std::string_view block, std::vector<std::string>& out) {
+  ForEachLine(block, [&](std::string_view line) {
+    line = Trim(line);
+    if (line.size() < 16 || line.find("-----") != std::string_view::npos) return;
+    if (line.find(':') != std::string_view::npos) return;  // Proc-Type:, Comment:, Version:
+    out.emplace_back(line);
+  });
+}
+
+struct Identity {
+  std::string key;  // "dev:ino:size:mtime:ctime"
+  static Identity Of(const struct stat& st) {
+    Identity id;
+    id.key = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+             std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+             std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
+             std::to_string(st.st_ctim.tv_nsec);
+    return id;
+  }
+};
+
+std::string Hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::uint64_t FromHex64(const std::string& s) {
+  return static_cast<std::uint64_t>(std::strtoull(s.c_str(), nullptr, 16));
+}
+
+Json EntriesJson(const std::vector<SecretLines::Entry>& entries) {
+  Json a = Json::array();
+  for (const auto& e : entries) a.push_back({Hex64(e.prefix), Hex64(e.hash), e.length});
+  return a;
+}
+
+std::string RulesFingerprint(const Redactor& shapes) {
+  std::string all = "secret-files-v1\n";
+  if (shapes.rules() != nullptr) {
+    for (const auto& r : shapes.rules()->rules()) {
+      all += r.id + "\n" + r.pattern + "\n" + std::to_string(r.group) + "\n" + r.ignore + "\n" +
+             std::to_string(r.entropy) + "\n" + std::to_string(r.min_length) + "\n";
+      for (const auto& c : r.require) all += c + ",";
+      all += "\n";
+    }
+  }
+  return Sha256Hex(all);
+}
+
+class Walker {
+ public:
+  Walker(const Redactor& shapes, const SecretScanLimits& limits, const Json* cache)
+      : shapes_(shapes), limits_(limits), cache_(cache) {}
+
+  void Walk(int dir_fd, const std::string& rel, int depth) {
+    if (depth > 64) {
+      scan_.truncated = true;
+      return;
+    }
+    UniqueFd fd(::openat(dir_fd, rel.empty() ? "." : Leaf(rel).c_str(),
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) return;
+    const int raw = fd.get();
+    UniqueDir d = UniqueDir::FromFd(UniqueFd(::dup(raw)));
+    if (!d.valid()) return;
+    std::vector<std::pair<std::string, unsigned char>> names;
+    while (dirent* e = d.Next()) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      if (++scan_.entries > limits_.max_entries) {
+        scan_.truncated = true;
+        return;
+      }
+      names.emplace_back(std::move(n), e->d_type);
+    }
+    std::sort(names.begin(), names.end());
+    for (const auto& [n, type] : names) {
+      const std::string child = rel.empty() ? n : rel + "/" + n;
+      if (type == DT_DIR) {
+        if (n == ".git") {
+          File(raw, ".git/config", child + "/config");
+          continue;
+        }
+        if (!SkippedDir(n)) Walk(raw, child, depth + 1);
+      } else if (type == DT_REG || type == DT_UNKNOWN) {
+        File(raw, n, child);
+      }
+    }
+  }
+
+  SecretScan Take(Json& cache_out) {
+    cache_out = std::move(new_cache_);
+    return std::move(scan_);
+  }
+
+ private:
+  static std::string Leaf(const std::string& rel) {
+    const std::size_t slash = rel.rfind('/');
+    return slash == std::string::npos ? rel : rel.substr(slash + 1);
+  }
+
+  // `name` is relative to dir_fd (".git/config" for a repository's config).
+  void File(int dir_fd, const std::string& name, const std::string& rel) {
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      return;
+    }
+    const Identity id = Identity::Of(st);
+    if (cache_ != nullptr) {
+      auto it = cache_->find(rel);
+      if (it != cache_->end() && it->is_object() && it->value("id", "") == id.key) {
+        ++scan_.cached_files;
+        Add(rel, (*it)["lines"], id);
+        return;
+      }
+    }
+    const std::string leaf = Leaf(name);
+    const bool by_name = IsSecretFileName(leaf);
+    if (st.st_size == 0) return;
+    if (scan_.read_bytes >= limits_.max_total_bytes) {
+      scan_.truncated = true;
+      return;
+    }
+    UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd.valid()) return;
+    struct stat again {};
+    if (::fstat(fd.get(), &again) != 0 || !S_ISREG(again.st_mode) || again.st_ino != st.st_ino) {
+      return;
+    }
+    const std::size_t want = std::min<std::size_t>(
+        {static_cast<std::size_t>(st.st_size), limits_.max_file_bytes,
+         limits_.max_total_bytes - scan_.read_bytes});
+    std::string content(want, '\0');
+    std::size_t got = 0;
+    while (got < want) {
+      const ssize_t n = ::read(fd.get(), content.data() + got, want - got);
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    content.resize(got);
+    ++scan_.read_files;
+    scan_.read_bytes += got;
+    if (static_cast<std::size_t>(st.st_size) > got) scan_.truncated = scan_.truncated || by_name;
+    // A binary file (a NUL in its head) has no lines to find in text output.
+    std::vector<std::string> lines;
+    if (content.find('\0') == std::string::npos || by_name) {
+      lines = SecretLinesOf(leaf, content, shapes_);
+    }
+    std::vector<SecretLines::Entry> entries;
+    for (const auto& l : lines) {
+      if (l.size() >= SecretLines::kMinLine) entries.push_back(SecretLines::Hash(l));
+    }
+    std::sort(entries.begin(), entries.end());
+    entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+    Add(rel, EntriesJson(entries), id);
+  }
+
+  void Add(const std::string& rel, const Json& lines, const Identity& id) {
+    if (!lines.is_array()) return;
+    new_cache_[rel] = {{"id", id.key}, {"lines", lines}};
+    if (lines.empty()) return;
+    scan_.files.push_back(rel);
+    for (const auto& l : lines) {
+      if (!l.is_array() || l.size() != 3 || !l[0].is_string() || !l[1].is_string() ||
+          !l[2].is_number_unsigned()) {
+        continue;
+      }
+      SecretLines::Entry e;
+      e.prefix = FromHex64(l[0].get<std::string>());
+      e.hash = FromHex64(l[1].get<std::string>());
+      e.length = l[2].get<std::uint32_t>();
+      scan_.lines.Add(e);
+    }
+  }
+
+  const Redactor& shapes_;
+  const SecretScanLimits& limits_;
+  const Json* cache_;
+  Json new_cache_ = Json::object();
+  SecretScan scan_;
+};
+
+}  // namespace
+
+bool IsSecretFileName(std::string_view name) {
+  if (name == ".env" || name.starts_with(".env.") || EndsWith(name, ".env")) {
+    return !EndsWith(name, ".example") && !EndsWith(name, ".sample") &&
+           !EndsWith(name, ".template");
+  }
+  if (name.starts_with("id_") && !EndsWith(name, ".pub")) return true;
+  for (std::string_view ext : {".pem", ".key", ".p8", ".ppk", ".asc", ".gpg-key"}) {
+    if (EndsWith(name, ext)) return true;
+  }
+  return name == "credentials" || name == ".netrc" || name == ".npmrc" || name == ".pypirc" ||
+         name == ".git-credentials" || name == "credentials.json" ||
+         (name.find("service") != std::string_view::npos && EndsWith(name, ".json"));
+}
+
+std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view content,
+                                       const Redactor& shapes) {
+  std::vector<std::string> out;
+  for (const auto& sp : shapes.FindShapes(content)) {
+    std::string_view hidden = content.substr(sp.hide_begin, sp.hide_end - sp.hide_begin);
+    if (sp.rule == "private_key") {
+      KeyBodyLines(hidden, out);
+    } else {
+      ForEachLine(hidden, [&](std::string_view l) {
+        l = Trim(l);
+        if (l.size() >= SecretLines::kMinLine) out.emplace_back(l);
+      });
+    }
+  }
+  if (!IsSecretFileName(name)) return out;
+  const bool env_like = name.find(".env") != std::string_view::npos || name == "credentials" ||
+                        name == ".netrc" || name == ".npmrc" || name == ".pypirc";
+  const bool key_like = !env_like && name.find("service") == std::string_view::npos &&
+                        name != "credentials.json";
+  ForEachLine(content, [&](std::string_view line) {
+    std::string_view t = Trim(line);
+    if (t.empty() || t[0] == '#') return;
+    if (env_like) {
+      // NAME=value, export NAME=value, name = value, "machine h login u password p".
+      if (t.starts_with("export ")) t.remove_prefix(7);
+      std::size_t eq = t.find('=');
+      if (eq != std::string_view::npos) {
+        std::string_view key = Trim(t.substr(0, eq));
+        std::string_view value = Trim(t.substr(eq + 1));
+        if (Redactor::IsSecretName(key) && value.size() >= SecretLines::kMinLine &&
+            value[0] != '$') {
+          out.emplace_back(value);
+        }
+      }
+      for (std::string_view word : {"password ", "passwd "}) {
+        std::size_t at = t.find(word);
+        if (at == std::string_view::npos) continue;
+        std::string_view rest = t.substr(at + word.size());
+        rest = rest.substr(0, rest.find(' '));
+        if (rest.size() >= SecretLines::kMinLine) out.emplace_back(rest);
+      }
+    } else if (key_like && t.size() >= 16 && Base64ish(t)) {
+      out.emplace_back(t);  // a key file's body without armour
+    }
+  });
+  return out;
+}
+
+Json SecretScan::ToJson() const {
+  Json j = {{"files", files.size()},     {"lines", lines.size()},
+            {"entries", entries},        {"read_files", read_files},
+            {"read_bytes", read_bytes},  {"cached_files", cached_files},
+            {"truncated", truncated},    {"ms", ms}};
+  Json names = Json::array();
+  for (std::size_t i = 0; i < files.size() && i < 32; ++i) names.push_back(files[i]);
+  j["paths"] = std::move(names);
+  return j;
+}
+
+Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
+                                   const SecretScanLimits& limits, const std::string& cache_file) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string fingerprint = RulesFingerprint(shapes);
+  Json cache;
+  const Json* files = nullptr;
+  if (!cache_file.empty()) {
+    std::ifstream in(cache_file, std::ios::binary);
+    if (in) {
+      std::stringstream ss;
+      ss << in.rdbuf();
+      cache = Json::parse(ss.str(), nullptr, false);
+      if (cache.is_object() && cache.value("rules", "") == fingerprint &&
+          cache.contains("files") && cache["files"].is_object()) {
+        files = &cache["files"];
+      }
+    }
+  }
+  Walker w(shapes, limits, files);
+  w.Walk(root_fd, "", 0);
+  Json new_files;
+  SecretScan scan = w.Take(new_files);
+  if (!cache_file.empty()) {
+    // The cache holds hashes only; it is cordon's own state (0600, masked from every sandbox).
+    Json out = {{"rules", fingerprint}, {"files", std::move(new_files)}};
+    const std::string dir = cache_file.substr(0, cache_file.rfind('/'));
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    ::chmod(dir.c_str(), 0700);
+    const std::string tmp = cache_file + ".tmp." + std::to_string(::getpid());
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd.valid()) {
+      const std::string text = out.dump();
+      if (!WriteAll(fd.get(), text, tmp) || ::rename(tmp.c_str(), cache_file.c_str()) != 0) {
+        ::unlink(tmp.c_str());
+      }
+    }
+  }
+  scan.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return scan;
+}
+
+}  // namespace cordon
