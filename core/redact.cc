@@ -62,9 +62,12 @@ double Entropy(std::string_view s) {
 unsigned ClassMask(std::string_view s) {
   unsigned m = 0;
   for (char c : s) {
-    if (c >= 'A' && c <= 'Z') m |= 1;
-    else if (c >= 'a' && c <= 'z') m |= 2;
-    else if (c >= '0' && c <= '9') m |= 4;
+    if (c >= 'A' && c <= 'Z')
+      m |= 1;
+    else if (c >= 'a' && c <= 'z')
+      m |= 2;
+    else if (c >= '0' && c <= '9')
+      m |= 4;
   }
   return m;
 }
@@ -85,15 +88,16 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
   impl->keywords = std::make_unique<RE2::Set>(kw_options, RE2::UNANCHORED);
   for (std::size_t i = 0; i < rules.size(); ++i) {
     RedactRule& r = rules[i];
-    const std::string at = (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" +
-                           r.id + "\": ";
+    const std::string at =
+        (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" + r.id + "\": ";
     if (!ValidId(r.id)) {
       return Fail(Code::kInvalidInput,
                   at + "id must be 1 to 64 characters of a-z, 0-9 and _ (it names the marker)");
     }
     for (std::size_t j = 0; j < i; ++j) {
       if (rules[j].id == r.id) {
-        return Fail(Code::kInvalidInput, at + "id is already used by the rule at " + rules[j].where);
+        return Fail(Code::kInvalidInput,
+                    at + "id is already used by the rule at " + rules[j].where);
       }
     }
     auto re = std::make_unique<RE2>(r.pattern, ByteOptions());
@@ -110,9 +114,12 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
     }
     unsigned mask = 0;
     for (const auto& c : r.require) {
-      if (c == "upper") mask |= 1;
-      else if (c == "lower") mask |= 2;
-      else if (c == "digit") mask |= 4;
+      if (c == "upper")
+        mask |= 1;
+      else if (c == "lower")
+        mask |= 2;
+      else if (c == "digit")
+        mask |= 4;
       else
         return Fail(Code::kInvalidInput,
                     at + "require: \"" + c + "\" is not one of upper, lower, digit");
@@ -143,8 +150,8 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
   // The examples: each rule alone, so that one rule's example is not taken by another rule.
   for (std::size_t i = 0; i < set->impl_->rules.size(); ++i) {
     const RedactRule& r = set->impl_->rules[i];
-    const std::string at = (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" +
-                           r.id + "\": ";
+    const std::string at =
+        (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" + r.id + "\": ";
     for (const auto& ex : r.match) {
       std::vector<Redactor::Span> spans;
       RuleSpans(*set->impl_, ex, spans, i);
@@ -207,7 +214,8 @@ void SecretLines::Add(const Entry& e) {
     if (len == e.length && h == e.hash) return;
   }
   list.emplace_back(e.length, e.hash);
-  std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(list.begin(), list.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   const std::uint64_t bit = e.prefix >> (64 - kBits);
   bitmap_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
   ++count_;

@@ -87,7 +87,8 @@ class SecretLines {
 
  private:
   std::vector<std::uint64_t> bitmap_;  // 1 << kBits bits over the prefix hash
-  std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, std::uint64_t>>> by_prefix_;
+  std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, std::uint64_t>>>
+      by_prefix_;
   std::size_t count_ = 0;
   static constexpr unsigned kBits = 16;
 };
@@ -130,7 +131,8 @@ class Redactor {
   std::vector<Span> FindShapes(std::string_view text) const;
   // Redacts `text` in place; returns how many secrets it replaced. `by_rule`, when given,
   // counts them by rule id.
-  std::size_t Redact(std::string& text, std::map<std::string, std::size_t>* by_rule = nullptr) const;
+  std::size_t Redact(std::string& text,
+                     std::map<std::string, std::size_t>* by_rule = nullptr) const;
   // Redacts every string value and every object key in `j`; returns the count. Two keys that
   // redact to the same text stay apart: the later ones get "#2", "#3", ... (in key order).
   std::size_t RedactJson(Json& j, std::map<std::string, std::size_t>* by_rule = nullptr) const;

@@ -831,8 +831,8 @@ Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
   if (in.key != "rules") return UnknownKey(in.source, in.node, in.name);
   const toml::array* rules = in.node.as_array();
   if (rules == nullptr) {
-    return Fail(Code::kInvalidInput, in.where + ": redact.rules must be an array of tables " +
-                                         "([[redact.rules]])");
+    return Fail(Code::kInvalidInput,
+                in.where + ": redact.rules must be an array of tables " + "([[redact.rules]])");
   }
   for (auto&& item : *rules) {
     const toml::table* t = item.as_table();
@@ -891,15 +891,15 @@ Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
       return Fail(Code::kInvalidInput, where + ": a [[redact.rules]] entry needs id and pattern");
     }
     if (r.match.empty()) {
-      return Fail(Code::kInvalidInput, where + ": redact rule \"" + r.id +
-                                           "\" needs at least one match example");
+      return Fail(Code::kInvalidInput,
+                  where + ": redact rule \"" + r.id + "\" needs at least one match example");
     }
     auto same = std::find_if(policy.redact_rules.begin(), policy.redact_rules.end(),
                              [&](const RedactRule& o) { return o.id == r.id; });
     if (same != policy.redact_rules.end()) {
       if (in.tighten_only) {
-        policy.notes.push_back(where + ": a project file cannot replace the redact rule \"" +
-                               r.id + "\"; it adds new ids only");
+        policy.notes.push_back(where + ": a project file cannot replace the redact rule \"" + r.id +
+                               "\"; it adds new ids only");
         continue;
       }
       *same = std::move(r);

@@ -16,8 +16,8 @@
 
 #include "core/enum_names.h"
 #include "core/error.h"
-#include "core/redact.h"
 #include "core/fsync_mode.h"
+#include "core/redact.h"
 
 namespace cordon {
 

@@ -165,9 +165,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   }
   // The workspace's secret files, known by their content (workspace/secret_files.h): their
   // secret lines join the redactor before anything is read or run.
-  Json redaction_json = {{"rules", s->policy_.compiled_redact_rules
-                                       ? s->policy_.compiled_redact_rules->size()
-                                       : 0}};
+  Json redaction_json = {
+      {"rules", s->policy_.compiled_redact_rules ? s->policy_.compiled_redact_rules->size() : 0}};
   if (s->policy_.redact_scan_files) {
     const std::string cache = CordonStateDir() + "/secret-files/" +
                               Sha256Hex(s->workspace_.root()).substr(0, 32) + ".json";

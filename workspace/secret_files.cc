@@ -60,8 +60,8 @@ void ForEachLine(std::string_view text, F&& f) {
 
 bool Base64ish(std::string_view s) {
   for (char c : s) {
-    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-          c == '+' || c == '/' || c == '=' || c == '-' || c == '_')) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+          c == '/' || c == '=' || c == '-' || c == '_')) {
       return false;
     }
   }
@@ -199,9 +199,9 @@ class Walker {
     if (::fstat(fd.get(), &again) != 0 || !S_ISREG(again.st_mode) || again.st_ino != st.st_ino) {
       return;
     }
-    const std::size_t want = std::min<std::size_t>(
-        {static_cast<std::size_t>(st.st_size), limits_.max_file_bytes,
-         limits_.max_total_bytes - scan_.read_bytes});
+    const std::size_t want =
+        std::min<std::size_t>({static_cast<std::size_t>(st.st_size), limits_.max_file_bytes,
+                               limits_.max_total_bytes - scan_.read_bytes});
     std::string content(want, '\0');
     std::size_t got = 0;
     while (got < want) {
@@ -285,8 +285,8 @@ std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view c
   if (!IsSecretFileName(name)) return out;
   const bool env_like = name.find(".env") != std::string_view::npos || name == "credentials" ||
                         name == ".netrc" || name == ".npmrc" || name == ".pypirc";
-  const bool key_like = !env_like && name.find("service") == std::string_view::npos &&
-                        name != "credentials.json";
+  const bool key_like =
+      !env_like && name.find("service") == std::string_view::npos && name != "credentials.json";
   ForEachLine(content, [&](std::string_view line) {
     std::string_view t = Trim(line);
     if (t.empty() || t[0] == '#') return;
@@ -317,10 +317,10 @@ std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view c
 }
 
 Json SecretScan::ToJson() const {
-  Json j = {{"files", files.size()},     {"lines", lines.size()},
-            {"entries", entries},        {"read_files", read_files},
-            {"read_bytes", read_bytes},  {"cached_files", cached_files},
-            {"truncated", truncated},    {"ms", ms}};
+  Json j = {{"files", files.size()},    {"lines", lines.size()},
+            {"entries", entries},       {"read_files", read_files},
+            {"read_bytes", read_bytes}, {"cached_files", cached_files},
+            {"truncated", truncated},   {"ms", ms}};
   Json names = Json::array();
   for (std::size_t i = 0; i < files.size() && i < 32; ++i) names.push_back(files[i]);
   j["paths"] = std::move(names);
@@ -339,8 +339,8 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
       std::stringstream ss;
       ss << in.rdbuf();
       cache = Json::parse(ss.str(), nullptr, false);
-      if (cache.is_object() && cache.value("rules", "") == fingerprint &&
-          cache.contains("files") && cache["files"].is_object()) {
+      if (cache.is_object() && cache.value("rules", "") == fingerprint && cache.contains("files") &&
+          cache["files"].is_object()) {
         files = &cache["files"];
       }
     }
@@ -365,7 +365,8 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
       }
     }
   }
-  scan.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  scan.ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return scan;
 }
 

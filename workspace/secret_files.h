@@ -21,9 +21,10 @@
 namespace cordon {
 
 struct SecretScanLimits {
-  std::size_t max_entries = 100000;       // directory entries visited
-  std::size_t max_file_bytes = 1 << 20;   // bytes read of one file (its head)
-  std::size_t max_total_bytes = 64 << 20; // bytes read in all (files served from the cache are free)
+  std::size_t max_entries = 100000;      // directory entries visited
+  std::size_t max_file_bytes = 1 << 20;  // bytes read of one file (its head)
+  std::size_t max_total_bytes = 64
+                                << 20;  // bytes read in all (files served from the cache are free)
 };
 
 struct SecretScan {
@@ -32,16 +33,16 @@ struct SecretScan {
   std::size_t entries = 0;         // directory entries visited
   std::size_t read_files = 0;      // files read (not from the cache)
   std::size_t read_bytes = 0;
-  std::size_t cached_files = 0;    // files whose lines came from the cache
-  bool truncated = false;          // a limit stopped the walk or the reading: said in the record
+  std::size_t cached_files = 0;  // files whose lines came from the cache
+  bool truncated = false;        // a limit stopped the walk or the reading: said in the record
   double ms = 0;
   Json ToJson() const;
 };
 
 // Scans the tree under the directory `root_fd` (the workspace). `shapes` supplies the rules
 // (its exact values and lines are not used). `cache_file` ("" for none) is read and rewritten.
-Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes, const SecretScanLimits& limits,
-                                   const std::string& cache_file);
+Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
+                                   const SecretScanLimits& limits, const std::string& cache_file);
 
 // The secret lines of one file's content; `name` is its file name. Exposed for tests.
 std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view content,
