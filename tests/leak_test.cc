@@ -26,6 +26,9 @@
 //   wecho     server-everything's echo of the text, through `cordon wrap`
 //   wstderr   the wrapped server's stderr (its launcher prints the texts before it execs the
 //             server): what cordon wrap writes on its own stderr
+//   cstderr   configured servers (sh, in serve) that print the texts on stderr and exit: the error
+//             a call to one of their tools returns, which ends with their stderr
+//   serr      what `cordon serve` itself writes on its stderr (an MCP client keeps it in its logs)
 //   url       read_url of http://docs.example.test:PORT/s/<id> (resolved to 127.0.0.1)
 //   procout   process_output of a background job that prints the text minus its last character,
 //             waits, then prints the rest: polled while it waits (the secret minus its last
@@ -96,13 +99,16 @@ enum Channel {
   kMcpFs,
   kWrapEcho,
   kWrapStderr,
+  kConfiguredStderr,
+  kServeStderr,
   kReadUrl,
   kProcessOutput,
   kChannels
 };
 constexpr std::array<const char*, kChannels> kChannelNames = {
-    "log",     "read",    "read3", "cat", "grepv", "sed",   "catn",    "grepn", "search", "argv",
-    "patherr", "fcreate", "ffind", "fls", "mcpfs", "wecho", "wstderr", "url",   "procout"};
+    "log",   "read",   "read3",   "cat",     "grepv",   "sed",   "catn",
+    "grepn", "search", "argv",    "patherr", "fcreate", "ffind", "fls",
+    "mcpfs", "wecho",  "wstderr", "cstderr", "serr",    "url",   "procout"};
 
 std::vector<Shape> LoadShapes() {
   std::vector<Shape> out;
@@ -418,6 +424,31 @@ std::string NameFor(const Shape& s) {
   return "";
 }
 
+// Shapes in rounds whose texts, one a line, fit in `cap` bytes (a shape larger than that gets a
+// round of its own): each round's stderr must fit the tail cordon shows.
+std::vector<std::vector<std::size_t>> Rounds(const std::vector<Shape>& shapes, std::size_t cap) {
+  std::vector<std::vector<std::size_t>> rounds(1);
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const std::size_t size = shapes[i].text.size() + 1;
+    if (bytes + size > cap && !rounds.back().empty()) {
+      rounds.emplace_back();
+      bytes = 0;
+    }
+    rounds.back().push_back(i);
+    bytes += size;
+  }
+  return rounds;
+}
+
+// A file that starts with a marker line and holds the texts of a round, one a line.
+std::string RoundText(const std::vector<Shape>& shapes, const std::vector<std::size_t>& round,
+                      const std::string& marker) {
+  std::string text = marker + "\n";
+  for (std::size_t i : round) text += shapes[i].text + "\n";
+  return text;
+}
+
 class LeakTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -481,11 +512,23 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
             "\"proxy\"\nallow_domains = [\"" +
                 host + "\"]\n[network]\nresolve = [\"docs.example.test=127.0.0.1\"]\n");
   const std::string mcp = peers_ + "/node_modules/@modelcontextprotocol/";
+  // (cstderr) Configured servers that print a round of texts on stderr and exit: cordon shows
+  // the last 2000 bytes of their stderr, so a round holds at most 1900.
+  std::filesystem::create_directories(dir_ / "stderr");
+  const std::vector<std::vector<std::size_t>> noisy = Rounds(shapes, 1900);
+  std::string servers;
+  for (std::size_t k = 0; k < noisy.size(); ++k) {
+    const std::string file = dir_ / ("stderr/configured" + std::to_string(k) + ".txt");
+    WriteFile(file, RoundText(shapes, noisy[k], "configured-stderr-" + std::to_string(k)));
+    servers += "[servers.noisy" + std::to_string(k) +
+               "]\ncommand = \"sh\"\nargs = [\"-c\", 'cat \"$0\" >&2; exit 1', \"" + file +
+               "\"]\n[servers.noisy" + std::to_string(k) + ".sandbox]\nread = [\"" +
+               (dir_ / "stderr") + "\"]\n";
+  }
   if (peers_ok_) {
-    WriteFile(dir_ / "home/.cordon/mcp.toml",
-              "[servers.fs]\ncommand = \"" + node_ + "\"\nargs = [\"" + mcp +
-                  "server-filesystem/dist/index.js\", \"" + ws_ +
-                  "\"]\ntimeout_secs = 60\n[servers.fs.sandbox]\nread = [\"" + peers_ + "\"]\n");
+    servers += "[servers.fs]\ncommand = \"" + node_ + "\"\nargs = [\"" + mcp +
+               "server-filesystem/dist/index.js\", \"" + ws_ +
+               "\"]\ntimeout_secs = 60\n[servers.fs.sandbox]\nread = [\"" + peers_ + "\"]\n";
   } else {
     const std::string why = "node or the MCP peers in " + peers_ +
                             " are missing (scripts/install-mcp-peers.sh): the mcpfs, wecho and "
@@ -494,7 +537,9 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     std::cout << "SKIPPED LEAK CHANNELS: " << why << "\n";
   }
 
-  // --- One serve session for every built-in channel and the configured server.
+  WriteFile(dir_ / "home/.cordon/mcp.toml", servers);
+
+  // --- One serve session for every built-in channel and the configured servers.
   Peer serve({testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log",
               dir_ / "serve.jsonl", "--policy", dir_ / "net.toml"},
              env_, dir_ / "serve.err");
@@ -663,6 +708,20 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     }
   }
 
+  // (cstderr) A call to each noisy server: refused, with the tail of its stderr.
+  {
+    calls.clear();
+    for (std::size_t k = 0; k < noisy.size(); ++k)
+      calls.push_back({"mcp__noisy" + std::to_string(k) + "__any", Json::object()});
+    std::vector<Json> told = serve.CallMany(calls);
+    for (std::size_t k = 0; k < noisy.size(); ++k) {
+      SawResult(kConfiguredStderr, told[k]);
+      if (Visible(told[k]).find("configured-stderr-" + std::to_string(k)) == std::string::npos)
+        Broken(kConfiguredStderr, "round " + std::to_string(k) + ": its stderr is not shown",
+               told[k]);
+    }
+  }
+
   // (procout) The jobs' output once they ended.
   for (auto until = std::chrono::steady_clock::now() + 60s;
        std::chrono::steady_clock::now() < until;) {
@@ -680,28 +739,16 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
   }
   EXPECT_EQ(serve.Finish(), 0) << ReadFile(dir_ / "serve.err");
   Saw(kLog, ReadFile(dir_ / "serve.jsonl"));
+  Saw(kServeStderr, ReadFile(dir_ / "serve.err"));
 
   // (wecho, wstderr) server-everything wrapped, in rounds whose stderr fits the tail cordon
   // shows (8 KiB): its launcher prints a marker and the round's texts on stderr first.
   if (peers_ok_) {
-    std::vector<std::vector<std::size_t>> rounds(1);
-    std::size_t bytes = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t size = shapes[i].text.size() + 1;
-      if (bytes + size > 5000 && !rounds.back().empty()) {
-        rounds.emplace_back();
-        bytes = 0;
-      }
-      rounds.back().push_back(i);
-      bytes += size;
-    }
-    std::filesystem::create_directories(dir_ / "stderr");
+    const std::vector<std::vector<std::size_t>> rounds = Rounds(shapes, 5000);
     for (std::size_t k = 0; k < rounds.size(); ++k) {
       const std::string marker = "stderr-round-" + std::to_string(k);
-      std::string err_text = marker + "\n";
-      for (std::size_t i : rounds[k]) err_text += shapes[i].text + "\n";
       const std::string err_file = dir_ / ("stderr/round" + std::to_string(k) + ".txt");
-      WriteFile(err_file, err_text);
+      WriteFile(err_file, RoundText(shapes, rounds[k], marker));
       const std::string log = dir_ / ("wrap" + std::to_string(k) + ".jsonl");
       const std::string err = dir_ / ("wrap" + std::to_string(k) + ".err");
       Peer wrap({testing::CordonBin(), "wrap", "--workspace", ws_, "--audit-log", log, "--read",
@@ -734,13 +781,28 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
   std::vector<std::array<char, kChannels>> cell(n);
   std::array<int, kChannels> per_channel{};
   int leaks = 0, limit_leaks = 0, shapes_to_log = 0, shapes_to_agent = 0;
+  // Each log as one text (raw, then its strings), and which records hold which shapes' secrets
+  // (record type / tool, server or process kind), so the matrix's log column can be traced.
   std::vector<std::string> logs;
+  std::map<std::string, std::set<std::string>> in_records;
   for (const std::string& t : seen_[kLog]) {
     std::string all = t;
     std::istringstream in(t);
     for (std::string line; std::getline(in, line);) {
       Json j = Json::parse(line, nullptr, false);
-      if (!j.is_discarded()) Strings(j, all);
+      if (j.is_discarded()) continue;
+      std::string record = line + "\n";
+      Strings(j, record);
+      all += record;
+      const std::string where = Str(j, "type") + "/" +
+                                (!Str(j, "tool").empty()     ? Str(j, "tool")
+                                 : !Str(j, "server").empty() ? Str(j, "server")
+                                                             : Str(j, "kind"));
+      for (const Shape& s : shapes) {
+        for (const std::string& secret : s.secrets) {
+          if (record.find(secret) != std::string::npos) in_records[where].insert(s.id);
+        }
+      }
     }
     logs.push_back(std::move(all));
   }
@@ -790,6 +852,11 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     << leaks << " leaks (+" << limit_leaks << " of documented limits) in " << n << " shapes; "
     << shapes_to_log << " shapes reached the log, " << shapes_to_agent
     << " reached an agent's result in at least one channel\n";
+  if (!in_records.empty()) {
+    m << "log records holding a secret (record type/tool, server or kind: shapes):";
+    for (const auto& [where, ids] : in_records) m << " " << where << ": " << ids.size() << ";";
+    m << "\n";
+  }
   std::ostringstream fp;
   for (const Ordinary& o : ordinary) {
     auto it = altered.find(o.text);
