@@ -18,10 +18,12 @@
 //   search    search_text '.+' on the file (hidden files included)
 //   argv      run_shell printf '%s\n' TEXT: the secret as an argument (its result and its record)
 //   patherr   read_file_range of a missing file whose path holds the text (single-line shapes) or
-//             a body line (blocks): the error message. A URL's `//` stays in the path.
-//   fcreate, ffind, fls   a file named with the text (with no '/' in it; else the secret alone,
-//             when it has no '/'): create_file's result, then find_files and list_searchable_files,
-//             and `ls names`
+//             the line holding a secret (a block's middle body line): the error message. A URL's
+//             `//` stays in the path.
+//   fcreate, ffind, fls   a file named with the line that holds the secret (or the entry's
+//             "name"; not tried when it has a '/'): create_file of created/NAME (its result,
+//             success or refusal), then, for the same names planted in names/, find_files and
+//             list_searchable_files, and `ls names`
 //   mcpfs     a configured server-filesystem's read_text_file on the planted file
 //   wecho     server-everything's echo of the text, through `cordon wrap`
 //   wstderr   the wrapped server's stderr (its launcher prints the texts before it execs the
@@ -70,7 +72,7 @@ using testing::TempDir;
 using testing::WriteFile;
 
 struct Shape {
-  std::string id, text, file;
+  std::string id, text, file, name;
   std::vector<std::string> secrets;  // each must never be seen
   bool limit = false;
   std::string why;
@@ -110,9 +112,14 @@ constexpr std::array<const char*, kChannels> kChannelNames = {
     "grepn", "search", "argv",    "patherr", "fcreate", "ffind", "fls",
     "mcpfs", "wecho",  "wstderr", "cstderr", "serr",    "url",   "procout"};
 
+// The data files; CORDON_TEST_DATA_DIR points a copy of the test elsewhere.
+std::string DataDir() {
+  return testing::FromEnv("CORDON_TEST_DATA_DIR", CORDON_SOURCE_DIR "/tests/data");
+}
+
 std::vector<Shape> LoadShapes() {
   std::vector<Shape> out;
-  Json j = Json::parse(ReadFile(CORDON_SOURCE_DIR "/tests/data/secret_shapes.json"));
+  Json j = Json::parse(ReadFile(DataDir() + "/secret_shapes.json"));
   for (const Json& e : j) {
     Shape s;
     s.id = e["id"].get<std::string>();
@@ -123,6 +130,7 @@ std::vector<Shape> LoadShapes() {
     } else {
       s.secrets.push_back(e["secret"].get<std::string>());
     }
+    s.name = e.value("name", "");
     s.limit = e.value("limit", false);
     s.why = e.value("why", "");
     s.lines = 1 + static_cast<int>(std::count(s.text.begin(), s.text.end(), '\n'));
@@ -133,7 +141,7 @@ std::vector<Shape> LoadShapes() {
 
 std::vector<Ordinary> LoadOrdinary() {
   std::vector<Ordinary> out;
-  Json j = Json::parse(ReadFile(CORDON_SOURCE_DIR "/tests/data/ordinary_strings.json"));
+  Json j = Json::parse(ReadFile(DataDir() + "/ordinary_strings.json"));
   for (const Json& e : j)
     out.push_back(
         {e["text"].get<std::string>(), e["why"].get<std::string>(), e.value("may_hide", "")});
@@ -412,16 +420,25 @@ const Json& Sc(const Json& r) {
   return r.is_object() && r.contains("structuredContent") ? r["structuredContent"] : empty;
 }
 
-// The file name a shape is planted under as a name: its text when that is one line without '/',
-// else its one secret when that has no '/'; "" when neither can be a file name.
+// The line of the shape's text that holds `secret`, without its indentation: what a secret looks
+// like out of its file (in a path, a file name), with the context a rule needs.
+std::string LineWith(const Shape& s, const std::string& secret) {
+  std::istringstream in(s.text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(secret) == std::string::npos) continue;
+    const std::size_t first = line.find_first_not_of(" \t");
+    return line.substr(first == std::string::npos ? 0 : first);
+  }
+  return secret;
+}
+
+// The file name a shape is planted under as a name: its entry's "name", else the line that holds
+// its (first) secret; "" when that cannot be a file name (a '/' in it: a URL, a path).
 std::string NameFor(const Shape& s) {
-  auto ok = [](const std::string& n) {
-    return !n.empty() && n.size() <= 200 && n.find('/') == std::string::npos &&
-           n.find('\n') == std::string::npos && n != "." && n != "..";
-  };
-  if (ok(s.text)) return s.text;
-  if (s.secrets.size() == 1 && ok(s.secrets[0])) return s.secrets[0];
-  return "";
+  const std::string n = !s.name.empty() ? s.name : LineWith(s, s.secrets[0]);
+  const bool ok = !n.empty() && n.size() <= 200 && n.find('/') == std::string::npos &&
+                  n.find('\n') == std::string::npos && n != "." && n != "..";
+  return ok ? n : "";
 }
 
 // Shapes in rounds whose texts, one a line, fit in `cap` bytes (a shape larger than that gets a
@@ -505,6 +522,7 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     bodies["/s/" + s.id] = s.text + "\n";
   }
   std::filesystem::create_directories(ws_ + "/names");
+  std::filesystem::create_directories(ws_ + "/created");
   TextServer http(bodies);
   const std::string host = "docs.example.test:" + std::to_string(http.port());
   WriteFile(dir_ / "net.toml",
@@ -619,11 +637,13 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     add(i, kGrepN, "run_shell", sh("grep", {"-n", "", s.file}));
     add(i, kSearch, "search_text", {{"pattern", ".+"}, {"glob", s.file}, {"include_hidden", true}});
     add(i, kArgv, "run_shell", sh("printf", {"%s\\n", s.text}));
-    const std::string in_path = s.lines == 1 ? s.text : s.secrets[s.secrets.size() / 2];
+    const std::string in_path =
+        s.lines == 1 ? s.text : LineWith(s, s.secrets[s.secrets.size() / 2]);
     add(i, kPathError, "read_file_range", {{"path", "missing/" + in_path}, {"start_line", 1}});
     const std::string name = NameFor(s);
     if (!name.empty()) {
-      add(i, kNameCreate, "create_file", {{"path", "names/" + name}, {"content", "x\n"}});
+      WriteFile(ws_ + "/names/" + name, "x\n");
+      add(i, kNameCreate, "create_file", {{"path", "created/" + name}, {"content", "x\n"}});
     } else {
       applies[i][kNameCreate] = applies[i][kNameFind] = applies[i][kNameLs] = false;
     }
@@ -658,6 +678,8 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
       case kReadUrl:
         if (IsError(r) || Int(Sc(r), "status", 0) != 200) Broken(c, id + ": not fetched", r);
         break;
+      case kNameCreate:
+        break;  // created or refused: either way its result is what the agent reads
       default:
         if (IsError(r)) Broken(c, id + ": refused", r);
     }
