@@ -13,8 +13,9 @@
 //   log       every audit log of the test (serve's and each wrap's), as JSON strings and raw
 //   read      read_file_range, the whole file
 //   read3     read_file_range from line 3 (shapes of 3+ lines: a key's BEGIN line is cut off)
-//   cat, grepv, sed, catn, grepn   run_shell: cat F; grep -v PRIVATE F; sed -n 3,5p F (3+ lines);
-//             cat -n F; grep -n '' F
+//   cat, grepv, sed, catn, grepn, diff   run_shell: cat F; grep -v PRIVATE F; sed -n 3,5p F
+//             (3+ lines); cat -n F; grep -n '' F; diff -u /dev/null F (every line after a '+', as
+//             git diff shows a new file)
 //   search    search_text '.+' on the file (hidden files included)
 //   argv      run_shell printf '%s\n' TEXT: the secret as an argument (its result and its record)
 //   patherr   read_file_range of a missing file whose path holds the text (single-line shapes) or
@@ -92,6 +93,7 @@ enum Channel {
   kSed,
   kCatN,
   kGrepN,
+  kDiff,
   kSearch,
   kArgv,
   kPathError,
@@ -108,9 +110,9 @@ enum Channel {
   kChannels
 };
 constexpr std::array<const char*, kChannels> kChannelNames = {
-    "log",   "read",   "read3",   "cat",     "grepv",   "sed",   "catn",
-    "grepn", "search", "argv",    "patherr", "fcreate", "ffind", "fls",
-    "mcpfs", "wecho",  "wstderr", "cstderr", "serr",    "url",   "procout"};
+    "log",   "read",    "read3",   "cat",     "grepv",   "sed",    "catn", "grepn",
+    "diff",  "search",  "argv",    "patherr", "fcreate", "ffind",  "fls",  "mcpfs",
+    "wecho", "wstderr", "cstderr", "serr",    "url",     "procout"};
 
 // The data files; CORDON_TEST_DATA_DIR points a copy of the test elsewhere.
 std::string DataDir() {
@@ -635,6 +637,7 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     add(i, kGrepV, "run_shell", sh("grep", {"-v", "PRIVATE", s.file}));
     add(i, kCatN, "run_shell", sh("cat", {"-n", s.file}));
     add(i, kGrepN, "run_shell", sh("grep", {"-n", "", s.file}));
+    add(i, kDiff, "run_shell", sh("diff", {"-u", "/dev/null", s.file}));
     add(i, kSearch, "search_text", {{"pattern", ".+"}, {"glob", s.file}, {"include_hidden", true}});
     add(i, kArgv, "run_shell", sh("printf", {"%s\\n", s.text}));
     const std::string in_path =
@@ -668,6 +671,9 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
       case kGrepN:
       case kArgv:
         if (IsError(r) || Int(Sc(r), "exit_code", -1) != 0) Broken(c, id + ": did not exit 0", r);
+        break;
+      case kDiff:  // 1: the files differ
+        if (IsError(r) || Int(Sc(r), "exit_code", -1) != 1) Broken(c, id + ": did not exit 1", r);
         break;
       case kSearch:
         if (IsError(r) || Int(Sc(r), "total_matches", 0) < 1) Broken(c, id + ": no match", r);
