@@ -566,14 +566,17 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
   Json init = serve.Initialize();
   ASSERT_TRUE(init.contains("serverInfo")) << init.dump() << ReadFile(dir_ / "serve.err");
 
-  // (procout) The background jobs start first: each prints its text minus the last character,
-  // waits, then prints the rest; they are polled while they wait.
+  // (procout) The background jobs start first: each prints a whole marker line, then its text
+  // minus the last character, waits, then prints the rest; they are polled while they wait. (The
+  // marker shows the job has written, even where the unfinished tail is rightly held back.)
   std::vector<std::pair<std::string, Json>> calls;
   for (const Shape& s : shapes) {
-    calls.push_back({"run_shell",
-                     {{"program", "sh"},
-                      {"args", {"-c", "head -c -2 \"$0\"; sleep 12; tail -c 2 \"$0\"", s.file}},
-                      {"background", true}}});
+    calls.push_back(
+        {"run_shell",
+         {{"program", "sh"},
+          {"args",
+           {"-c", "echo job-started; head -c -2 \"$0\"; sleep 12; tail -c 2 \"$0\"", s.file}},
+          {"background", true}}});
   }
   std::vector<Json> started = serve.CallMany(calls);
   std::vector<std::string> job(n);
@@ -584,7 +587,8 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     }
     job[i] = Sc(started[i])["id"].get<std::string>();
   }
-  // Polled until each shows output while still running (bounded).
+  // Polled until each shows its marker while still running (bounded), then once more, a moment
+  // later, while each still waits in the middle of its last line.
   std::vector<bool> observed(n, false);
   for (auto until = std::chrono::steady_clock::now() + 10s;
        std::chrono::steady_clock::now() < until;) {
@@ -600,14 +604,29 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     for (std::size_t k = 0; k < which.size(); ++k) {
       SawResult(kProcessOutput, polled[k]);
       const Json& sc = Sc(polled[k]);
-      if (Str(sc, "state") == "running" && !Str(sc, "output").empty()) observed[which[k]] = true;
+      if (Str(sc, "state") == "running" &&
+          Str(sc, "output").find("job-started") != std::string::npos)
+        observed[which[k]] = true;
     }
     std::this_thread::sleep_for(200ms);
+  }
+  std::this_thread::sleep_for(500ms);
+  calls.clear();
+  std::vector<std::size_t> again;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!observed[i]) continue;
+    again.push_back(i);
+    calls.push_back({"process_output", {{"id", job[i]}}});
+  }
+  std::vector<Json> mid = serve.CallMany(calls);
+  for (std::size_t k = 0; k < again.size(); ++k) {
+    SawResult(kProcessOutput, mid[k]);
+    if (Str(Sc(mid[k]), "state") != "running") observed[again[k]] = false;
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (!job[i].empty() && !observed[i])
       broken_.push_back("procout: " + shapes[i].id +
-                        ": never seen with output while the job was running");
+                        ": never seen (twice) with its marker while the job was running");
   }
 
   // (read, read3, cat, grepv, sed, catn, grepn, search, argv, patherr, fcreate, mcpfs, url)
