@@ -327,6 +327,85 @@ void TakeDisjoint(std::vector<Redactor::Span>& spans, std::vector<Redactor::Span
 
 }  // namespace
 
+namespace {
+
+bool IsB64Char(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+         c == '/' || c == '-' || c == '_';
+}
+
+int B64Value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '-') return 62;
+  if (c == '/' || c == '_') return 63;
+  return -1;
+}
+
+// Decodes a run of base64 (standard or URL-safe, padding dropped); "" when what it gives is
+// not mostly printable text (a hash, a path, random bytes: nothing a rule reads).
+std::string DecodeTextual(std::string_view run) {
+  std::string out;
+  out.reserve(run.size() * 3 / 4);
+  std::uint32_t acc = 0;
+  int bits = 0;
+  std::size_t printable = 0;
+  for (unsigned char c : run) {
+    const int v = B64Value(c);
+    if (v < 0) break;
+    acc = (acc << 6) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      const char b = static_cast<char>((acc >> bits) & 0xff);
+      out.push_back(b);
+      if ((b >= 0x20 && b < 0x7f) || b == '\n' || b == '\t' || b == '\r') ++printable;
+    }
+  }
+  if (out.empty() || printable * 10 < out.size() * 9) return {};
+  return out;
+}
+
+}  // namespace
+
+// Base64 of a secret (an "auth" value, an encoded token, a token echoed through base64): a run
+// of base64 characters, at least kMinB64 long, of upper, lower and digits, that decodes to text
+// holding a secret a rule or a secret line finds is hidden whole as [REDACTED:base64].
+void Redactor::FindBase64(std::string_view s, std::vector<Span>& out) const {
+  constexpr std::size_t kMinB64 = 24;
+  const std::size_t n = s.size();
+  for (std::size_t i = 0; i < n;) {
+    if (!IsB64Char(static_cast<unsigned char>(s[i]))) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    unsigned mask = 0;
+    while (j < n && IsB64Char(static_cast<unsigned char>(s[j]))) {
+      const char c = s[j];
+      mask |= (c >= 'A' && c <= 'Z')   ? 1u
+              : (c >= 'a' && c <= 'z') ? 2u
+              : (c >= '0' && c <= '9') ? 4u
+                                       : 0u;
+      ++j;
+    }
+    std::size_t end = j;
+    while (end < n && end - j < 2 && s[end] == '=') ++end;
+    if (j - i >= kMinB64 && mask == 7) {
+      const std::string decoded = DecodeTextual(s.substr(i, j - i));
+      if (!decoded.empty()) {
+        std::vector<Span> inner;
+        FindRuleSpans(decoded, inner);
+        bool hit = !inner.empty();
+        if (!hit) lines_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
+        if (hit) out.push_back(Span{i, end, i, end, "base64"});
+      }
+    }
+    i = end > j ? end : j;
+  }
+}
+
 std::vector<Redactor::Span> Redactor::FindShapes(std::string_view s) const {
   std::vector<Span> shapes;
   FindRuleSpans(s, shapes);
@@ -350,6 +429,7 @@ std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
   if (!first.empty()) TakeDisjoint(first, out);
   std::vector<Span> shapes;
   FindRuleSpans(s, shapes);
+  FindBase64(s, shapes);
   if (out.empty()) {
     TakeDisjoint(shapes, out);
     return out;

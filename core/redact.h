@@ -150,6 +150,7 @@ class Redactor {
 
  private:
   void FindRuleSpans(std::string_view text, std::vector<Span>& out) const;
+  void FindBase64(std::string_view text, std::vector<Span>& out) const;
   std::shared_ptr<const RedactRules> rules_;
   SecretLines lines_;
   std::vector<std::pair<std::string, std::string>> values_;  // rule, value; longest first
