@@ -128,7 +128,7 @@ Result<Ed25519Key> Ed25519Key::Generate() {
 }
 
 Result<Ed25519Key> Ed25519Key::LoadPrivate(const std::string& path, std::string* pem_text) {
-  ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  ASSIGN_OR_RETURN(std::string text, ReadKeyFileChecked(path));
   std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
   Ed25519Key k;
   k.impl_->pkey = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
@@ -147,9 +147,11 @@ Result<Ed25519Key> Ed25519Key::LoadPublic(const std::string& path) {
   std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
   Ed25519Key k;
   k.impl_->pkey = PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr);
-  if (k.impl_->pkey == nullptr) {
+  if (k.impl_->pkey == nullptr && text.find("PRIVATE KEY-----") != std::string::npos) {
+    // A private key file given for its public half is a key read like any other: refused when
+    // others can read it.
     auto priv = LoadPrivate(path);
-    if (priv) return priv;
+    if (priv || priv.error().code == Code::kDeniedByPolicy) return priv;
   }
   if (k.impl_->pkey == nullptr || EVP_PKEY_get_id(k.impl_->pkey) != EVP_PKEY_ED25519) {
     return Fail(Code::kInvalidInput, "public key " + path + " is not a PEM Ed25519 public key");
@@ -255,17 +257,74 @@ AuditWitness::~AuditWitness() {
   if (own_fd_ && fd_ >= 0) ::close(fd_);
 }
 
+// --- failclosed: the witness file at the path must be the one open, holding every line this
+// witness wrote. When it was deleted, moved or replaced, the file at the path is opened (created
+// 0600); when it was cut in place, writing goes on in it. Either way the next line written there
+// first repeats the last checkpoint this witness wrote, marked `restarted` (the link: audit verify
+// warns that what the old witness held is gone, and the repeated checkpoint still proves the log
+// up to it). A witness that cannot be reopened fails the checkpoint: the session stops.
+Status AuditWitness::FollowPath() {
+  struct stat fst {};
+  if (::fstat(fd_, &fst) != 0) return SysFail(Code::kAuditUnavailable, "fstat witness", spec_);
+  std::string reason;
+  struct stat pst {};
+  if (fst.st_nlink == 0) {
+    reason = "deleted";
+  } else if (::lstat(path_.c_str(), &pst) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) return {};  // cannot tell: write on
+    reason = "moved";
+  } else if (pst.st_dev != fst.st_dev || pst.st_ino != fst.st_ino) {
+    reason = "replaced";
+  }
+  if (reason.empty()) return {};
+  int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return SysFail(Code::kAuditUnavailable,
+                   "the audit witness was " + reason + " and reopening it failed", path_);
+  }
+  ::close(fd_);
+  fd_ = fd;
+  restarted_ = Json{{"reason", reason},
+                    {"bytes", static_cast<std::uint64_t>(written_end_)},
+                    {"ino", static_cast<std::uint64_t>(fst.st_ino)}};
+  written_end_ = 0;
+  return {};
+}
+
 Status AuditWitness::Write(const std::string& line) {
   if (syslog_) {
     ::syslog(LOG_AUTHPRIV | LOG_NOTICE, "cordon-checkpoint %s", line.c_str());
     return {};
   }
   if (own_fd_) {
+    TRY(FollowPath());
     while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
     }
+    // Others only append under the lock: a file shorter than this witness left it was cut.
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0 && st.st_size < written_end_) {
+      restarted_ = Json{{"reason", "truncated"},
+                        {"bytes", static_cast<std::uint64_t>(written_end_)},
+                        {"ino", static_cast<std::uint64_t>(st.st_ino)}};
+    }
   }
-  Status st = WriteAll(fd_, line + "\n", spec_);
+  std::string text;
+  if (restarted_ && !last_line_.empty()) {
+    Json again = Json::parse(last_line_, nullptr, false);
+    if (again.is_object()) {
+      again["restarted"] = *restarted_;
+      text += again.dump() + "\n";
+    }
+  }
+  text += line + "\n";
+  Status st = WriteAll(fd_, text, spec_);
   if (st && own_fd_ && ::fdatasync(fd_) != 0) st = SysFail(Code::kInternal, "fdatasync", spec_);
+  if (st) {
+    restarted_.reset();
+    last_line_ = line;
+    struct stat after {};
+    if (own_fd_ && ::fstat(fd_, &after) == 0) written_end_ = after.st_size;
+  }
   if (own_fd_) ::flock(fd_, LOCK_UN);
   return st;
 }

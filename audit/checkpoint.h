@@ -84,7 +84,11 @@ class AuditWitness {
 
  private:
   AuditWitness() = default;
+  Status FollowPath();
   std::string spec_, path_;
+  std::string last_line_;          // the last checkpoint line written (repeated after a restart)
+  std::int64_t written_end_ = 0;   // the file's size after this witness's last line
+  std::optional<Json> restarted_;  // the witness was lost: {reason, bytes, ino}, until written
   int fd_ = -1;
   bool own_fd_ = false;
   bool syslog_ = false;

@@ -173,12 +173,14 @@ Json GapRecord::ToJson() const {
 }
 
 Json LogDetachedRecord::ToJson() const {
-  return {{"reason", reason},
-          {"path", path},
-          {"previous_head", previous_head},
-          {"previous_size", previous_size},
-          {"previous_ino", previous_ino},
-          {"where", where}};
+  Json j = {{"reason", reason},
+            {"path", path},
+            {"previous_head", previous_head},
+            {"previous_size", previous_size},
+            {"previous_ino", previous_ino},
+            {"where", where}};
+  Put(j, "previous", previous);
+  return j;
 }
 
 // --- checkpoint ---
@@ -442,12 +444,19 @@ constexpr AuditFieldInfo kGap[] = {
 };
 
 constexpr AuditFieldInfo kLogDetached[] = {
-    {"reason", true, "deleted, moved or replaced: what happened to the file at the path", 5},
+    {"reason", true,
+     "deleted, moved, replaced or truncated (cut in place): what happened to the file at the path",
+     5},
     {"path", true, "the log's path"},
     {"previous_head", true, "chain hash of this writer's last line in the old file"},
-    {"previous_size", true, "the old file's size when the writer noticed"},
+    {"previous_size", true,
+     "where this writer's part of the old file ended (for truncated: what it had written)"},
     {"previous_ino", true, "the old file's inode number"},
-    {"where", true, "old_file or new_file: which of the two copies this is", 6},
+    {"where", true,
+     "old_file (closing the old file) or new_file (the link: the writer continues here)", 6},
+    {"previous", false,
+     "new_file: the link audit verify follows: {log_id, lines, bytes, head, reason, ino} of the "
+     "old file's end"},
 };
 
 // --- checkpoint ---
@@ -456,7 +465,9 @@ constexpr AuditFieldInfo kLogStarted[] = {
     {"chain", true, "sha256 or hmac-sha256: the chain mode of every line of the file"},
     {"key_id", false, "id of the checkpoint signing key (16 hex of SHA-256 of the public key)"},
     {"previous", false,
-     "the file this one continues after `cordon audit rotate`: {log_id, lines, bytes, head}"},
+     "the file this one continues: {log_id, lines, bytes, head, path} after `cordon audit "
+     "rotate`; {log_id, lines, bytes, head, reason, ino} when a writer found its log deleted, "
+     "moved, replaced or truncated and started this file"},
 };
 
 constexpr AuditFieldInfo kCheckpoint[] = {
@@ -527,7 +538,8 @@ constexpr AuditRecordInfo kCatalog[] = {
     // --- failclosed
     {GapRecord::kType,
      "records were lost after their act happened; the session took no further calls", kGap},
-    {LogDetachedRecord::kType, "the log file was deleted or replaced while the writer had it open",
+    {LogDetachedRecord::kType,
+     "the log file was deleted, moved, replaced or truncated while the writer had it open",
      kLogDetached},
     // --- checkpoint ---
     {LogStartedRecord::kType, "the first line of a log file", kLogStarted},

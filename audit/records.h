@@ -239,6 +239,9 @@ struct LogDetachedRecord {
   std::uint64_t previous_size = 0;  // the old file's size then
   std::uint64_t previous_ino = 0;   // the old file's inode number
   std::string where{};              // old_file or new_file: which copy of the record this is
+  // new_file: the link audit verify follows, {log_id, lines, bytes, head, reason, ino}: where
+  // this writer's part of the old file ended.
+  std::optional<Json> previous{};
   Json ToJson() const;
 };
 

@@ -54,12 +54,28 @@ Result<std::vector<Json>> ReadWitness(const std::string& path, std::vector<std::
         warnings->push_back("witness line " + std::to_string(line_no) +
                             " has no final newline (a torn write?); its checkpoint is used");
       }
+      if (auto it = j.find("restarted"); it != j.end() && it->is_object()) {
+        warnings->push_back("witness line " + std::to_string(line_no) + ": the witness was " +
+                            it->value("reason", "") + " while a session wrote it (it had " +
+                            std::to_string(it->value("bytes", std::uint64_t{0})) +
+                            " bytes): checkpoints it held before are gone; the writer's last "
+                            "one is repeated here");
+      }
       out.push_back(std::move(j));
     } else if (!j.is_object()) {
       warnings->push_back("witness line " + std::to_string(line_no) + " is " +
                           (terminated ? "not a whole JSON record" : "torn (no newline)") +
                           " and is ignored: a checkpoint it held proves nothing");
     }
+  }
+  // --- failclosed: a witness that proves nothing is not a pass.
+  if (out.empty()) {
+    return Fail(Code::kInvalidInput,
+                "witness " + path + " holds no checkpoint (" +
+                    (line_no == 0 ? std::string("it is empty")
+                                  : std::to_string(line_no) + " lines, none a checkpoint") +
+                    "): it proves nothing; give the witness the log's writer wrote",
+                0, path);
   }
   return out;
 }
@@ -119,6 +135,9 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
   std::vector<std::pair<std::uint64_t, std::string>> line_ends;
   bool any_checkpoint = false, has_log_started = false, warned_unchecked = false;
   std::uint64_t last_proven_record = 0;  // r.records at the last proven checkpoint
+  std::string link_cut;                  // a link record that shows records were cut
+  std::uint64_t resume_line = 0;         // a log_recovered whose seq jumps: a link must follow
+  std::string resume_session, resume_problem;
   std::set<std::string> open_sessions;
   std::vector<std::string> open_order;
   std::map<std::string, std::uint64_t> session_seq;
@@ -190,7 +209,12 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
     if (fresh) ++r.sessions;
     // --- failclosed: a writer whose log was deleted or replaced continues its session in the
     // file now at the path, starting with log_detached: its seq goes on from the old file.
-    if (fresh && type == "log_detached" && str("where") == "new_file" && seq > 0) {
+    // So does one that found its log detached and started the (empty) file at the path: its
+    // log_started carries the link in `previous`.
+    if (fresh && seq > 0 &&
+        ((type == "log_detached" && str("where") == "new_file") ||
+         (type == "log_started" && rec.contains("previous") && rec["previous"].is_object() &&
+          rec["previous"].contains("reason")))) {
       it->second = seq - 1;
     }
     if (type == "gap") {
@@ -209,9 +233,69 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
                            " while session " + session + " had it open (" + str("where") +
                            " copy; previous head " + str("previous_head") + ")");
     }
+    // --- failclosed: a link record (a writer continued here after its log was rotated,
+    // deleted, moved, replaced or truncated): followed at once when it names this same file,
+    // else kept for the set's check (CheckRotationLink) and reported.
+    const Json* link = nullptr;
+    if ((type == "log_detached" && str("where") == "new_file") || type == "log_started") {
+      if (auto p = rec.find("previous"); p != rec.end() && p->is_object()) link = &*p;
+    }
+    if (link != nullptr) {
+      const std::string link_id = link->value("log_id", "");
+      const std::string reason = link->value("reason", "rotate");
+      const auto lines = link->value("lines", std::uint64_t{0});
+      const auto bytes = link->value("bytes", std::uint64_t{0});
+      const std::string head = link->value("head", "");
+      const std::string at = "line " + std::to_string(line_no) + ": ";
+      if (!link_id.empty() && link_id == r.log_id && type == "log_detached") {
+        // The same file, cut or copied under the writer: its own prefix must be what it wrote.
+        const bool holds =
+            lines <= line_ends.size() && (lines == 0 ? bytes == 0 && head == kZeroHash
+                                                     : line_ends[lines - 1].first == bytes &&
+                                                           line_ends[lines - 1].second == head);
+        if (!holds && link_cut.empty()) {
+          link_cut = at + "session " + session + " had written " + std::to_string(lines) +
+                     " lines (" + std::to_string(bytes) + " bytes) of this log when it found it " +
+                     reason + "; the file before the link record holds " +
+                     std::to_string(line_ends.size()) + " lines (" + std::to_string(line_start) +
+                     " bytes) that do not end there: records were cut";
+        }
+      } else {
+        // A log deleted (no name left) or cut in place under the writer is gone, unless a copy
+        // of it is among the files verified together (the set's check then follows the link).
+        if ((reason == "truncated" || reason == "deleted") && link_cut.empty() &&
+            !options.logs_given.contains(link_id)) {
+          link_cut = at + "session " + session + " found log " + link_id + " " +
+                     (reason == "deleted" ? "deleted" : "truncated in place") +
+                     " under it (it had written " + std::to_string(lines) + " lines, " +
+                     std::to_string(bytes) + " bytes): those records are gone";
+        }
+        Json kept = *link;
+        kept["line"] = line_no;
+        r.links.push_back(kept.dump());
+        if (type == "log_detached") {
+          r.warnings.push_back(at + "session " + session + " continues log " + link_id + " (" +
+                               reason + ") at its line " + std::to_string(lines) +
+                               ": give that file too to check the link");
+        }
+      }
+    }
+    // --- failclosed: a writer that found its log cut into a line recovers the torn end first
+    // (log_recovered), then writes its link: its seq may jump at that log_recovered only when
+    // its link record comes next.
+    if (resume_line != 0) {
+      if (type != "log_detached" || str("where") != "new_file" || session != resume_session) {
+        return broken(resume_line, resume_problem);
+      }
+      resume_line = 0;
+    }
     if (seq != it->second + 1) {
-      return broken(line_no, "seq " + std::to_string(seq) + " follows " +
-                                 std::to_string(it->second) + " in session " + session);
+      std::string why = "seq " + std::to_string(seq) + " follows " + std::to_string(it->second) +
+                        " in session " + session;
+      if (type != "log_recovered") return broken(line_no, why);
+      resume_line = line_no;
+      resume_session = session;
+      resume_problem = why + " (and no link record follows its log_recovered)";
     }
     it->second = seq;
     if (fresh && type != "session_started" && type != "log_recovered" && type != "log_started" &&
@@ -296,6 +380,7 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
     line_ends.emplace_back(pos, expected_prev);
     ++r.records;
   }
+  if (resume_line != 0) return broken(resume_line, resume_problem);
   if (pending_torn && !torn_tail) {
     r.verdict = VerifyReport::Verdict::kTornTail;
     r.first_bad_line = line_no;
@@ -355,6 +440,7 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
                      "): the log was replaced, or the witness is another log's");
     }
   }
+  if (!link_cut.empty()) return set(VerifyReport::Verdict::kCut, link_cut);
   // A torn last line does not hide a failed requirement: a rebuilt, unsigned log with a torn
   // tail is "weaker mode" (7) or "no checkpoint" (8), not "intact but for a crash" (4).
   const bool torn = r.verdict == VerifyReport::Verdict::kTornTail;

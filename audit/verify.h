@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct VerifyOptions {
   std::optional<std::string> hmac_key;
   std::vector<Ed25519Key> pubkeys;          // checkpoint signatures are checked against these
   std::optional<std::string> witness_path;  // checkpoints kept outside the log
+  // --- failclosed: the log ids of the other files verified together: a link to a log
+  // deleted or cut under its writer is a cut unless that log is among them.
+  std::set<std::string> logs_given;
   enum class Require { kNone, kPlain, kHmac, kSigned };
   Require require = Require::kNone;
 };
@@ -50,6 +54,9 @@ struct VerifyReport {
   bool signed_checked = false;          // at least one checkpoint signature verified
   std::string log_id;                   // from log_started; empty when the log has none
   std::optional<std::string> previous;  // log_started.previous, as JSON text
+  // --- failclosed: every link to another file (log_started.previous, and log_detached's in a
+  // file a writer continued in), as JSON text with its `line`: the set's check follows them.
+  std::vector<std::string> links;
   std::uint64_t checkpoints = 0;   // checkpoint records that passed (signature when keys given)
   std::uint64_t proven_lines = 0;  // lines up to and including the last such checkpoint
   std::uint64_t proven_bytes = 0;

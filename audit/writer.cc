@@ -74,11 +74,7 @@ Result<std::uint64_t> CountNewlines(int fd, std::int64_t from, std::int64_t to,
 }  // namespace
 
 Result<std::string> ReadKeyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(Code::kNotFound, "cannot read key file " + path, errno, path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string key = ss.str();
+  ASSIGN_OR_RETURN(std::string key, ReadKeyFileChecked(path));
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
   return key;
 }
@@ -201,7 +197,11 @@ Status AuditWriter::Checkpoint(bool force) {
   }
   // A torn last line is no whole-line position: the next append recovers it first.
   if (torn) return {};
-  const std::string ts = NowRfc3339();
+  return CheckpointLocked(NowRfc3339());
+}
+
+// A checkpoint at known_size_ (just synced, under the log's lock), then to the witness.
+Status AuditWriter::CheckpointLocked(const std::string& ts) {
   // A checkpoint never proves a log that still owes its gap record: the gap goes first.
   auto write_gap = [&]() -> Status {
     const GapRecord gap{.lost = lost_->count,
@@ -277,6 +277,15 @@ Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
   struct stat st {};
   if (::fstat(fd_.get(), &st) != 0) return SysFail(Code::kInternal, "fstat", path_);
   if (st.st_size == known_size_) return {};
+  // --- failclosed: lines this writer wrote are gone (cut in place after FollowPath looked):
+  // this write fails; the next one follows the cut with a link record.
+  if (st.st_size < written_end_) {
+    return Fail(Code::kAuditUnavailable,
+                "the audit log " + path_ + " was truncated in place (from " +
+                    std::to_string(written_end_) + " to " + std::to_string(st.st_size) +
+                    " bytes) while cordon wrote it",
+                0, path_);
+  }
   if (checkpoints_.enabled()) {
     // --- checkpoint: the file-wide line count, from what others appended since ---
     const bool grew = known_size_ >= 0 && st.st_size > known_size_;
@@ -287,6 +296,7 @@ Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
   if (st.st_size == 0) {
     prev_hash_ = kZeroHash;
     known_size_ = 0;
+    written_end_ = 0;
     return {};
   }
   // Read backwards until the start of the last line.
@@ -320,6 +330,7 @@ Status AuditWriter::SyncTail(bool* torn, std::string* torn_line) {
   }
   prev_hash_ = ChainHash(last);
   known_size_ = st.st_size;
+  written_end_ = st.st_size;
   return {};
 }
 
@@ -378,6 +389,7 @@ Status AuditWriter::AppendOwnLocked(std::string_view type, const Json& fields,
   if (written != nullptr) *written = true;
   prev_hash_ = ChainHash(line);
   known_size_ += static_cast<std::int64_t>(line.size() + 1);
+  written_end_ = known_size_;
   ++lines_;
   if (fsync_ != FsyncMode::kNever && ::fdatasync(fd_.get()) != 0) {
     return SysFail(Code::kAuditUnavailable, "fdatasync", path_);
@@ -404,65 +416,165 @@ void AuditWriter::NoteLost(std::span<const AuditRecord> records, const Error& wh
   lost_->error = why.message;
 }
 
-Status AuditWriter::CheckAttached(const std::string& ts) {
-  struct stat fst {};
-  if (::fstat(fd_.get(), &fst) != 0) return SysFail(Code::kAuditUnavailable, "fstat", path_);
+// --- failclosed: whether the path still names the file this writer appends to, with every line
+// it wrote: "" when it does, else deleted, moved, replaced or truncated.
+Result<std::string> AuditWriter::Detachment(struct stat* fst) {
+  if (::fstat(fd_.get(), fst) != 0) return SysFail(Code::kAuditUnavailable, "fstat", path_);
   struct stat pst {};
-  std::string reason;
-  if (fst.st_nlink == 0) {
-    reason = "deleted";
-  } else if (::lstat(path_.c_str(), &pst) != 0) {
-    if (errno != ENOENT) return {};  // cannot tell (e.g. EACCES on a parent): write on
-    reason = "moved";
-  } else if (pst.st_dev != fst.st_dev || pst.st_ino != fst.st_ino) {
-    reason = "replaced";
+  if (fst->st_nlink == 0) return std::string("deleted");
+  if (::lstat(path_.c_str(), &pst) != 0) {
+    // No such name (or a parent is no longer a directory): the file was moved away. Any other
+    // error (EACCES on a parent) cannot tell: write on.
+    if (errno != ENOENT && errno != ENOTDIR) return std::string();
+    return std::string("moved");
   }
+  if (pst.st_dev != fst->st_dev || pst.st_ino != fst->st_ino) return std::string("replaced");
+  // Others only append or cut back their own failed write (never below the end of this
+  // writer's lines): a file shorter than what this writer wrote was cut by someone else. (A cut
+  // after this look is found by SyncTail, under the lock, and fails that write.)
+  if (fst->st_size < written_end_) return std::string("truncated");
+  return std::string();
+}
+
+Status AuditWriter::FollowPath(const std::string& ts) {
+  struct stat fst {};
+  ASSIGN_OR_RETURN(std::string reason, Detachment(&fst));
   if (reason.empty()) return {};
-  detached_ = true;
+  // Where this writer's part of the old file ends: the link the new file names. A truncated
+  // file cannot be read back for it, so it is the writer's own last position (the lines it
+  // wrote, the chain head it left), which the cut file no longer holds.
+  Json link;
+  auto position = [&] {
+    link = Json{{"log_id", log_id_},
+                {"lines", lines_},
+                {"bytes", static_cast<std::uint64_t>(std::max<std::int64_t>(written_end_, 0))},
+                {"head", prev_hash_},
+                {"reason", reason},
+                {"ino", static_cast<std::uint64_t>(fst.st_ino)}};
+  };
   LogDetachedRecord rec{.reason = reason,
                         .path = path_,
                         .previous_ino = static_cast<std::uint64_t>(fst.st_ino),
                         .where = "old_file"};
-  {
-    // The old file gets the record too: whoever still holds a link to it can read it there.
+  const std::string what = "the audit log " + path_ + " was " + reason +
+                           " while cordon had it open (old inode " + std::to_string(fst.st_ino) +
+                           ")";
+  if (reason == "truncated") {
+    position();
+  } else {
+    // The old file is closed with log_detached (and a checkpoint, witnessed, when checkpoints
+    // are on): whoever still holds a link to it reads a complete, proven end there.
     FileLock lock(fd_.get());
     bool torn = false;
     std::string torn_line;
-    if (SyncTail(&torn, &torn_line) && !torn) {
-      rec.previous_head = prev_hash_;
-      rec.previous_size = static_cast<std::uint64_t>(known_size_);
-      // Best effort: the old file may be gone for good; the new file gets the record below.
-      (void)AppendOwnLocked(rec.kType, rec.ToJson(), ts);
+    if (auto st = SyncTail(&torn, &torn_line); !st || torn) {
+      detached_ = true;
+      return Fail(Code::kAuditUnavailable,
+                  what + "; its end could not be read for the link (" +
+                      (st ? std::string("a torn last line") : st.error().message) +
+                      "); this session takes no further calls",
+                  0, path_);
     }
+    rec.previous_head = prev_hash_;
+    rec.previous_size = static_cast<std::uint64_t>(known_size_);
+    bool written = false;
+    (void)AppendOwnLocked(rec.kType, rec.ToJson(), ts, &written);
+    if (written && checkpoints_.enabled()) {
+      if (auto st = CheckpointLocked(ts); !st) {
+        detached_ = true;
+        return Fail(
+            Code::kAuditUnavailable,
+            what + "; closing it: " + st.error().message + "; this session takes no further calls",
+            st.error().err, path_);
+      }
+    }
+    // The file-wide line count is kept only with checkpoints: count it here for the link.
+    auto lines = CountNewlines(fd_.get(), 0, known_size_, path_);
+    if (!lines) {
+      detached_ = true;
+      return Fail(Code::kAuditUnavailable,
+                  what + "; counting its lines: " + lines.error().message +
+                      "; this session takes no further calls",
+                  lines.error().err, path_);
+    }
+    lines_ = *lines;
+    position();
   }
+  rec.previous_head = link["head"].get<std::string>();
+  rec.previous_size = link["bytes"].get<std::uint64_t>();
   if (flusher_) {
     (void)flusher_->SyncNow();
-    flusher_.reset();  // joined before the old fd closes
+    flusher_.reset();  // joined before the old fd closes (or is synced again)
   }
-  const std::string what = "the audit log " + path_ + " was " + reason +
-                           " while cordon had it open (old inode " + std::to_string(fst.st_ino) +
-                           "); this session takes no further calls";
-  if (auto st = MkdirParents(path_); !st) return Fail(Code::kAuditUnavailable, what, 0, path_);
-  int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return Fail(Code::kAuditUnavailable, what + "; reopening it failed: " + std::strerror(errno),
-                errno, path_);
-  fd_ = UniqueFd(fd);
+  if (reason != "truncated") {
+    auto cannot = [&](const std::string& why, int err) -> Status {
+      // --- failclosed: no file to continue in: the session stops; its gap and end go to the
+      // old file, the only place left.
+      detached_ = true;
+      return Fail(Code::kAuditUnavailable,
+                  what + "; " + why + "; this session takes no further calls", err, path_);
+    };
+    if (auto st = MkdirParents(path_); !st) return cannot(st.error().message, st.error().err);
+    int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return cannot(std::string("reopening it failed: ") + std::strerror(errno), errno);
+    fd_ = UniqueFd(fd);
+  }
   known_size_ = -1;
-  // The file now at the path starts this writer's part with the record that links the chain
-  // head it left behind (the verifier accepts a session that begins there with log_detached).
-  rec.where = "new_file";
-  if (auto st = Append(rec, true); !st) {
-    return Fail(Code::kAuditUnavailable, what + "; " + st.error().message, st.error().err, path_);
+  written_end_ = 0;
+  since_checkpoint_ = 0;
+  log_id_.clear();
+  // The file now at the path continues this writer's part with a link record: an empty file
+  // starts with log_started naming the old file's end (`previous`); a file with lines (audit
+  // rotate's new file, another writer's, or what a cut left) gets log_detached (where new_file,
+  // the same link in `previous`). audit verify follows both (docs/audit.md, "Rotation").
+  {
+    FileLock lock(fd_.get());
+    bool torn = false;
+    std::string torn_line;
+    auto st = SyncTail(&torn, &torn_line);
+    if (st && known_size_ == 0) {
+      log_id_ = RandomHex(16);
+      LogStartedRecord started{.log_id = log_id_, .chain = key_ ? "hmac-sha256" : "sha256"};
+      if (checkpoints_.key) started.key_id = checkpoints_.key->key_id();
+      started.previous = link;
+      if (auto w = AppendOwnLocked(started.kType, started.ToJson(), ts); !w) {
+        detached_ = true;
+        return Fail(Code::kAuditUnavailable,
+                    what + "; the new file could not take its first line (" + w.error().message +
+                        "); this session takes no further calls",
+                    w.error().err, path_);
+      }
+      return {};
+    }
+    // A torn end (a cut into a line) is recovered by the append below: it must read it again.
+    if (torn) known_size_ = -1;
+    if (st) {
+      std::string head(4096, '\0');
+      ssize_t n = ::pread(fd_.get(), head.data(), head.size(), 0);
+      head.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+      Json first = Json::parse(head.substr(0, head.find('\n')), nullptr, false);
+      if (first.is_object() && first.value("type", "") == "log_started") {
+        log_id_ = first.value("log_id", "");
+      }
+    }
   }
-  return Fail(Code::kAuditUnavailable, what, 0, path_);
+  rec.where = "new_file";
+  rec.previous = link;
+  if (auto st = Append(rec, true); !st) {
+    detached_ = true;
+    return Fail(
+        Code::kAuditUnavailable,
+        what + "; the link record: " + st.error().message + "; this session takes no further calls",
+        st.error().err, path_);
+  }
+  return {};
 }
 
 Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable, When when) {
   // The records of one write share one timestamp: they reach the log at one moment.
   const std::string ts = NowRfc3339();
   if (!detached_) {
-    if (auto st = CheckAttached(ts); !st) {
+    if (auto st = FollowPath(ts); !st) {
       if (when == When::kAfterAct) NoteLost(records, st.error());
       return st;
     }
@@ -549,6 +661,7 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
   // Under the lock with O_APPEND, the file now ends where SyncTail saw it end plus these lines:
   // no second fstat needed.
   known_size_ = size_before + static_cast<std::int64_t>(text.size());
+  written_end_ = known_size_;
   // --- checkpoint: the file-wide line count (the torn line's end and log_recovered, the gap)
   const std::uint64_t added = (torn ? 2 : 0) + (had_gap ? 1 : 0) + records.size();
   lines_ += added;

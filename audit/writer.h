@@ -1,6 +1,8 @@
 // AuditWriter: appends catalog records (audit/records.h) to the hash-chained JSONL log.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -22,7 +24,7 @@
 
 namespace cordon {
 
-// Reads an HMAC key file (trailing newlines dropped).
+// Reads an HMAC key file (trailing newlines dropped) through ReadKeyFileChecked (core/fs.h).
 Result<std::string> ReadKeyFile(const std::string& path);
 
 std::string NewSessionId();
@@ -40,8 +42,9 @@ struct CheckpointConfig {
 };
 
 // `cordon audit rotate`: LOG is renamed to LOG.<n> (the first free n) and a new LOG begins
-// with a log_started linking the old file's id, lines, bytes and chain head. Writers that
-// still hold the old file open keep appending to LOG.<n>. Returns the old file's new name.
+// with a log_started linking the old file's id, lines, bytes and chain head. A writer that has
+// the old file open closes LOG.<n> and continues in LOG at its next write (FollowPath). Returns
+// the old file's new name.
 Result<std::string> RotateAuditLog(const std::string& path, std::optional<std::string> hmac_key,
                                    const CheckpointConfig& checkpoints);
 
@@ -74,9 +77,9 @@ class AuditWriter {
   // leaves a torn line: the file is cut back to its size before the write, under the lock.
   // After an act, a failed write is remembered (count, types, calls, errno) and written as a
   // `gap` record at once if the log takes it, else by the next write that succeeds. Before
-  // every write the writer checks that the file at the path is still the one it has open; if it
-  // was deleted or replaced, it writes `log_detached` into the old file and as the first record
-  // of its own in the file now at the path (created if need be), and fails the write.
+  // every write the writer checks that the file at the path is still the one it has open, with
+  // every byte it wrote (FollowPath); if not, it continues in the file at the path with a link
+  // record, and fails the write only when it cannot.
   enum class When { kAfterAct, kBeforeAct };
   static constexpr std::size_t kReserveBytes = 64 * 1024;
   Status Append(const AuditRecord& record, bool durable = false, When when = When::kAfterAct);
@@ -84,7 +87,8 @@ class AuditWriter {
   Status AppendAll(std::span<const AuditRecord> records, bool durable, When when = When::kAfterAct);
   // Whether records were lost after their act and no gap record says so yet.
   bool gap_pending() const { return lost_.has_value(); }
-  // Whether the log was found deleted or replaced (the writer now writes to the new file).
+  // Whether the log was found deleted, moved, replaced or truncated and the writer could not
+  // continue in the file at the path with a link record (the session must stop).
   bool detached() const { return detached_; }
   // Appends a checkpoint (and writes it to the witness) when one is configured and `force` is
   // set or the period (records or seconds) has passed. Taken under the log's lock.
@@ -111,9 +115,15 @@ class AuditWriter {
   // Reads the file's last line (under the lock) when another writer has appended since.
   Status SyncTail(bool* torn, std::string* torn_line);
   // --- failclosed
-  // Checks (under the lock) that the path still names the open file; on a deleted or replaced
-  // log, records it in both files and switches to the file at the path (log_detached).
-  Status CheckAttached(const std::string& ts);
+  // Why the path no longer names the file this writer appends to with all it wrote: deleted,
+  // moved, replaced, truncated (in place), or "" when it does. Fills *fst with the open file's.
+  Result<std::string> Detachment(struct stat* fst);
+  // Before each write: on a detached log, closes the old file (log_detached, and a checkpoint
+  // when checkpoints are on) and continues in the file now at the path with a link record
+  // (log_started.previous in an empty file, else log_detached where new_file). Fails (and
+  // sets detached_: the session stops) only when it cannot continue.
+  Status FollowPath(const std::string& ts);
+  Status CheckpointLocked(const std::string& ts);
   // Writes `text` at the end under the lock; on failure cuts the file back to `size_before`.
   Status WriteOrCutBack(const std::string& text, std::int64_t size_before);
   // Appends one record the writer makes itself, under the lock (see writer.cc).
@@ -140,6 +150,8 @@ class AuditWriter {
   std::string prev_hash_;
   std::uint64_t seq_ = 0;
   std::int64_t known_size_ = -1;
+  // The end of this writer's last line in the file (what a cut in place takes away).
+  std::int64_t written_end_ = 0;
   // --- checkpoint ---
   CheckpointConfig checkpoints_;
   std::string log_id_;

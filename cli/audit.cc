@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -133,6 +134,10 @@ VerifyOutcome Outcome(const VerifyReport& r) {
   if (!r.problem.empty()) j["problem"] = r.problem;
   if (r.first_bad_line != 0) j["first_bad_line"] = r.first_bad_line;
   if (r.previous) j["previous"] = Json::parse(*r.previous, nullptr, false);
+  if (!r.links.empty()) {
+    j["continues"] = Json::array();
+    for (const auto& l : r.links) j["continues"].push_back(Json::parse(l, nullptr, false));
+  }
   out.json = std::move(j);
   std::ostringstream line;
   if (out.gap) {
@@ -209,10 +214,19 @@ Result<std::vector<std::string>> LogsIn(const std::string& dir, const std::strin
   return out;
 }
 
+// The log_id of a file's log_started first line, or "".
+std::string LogIdOf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string first;
+  if (!in || !std::getline(in, first)) return "";
+  Json j = Json::parse(first, nullptr, false);
+  return j.is_object() && j.value("type", "") == "log_started" ? j.value("log_id", "") : "";
+}
+
 // Several files (or a directory of them): each verified on its own, one line each, then every
 // file that continues another after `audit rotate` checked against it. The exit code is the
 // worst.
-int VerifyMany(const VerifyFlags& f, const VerifyOptions& options,
+int VerifyMany(const VerifyFlags& f, VerifyOptions& options,
                const std::vector<std::string>& files) {
   int worst = kExitOk;
   auto worse = [&worst](int code) {
@@ -221,7 +235,12 @@ int VerifyMany(const VerifyFlags& f, const VerifyOptions& options,
   Json all = {{"files", Json::array()}, {"links", Json::array()}};
   if (f.logs.size() == 1) all["directory"] = f.logs[0];
   std::map<std::string, std::string> by_log_id;        // log_id -> file
-  std::vector<std::pair<std::string, Json>> previous;  // file -> its log_started.previous
+  std::vector<std::pair<std::string, Json>> previous;  // file -> a link it holds
+  // The files' own ids first: a link to one of them is checked against it below, rather than
+  // taken for a log that is gone.
+  for (const auto& path : files) {
+    if (std::string id = LogIdOf(path); !id.empty()) options.logs_given.insert(id);
+  }
   for (const auto& path : files) {
     auto report = VerifyAuditLog(path, options);
     VerifyOutcome o;
@@ -236,8 +255,9 @@ int VerifyMany(const VerifyFlags& f, const VerifyOptions& options,
         o.verdict_line += " (" + std::to_string(report->warnings.size()) + " warning(s))";
       }
       if (!report->log_id.empty()) by_log_id.emplace(report->log_id, path);
-      if (report->previous)
-        previous.emplace_back(path, Json::parse(*report->previous, nullptr, false));
+      for (const std::string& link : report->links) {
+        previous.emplace_back(path, Json::parse(link, nullptr, false));
+      }
     }
     worse(o.code);
     o.json["path"] = path;
@@ -263,10 +283,16 @@ int VerifyMany(const VerifyFlags& f, const VerifyOptions& options,
         link["problem"] = why;
         worse(kExitCut);
       }
+      link["line"] = prev.value("line", 0);
       if (!f.json) {
         if (why.empty()) {
           std::cout << "ok: " << file << " continues " << it->second << " at its line "
-                    << prev.value("lines", 0) << "\n";
+                    << prev.value("lines", 0);
+          if (prev.contains("reason")) {
+            std::cout << " (line " << prev.value("line", 0) << ": the log was "
+                      << prev.value("reason", "") << " under a writer)";
+          }
+          std::cout << "\n";
         } else {
           std::cout << "CUT: " << file << " continues " << it->second << ", but " << why << "\n";
         }

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/common.h"
+#include "core/fs.h"
 #include "core/hash.h"
 #include "core/signals.h"
 #include "core/unique_fd.h"
@@ -17,14 +18,22 @@
 namespace cordon::cli {
 namespace {
 
-// The bearer token in `path`, or a new one written there (0600) when the file is missing or
-// empty. Empty on failure, said on stderr.
+// The bearer token in `path` (read like every key: refused when others can read it), or a new
+// one written there (0600) when the file is missing. Empty on failure, said on stderr.
 std::string TokenFromFile(const std::string& path) {
-  std::ifstream in(path);
-  std::string token;
-  std::getline(in, token);
-  if (!token.empty()) return token;
-  token = RandomHex(24);
+  auto text = ReadKeyFileChecked(path);
+  if (text) {
+    std::string token = text->substr(0, text->find('\n'));
+    if (!token.empty() && token.back() == '\r') token.pop_back();
+    if (!token.empty()) return token;
+    std::fprintf(stderr, "cordon: token file %s is empty\n", path.c_str());
+    return {};
+  }
+  if (text.error().code != Code::kNotFound) {
+    std::fprintf(stderr, "cordon: %s\n", text.error().ToString().c_str());
+    return {};
+  }
+  std::string token = RandomHex(24);
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   const std::string line = token + "\n";
   if (!fd.valid() || !WriteAll(fd.get(), line, path)) {

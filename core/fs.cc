@@ -6,10 +6,12 @@
 #include <linux/openat2.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -151,6 +153,41 @@ bool NamesDeadProcess(std::string_view name, std::string_view prefix) {
     pid = pid * 10 + (c - '0');
   }
   return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+Result<std::string> ReadKeyFileChecked(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd.valid()) {
+    const int err = errno;
+    return Fail(err == ENOENT ? Code::kNotFound : Code::kInvalidInput,
+                "cannot read key file " + path + ": " + std::strerror(err), err, path);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return SysFail(Code::kInternal, "fstat", path);
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
+    return Fail(Code::kDeniedByPolicy,
+                "key file " + path + " can be read or written by group or other users (mode " +
+                    mode + "): whoever reads a key can forge what it protects; chmod 600 it",
+                0, path);
+  }
+  constexpr std::size_t kMax = 1 << 20;
+  std::string out;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SysFail(Code::kInvalidInput, "read key file", path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > kMax) {
+      return Fail(Code::kInvalidInput, "key file " + path + " is larger than 1 MiB", 0, path);
+    }
+  }
+  return out;
 }
 
 Status WriteAll(int fd, std::string_view data, const std::string& where) {

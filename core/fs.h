@@ -24,6 +24,13 @@ bool NamesDeadProcess(std::string_view name, std::string_view prefix);
 // too_large).
 Status WriteAll(int fd, std::string_view data, const std::string& where);
 
+// --- keyfiles: the one reader of every secret cordon takes from a file (the audit HMAC key, the
+// checkpoint signing key, serve --http's bearer token). The file's mode is read from the open
+// descriptor (no window between the check and the read): one that group or others may access
+// (mode & 077) is refused with denied_by_policy and one message for every kind of key, since
+// whoever reads it can forge what it protects. A missing file is not_found. At most 1 MiB.
+Result<std::string> ReadKeyFileChecked(const std::string& path);
+
 // Lexically normalizes an agent-supplied path into a workspace-relative one ("." for the root).
 // Rejects NUL bytes and empty paths (invalid_input), absolute paths outside `root` and ".."
 // that climbs above the root (outside_workspace). The kernel still checks every component.

@@ -14,7 +14,7 @@ dest=$(mktemp -d /tmp/cordon-unpriv-XXXXXX)
 mkdir -p "$dest/bin" "$dest/share/cordon"
 cp "$build/cordon" "$build/cordon-shim" "$build/tests/escape_test" "$build/tests/cordon-probe" \
   "$build/tests/egress_e2e_test" "$build/tests/staged_test" "$build/tests/workflows_test" \
-  "$build/tests/direct_mode_test" "$dest/bin/"
+  "$build/tests/direct_mode_test" "$build/tests/checkpoint_test" "$dest/bin/"
 cp -r policies.d "$dest/share/cordon/policies.d"
 chmod -R a+rX "$dest"
 home=$(getent passwd "$user" | cut -d: -f6)
@@ -35,6 +35,12 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER
   TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
   CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
   "$dest/bin/direct_mode_test" || rc=$?
+# The record through rotation, truncation and witness loss, and key files others can read
+# (issue 19), as the same ordinary user.
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
+  TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
+  "$dest/bin/checkpoint_test" || rc=$?
 # The egress promises too (network mode proxy, issue 12), as the same ordinary user.
 clients=${CORDON_EGRESS_CLIENTS_DIR:-/tmp/cordon-egress-clients}
 [ -d "$clients" ] && chmod -R a+rX "$clients"

@@ -194,8 +194,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
     audit_files.emplace_back("the audit witness", *options.audit_witness);
   }
   // Masks work by path: a second name (hard link) of one of them could lie inside a writable
-  // root, where no mask covers it. And a signing key other users can read lets them re-sign a
-  // cut log. Both are refused before anything is opened.
+  // root, where no mask covers it: refused before anything is opened. (A key other users can
+  // read is refused by its one reader, ReadKeyFileChecked.)
   for (const auto& [what, file] : audit_files) {
     struct stat st {};
     if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
@@ -204,13 +204,6 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                   what + " " + file + " has " + std::to_string(st.st_nlink) +
                       " hard links: cordon masks its own files by path, so another name "
                       "for it could be reachable from the sandbox; remove the other links");
-    }
-    if (file == signing_key && (st.st_mode & 077) != 0) {
-      char mode[8];
-      std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
-      return Fail(Code::kDeniedByPolicy,
-                  "the audit signing key " + signing_key + " is accessible to other users (mode " +
-                      mode + "): anyone who reads it can re-sign a cut log; chmod 600 it");
     }
   }
   // With bwrap, each own file is masked (a bind over it) wherever it lies, and the file tools

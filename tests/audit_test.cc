@@ -283,8 +283,11 @@ std::vector<AuditRecord> FullRecords() {
                            .error = "e"},
       // --- failclosed
       GapRecord{.lost = 2, .types = {"process"}, .calls = {1}, .err = 28, .error = "e"},
-      LogDetachedRecord{
-          .reason = "deleted", .path = "/l", .previous_head = "h", .where = "old_file"},
+      LogDetachedRecord{.reason = "replaced",
+                        .path = "/l",
+                        .previous_head = "h",
+                        .where = "new_file",
+                        .previous = Json::object()},
       // --- checkpoint ---
       LogStartedRecord{.key_id = "k", .previous = Json::object()},
       CheckpointRecord{.key_id = "k", .sig = "s"},

@@ -181,6 +181,7 @@ TEST_F(CheckpointTest, WitnessCatchesAReplacedLog) {
 
 TEST_F(CheckpointTest, HmacLogRebuiltAsPlainFailsRequireHmac) {
   WriteFile(dir_ / "hmac.key", "0123456789abcdef0123456789abcdef\n");
+  ASSERT_EQ(::chmod((dir_ / "hmac.key").c_str(), 0600), 0);  // a key others can read is refused
   Keygen("k");
   SignedCall(Key("k"), {"--audit-key-file", dir_ / "hmac.key"});
   EXPECT_EQ(Verify({"--key-file", dir_ / "hmac.key", "--require", "hmac"}).exit_code, 0);
@@ -479,6 +480,237 @@ TEST_F(CheckpointTest, VerifyFlagsAProcessWhoseChangesAreUnwalked) {
   auto text = Verify({});
   EXPECT_NE(text.out.find("warning: line "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("changes are unknown"), std::string::npos) << text.out;
+}
+
+// --- failclosed: the record through rotation, deletion, truncation and witness loss (issue 19).
+// A `cordon serve` session on stdio, signed and witnessed, whose log or witness is rotated,
+// deleted or cut while it runs: every later call still works, the writer continues in the file
+// at the path with a link record, and `audit verify` follows the link (and still calls a cut a
+// cut).
+class LiveLogTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    CheckpointTest::SetUp();
+    Keygen("k");
+  }
+  void Serve(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {
+        testing::CordonBin(),  "serve",  "--workspace",     dir_ / "ws", "--audit-log", log(),
+        "--audit-signing-key", Key("k"), "--audit-witness", witness()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    serve_ = std::make_unique<testing::LinePeer>(argv, env_);
+    serve_->Send(
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+    ASSERT_TRUE(Json::parse(serve_->Line(), nullptr, false).contains("result"));
+    serve_->Send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  }
+  // A create_file call; its error code, or "ok".
+  std::string Create(const std::string& name) {
+    serve_->Send(Json{
+        {"jsonrpc", "2.0"},
+        {"id", ++id_},
+        {"method", "tools/call"},
+        {"params", {{"name", "create_file"}, {"arguments", {{"path", name}, {"content", name}}}}}}
+                     .dump());
+    Json j = Json::parse(serve_->Line(), nullptr, false);
+    if (!j.is_object() || !j.contains("result")) return "no answer: " + j.dump();
+    if (!j["result"].value("isError", false)) return "ok";
+    return j["result"]["structuredContent"]["error"].value("code", "?") + ": " +
+           j["result"]["structuredContent"]["error"].value("message", "");
+  }
+  int Stop() {
+    serve_->CloseInput();
+    return serve_->Wait();
+  }
+  std::vector<Json> Records(const std::string& path) {
+    std::vector<Json> out;
+    for (const auto& l : Lines(ReadFile(path))) out.push_back(Json::parse(l, nullptr, false));
+    return out;
+  }
+  std::unique_ptr<testing::LinePeer> serve_;
+  int id_ = 1;
+};
+
+// `audit rotate` under a live session: the session's next calls work; the old file ends with
+// log_detached and a checkpoint, the new one carries the writer's link record; the set
+// verifies (signed, witnessed), each file verifies alone, and a cut of the old file is caught.
+TEST_F(LiveLogTest, RotateUnderALiveSessionContinuesWithALink) {
+  Serve();
+  ASSERT_EQ(Create("one.txt"), "ok");
+  auto rot = Cordon({"audit", "rotate", log(), "--audit-signing-key", Key("k")});
+  ASSERT_EQ(rot.exit_code, 0) << rot.out << rot.err;
+  EXPECT_EQ(Create("two.txt"), "ok");
+  EXPECT_EQ(Create("three.txt"), "ok");
+  EXPECT_EQ(Stop(), 0);
+  EXPECT_TRUE(testing::Exists(dir_ / "ws/three.txt"));
+  const std::string old_log = log() + ".1";
+  auto old_recs = Records(old_log);
+  ASSERT_GE(old_recs.size(), 2u);
+  EXPECT_EQ(old_recs[old_recs.size() - 2]["type"], "log_detached") << ReadFile(old_log);
+  EXPECT_EQ(old_recs.back()["type"], "checkpoint") << ReadFile(old_log);
+  auto recs = Records(log());
+  ASSERT_GE(recs.size(), 2u);
+  EXPECT_EQ(recs[0]["type"], "log_started");
+  EXPECT_EQ(recs[1]["type"], "log_detached") << ReadFile(log());
+  EXPECT_EQ(recs[1]["reason"], "replaced");
+  EXPECT_EQ(recs[1]["previous"]["log_id"], old_recs[0]["log_id"]) << recs[1].dump();
+  EXPECT_EQ(recs.back()["type"], "checkpoint");
+  const std::vector<std::string> proof = {"--pubkey", Pub("k"),    "--witness",
+                                          witness(),  "--require", "signed"};
+  auto args = [&](std::vector<std::string> files) {
+    std::vector<std::string> a = {"audit", "verify"};
+    a.insert(a.end(), files.begin(), files.end());
+    a.insert(a.end(), proof.begin(), proof.end());
+    return a;
+  };
+  auto both = Cordon(args({old_log, log()}));
+  EXPECT_EQ(both.exit_code, 0) << both.out << both.err;
+  EXPECT_NE(both.out.find("ok: " + log() + " continues " + old_log), std::string::npos) << both.out;
+  EXPECT_EQ(Cordon(args({old_log})).exit_code, 0) << Cordon(args({old_log})).out;
+  EXPECT_EQ(Cordon(args({log()})).exit_code, 0) << Cordon(args({log()})).out;
+  // The old file cut back to the rotation's end: the writer's link no longer holds.
+  const auto old_lines = Lines(ReadFile(old_log));
+  WriteFile(old_log, Join(old_lines, old_lines.size() - 2));
+  auto cut = Cordon({"audit", "verify", old_log, log(), "--pubkey", Pub("k")});
+  EXPECT_EQ(cut.exit_code, 6) << cut.out << cut.err;
+}
+
+// The log deleted under a live session: the writer starts the file at the path with a
+// log_started whose `previous` links the deleted file's end; the calls go on; verify finds the
+// new file whole and reports the deleted one as cut.
+TEST_F(LiveLogTest, DeletedLogContinuesInANewFileStartedWithTheLink) {
+  Serve();
+  ASSERT_EQ(Create("one.txt"), "ok");
+  const std::string old_id = Records(log())[0]["log_id"];
+  ASSERT_EQ(::unlink(log().c_str()), 0);
+  EXPECT_EQ(Create("two.txt"), "ok");
+  EXPECT_EQ(Stop(), 0);
+  auto recs = Records(log());
+  ASSERT_FALSE(recs.empty());
+  EXPECT_EQ(recs[0]["type"], "log_started") << ReadFile(log());
+  EXPECT_EQ(recs[0]["previous"]["log_id"], old_id) << recs[0].dump();
+  EXPECT_EQ(recs[0]["previous"]["reason"], "deleted") << recs[0].dump();
+  EXPECT_NE(recs[0]["log_id"], old_id);
+  EXPECT_NE(ReadFile(log()).find("two.txt"), std::string::npos);
+  // What the deleted file held is gone: the new file verifies in itself, and verify says the
+  // log it continues was deleted under its writer (a cut, exit 6), with or without the witness.
+  auto v = Verify({"--pubkey", Pub("k"), "--witness", witness(), "--require", "signed"});
+  EXPECT_EQ(v.exit_code, 6) << v.out << v.err;
+  EXPECT_NE(v.out.find("found log " + old_id + " deleted under it"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("checkpoints: 1 signed"), std::string::npos) << v.out;
+}
+
+// A log truncated in place (to nothing, or into its middle) under a live session: the writer
+// notices by size, continues with a link record, and verify calls the log cut, with or without
+// the witness.
+TEST_F(LiveLogTest, LogTruncatedInPlaceIsNoticedAndIsACut) {
+  for (const bool to_zero : {false, true}) {
+    SCOPED_TRACE(to_zero ? "truncated to 0" : "truncated to half");
+    std::filesystem::remove(log());
+    std::filesystem::remove(witness());
+    Serve();
+    ASSERT_EQ(Create(std::string("a") + (to_zero ? "0" : "1")), "ok");
+    ASSERT_EQ(Create(std::string("b") + (to_zero ? "0" : "1")), "ok");
+    const auto size = std::filesystem::file_size(log());
+    ASSERT_EQ(::truncate(log().c_str(), to_zero ? 0 : static_cast<off_t>(size / 2)), 0);
+    EXPECT_EQ(Create(std::string("c") + (to_zero ? "0" : "1")), "ok");
+    EXPECT_EQ(Stop(), 0);
+    const std::string text = ReadFile(log());
+    EXPECT_NE(text.find("\"reason\":\"truncated\""), std::string::npos) << text;
+    auto alone = Verify({"--pubkey", Pub("k")});
+    EXPECT_EQ(alone.exit_code, 6) << alone.out;
+    EXPECT_NE(alone.out.find("truncated"), std::string::npos) << alone.out;
+    EXPECT_EQ(Verify({"--pubkey", Pub("k"), "--witness", witness()}).exit_code, 6);
+  }
+}
+
+// The witness deleted, or truncated, under a live session: the next checkpoint goes to the
+// file at the path, after the last one the writer gave the lost witness, marked `restarted`;
+// verify with it passes with a warning that names the loss.
+TEST_F(LiveLogTest, WitnessDeletedOrTruncatedMidSessionIsNoticed) {
+  WriteFile(dir_ / "every.toml", "[audit]\ncheckpoint_records = 1\n");
+  for (const bool deleted : {true, false}) {
+    SCOPED_TRACE(deleted ? "deleted" : "truncated");
+    std::filesystem::remove(log());
+    std::filesystem::remove(witness());
+    Serve({"--policy", dir_ / "every.toml"});
+    ASSERT_EQ(Create(std::string("w") + (deleted ? "d" : "t")), "ok");
+    ASSERT_TRUE(testing::Exists(witness()));
+    ASSERT_FALSE(ReadFile(witness()).empty()) << "a checkpoint every record";
+    if (deleted) {
+      ASSERT_EQ(::unlink(witness().c_str()), 0);
+    } else {
+      ASSERT_EQ(::truncate(witness().c_str(), 0), 0);
+    }
+    EXPECT_EQ(Create(std::string("x") + (deleted ? "d" : "t")), "ok");
+    EXPECT_EQ(Stop(), 0);
+    const std::string w = ReadFile(witness());
+    EXPECT_NE(w.find(std::string("\"restarted\":{\"bytes\":")), std::string::npos) << w;
+    EXPECT_NE(w.find(deleted ? "\"reason\":\"deleted\"" : "\"reason\":\"truncated\""),
+              std::string::npos)
+        << w;
+    auto v = Verify({"--pubkey", Pub("k"), "--witness", witness()});
+    EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+    EXPECT_NE(v.out.find(deleted ? "the witness was deleted" : "the witness was truncated"),
+              std::string::npos)
+        << v.out;
+  }
+}
+
+// --witness that proves nothing (empty, no checkpoint line, missing) is an error, not a pass.
+TEST_F(CheckpointTest, EmptyOrMissingWitnessIsAnError) {
+  Keygen("k");
+  SignedCall(Key("k"));
+  ASSERT_EQ(Verify({"--pubkey", Pub("k"), "--witness", witness()}).exit_code, 0);
+  WriteFile(dir_ / "empty.jsonl", "");
+  auto empty = Verify({"--pubkey", Pub("k"), "--witness", dir_ / "empty.jsonl"});
+  EXPECT_EQ(empty.exit_code, 3) << empty.out << empty.err;
+  EXPECT_NE(empty.err.find("holds no checkpoint"), std::string::npos) << empty.err;
+  WriteFile(dir_ / "noise.txt", "Dec 01 host sshd[1]: something else\n");
+  EXPECT_EQ(Verify({"--witness", dir_ / "noise.txt"}).exit_code, 3);
+  auto missing = Verify({"--pubkey", Pub("k"), "--witness", dir_ / "missing.jsonl"});
+  EXPECT_EQ(missing.exit_code, 3) << missing.out << missing.err;
+}
+
+// Every key cordon reads (the HMAC chain key, the signing key, serve --http's token) is refused
+// when group or others can read it, with one message and one code.
+TEST_F(CheckpointTest, EveryKeyOthersCanReadIsRefusedAlike) {
+  Keygen("k");
+  WriteFile(dir_ / "hmac.key", "0123456789abcdef0123456789abcdef\n");
+  WriteFile(dir_ / "token", "a-bearer-token-0123456789\n");
+  for (const std::string& f : {dir_ / "hmac.key", Key("k"), dir_ / "token"}) {
+    ASSERT_EQ(::chmod(f.c_str(), 0640), 0);
+  }
+  const std::string read = R"({"path":"hello.txt","start_line":1})";
+  auto expect_refused = [&](const testing::RunResult& r, const std::string& file) {
+    EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+    EXPECT_NE(r.err.find("denied_by_policy: key file " + file +
+                         " can be read or written by group or other users (mode 640): whoever "
+                         "reads a key can forge what it protects; chmod 600 it"),
+              std::string::npos)
+        << r.err;
+  };
+  expect_refused(Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log",
+                         log(), "--audit-key-file", dir_ / "hmac.key", "--json", read}),
+                 dir_ / "hmac.key");
+  EXPECT_FALSE(testing::Exists(log())) << "refused before the log was opened";
+  expect_refused(Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log",
+                         log(), "--audit-signing-key", Key("k"), "--json", read}),
+                 Key("k"));
+  expect_refused(Cordon({"serve", "--workspace", dir_ / "ws", "--http", "127.0.0.1:9",
+                         "--token-file", dir_ / "token"}),
+                 dir_ / "token");
+  WriteFile(log(), "");
+  expect_refused(Cordon({"audit", "verify", log(), "--key-file", dir_ / "hmac.key"}),
+                 dir_ / "hmac.key");
+  expect_refused(Cordon({"audit", "rotate", log(), "--audit-signing-key", Key("k")}), Key("k"));
+  // At 0600 each is taken.
+  for (const std::string& f : {dir_ / "hmac.key", Key("k")}) ASSERT_EQ(::chmod(f.c_str(), 0600), 0);
+  std::filesystem::remove(log());
+  auto ok = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
+                    "--audit-key-file", dir_ / "hmac.key", "--audit-signing-key", Key("k"),
+                    "--json", read});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
 }
 
 }  // namespace

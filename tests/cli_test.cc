@@ -156,6 +156,7 @@ TEST_F(CliTest, StartFailuresExitThreeWithAClearMessage) {
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_NE(r.err.find("bad.toml:3: unknown key \"limits.max_bogus\""), std::string::npos) << r.err;
   WriteFile(dir_ / "short.key", "short");
+  ::chmod((dir_ / "short.key").c_str(), 0600);  // refused for its length, not its mode
   r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-key-file",
               dir_ / "short.key", "--json", "{}"});
   EXPECT_EQ(r.exit_code, 3);
@@ -505,6 +506,7 @@ TEST_F(CliTest, PolicyShowTextHasEverySettingWithItsSource) {
 
 TEST_F(CliTest, KeyedChain) {
   WriteFile(dir_ / "audit.key", "a-long-enough-secret-key-for-hmac\n");
+  ::chmod((dir_ / "audit.key").c_str(), 0600);  // a key others can read is refused
   auto r = Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(),
                    "--audit-key-file", dir_ / "audit.key", "--json",
                    R"({"path":"hello.txt","start_line":1})"});

@@ -1619,6 +1619,7 @@ class OwnFilesTest : public EscapeTest {
     WriteFile(home_ + "/.local/state/cordon/trust.json", "{}\n");
     std::filesystem::create_directories(home_ + "/keys");
     WriteFile(home_ + "/keys/audit.key", "own-file-secret-0123456789abcdef\n");
+    ::chmod((home_ + "/keys/audit.key").c_str(), 0600);  // a key others can read is refused
     WriteFile(home_ + "/keys/extra.toml", "[limits]\ntimeout_secs = 50\n");
     std::filesystem::create_directories(home_ + "/logs");
     env_ = {"HOME=" + home_, "XDG_CONFIG_HOME=", "XDG_STATE_HOME=", "XDG_RUNTIME_DIR="};

@@ -14,6 +14,7 @@
 
 #include "audit/verify.h"
 #include "audit/writer.h"
+#include "core/hash.h"
 #include "runner/host_probe.h"
 #include "runner/landlock.h"
 #include "session/session.h"
@@ -397,47 +398,46 @@ class DetachTest : public ::testing::Test {
   std::string log_ = dir_ / "audit.jsonl";
 };
 
-// The log is deleted while the session runs: the next call is refused, the file now at the
-// path starts with log_detached (linking the old head), and the session takes no more calls.
-TEST_F(DetachTest, DeletedLogIsDetectedRecordedAndFailsClosed) {
+// The log is deleted while the session runs: the writer notices before its next write, starts
+// the file at the path with a log_started whose `previous` links the deleted file's end, and
+// the session goes on (issue 19: continue with a link, fail closed only when that fails).
+TEST_F(DetachTest, DeletedLogIsFollowedWithALinkAndTheSessionGoesOn) {
   auto s = Start();
   ASSERT_TRUE(s);
   ASSERT_EQ(CodeOf(s->Call("create_file", {{"path", "a.txt"}, {"content", "a"}})), "ok");
+  const std::string old_id = LogRecords(log_)[0]["log_id"];
   std::filesystem::remove(log_);
   Json r = s->Call("create_file", {{"path", "b.txt"}, {"content", "b"}});
-  EXPECT_EQ(CodeOf(r), "audit_unavailable") << r.dump();
-  EXPECT_NE(MessageOf(r).find("deleted"), std::string::npos) << MessageOf(r);
-  EXPECT_FALSE(Exists(dir_ / "ws/b.txt"));
-  ASSERT_TRUE(s->poisoned());
-  r = s->Call("create_file", {{"path", "c.txt"}, {"content", "c"}});
-  EXPECT_EQ(CodeOf(r), "audit_unavailable");
-  EXPECT_FALSE(Exists(dir_ / "ws/c.txt"));
+  EXPECT_EQ(CodeOf(r), "ok") << r.dump();
+  EXPECT_TRUE(Exists(dir_ / "ws/b.txt"));
+  EXPECT_FALSE(s->poisoned());
   s->Finish();
   auto recs = LogRecords(log_);
   ASSERT_FALSE(recs.empty());
-  EXPECT_EQ(recs[0]["type"], "log_detached") << ReadFile(log_);
-  EXPECT_EQ(recs[0]["reason"], "deleted");
-  EXPECT_EQ(recs[0]["where"], "new_file");
-  EXPECT_EQ(recs[0]["previous_head"].get<std::string>().size(), 64u);
+  EXPECT_EQ(recs[0]["type"], "log_started") << ReadFile(log_);
+  EXPECT_EQ(recs[0]["previous"]["reason"], "deleted");
+  EXPECT_EQ(recs[0]["previous"]["log_id"], old_id);
+  EXPECT_EQ(recs[0]["previous"]["head"].get<std::string>().size(), 64u);
   EXPECT_EQ(recs.back()["type"], "session_finished");
+  // The chain of the new file is whole; what the deleted file held is gone, and verify says so.
   auto v = VerifyAuditLog(log_, std::nullopt);
   ASSERT_TRUE(v);
-  EXPECT_EQ(v->verdict, VerifyReport::Verdict::kIntact) << v->problem;
-  EXPECT_EQ(v->detached, 1u);
+  EXPECT_EQ(v->verdict, VerifyReport::Verdict::kCut) << v->problem;
+  EXPECT_NE(v->problem.find("deleted under it"), std::string::npos) << v->problem;
+  ASSERT_EQ(v->links.size(), 1u);
 }
 
-// The log is replaced (renamed over) while the session runs: log_detached goes into the old
-// file (kept through a hard link here) and into the replacement, chained to its end.
-TEST_F(DetachTest, ReplacedLogIsDetectedInBothFiles) {
+// The log is replaced (renamed over) while the session runs: log_detached closes the old file
+// (kept through a hard link here), the replacement starts with the link, and both verify.
+TEST_F(DetachTest, ReplacedLogIsClosedAndFollowed) {
   auto s = Start();
   ASSERT_TRUE(s);
   ASSERT_EQ(CodeOf(s->Call("create_file", {{"path", "a.txt"}, {"content", "a"}})), "ok");
   ASSERT_EQ(::link(log_.c_str(), (dir_ / "old.jsonl").c_str()), 0);
   WriteFile(dir_ / "other.jsonl", "");
   std::filesystem::rename(dir_ / "other.jsonl", log_);
-  Json r = s->Call("run_shell", {{"program", "touch"}, {"args", {"ran"}}});
-  EXPECT_EQ(CodeOf(r), "audit_unavailable") << r.dump();
-  EXPECT_FALSE(Exists(dir_ / "ws/ran"));
+  Json r = s->Call("create_file", {{"path", "b.txt"}, {"content", "b"}});
+  EXPECT_EQ(CodeOf(r), "ok") << r.dump();
   s->Finish();
   auto old_recs = LogRecords(dir_ / "old.jsonl");
   EXPECT_EQ(old_recs.back()["type"], "log_detached") << ReadFile(dir_ / "old.jsonl");
@@ -445,13 +445,44 @@ TEST_F(DetachTest, ReplacedLogIsDetectedInBothFiles) {
   EXPECT_EQ(old_recs.back()["where"], "old_file");
   auto new_recs = LogRecords(log_);
   ASSERT_FALSE(new_recs.empty());
-  EXPECT_EQ(new_recs[0]["type"], "log_detached");
-  EXPECT_EQ(new_recs[0]["previous_head"], old_recs.back()["prev"]);
+  EXPECT_EQ(new_recs[0]["type"], "log_started");
+  std::string old_text = ReadFile(dir_ / "old.jsonl");
+  old_text.pop_back();  // the last line, without its newline
+  EXPECT_EQ(new_recs[0]["previous"]["head"], Sha256Hex(old_text.substr(old_text.rfind('\n') + 1)))
+      << ReadFile(log_);
   for (const std::string& f : {dir_ / "old.jsonl", log_}) {
     auto v = VerifyAuditLog(f, std::nullopt);
     ASSERT_TRUE(v);
     EXPECT_EQ(v->verdict, VerifyReport::Verdict::kIntact) << f << ": " << v->problem;
   }
+  EXPECT_EQ(CheckRotationLink(dir_ / "old.jsonl", new_recs[0]["previous"], std::nullopt), "");
+}
+
+// No file can be opened at the path (its directory is now a regular file): the writer cannot
+// continue, so the call that noticed is refused, the session takes no further calls, and the
+// old file (the only place left) gets the gap and the session's end.
+TEST_F(DetachTest, LogThatCannotBeFollowedFailsClosed) {
+  std::filesystem::create_directories(dir_ / "logs");
+  log_ = dir_ / "logs/audit.jsonl";
+  auto s = Start();
+  ASSERT_TRUE(s);
+  ASSERT_EQ(CodeOf(s->Call("create_file", {{"path", "a.txt"}, {"content", "a"}})), "ok");
+  std::filesystem::rename(dir_ / "logs", dir_ / "kept");
+  WriteFile(dir_ / "logs", "not a directory\n");
+  Json r = s->Call("create_file", {{"path", "b.txt"}, {"content", "b"}});
+  EXPECT_EQ(CodeOf(r), "audit_unavailable") << r.dump();
+  EXPECT_FALSE(Exists(dir_ / "ws/b.txt"));
+  ASSERT_TRUE(s->poisoned());
+  EXPECT_EQ(CodeOf(s->Call("create_file", {{"path", "c.txt"}, {"content", "c"}})),
+            "audit_unavailable");
+  EXPECT_FALSE(Exists(dir_ / "ws/c.txt"));
+  s->Finish();
+  auto recs = LogRecords(dir_ / "kept/audit.jsonl");
+  ASSERT_FALSE(recs.empty());
+  bool detached = false;
+  for (const auto& rec : recs) detached = detached || rec["type"] == "log_detached";
+  EXPECT_TRUE(detached) << ReadFile(dir_ / "kept/audit.jsonl");
+  EXPECT_EQ(recs.back()["type"], "session_finished");
 }
 
 class OwnFileTest : public ::testing::Test {
@@ -551,6 +582,7 @@ TEST_F(OwnFileTest, WeakerModeRefusesAnOwnFileUnderAWritableRoot) {
   EXPECT_FALSE(Exists(ws_ + "/audit.jsonl")) << "the refused log was not even created";
   // The key in the workspace: refused.
   WriteFile(ws_ + "/key", "0123456789abcdef0123456789abcdef");
+  ::chmod((ws_ + "/key").c_str(), 0600);  // refused for where it lies, not its mode
   r = call({"--audit-log", dir_ / "audit.jsonl", "--audit-key-file", ws_ + "/key"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_NE(r.err.find("audit key"), std::string::npos) << r.err;

@@ -2,12 +2,14 @@
 #pragma once
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -154,6 +156,79 @@ inline std::string CordonBin() { return FromEnv("CORDON_TEST_BIN", CORDON_BIN); 
 inline std::string ShippedPolicyDir() {
   return FromEnv("CORDON_TEST_POLICY_DIR", CORDON_POLICY_DIR);
 }
+
+// A child process driven line by line over pipes, for protocols where the order of both sides
+// matters (the client must not hang up before the server has spoken).
+class LinePeer {
+ public:
+  explicit LinePeer(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> a;
+      for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~LinePeer() {
+    CloseInput();
+    if (from_ >= 0) ::close(from_);
+    if (pid_ > 0) Wait();
+  }
+  void Send(const std::string& line) {
+    const std::string l = line + "\n";
+    // A peer that stopped reading is a failed test, said at once.
+    if (::write(to_, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::abort();
+  }
+  void CloseInput() {
+    if (to_ >= 0) ::close(to_);
+    to_ = -1;
+  }
+  // The next line from the child, or "" after `secs` seconds or at EOF.
+  std::string Line(int secs = 20) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(secs);
+    while (true) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string l = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return l;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) return "";
+      pollfd p{from_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+      char chunk[65536];
+      ssize_t n = ::read(from_, chunk, sizeof chunk);
+      if (n <= 0) return "";
+      buf_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+  // Waits for the child; its exit code, or 128 + the signal that ended it.
+  int Wait() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buf_;
+};
 
 }  // namespace cordon::testing
 
