@@ -792,6 +792,42 @@ TEST_F(McpClientTest, ServeHttpAnswersNumbersOutOfRangeAndKeepsServing) {
       0);
 }
 
+TEST_F(McpClientTest, ServeHttpAnswersAnOverDeepRequestUnderItsId) {
+  // Issue 19: a body nested past the parser's depth limit was answered with id null; the
+  // client waits for its own id. Answered under it (400), and the session keeps serving.
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  const int port = FreeLoopbackPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http",
+                               "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      env_);
+  const std::string sid = InitializeOverHttp(url);
+  ASSERT_EQ(sid.size(), 32u);
+  const std::string deep = std::string(300, '[') + std::string(300, ']');
+  for (
+      const std::string& bad :
+      {R"({"jsonrpc":"2.0","id":"deep-2","method":"tools/call","params":{"name":"read_file_range","arguments":{"path":)" +
+           deep + "}}}",
+       std::string("{\"jsonrpc\":\"2.0\",\"id\":\"deep-2\",\"method\":\"ping\",\"params\":{"
+                   "\"x\":\"\xff\"}}")}) {
+    auto r = CurlPost(url, bad, sid);
+    EXPECT_NE(r.err.find(" 400"), std::string::npos) << r.err;
+    Json j = Json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.out << r.err;
+    EXPECT_EQ(j["id"], "deep-2") << r.out;
+    EXPECT_TRUE(j["error"].is_object()) << r.out;
+  }
+  auto ping = CurlPost(url, R"({"jsonrpc":"2.0","id":3,"method":"ping"})", sid);
+  EXPECT_NE(ping.out.find("\"id\":3"), std::string::npos) << ping.out << ping.err;
+  server.reset();
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
+          .exit_code,
+      0);
+}
+
 TEST_F(McpClientTest, ServeHttpStreamsProgressAndCancellationReachesTheCall) {
   if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
   if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";

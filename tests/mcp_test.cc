@@ -232,6 +232,42 @@ TEST(JsonRpc, AnOversizedLineIsRefusedUnderItsId) {
   EXPECT_EQ(got[0], R"({"jsonrpc":"2.0","id":2,"method":"ping"})");
 }
 
+// Issue 19: a request nested past kMaxMessageDepth, or not JSON the parser takes (invalid
+// UTF-8), was answered with id null, and its sender waited forever. Its id is read by the
+// structure-only scan; a notification, a response or an array still get id null.
+std::string Deep(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+TEST(JsonRpc, AnOverDeepOrUnparseableRequestIsAnsweredUnderItsId) {
+  struct Case {
+    std::string line;
+    Json id;
+    int code;
+  };
+  const std::vector<Case> cases = {
+      {R"({"jsonrpc":"2.0","id":"deep-1","method":"tools/call","params":{"name":"x","arguments":{"a":)" +
+           Deep(200) + "}}}",
+       "deep-1", kInvalidRequest},
+      {R"({"params":{"a":)" + Deep(100) + R"(},"jsonrpc":"2.0","method":"ping","id":42})", 42,
+       kInvalidRequest},
+      {"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}", 7,
+       kParseError},
+      {R"({"jsonrpc":"2.0","method":"notifications/progress","params":{"a":)" + Deep(100) + "}}",
+       nullptr, kInvalidRequest},
+      {R"({"jsonrpc":"2.0","id":3,"result":{"a":)" + Deep(100) + "}}", nullptr, kInvalidRequest},
+      {Deep(100), nullptr, kInvalidRequest},
+      {R"({"jsonrpc":"2.0","id":8,"method":"ping","params":{"a":)" + Deep(10), nullptr,
+       kParseError},
+      {"{not json", nullptr, kParseError},
+  };
+  for (const Case& c : cases) {
+    auto v = ParseMessage(c.line);
+    ASSERT_TRUE(std::holds_alternative<Json>(v)) << c.line.substr(0, 80);
+    const Json& error = std::get<Json>(v);
+    EXPECT_EQ(error["id"], c.id) << c.line.substr(0, 80);
+    EXPECT_EQ(error["error"]["code"], c.code) << c.line.substr(0, 80);
+  }
+}
+
 class McpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -416,7 +452,7 @@ TEST_F(McpServerTest, StdioAnswersEveryRequestAroundNumbersOutOfRangeAndExitsZer
       by_id[j["id"].dump()] = j;
     }
   }
-  EXPECT_EQ(by_id.size(), 5u) << r.out;
+  EXPECT_EQ(by_id.size(), 6u) << r.out;
   EXPECT_TRUE(by_id["1"].contains("result")) << r.out;
   EXPECT_TRUE(by_id["2"].contains("result")) << r.out;
   EXPECT_EQ(by_id["3"]["error"]["code"], kInvalidRequest) << r.out;
@@ -424,14 +460,37 @@ TEST_F(McpServerTest, StdioAnswersEveryRequestAroundNumbersOutOfRangeAndExitsZer
             std::string::npos);
   EXPECT_EQ(by_id["4"]["error"]["code"], kInvalidRequest) << r.out;
   EXPECT_EQ(by_id["6"]["result"]["structuredContent"]["lines"], Json({"alpha", "beta"})) << r.out;
-  ASSERT_EQ(null_id.size(), 3u) << r.out;  // the id 1e400, the invalid UTF-8, the notification
+  // The invalid UTF-8 is answered under its id 5 (issue 19).
+  EXPECT_EQ(by_id["5"]["error"]["code"], kParseError) << r.out;
+  ASSERT_EQ(null_id.size(), 2u) << r.out;  // the id 1e400, the notification
   EXPECT_EQ(null_id[0]["error"]["code"], kInvalidRequest);
-  EXPECT_EQ(null_id[1]["error"]["code"], kParseError);
-  EXPECT_EQ(null_id[2]["error"]["code"], kInvalidRequest);
+  EXPECT_EQ(null_id[1]["error"]["code"], kInvalidRequest);
   EXPECT_EQ(
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "serve.jsonl"})
           .exit_code,
       0);
+}
+
+TEST_F(McpServerTest, StdioAnswersAnOverDeepRequestUnderItsId) {
+  // Issue 19: the client of an over-deep request waited forever for an answer to id null.
+  const std::string input =
+      R"({"jsonrpc":"2.0","id":"deep-1","method":"tools/call","params":{"name":"read_file_range","arguments":{"path":)" +
+      Deep(500) + "}}}\n" + R"({"params":{"a":)" + Deep(65) +
+      R"(},"jsonrpc":"2.0","method":"ping","id":2})" + "\n" +
+      R"({"jsonrpc":"2.0","id":3,"method":"ping"})" + "\n";
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                                 "--audit-log", dir_ / "serve.jsonl"},
+                                {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Json> out = JsonLines(r.out);
+  ASSERT_EQ(out.size(), 3u) << r.out;
+  EXPECT_EQ(out[0]["id"], "deep-1") << r.out;
+  EXPECT_EQ(out[0]["error"]["code"], kInvalidRequest) << r.out;
+  EXPECT_NE(out[0]["error"]["message"].get<std::string>().find("nests"), std::string::npos);
+  EXPECT_EQ(out[1]["id"], 2) << r.out;
+  EXPECT_EQ(out[1]["error"]["code"], kInvalidRequest) << r.out;
+  EXPECT_EQ(out[2]["id"], 3) << r.out;
+  EXPECT_TRUE(out[2].contains("result")) << r.out;
 }
 
 // A child process driven line by line over pipes, for protocols where the order of both sides
@@ -1376,6 +1435,43 @@ TEST_F(McpServerTest, WrapRefusesOversizedMessagesUnderTheirId) {
   const std::string log = cordon::testing::ReadFile(dir_ / "huge.jsonl");
   EXPECT_NE(log.find("\"code\":\"too_large\""), std::string::npos) << "the call's record is open";
   EXPECT_EQ(log.find("\"tool\":\"x\""), std::string::npos) << "the oversized call was forwarded";
+}
+
+// Issue 19: over-deep messages through the proxy. The client's deep request is refused to the
+// client under its id (never forwarded); the server's deep response reaches the client as an
+// error under the call's id and closes the call's record, instead of leaving both waiting.
+TEST_F(McpServerTest, WrapAnswersOverDeepMessagesUnderTheirId) {
+  WriteFile(dir_ / "ws/deep-server.sh",
+            "read line\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+            "\"2025-06-18\",\"capabilities\":{},\"serverInfo\":{\"name\":\"d\",\"version\":"
+            "\"1\"}}}\\n'\n"
+            "read line\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"result\":{\"content\":%s},\"id\":7}\\n' '" +
+                Deep(100) +
+                "'\n"
+                "read line || exit 0\n");
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
+      R"({"jsonrpc":"2.0","id":"deep-c","method":"tools/call","params":{"name":"x","arguments":{"t":)" +
+      Deep(100) + "}}}\n" +
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"small","arguments":{}}})" +
+      "\n";
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "deep.jsonl", "--", "sh", dir_ / "ws/deep-server.sh"},
+      {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, Json> by_id;
+  for (const Json& j : JsonLines(r.out)) by_id[j.value("id", Json()).dump()] = j;
+  EXPECT_EQ(by_id["\"deep-c\""]["error"]["code"], kInvalidRequest) << r.out;
+  EXPECT_EQ(by_id["7"]["error"]["code"], kInternalError) << r.out;
+  EXPECT_FALSE(by_id.contains("null")) << r.out;
+  const std::string log = cordon::testing::ReadFile(dir_ / "deep.jsonl");
+  EXPECT_EQ(log.find("\"tool\":\"x\""), std::string::npos) << "the deep call was forwarded";
+  EXPECT_NE(log.find("\"tool\":\"small\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"code\":\"server_unavailable\""), std::string::npos)
+      << "the call's record is open: " << log;
 }
 
 TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {
