@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "mcp/http_gate.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "mcp/worker_pool.h"
@@ -266,6 +267,48 @@ TEST(JsonRpc, AnOverDeepOrUnparseableRequestIsAnsweredUnderItsId) {
     EXPECT_EQ(error["id"], c.id) << c.line.substr(0, 80);
     EXPECT_EQ(error["error"]["code"], c.code) << c.line.substr(0, 80);
   }
+}
+
+// serve --http's gate (mcp/http_gate.h): its parsing and its eviction rules, without sockets.
+TEST(HttpGate, HeaderBlocksBearerTokensAndPendingBounds) {
+  EXPECT_EQ(ScanHeaderBlock("POST /mcp HTTP/1.1\r\nHost: x\r\n", 100), HeaderBlock::kIncomplete);
+  EXPECT_EQ(ScanHeaderBlock("POST /mcp HTTP/1.1\r\nHost: x\r\n\r\n{}", 100),
+            HeaderBlock::kComplete);
+  EXPECT_EQ(ScanHeaderBlock(std::string(100, 'a'), 100), HeaderBlock::kTooLarge);
+  EXPECT_EQ(ScanHeaderBlock(std::string(98, 'a') + "\r\n\r\n", 100), HeaderBlock::kTooLarge);
+  const std::string token = "t0k3n";
+  struct Case {
+    std::string headers;
+    bool carries;
+  };
+  const std::vector<Case> cases = {
+      {"POST /mcp HTTP/1.1\r\nAuthorization: Bearer t0k3n\r\n", true},
+      {"POST /mcp HTTP/1.1\r\nauthorization:Bearer t0k3n  \r\n", true},
+      {"POST /mcp HTTP/1.1\r\nHost: a\r\nAUTHORIZATION: Bearer t0k3n\r\n", true},
+      {"POST /mcp HTTP/1.1\r\nAuthorization: Bearer t0k3nx\r\n", false},
+      {"POST /mcp HTTP/1.1\r\nAuthorization: Bearer t0k3\r\n", false},
+      {"POST /mcp HTTP/1.1\r\nX-Authorization: Bearer t0k3n\r\n", false},
+      {"POST /Authorization: Bearer t0k3n HTTP/1.1\r\n", false},
+      {"POST /mcp HTTP/1.1\r\n", false},
+  };
+  for (const Case& c : cases) EXPECT_EQ(CarriesBearer(c.headers, token), c.carries) << c.headers;
+  EXPECT_TRUE(CarriesBearer("POST /mcp HTTP/1.1\r\n", ""));  // --no-auth
+
+  GateLimits limits;
+  limits.pending_per_peer = 2;
+  limits.pending_total = 3;
+  limits.header_timeout = std::chrono::milliseconds(1000);
+  PendingSockets p(limits);
+  const auto t0 = PendingSockets::Clock::now();
+  EXPECT_EQ(p.Add(10, 1, t0), std::vector<int>{});
+  EXPECT_EQ(p.Add(11, 1, t0), std::vector<int>{});
+  EXPECT_EQ(p.Add(12, 1, t0), std::vector<int>{10});  // peer 1's oldest goes
+  EXPECT_EQ(p.Add(20, 2, t0 + std::chrono::milliseconds(500)), std::vector<int>{});
+  EXPECT_EQ(p.Add(30, 3, t0 + std::chrono::milliseconds(600)), std::vector<int>{11});  // total
+  EXPECT_EQ(p.size(), 3u);
+  p.Remove(12);
+  EXPECT_EQ(p.Expired(t0 + std::chrono::milliseconds(1500)), std::vector<int>{20});
+  EXPECT_EQ(p.Oldest(), 20);
 }
 
 class McpServerTest : public ::testing::Test {
