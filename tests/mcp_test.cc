@@ -608,6 +608,88 @@ class LinePeer {
   std::string buf_;
 };
 
+// Issue 19: a client that does not read its answers grew the supervisor without bound (30 slow
+// calls with 1 MiB each: 6 MB to 183 MB). Answers are held once, as their bytes, and past
+// limits.max_pending_output_bytes a new call is refused with output_backlog, a stable code, and
+// runs nothing; once the client has read, calls are taken again. The bound, 550,000, admits
+// the third call (one unread answer of about 125 KB and, until the second call's answer is
+// made, its reservation of 3 x 64 KiB + 4 KiB, plus its own: 527 KB); of a burst of five after
+// it, at most two fit.
+TEST_F(McpServerTest, ServeRefusesNewCallsPastTheBoundOfUnreadOutput) {
+  if (!cordon::testing::UserNamespacesEnabled())
+    GTEST_SKIP() << "SKIPPED: user namespaces are disabled; bwrap cannot run";
+  WriteFile(dir_ / "config/cordon/policies.d/50-pending.toml",
+            "[limits]\nmax_pending_output_bytes = 550000\n");
+  LinePeer serve({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                  dir_ / "pending.jsonl"},
+                 {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")});
+  serve.Send(
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+  ASSERT_NE(serve.Line().find("\"id\":0"), std::string::npos);
+  auto finished = [&] {
+    const std::string log = cordon::testing::ReadFile(dir_ / "pending.jsonl");
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = log.find("\"type\":\"tool_finished\"", at)) != std::string::npos;
+         ++at)
+      ++n;
+    return n;
+  };
+  auto call = [&](int id, const std::string& marker) {
+    const std::string script = "echo x > " + marker + "; head -c 61440 /dev/zero | tr '\\000' a";
+    serve.Send(Json{
+        {"jsonrpc", "2.0"},
+        {"id", id},
+        {"method", "tools/call"},
+        {"params",
+         {{"name", "run_shell"}, {"arguments", {{"program", "sh"}, {"args", {"-c", script}}}}}}}
+                   .dump());
+  };
+  // Three calls of 60 KiB each, one after the other, none of their answers read.
+  for (int id = 1; id <= 3; ++id) {
+    call(id, "m" + std::to_string(id));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (finished() < static_cast<std::size_t>(id) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(finished(), static_cast<std::size_t>(id));
+  }
+  // A burst of five more: once the unread answers and the reservations of the admitted ones
+  // pass the bound, the rest are refused and run nothing.
+  for (int id = 4; id <= 8; ++id) call(id, "m" + std::to_string(id));
+  std::map<int, Json> answers;
+  while (answers.size() < 8) {
+    const std::string line = serve.Line();
+    ASSERT_FALSE(line.empty()) << "answers missing: " << answers.size();
+    Json j = Json::parse(line);
+    answers[j["id"].get<int>()] = j;
+  }
+  int refused = 0;
+  for (int id = 1; id <= 8; ++id) {
+    const Json& r = answers[id]["result"];
+    if (r.value("isError", false)) {
+      ++refused;
+      EXPECT_GE(id, 4) << "an earlier call was refused: " << r.dump().substr(0, 400);
+      EXPECT_EQ(r["structuredContent"]["error"].value("code", ""), "output_backlog") << r.dump();
+      EXPECT_NE(r.dump().find("limits.max_pending_output_bytes"), std::string::npos);
+      EXPECT_FALSE(cordon::testing::Exists(dir_ / ("ws/m" + std::to_string(id))))
+          << "refused call " << id << " ran";
+    } else {
+      EXPECT_EQ(r["structuredContent"]["stdout"], std::string(61440, 'a'));
+    }
+  }
+  EXPECT_GE(refused, 3) << "the session kept taking calls past the bound";
+  // Read: the session takes calls again.
+  call(9, "m9");
+  Json again = Json::parse(serve.Line(60));
+  EXPECT_EQ(again["id"], 9);
+  EXPECT_FALSE(again["result"]["isError"].get<bool>()) << again.dump().substr(0, 300);
+  serve.CloseInput();
+  EXPECT_EQ(serve.Wait(), 0);
+  EXPECT_EQ(cordon::testing::Run(
+                {cordon::testing::CordonBin(), "audit", "verify", dir_ / "pending.jsonl"})
+                .exit_code,
+            0);
+}
+
 TEST_F(McpServerTest, WrapSurvivesNumbersOutOfRangeAndForwardsBigIntegersByteForByte) {
   // Issue 9: a wrapped server that writes 1e400 ended the proxy. Now: the client gets the
   // original bytes of what cordon does not change (a 30-digit integer, 1.0), an error for the
