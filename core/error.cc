@@ -39,6 +39,8 @@ std::string_view CodeName(Code code) {
       return "audit_unavailable";
     case Code::kNoSpace:
       return "no_space";
+    case Code::kOutputBacklog:
+      return "output_backlog";
   }
   return "internal";
 }

@@ -30,6 +30,8 @@ enum class Code {
   // --- failclosed: the audit log cannot take the record an act needs; the disk is full.
   kAuditUnavailable,
   kNoSpace,
+  // --- serve: the client has not read the answers the session holds for it (issue 19).
+  kOutputBacklog,
 };
 
 std::string_view CodeName(Code code);

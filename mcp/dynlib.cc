@@ -49,6 +49,7 @@ Result<const MhdApi*> Mhd() {
     Set(a.queue_response, sym("MHD_queue_response"));
     Set(a.destroy_response, sym("MHD_destroy_response"));
     Set(a.lookup_connection_value, sym("MHD_lookup_connection_value"));
+    Set(a.add_connection, sym("MHD_add_connection"));
   });
 }
 

@@ -28,6 +28,8 @@ struct MhdApi {
   void (*destroy_response)(MHD_Response* response);
   const char* (*lookup_connection_value)(MHD_Connection* connection, MHD_ValueKind kind,
                                          const char* key);
+  MHD_Result (*add_connection)(MHD_Daemon* daemon, MHD_socket client_socket,
+                               const struct sockaddr* addr, socklen_t addrlen);
 };
 
 // Loaded once; a missing library is an error naming the package.

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,16 +19,21 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "core/hash.h"
 #include "core/signals.h"
 #include "mcp/dynlib.h"
+#include "mcp/http_gate.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "tools/registry.h"
 
 namespace cordon::mcp {
 namespace {
+
+// Connections libmicrohttpd serves at once (each past the gate: its headers were in).
+constexpr unsigned kMaxAdmittedConnections = 256;
 
 // Set by ServeHttp before the daemon starts; the request callbacks run only after that.
 const MhdApi* g_mhd = nullptr;
@@ -155,10 +161,42 @@ MHD_Result HandleBatchPost(HttpState* st, MHD_Connection* c, const std::string& 
   return Reply(c, out.is_array() ? 200 : 400, DumpJson(out), {{"Mcp-Session-Id", sid}});
 }
 
+// What every request must pass before its body is read: the path, Host and Origin (DNS
+// rebinding), and the bearer token. A refusal is answered at once and closes the connection,
+// so that a token-less peer holds no connection (and no thread) past its answer.
+std::optional<MHD_Result> Refusal(HttpState* st, MHD_Connection* c, const char* url) {
+  const std::string port = std::to_string(st->options.port);
+  const std::map<std::string, std::string> close = {{"Connection", "close"}};
+  if (std::string(url) != "/mcp") {
+    return Reply(c, 404, DumpJson(MakeError(nullptr, kInvalidRequest, "not found: use /mcp")),
+                 close);
+  }
+  // DNS rebinding: a browser page on another origin must not reach this server.
+  const std::string host = Header(c, "Host");
+  if (host != "127.0.0.1:" + port && host != "localhost:" + port) {
+    return Reply(c, 403, DumpJson(MakeError(nullptr, kInvalidRequest, "Host header not allowed")),
+                 close);
+  }
+  const std::string origin = Header(c, "Origin");
+  if (!origin.empty() && origin != "http://127.0.0.1:" + port &&
+      origin != "http://localhost:" + port) {
+    return Reply(c, 403, DumpJson(MakeError(nullptr, kInvalidRequest, "Origin not allowed")),
+                 close);
+  }
+  if (!st->options.token.empty() &&
+      !ConstantTimeEqual(Header(c, "Authorization"), "Bearer " + st->options.token)) {
+    return Reply(c, 401,
+                 DumpJson(MakeError(nullptr, kInvalidRequest, "a bearer token is required")),
+                 {{"WWW-Authenticate", "Bearer"}, {"Connection", "close"}});
+  }
+  return std::nullopt;
+}
+
 MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
                   const char* upload, size_t* upload_size, void** con_cls) {
   auto* st = static_cast<HttpState*>(cls);
   if (*con_cls == nullptr) {
+    if (auto refused = Refusal(st, c, url)) return *refused;
     *con_cls = new Pending();
     return MHD_YES;
   }
@@ -176,25 +214,6 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     }
     *upload_size = 0;
     return MHD_YES;
-  }
-  const std::string port = std::to_string(st->options.port);
-  if (std::string(url) != "/mcp")
-    return ReplyRpcError(c, 404, kInvalidRequest, "not found: use /mcp");
-  // DNS rebinding: a browser page on another origin must not reach this server.
-  const std::string host = Header(c, "Host");
-  if (host != "127.0.0.1:" + port && host != "localhost:" + port) {
-    return ReplyRpcError(c, 403, kInvalidRequest, "Host header not allowed");
-  }
-  const std::string origin = Header(c, "Origin");
-  if (!origin.empty() && origin != "http://127.0.0.1:" + port &&
-      origin != "http://localhost:" + port) {
-    return ReplyRpcError(c, 403, kInvalidRequest, "Origin not allowed");
-  }
-  if (!st->options.token.empty() &&
-      !ConstantTimeEqual(Header(c, "Authorization"), "Bearer " + st->options.token)) {
-    return Reply(c, 401,
-                 DumpJson(MakeError(nullptr, kInvalidRequest, "a bearer token is required")),
-                 {{"WWW-Authenticate", "Bearer"}});
   }
   const std::string m = method;
   const std::string sid = Header(c, "Mcp-Session-Id");
@@ -303,25 +322,53 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   }
   g_mhd = *loaded;
   HttpState st{&session, options, {}, {}};
+  // cordon listens and accepts; libmicrohttpd gets a connection only once its headers are in
+  // (mcp/http_gate.h), so idle or slow sockets never hold one of its threads.
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(options.port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int on = 1;
+  if (!listener.valid() ||
+      ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      ::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listener.get(), 4096) != 0) {
+    std::fprintf(stderr, "cordon: cannot listen on 127.0.0.1:%d: %s\n", options.port,
+                 std::strerror(errno));
+    return 3;
+  }
   InstallTerminationHandler();  // core/signals.h: the signal decides cordon's exit code
   // Worker threads inherit a mask without these signals, so the main thread receives them.
   BlockTerminationSignals();
-  // A thread per connection: an SSE body blocks its thread until the call has news.
+  // A thread per connection: an SSE body blocks its thread until the call has news. poll, not
+  // select: a connection's descriptor may be past FD_SETSIZE.
   MHD_Daemon* d = g_mhd->start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG,
-      static_cast<uint16_t>(options.port), nullptr, nullptr, &Handle, &st, MHD_OPTION_SOCK_ADDR,
-      reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, &Completed, nullptr,
-      MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+          MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+      0, nullptr, nullptr, &Handle, &st, MHD_OPTION_NOTIFY_COMPLETED, &Completed, nullptr,
+      MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_CONNECTION_LIMIT, kMaxAdmittedConnections,
+      MHD_OPTION_END);
+  std::unique_ptr<HttpGate> gate;
+  if (d != nullptr) {
+    auto started = HttpGate::Start(
+        std::move(listener), options.token, GateLimits{}, [d](int fd, const sockaddr_in& peer) {
+          // Refused past the daemon's limit: it closes the fd then.
+          (void)g_mhd->add_connection(d, fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer);
+        });
+    if (!started) {
+      std::fprintf(stderr, "cordon: %s\n", started.error().message.c_str());
+      g_mhd->stop_daemon(d);
+      return 3;
+    }
+    gate = std::move(*started);
+  }
   sigset_t unblock;
   sigemptyset(&unblock);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&unblock, sig);
   pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
   if (d == nullptr) {
-    std::fprintf(stderr, "cordon: cannot listen on 127.0.0.1:%d\n", options.port);
+    std::fprintf(stderr, "cordon: cannot start the HTTP server on 127.0.0.1:%d\n", options.port);
     return 3;
   }
   std::fprintf(stderr, "cordon: listening on http://127.0.0.1:%d/mcp%s\n", options.port,
@@ -335,6 +382,7 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
     std::lock_guard<std::mutex> lock(st.mu);
     sessions.swap(st.sessions);
   }
+  gate.reset();  // nothing new is admitted
   for (auto& [id, server] : sessions) server->Drain(true);
   g_mhd->stop_daemon(d);
   return 0;

@@ -141,6 +141,12 @@ std::optional<Message> ReadAroundOverflow(std::string_view line) {
   return std::get<Message>(std::move(m));
 }
 
+Json UnparsedRequestId(std::string_view line) {
+  IdScanner scan;
+  scan.Feed(line);
+  return scan.has_method() ? scan.Id() : Json();
+}
+
 std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_bytes,
                                          BigIntegers big) {
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
@@ -156,7 +162,11 @@ std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_
   auto parsed = ParseJsonBounded(line, limits);
   if (!parsed) {
     const std::string& why = parsed.error().message;
-    if (why.find("nests") != std::string::npos) return MakeError(nullptr, kInvalidRequest, why);
+    // Nested past the limit, or not JSON the parser takes (bad UTF-8, say), yet its envelope
+    // may still be readable: a request is answered under the id the structure-only scan finds,
+    // so that its sender is not left waiting for an answer to id null.
+    if (why.find("nests") != std::string::npos)
+      return MakeError(UnparsedRequestId(line), kInvalidRequest, why);
     if (why.starts_with("JSON number out of range")) {
       // Valid JSON with a number no double holds: refused, but answered under its id when the
       // rest of the message can be read, so that the sender is not left waiting.
@@ -166,7 +176,7 @@ std::variant<Message, Json> ParseMessage(std::string_view line, std::size_t max_
           id, kInvalidRequest,
           "the message holds a number out of range, which cordon cannot represent (" + why + ")");
     }
-    return MakeError(nullptr, kParseError, why);
+    return MakeError(UnparsedRequestId(line), kParseError, why);
   }
   try {
     auto m = ParseEnvelope(*parsed);

@@ -96,11 +96,18 @@ class LineSplitter {
 enum class BigIntegers { kRefuse, kAccept };
 
 // Parses one message; never throws. On failure returns the error response that the peer must
-// receive: -32700 with id null when the line is not JSON; -32600 for a message that is JSON but
-// not a valid request, or holds a number out of range (1e400), with its id when it could be read.
+// receive: -32700 when the line is not JSON; -32600 for a message that is JSON but not a valid
+// request, nests deeper than kMaxMessageDepth, or holds a number out of range (1e400). Each is
+// under the request's id when it can be read (for a line the parser refused, by IdScanner: one
+// well-formed object with one top-level id and a method), id null otherwise.
 std::variant<Message, Json> ParseMessage(std::string_view line,
                                          std::size_t max_bytes = kMaxMessageBytes,
                                          BigIntegers big = BigIntegers::kRefuse);
+
+// The id of a request the parser refused (too deep, bad UTF-8), read by IdScanner; null when
+// the line is no well-formed object with one top-level id and a method (a response's id is not
+// answered: its sender waits for nothing).
+Json UnparsedRequestId(std::string_view line);
 
 // The envelope of a line that ParseMessage refused for a number out of range, read with those
 // numbers as null, so that the refusal can reach the request's sender or the response's

@@ -148,22 +148,55 @@ void McpServer::CallWithSink(const Message& m, std::function<void(const Json&)> 
   StartCall(m, std::move(checked.args), std::move(sink), std::move(done));
 }
 
+namespace {
+// What a running call may still return, on the wire: its text and its structuredContent, each
+// up to the tool's output cap, JSON-escaped, plus the envelope.
+std::int64_t ReservationFor(const Session& session, const std::string& tool) {
+  return 3 * session.policy().LimitsFor(tool).max_output_bytes + 4096;
+}
+}  // namespace
+
+std::optional<Json> McpServer::RefuseForBacklog(const Message& m, std::int64_t reserve) {
+  const std::int64_t bound = session_.policy().limits.max_pending_output_bytes;
+  const std::int64_t owed = pending_output_.load();
+  // With nothing owed, one call is always taken, whatever its cap.
+  if (owed == 0 || owed + reserve <= bound) return std::nullopt;
+  Error e{Code::kOutputBacklog,
+          "the session holds " + std::to_string(owed) +
+              " bytes of answers the client has not read yet or running calls may still "
+              "return; this call may add " +
+              std::to_string(reserve) + " and the bound is " + std::to_string(bound) +
+              " (limits.max_pending_output_bytes): read the answers, or wait for running "
+              "calls to end, and send it again",
+          0,
+          {}};
+  return MakeResult(m.id, MakeErrorResult(e));
+}
+
 void McpServer::StartCall(const Message& m, Json args, std::function<void(const Json&)> sink,
                           std::function<void()> on_end) {
   std::string key = m.id.dump();
   Json token = ProgressToken(m.params);
+  const std::int64_t reserve = ReservationFor(session_, m.params["name"].get<std::string>());
   ActiveCall* raw = nullptr;
+  std::optional<Json> refusal;
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
     if (calls_.count(key)) {
-      (sink ? sink
-            : send_)(MakeError(m.id, kInvalidRequest, "a request with this id is still running"));
-      if (on_end) on_end();
-      return;
+      refusal = MakeError(m.id, kInvalidRequest, "a request with this id is still running");
+    } else if (!(refusal = RefuseForBacklog(m, reserve))) {
+      raw = (calls_[key] = std::make_unique<ActiveCall>()).get();
+      raw->sink = std::move(sink);
+      raw->on_end = std::move(on_end);
+      raw->reserved = reserve;
+      pending_output_ += reserve;  // under calls_mu_: admissions are decided one at a time
     }
-    raw = (calls_[key] = std::make_unique<ActiveCall>()).get();
-    raw->sink = std::move(sink);
-    raw->on_end = std::move(on_end);
+  }
+  if (refusal) {
+    // Outside calls_mu_: on stdio this write blocks while the client does not read.
+    (sink ? sink : send_)(*refusal);
+    if (on_end) on_end();
+    return;
   }
   pool_.Submit([this, raw, key = std::move(key), id = m.id,
                 name = m.params["name"].get<std::string>(), args = std::move(args),
@@ -193,6 +226,8 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
   call->done = true;
   if (ticker.joinable()) ticker.join();
   bool cancelled = false;
+  const std::int64_t reserved = call->reserved;
+  const bool to_line = !call->sink && write_line_;
   {
     // The id is free again once the call has left the table; Drain waits for the table to empty
     // and then joins the pool, so this answer is sent before Drain returns.
@@ -202,7 +237,22 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
   }
   calls_cv_.notify_all();
   // A cancelled request gets no response, as the protocol asks.
-  if (!cancelled) out(MakeResult(id, std::move(result)));
+  if (cancelled) {
+    pending_output_ -= reserved;
+  } else if (to_line) {
+    // Held once, as the bytes that will be sent: the result's JSON is gone before the write,
+    // which blocks for as long as the client does not read.
+    std::string bytes = DumpJson(MakeResult(id, std::move(result)));
+    result = Json();
+    bytes += '\n';
+    const auto size = static_cast<std::int64_t>(bytes.size());
+    pending_output_ += size - reserved;
+    write_line_(std::move(bytes));
+    pending_output_ -= size;
+  } else {
+    out(MakeResult(id, std::move(result)));
+    pending_output_ -= reserved;
+  }
   if (on_end) on_end();
 }
 
@@ -409,6 +459,10 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
     if (out_ok) out_ok = WriteLine(out_fd, msg);
   };
   McpServer server(session, send);
+  server.SetLineWriter([&](std::string bytes) {
+    std::lock_guard<std::mutex> lock(out_mu);
+    if (out_ok) out_ok = WriteAll(out_fd, bytes, "MCP output").has_value();
+  });
   if (on_tools_changed) {
     on_tools_changed(
         [send] { send(MakeNotification("notifications/tools/list_changed", nullptr)); });

@@ -48,6 +48,13 @@ class McpServer {
   // in (an empty array when there are none), `notify` their progress notifications.
   void HandleBatch(const Json& batch, std::function<void(const Json&)> notify,
                    std::function<void(Json)> deliver);
+  // Stdio: each answer of a pooled call is made into its bytes at once and handed to `write`,
+  // which blocks while the client does not read; until written it is held only as those bytes.
+  void SetLineWriter(std::function<void(std::string)> write) { write_line_ = std::move(write); }
+  // Bytes the session owes the client: answers made and not yet written, plus each running
+  // call's reservation (what it may still return, at its output cap). A tools/call that would
+  // take it past limits.max_pending_output_bytes is refused with output_backlog.
+  std::int64_t pending_output() const { return pending_output_.load(); }
   // The negotiated protocol version ("" before initialize).
   std::string version() const {
     std::lock_guard<std::mutex> lock(calls_mu_);
@@ -60,6 +67,7 @@ class McpServer {
     std::atomic<bool> done{false};
     std::function<void(const Json&)> sink;  // where progress and the answer go (send_ if empty)
     std::function<void()> on_end;
+    std::int64_t reserved = 0;  // counted in pending_output_ until its answer is made
   };
   std::optional<Json> Dispatch(const Message& m);
   Json Initialize(const Json& params);
@@ -68,8 +76,12 @@ class McpServer {
                  std::function<void()> on_end = {});
   void RunCall(ActiveCall* call, const std::string& key, const Json& id, const std::string& name,
                const Json& args, const Json& token);
+  // The refusal of a call while the client owes reading past the bound; nullopt to admit it.
+  std::optional<Json> RefuseForBacklog(const Message& m, std::int64_t reserve);
   Session& session_;
   std::function<void(const Json&)> send_;
+  std::function<void(std::string)> write_line_;
+  std::atomic<std::int64_t> pending_output_{0};
   Wire wire_;
   bool initialized_ = false;
   std::string version_;  // written under calls_mu_: HTTP reads it from other connections

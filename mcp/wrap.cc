@@ -225,7 +225,17 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
       }
       if (line.find_first_not_of(" \t") != std::string_view::npos &&
           line[line.find_first_not_of(" \t")] == '{') {
-        refuse_from_server(line, std::nullopt, why);
+        // Too deep for the parser (or bad UTF-8) but its envelope readable: whoever waits for
+        // it hears why under its id, a client waiting for a response included.
+        IdScanner scan;
+        scan.Feed(line);
+        std::optional<Message> envelope;
+        if (!scan.Id().is_null()) {
+          envelope.emplace();
+          envelope->kind = scan.has_method() ? Message::Kind::kRequest : Message::Kind::kResponse;
+          envelope->id = scan.Id();
+        }
+        refuse_from_server(line, envelope, why);
         return;
       }
       // Garbage on a server's stdout would break the client: drop it, say so.
@@ -366,6 +376,18 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     if (std::holds_alternative<Json>(parsed)) {
       const Json& error = std::get<Json>(parsed);
       refuse_client(error, line.size());
+      if (error["id"].is_null() && batch == nullptr) {
+        // A response the client sent to a server request, unreadable (too deep, bad UTF-8):
+        // refused to the server, which waits for it, as an oversized one is.
+        IdScanner scan;
+        scan.Feed(line);
+        if (!scan.has_method() && !scan.Id().is_null()) {
+          Json refusal = error;
+          refusal["id"] = scan.Id();
+          to_server(DumpJson(refusal));
+          return;
+        }
+      }
       reply(DumpJson(error));  // answered here, never forwarded
       return;
     }

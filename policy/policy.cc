@@ -36,6 +36,7 @@ constexpr LimitField kLimitFields[] = {
     {"max_read_lines", &Limits::max_read_lines},
     {"max_file_bytes", &Limits::max_file_bytes},
     {"max_input_bytes", &Limits::max_input_bytes},
+    {"max_pending_output_bytes", &Limits::max_pending_output_bytes},
     {"memory_bytes", &Limits::memory_bytes},
     {"pids", &Limits::pids},
     {"cpu_secs", &Limits::cpu_secs},

@@ -41,6 +41,9 @@ struct Limits {
   std::int64_t max_read_lines = 2000;
   std::int64_t max_file_bytes = 16 << 20;
   std::int64_t max_input_bytes = 8 << 20;
+  // `serve`: answers held for a client that has not read them, plus what running calls may
+  // still return (each at its output cap); past it new calls are refused (output_backlog).
+  std::int64_t max_pending_output_bytes = 64ll << 20;
 };
 
 enum class WorkspaceMode { kAuto, kStaged, kDirect };

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 
 #include "runner/preset_cache.h"
 
@@ -367,22 +368,42 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
 }
 
 Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
-  ChangeWatch watch;
-  ASSIGN_OR_RETURN(auto proc, Launch(req, &watch));
+  // The job's own thread forks its sandbox: bwrap --die-with-parent (and the launch child's
+  // PR_SET_PDEATHSIG) follow the thread that forked, not the process, so a sandbox forked by
+  // the caller (an MCP worker, an HTTP connection's thread) was killed when that thread ended,
+  // as the worker pool's do when `serve` stops, and the job was recorded as a sandbox that
+  // did not start instead of as cancelled by the stop.
   auto job = std::make_unique<Job>();
   Job* raw = job.get();
-  job->watch = std::move(watch);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job->id = "job-" + std::to_string(++next_job_);
-    job->proc = std::move(proc);
-    jobs_[job->id] = std::move(job);
-  }
-  raw->thread = std::thread([this, raw] {
+  // Shared: the thread may still be inside set_value when the caller has its result.
+  auto launched = std::make_shared<std::promise<Result<std::unique_ptr<ConfinedProcess>>>>();
+  std::promise<void> registered;
+  auto launched_f = launched->get_future();
+  auto registered_f = registered.get_future().share();
+  raw->thread = std::thread([this, raw, &req, launched, registered_f] {
     BlockTerminationSignals();
+    ChangeWatch watch;
+    auto proc = Launch(req, &watch);
+    const bool ok = proc.has_value();
+    if (ok) raw->watch = std::move(watch);
+    launched->set_value(std::move(proc));  // `req` is not touched after this
+    if (!ok) return;
+    registered_f.wait();  // the job has its id and is in jobs_
     raw->proc->Run(&raw->cancel);
     Ended(*raw->proc, raw->watch, raw->id, raw->cancel.load());
   });
+  auto proc = launched_f.get();
+  if (!proc) {
+    raw->thread.join();
+    return std::unexpected(proc.error());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job->id = "job-" + std::to_string(++next_job_);
+    job->proc = std::move(*proc);
+    jobs_[job->id] = std::move(job);
+  }
+  registered.set_value();
   return Json{{"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};
 }
 

@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -783,6 +786,147 @@ TEST_F(McpClientTest, ServeHttpAnswersNumbersOutOfRangeAndKeepsServing) {
   auto ping = CurlPost(url, R"({"jsonrpc":"2.0","id":3,"method":"ping"})", sid);
   EXPECT_NE(ping.out.find("\"id\":3"), std::string::npos) << ping.out << ping.err;
   EXPECT_NE(ping.out.find("\"result\""), std::string::npos) << ping.out;
+  int status = 0;
+  EXPECT_EQ(::waitpid(server->pid(), &status, WNOHANG), 0) << "serve --http must still run";
+  server.reset();
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
+          .exit_code,
+      0);
+}
+
+TEST_F(McpClientTest, ServeHttpAnswersAnOverDeepRequestUnderItsId) {
+  // Issue 19: a body nested past the parser's depth limit was answered with id null; the
+  // client waits for its own id. Answered under it (400), and the session keeps serving.
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  const int port = FreeLoopbackPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http",
+                               "127.0.0.1:" + std::to_string(port), "--no-auth"},
+      env_);
+  const std::string sid = InitializeOverHttp(url);
+  ASSERT_EQ(sid.size(), 32u);
+  const std::string deep = std::string(300, '[') + std::string(300, ']');
+  for (
+      const std::string& bad :
+      {R"({"jsonrpc":"2.0","id":"deep-2","method":"tools/call","params":{"name":"read_file_range","arguments":{"path":)" +
+           deep + "}}}",
+       std::string("{\"jsonrpc\":\"2.0\",\"id\":\"deep-2\",\"method\":\"ping\",\"params\":{"
+                   "\"x\":\"\xff\"}}")}) {
+    auto r = CurlPost(url, bad, sid);
+    EXPECT_NE(r.err.find(" 400"), std::string::npos) << r.err;
+    Json j = Json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.out << r.err;
+    EXPECT_EQ(j["id"], "deep-2") << r.out;
+    EXPECT_TRUE(j["error"].is_object()) << r.out;
+  }
+  auto ping = CurlPost(url, R"({"jsonrpc":"2.0","id":3,"method":"ping"})", sid);
+  EXPECT_NE(ping.out.find("\"id\":3"), std::string::npos) << ping.out << ping.err;
+  server.reset();
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
+          .exit_code,
+      0);
+}
+
+// Issue 19: 1,100 local connections without the token locked the real client out of
+// `serve --http` (every connection slot held, for the 300 s connection timeout). cordon now
+// accepts them itself, keeps at most 64 per source address (256 in all) waiting for their
+// headers, closes those after 10 s, and hands token-bearing requests to the server first: the
+// authenticated client is served while the flood is open, a token-less request still gets its
+// 401, and every flood socket is closed by the server.
+TEST_F(McpClientTest, ServeHttpServesTheAuthenticatedClientThroughATokenlessFlood) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  constexpr int kFlood = 1100;
+  rlimit nofile{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &nofile), 0);
+  if (nofile.rlim_max < kFlood + 200) GTEST_SKIP() << "SKIPPED: the fd limit is below the flood";
+  nofile.rlim_cur = std::max<rlim_t>(nofile.rlim_cur, kFlood + 200);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &nofile), 0);
+  const int port = FreeLoopbackPort();
+  const std::string host = "127.0.0.1:" + std::to_string(port);
+  const std::string url = "http://" + host + "/mcp";
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http", host, "--token-file",
+                               dir_ / "token"},
+      env_);
+  auto post = [&](const std::string& auth, const std::string& body, const std::string& sid) {
+    std::vector<std::string> argv = {FindOnPath("curl"),
+                                     "-s",
+                                     "-m",
+                                     "20",
+                                     "-o",
+                                     "/dev/stderr",
+                                     "-w",
+                                     "%{http_code}",
+                                     "-X",
+                                     "POST",
+                                     url,
+                                     "-H",
+                                     "Content-Type: application/json",
+                                     "-H",
+                                     "Accept: application/json, text/event-stream",
+                                     "-d",
+                                     body};
+    if (!auth.empty()) argv.insert(argv.end(), {"-H", "Authorization: Bearer " + auth});
+    if (!sid.empty())
+      argv.insert(argv.end(),
+                  {"-H", "Mcp-Session-Id: " + sid, "-H", "MCP-Protocol-Version: 2025-06-18"});
+    return cordon::testing::Run(argv);
+  };
+  const std::string init =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
+  cordon::testing::RunResult first;
+  for (int i = 0; i < 100 && (first = post("", init, "")).out != "401"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(first.out, "401") << "serve --http did not come up";
+  const std::string token = ReadFile(dir_ / "token").substr(0, 48);
+  ASSERT_EQ(token.size(), 48u);
+
+  // The flood: idle sockets, and sockets that sent half a request and stopped.
+  std::vector<int> flood;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const std::string half = "POST /mcp HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 10\r\n";
+  for (int i = 0; i < kFlood; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    flood.push_back(fd);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) continue;
+    if (i % 2 == 1) (void)!::send(fd, half.data(), half.size(), MSG_NOSIGNAL);
+  }
+  auto ok = post(token, init, "");
+  EXPECT_EQ(ok.out, "200") << "the authenticated client was locked out: " << ok.err;
+  EXPECT_NE(ok.err.find("\"protocolVersion\":\"2025-06-18\""), std::string::npos) << ok.err;
+  EXPECT_EQ(post("", init, "").out, "401") << "a token-less request is answered, not served";
+  // Every flood socket is closed by the server: past the bounds at once, the rest after the
+  // header timeout (10 s).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+  std::size_t open = flood.size();
+  while (open > 0 && std::chrono::steady_clock::now() < until) {
+    open = 0;
+    for (int& fd : flood) {
+      if (fd < 0) continue;
+      pollfd p{fd, POLLIN, 0};
+      char c;
+      if (::poll(&p, 1, 0) > 0 && ::recv(fd, &c, 1, MSG_DONTWAIT) <= 0) {
+        ::close(fd);
+        fd = -1;
+      } else {
+        ++open;
+      }
+    }
+    if (open > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(open, 0u) << "flood sockets the server kept open past its header timeout";
+  for (int fd : flood) {
+    if (fd >= 0) ::close(fd);
+  }
   int status = 0;
   EXPECT_EQ(::waitpid(server->pid(), &status, WNOHANG), 0) << "serve --http must still run";
   server.reset();

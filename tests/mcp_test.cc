@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "mcp/http_gate.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "mcp/worker_pool.h"
@@ -232,6 +233,84 @@ TEST(JsonRpc, AnOversizedLineIsRefusedUnderItsId) {
   EXPECT_EQ(got[0], R"({"jsonrpc":"2.0","id":2,"method":"ping"})");
 }
 
+// Issue 19: a request nested past kMaxMessageDepth, or not JSON the parser takes (invalid
+// UTF-8), was answered with id null, and its sender waited forever. Its id is read by the
+// structure-only scan; a notification, a response or an array still get id null.
+std::string Deep(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+TEST(JsonRpc, AnOverDeepOrUnparseableRequestIsAnsweredUnderItsId) {
+  struct Case {
+    std::string line;
+    Json id;
+    int code;
+  };
+  const std::vector<Case> cases = {
+      {R"({"jsonrpc":"2.0","id":"deep-1","method":"tools/call","params":{"name":"x","arguments":{"a":)" +
+           Deep(200) + "}}}",
+       "deep-1", kInvalidRequest},
+      {R"({"params":{"a":)" + Deep(100) + R"(},"jsonrpc":"2.0","method":"ping","id":42})", 42,
+       kInvalidRequest},
+      {"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}", 7,
+       kParseError},
+      {R"({"jsonrpc":"2.0","method":"notifications/progress","params":{"a":)" + Deep(100) + "}}",
+       nullptr, kInvalidRequest},
+      {R"({"jsonrpc":"2.0","id":3,"result":{"a":)" + Deep(100) + "}}", nullptr, kInvalidRequest},
+      {Deep(100), nullptr, kInvalidRequest},
+      {R"({"jsonrpc":"2.0","id":8,"method":"ping","params":{"a":)" + Deep(10), nullptr,
+       kParseError},
+      {"{not json", nullptr, kParseError},
+  };
+  for (const Case& c : cases) {
+    auto v = ParseMessage(c.line);
+    ASSERT_TRUE(std::holds_alternative<Json>(v)) << c.line.substr(0, 80);
+    const Json& error = std::get<Json>(v);
+    EXPECT_EQ(error["id"], c.id) << c.line.substr(0, 80);
+    EXPECT_EQ(error["error"]["code"], c.code) << c.line.substr(0, 80);
+  }
+}
+
+// serve --http's gate (mcp/http_gate.h): its parsing and its eviction rules, without sockets.
+TEST(HttpGate, HeaderBlocksBearerTokensAndPendingBounds) {
+  EXPECT_EQ(ScanHeaderBlock("POST /mcp HTTP/1.1\r\nHost: x\r\n", 100), HeaderBlock::kIncomplete);
+  EXPECT_EQ(ScanHeaderBlock("POST /mcp HTTP/1.1\r\nHost: x\r\n\r\n{}", 100),
+            HeaderBlock::kComplete);
+  EXPECT_EQ(ScanHeaderBlock(std::string(100, 'a'), 100), HeaderBlock::kTooLarge);
+  EXPECT_EQ(ScanHeaderBlock(std::string(98, 'a') + "\r\n\r\n", 100), HeaderBlock::kTooLarge);
+  const std::string token = "t0k3n";
+  struct Case {
+    std::string headers;
+    bool carries;
+  };
+  const std::vector<Case> cases = {
+      {"POST /mcp HTTP/1.1\r\nAuthorization: Bearer t0k3n\r\n", true},
+      {"POST /mcp HTTP/1.1\r\nauthorization:Bearer t0k3n  \r\n", true},
+      {"POST /mcp HTTP/1.1\r\nHost: a\r\nAUTHORIZATION: Bearer t0k3n\r\n", true},
+      {"POST /mcp HTTP/1.1\r\nAuthorization: Bearer t0k3nx\r\n", false},
+      {"POST /mcp HTTP/1.1\r\nAuthorization: Bearer t0k3\r\n", false},
+      {"POST /mcp HTTP/1.1\r\nX-Authorization: Bearer t0k3n\r\n", false},
+      {"POST /Authorization: Bearer t0k3n HTTP/1.1\r\n", false},
+      {"POST /mcp HTTP/1.1\r\n", false},
+  };
+  for (const Case& c : cases) EXPECT_EQ(CarriesBearer(c.headers, token), c.carries) << c.headers;
+  EXPECT_TRUE(CarriesBearer("POST /mcp HTTP/1.1\r\n", ""));  // --no-auth
+
+  GateLimits limits;
+  limits.pending_per_peer = 2;
+  limits.pending_total = 3;
+  limits.header_timeout = std::chrono::milliseconds(1000);
+  PendingSockets p(limits);
+  const auto t0 = PendingSockets::Clock::now();
+  EXPECT_EQ(p.Add(10, 1, t0), std::vector<int>{});
+  EXPECT_EQ(p.Add(11, 1, t0), std::vector<int>{});
+  EXPECT_EQ(p.Add(12, 1, t0), std::vector<int>{10});  // peer 1's oldest goes
+  EXPECT_EQ(p.Add(20, 2, t0 + std::chrono::milliseconds(500)), std::vector<int>{});
+  EXPECT_EQ(p.Add(30, 3, t0 + std::chrono::milliseconds(600)), std::vector<int>{11});  // total
+  EXPECT_EQ(p.size(), 3u);
+  p.Remove(12);
+  EXPECT_EQ(p.Expired(t0 + std::chrono::milliseconds(1500)), std::vector<int>{20});
+  EXPECT_EQ(p.Oldest(), 20);
+}
+
 class McpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -416,7 +495,7 @@ TEST_F(McpServerTest, StdioAnswersEveryRequestAroundNumbersOutOfRangeAndExitsZer
       by_id[j["id"].dump()] = j;
     }
   }
-  EXPECT_EQ(by_id.size(), 5u) << r.out;
+  EXPECT_EQ(by_id.size(), 6u) << r.out;
   EXPECT_TRUE(by_id["1"].contains("result")) << r.out;
   EXPECT_TRUE(by_id["2"].contains("result")) << r.out;
   EXPECT_EQ(by_id["3"]["error"]["code"], kInvalidRequest) << r.out;
@@ -424,10 +503,11 @@ TEST_F(McpServerTest, StdioAnswersEveryRequestAroundNumbersOutOfRangeAndExitsZer
             std::string::npos);
   EXPECT_EQ(by_id["4"]["error"]["code"], kInvalidRequest) << r.out;
   EXPECT_EQ(by_id["6"]["result"]["structuredContent"]["lines"], Json({"alpha", "beta"})) << r.out;
-  ASSERT_EQ(null_id.size(), 3u) << r.out;  // the id 1e400, the invalid UTF-8, the notification
+  // The invalid UTF-8 is answered under its id 5 (issue 19).
+  EXPECT_EQ(by_id["5"]["error"]["code"], kParseError) << r.out;
+  ASSERT_EQ(null_id.size(), 2u) << r.out;  // the id 1e400, the notification
   EXPECT_EQ(null_id[0]["error"]["code"], kInvalidRequest);
-  EXPECT_EQ(null_id[1]["error"]["code"], kParseError);
-  EXPECT_EQ(null_id[2]["error"]["code"], kInvalidRequest);
+  EXPECT_EQ(null_id[1]["error"]["code"], kInvalidRequest);
   EXPECT_EQ(
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "serve.jsonl"})
           .exit_code,
@@ -435,6 +515,109 @@ TEST_F(McpServerTest, StdioAnswersEveryRequestAroundNumbersOutOfRangeAndExitsZer
 }
 
 using cordon::testing::LinePeer;
+TEST_F(McpServerTest, StdioAnswersAnOverDeepRequestUnderItsId) {
+  // Issue 19: the client of an over-deep request waited forever for an answer to id null.
+  const std::string input =
+      R"({"jsonrpc":"2.0","id":"deep-1","method":"tools/call","params":{"name":"read_file_range","arguments":{"path":)" +
+      Deep(500) + "}}}\n" + R"({"params":{"a":)" + Deep(65) +
+      R"(},"jsonrpc":"2.0","method":"ping","id":2})" + "\n" +
+      R"({"jsonrpc":"2.0","id":3,"method":"ping"})" + "\n";
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                                 "--audit-log", dir_ / "serve.jsonl"},
+                                {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Json> out = JsonLines(r.out);
+  ASSERT_EQ(out.size(), 3u) << r.out;
+  EXPECT_EQ(out[0]["id"], "deep-1") << r.out;
+  EXPECT_EQ(out[0]["error"]["code"], kInvalidRequest) << r.out;
+  EXPECT_NE(out[0]["error"]["message"].get<std::string>().find("nests"), std::string::npos);
+  EXPECT_EQ(out[1]["id"], 2) << r.out;
+  EXPECT_EQ(out[1]["error"]["code"], kInvalidRequest) << r.out;
+  EXPECT_EQ(out[2]["id"], 3) << r.out;
+  EXPECT_TRUE(out[2].contains("result")) << r.out;
+}
+
+// Issue 19: a client that does not read its answers grew the supervisor without bound (30 slow
+// calls with 1 MiB each: 6 MB to 183 MB). Answers are held once, as their bytes, and past
+// limits.max_pending_output_bytes a new call is refused with output_backlog, a stable code, and
+// runs nothing; once the client has read, calls are taken again. The bound, 550,000, admits
+// the third call (one unread answer of about 125 KB and, until the second call's answer is
+// made, its reservation of 3 x 64 KiB + 4 KiB, plus its own: 527 KB); of a burst of five after
+// it, at most two fit.
+TEST_F(McpServerTest, ServeRefusesNewCallsPastTheBoundOfUnreadOutput) {
+  if (!cordon::testing::UserNamespacesEnabled())
+    GTEST_SKIP() << "SKIPPED: user namespaces are disabled; bwrap cannot run";
+  WriteFile(dir_ / "config/cordon/policies.d/50-pending.toml",
+            "[limits]\nmax_pending_output_bytes = 550000\n");
+  LinePeer serve({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log",
+                  dir_ / "pending.jsonl"},
+                 {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")});
+  serve.Send(
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+  ASSERT_NE(serve.Line().find("\"id\":0"), std::string::npos);
+  auto finished = [&] {
+    const std::string log = cordon::testing::ReadFile(dir_ / "pending.jsonl");
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = log.find("\"type\":\"tool_finished\"", at)) != std::string::npos;
+         ++at)
+      ++n;
+    return n;
+  };
+  auto call = [&](int id, const std::string& marker) {
+    const std::string script = "echo x > " + marker + "; head -c 61440 /dev/zero | tr '\\000' a";
+    serve.Send(Json{
+        {"jsonrpc", "2.0"},
+        {"id", id},
+        {"method", "tools/call"},
+        {"params",
+         {{"name", "run_shell"}, {"arguments", {{"program", "sh"}, {"args", {"-c", script}}}}}}}
+                   .dump());
+  };
+  // Three calls of 60 KiB each, one after the other, none of their answers read.
+  for (int id = 1; id <= 3; ++id) {
+    call(id, "m" + std::to_string(id));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (finished() < static_cast<std::size_t>(id) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(finished(), static_cast<std::size_t>(id));
+  }
+  // A burst of five more: once the unread answers and the reservations of the admitted ones
+  // pass the bound, the rest are refused and run nothing.
+  for (int id = 4; id <= 8; ++id) call(id, "m" + std::to_string(id));
+  std::map<int, Json> answers;
+  while (answers.size() < 8) {
+    const std::string line = serve.Line();
+    ASSERT_FALSE(line.empty()) << "answers missing: " << answers.size();
+    Json j = Json::parse(line);
+    answers[j["id"].get<int>()] = j;
+  }
+  int refused = 0;
+  for (int id = 1; id <= 8; ++id) {
+    const Json& r = answers[id]["result"];
+    if (r.value("isError", false)) {
+      ++refused;
+      EXPECT_GE(id, 4) << "an earlier call was refused: " << r.dump().substr(0, 400);
+      EXPECT_EQ(r["structuredContent"]["error"].value("code", ""), "output_backlog") << r.dump();
+      EXPECT_NE(r.dump().find("limits.max_pending_output_bytes"), std::string::npos);
+      EXPECT_FALSE(cordon::testing::Exists(dir_ / ("ws/m" + std::to_string(id))))
+          << "refused call " << id << " ran";
+    } else {
+      EXPECT_EQ(r["structuredContent"]["stdout"], std::string(61440, 'a'));
+    }
+  }
+  EXPECT_GE(refused, 3) << "the session kept taking calls past the bound";
+  // Read: the session takes calls again.
+  call(9, "m9");
+  Json again = Json::parse(serve.Line(60));
+  EXPECT_EQ(again["id"], 9);
+  EXPECT_FALSE(again["result"]["isError"].get<bool>()) << again.dump().substr(0, 300);
+  serve.CloseInput();
+  EXPECT_EQ(serve.Wait(), 0);
+  EXPECT_EQ(cordon::testing::Run(
+                {cordon::testing::CordonBin(), "audit", "verify", dir_ / "pending.jsonl"})
+                .exit_code,
+            0);
+}
 
 TEST_F(McpServerTest, WrapSurvivesNumbersOutOfRangeAndForwardsBigIntegersByteForByte) {
   // Issue 9: a wrapped server that writes 1e400 ended the proxy. Now: the client gets the
@@ -1297,6 +1480,43 @@ TEST_F(McpServerTest, WrapRefusesOversizedMessagesUnderTheirId) {
   const std::string log = cordon::testing::ReadFile(dir_ / "huge.jsonl");
   EXPECT_NE(log.find("\"code\":\"too_large\""), std::string::npos) << "the call's record is open";
   EXPECT_EQ(log.find("\"tool\":\"x\""), std::string::npos) << "the oversized call was forwarded";
+}
+
+// Issue 19: over-deep messages through the proxy. The client's deep request is refused to the
+// client under its id (never forwarded); the server's deep response reaches the client as an
+// error under the call's id and closes the call's record, instead of leaving both waiting.
+TEST_F(McpServerTest, WrapAnswersOverDeepMessagesUnderTheirId) {
+  WriteFile(dir_ / "ws/deep-server.sh",
+            "read line\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+            "\"2025-06-18\",\"capabilities\":{},\"serverInfo\":{\"name\":\"d\",\"version\":"
+            "\"1\"}}}\\n'\n"
+            "read line\n"
+            "printf '{\"jsonrpc\":\"2.0\",\"result\":{\"content\":%s},\"id\":7}\\n' '" +
+                Deep(100) +
+                "'\n"
+                "read line || exit 0\n");
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
+      R"({"jsonrpc":"2.0","id":"deep-c","method":"tools/call","params":{"name":"x","arguments":{"t":)" +
+      Deep(100) + "}}}\n" +
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"small","arguments":{}}})" +
+      "\n";
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "deep.jsonl", "--", "sh", dir_ / "ws/deep-server.sh"},
+      {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, Json> by_id;
+  for (const Json& j : JsonLines(r.out)) by_id[j.value("id", Json()).dump()] = j;
+  EXPECT_EQ(by_id["\"deep-c\""]["error"]["code"], kInvalidRequest) << r.out;
+  EXPECT_EQ(by_id["7"]["error"]["code"], kInternalError) << r.out;
+  EXPECT_FALSE(by_id.contains("null")) << r.out;
+  const std::string log = cordon::testing::ReadFile(dir_ / "deep.jsonl");
+  EXPECT_EQ(log.find("\"tool\":\"x\""), std::string::npos) << "the deep call was forwarded";
+  EXPECT_NE(log.find("\"tool\":\"small\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"code\":\"server_unavailable\""), std::string::npos)
+      << "the call's record is open: " << log;
 }
 
 TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {

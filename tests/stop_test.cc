@@ -287,6 +287,67 @@ TEST_F(StopTest, ServeStopsItsRunningCallOnGroupSigterm) {
   ExpectVerifies();
 }
 
+// A background job that ran and wrote its file, ended by the session's stop, is `cancelled`
+// with `stop_signal`, never "the sandbox did not start" (issue 19). Its sandbox was forked by
+// the MCP worker that took the call; bwrap --die-with-parent follows that thread, and the
+// worker pool's threads end first when `serve` stops: the sandbox was killed under the job,
+// before its thread had seen the signal. Several rounds, two jobs each, every signal.
+class ServeJobStop : public StopTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ServeJobStop, BackgroundJobsAreCancelledWithTheSignalNeverNotStarted) {
+  const int sig = GetParam();
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::filesystem::remove(log());
+    for (const char* f : {"ws/started", "ws/a", "ws/b"}) std::filesystem::remove(dir_ / f);
+    std::vector<std::string> args = {"serve"};
+    for (auto& s : Session()) args.push_back(s);
+    Start(args);
+    WriteLine(stdin_w_, {{"jsonrpc", "2.0"},
+                         {"id", 1},
+                         {"method", "initialize"},
+                         {"params",
+                          {{"protocolVersion", "2025-06-18"},
+                           {"capabilities", Json::object()},
+                           {"clientInfo", {{"name", "stop_test"}, {"version", "1"}}}}}});
+    WriteLine(
+        stdin_w_,
+        {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}, {"params", Json::object()}});
+    for (const char* name : {"a", "b"}) {
+      const std::string script = std::string("echo x > ") + name +
+                                 "; while [ ! -e a ] || [ ! -e b ]; do sleep 0.05; done; "
+                                 "echo x > started; exec sleep 300";
+      WriteLine(
+          stdin_w_,
+          {{"jsonrpc", "2.0"},
+           {"id", std::string("job-") + name},
+           {"method", "tools/call"},
+           {"params",
+            {{"name", "run_shell"},
+             {"arguments", {{"program", "sh"}, {"args", {"-c", script}}, {"background", true}}}}}});
+    }
+    AwaitMarker();
+    ASSERT_EQ(::kill(-pid_, sig), 0);
+    ASSERT_EQ(Wait(), 128 + sig) << ReadFile(dir_ / "err");
+    int jobs = 0;
+    for (const Json& r : Records()) {
+      if (r["type"] != "process") continue;
+      ++jobs;
+      EXPECT_EQ(r["status"], "cancelled") << r.dump();
+      EXPECT_EQ(r.value("stop_signal", Json()), sig) << r.dump();
+      EXPECT_FALSE(r.contains("error")) << r.dump();
+      EXPECT_EQ(r.dump().find("did not start"), std::string::npos) << r.dump();
+    }
+    EXPECT_EQ(jobs, 2) << ReadFile(log());
+    ExpectVerifies();
+    ::close(stdin_w_);
+    stdin_w_ = -1;
+    if (HasFailure()) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, ServeJobStop, ::testing::Values(SIGINT, SIGTERM, SIGHUP));
+
 TEST_F(StopTest, ServeHttpExits128PlusNWithItsRecords) {
   const std::string port = std::to_string(20000 + ::getpid() % 20000);
   std::vector<std::string> args = {"serve", "--http", "127.0.0.1:" + port, "--no-auth"};
