@@ -118,23 +118,26 @@ int main(int argc, char** argv) {
   std::size_t samples = 3;
   std::vector<std::string> fp_dirs;
   bool each = false;
+  std::string policy_dir = CORDON_POLICY_DIR;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--mb" && i + 1 < argc) {
       mb = std::stoul(argv[++i]);
     } else if (a == "--fp" && i + 1 < argc) {
       fp_dirs.push_back(argv[++i]);
+    } else if (a == "--policy-dir" && i + 1 < argc) {
+      policy_dir = argv[++i];
     } else if (a == "--each") {
       each = true;
     } else if (a == "--samples" && i + 1 < argc) {
       samples = std::stoul(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: redact_bench [--mb N] [--each] [--fp DIR ...] [--samples N]\n");
+      std::fprintf(stderr, "usage: redact_bench [--mb N] [--policy-dir DIR] [--each] [--fp DIR ...] [--samples N]\n");
       return 2;
     }
   }
   cordon::PolicySources sources;
-  sources.dirs = {CORDON_POLICY_DIR};
+  sources.dirs = {policy_dir};
   auto policy = cordon::LoadPolicy(sources);
   if (!policy) {
     std::fprintf(stderr, "policy: %s\n", policy.error().message.c_str());

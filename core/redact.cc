@@ -1,9 +1,8 @@
 // Secret redaction: exact values, then secret lines (hashes), then the policy's rules (RE2
-// patterns, linear in the text, behind a keyword prefilter run as one RE2::Set pass).
+// patterns, linear in the text, run only on the lines where one of their keywords occurs).
 #include "core/redact.h"
 
 #include <re2/re2.h>
-#include <re2/set.h>
 
 #include <algorithm>
 #include <array>
@@ -18,17 +17,23 @@ constexpr auto npos_sv = std::string_view::npos;
 
 // --- compiled rules ---
 
+using Runs = std::vector<std::pair<std::size_t, std::size_t>>;
 void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Redactor::Span>& out,
-               std::size_t only);
+               std::size_t only, const Runs* runs = nullptr);
 
 struct RedactRules::Impl {
   std::vector<RedactRule> rules;
   std::vector<std::unique_ptr<RE2>> patterns;
   std::vector<std::unique_ptr<RE2>> ignores;  // null: none
   std::vector<unsigned> require_mask;         // 1 upper, 2 lower, 4 digit
-  // The keyword prefilter: pattern k of the set is keyword k, of rule keyword_rule[k].
-  std::unique_ptr<RE2::Set> keywords;
-  std::vector<std::size_t> keyword_rule;
+  // The keyword prefilter: a bitmap over the (lower-cased) first two bytes of every keyword,
+  // then the keywords that start with those two bytes, each with its rule.
+  // Bits over a hash of the first three (lower-cased) bytes of every keyword (any third byte
+  // for a two-byte keyword): almost every position of a text fails this one test.
+  std::vector<std::uint64_t> triples = std::vector<std::uint64_t>(65536 / 64, 0);
+  std::vector<std::vector<std::pair<std::string, std::size_t>>> by_pair =
+      std::vector<std::vector<std::pair<std::string, std::size_t>>>(65536);
+  std::vector<char> whole;          // rule runs over the whole text: no keywords, or (?s)
   std::vector<std::size_t> always;  // rules without keywords
 };
 
@@ -72,6 +77,17 @@ unsigned ClassMask(std::string_view s) {
   return m;
 }
 
+// The prefilter's index of two bytes: OR 0x20 lower-cases letters (and maps a few punctuation
+// bytes onto others: a false candidate, which the keyword's own comparison then rejects).
+inline std::size_t KeywordPair(unsigned char a, unsigned char b) {
+  return static_cast<std::size_t>((a | 0x20) | (b | 0x20) << 8);
+}
+
+inline std::size_t KeywordTriple(unsigned a, unsigned b, unsigned c) {
+  const std::uint32_t v = (a | 0x20u) | (b | 0x20u) << 8 | (c | 0x20u) << 16;
+  return (v * 0x9E3779B1u) >> 16;
+}
+
 bool ValidId(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
@@ -83,9 +99,6 @@ bool ValidId(std::string_view id) {
 
 Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<RedactRule> rules) {
   auto impl = std::make_unique<Impl>();
-  RE2::Options kw_options = ByteOptions();
-  kw_options.set_case_sensitive(false);
-  impl->keywords = std::make_unique<RE2::Set>(kw_options, RE2::UNANCHORED);
   for (std::size_t i = 0; i < rules.size(); ++i) {
     RedactRule& r = rules[i];
     const std::string at =
@@ -128,21 +141,27 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
       return Fail(Code::kInvalidInput, at + "entropy must be between 0 and 8 bits per byte");
     }
     for (auto& k : r.keywords) {
-      if (k.empty()) return Fail(Code::kInvalidInput, at + "a keyword is empty");
-      for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      std::string err;
-      if (impl->keywords->Add(RE2::QuoteMeta(k), &err) < 0) {
-        return Fail(Code::kInvalidInput, at + "keyword \"" + k + "\": " + err);
+      if (k.size() < 2) {
+        return Fail(Code::kInvalidInput, at + "a keyword must be at least 2 bytes: \"" + k + "\"");
       }
-      impl->keyword_rule.push_back(i);
+      for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const std::size_t pair =
+          KeywordPair(static_cast<unsigned char>(k[0]), static_cast<unsigned char>(k[1]));
+      for (unsigned c = 0; c < 256; ++c) {
+        if (k.size() > 2 && c != static_cast<unsigned char>(k[2])) continue;
+        const std::size_t t =
+            KeywordTriple(static_cast<unsigned char>(k[0]), static_cast<unsigned char>(k[1]), c);
+        impl->triples[t >> 6] |= std::uint64_t{1} << (t & 63);
+      }
+      impl->by_pair[pair].emplace_back(k, i);
     }
     if (r.keywords.empty()) impl->always.push_back(i);
+    // A pattern that spans lines ((?s), a key block) runs over the whole text once a keyword
+    // is seen; the others only over the lines that hold one.
+    impl->whole.push_back(r.keywords.empty() || r.pattern.find("(?s") != std::string::npos);
     impl->patterns.push_back(std::move(re));
     impl->ignores.push_back(std::move(ignore));
     impl->require_mask.push_back(mask);
-  }
-  if (!impl->keyword_rule.empty() && !impl->keywords->Compile()) {
-    return Fail(Code::kInvalidInput, "redact rules: the keyword set does not compile (too large)");
   }
   impl->rules = std::move(rules);
   std::shared_ptr<RedactRules> set(new RedactRules());
@@ -251,46 +270,130 @@ void Redactor::AddSecretEnvironment(char** envp) {
   }
 }
 
-// The spans of every rule (or of rule `only`) in `s`, unordered, overlapping.
-void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Redactor::Span>& out,
-               std::size_t only) {
-  if (s.empty()) return;
-  // Which rules may match: one pass of the keyword set over the text.
-  std::vector<char> run(im.rules.size(), 0);
-  for (std::size_t i : im.always) run[i] = 1;
-  if (only != npos_sv) {
-    std::fill(run.begin(), run.end(), 0);
-    run[only] = 1;
-  } else if (!im.keyword_rule.empty()) {
-    std::vector<int> hits;
-    if (im.keywords->Match(re2::StringPiece(s.data(), s.size()), &hits)) {
-      for (int k : hits) run[im.keyword_rule[static_cast<std::size_t>(k)]] = 1;
-    }
-  }
+namespace {
+
+// 1 upper, 2 lower, 4 digit, 8 + / - _; 0: not a token (base64, base64url) character.
+constexpr auto kTokenClass = [] {
+  std::array<unsigned char, 256> t{};
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = 1;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = 2;
+  for (int c = '0'; c <= '9'; ++c) t[c] = 4;
+  for (unsigned char c : std::string_view("+/-_")) t[c] = 8;
+  return t;
+}();
+constexpr std::size_t kMinRun = 20;    // a run of token characters a keyword-less rule looks at
+constexpr std::size_t kRunReach = 96;  // ... and this far past it (a token's later parts)
+
+constexpr auto kLower = [] {
+  std::array<unsigned char, 256> t{};
+  for (int c = 0; c < 256; ++c)
+    t[c] = static_cast<unsigned char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  return t;
+}();
+
+// One rule's pattern over [from, to) of s (s is the context for ^, $ and \b).
+void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, std::size_t from,
+               std::size_t to, std::vector<Redactor::Span>& out) {
+  const RedactRule& rule = im.rules[r];
+  const RE2& re = *im.patterns[r];
   const re2::StringPiece text(s.data(), s.size());
   std::array<re2::StringPiece, 10> groups;
-  for (std::size_t r = 0; r < im.rules.size(); ++r) {
-    if (!run[r]) continue;
-    const RedactRule& rule = im.rules[r];
-    const RE2& re = *im.patterns[r];
-    const int ngroups = std::min(static_cast<int>(groups.size()), rule.group + 1);
-    std::size_t pos = 0;
-    while (pos < s.size() &&
-           re.Match(text, pos, s.size(), RE2::UNANCHORED, groups.data(), ngroups)) {
-      const re2::StringPiece m = groups[0];
-      const std::size_t mb = static_cast<std::size_t>(m.data() - s.data());
-      const std::size_t me = mb + m.size();
-      pos = std::max(me, mb + 1);
-      const re2::StringPiece h = groups[static_cast<std::size_t>(rule.group)];
-      if (h.data() == nullptr || h.empty()) continue;
-      const std::string_view hidden(h.data(), h.size());
-      if (hidden.size() < rule.min_length) continue;
-      if ((ClassMask(hidden) & im.require_mask[r]) != im.require_mask[r]) continue;
-      if (rule.entropy > 0 && Entropy(hidden) < rule.entropy) continue;
-      if (im.ignores[r] && RE2::FullMatch(h, *im.ignores[r])) continue;
-      const std::size_t hb = static_cast<std::size_t>(h.data() - s.data());
-      out.push_back(Redactor::Span{mb, me, hb, hb + hidden.size(), rule.id});
+  const int ngroups = std::min(static_cast<int>(groups.size()), rule.group + 1);
+  std::size_t pos = from;
+  while (pos < to && re.Match(text, pos, to, RE2::UNANCHORED, groups.data(), ngroups)) {
+    const re2::StringPiece m = groups[0];
+    const std::size_t mb = static_cast<std::size_t>(m.data() - s.data());
+    const std::size_t me = mb + m.size();
+    pos = std::max(me, mb + 1);
+    const re2::StringPiece h = groups[static_cast<std::size_t>(rule.group)];
+    if (h.data() == nullptr || h.empty()) continue;
+    const std::string_view hidden(h.data(), h.size());
+    if (hidden.size() < rule.min_length) continue;
+    if ((ClassMask(hidden) & im.require_mask[r]) != im.require_mask[r]) continue;
+    if (rule.entropy > 0 && Entropy(hidden) < rule.entropy) continue;
+    if (im.ignores[r] && RE2::FullMatch(h, *im.ignores[r])) continue;
+    const std::size_t hb = static_cast<std::size_t>(h.data() - s.data());
+    out.push_back(Redactor::Span{mb, me, hb, hb + hidden.size(), rule.id});
+  }
+}
+
+}  // namespace
+
+// The spans of every rule (or of rule `only`) in `s`, unordered, overlapping. A rule runs only
+// where one of its keywords occurs: on that line (at most 4 KiB each side of the keyword), or,
+// for a rule that spans lines, from that line to the end. Rules without keywords run on all.
+void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Redactor::Span>& out,
+               std::size_t only, const Runs* runs) {
+  if (s.empty()) return;
+  if (only != npos_sv) {
+    MatchRule(im, only, s, 0, s.size(), out);
+    return;
+  }
+  const std::size_t n = s.size();
+  const auto* u = reinterpret_cast<const unsigned char*>(s.data());
+  // Per rule: the windows still to run, merged as they are found (hits come in order).
+  constexpr std::size_t kReach = 4096;
+  std::vector<std::pair<std::size_t, std::size_t>> windows[64];
+  const std::size_t nrules = std::min<std::size_t>(im.rules.size(), 64);
+  std::uint64_t seen_whole = 0;
+  const std::uint64_t* triples = im.triples.data();
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    const std::size_t t = KeywordTriple(u[i], u[i + 1], i + 2 < n ? u[i + 2] : 0);
+    if ((triples[t >> 6] >> (t & 63) & 1) == 0) continue;
+    const std::size_t pair = KeywordPair(u[i], u[i + 1]);
+    for (const auto& [kw, r] : im.by_pair[pair]) {
+      if (r >= nrules || n - i < kw.size()) continue;
+      bool eq = true;
+      for (std::size_t k = 2; k < kw.size() && eq; ++k)
+        eq = kLower[u[i + k]] == static_cast<unsigned char>(kw[k]);
+      if (!eq) continue;
+      if (im.whole[r]) {
+        seen_whole |= std::uint64_t{1} << r;
+        continue;
+      }
+      auto& w = windows[r];
+      const std::size_t hi = std::min(n, i + kw.size() + kReach);
+      const void* nl_after = std::memchr(s.data() + i, '\n', hi - i);
+      const std::size_t to =
+          nl_after == nullptr
+              ? hi
+              : static_cast<std::size_t>(static_cast<const char*>(nl_after) - s.data());
+      if (!w.empty() && i < w.back().second) {
+        w.back().second = std::max(w.back().second, to);
+        continue;
+      }
+      const std::size_t lo = i > kReach ? i - kReach : 0;
+      const void* nl_before = ::memrchr(s.data() + lo, '\n', i - lo);
+      const std::size_t from =
+          nl_before == nullptr
+              ? lo
+              : static_cast<std::size_t>(static_cast<const char*>(nl_before) - s.data()) + 1;
+      if (!w.empty() && from <= w.back().second) {
+        w.back().second = std::max(w.back().second, to);
+      } else {
+        w.emplace_back(from, to);
+      }
     }
+  }
+  for (std::size_t r = 0; r < im.rules.size(); ++r) {
+    // A rule without keywords runs where a token is: from each run of kMinRun or more token
+    // characters to kRunReach bytes past its end (runs given), else over the whole text.
+    if (r < nrules && im.rules[r].keywords.empty() && runs != nullptr) {
+      std::size_t covered = 0;
+      for (const auto& [b, e] : *runs) {
+        const std::size_t from = std::max(b, covered);
+        const std::size_t to = std::min(n, e + kRunReach);
+        if (from < to) MatchRule(im, r, s, from, to, out);
+        covered = std::max(covered, to);
+      }
+      continue;
+    }
+    // Past 64 rules the windows are not kept: those rules run over the whole text.
+    if (r >= nrules || im.rules[r].keywords.empty() || (seen_whole >> r & 1) != 0) {
+      MatchRule(im, r, s, 0, n, out);
+      continue;
+    }
+    for (const auto& [from, to] : windows[r]) MatchRule(im, r, s, from, to, out);
   }
 }
 
@@ -328,11 +431,6 @@ void TakeDisjoint(std::vector<Redactor::Span>& spans, std::vector<Redactor::Span
 }  // namespace
 
 namespace {
-
-bool IsB64Char(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
-         c == '/' || c == '-' || c == '_';
-}
 
 int B64Value(unsigned char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -372,37 +470,38 @@ std::string DecodeTextual(std::string_view run) {
 // Base64 of a secret (an "auth" value, an encoded token, a token echoed through base64): a run
 // of base64 characters, at least kMinB64 long, of upper, lower and digits, that decodes to text
 // holding a secret a rule or a secret line finds is hidden whole as [REDACTED:base64].
-void Redactor::FindBase64(std::string_view s, std::vector<Span>& out) const {
-  constexpr std::size_t kMinB64 = 24;
+// Runs of kMinRun or more token characters, with the classes each holds (kTokenClass bits).
+struct TokenRun {
+  std::size_t begin, end;
+  unsigned mask;
+};
+static void TokenRuns(std::string_view s, std::vector<TokenRun>& out) {
+  const auto* u = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();
-  for (std::size_t i = 0; i < n;) {
-    if (!IsB64Char(static_cast<unsigned char>(s[i]))) {
-      ++i;
-      continue;
-    }
-    std::size_t j = i;
+  std::size_t i = 0;
+  while (i < n) {
+    while (i < n && kTokenClass[u[i]] == 0) ++i;
+    const std::size_t start = i;
     unsigned mask = 0;
-    while (j < n && IsB64Char(static_cast<unsigned char>(s[j]))) {
-      const char c = s[j];
-      mask |= (c >= 'A' && c <= 'Z')   ? 1u
-              : (c >= 'a' && c <= 'z') ? 2u
-              : (c >= '0' && c <= '9') ? 4u
-                                       : 0u;
-      ++j;
-    }
-    std::size_t end = j;
-    while (end < n && end - j < 2 && s[end] == '=') ++end;
-    if (j - i >= kMinB64 && mask == 7) {
-      const std::string decoded = DecodeTextual(s.substr(i, j - i));
-      if (!decoded.empty()) {
-        std::vector<Span> inner;
-        FindRuleSpans(decoded, inner);
-        bool hit = !inner.empty();
-        if (!hit) lines_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
-        if (hit) out.push_back(Span{i, end, i, end, "base64"});
-      }
-    }
-    i = end > j ? end : j;
+    while (i < n && kTokenClass[u[i]] != 0) mask |= kTokenClass[u[i++]];
+    if (i - start >= kMinRun) out.push_back({start, i, mask});
+  }
+}
+
+void Redactor::FindBase64(std::string_view s, const std::vector<TokenRun>& runs,
+                          std::vector<Span>& out) const {
+  constexpr std::size_t kMinB64 = 24;
+  for (const TokenRun& run : runs) {
+    if (run.end - run.begin < kMinB64 || (run.mask & 7) != 7) continue;
+    std::size_t end = run.end;
+    while (end < s.size() && end - run.end < 2 && s[end] == '=') ++end;
+    const std::string decoded = DecodeTextual(s.substr(run.begin, run.end - run.begin));
+    if (decoded.empty()) continue;
+    std::vector<Span> inner;
+    FindRuleSpans(decoded, inner);
+    bool hit = !inner.empty();
+    if (!hit) lines_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
+    if (hit) out.push_back(Span{run.begin, end, run.begin, end, "base64"});
   }
 }
 
@@ -428,8 +527,15 @@ std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
   std::vector<Span> out;
   if (!first.empty()) TakeDisjoint(first, out);
   std::vector<Span> shapes;
-  FindRuleSpans(s, shapes);
-  FindBase64(s, shapes);
+  std::vector<TokenRun> token_runs;
+  TokenRuns(s, token_runs);
+  if (rules_) {
+    Runs runs;
+    runs.reserve(token_runs.size());
+    for (const auto& r : token_runs) runs.emplace_back(r.begin, r.end);
+    RuleSpans(rules_->impl(), s, shapes, npos_sv, &runs);
+  }
+  FindBase64(s, token_runs, shapes);
   if (out.empty()) {
     TakeDisjoint(shapes, out);
     return out;

@@ -25,6 +25,8 @@
 
 namespace cordon {
 
+struct TokenRun;  // a run of token characters (core/redact.cc)
+
 // One detector, as a policy file writes it. Loaded by policy/, compiled here.
 struct RedactRule {
   std::string id;       // the marker's name: [REDACTED:<id>]; [a-z0-9_]+
@@ -150,7 +152,8 @@ class Redactor {
 
  private:
   void FindRuleSpans(std::string_view text, std::vector<Span>& out) const;
-  void FindBase64(std::string_view text, std::vector<Span>& out) const;
+  void FindBase64(std::string_view text, const std::vector<TokenRun>& runs,
+                  std::vector<Span>& out) const;
   std::shared_ptr<const RedactRules> rules_;
   SecretLines lines_;
   std::vector<std::pair<std::string, std::string>> values_;  // rule, value; longest first
