@@ -645,7 +645,7 @@ TEST(Redactor, SecretLinesAndBase64Runs) {
       {"     3\tMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n", "     3\t[REDACTED:secret_file]\n"},
       {"+MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "+[REDACTED:secret_file]"},
       {"short-line1", "short-line1"},
-      // base64 of "token=ghp_" + 36 characters, and of the secret line.
+      // base64 of a GitHub token ("ghp_" and 36 characters), and of the secret line.
       {"echo Z2hwX0FBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQQ== | base64 -d",
        "echo [REDACTED:base64] | base64 -d"},
       {"TUlJRXZRSUJBREFOQmdrcWhraUc5dzBCQVFFRkFBU0M=", "[REDACTED:base64]"},
