@@ -58,10 +58,11 @@ Json RedactionCheck() {
                  "NO redaction rules: the policy (" +
                      (layers.empty() ? std::string("no files") : Joined(layers)) +
                      ") has no [[redact.rules]], so private keys, tokens and passwords would "
-                     "reach agents and the audit log as written (only secret-named environment "
-                     "values and redact.values would be hidden)",
+                     "reach agents and the audit log as written (only exact values, such as "
+                     "secret-named environment variables and redact.values, and the lines of "
+                     "files named like .env or *.pem would be hidden)",
                  "reinstall cordon: its rules ship as " + shipped +
-                     "/10-secrets.toml (docs/policy.md, \"[[redact.rules]]\")",
+                     "/10-secrets.toml (docs/policy.md, \"Redaction\")",
                  true);
   }
   std::set<std::string> from;
