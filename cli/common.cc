@@ -22,10 +22,7 @@
 #endif
 
 namespace cordon::cli {
-namespace {
 
-// An installed cordon (PREFIX/bin/cordon) reads PREFIX/share/cordon/policies.d; a binary in the
-// build tree reads the source tree's policies.d.
 std::string ShippedPolicyDir() {
   char exe[4096];
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -36,8 +33,6 @@ std::string ShippedPolicyDir() {
   }
   return CORDON_SHIPPED_POLICY_DIR;
 }
-
-}  // namespace
 
 std::string Formatter::make_usage(const CLI::App* app, std::string) const {
   std::string out = "usage: " + CommandPath(*app);

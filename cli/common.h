@@ -73,6 +73,9 @@ struct SessionFlags {
   bool allow_dangerous_workspace = false;
 };
 void AddSessionFlags(CLI::App* app, SessionFlags* flags);
+// The shipped policy layer: PREFIX/share/cordon/policies.d beside an installed cordon
+// (PREFIX/bin/cordon), else the directory built in (the source tree's, for a build-tree binary).
+std::string ShippedPolicyDir();
 SessionOptions SessionOptionsFrom(const SessionFlags& flags, const std::string& client);
 Result<Policy> LoadEffectivePolicy(const SessionOptions& options);
 // Starts a session, or says why not on stderr and yields `exit_code`.

@@ -9,21 +9,83 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "audit/audit.h"
 #include "audit/checkpoint.h"
 #include "cli/common.h"
 #include "tools/curl_loader.h"
+#include "workspace/secret_files.h"
 
 namespace cordon::cli {
 namespace {
 
-Json Check(std::string name, bool pass, std::string detail, std::string remedy) {
+// `required`: a failure makes doctor fail (FAIL, exit 1), not only warn.
+Json Check(std::string name, bool pass, std::string detail, std::string remedy,
+           bool required = false) {
   return {{"name", std::move(name)},
           {"ok", pass},
-          {"required", false},
+          {"required", required},
           {"detail", std::move(detail)},
           {"remedy", pass ? std::string() : std::move(remedy)}};
+}
+
+std::string Joined(const auto& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// Issue 19: the secret detectors are data, the [[redact.rules]] of policies.d/10-secrets.toml.
+// An install without that file would start every session with no rules and say nothing, so a
+// policy without rules fails the check. Only the policy files of this directory are read (no
+// workspace walk: the secret-file scan is a session's, at its start).
+Json RedactionCheck() {
+  const std::string shipped = ShippedPolicyDir();
+  std::error_code ec;
+  const std::string here = std::filesystem::current_path(ec).string();
+  auto policy = LoadPolicy(DefaultPolicySources(shipped, ec ? std::string() : here));
+  if (!policy) {
+    return Check("redaction", false,
+                 "the policy does not load, so no session starts: " + policy.error().message,
+                 "fix the file and line the message names", true);
+  }
+  const RedactRules* rules = policy->compiled_redact_rules.get();
+  std::vector<std::string> layers;
+  for (const auto& f : policy->files) layers.push_back(f.path);
+  if (rules == nullptr || rules->size() == 0) {
+    return Check("redaction", false,
+                 "NO redaction rules: the policy (" +
+                     (layers.empty() ? std::string("no files") : Joined(layers)) +
+                     ") has no [[redact.rules]], so private keys, tokens and passwords would "
+                     "reach agents and the audit log as written (only exact values, such as "
+                     "secret-named environment variables and redact.values, and the lines of "
+                     "files named like .env or *.pem would be hidden)",
+                 "reinstall cordon: its rules ship as " + shipped +
+                     "/10-secrets.toml (docs/policy.md, \"Redaction\")",
+                 true);
+  }
+  std::set<std::string> from;
+  std::vector<std::string> always;
+  for (const RedactRule& r : rules->rules()) {
+    from.insert(r.where.substr(0, r.where.rfind(':')));
+    if (r.keywords.empty()) always.push_back(r.id);
+  }
+  const SecretScanLimits limits;
+  const std::string scan =
+      policy->redact_scan_files
+          ? "on (at session start: at most " + std::to_string(limits.max_entries) + " entries, " +
+                std::to_string(limits.max_file_bytes >> 20) + " MiB a file, " +
+                std::to_string(limits.max_total_bytes >> 20) + " MiB in all)"
+          : "OFF (redact.scan_files = false, " + policy->provenance["redact.scan_files"] +
+                "): the lines of the workspace's secret files are hidden only where a rule finds "
+                "them";
+  return Check("redaction", true,
+               std::to_string(rules->size()) + " redaction rules from " + Joined(from) +
+                   "; without keywords (run on every text): " +
+                   (always.empty() ? std::string("none") : Joined(always)) +
+                   "; workspace secret-file scan: " + scan,
+               "", true);
 }
 
 // Issue 10, fail closed: the default audit log directory takes files, and its filesystem can
@@ -114,13 +176,20 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
                                       "cgroups, rg and fd, with the remedy for each missing piece")
                       ->group("Commands");
   cmd->add_flag("--json", *json, "print the report as JSON");
-  cmd->footer("exits 0 when processes can be confined here, 1 when not");
+  cmd->footer(
+      "exits 0 when processes can be confined and the policy has redaction rules, 1 when "
+      "not");
   ctx.run[cmd] = [json]() -> int {
     Json report;
-    bool ok = RunDoctor(&report, "");
+    const bool confines = RunDoctor(&report, "");
     report["checks"].push_back(AuditLogCheck());
     report["checks"].push_back(AuditSigningCheck());
     report["checks"].push_back(ReadUrlCheck());
+    Json redaction = RedactionCheck();
+    const bool redacts = redaction["ok"].get<bool>();
+    report["checks"].push_back(std::move(redaction));
+    const bool ok = confines && redacts;
+    report["ok"] = ok;
     if (*json) {
       std::cout << DumpJson(report, 2) << std::endl;
     } else {
@@ -130,9 +199,11 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
                   << c["name"].get<std::string>() << ": " << c["detail"].get<std::string>() << "\n";
         if (!pass) std::cout << "      remedy: " << c["remedy"].get<std::string>() << "\n";
       }
-      std::cout
-          << (ok ? "cordon can confine processes on this host\n"
-                 : "cordon cannot confine processes here: calls fail with sandbox_unavailable\n");
+      std::cout << (!confines  ? "cordon cannot confine processes here: calls fail with "
+                                 "sandbox_unavailable\n"
+                    : !redacts ? "cordon can confine processes here, but the redaction check "
+                                 "failed (above)\n"
+                               : "cordon can confine processes on this host\n");
     }
     return ok ? kExitOk : kExitToolError;
   };

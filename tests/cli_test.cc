@@ -529,7 +529,7 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
   }
   for (const char* n : {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp",
                         "cgroup", "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log",
-                        "audit_checkpoints", "read_url"}) {
+                        "audit_checkpoints", "read_url", "redaction"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   for (const auto& c : j["checks"]) {
@@ -553,6 +553,60 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
   auto none = testing::Run({testing::CordonBin(), "doctor"}, {"PATH=/nonexistent"});
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.out.find("apt-get install bubblewrap"), std::string::npos) << none.out;
+}
+
+// `redaction` (issue 19): the secret detectors ship as policies.d/10-secrets.toml. An install
+// without that file would start every session with no rules and say nothing; doctor fails
+// instead. With the rules it says how many, which run on every text, and whether the workspace's
+// secret files are scanned.
+TEST_F(CliTest, DoctorFailsWhenThePolicyHasNoRedactionRules) {
+  auto redaction_check = [](const testing::RunResult& r) {
+    const Json j = Json::parse(r.out, nullptr, false);
+    Json found;
+    if (j.is_object()) {
+      for (const auto& c : j["checks"]) {
+        if (c["name"] == "redaction") found = c;
+      }
+    }
+    return found;
+  };
+  auto r = Cordon({"doctor", "--json"});
+  Json check = redaction_check(r);
+  ASSERT_TRUE(check.is_object()) << r.out << r.err;
+  EXPECT_TRUE(check["ok"].get<bool>()) << check.dump();
+  EXPECT_TRUE(check["required"].get<bool>()) << check.dump();
+  std::string detail = check["detail"].get<std::string>();
+  for (const char* part :
+       {" redaction rules from ", "/10-secrets.toml",
+        "; without keywords (run on every text): discord_token;",
+        "; workspace secret-file scan: on (at session start: at most 100000 entries, 1 MiB a file, "
+        "64 MiB in all)"}) {
+    EXPECT_NE(detail.find(part), std::string::npos) << part << "\n" << detail;
+  }
+  // A broken install: PREFIX/bin/cordon reads PREFIX/share/cordon/policies.d, which lacks
+  // 10-secrets.toml.
+  const std::string prefix = dir_ / "prefix";
+  std::filesystem::create_directories(prefix + "/bin");
+  std::filesystem::create_directories(prefix + "/share/cordon/policies.d");
+  std::filesystem::copy_file(testing::CordonBin(), prefix + "/bin/cordon");
+  std::filesystem::copy_file(CORDON_POLICY_DIR "/00-default.toml",
+                             prefix + "/share/cordon/policies.d/00-default.toml");
+  auto broken = testing::Run({prefix + "/bin/cordon", "doctor", "--json"}, env_);
+  check = redaction_check(broken);
+  ASSERT_TRUE(check.is_object()) << broken.out << broken.err;
+  EXPECT_FALSE(check["ok"].get<bool>()) << check.dump();
+  EXPECT_TRUE(check["required"].get<bool>()) << check.dump();
+  detail = check["detail"].get<std::string>();
+  EXPECT_NE(detail.find("NO redaction rules"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("00-default.toml"), std::string::npos) << detail;
+  EXPECT_NE(check["remedy"].get<std::string>().find("/share/cordon/policies.d/10-secrets.toml"),
+            std::string::npos)
+      << check.dump();
+  EXPECT_EQ(broken.exit_code, 1) << broken.out;
+  EXPECT_FALSE(Json::parse(broken.out)["ok"].get<bool>());
+  auto text = testing::Run({prefix + "/bin/cordon", "doctor"}, env_);
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("FAIL  redaction: NO redaction rules"), std::string::npos) << text.out;
 }
 
 // `preset_caches` (issue 18): where each preset's cache of cordon's own is, whether it is there

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <functional>
 
+#include "core/unique_fd.h"
 #include "runner/capture.h"
 #include "session/session.h"
 #include "tests/test_util.h"
+#include "workspace/secret_files.h"
 
 namespace cordon {
 namespace {
@@ -544,6 +546,161 @@ TEST_F(RedactEndToEnd, WrapRewritesEveryServerMessageWithASecretKey) {
   EXPECT_NE(audit.find("\"output_redactions\":2"), std::string::npos) << audit;
   EXPECT_NE(audit.find("message from the server redacted"), std::string::npos) << audit;
   EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
+}
+
+// --- Issue 19: rules as data, secret lines, base64, the secret-file scan ----------------------
+
+// A rule that does not do what its author meant does not load: the error names its file:line.
+TEST(RedactRules, EveryExampleIsCheckedWhenThePolicyLoads) {
+  struct Case {
+    std::string rule, needle;
+  };
+  const Case cases[] = {
+      {"id = \"t\"\npattern = 'tok_[0-9]{8}'\nmatch = [\"tok_123\"]",
+       "r.toml:2: redact rule \"t\": example does not match: tok_123"},
+      {"id = \"t\"\npattern = 'tok_[0-9]{4,}'\nmatch = [\"tok_1234\"]\nnot_match = "
+       "[\"tok_56789\"]",
+       "r.toml:2: redact rule \"t\": not_match example matches: tok_56789 (hides \"tok_56789\")"},
+      {"id = \"t\"\npattern = 'tok_([0-9]+'\nmatch = [\"tok_1\"]",
+       "r.toml:2: redact rule \"t\": pattern:"},
+      {"id = \"t\"\npattern = 'tok_[0-9]+'\ngroup = 1\nmatch = [\"tok_1\"]",
+       "r.toml:2: redact rule \"t\": group 1 is not a capture group of the pattern"},
+      {"id = \"t\"\npattern = 'tok_[0-9]+'",
+       "r.toml:2: redact rule \"t\" needs at least one match"},
+      {"id = \"T-1\"\npattern = 'tok_[0-9]+'\nmatch = [\"tok_1\"]",
+       "r.toml:2: redact rule \"T-1\": id must be"},
+      {"id = \"t\"\npattern = 'tok_[0-9]+'\nmatch = [\"tok_1\"]\nentrpy = 3",
+       "r.toml:6: unknown key \"redact.rules.entrpy\""},
+      // The checks run on the rule alone: another rule's match does not satisfy an example.
+      {"id = \"t\"\npattern = 'tok_[0-9]+'\nkeywords = [\"tok_\"]\nmin_length = 10\n"
+       "match = [\"AKIAIOSFODNN7EXAMPLE tok_12\"]",
+       "r.toml:2: redact rule \"t\": example does not match: AKIAIOSFODNN7EXAMPLE tok_12"},
+  };
+  for (const auto& c : cases) {
+    testing::TempDir d;
+    testing::WriteFile(d / "user/r.toml", "\n[[redact.rules]]\n" + c.rule + "\n");
+    PolicySources sources;
+    sources.dirs = {CORDON_POLICY_DIR, d / "user"};
+    auto p = LoadPolicy(sources);
+    ASSERT_FALSE(p) << c.rule;
+    EXPECT_EQ(p.error().code, Code::kInvalidInput);
+    const std::string want = d / ("user/" + c.needle);
+    EXPECT_NE(p.error().message.find(want), std::string::npos)
+        << c.rule << "\n -> " << p.error().message;
+  }
+}
+
+// Layering: a later layer replaces a rule by its id; a project file only adds ids, and cannot
+// turn the secret-file scan off.
+TEST(RedactRules, LaterLayersReplaceByIdAndAProjectFileOnlyAddsIds) {
+  testing::TempDir d;
+  testing::WriteFile(
+      d / "user/50-mine.toml",
+      "[[redact.rules]]\nid = \"jwt\"\npattern = 'JWT-[0-9]{6}'\nmatch = "
+      "[\"JWT-123456\"]\n\n[[redact.rules]]\nid = \"acme_token\"\npattern = "
+      "'acme_[a-z0-9]{16}'\nkeywords = [\"acme_\"]\nmatch = [\"acme_0123456789abcdef\"]\n");
+  testing::WriteFile(d / "ws/.cordon/policy.toml",
+                     "[redact]\nscan_files = false\n\n[[redact.rules]]\nid = \"api_key\"\npattern "
+                     "= 'x{9}'\nmatch = [\"xxxxxxxxx\"]\n\n[[redact.rules]]\nid = "
+                     "\"project_token\"\npattern = 'prj_[0-9]{10}'\nkeywords = [\"prj_\"]\nmatch = "
+                     "[\"prj_0123456789\"]\n");
+  PolicySources sources;
+  sources.dirs = {CORDON_POLICY_DIR, d / "user"};
+  sources.project_file = d / "ws/.cordon/policy.toml";
+  auto p = LoadPolicy(sources);
+  ASSERT_TRUE(p) << p.error().message;
+  std::map<std::string, std::string> where;
+  for (const auto& r : p->compiled_redact_rules->rules()) where[r.id] = r.where;
+  EXPECT_EQ(where["jwt"], d / "user/50-mine.toml:1");                 // replaced by id
+  EXPECT_EQ(where["acme_token"], d / "user/50-mine.toml:6");          // added
+  EXPECT_EQ(where["project_token"], d / "ws/.cordon/policy.toml:9");  // added by the project
+  EXPECT_EQ(where["api_key"].find(std::string(CORDON_POLICY_DIR) + "/10-secrets.toml:"), 0u)
+      << where["api_key"];  // the project's replacement is refused
+  EXPECT_TRUE(p->redact_scan_files);
+  std::string notes;
+  for (const auto& n : p->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("cannot replace the redact rule \"api_key\"; it adds new ids only"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("cannot turn off redact.scan_files"), std::string::npos) << notes;
+  Redactor r(p->compiled_redact_rules);
+  std::string text = "JWT-123456 sk-proj-AbCdEf0123456789GhIjKlMn prj_0123456789";
+  EXPECT_EQ(r.Redact(text), 3u);
+  EXPECT_EQ(text, "[REDACTED:jwt] [REDACTED:api_key] [REDACTED:project_token]");
+}
+
+// A secret file's lines are found inside longer lines (prefixes of grep -n, cat -n, diff), from
+// 12 bytes; base64 of text that holds a secret is hidden whole.
+TEST(Redactor, SecretLinesAndBase64Runs) {
+  Redactor r(testing::ShippedRedactRules());
+  SecretLines lines;
+  lines.Add(std::string_view("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"));
+  lines.Add(std::string_view("short-line1"));  // 11 bytes: not kept
+  r.AddSecretLines(lines);
+  struct Case {
+    std::string in, out;
+  };
+  const Case cases[] = {
+      {"3:MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "3:[REDACTED:secret_file]"},
+      {"     3\tMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n", "     3\t[REDACTED:secret_file]\n"},
+      {"+MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "+[REDACTED:secret_file]"},
+      {"short-line1", "short-line1"},
+      // base64 of a GitHub token ("ghp_" and 36 characters), and of the secret line.
+      {"echo Z2hwX0FBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQQ== | base64 -d",
+       "echo [REDACTED:base64] | base64 -d"},
+      {"TUlJRXZRSUJBREFOQmdrcWhraUc5dzBCQVFFRkFBU0M=", "[REDACTED:base64]"},
+      // base64 that decodes to ordinary text stays.
+      {"aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ==", "aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ=="},
+  };
+  for (const auto& c : cases) {
+    std::string s = c.in;
+    r.Redact(s);
+    EXPECT_EQ(s, c.out) << c.in;
+  }
+}
+
+// The session-start scan: bounded in entries and bytes, skips dependency and cache directories
+// and git's object store (but reads .git/config), and finds a secret file by name or content.
+TEST(SecretFiles, TheScanIsBoundedAndSkipsDependencyDirectories) {
+  testing::TempDir d;
+  const std::string ws = d / "ws";
+  const std::string pem =
+      "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAx4Ad0Lw1n2Jkq9\n"
+      "-----END RSA PRIVATE KEY-----\n";
+  testing::WriteFile(ws + "/.env", "DB_PASSWORD=hunter2-correct-horse\nDEBUG=1\n");
+  testing::WriteFile(ws + "/notes/key.txt", pem);  // found by its content
+  testing::WriteFile(ws + "/.git/config",
+                     "[remote \"o\"]\n\turl = https://me:Sup3rSecretPassw0rd@host/r.git\n");
+  for (const char* skipped : {"node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
+                              ".cache", ".git/objects"}) {
+    testing::WriteFile(ws + "/" + skipped + "/.env", "API_TOKEN=never-read-0123456789\n");
+  }
+  Redactor shapes(testing::ShippedRedactRules());
+  UniqueFd root(::open(ws.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  auto scan = ScanSecretFiles(root.get(), shapes, SecretScanLimits{}, "");
+  ASSERT_TRUE(scan) << scan.error().message;
+  std::set<std::string> files(scan->files.begin(), scan->files.end());
+  EXPECT_EQ(files, (std::set<std::string>{".env", ".git/config", "notes/key.txt"}));
+  EXPECT_FALSE(scan->truncated);
+  Redactor r(testing::ShippedRedactRules());
+  r.AddSecretLines(scan->lines);
+  std::string out =
+      "x hunter2-correct-horse; MIIEpAIBAAKCAQEAx4Ad0Lw1n2Jkq9; never-read-0123456789";
+  r.Redact(out);
+  EXPECT_EQ(out, "x [REDACTED:secret_file]; [REDACTED:secret_file]; never-read-0123456789");
+  // Past a limit the scan stops and says so.
+  SecretScanLimits few;
+  few.max_entries = 2;
+  auto cut = ScanSecretFiles(root.get(), shapes, few, "");
+  ASSERT_TRUE(cut);
+  EXPECT_TRUE(cut->truncated);
+  SecretScanLimits small;
+  small.max_total_bytes = 16;
+  cut = ScanSecretFiles(root.get(), shapes, small, "");
+  ASSERT_TRUE(cut);
+  EXPECT_TRUE(cut->truncated);
+  EXPECT_LE(cut->read_bytes, 16u);
 }
 
 }  // namespace

@@ -524,6 +524,33 @@ TEST_F(ToolsTest, PlantedSecretsReachNeitherOutputNorLog) {
   EXPECT_NE(out.find("[REDACTED:env]"), std::string::npos);
   EXPECT_NE(out.find("[REDACTED:private_key]"), std::string::npos);
   EXPECT_NE(log.find("\"output_redactions\":"), std::string::npos);
+  // Issue 19: the agent is told what was hidden, by rule (structuredContent.redactions), the
+  // record counts by rule, and session_started says what the redactor was given.
+  const Json& told = r["structuredContent"]["redactions"];
+  ASSERT_TRUE(told.is_object()) << r.dump();
+  std::size_t sum = 0;
+  for (const auto& [rule, n] : told["by_rule"].items()) sum += n.get<std::size_t>();
+  EXPECT_EQ(told["count"].get<std::size_t>(), sum) << told.dump();
+  // leak.txt holds a key block, so it is a secret file: its lines (the AWS key, the token) are
+  // found as secret_file lines, which come before the rules.
+  for (const char* rule : {"env", "policy", "private_key", "secret_file"}) {
+    EXPECT_TRUE(told["by_rule"].contains(rule)) << rule << ": " << told.dump();
+  }
+  bool by_rule = false, started = false;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    const Json j = Json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    if (j["type"] == "tool_finished" && j.contains("output_redactions_by_rule")) {
+      by_rule = by_rule || j["output_redactions_by_rule"] == told["by_rule"];
+    }
+    if (j["type"] == "session_started") {
+      started = j.contains("redaction") && j["redaction"]["rules"].get<std::size_t>() >= 20 &&
+                j["redaction"]["secret_files"].is_object();
+    }
+  }
+  EXPECT_TRUE(by_rule) << log;
+  EXPECT_TRUE(started) << log;
 }
 
 }  // namespace
