@@ -376,9 +376,9 @@ void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Reda
     }
   }
   for (std::size_t r = 0; r < im.rules.size(); ++r) {
-    // A rule without keywords runs where a token is: from each run of kMinRun or more token
+    // A token_runs rule runs where a token is: from each run of kMinRun or more token
     // characters to kRunReach bytes past its end (runs given), else over the whole text.
-    if (r < nrules && im.rules[r].keywords.empty() && runs != nullptr) {
+    if (im.rules[r].token_runs && im.rules[r].keywords.empty() && runs != nullptr) {
       std::size_t covered = 0;
       for (const auto& [b, e] : *runs) {
         const std::size_t from = std::max(b, covered);

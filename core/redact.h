@@ -40,6 +40,10 @@ struct RedactRule {
   // Character classes the hidden part must hold each of: "upper", "lower", "digit".
   std::vector<std::string> require;
   std::string ignore;  // RE2: a hidden part it matches whole is not a secret (a variable name)
+  // A rule without keywords runs over the whole text, unless `token_runs`: then only from each
+  // run of 20 or more token characters (letters, digits, + / - _) to 96 bytes past it; the
+  // match must start in such a run (a token shape with no literal to look for).
+  bool token_runs = false;
   // Examples the compiler checks: each `match` must be found (and something hidden), no
   // `not_match` may be.
   std::vector<std::string> match, not_match;

@@ -878,6 +878,10 @@ Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
         } else {
           r.min_length = static_cast<std::size_t>(*n);
         }
+      } else if (key == "token_runs") {
+        auto b = v.value<bool>();
+        if (!v.is_boolean() || !b) return Fail(Code::kInvalidInput, at + " must be true or false");
+        r.token_runs = *b;
       } else if (key == "entropy") {
         auto d = v.value<double>();
         if (!(v.is_floating_point() || v.is_integer()) || !d) {
