@@ -66,10 +66,11 @@ Json RedactionCheck() {
                  true);
   }
   std::set<std::string> from;
-  std::vector<std::string> always;
+  std::vector<std::string> always, on_runs;
   for (const RedactRule& r : rules->rules()) {
     from.insert(r.where.substr(0, r.where.rfind(':')));
-    if (r.keywords.empty()) always.push_back(r.id);
+    if (r.keywords.empty() && !r.token_runs) always.push_back(r.id);
+    if (r.keywords.empty() && r.token_runs) on_runs.push_back(r.id);
   }
   const SecretScanLimits limits;
   const std::string scan =
@@ -84,6 +85,8 @@ Json RedactionCheck() {
                std::to_string(rules->size()) + " redaction rules from " + Joined(from) +
                    "; without keywords (run on every text): " +
                    (always.empty() ? std::string("none") : Joined(always)) +
+                   "; on runs of token characters only: " +
+                   (on_runs.empty() ? std::string("none") : Joined(on_runs)) +
                    "; workspace secret-file scan: " + scan,
                "", true);
 }

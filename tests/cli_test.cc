@@ -578,7 +578,8 @@ TEST_F(CliTest, DoctorFailsWhenThePolicyHasNoRedactionRules) {
   std::string detail = check["detail"].get<std::string>();
   for (const char* part :
        {" redaction rules from ", "/10-secrets.toml",
-        "; without keywords (run on every text): discord_token;",
+        "; without keywords (run on every text): none; on runs of token characters only: "
+        "twilio_key, twilio_auth, discord_token;",
         "; workspace secret-file scan: on (at session start: at most 100000 entries, 1 MiB a file, "
         "64 MiB in all)"}) {
     EXPECT_NE(detail.find(part), std::string::npos) << part << "\n" << detail;
