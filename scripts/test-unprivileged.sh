@@ -14,7 +14,8 @@ dest=$(mktemp -d /tmp/cordon-unpriv-XXXXXX)
 mkdir -p "$dest/bin" "$dest/share/cordon"
 cp "$build/cordon" "$build/cordon-shim" "$build/tests/escape_test" "$build/tests/cordon-probe" \
   "$build/tests/egress_e2e_test" "$build/tests/staged_test" "$build/tests/workflows_test" \
-  "$build/tests/direct_mode_test" "$build/tests/checkpoint_test" "$dest/bin/"
+  "$build/tests/direct_mode_test" "$build/tests/checkpoint_test" "$build/tests/leak_test" \
+  "$dest/bin/"
 cp -r policies.d "$dest/share/cordon/policies.d"
 chmod -R a+rX "$dest"
 home=$(getent passwd "$user" | cut -d: -f6)
@@ -56,5 +57,12 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER
   TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
   CI="${CI:-}" CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" MCP_PEERS_DIR="$peers" \
   "$dest/bin/workflows_test" || rc=$?
+# Issue 19's leak matrix (every secret shape through every channel, real MCP peers), as the same
+# ordinary user: the secret-file scan and its cache under an ordinary user's state directory.
+cp -r tests/data "$dest/data" && chmod -R a+rX "$dest/data"
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
+  TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  CI="${CI:-}" CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" MCP_PEERS_DIR="$peers" \
+  CORDON_TEST_DATA_DIR="$dest/data" "$dest/bin/leak_test" || rc=$?
 rm -rf "$dest"
 exit $rc
