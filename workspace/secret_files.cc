@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/fs.h"
 #include "core/hash.h"
@@ -96,14 +98,63 @@ std::string Hex64(std::uint64_t v) {
   return buf;
 }
 
-std::uint64_t FromHex64(const std::string& s) {
-  return static_cast<std::uint64_t>(std::strtoull(s.c_str(), nullptr, 16));
+// The cache: one record per file, "<identity>\t<n>\t<path>\n" then n lines
+// "<prefix hex> <hash hex> <length>\n". Paths hold no newline (a name with one is not cached).
+struct CachedFile {
+  std::string id;
+  std::vector<SecretLines::Entry> entries;
+};
+using Cache = std::unordered_map<std::string, CachedFile>;
+
+constexpr std::string_view kCacheMagic = "cordon-secret-files v1 ";
+
+bool ParseCache(std::string_view text, const std::string& fingerprint, Cache& out) {
+  std::size_t pos = 0;
+  auto line = [&]() -> std::optional<std::string_view> {
+    if (pos >= text.size()) return std::nullopt;
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) return std::nullopt;  // a torn last line: stop
+    std::string_view l = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    return l;
+  };
+  auto head = line();
+  if (!head || *head != std::string(kCacheMagic) + fingerprint) return false;
+  while (auto rec = line()) {
+    const std::size_t t1 = rec->find('\t');
+    const std::size_t t2 = t1 == std::string_view::npos ? t1 : rec->find('\t', t1 + 1);
+    if (t2 == std::string_view::npos) return false;
+    CachedFile f;
+    f.id = std::string(rec->substr(0, t1));
+    const std::size_t n =
+        std::strtoul(std::string(rec->substr(t1 + 1, t2 - t1 - 1)).c_str(), nullptr, 10);
+    for (std::size_t k = 0; k < n; ++k) {
+      auto e = line();
+      if (!e) return false;
+      SecretLines::Entry en;
+      unsigned long long a = 0, b = 0;
+      unsigned len = 0;
+      if (std::sscanf(std::string(*e).c_str(), "%llx %llx %u", &a, &b, &len) != 3) return false;
+      en.prefix = a;
+      en.hash = b;
+      en.length = len;
+      f.entries.push_back(en);
+    }
+    out[std::string(rec->substr(t2 + 1))] = std::move(f);
+  }
+  return true;
 }
 
-Json EntriesJson(const std::vector<SecretLines::Entry>& entries) {
-  Json a = Json::array();
-  for (const auto& e : entries) a.push_back({Hex64(e.prefix), Hex64(e.hash), e.length});
-  return a;
+std::string WriteCache(const Cache& cache, const std::string& fingerprint) {
+  std::string out = std::string(kCacheMagic) + fingerprint + "\n";
+  for (const auto& [path, f] : cache) {
+    if (path.find('\n') != std::string::npos) continue;
+    out += f.id + "\t" + std::to_string(f.entries.size()) + "\t" + path + "\n";
+    for (const auto& e : f.entries) {
+      out += Hex64(e.prefix) + " " + Hex64(e.hash) + " " + std::to_string(e.length) + "\n";
+    }
+  }
+  return out;
 }
 
 std::string RulesFingerprint(const Redactor& shapes) {
@@ -121,7 +172,7 @@ std::string RulesFingerprint(const Redactor& shapes) {
 
 class Walker {
  public:
-  Walker(const Redactor& shapes, const SecretScanLimits& limits, const Json* cache)
+  Walker(const Redactor& shapes, const SecretScanLimits& limits, const Cache* cache)
       : shapes_(shapes), limits_(limits), cache_(cache) {}
 
   void Walk(int dir_fd, const std::string& rel, int depth) {
@@ -160,7 +211,8 @@ class Walker {
     }
   }
 
-  SecretScan Take(Json& cache_out) {
+  SecretScan Take(Cache& cache_out, bool& changed) {
+    changed = changed_ || cache_ == nullptr || new_cache_.size() != cache_->size();
     cache_out = std::move(new_cache_);
     return std::move(scan_);
   }
@@ -180,12 +232,13 @@ class Walker {
     const Identity id = Identity::Of(st);
     if (cache_ != nullptr) {
       auto it = cache_->find(rel);
-      if (it != cache_->end() && it->is_object() && it->value("id", "") == id.key) {
+      if (it != cache_->end() && it->second.id == id.key) {
         ++scan_.cached_files;
-        Add(rel, (*it)["lines"], id);
+        Add(rel, it->second.entries, id);
         return;
       }
     }
+    changed_ = true;
     const std::string leaf = Leaf(name);
     const bool by_name = IsSecretFileName(leaf);
     if (st.st_size == 0) return;
@@ -224,31 +277,22 @@ class Walker {
     }
     std::sort(entries.begin(), entries.end());
     entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
-    Add(rel, EntriesJson(entries), id);
+    Add(rel, entries, id);
   }
 
-  void Add(const std::string& rel, const Json& lines, const Identity& id) {
-    if (!lines.is_array()) return;
-    new_cache_[rel] = {{"id", id.key}, {"lines", lines}};
-    if (lines.empty()) return;
+  void Add(const std::string& rel, const std::vector<SecretLines::Entry>& entries,
+           const Identity& id) {
+    new_cache_[rel] = CachedFile{id.key, entries};
+    if (entries.empty()) return;
     scan_.files.push_back(rel);
-    for (const auto& l : lines) {
-      if (!l.is_array() || l.size() != 3 || !l[0].is_string() || !l[1].is_string() ||
-          !l[2].is_number_unsigned()) {
-        continue;
-      }
-      SecretLines::Entry e;
-      e.prefix = FromHex64(l[0].get<std::string>());
-      e.hash = FromHex64(l[1].get<std::string>());
-      e.length = l[2].get<std::uint32_t>();
-      scan_.lines.Add(e);
-    }
+    for (const auto& e : entries) scan_.lines.Add(e);
   }
 
   const Redactor& shapes_;
   const SecretScanLimits& limits_;
-  const Json* cache_;
-  Json new_cache_ = Json::object();
+  const Cache* cache_;
+  Cache new_cache_;
+  bool changed_ = false;
   SecretScan scan_;
 };
 
@@ -331,27 +375,31 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
                                    const SecretScanLimits& limits, const std::string& cache_file) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string fingerprint = RulesFingerprint(shapes);
-  Json cache;
-  const Json* files = nullptr;
+  Cache cache;
+  bool have_cache = false;
   if (!cache_file.empty()) {
-    std::ifstream in(cache_file, std::ios::binary);
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      cache = Json::parse(ss.str(), nullptr, false);
-      if (cache.is_object() && cache.value("rules", "") == fingerprint && cache.contains("files") &&
-          cache["files"].is_object()) {
-        files = &cache["files"];
+    UniqueFd fd(::open(cache_file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (fd.valid() && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode)) {
+      std::string text(static_cast<std::size_t>(st.st_size), '\0');
+      std::size_t got = 0;
+      while (got < text.size()) {
+        const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
       }
+      text.resize(got);
+      have_cache = ParseCache(text, fingerprint, cache);
+      if (!have_cache) cache.clear();  // another version's or a torn cache: scan afresh
     }
   }
-  Walker w(shapes, limits, files);
+  Walker w(shapes, limits, have_cache ? &cache : nullptr);
   w.Walk(root_fd, "", 0);
-  Json new_files;
-  SecretScan scan = w.Take(new_files);
-  if (!cache_file.empty()) {
+  Cache new_cache;
+  bool changed = false;
+  SecretScan scan = w.Take(new_cache, changed);
+  if (!cache_file.empty() && changed) {
     // The cache holds hashes only; it is cordon's own state (0600, masked from every sandbox).
-    Json out = {{"rules", fingerprint}, {"files", std::move(new_files)}};
     const std::string dir = cache_file.substr(0, cache_file.rfind('/'));
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -359,7 +407,7 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
     const std::string tmp = cache_file + ".tmp." + std::to_string(::getpid());
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (fd.valid()) {
-      const std::string text = out.dump();
+      const std::string text = WriteCache(new_cache, fingerprint);
       if (!WriteAll(fd.get(), text, tmp) || ::rename(tmp.c_str(), cache_file.c_str()) != 0) {
         ::unlink(tmp.c_str());
       }
