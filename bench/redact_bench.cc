@@ -75,7 +75,8 @@ std::string MixedOutput(std::size_t bytes) {
       "[ RUN      ] AuthTest.RefreshesTheTokenBeforeItExpires\n",
       "[       OK ] AuthTest.RefreshesTheTokenBeforeItExpires (12 ms)\n",
       "    at Object.<anonymous> (/app/node_modules/jest-circus/build/utils.js:298:28)\n",
-      "{\"level\":\"info\",\"ts\":1733011200.123,\"msg\":\"password reset mail queued\",\"user\":42}\n",
+      "{\"level\":\"info\",\"ts\":1733011200.123,\"msg\":\"password reset mail "
+      "queued\",\"user\":42}\n",
       "FAIL src/auth/session.test.ts > keeps the api_key header when retrying\n",
       "npm WARN deprecated inflight@1.0.6: This module is not supported, and leaks memory.\n",
       "Downloading https://files.pythonhosted.org/packages/sk-learn-1.3.2.tar.gz (7.5 MB)\n",
@@ -142,8 +143,8 @@ int main(int argc, char** argv) {
   }
   cordon::Redactor now(policy->compiled_redact_rules);
   cordon::legacy::Redactor before;
-  for (const char* v : {"ghp-like-but-an-env-value-0123456789", "hunter2-very-secret",
-                        "project-codename-zebra"}) {
+  for (const char* v :
+       {"ghp-like-but-an-env-value-0123456789", "hunter2-very-secret", "project-codename-zebra"}) {
     now.AddValue("env", v);
     before.AddValue("env", v);
   }
@@ -154,9 +155,9 @@ int main(int argc, char** argv) {
     std::size_t lines = 0;
     for (std::size_t at = 0; at < text.size(); at += kPiece) {
       std::string piece = text.substr(at, kPiece);
-      for (const char* p = piece.data(), *end = p + piece.size();
-           (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)))) !=
-           nullptr;
+      for (const char *p = piece.data(), *end = p + piece.size();
+           (p = static_cast<const char*>(
+                std::memchr(p, '\n', static_cast<std::size_t>(end - p)))) != nullptr;
            ++p) {
         ++lines;
       }
@@ -180,17 +181,18 @@ int main(int argc, char** argv) {
     }
   });
   const double mbs = static_cast<double>(text.size()) / (1 << 20);
-  std::printf("redaction of %.0f MB of mixed build and test output, 64 KiB pieces, CPU time, best "
-              "of 3\n",
-              mbs);
+  std::printf(
+      "redaction of %.0f MB of mixed build and test output, 64 KiB pieces, CPU time, best "
+      "of 3\n",
+      mbs);
   std::printf("  copy + memchr floor            %7.1f ms  %7.0f MB/s\n", floor_s * 1e3,
               mbs / floor_s);
   std::printf("  before issue 19 (9 shapes)     %7.1f ms  %7.0f MB/s  %zu secrets\n",
               before_s * 1e3, mbs / before_s, found_before);
-  std::printf("  rule set (%zu rules)            %7.1f ms  %7.0f MB/s  %zu secrets  (%.2fx the "
-              "time of before)\n",
-              policy->compiled_redact_rules->size(), now_s * 1e3, mbs / now_s, found_now,
-              now_s / before_s);
+  std::printf(
+      "  rule set (%zu rules)            %7.1f ms  %7.0f MB/s  %zu secrets  (%.2fx the "
+      "time of before)\n",
+      policy->compiled_redact_rules->size(), now_s * 1e3, mbs / now_s, found_now, now_s / before_s);
   for (const auto& [rule, n] : by_rule) std::printf("    %-24s %zu\n", rule.c_str(), n);
   if (each) {
     // Each rule alone (with the keyword pass it needs), and none (exact values, base64 runs).
@@ -240,10 +242,11 @@ int main(int argc, char** argv) {
         }
       }
     }
-    std::printf("\nfindings in %s: %zu files (%zu binary skipped), %.1f MB: %zu spans in %zu "
-                "files\n",
-                dir.c_str(), files.size(), binary, static_cast<double>(bytes) / (1 << 20), spans,
-                files_with);
+    std::printf(
+        "\nfindings in %s: %zu files (%zu binary skipped), %.1f MB: %zu spans in %zu "
+        "files\n",
+        dir.c_str(), files.size(), binary, static_cast<double>(bytes) / (1 << 20), spans,
+        files_with);
     for (const auto& [rule, n] : fp_by_rule) {
       std::printf("  %-24s %zu\n", rule.c_str(), n);
       for (const auto& s : sample[rule]) std::printf("      %s\n", s.c_str());

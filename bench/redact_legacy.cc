@@ -12,7 +12,6 @@
 namespace cordon::legacy {
 namespace {
 
-
 bool IsAlnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }

@@ -23,4 +23,3 @@ class Redactor {
 };
 
 }  // namespace cordon::legacy
-
