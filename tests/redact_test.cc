@@ -120,7 +120,10 @@ TEST(Redactor, JwtUrlPasswordAndSkKeys) {
       {"mailto:user:x@y", "mailto:user:x@y", 0},
       {"sk-learn-pipeline-options-and-more", "sk-learn-pipeline-options-and-more", 0},
       {"sk-abc123", "sk-abc123", 0},
-      {"task-sk-0123456789abcdefghijKLMN", "task-[REDACTED:api_key]", 1},
+      // Glued to a word: found (issue 19). The match starts at the first "sk-", the one that
+      // ends "task-", so that "sk-" is hidden with the key.
+      {"task-sk-0123456789abcdefghijKLMN", "ta[REDACTED:api_key]", 1},
+      {"missing-sk-0123456789abcdefghijKLMN", "missing-[REDACTED:api_key]", 1},
       {"eyJhbGciOiJIUzI1NiJ9 alone", "eyJhbGciOiJIUzI1NiJ9 alone", 0},
   };
   for (const auto& c : cases) {
