@@ -16,6 +16,7 @@
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/unique_fd.h"
+#include "workspace/changes.h"
 
 namespace cordon {
 namespace {
@@ -178,11 +179,14 @@ class Walker {
       return;
     }
     const Identity id = Identity::Of(st);
+    // The path as JSON can hold it (the cache's key, the record's paths): a name that is not
+    // UTF-8 (a byte 0xff) would make the JSON writer throw; escaped, two names stay apart.
+    const std::string key = EscapeName(rel);
     if (cache_ != nullptr) {
-      auto it = cache_->find(rel);
+      auto it = cache_->find(key);
       if (it != cache_->end() && it->is_object() && it->value("id", "") == id.key) {
         ++scan_.cached_files;
-        Add(rel, (*it)["lines"], id);
+        Add(key, (*it)["lines"], id);
         return;
       }
     }
@@ -224,7 +228,7 @@ class Walker {
     }
     std::sort(entries.begin(), entries.end());
     entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
-    Add(rel, EntriesJson(entries), id);
+    Add(key, EntriesJson(entries), id);
   }
 
   void Add(const std::string& rel, const Json& lines, const Identity& id) {
@@ -359,7 +363,7 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
     const std::string tmp = cache_file + ".tmp." + std::to_string(::getpid());
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (fd.valid()) {
-      const std::string text = out.dump();
+      const std::string text = DumpJson(out);
       if (!WriteAll(fd.get(), text, tmp) || ::rename(tmp.c_str(), cache_file.c_str()) != 0) {
         ::unlink(tmp.c_str());
       }
