@@ -3,8 +3,10 @@
 // end (cordon call run_shell, read_file_range, cordon wrap).
 #include "core/redact.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 
@@ -122,8 +124,10 @@ TEST(Redactor, JwtUrlPasswordAndSkKeys) {
       {"mailto:user:x@y", "mailto:user:x@y", 0},
       {"sk-learn-pipeline-options-and-more", "sk-learn-pipeline-options-and-more", 0},
       {"sk-abc123", "sk-abc123", 0},
-      // "sk-" inside "task-" starts the match: more is hidden, nothing is shown.
+      // Glued to a word: found (issue 19). The match starts at the first "sk-", the one that
+      // ends "task-", so that "sk-" is hidden with the key.
       {"task-sk-0123456789abcdefghijKLMN", "ta[REDACTED:api_key]", 1},
+      {"missing-sk-0123456789abcdefghijKLMN", "missing-[REDACTED:api_key]", 1},
       {"eyJhbGciOiJIUzI1NiJ9 alone", "eyJhbGciOiJIUzI1NiJ9 alone", 0},
   };
   for (const auto& c : cases) {
@@ -175,6 +179,35 @@ TEST(Redactor, JsonKeysAreRedactedAndNeverCollide) {
             {"plain", "postgres://u:pw123@h"}};
   r.RedactJson(k);
   EXPECT_EQ(j, k);
+}
+
+TEST(SecretFiles, ANameThatIsNotUtf8IsEscapedInTheScanAndItsCache) {
+  // A file name holding a byte that is not UTF-8 (0xff) made the scan's JSON (the cache, the
+  // session_started record) throw: `cordon exec --workspace /` ended in an internal error.
+  testing::TempDir dir;
+  const std::string ws = dir / "ws";
+  const std::string key_body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC";
+  testing::WriteFile(ws + "/k\xff.pem",
+                     "-----BEGIN PRIVATE KEY-----\n" + key_body + "\n-----END PRIVATE KEY-----\n");
+  testing::WriteFile(ws + "/.env", "API_KEY=zq81vbn4mmc7plk2\n");
+  UniqueFd root(::open(ws.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  Redactor shapes(testing::ShippedRedactRules());
+  const std::string cache = dir / "state/secret-files/x.json";
+  for (int round = 0; round < 2; ++round) {  // the second is served from the cache
+    auto scan = ScanSecretFiles(root.get(), shapes, SecretScanLimits{}, cache);
+    ASSERT_TRUE(scan) << scan.error().message;
+    std::vector<std::string> files = scan->files;
+    std::sort(files.begin(), files.end());
+    EXPECT_EQ(files, (std::vector<std::string>{".env", "k\\xff.pem"})) << round;
+    EXPECT_EQ(scan->cached_files, round == 0 ? 0u : 2u);
+    EXPECT_NO_THROW((void)scan->ToJson().dump());
+    Redactor r(testing::ShippedRedactRules());
+    r.AddSecretLines(scan->lines);
+    std::string out = "3:" + key_body + "\n";
+    EXPECT_EQ(r.Redact(out), 1u);
+    EXPECT_EQ(out, "3:[REDACTED:secret_file]\n");
+  }
 }
 
 // The secrets every cut is swept across: an environment value, a JWT, a URL password, an sk- key

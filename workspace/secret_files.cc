@@ -18,6 +18,7 @@
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/unique_fd.h"
+#include "workspace/changes.h"
 
 namespace cordon {
 namespace {
@@ -230,11 +231,14 @@ class Walker {
       return;
     }
     const Identity id = Identity::Of(st);
+    // The path as JSON can hold it (the cache's key, the record's paths): a name that is not
+    // UTF-8 (a byte 0xff) would make the JSON writer throw; escaped, two names stay apart.
+    const std::string key = EscapeName(rel);
     if (cache_ != nullptr) {
-      auto it = cache_->find(rel);
+      auto it = cache_->find(key);
       if (it != cache_->end() && it->second.id == id.key) {
         ++scan_.cached_files;
-        Add(rel, it->second.entries, id);
+        Add(key, it->second.entries, id);
         return;
       }
     }
@@ -277,7 +281,7 @@ class Walker {
     }
     std::sort(entries.begin(), entries.end());
     entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
-    Add(rel, entries, id);
+    Add(key, entries, id);
   }
 
   void Add(const std::string& rel, const std::vector<SecretLines::Entry>& entries,

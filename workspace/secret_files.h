@@ -29,9 +29,11 @@ struct SecretScanLimits {
 
 struct SecretScan {
   SecretLines lines;
-  std::vector<std::string> files;  // workspace-relative paths that gave secret lines
-  std::size_t entries = 0;         // directory entries visited
-  std::size_t read_files = 0;      // files read (not from the cache)
+  // Workspace-relative paths that gave secret lines, escaped as change records write them
+  // (workspace/changes.h EscapeName: a byte that is not UTF-8 as \xHH).
+  std::vector<std::string> files;
+  std::size_t entries = 0;     // directory entries visited
+  std::size_t read_files = 0;  // files read (not from the cache)
   std::size_t read_bytes = 0;
   std::size_t cached_files = 0;  // files whose lines came from the cache
   bool truncated = false;        // a limit stopped the walk or the reading: said in the record
