@@ -185,6 +185,15 @@ class Walker {
                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid()) return;
     const int raw = fd.get();
+    // One filesystem, as find -xdev: another mount under the workspace (/proc and /sys under a
+    // workspace of /, a network share) is not walked, nor its files read.
+    struct stat dst {};
+    if (::fstat(raw, &dst) != 0) return;
+    if (depth == 0) {
+      root_dev_ = dst.st_dev;
+    } else if (dst.st_dev != root_dev_) {
+      return;
+    }
     UniqueDir d = UniqueDir::FromFd(UniqueFd(::dup(raw)));
     if (!d.valid()) return;
     std::vector<std::pair<std::string, unsigned char>> names;
@@ -297,6 +306,7 @@ class Walker {
   const Cache* cache_;
   Cache new_cache_;
   bool changed_ = false;
+  dev_t root_dev_ = 0;
   SecretScan scan_;
 };
 
