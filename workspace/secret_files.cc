@@ -385,6 +385,26 @@ Json SecretScan::ToJson() const {
   return j;
 }
 
+namespace {
+
+void PruneCaches(const std::string& dir, const std::string& keep) {
+  UniqueDir d = UniqueDir::Open(dir.c_str());
+  if (!d.valid()) return;
+  const auto now = std::chrono::system_clock::now();
+  const auto month = std::chrono::hours(24 * 30);
+  while (dirent* e = d.Next()) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string path = dir + "/" + name;
+    struct stat st {};
+    if (path == keep || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const auto mtime = std::chrono::system_clock::from_time_t(st.st_mtime);
+    if (now - mtime > month) ::unlink(path.c_str());
+  }
+}
+
+}  // namespace
+
 Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
                                    const SecretScanLimits& limits, const std::string& cache_file) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -412,7 +432,10 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
   Cache new_cache;
   bool changed = false;
   SecretScan scan = w.Take(new_cache, changed);
-  if (!cache_file.empty() && changed) {
+  // A small tree is read again at no cost: no cache file for it (tests and scratch workspaces
+  // would leave one each). Writing one prunes the caches of workspaces not seen for 30 days.
+  if (!cache_file.empty() && changed && scan.entries >= limits.cache_from_entries) {
+    PruneCaches(cache_file.substr(0, cache_file.rfind('/')), cache_file);
     // The cache holds hashes only; it is cordon's own state (0600, masked from every sandbox).
     const std::string dir = cache_file.substr(0, cache_file.rfind('/'));
     std::error_code ec;
