@@ -21,11 +21,10 @@
 namespace cordon {
 
 struct SecretScanLimits {
-  std::size_t max_entries = 100000;      // directory entries visited
-  std::size_t max_file_bytes = 1 << 20;  // bytes read of one file (its head)
-  std::size_t max_total_bytes = 64 std::size_t cache_from_entries =
-      256;  // a smaller tree is read again, not cached
-  << 20;    // bytes read in all (files served from the cache are free)
+  std::size_t max_entries = 100000;        // directory entries visited
+  std::size_t max_file_bytes = 1 << 20;    // bytes read of one file (its head)
+  std::size_t max_total_bytes = 64 << 20;  // bytes read in all (the cache's files are free)
+  std::size_t cache_from_entries = 256;    // a smaller tree is read again, not cached
 };
 
 struct SecretScan {
