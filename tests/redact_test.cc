@@ -212,6 +212,30 @@ TEST(SecretFiles, ANameThatIsNotUtf8IsEscapedInTheScanAndItsCache) {
   }
 }
 
+// A cache another user could have written (group- or world-writable: the /tmp fallback state
+// directory) is not believed: the scan reads the files again.
+TEST(SecretFiles, ACacheOthersCanWriteIsNotBelieved) {
+  testing::TempDir dir;
+  const std::string ws = dir / "ws";
+  testing::WriteFile(ws + "/.env", "API_KEY=zq81vbn4mmc7plk2\n");
+  UniqueFd root(::open(ws.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  Redactor shapes(testing::ShippedRedactRules());
+  const std::string cache = dir / "state/secret-files/x.v1";
+  SecretScanLimits limits;
+  limits.cache_from_entries = 0;
+  ASSERT_TRUE(ScanSecretFiles(root.get(), shapes, limits, cache));
+  auto again = ScanSecretFiles(root.get(), shapes, limits, cache);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->cached_files, 1u);  // its own cache, 0600: believed
+  ASSERT_EQ(::chmod(cache.c_str(), 0666), 0);
+  auto planted = ScanSecretFiles(root.get(), shapes, limits, cache);
+  ASSERT_TRUE(planted);
+  EXPECT_EQ(planted->cached_files, 0u);
+  EXPECT_EQ(planted->read_files, 1u);
+  EXPECT_EQ(planted->files, std::vector<std::string>{".env"});
+}
+
 // The secrets every cut is swept across: an environment value, a JWT, a URL password, an sk- key
 // and a PEM private key block (about 3 KiB). `secret` is what must not survive in part.
 struct SweepCase {

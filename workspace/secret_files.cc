@@ -414,7 +414,11 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
   if (!cache_file.empty()) {
     UniqueFd fd(::open(cache_file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     struct stat st {};
-    if (fd.valid() && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode)) {
+    // Only a cache this user wrote and no one else can change is believed: with no usable HOME
+    // the state directory is under /tmp, where another user could plant a cache that says a
+    // secret file holds nothing.
+    if (fd.valid() && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_uid == ::geteuid() && (st.st_mode & 022) == 0) {
       std::string text(static_cast<std::size_t>(st.st_size), '\0');
       std::size_t got = 0;
       while (got < text.size()) {
