@@ -168,8 +168,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   Json redaction_json = {
       {"rules", s->policy_.compiled_redact_rules ? s->policy_.compiled_redact_rules->size() : 0}};
   if (s->policy_.redact_scan_files) {
-    const std::string cache = CordonStateDir() + "/secret-files/" +
-                              Sha256Hex(s->workspace_.root()).substr(0, 32) + ".v1";
+    const std::string cache =
+        CordonStateDir() + "/secret-files/" + Sha256Hex(s->workspace_.root()).substr(0, 32) + ".v1";
     auto scan = ScanSecretFiles(s->workspace_.fd(), s->redactor_, SecretScanLimits{}, cache);
     if (!scan) return std::unexpected(scan.error());
     s->redactor_.AddSecretLines(scan->lines);
