@@ -798,23 +798,6 @@ Status ApplyEnvKey(Policy& policy, const KeyInput& in) {
 }
 
 // [[redact.rules]]: one table per rule (core/redact.h says what each field means).
-// A list of strings; `at` is "file:line: key" for the messages.
-Result<std::vector<std::string>> StringList(const toml::node& node, const std::string& source,
-                                            const std::string& at) {
-  std::vector<std::string> out;
-  const toml::array* a = node.as_array();
-  if (a == nullptr) return Fail(Code::kInvalidInput, at + " must be a list of strings");
-  for (auto&& item : *a) {
-    auto v = item.value<std::string>();
-    if (!item.is_string() || !v) {
-      return Fail(Code::kInvalidInput,
-                  at + " must be a list of strings (" + Where(source, item) + ")");
-    }
-    out.push_back(*v);
-  }
-  return out;
-}
-
 Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
   if (in.key == "scan_files") {
     auto v = in.node.value<bool>();
@@ -859,13 +842,13 @@ Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
       } else if (key == "ignore") {
         TRY(str(r.ignore));
       } else if (key == "keywords") {
-        ASSIGN_OR_RETURN(r.keywords, StringList(v, in.source, at));
+        ASSIGN_OR_RETURN(r.keywords, StringArray(v, in.source, "redact.rules.keywords"));
       } else if (key == "require") {
-        ASSIGN_OR_RETURN(r.require, StringList(v, in.source, at));
+        ASSIGN_OR_RETURN(r.require, StringArray(v, in.source, "redact.rules.require"));
       } else if (key == "match") {
-        ASSIGN_OR_RETURN(r.match, StringList(v, in.source, at));
+        ASSIGN_OR_RETURN(r.match, StringArray(v, in.source, "redact.rules.match"));
       } else if (key == "not_match") {
-        ASSIGN_OR_RETURN(r.not_match, StringList(v, in.source, at));
+        ASSIGN_OR_RETURN(r.not_match, StringArray(v, in.source, "redact.rules.not_match"));
       } else if (key == "group" || key == "min_length") {
         const std::int64_t max = key == "group" ? 9 : 4096;
         auto n = v.value<std::int64_t>();
