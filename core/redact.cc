@@ -17,7 +17,12 @@ constexpr auto npos_sv = std::string_view::npos;
 
 // --- compiled rules ---
 
-using Runs = std::vector<std::pair<std::size_t, std::size_t>>;
+// A run of token characters, with the classes it holds (kTokenClass bits).
+struct TokenRun {
+  std::size_t begin, end;
+  unsigned mask;
+};
+using Runs = std::vector<TokenRun>;
 void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Redactor::Span>& out,
                std::size_t only, const Runs* runs = nullptr);
 
@@ -380,9 +385,9 @@ void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Reda
     // characters to kRunReach bytes past its end (runs given), else over the whole text.
     if (im.rules[r].token_runs && im.rules[r].keywords.empty() && runs != nullptr) {
       std::size_t covered = 0;
-      for (const auto& [b, e] : *runs) {
-        const std::size_t from = std::max(b, covered);
-        const std::size_t to = std::min(n, e + kRunReach);
+      for (const TokenRun& run : *runs) {
+        const std::size_t from = std::max(run.begin, covered);
+        const std::size_t to = std::min(n, run.end + kRunReach);
         if (from < to) MatchRule(im, r, s, from, to, out);
         covered = std::max(covered, to);
       }
@@ -467,14 +472,7 @@ std::string DecodeTextual(std::string_view run) {
 
 }  // namespace
 
-// Base64 of a secret (an "auth" value, an encoded token, a token echoed through base64): a run
-// of base64 characters, at least kMinB64 long, of upper, lower and digits, that decodes to text
-// holding a secret a rule or a secret line finds is hidden whole as [REDACTED:base64].
-// Runs of kMinRun or more token characters, with the classes each holds (kTokenClass bits).
-struct TokenRun {
-  std::size_t begin, end;
-  unsigned mask;
-};
+// Runs of kMinRun or more token characters.
 static void TokenRuns(std::string_view s, std::vector<TokenRun>& out) {
   const auto* u = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();
@@ -488,6 +486,9 @@ static void TokenRuns(std::string_view s, std::vector<TokenRun>& out) {
   }
 }
 
+// Base64 of a secret (an "auth" value, an encoded token, a token echoed through base64): a run
+// of base64 characters, at least kMinB64 long, of upper, lower and digits, that decodes to text
+// holding a secret a rule or a secret line finds is hidden whole as [REDACTED:base64].
 void Redactor::FindBase64(std::string_view s, const std::vector<TokenRun>& runs,
                           std::vector<Span>& out) const {
   constexpr std::size_t kMinB64 = 24;
@@ -529,12 +530,7 @@ std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
   std::vector<Span> shapes;
   std::vector<TokenRun> token_runs;
   TokenRuns(s, token_runs);
-  if (rules_) {
-    Runs runs;
-    runs.reserve(token_runs.size());
-    for (const auto& r : token_runs) runs.emplace_back(r.begin, r.end);
-    RuleSpans(rules_->impl(), s, shapes, npos_sv, &runs);
-  }
+  if (rules_) RuleSpans(rules_->impl(), s, shapes, npos_sv, &token_runs);
   FindBase64(s, token_runs, shapes);
   if (out.empty()) {
     TakeDisjoint(shapes, out);
