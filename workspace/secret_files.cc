@@ -31,10 +31,6 @@ bool SkippedDir(std::string_view name) {
          name == "__pycache__" || name == ".tox" || name == ".mypy_cache" || name == ".cache";
 }
 
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '"' ||
                         s.front() == '\'' || s.front() == '+' || s.front() == '>')) {
@@ -313,17 +309,17 @@ class Walker {
 }  // namespace
 
 bool IsSecretFileName(std::string_view name) {
-  if (name == ".env" || name.starts_with(".env.") || EndsWith(name, ".env")) {
-    return !EndsWith(name, ".example") && !EndsWith(name, ".sample") &&
-           !EndsWith(name, ".template");
+  if (name == ".env" || name.starts_with(".env.") || name.ends_with(".env")) {
+    return !name.ends_with(".example") && !name.ends_with(".sample") &&
+           !name.ends_with(".template");
   }
-  if (name.starts_with("id_") && !EndsWith(name, ".pub")) return true;
+  if (name.starts_with("id_") && !name.ends_with(".pub")) return true;
   for (std::string_view ext : {".pem", ".key", ".p8", ".ppk", ".asc", ".gpg-key"}) {
-    if (EndsWith(name, ext)) return true;
+    if (name.ends_with(ext)) return true;
   }
   return name == "credentials" || name == ".netrc" || name == ".npmrc" || name == ".pypirc" ||
          name == ".git-credentials" || name == "credentials.json" ||
-         (name.find("service") != std::string_view::npos && EndsWith(name, ".json"));
+         (name.find("service") != std::string_view::npos && name.ends_with(".json"));
 }
 
 std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view content,
