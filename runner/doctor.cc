@@ -27,6 +27,7 @@
 #include "runner/launch.h"
 #include "runner/mask.h"
 #include "runner/preset_cache.h"
+#include "runner/warm.h"
 #include "workspace/changes.h"
 #include "workspace/staging.h"
 
@@ -500,8 +501,43 @@ bool RunDoctor(Json* report, const std::string& shim_path) {
       } else {
         detail = host.error().message;
       }
-      std::filesystem::remove_all(tmpl);
       add("sandbox_smoke_test", pass, true, detail, "see the failed checks above");
+      // The warm sandbox (docs/adr/0008-warm-sandbox.md): the same plan handed to a fork
+      // server in one bwrap, which runs `true` in new pid and mount namespaces of its own.
+      bool warm_pass = false;
+      std::string warm_detail;
+      if (host && host->landlock_abi > 0 && !host->weaker) {
+        req.warm = true;
+        LaunchResources wres;
+        auto facts = GatherHostFacts(*host, policy, tmpl, req, environ, &wres);
+        auto plan = facts ? BuildLaunchPlan(policy, *facts, req)
+                          : Result<LaunchPlan>(std::unexpected(facts.error()));
+        auto sandbox = plan ? WarmSandbox::Start(WarmServerArgv(*plan, ""), "doctor", std::nullopt)
+                            : Result<std::shared_ptr<WarmSandbox>>(std::unexpected(plan.error()));
+        if (sandbox) {
+          auto proc = ConfinedProcess::StartWarm(*plan, std::move(wres), req, *sandbox, "");
+          if (proc) {
+            (*proc)->Run(nullptr);
+            ProcessOutcome o = (*proc)->outcome();
+            warm_pass = o.exit_code && *o.exit_code == 0;
+            warm_detail = warm_pass ? "serve's calls run warm: a `true` in the fork server's own "
+                                      "pid and mount namespaces took " +
+                                          std::to_string(static_cast<int>(o.elapsed_ms)) + " ms"
+                                    : (o.error ? o.error->message : StatusName(o.status));
+          } else {
+            warm_detail = proc.error().message;
+          }
+        } else {
+          warm_detail = sandbox.error().message;
+        }
+      } else {
+        warm_detail =
+            host ? "no Landlock or the weaker mode: serve's calls run cold" : host.error().message;
+      }
+      std::filesystem::remove_all(tmpl);
+      add("warm_sandbox", warm_pass, false, warm_detail,
+          "serve's calls fail with sandbox_unavailable; set [sandbox] warm = \"off\" to run "
+          "them cold, and report the detail");
     }
     {
       auto [pass, detail] = EgressProxyProbe(shim);

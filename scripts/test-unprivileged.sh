@@ -15,7 +15,8 @@ mkdir -p "$dest/bin" "$dest/share/cordon"
 cp "$build/cordon" "$build/cordon-shim" "$build/tests/escape_test" "$build/tests/cordon-probe" \
   "$build/tests/egress_e2e_test" "$build/tests/staged_test" "$build/tests/workflows_test" \
   "$build/tests/direct_mode_test" "$build/tests/checkpoint_test" "$build/tests/leak_test" \
-  "$build/tests/stop_test" "$build/tests/mcp_test" "$build/tests/mcp_client_test" "$dest/bin/"
+  "$build/tests/stop_test" "$build/tests/mcp_test" "$build/tests/mcp_client_test" \
+  "$build/tests/warm_test" "$dest/bin/"
 cp -r policies.d "$dest/share/cordon/policies.d"
 chmod -R a+rX "$dest"
 home=$(getent passwd "$user" | cut -d: -f6)
@@ -31,6 +32,12 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER
   TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
   CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
   "$dest/bin/staged_test" || rc=$?
+# The warm sandbox's promises (issue 20): serve's calls in a fork server's own namespaces, as the
+# same ordinary user (bwrap nests a user namespace there).
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
+  TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
+  "$dest/bin/warm_test" || rc=$?
 # The direct mode's sweep (issue 18): its mode-bit and symlink attacks only bite an ordinary user.
 runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
   TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \

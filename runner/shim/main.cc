@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   // The warm sandbox's fork server (docs/adr/0008-warm-sandbox.md).
   for (int i = 1; i + 2 < argc; ++i) {
     if (std::strcmp(argv[i], "--serve") == 0 && std::strcmp(argv[i + 1], "--sock-fd") == 0)
-      return cordon::shim::Serve(std::atoi(argv[i + 2]));
+      _exit(cordon::shim::Serve(std::atoi(argv[i + 2])));  // no exit-time work (LSan) inside
   }
   int spec_fd = -1;
   for (int i = 1; i + 1 < argc; ++i) {
