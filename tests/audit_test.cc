@@ -247,6 +247,7 @@ std::vector<AuditRecord> FullRecords() {
                     .job = "j",
                     .cancel_requested = false,
                     .spec_sha256 = "h",
+                    .launch = Json::object(),
                     .limit = Json::object(),
                     .timeout = Json::object(),
                     .error_code = "internal",
