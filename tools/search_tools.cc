@@ -8,11 +8,16 @@
 #include "runner/processes.h"
 #include "tools/name_match.h"
 #include "tools/registry.h"
+#include "tools/rg_json.h"
 
 namespace cordon {
 namespace {
 
-constexpr std::size_t kSearchCapture = 32u << 20;  // raw tool output cordon parses
+constexpr std::size_t kSearchCapture = 32u << 20;  // raw output of fd and find that cordon parses
+// search_text reads rg's JSON as it arrives and never holds more than one line of it: a
+// matching line whose record is longer than this is counted but not returned.
+constexpr std::size_t kMaxRgLine = 8u << 20;
+constexpr std::size_t kRgStderr = 64u << 10;  // rg's messages, for an error's text
 
 // The first n bytes of a tool's stderr for an error message, cut where no secret is split.
 std::string Clip(const ToolContext& ctx, const std::string& text, std::size_t n) {
@@ -32,8 +37,12 @@ bool CutLineBefore(std::string& line, std::size_t max_chars, const Redactor& red
   return true;
 }
 
+// Runs `argv` confined, the workspace read-only and no network, as a foreground call (its
+// `process` and change records as any). With `stream`, stdout goes to it as it arrives instead
+// of to a capture, and a timeout is the caller's to report (what was read stands).
 Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std::string& tool,
-                                                     std::vector<std::string> argv) {
+                                                     std::vector<std::string> argv,
+                                                     RgJsonStream* stream = nullptr) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   ProcessRequest req;
@@ -42,11 +51,19 @@ Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std
   req.tool = tool;
   req.workspace_writable = false;
   req.network = NetworkMode::kNone;
-  req.max_output_bytes = kSearchCapture;
-  ASSIGN_OR_RETURN(auto proc, ctx.processes->RunForeground(req, ctx.cancel));
+  req.max_output_bytes = stream != nullptr ? kRgStderr : kSearchCapture;
+  std::unique_ptr<ConfinedProcess> proc;
+  if (stream != nullptr) {
+    RunHooks hooks;
+    hooks.on_stdout = [stream](std::string_view data) { stream->Feed(data); };
+    ASSIGN_OR_RETURN(proc, ctx.processes->RunWithHooks(req, hooks, ctx.cancel, nullptr));
+    stream->Finish();
+  } else {
+    ASSIGN_OR_RETURN(proc, ctx.processes->RunForeground(req, ctx.cancel));
+  }
   ProcessOutcome o = proc->outcome();
   if (o.error) return std::unexpected(*o.error);
-  if (o.status == ProcessStatus::kTimeout)
+  if (o.status == ProcessStatus::kTimeout && stream == nullptr)
     return Fail(Code::kTimeout, tool + " ran past its time limit");
   if (o.status == ProcessStatus::kCancelled)
     return Fail(Code::kCancelled, "the call was cancelled");
@@ -122,72 +139,73 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
     argv.insert(argv.end(), {"--glob", "*." + e.get<std::string>()});
   }
   argv.insert(argv.end(), {"-e", in["pattern"].get<std::string>(), "--", "."});
-  ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "search_text", argv));
-  ProcessOutcome o = proc->outcome();
-  const std::string err = proc->StderrText();
-  if (o.exit_code && *o.exit_code == 2 && err.find("regex") != std::string::npos) {
-    return Fail(Code::kInvalidInput, "invalid pattern: " + Clip(ctx, err, 800));
-  }
-  if (!o.exit_code || (*o.exit_code != 0 && *o.exit_code != 1 && *o.exit_code != 2)) {
-    return Fail(Code::kInternal,
-                "rg failed (" + StatusName(o.status) + "): " + Clip(ctx, err, 800));
-  }
   const std::int64_t cap = ResultCap(ctx, "search_text", in);
   const std::size_t max_chars =
       static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_line_chars);
   const std::size_t max_bytes =
       static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_output_bytes);
-  Json records = Json::array();
-  std::int64_t matches = 0;
-  std::size_t bytes = 0;
-  bool truncated = proc->Counts().stdout_dropped_bytes > 0;
-  std::set<std::string> files;
   const std::vector<std::string> masked = ToolMaskedRoots(ctx);
-  const std::string out = proc->StdoutText();
-  for (std::string_view line : Lines(out)) {
-    if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) {
-      // Past the caps only the count matters: no need to parse the record.
-      if (line.starts_with("{\"type\":\"match\"")) {
-        ++matches;
-        truncated = true;
-      }
-      continue;
-    }
+  Json records = Json::array();
+  std::size_t bytes = 0;
+  RgJsonStream::Handler handler;
+  // One begin record per file with a match: files_with_matches counts them all, and a file the
+  // tools hide (masked in the sandbox) has its matches neither counted nor named.
+  handler.begin = [&](std::string_view line) {
     Json ev = Json::parse(line, nullptr, false);
-    if (!ev.is_object()) continue;
-    const std::string type = ev.value("type", "");
-    if (type != "match" && type != "context") continue;
+    if (!ev.is_object() || !ev.contains("data") || !ev["data"].is_object()) return true;
+    return !HiddenFromTools(ctx, masked, StripDotSlash(RgText(ev["data"].value("path", Json()))));
+  };
+  handler.record = [&](std::string_view line, bool is_match) {
+    if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) return false;
+    Json ev = Json::parse(line, nullptr, false);
+    if (!ev.is_object() || !ev.contains("data") || !ev["data"].is_object()) return true;
     const Json& d = ev["data"];
-    std::string path = StripDotSlash(RgText(d["path"]));
-    if (HiddenFromTools(ctx, masked, path)) continue;  // masked in the sandbox; never named
-    if (type == "match") ++matches;
-    if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) {
-      truncated = true;
-      continue;
-    }
-    std::string text = RgText(d["lines"]);
+    std::string path = StripDotSlash(RgText(d.value("path", Json())));
+    if (HiddenFromTools(ctx, masked, path)) return true;  // masked in the sandbox; never named
+    std::string text = RgText(d.value("lines", Json()));
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     bool cut = ctx.redactor != nullptr ? CutLineBefore(text, max_chars, *ctx.redactor)
                                        : CutLine(text, max_chars);
     Json subs = Json::array();
-    for (const auto& s : d.value("submatches", Json::array())) {
-      subs.push_back({{"text", RgText(s["match"])}, {"start", s["start"]}, {"end", s["end"]}});
+    const Json found = d.value("submatches", Json::array());
+    for (const auto& s : found) {
+      if (!s.is_object() || !s.value("start", Json()).is_number_integer()) continue;
+      subs.push_back({{"text", RgText(s.value("match", Json()))},
+                      {"start", s["start"]},
+                      {"end", s.value("end", Json())}});
     }
-    files.insert(path);
-    Json rec = {{"kind", type},
+    const Json line_no = d.value("line_number", Json(0));
+    Json rec = {{"kind", is_match ? "match" : "context"},
                 {"path", path},
-                {"line", d.value("line_number", 0)},
+                {"line", line_no.is_number_integer() ? line_no : Json(0)},
                 {"column", subs.empty() ? Json(nullptr) : Json(subs[0]["start"].get<int>() + 1)},
                 {"text", text},
                 {"line_cut", cut},
                 {"submatches", subs}};
     bytes += text.size() + path.size() + 64;
     records.push_back(std::move(rec));
+    return true;
+  };
+  RgJsonStream stream(std::move(handler), kMaxRgLine);
+  ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "search_text", argv, &stream));
+  ProcessOutcome o = proc->outcome();
+  // The tool's time limit ended rg: what it wrote until then is counted, and said to be a part.
+  const bool lower_bound = o.status == ProcessStatus::kTimeout;
+  const std::string err = proc->StderrText();
+  if (!lower_bound) {
+    if (o.exit_code && *o.exit_code == 2 && err.find("regex") != std::string::npos) {
+      return Fail(Code::kInvalidInput, "invalid pattern: " + Clip(ctx, err, 800));
+    }
+    if (!o.exit_code || (*o.exit_code != 0 && *o.exit_code != 1 && *o.exit_code != 2)) {
+      return Fail(Code::kInternal,
+                  "rg failed (" + StatusName(o.status) + "): " + Clip(ctx, err, 800));
+    }
   }
   return Json{{"matches", records},
-              {"total_matches", matches},
-              {"files_with_matches", files.size()},
-              {"truncated", truncated},
+              {"total_matches", stream.matches()},
+              {"total_is_lower_bound", lower_bound},
+              {"files_with_matches", stream.files()},
+              {"truncated", lower_bound || stream.not_returned() > 0 || stream.long_lines() > 0},
               {"tool", "rg"}};
 }
 
@@ -398,10 +416,12 @@ ToolSpec MakeSearchTextTool() {
   SetOutputSchemas(t,
                    {{"matches", {{"type", "array"}, {"items", {{"type", "object"}}}}},
                     {"total_matches", {{"type", "integer"}}},
+                    {"total_is_lower_bound", {{"type", "boolean"}}},
                     {"files_with_matches", {{"type", "integer"}}},
                     {"truncated", {{"type", "boolean"}}},
                     {"tool", {{"type", "string"}}}},
-                   {"matches", "total_matches", "files_with_matches", "truncated", "tool"});
+                   {"matches", "total_matches", "total_is_lower_bound", "files_with_matches",
+                    "truncated", "tool"});
   t.example = {{"pattern", "fn main"}, {"extensions", {"rs"}}};
   t.example_files = {{"src/main.rs", "fn main() {\n    println!(\"hi\");\n}\n"}};
   t.run = SearchText;
