@@ -48,9 +48,9 @@ class RgJsonStream {
   std::size_t max_line_;
   std::string partial_;  // the current line so far, while it is kept or not yet classified
   Kind kind_ = Kind::kUnknown;
-  bool skipping_ = false;     // the current line is counted already; its rest is discarded
-  bool wants_ = true;         // the handler still takes records
-  bool file_counts_ = true;   // the current file's records count
+  bool skipping_ = false;    // the current line is counted already; its rest is discarded
+  bool wants_ = true;        // the handler still takes records
+  bool file_counts_ = true;  // the current file's records count
   std::uint64_t matches_ = 0, files_ = 0, skipped_ = 0, long_lines_ = 0, bytes_ = 0;
   std::size_t peak_held_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "runner/host_probe.h"
+#include "runner/mask.h"
 #include "runner/processes.h"
 #include "tools/name_match.h"
 #include "tools/registry.h"
@@ -144,13 +145,19 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
       static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_line_chars);
   const std::size_t max_bytes =
       static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_output_bytes);
-  const std::vector<std::string> masked = ToolMaskedRoots(ctx);
+  // Only a masked root in the workspace, or at or above it, can hide a path rg reports; with
+  // none (the usual case: cordon's own files live elsewhere) no begin record needs parsing.
+  std::vector<std::string> masked = ToolMaskedRoots(ctx);
+  const std::string& root = ctx.workspace.root();
+  std::erase_if(masked,
+                [&](const std::string& m) { return !PathUnder(m, root) && !PathUnder(root, m); });
   Json records = Json::array();
   std::size_t bytes = 0;
   RgJsonStream::Handler handler;
   // One begin record per file with a match: files_with_matches counts them all, and a file the
   // tools hide (masked in the sandbox) has its matches neither counted nor named.
   handler.begin = [&](std::string_view line) {
+    if (masked.empty()) return true;
     Json ev = Json::parse(line, nullptr, false);
     if (!ev.is_object() || !ev.contains("data") || !ev["data"].is_object()) return true;
     return !HiddenFromTools(ctx, masked, StripDotSlash(RgText(ev["data"].value("path", Json()))));
