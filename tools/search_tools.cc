@@ -2,7 +2,6 @@
 // (fd, rg --files, find). Each runs confined with the workspace read-only and no network; the
 // agent's pattern always follows -e or --, so it is never read as an option.
 #include <algorithm>
-#include <set>
 
 #include "runner/host_probe.h"
 #include "runner/mask.h"
@@ -105,10 +104,19 @@ std::string DecodeBase64(std::string_view in) {
   return out;
 }
 
-// rg's {"text": …} or {"bytes": base64} value as valid UTF-8.
+// obj[key] without a copy, or null when obj is not an object or lacks it.
+const Json& Member(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it != obj.end() ? *it : kNull;
+}
+
+// rg's {"text": …} or {"bytes": base64} value as valid UTF-8 (empty for anything else).
 std::string RgText(const Json& v) {
-  if (v.contains("text")) return v["text"].get<std::string>();
-  if (v.contains("bytes")) return RepairUtf8(DecodeBase64(v["bytes"].get<std::string>()));
+  if (const Json& t = Member(v, "text"); t.is_string()) return t.get<std::string>();
+  if (const Json& b = Member(v, "bytes"); b.is_string())
+    return RepairUtf8(DecodeBase64(b.get_ref<const std::string&>()));
   return {};
 }
 
@@ -158,30 +166,32 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
   // tools hide (masked in the sandbox) has its matches neither counted nor named.
   handler.begin = [&](std::string_view line) {
     if (masked.empty()) return true;
-    Json ev = Json::parse(line, nullptr, false);
-    if (!ev.is_object() || !ev.contains("data") || !ev["data"].is_object()) return true;
-    return !HiddenFromTools(ctx, masked, StripDotSlash(RgText(ev["data"].value("path", Json()))));
+    const Json ev = Json::parse(line, nullptr, false);
+    return !HiddenFromTools(ctx, masked, StripDotSlash(RgText(Member(Member(ev, "data"), "path"))));
   };
+  // Every access below is type-checked: rg's output is read inside the process's pump, where
+  // nothing may throw.
   handler.record = [&](std::string_view line, bool is_match) {
     if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) return false;
-    Json ev = Json::parse(line, nullptr, false);
-    if (!ev.is_object() || !ev.contains("data") || !ev["data"].is_object()) return true;
-    const Json& d = ev["data"];
-    std::string path = StripDotSlash(RgText(d.value("path", Json())));
+    const Json ev = Json::parse(line, nullptr, false);
+    const Json& d = Member(ev, "data");
+    if (!d.is_object()) return true;
+    std::string path = StripDotSlash(RgText(Member(d, "path")));
     if (HiddenFromTools(ctx, masked, path)) return true;  // masked in the sandbox; never named
-    std::string text = RgText(d.value("lines", Json()));
+    std::string text = RgText(Member(d, "lines"));
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     bool cut = ctx.redactor != nullptr ? CutLineBefore(text, max_chars, *ctx.redactor)
                                        : CutLine(text, max_chars);
     Json subs = Json::array();
-    const Json found = d.value("submatches", Json::array());
-    for (const auto& s : found) {
-      if (!s.is_object() || !s.value("start", Json()).is_number_integer()) continue;
-      subs.push_back({{"text", RgText(s.value("match", Json()))},
-                      {"start", s["start"]},
-                      {"end", s.value("end", Json())}});
+    if (const Json& found = Member(d, "submatches"); found.is_array()) {
+      for (const auto& s : found) {
+        const Json& start = Member(s, "start");
+        if (!start.is_number_integer()) continue;
+        subs.push_back(
+            {{"text", RgText(Member(s, "match"))}, {"start", start}, {"end", Member(s, "end")}});
+      }
     }
-    const Json line_no = d.value("line_number", Json(0));
+    const Json& line_no = Member(d, "line_number");
     Json rec = {{"kind", is_match ? "match" : "context"},
                 {"path", path},
                 {"line", line_no.is_number_integer() ? line_no : Json(0)},
