@@ -20,6 +20,8 @@ class CappedStream {
   // The session's redactor (it outlives the stream); without one, cuts fall where they fall.
   void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
   void Append(std::string_view data);
+  // Bytes the process wrote that went elsewhere (a RunHooks::on_stdout): counted, not kept.
+  void CountPassedOn(std::size_t n) { total_ += n; }
   std::uint64_t total() const { return total_; }
   std::uint64_t dropped() const { return dropped_; }
   bool truncated() const { return dropped_ > 0; }

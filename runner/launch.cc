@@ -405,6 +405,11 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
       }
       ssize_t n = ::read(p.fd, buf, sizeof buf);
       if (n > 0 && p.fd == out_fd_.get() && hooks != nullptr && hooks->on_stdout) {
+        {
+          // The process record's stdout_bytes counts what went to the hook too.
+          std::lock_guard<std::mutex> lock(mu_);
+          out_.CountPassedOn(static_cast<std::size_t>(n));
+        }
         // Outside mu_: the hook may take its own locks and call back into this process.
         hooks->on_stdout({buf, static_cast<std::size_t>(n)});
       } else if (n > 0) {

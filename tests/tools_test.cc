@@ -9,6 +9,7 @@
 #include "session/session.h"
 #include "tests/test_util.h"
 #include "tools/registry.h"
+#include "tools/rg_json.h"
 #include "tools/schema.h"
 
 namespace cordon {
@@ -551,6 +552,182 @@ TEST_F(ToolsTest, PlantedSecretsReachNeitherOutputNorLog) {
   }
   EXPECT_TRUE(by_rule) << log;
   EXPECT_TRUE(started) << log;
+}
+
+// rg --json lines as search_text receives them.
+std::string RgPath(const std::string& p) { return R"({"path":{"text":"./)" + p + R"("})"; }
+std::string RgBegin(const std::string& p) {
+  return R"({"type":"begin","data":)" + RgPath(p) + "}}";
+}
+std::string RgEnd(const std::string& p) { return R"({"type":"end","data":)" + RgPath(p) + "}}"; }
+std::string RgLine(const std::string& type, const std::string& p, int n, std::size_t pad = 0) {
+  return R"({"type":")" + type + R"(","data":{"path":{"text":"./)" + p +
+         R"("},"lines":{"text":"x )" + std::string(pad, 'y') + std::to_string(n) +
+         R"(\n"},"line_number":)" + std::to_string(n) + "}}";
+}
+
+struct Streamed {
+  std::uint64_t matches = 0, files = 0, not_returned = 0, long_lines = 0;
+  std::size_t peak = 0;
+  std::vector<std::string> given;  // the whole lines the handler received
+};
+
+// Feeds `out` in reads of `chunk` bytes; the handler takes at most `cap` records and hides the
+// files whose path holds "hidden".
+Streamed StreamIn(const std::string& out, std::size_t chunk, std::size_t cap,
+                  std::size_t max_line) {
+  Streamed r;
+  std::size_t taken = 0;
+  RgJsonStream::Handler h;
+  h.begin = [&](std::string_view line) {
+    r.given.emplace_back(line);
+    return line.find("hidden") == std::string_view::npos;
+  };
+  h.record = [&](std::string_view line, bool is_match) {
+    if (taken >= cap) return false;
+    ++taken;
+    r.given.emplace_back(std::string(is_match ? "M " : "C ") + std::string(line));
+    return true;
+  };
+  RgJsonStream stream(std::move(h), max_line);
+  for (std::size_t i = 0; i < out.size(); i += chunk)
+    stream.Feed(std::string_view(out).substr(i, chunk));
+  stream.Finish();
+  r.matches = stream.matches();
+  r.files = stream.files();
+  r.not_returned = stream.not_returned();
+  r.long_lines = stream.long_lines();
+  r.peak = stream.peak_held();
+  EXPECT_EQ(stream.bytes(), out.size());
+  return r;
+}
+
+TEST(RgJsonStreamTest, CountsEveryMatchWhereverTheReadsSplitTheLines) {
+  const std::string long_match = RgLine("match", "c.txt", 2, 400);
+  const std::vector<std::string> lines = {
+      RgBegin("a.txt"),
+      RgLine("match", "a.txt", 1),
+      RgLine("context", "a.txt", 2),
+      RgLine("match", "a.txt", 3),
+      RgEnd("a.txt"),
+      "{}",
+      RgBegin("hidden/b.txt"),
+      RgLine("match", "hidden/b.txt", 1),
+      RgEnd("hidden/b.txt"),
+      RgBegin("c.txt"),
+      RgLine("match", "c.txt", 1),
+      long_match,
+      RgEnd("c.txt"),
+      R"({"data":{"stats":{}},"type":"summary"})",
+      RgLine("match", "c.txt", 4)};  // the last line has no newline (rg stopped mid-line)
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  out.pop_back();
+  struct Case {
+    std::size_t cap, max_line;
+    std::uint64_t not_returned, long_lines;
+    std::vector<std::string> given;
+  };
+  const std::vector<Case> cases = {
+      // Every record wanted: all but the hidden file's are given whole.
+      {100,
+       1 << 20,
+       0,
+       0,
+       {lines[0], "M " + lines[1], "C " + lines[2], "M " + lines[3], lines[6], lines[9],
+        "M " + lines[10], "M " + long_match, "M " + lines[14]}},
+      // A cap of one record: the rest are counted by their prefix alone.
+      {1, 1 << 20, 4, 0, {lines[0], "M " + lines[1], lines[6], lines[9]}},
+      // A line longer than max_line is counted, never held whole.
+      {100,
+       200,
+       1,
+       1,
+       {lines[0], "M " + lines[1], "C " + lines[2], "M " + lines[3], lines[6], lines[9],
+        "M " + lines[10], "M " + lines[14]}},
+  };
+  for (const auto& c : cases) {
+    for (std::size_t chunk = 1; chunk <= out.size(); chunk += chunk < 40 ? 1 : 37) {
+      SCOPED_TRACE("cap " + std::to_string(c.cap) + ", max_line " + std::to_string(c.max_line) +
+                   ", reads of " + std::to_string(chunk));
+      const Streamed r = StreamIn(out, chunk, c.cap, c.max_line);
+      EXPECT_EQ(r.matches, 5u);  // a.txt 2, c.txt 3; the hidden file's are not counted
+      EXPECT_EQ(r.files, 2u);
+      EXPECT_EQ(r.not_returned, c.not_returned);
+      EXPECT_EQ(r.long_lines, c.long_lines);
+      EXPECT_LE(r.peak, c.max_line);
+      EXPECT_EQ(r.given, c.given);
+    }
+  }
+}
+
+TEST_F(ToolsTest, SearchTextCountsEveryMatchAndFilePastItsCaps) {
+  // 300,000 matching lines in 6 files (about 60 MB of rg JSON): the count is exact, though
+  // only max_results records come back. Before rg's output was read as it arrived, a 32 MiB
+  // capture dropped its middle and this gave total_matches 182510 and files_with_matches 1.
+  const std::string aws = "AKIAABCDEFGHIJKLMNOP";
+  for (int f = 0; f < 6; ++f) {
+    std::string text = "needle " + aws + "\n";
+    for (int i = 1; i < 50000; ++i) text += "needle " + std::to_string(i) + "\n";
+    WriteFile(Ws("src/f" + std::to_string(f) + ".txt"), text);
+  }
+  WriteFile(Ws("src/none.txt"), "nothing here\n");
+  auto s = Start();
+  Json r = s->Call("search_text", {{"pattern", "needle"}, {"max_results", 500}});
+  s->Finish();
+  ASSERT_FALSE(r["isError"].get<bool>()) << r.dump().substr(0, 2000);
+  const Json& sc = r["structuredContent"];
+  EXPECT_EQ(sc["total_matches"], 300000);
+  EXPECT_EQ(sc["files_with_matches"], 6);
+  EXPECT_EQ(sc.value("total_is_lower_bound", Json()), false);
+  EXPECT_EQ(sc["truncated"], true);
+  ASSERT_EQ(sc["matches"].size(), 500u);
+  // The records returned are rg's first, redacted as before: each file starts with the key.
+  const Json& first = sc["matches"][0];
+  EXPECT_EQ(first["line"], 1);
+  EXPECT_EQ(first["kind"], "match");
+  EXPECT_EQ(first["text"].get<std::string>().find(aws), std::string::npos) << first.dump();
+  EXPECT_NE(first["text"].get<std::string>().find("[REDACTED"), std::string::npos);
+  EXPECT_EQ(r.dump().find(aws), std::string::npos);
+  // The process record is a foreground call's, with every byte rg wrote counted.
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_EQ(log.find(aws), std::string::npos);
+  bool found = false;
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = log.find('\n', at)) != std::string::npos; at = nl + 1) {
+    Json rec = Json::parse(log.substr(at, nl - at));
+    if (rec["type"] != "process" || rec.value("tool", "") != "search_text") continue;
+    found = true;
+    EXPECT_EQ(rec["kind"], "foreground");
+    EXPECT_EQ(rec["status"], "exited");
+    EXPECT_GT(rec["stdout_bytes"].get<std::uint64_t>(), 300000u * 150) << rec.dump();
+  }
+  EXPECT_TRUE(found) << log.substr(0, 2000);
+}
+
+TEST_F(ToolsTest, SearchTextStoppedByItsTimeoutSaysItsCountIsALowerBound) {
+  // 10 million matching lines take rg seconds to print as JSON (1.8 GB); a 1 s time limit
+  // stops it, and what was counted until then comes back marked as a part.
+  std::string text;
+  text.reserve(20'000'000);
+  for (int i = 0; i < 10'000'000; ++i) text += "x\n";
+  WriteFile(Ws("big.txt"), text);
+  WriteFile(dir_ / "fast.toml", "[tools.search_text]\ntimeout_secs = 1\n");
+  auto s = Start({dir_ / "fast.toml"});
+  Json r = s->Call("search_text", {{"pattern", "x"}, {"max_results", 10}});
+  s->Finish();
+  ASSERT_FALSE(r["isError"].get<bool>()) << r.dump().substr(0, 2000);
+  const Json& sc = r["structuredContent"];
+  EXPECT_EQ(sc.value("total_is_lower_bound", Json()), true) << sc.dump().substr(0, 2000);
+  EXPECT_EQ(sc["truncated"], true);
+  EXPECT_LT(sc["total_matches"].get<std::int64_t>(), 10'000'000);
+  EXPECT_GE(sc["total_matches"].get<std::int64_t>(),
+            static_cast<std::int64_t>(sc["matches"].size()));
+  for (const auto& spec : BuiltinTools()) {
+    if (spec.name == "search_text") ExpectWellFormed(spec, r);
+  }
+  const std::string log = ReadFile(dir_ / "audit.jsonl");
+  EXPECT_NE(log.find("\"status\":\"timeout\""), std::string::npos);
 }
 
 }  // namespace

@@ -2,17 +2,22 @@
 // (fd, rg --files, find). Each runs confined with the workspace read-only and no network; the
 // agent's pattern always follows -e or --, so it is never read as an option.
 #include <algorithm>
-#include <set>
 
 #include "runner/host_probe.h"
+#include "runner/mask.h"
 #include "runner/processes.h"
 #include "tools/name_match.h"
 #include "tools/registry.h"
+#include "tools/rg_json.h"
 
 namespace cordon {
 namespace {
 
-constexpr std::size_t kSearchCapture = 32u << 20;  // raw tool output cordon parses
+constexpr std::size_t kSearchCapture = 32u << 20;  // raw output of fd and find that cordon parses
+// search_text reads rg's JSON as it arrives and never holds more than one line of it: a
+// matching line whose record is longer than this is counted but not returned.
+constexpr std::size_t kMaxRgLine = 8u << 20;
+constexpr std::size_t kRgStderr = 64u << 10;  // rg's messages, for an error's text
 
 // The first n bytes of a tool's stderr for an error message, cut where no secret is split.
 std::string Clip(const ToolContext& ctx, const std::string& text, std::size_t n) {
@@ -32,8 +37,12 @@ bool CutLineBefore(std::string& line, std::size_t max_chars, const Redactor& red
   return true;
 }
 
+// Runs `argv` confined, the workspace read-only and no network, as a foreground call (its
+// `process` and change records as any). With `stream`, stdout goes to it as it arrives instead
+// of to a capture, and a timeout is the caller's to report (what was read stands).
 Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std::string& tool,
-                                                     std::vector<std::string> argv) {
+                                                     std::vector<std::string> argv,
+                                                     RgJsonStream* stream = nullptr) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   ProcessRequest req;
@@ -42,11 +51,19 @@ Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std
   req.tool = tool;
   req.workspace_writable = false;
   req.network = NetworkMode::kNone;
-  req.max_output_bytes = kSearchCapture;
-  ASSIGN_OR_RETURN(auto proc, ctx.processes->RunForeground(req, ctx.cancel));
+  req.max_output_bytes = stream != nullptr ? kRgStderr : kSearchCapture;
+  std::unique_ptr<ConfinedProcess> proc;
+  if (stream != nullptr) {
+    RunHooks hooks;
+    hooks.on_stdout = [stream](std::string_view data) { stream->Feed(data); };
+    ASSIGN_OR_RETURN(proc, ctx.processes->RunWithHooks(req, hooks, ctx.cancel, nullptr));
+    stream->Finish();
+  } else {
+    ASSIGN_OR_RETURN(proc, ctx.processes->RunForeground(req, ctx.cancel));
+  }
   ProcessOutcome o = proc->outcome();
   if (o.error) return std::unexpected(*o.error);
-  if (o.status == ProcessStatus::kTimeout)
+  if (o.status == ProcessStatus::kTimeout && stream == nullptr)
     return Fail(Code::kTimeout, tool + " ran past its time limit");
   if (o.status == ProcessStatus::kCancelled)
     return Fail(Code::kCancelled, "the call was cancelled");
@@ -87,10 +104,19 @@ std::string DecodeBase64(std::string_view in) {
   return out;
 }
 
-// rg's {"text": …} or {"bytes": base64} value as valid UTF-8.
+// obj[key] without a copy, or null when obj is not an object or lacks it.
+const Json& Member(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it != obj.end() ? *it : kNull;
+}
+
+// rg's {"text": …} or {"bytes": base64} value as valid UTF-8 (empty for anything else).
 std::string RgText(const Json& v) {
-  if (v.contains("text")) return v["text"].get<std::string>();
-  if (v.contains("bytes")) return RepairUtf8(DecodeBase64(v["bytes"].get<std::string>()));
+  if (const Json& t = Member(v, "text"); t.is_string()) return t.get<std::string>();
+  if (const Json& b = Member(v, "bytes"); b.is_string())
+    return RepairUtf8(DecodeBase64(b.get_ref<const std::string&>()));
   return {};
 }
 
@@ -122,72 +148,81 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
     argv.insert(argv.end(), {"--glob", "*." + e.get<std::string>()});
   }
   argv.insert(argv.end(), {"-e", in["pattern"].get<std::string>(), "--", "."});
-  ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "search_text", argv));
-  ProcessOutcome o = proc->outcome();
-  const std::string err = proc->StderrText();
-  if (o.exit_code && *o.exit_code == 2 && err.find("regex") != std::string::npos) {
-    return Fail(Code::kInvalidInput, "invalid pattern: " + Clip(ctx, err, 800));
-  }
-  if (!o.exit_code || (*o.exit_code != 0 && *o.exit_code != 1 && *o.exit_code != 2)) {
-    return Fail(Code::kInternal,
-                "rg failed (" + StatusName(o.status) + "): " + Clip(ctx, err, 800));
-  }
   const std::int64_t cap = ResultCap(ctx, "search_text", in);
   const std::size_t max_chars =
       static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_line_chars);
   const std::size_t max_bytes =
       static_cast<std::size_t>(ctx.policy.LimitsFor("search_text").max_output_bytes);
+  // Only a masked root in the workspace, or at or above it, can hide a path rg reports; with
+  // none (the usual case: cordon's own files live elsewhere) no begin record needs parsing.
+  std::vector<std::string> masked = ToolMaskedRoots(ctx);
+  const std::string& root = ctx.workspace.root();
+  std::erase_if(masked,
+                [&](const std::string& m) { return !PathUnder(m, root) && !PathUnder(root, m); });
   Json records = Json::array();
-  std::int64_t matches = 0;
   std::size_t bytes = 0;
-  bool truncated = proc->Counts().stdout_dropped_bytes > 0;
-  std::set<std::string> files;
-  const std::vector<std::string> masked = ToolMaskedRoots(ctx);
-  const std::string out = proc->StdoutText();
-  for (std::string_view line : Lines(out)) {
-    if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) {
-      // Past the caps only the count matters: no need to parse the record.
-      if (line.starts_with("{\"type\":\"match\"")) {
-        ++matches;
-        truncated = true;
-      }
-      continue;
-    }
-    Json ev = Json::parse(line, nullptr, false);
-    if (!ev.is_object()) continue;
-    const std::string type = ev.value("type", "");
-    if (type != "match" && type != "context") continue;
-    const Json& d = ev["data"];
-    std::string path = StripDotSlash(RgText(d["path"]));
-    if (HiddenFromTools(ctx, masked, path)) continue;  // masked in the sandbox; never named
-    if (type == "match") ++matches;
-    if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) {
-      truncated = true;
-      continue;
-    }
-    std::string text = RgText(d["lines"]);
+  RgJsonStream::Handler handler;
+  // One begin record per file with a match: files_with_matches counts them all, and a file the
+  // tools hide (masked in the sandbox) has its matches neither counted nor named.
+  handler.begin = [&](std::string_view line) {
+    if (masked.empty()) return true;
+    const Json ev = Json::parse(line, nullptr, false);
+    return !HiddenFromTools(ctx, masked, StripDotSlash(RgText(Member(Member(ev, "data"), "path"))));
+  };
+  // Every access below is type-checked: rg's output is read inside the process's pump, where
+  // nothing may throw.
+  handler.record = [&](std::string_view line, bool is_match) {
+    if (static_cast<std::int64_t>(records.size()) >= cap || bytes > max_bytes) return false;
+    const Json ev = Json::parse(line, nullptr, false);
+    const Json& d = Member(ev, "data");
+    if (!d.is_object()) return true;
+    std::string path = StripDotSlash(RgText(Member(d, "path")));
+    if (HiddenFromTools(ctx, masked, path)) return true;  // masked in the sandbox; never named
+    std::string text = RgText(Member(d, "lines"));
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     bool cut = ctx.redactor != nullptr ? CutLineBefore(text, max_chars, *ctx.redactor)
                                        : CutLine(text, max_chars);
     Json subs = Json::array();
-    for (const auto& s : d.value("submatches", Json::array())) {
-      subs.push_back({{"text", RgText(s["match"])}, {"start", s["start"]}, {"end", s["end"]}});
+    if (const Json& found = Member(d, "submatches"); found.is_array()) {
+      for (const auto& s : found) {
+        const Json& start = Member(s, "start");
+        if (!start.is_number_integer()) continue;
+        subs.push_back(
+            {{"text", RgText(Member(s, "match"))}, {"start", start}, {"end", Member(s, "end")}});
+      }
     }
-    files.insert(path);
-    Json rec = {{"kind", type},
+    const Json& line_no = Member(d, "line_number");
+    Json rec = {{"kind", is_match ? "match" : "context"},
                 {"path", path},
-                {"line", d.value("line_number", 0)},
+                {"line", line_no.is_number_integer() ? line_no : Json(0)},
                 {"column", subs.empty() ? Json(nullptr) : Json(subs[0]["start"].get<int>() + 1)},
                 {"text", text},
                 {"line_cut", cut},
                 {"submatches", subs}};
     bytes += text.size() + path.size() + 64;
     records.push_back(std::move(rec));
+    return true;
+  };
+  RgJsonStream stream(std::move(handler), kMaxRgLine);
+  ASSIGN_OR_RETURN(auto proc, RunReadOnly(ctx, "search_text", argv, &stream));
+  ProcessOutcome o = proc->outcome();
+  // The tool's time limit ended rg: what it wrote until then is counted, and said to be a part.
+  const bool lower_bound = o.status == ProcessStatus::kTimeout;
+  const std::string err = proc->StderrText();
+  if (!lower_bound) {
+    if (o.exit_code && *o.exit_code == 2 && err.find("regex") != std::string::npos) {
+      return Fail(Code::kInvalidInput, "invalid pattern: " + Clip(ctx, err, 800));
+    }
+    if (!o.exit_code || (*o.exit_code != 0 && *o.exit_code != 1 && *o.exit_code != 2)) {
+      return Fail(Code::kInternal,
+                  "rg failed (" + StatusName(o.status) + "): " + Clip(ctx, err, 800));
+    }
   }
   return Json{{"matches", records},
-              {"total_matches", matches},
-              {"files_with_matches", files.size()},
-              {"truncated", truncated},
+              {"total_matches", stream.matches()},
+              {"total_is_lower_bound", lower_bound},
+              {"files_with_matches", stream.files()},
+              {"truncated", lower_bound || stream.not_returned() > 0 || stream.long_lines() > 0},
               {"tool", "rg"}};
 }
 
@@ -398,10 +433,12 @@ ToolSpec MakeSearchTextTool() {
   SetOutputSchemas(t,
                    {{"matches", {{"type", "array"}, {"items", {{"type", "object"}}}}},
                     {"total_matches", {{"type", "integer"}}},
+                    {"total_is_lower_bound", {{"type", "boolean"}}},
                     {"files_with_matches", {{"type", "integer"}}},
                     {"truncated", {{"type", "boolean"}}},
                     {"tool", {{"type", "string"}}}},
-                   {"matches", "total_matches", "files_with_matches", "truncated", "tool"});
+                   {"matches", "total_matches", "total_is_lower_bound", "files_with_matches",
+                    "truncated", "tool"});
   t.example = {{"pattern", "fn main"}, {"extensions", {"rs"}}};
   t.example_files = {{"src/main.rs", "fn main() {\n    println!(\"hi\");\n}\n"}};
   t.run = SearchText;
