@@ -678,6 +678,36 @@ TEST(ApplyCommit, AHostSymlinkWhereTheUpperHasADirectoryIsRefused) {
   EXPECT_EQ(ReadFile(s.quarantine + "/sub/file"), "agent");
 }
 
+// A commit with nothing to install does not sync the filesystem (a warm call that wrote nothing
+// paid a syncfs of the whole disk for it); one that installs something still does. syncfs of an
+// O_PATH descriptor fails (EBADF) where the *at calls of the commit work, so the root opened
+// O_PATH shows whether the commit's final syncfs ran.
+TEST(ApplyCommit, SyncsTheHostTreeOnlyWhenItInstallsSomething) {
+  Staging s;
+  CommitOptions o = Options(s, true);
+  o.fsync = true;
+  UniqueFd path_root(::open(s.lower.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(path_root.valid());
+  UniqueFd upper = s.Open(s.upper);
+  auto empty = ListUpper(upper.get());
+  ASSERT_TRUE(empty);
+  ASSERT_TRUE(empty->empty());
+  const CommitOutcome none = ApplyCommit(path_root.get(), upper.get(), *empty, {}, o);
+  EXPECT_FALSE(none.error) << none.error->ToString();
+  EXPECT_TRUE(none.changes.empty());
+
+  WriteFile(s.upper + "/new.txt", "agent");
+  auto listing = ListUpper(upper.get());
+  ASSERT_TRUE(listing);
+  ReadHostFacts(path_root.get(), *listing);
+  const auto decisions = PlanCommit(*listing, o.rules);
+  ASSERT_EQ(decisions.size(), 1u);
+  const CommitOutcome one = ApplyCommit(path_root.get(), upper.get(), *listing, decisions, o);
+  EXPECT_EQ(ReadFile(s.lower + "/new.txt"), "agent");  // installed, then the sync was tried
+  ASSERT_TRUE(one.error);
+  EXPECT_NE(one.error->message.find("syncfs"), std::string::npos) << one.error->ToString();
+}
+
 // kill -9 in the middle of a commit, simulated by applying a prefix of the decisions: listing
 // and committing again ends in the state one whole commit reaches.
 TEST(ApplyCommit, ACommitInterruptedMidwayFinishesWhenRunAgain) {
