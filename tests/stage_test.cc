@@ -20,6 +20,7 @@
 
 #include "core/unique_fd.h"
 #include "test_util.h"
+#include "workspace/staging.h"
 
 namespace cordon {
 namespace {
@@ -706,6 +707,39 @@ TEST(ApplyCommit, SyncsTheHostTreeOnlyWhenItInstallsSomething) {
   EXPECT_EQ(ReadFile(s.lower + "/new.txt"), "agent");  // installed, then the sync was tried
   ASSERT_TRUE(one.error);
   EXPECT_NE(one.error->message.find("syncfs"), std::string::npos) << one.error->ToString();
+}
+
+// A live process's commit point with nothing in its upper layer leaves the phase file as it was
+// (no rewrite on the state disk at every wrap call boundary and timer tick); one with a write in
+// it copies the write and rewrites the phase.
+TEST(Stage, ALiveCommitPointWithNothingWrittenLeavesThePhaseFileAlone) {
+  TempDir d;
+  const std::string root = d / "root";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  auto stage = Stage::Create(d / "stage", {root}, d / "quarantine");
+  ASSERT_TRUE(stage) << stage.error().ToString();
+  (*stage)->OpenWindow();
+  const std::string phase = d / "stage/phase";
+  auto mtime_ns = [&] {
+    struct stat st {};
+    EXPECT_EQ(::stat(phase.c_str(), &st), 0);
+    return st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+  };
+  const auto before = mtime_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past a coarse clock tick
+  const CommitOutcome none = (*stage)->Commit({}, false);
+  EXPECT_FALSE(none.error);
+  EXPECT_TRUE(none.changes.empty());
+  EXPECT_EQ(mtime_ns(), before);
+  EXPECT_EQ(ReadFile(phase).substr(0, 8), "running\n");
+
+  WriteFile(d / "stage/u0/a.txt", "agent");
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  const CommitOutcome one = (*stage)->Commit({}, false);
+  ASSERT_FALSE(one.error) << one.error->ToString();
+  EXPECT_EQ(ReadFile(root + "/a.txt"), "agent");
+  EXPECT_NE(mtime_ns(), before);
+  EXPECT_EQ(ReadFile(phase).substr(0, 8), "running\n");
 }
 
 // kill -9 in the middle of a commit, simulated by applying a prefix of the decisions: listing
