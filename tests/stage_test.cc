@@ -20,6 +20,7 @@
 
 #include "core/unique_fd.h"
 #include "test_util.h"
+#include "workspace/staging.h"
 
 namespace cordon {
 namespace {
@@ -676,6 +677,69 @@ TEST(ApplyCommit, AHostSymlinkWhereTheUpperHasADirectoryIsRefused) {
                                                 {"sub/file", "below_refused"}}));
   EXPECT_EQ(Tree(s.outside), (std::map<std::string, std::string>{{"file", "file 644 orig"}}));
   EXPECT_EQ(ReadFile(s.quarantine + "/sub/file"), "agent");
+}
+
+// A commit with nothing to install does not sync the filesystem (a warm call that wrote nothing
+// paid a syncfs of the whole disk for it); one that installs something still does. syncfs of an
+// O_PATH descriptor fails (EBADF) where the *at calls of the commit work, so the root opened
+// O_PATH shows whether the commit's final syncfs ran.
+TEST(ApplyCommit, SyncsTheHostTreeOnlyWhenItInstallsSomething) {
+  Staging s;
+  CommitOptions o = Options(s, true);
+  o.fsync = true;
+  UniqueFd path_root(::open(s.lower.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(path_root.valid());
+  UniqueFd upper = s.Open(s.upper);
+  auto empty = ListUpper(upper.get());
+  ASSERT_TRUE(empty);
+  ASSERT_TRUE(empty->empty());
+  const CommitOutcome none = ApplyCommit(path_root.get(), upper.get(), *empty, {}, o);
+  EXPECT_FALSE(none.error) << none.error->ToString();
+  EXPECT_TRUE(none.changes.empty());
+
+  WriteFile(s.upper + "/new.txt", "agent");
+  auto listing = ListUpper(upper.get());
+  ASSERT_TRUE(listing);
+  ReadHostFacts(path_root.get(), *listing);
+  const auto decisions = PlanCommit(*listing, o.rules);
+  ASSERT_EQ(decisions.size(), 1u);
+  const CommitOutcome one = ApplyCommit(path_root.get(), upper.get(), *listing, decisions, o);
+  EXPECT_EQ(ReadFile(s.lower + "/new.txt"), "agent");  // installed, then the sync was tried
+  ASSERT_TRUE(one.error);
+  EXPECT_NE(one.error->message.find("syncfs"), std::string::npos) << one.error->ToString();
+}
+
+// A live process's commit point with nothing in its upper layer leaves the phase file as it was
+// (no rewrite on the state disk at every wrap call boundary and timer tick); one with a write in
+// it copies the write and rewrites the phase.
+TEST(Stage, ALiveCommitPointWithNothingWrittenLeavesThePhaseFileAlone) {
+  TempDir d;
+  const std::string root = d / "root";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  auto stage = Stage::Create(d / "stage", {root}, d / "quarantine");
+  ASSERT_TRUE(stage) << stage.error().ToString();
+  (*stage)->OpenWindow();
+  const std::string phase = d / "stage/phase";
+  auto mtime_ns = [&] {
+    struct stat st {};
+    EXPECT_EQ(::stat(phase.c_str(), &st), 0);
+    return st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+  };
+  const auto before = mtime_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past a coarse clock tick
+  const CommitOutcome none = (*stage)->Commit({}, false);
+  EXPECT_FALSE(none.error);
+  EXPECT_TRUE(none.changes.empty());
+  EXPECT_EQ(mtime_ns(), before);
+  EXPECT_EQ(ReadFile(phase).substr(0, 8), "running\n");
+
+  WriteFile(d / "stage/u0/a.txt", "agent");
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  const CommitOutcome one = (*stage)->Commit({}, false);
+  ASSERT_FALSE(one.error) << one.error->ToString();
+  EXPECT_EQ(ReadFile(root + "/a.txt"), "agent");
+  EXPECT_NE(mtime_ns(), before);
+  EXPECT_EQ(ReadFile(phase).substr(0, 8), "running\n");
 }
 
 // kill -9 in the middle of a commit, simulated by applying a prefix of the decisions: listing

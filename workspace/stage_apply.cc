@@ -299,6 +299,10 @@ class Committer {
 };
 
 CommitOutcome Committer::Run(std::span<const CommitDecision> decisions) {
+  // No decision (the call wrote nothing): nothing reaches the host tree, so there is nothing to
+  // make durable. syncfs would flush the whole filesystem's dirty data, other programs' too: on
+  // a shared disk that was most of a warm call's commit (bench/warm.py).
+  if (decisions.empty()) return std::move(out_);
   // The process's writes reach the disk before a rename makes them the host's.
   if (opts_.rename_from_upper && opts_.fsync) (void)::syncfs(upper_fd_);
   std::size_t i = 0;

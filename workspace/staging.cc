@@ -28,6 +28,29 @@ namespace cordon {
 
 namespace {
 
+// Whether the directory `dir_fd` names has no entry; false when it cannot be read (the commit
+// then reports why).
+bool DirIsEmpty(int dir_fd) {
+  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return false;
+  }
+  bool empty = true;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  if (errno != 0) empty = false;
+  ::closedir(d);
+  return empty;
+}
+
 // overlayfs splits its options at ',' and lowerdir at ':'; a backslash escapes either.
 std::string EscapeOption(const std::string& path) {
   std::string out;
@@ -377,6 +400,13 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   CommitOutcome all;
   ++commits_;
+  // A commit point of a live process whose upper layers are empty has nothing to commit: the
+  // phase file stays "running" (a crash now quarantines what it writes later, as it would have
+  // before this point). Rewriting it twice was most of such a commit on a busy disk, paid at
+  // every `wrap` call boundary and every second of a live process.
+  if (!final && std::all_of(state_.begin(), state_.end(),
+                            [](const RootState& st) { return DirIsEmpty(st.upper_fd.get()); }))
+    return all;
   WritePhase("committing");
   for (std::size_t i = 0; i < roots_.size(); ++i) {
     RootState& st = state_[i];
