@@ -102,6 +102,7 @@ Json ProcessRecord::ToJson() const {
   Put(j, "job", job);
   Put(j, "cancel_requested", cancel_requested);
   Put(j, "spec_sha256", spec_sha256);
+  Put(j, "launch", launch);
   Put(j, "limit", limit);
   Put(j, "timeout", timeout);
   if (error_code) j["error"] = {{"code", *error_code}, {"message", error_message}};
@@ -341,6 +342,9 @@ constexpr AuditFieldInfo kProcess[] = {
     {"spec_sha256", false,
      "SHA-256 of the confinement spec the shim applied, as the shim computed it (equals "
      "`cordon exec --plan`'s `spec_sha256`)"},
+    {"launch", false,
+     "how it was started (docs/adr/0008-warm-sandbox.md): {kind: \"warm\", sandbox, call (its "
+     "number in that sandbox)} or {kind: \"cold\", reason}"},
     {"error", false, "sandbox failure: {code, message}"},
     {"limit", false,
      "the limit that ended it: {name (timeout, cpu, file_size, memory, pids), value, unit, "

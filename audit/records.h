@@ -114,6 +114,7 @@ struct ProcessRecord {
   std::optional<std::string> job{};
   std::optional<bool> cancel_requested{};
   std::optional<std::string> spec_sha256{};  // the shim's hash of the spec it applied
+  std::optional<Json> launch{};              // {kind: warm, sandbox, call} or {kind: cold, reason}
   std::optional<Json> limit{};    // the limit that ended it: {name, value, unit, policy_key, ...}
   std::optional<Json> timeout{};  // {requested, applied, capped, capped_by, decided_by}
   std::optional<std::string> error_code{};  // with error_message: {"error": {code, message}}

@@ -82,6 +82,7 @@ void AddServeCommand(CLI::App& root, Context& ctx) {
     }
     InstallTerminationHandler();  // before the servers start: a signal now is recorded too
     SessionOptions options = SessionOptionsFrom(f->session, "mcp");
+    options.warm = true;
     if (!f->token_file.empty()) options.own_files.push_back(f->token_file);  // never shown inside
     auto session = StartSessionOr(kExitStart, options, ctx.envp);
     if (!session) return session.error();

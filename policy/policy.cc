@@ -403,6 +403,7 @@ std::string Policy::CanonicalJson() const {
   if (allow_dangerous_workspace) j["sandbox"]["allow_dangerous_workspace"] = true;
   if (workspace_mode != WorkspaceMode::kAuto)
     j["sandbox"]["workspace"] = std::string(Name(kWorkspaceModeNames, workspace_mode));
+  if (!warm) j["sandbox"]["warm"] = "off";
   for (const auto& [name, o] : tools) {
     j["tools"][name]["limits"] = o.limits;
     if (o.network) j["tools"][name]["network"] = NetworkModeName(*o.network);
@@ -667,6 +668,19 @@ Status ApplySandboxKey(Policy& policy, const KeyInput& in) {
       return {};
     }
     policy.workspace_mode = mode;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
+  if (in.key == "warm") {
+    const auto v = in.node.value<std::string>();
+    if (!in.node.is_string() || !v || (*v != "on" && *v != "off")) {
+      return Fail(Code::kInvalidInput, in.where + ": " + in.name + " must be \"on\" or \"off\"");
+    }
+    if (in.tighten_only && *v == "on" && !policy.warm) {
+      policy.notes.push_back(in.where + ": a project file can only set " + in.name + " = \"off\"");
+      return {};
+    }
+    policy.warm = *v == "on";
     policy.provenance[in.name] = in.where;
     return {};
   }

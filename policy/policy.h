@@ -169,6 +169,9 @@ struct Policy {
   // sandbox. kAuto stages where the host can, kStaged requires it (a launch without it fails
   // closed), kDirect binds it directly with the sweep. A project file may only require staging.
   WorkspaceMode workspace_mode = WorkspaceMode::kAuto;
+  // [sandbox] warm = "on" | "off": serve's foreground calls run in a warm sandbox
+  // (docs/adr/0008-warm-sandbox.md).
+  bool warm = true;
   std::int64_t max_scan_entries = kDefaultMaxScanEntries;  // [sandbox] max_scan_entries
   // [sandbox] allow_dangerous_workspace (or --allow-dangerous-workspace): `/` or $HOME may be
   // a writable workspace. Off, they are refused for writing (denied_by_policy).

@@ -280,7 +280,9 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
       f.private_tmp = dir;
     }
   }
-  if (host.cgroups.mode != CgroupMode::kNone) {
+  if (host.cgroups.mode != CgroupMode::kNone && req.warm) {
+    f.cgroup_error = "a warm call: the sandbox's cgroup, and rlimits for memory and pids";
+  } else if (host.cgroups.mode != CgroupMode::kNone) {
     auto cg = CgroupJob::Create(host.cgroups, PlanLimits(policy, req));
     if (cg && *cg) {
       f.cgroup = host.cgroups.mode;

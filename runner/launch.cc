@@ -31,6 +31,7 @@
 #include "runner/environment.h"
 #include "runner/host_probe.h"
 #include "runner/launch_internal.h"
+#include "runner/warm.h"
 
 namespace cordon {
 namespace {
@@ -60,9 +61,9 @@ void KillSandboxNamespace(pid_t init, int sig) {
 
 }  // namespace
 
-Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan& plan,
-                                                                LaunchResources resources,
-                                                                const ProcessRequest& req) {
+std::unique_ptr<ConfinedProcess> ConfinedProcess::Prepare(const LaunchPlan& plan,
+                                                          LaunchResources resources,
+                                                          const ProcessRequest& req) {
   const CallLaunch& call = plan.call;
   auto proc = std::unique_ptr<ConfinedProcess>(new ConfinedProcess(call.max_output_bytes));
   proc->req_ = req;
@@ -82,6 +83,14 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   proc->private_tmp_ = std::move(resources.private_tmp);
   proc->kernel_audit_ = std::move(resources.kernel_audit);
   if (resources.cgroup) proc->cgroup_.emplace(std::move(*resources.cgroup));
+  return proc;
+}
+
+Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan& plan,
+                                                                LaunchResources resources,
+                                                                const ProcessRequest& req) {
+  const CallLaunch& call = plan.call;
+  auto proc = Prepare(plan, std::move(resources), req);
   const bool weaker = plan.session.weaker();
   const std::string spec = LaunchSpec(plan);
   UniqueFd spec_fd(::memfd_create("cordon-spec", MFD_CLOEXEC));
@@ -216,10 +225,79 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   return proc;
 }
 
+Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
+    const LaunchPlan& plan, LaunchResources resources, const ProcessRequest& req,
+    std::shared_ptr<WarmSandbox> sandbox, const std::string& stage_dir) {
+  const CallLaunch& call = plan.call;
+  auto proc = Prepare(plan, std::move(resources), req);
+  const std::string frame = WarmCallFrame(plan, stage_dir).dump();
+  UniqueFd frame_fd(::memfd_create("cordon-call", MFD_CLOEXEC));
+  if (!frame_fd.valid() ||
+      ::write(frame_fd.get(), frame.data(), frame.size()) != static_cast<ssize_t>(frame.size()) ||
+      ::lseek(frame_fd.get(), 0, SEEK_SET) != 0) {
+    return SysFail(Code::kSandboxUnavailable, "memfd call frame", "");
+  }
+  Pipe out = MakePipe(), err = MakePipe(), in = MakePipe();
+  for (const Pipe* p : {&out, &err, &in}) {
+    if (!p->valid()) return SysFail(Code::kSandboxUnavailable, "pipe2", "");
+  }
+  // The status socket passes credentials as the cold path's does (the "confining" line's pid);
+  // the reply socket brings the pidfd of the call's init.
+  Pipe st, reply;
+  {
+    int sv[2] = {-1, -1};
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      return SysFail(Code::kSandboxUnavailable, "socketpair", "");
+    st = {UniqueFd(sv[0]), UniqueFd(sv[1])};
+    const int on = 1;
+    if (::setsockopt(st.read.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
+      return SysFail(Code::kSandboxUnavailable, "setsockopt(SO_PASSCRED)", "");
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+      return SysFail(Code::kSandboxUnavailable, "socketpair", "");
+    reply = {UniqueFd(sv[0]), UniqueFd(sv[1])};
+  }
+  UniqueFd devnull_fd;
+  if (!call.pipe_stdin) {
+    devnull_fd = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!devnull_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", "/dev/null");
+  }
+  proc->started_ms_ = NowMs();
+  TRY(sandbox->Submit({frame_fd.get(), call.pipe_stdin ? in.read.get() : devnull_fd.get(),
+                       out.write.get(), err.write.get(), st.write.get(), reply.write.get()}));
+  // Only the sandbox holds the call's ends now: the pipes end when the call's processes do.
+  out.write.Reset();
+  err.write.Reset();
+  st.write.Reset();
+  reply.write.Reset();
+  in.read.Reset();
+  ASSIGN_OR_RETURN(proc->pidfd_, sandbox->AwaitReply(reply.read.get()));
+  // The init's pid as cordon sees it (the pidfd's fdinfo), for the termination of every
+  // process in its pid namespace; the final SIGKILL goes through the pidfd.
+  {
+    std::ifstream info("/proc/self/fdinfo/" + std::to_string(proc->pidfd_.get()));
+    for (std::string l; std::getline(info, l);) {
+      if (l.rfind("Pid:", 0) == 0)
+        proc->sandbox_init_ = static_cast<pid_t>(std::atol(l.c_str() + 4));
+    }
+  }
+  proc->warm_ = std::move(sandbox);
+  proc->pid_ = 0;
+  proc->out_fd_ = std::move(out.read);
+  proc->err_fd_ = std::move(err.read);
+  proc->status_fd_ = std::move(st.read);
+  if (call.pipe_stdin) proc->in_fd_ = std::move(in.write);
+  for (int fd : {proc->out_fd_.get(), proc->err_fd_.get(), proc->status_fd_.get()}) {
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  return proc;
+}
+
 ConfinedProcess::~ConfinedProcess() {
   if (!done_ && pid_ > 0) {
     Terminate(SIGTERM);
     ::waitpid(pid_, nullptr, 0);
+  } else if (!done_ && warm_) {
+    Terminate(SIGKILL);
   }
 }
 
@@ -251,7 +329,12 @@ void ConfinedProcess::Terminate(int sig) {
       }
     }
   }
-  if (sandbox_init_ > 0) ::kill(sandbox_init_, SIGKILL);
+  if (warm_) {
+    // The call's init: killing it ends its pid namespace (the pidfd names exactly it).
+    ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+  } else if (sandbox_init_ > 0) {
+    ::kill(sandbox_init_, SIGKILL);
+  }
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     ::kill(-pid_, SIGKILL);
@@ -307,7 +390,9 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         continue;
       }
       if (p.fd == pidfd_.get()) {
-        if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+        // A warm call's init is the server's child: its end is the pidfd's, its status the
+        // report's.
+        if (warm_ || ::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
           exited = true;
           // The sandbox is gone; any writer left is outside it (weaker mode). Bound the drain.
           drain_until = NowMs() + 2000;
@@ -341,7 +426,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
       }
     }
   }
-  if (out_open || err_open) {
+  if ((out_open || err_open) && pid_ > 0) {
     // Something outside a pid namespace still holds the pipes (weaker mode): end its group.
     ::kill(-pid_, SIGKILL);
   }
@@ -385,8 +470,10 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
       e = Excerpt(err_.Text(), 500, redactor_);
     }
     o.error = Error{Code::kSandboxUnavailable,
-                    "the sandbox did not start (bwrap exit " +
-                        std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) + "): " + e,
+                    warm_ ? "the warm sandbox's call ended without a report: " + e
+                          : "the sandbox did not start (bwrap exit " +
+                                std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) +
+                                "): " + e,
                     0,
                     {}};
   }

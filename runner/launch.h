@@ -33,6 +33,8 @@
 
 namespace cordon {
 
+class WarmSandbox;
+
 // What this host can do, probed once per session.
 struct SandboxHost {
   std::string bwrap;  // empty when bwrap is missing
@@ -96,6 +98,9 @@ struct ProcessRequest {
   std::vector<PresetCache> preset_caches;
   // Set by ProcessHost::Launch: where the listener the shim sends goes.
   std::shared_ptr<EgressBinding> egress;
+  // Set by ProcessHost::Launch: the call runs in a warm sandbox (docs/adr/0008-warm-sandbox.md),
+  // which is in the cgroup: no cgroup of its own is made for it.
+  bool warm = false;
   // Set by ProcessHost::Plan: the writable roots are staged (docs/adr/0006-staged-workspace.md),
   // so no walk finds protected names or git directories for read-only binds and views.
   bool staged = false;
@@ -260,6 +265,16 @@ std::string LaunchSpec(const LaunchPlan& plan);
 Json ConfinementJson(const LaunchPlan& plan);
 // `cordon exec --plan`: the argv, environment and spec hash above, the spec, the confinement.
 Json PlanJson(const LaunchPlan& plan);
+// The warm sandbox's bwrap argv for a call planned as `plan` (docs/adr/0008-warm-sandbox.md):
+// the plan's own argv without what is per call (--chdir, the /tmp size, the JSON status and
+// --args fds, the command), its staged roots bound read-only (the overlays' lower layers), the
+// server's three capabilities, the session's stage directory (when not empty) and the server.
+// Calls whose argv is equal share a sandbox: it is the key.
+std::vector<std::string> WarmServerArgv(const LaunchPlan& plan, const std::string& stage_dir);
+// What one warm call hands the server (runner/shim/serve.cc): the spec exactly as the cold
+// path writes it, the environment, the /tmp size, the overlays with their upper and work
+// directories as the sandbox sees them, and what to cover.
+Json WarmCallFrame(const LaunchPlan& plan, const std::string& stage_dir);
 
 enum class ProcessStatus { kRunning, kExited, kSignaled, kTimeout, kCancelled, kFailed };
 inline constexpr EnumName<ProcessStatus> kProcessStatusNames[] = {
@@ -301,7 +316,19 @@ class ConfinedProcess {
   static Result<std::unique_ptr<ConfinedProcess>> Start(const LaunchPlan& plan,
                                                         LaunchResources resources,
                                                         const ProcessRequest& req);
+  // A call of a warm sandbox (docs/adr/0008-warm-sandbox.md): the same plan, handed to the
+  // sandbox's server instead of a new bwrap; `stage_dir` is the session's stage directory the
+  // sandbox binds (empty: none).
+  static Result<std::unique_ptr<ConfinedProcess>> StartWarm(const LaunchPlan& plan,
+                                                            LaunchResources resources,
+                                                            const ProcessRequest& req,
+                                                            std::shared_ptr<WarmSandbox> sandbox,
+                                                            const std::string& stage_dir);
   ~ConfinedProcess();
+
+  // How it was started, for its record: {kind: "warm", sandbox, call} or {kind: "cold", reason}.
+  void SetLaunchInfo(Json info) { launch_info_ = std::move(info); }
+  const Json& launch_info() const { return launch_info_; }
 
   // Pumps output until the process ends, the timeout passes, or *cancel becomes true.
   void Run(const std::atomic<bool>* cancel, RunHooks* hooks = nullptr);
@@ -352,7 +379,12 @@ class ConfinedProcess {
 
  private:
   ConfinedProcess(std::size_t cap) : out_(cap), err_(cap) {}
+  // What Start and StartWarm set alike: the request, the plan's limits, the resources.
+  static std::unique_ptr<ConfinedProcess> Prepare(const LaunchPlan& plan, LaunchResources resources,
+                                                  const ProcessRequest& req);
   void Terminate(int sig);
+  std::shared_ptr<WarmSandbox> warm_;  // set: a warm call (pid_ is 0, pidfd_ its init's)
+  Json launch_info_;
   ProcessRequest req_;
   const Redactor* redactor_ = nullptr;  // under mu_
   std::string workspace_;

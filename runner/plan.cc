@@ -29,6 +29,8 @@
 #include "runner/host_probe.h"
 #include "runner/launch.h"
 #include "runner/launch_internal.h"
+#include "runner/shim/serve.h"
+#include "runner/warm.h"
 
 namespace cordon {
 namespace launch_detail {
@@ -599,6 +601,58 @@ Json PlanJson(const LaunchPlan& plan) {
     j["staged"] = std::move(staged);
   }
   return j;
+}
+
+std::vector<std::string> WarmServerArgv(const LaunchPlan& plan, const std::string& stage_dir) {
+  const std::vector<std::string> argv = LaunchArgv(plan);
+  std::vector<std::string> out;
+  auto staged = [&](const std::string& p) {
+    for (const auto& r : plan.session.staged) {
+      if (r.root == p) return true;
+    }
+    return false;
+  };
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--") break;
+    if (i + 1 < argv.size() &&
+        (a == "--chdir" || a == "--size" || a == "--json-status-fd" || a == "--args")) {
+      ++i;
+      continue;
+    }
+    if (a == "--bind" && i + 2 < argv.size() && argv[i + 1] == argv[i + 2] && staged(argv[i + 1])) {
+      out.insert(out.end(), {"--ro-bind", argv[i + 1], argv[i + 2]});
+      i += 2;
+      continue;
+    }
+    out.push_back(a);
+  }
+  out.insert(out.end(), {"--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_DAC_OVERRIDE", "--cap-add",
+                         "CAP_SETPCAP"});
+  if (!stage_dir.empty()) out.insert(out.end(), {"--bind", stage_dir, shim::kWarmStageDir});
+  out.insert(out.end(),
+             {"--", kShimInSandbox, "--serve", "--sock-fd", std::to_string(kWarmSockFd)});
+  return out;
+}
+
+Json WarmCallFrame(const LaunchPlan& plan, const std::string& stage_dir) {
+  Json env = Json::array();
+  for (const auto& [k, v] : plan.call.env) env.push_back(k + "=" + v);
+  Json overlays = Json::array();
+  for (StagedRoot r : plan.session.staged) {
+    for (std::string* p : {&r.upper, &r.work}) {
+      if (!stage_dir.empty() && Under(*p, stage_dir))
+        *p = shim::kWarmStageDir + p->substr(stage_dir.size());
+    }
+    overlays.push_back({{"target", r.root}, {"options", OverlayOptions(r)}});
+  }
+  Json cover = Json::array();
+  if (!stage_dir.empty()) cover.push_back(shim::kWarmStageDir);
+  return {{"spec", LaunchSpec(plan)},
+          {"env", std::move(env)},
+          {"tmp_size", plan.call.limits.memory_bytes > 0 ? plan.call.limits.memory_bytes : 0},
+          {"overlays", std::move(overlays)},
+          {"cover", std::move(cover)}};
 }
 
 }  // namespace cordon

@@ -217,6 +217,12 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   // The direct mode's sweep runs before the plan's scan (what it moves must not be bound).
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
   ASSIGN_OR_RETURN(std::vector<std::string> staged_roots, StagingRoots(req, *host));
+  const std::string cold_reason = ColdReason(req, *host, staged_roots);
+  if (cold_reason.empty() && !req.warm) {
+    ProcessRequest warm_req = req;
+    warm_req.warm = true;
+    return Launch(warm_req, watch);
+  }
   std::uint64_t token = 0;
   bool guarded = false;
   if (guard_ && staged_roots.empty()) {
@@ -224,7 +230,14 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
     guarded = true;
   }
   ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources, &watch->before, &watch->stage));
-  if (!plan.session.staged.empty()) return LaunchStaged(req, plan, std::move(resources), watch);
+  if (!plan.session.staged.empty())
+    return LaunchStaged(req, plan, std::move(resources), watch, cold_reason);
+  if (req.warm && plan.session.workspace_writable) {
+    // Only staged or read-only calls are warm; a plan that turned out otherwise fails closed
+    // rather than letting a warm call write the host's tree.
+    return Fail(Code::kSandboxUnavailable,
+                "a warm call planned with a writable, unstaged workspace");
+  }
   if (guard_ && !guarded) {
     ASSIGN_OR_RETURN(token, guard_->BeforeLaunch());
   }
@@ -246,7 +259,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   // clock ticks over) before the process starts, the pass starts once it has.
   if (watch->before && watch->before->Deferred() > 0)
     watch->fill = std::make_shared<SnapshotFill>(watch->before);
-  auto proc = ConfinedProcess::Start(plan, std::move(resources), launched);
+  auto proc = StartProcess(plan, std::move(resources), launched, cold_reason);
   if (watch->fill && proc) watch->fill->Start();
   if (proc) (*proc)->SetRedactor(redactor_);
   if (!proc) {
@@ -259,7 +272,8 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::LaunchStaged(const ProcessRequest& req,
                                                                    const LaunchPlan& plan,
                                                                    LaunchResources resources,
-                                                                   ChangeWatch* watch) {
+                                                                   ChangeWatch* watch,
+                                                                   const std::string& cold_reason) {
   ProcessRequest launched = req;
   if (plan.session.egress) {
     if (!egress_) {
@@ -271,7 +285,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::LaunchStaged(const Process
   watch->concurrent = running_.fetch_add(1) > 0;
   watch->launch_no = ++launches_;
   watch->stage->OpenWindow();
-  auto proc = ConfinedProcess::Start(plan, std::move(resources), launched);
+  auto proc = StartProcess(plan, std::move(resources), launched, cold_reason);
   if (!proc) {
     --running_;
     watch->stage.reset();  // nothing ran: nothing to commit, the stage goes
@@ -281,6 +295,63 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::LaunchStaged(const Process
   // A long-lived process is committed at every call boundary and by the timer, not only at its
   // end (docs/adr/0006-staged-workspace.md, decision 2).
   if (req.kind != ProcessKind::kForeground) staging_->Watch(watch->stage);
+  return proc;
+}
+
+std::string ProcessHost::ColdReason(const ProcessRequest& req, const SandboxHost& host,
+                                    const std::vector<std::string>& staged_roots) {
+  if (!warm_enabled_) return "warm sandboxes serve `cordon serve` only";
+  if (!policy_.warm) return "[sandbox] warm = \"off\"";
+  if (req.kind != ProcessKind::kForeground) return "a long-lived process runs in its own sandbox";
+  if (req.inherit_stdio || req.pipe_stdin) return "its stdio is cordon's";
+  if (host.weaker) return "the weaker mode";
+  if (host.landlock_abi <= 0) return "no Landlock";
+  if (req.network.value_or(policy_.NetworkFor(req.tool)) == NetworkMode::kProxy)
+    return "network mode proxy";
+  if (req.workspace_writable && staged_roots.empty()) return "the direct workspace mode";
+  return "";
+}
+
+Result<std::unique_ptr<ConfinedProcess>> ProcessHost::StartProcess(const LaunchPlan& plan,
+                                                                   LaunchResources resources,
+                                                                   const ProcessRequest& req,
+                                                                   const std::string& cold_reason) {
+  if (!req.warm) {
+    auto proc = ConfinedProcess::Start(plan, std::move(resources), req);
+    if (proc) (*proc)->SetLaunchInfo({{"kind", "cold"}, {"reason", cold_reason}});
+    return proc;
+  }
+  // The session's stage directory is bound into every warm sandbox where staging works, so that
+  // read-only and staged calls share one.
+  std::string stage_dir;
+  if (Staging().available) {
+    ASSIGN_OR_RETURN(StagedWorkspace * staging, StagingFor());
+    TRY(staging->EnsureDir());
+    stage_dir = staging->dir();
+  }
+  const std::vector<std::string> argv = WarmServerArgv(plan, stage_dir);
+  std::string key;
+  for (const auto& a : argv) key.append(a).push_back('\0');
+  const SandboxHost* host = &*host_;
+  const Policy& policy = policy_;
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<WarmSandbox> sandbox,
+      warm_pool_.Get(key, [&](const std::string& id) -> Result<std::shared_ptr<WarmSandbox>> {
+        std::optional<CgroupJob> cgroup;
+        if (host->cgroups.mode != CgroupMode::kNone) {
+          auto cg = CgroupJob::Create(host->cgroups, policy.LimitsFor(req.tool));
+          if (cg && *cg) cgroup.emplace(std::move(**cg));
+        }
+        return WarmSandbox::Start(argv, id, std::move(cgroup));
+      }));
+  const std::uint64_t call = sandbox->TakeCallNumber();
+  const std::string id = sandbox->id();
+  auto proc = ConfinedProcess::StartWarm(plan, std::move(resources), req, sandbox, stage_dir);
+  if (!proc) {
+    warm_pool_.Drop(sandbox);  // a sandbox that failed a call takes no more
+    return proc;
+  }
+  (*proc)->SetLaunchInfo({{"kind", "warm"}, {"sandbox", id}, {"call", call}});
   return proc;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/signals.h"
 #include "runner/launch.h"
+#include "runner/warm.h"
 #include "workspace/changes.h"
 #include "workspace/git_view.h"
 #include "workspace/guard.h"
@@ -75,6 +76,9 @@ class ProcessHost {
     if (StagedWorkspace* s = staging_ready_.load()) s->CommitLive();
     return guard_ ? guard_->AtCallBoundary() : Status{};
   }
+  // serve: foreground processes run in warm sandboxes where they can
+  // (docs/adr/0008-warm-sandbox.md); [sandbox] warm = "off" keeps them cold.
+  void EnableWarm(bool on) { warm_enabled_ = on; }
   // Whether this session's launches are staged, and why not (cordon doctor, records).
   StagingSupport Staging();
   Json List();
@@ -102,10 +106,19 @@ class ProcessHost {
     std::thread thread;
   };
   Result<std::unique_ptr<ConfinedProcess>> Launch(const ProcessRequest& req, ChangeWatch* watch);
+  // Why `req` runs cold (empty: it may run warm), decided before its plan.
+  std::string ColdReason(const ProcessRequest& req, const SandboxHost& host,
+                         const std::vector<std::string>& staged_roots);
+  // Starts a planned process: in its warm sandbox when req.warm, else a new sandbox.
+  Result<std::unique_ptr<ConfinedProcess>> StartProcess(const LaunchPlan& plan,
+                                                        LaunchResources resources,
+                                                        const ProcessRequest& req,
+                                                        const std::string& cold_reason);
   Result<std::unique_ptr<ConfinedProcess>> LaunchStaged(const ProcessRequest& req,
                                                         const LaunchPlan& plan,
                                                         LaunchResources resources,
-                                                        ChangeWatch* watch);
+                                                        ChangeWatch* watch,
+                                                        const std::string& cold_reason);
   // A process ended: the sweep (whose walk is the after snapshot), then its record.
   void Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
              bool cancel_requested);
@@ -125,6 +138,8 @@ class ProcessHost {
   std::atomic<int> running_{0};
   const Redactor* redactor_ = nullptr;
   EgressBinder egress_;
+  bool warm_enabled_ = false;
+  WarmPool warm_pool_;
   // Staged mode: probed once, made at the first staged launch.
   std::string stage_quarantine_;
   StagedWorkspace::Sink stage_sink_;

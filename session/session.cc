@@ -290,6 +290,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
             const Json& changes) { raw->RecordProcess(p, job_id, cancel_requested, changes); });
   s->processes_->SetRedactor(&s->redactor_);  // output cuts never split a secret
+  s->processes_->EnableWarm(options.warm);
   s->network_gate_->session = raw;
   s->processes_->SetEgress([raw](const EgressPolicy& policy, const ProcessRequest& req) {
     std::string identity = req.egress_identity.empty() ? "tool " + req.tool : req.egress_identity;
@@ -464,6 +465,7 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
     rec.cancel_requested = cancel_requested;
   }
   if (!o.spec_sha256.empty()) rec.spec_sha256 = o.spec_sha256;
+  if (!p.launch_info().is_null()) rec.launch = p.launch_info();
   if (o.limit) rec.limit = o.limit->ToJson();
   if (p.timeout_decision()) rec.timeout = p.timeout_decision()->ToJson();
   if (!changes.is_null()) rec.changes = changes;  // --- changes: what it changed (issue 10)

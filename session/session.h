@@ -51,6 +51,8 @@ struct SessionOptions {
   std::string shim_path;                     // empty: next to the binary
   // --allow-dangerous-workspace: `/` or $HOME may be a writable workspace.
   bool allow_dangerous_workspace = false;
+  // serve: foreground processes run in warm sandboxes (docs/adr/0008-warm-sandbox.md).
+  bool warm = false;
   // Files of cordon's that other options name (serve's token file, the MCP trust store and user
   // configuration): masked like the audit log and key (runner/mask.h).
   std::vector<std::string> own_files;

@@ -538,6 +538,8 @@ Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::
   return std::shared_ptr<Stage>(std::move(stage));
 }
 
+Status StagedWorkspace::EnsureDir() { return MakeDirs(dir_, 0700); }
+
 void StagedWorkspace::Watch(std::shared_ptr<Stage> stage) {
   std::lock_guard<std::mutex> lock(mu_);
   live_.push_back(std::move(stage));

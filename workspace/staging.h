@@ -119,6 +119,9 @@ class StagedWorkspace {
 
   // <state>/stage, where every session's stages live.
   static std::string StageRoot();
+  // This session's directory there (made with its first stage, or by EnsureDir).
+  const std::string& dir() const { return dir_; }
+  Status EnsureDir();
   Result<std::shared_ptr<Stage>> NewStage(const std::vector<std::string>& roots);
   // A long-lived process's stage: committed at each CommitLive until Forget.
   void Watch(std::shared_ptr<Stage> stage);

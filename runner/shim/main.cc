@@ -23,6 +23,8 @@
 #include "core/unique_fd.h"
 #include "runner/contain.h"
 #include "runner/kernel_audit.h"
+#include "runner/shim/run.h"
+#include "runner/shim/serve.h"
 #include "runner/shim/sha256.h"
 
 namespace {
@@ -30,22 +32,8 @@ namespace {
 int g_status_fd = -1;
 std::string g_spec_sha256;  // of the spec as read, before parsing
 
-void Report(cordon::Json j) {
-  if (g_status_fd < 0) return;
-  if (!g_spec_sha256.empty()) j["spec_sha256"] = g_spec_sha256;
-  std::string line = j.dump() + "\n";
-  ssize_t n = ::write(g_status_fd, line.data(), line.size());
-  (void)n;
-}
-
 [[noreturn]] void Die(const std::string& step, const cordon::Error& e) {
-  Report({{"error",
-           {{"step", step},
-            {"code", cordon::CodeName(e.code)},
-            {"message", e.message},
-            {"errno", e.err}}}});
-  std::fprintf(stderr, "cordon-shim: %s: %s\n", step.c_str(), e.message.c_str());
-  _exit(125);
+  cordon::shim::StatusChannel{g_status_fd, g_spec_sha256}.Die(step, e);
 }
 
 std::string ReadAll(int fd) {
@@ -102,6 +90,11 @@ void SendProxyListener(int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The warm sandbox's fork server (docs/adr/0008-warm-sandbox.md).
+  for (int i = 1; i + 2 < argc; ++i) {
+    if (std::strcmp(argv[i], "--serve") == 0 && std::strcmp(argv[i + 1], "--sock-fd") == 0)
+      return cordon::shim::Serve(std::atoi(argv[i + 2]));
+  }
   int spec_fd = -1;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--spec-fd") == 0) spec_fd = std::atoi(argv[i + 1]);
@@ -134,102 +127,5 @@ int main(int argc, char** argv) {
     if (::poll(&gone, 1, 0) > 0 && (gone.revents & (POLLERR | POLLHUP)) != 0) _exit(125);
   }
   if (spec->proxy_port > 0) SendProxyListener(spec->proxy_port);
-  // The command runs in a child that contains itself and execs; this process stays to report
-  // the command's real status and resource use, and to end what it leaves behind.
-  cordon::Pipe exec_pipe = cordon::MakePipe();
-  if (!exec_pipe.valid()) Die("pipe", {cordon::Code::kInternal, "pipe2 failed", errno, {}});
-  pid_t child = ::fork();
-  if (child < 0) Die("fork", {cordon::Code::kInternal, std::strerror(errno), errno, {}});
-  if (child == 0) {
-    exec_pipe.read.Reset();
-    // Its own session first (no controlling terminal to inject into, one process group that
-    // holds everything it starts: the weaker mode's seccomp rules forbid leaving it), then
-    // Contain() in its fixed order, then execve. Nothing runs unconfined after this point.
-    ::setsid();
-    // This process enforces Landlock and becomes the command: its pid, as cordon sees it, is
-    // the one the kernel's Landlock audit records name. cordon reads it from the credentials
-    // of this write (SO_PASSCRED on its end of the status socket).
-    if (g_status_fd >= 0) {
-      ssize_t n =
-          ::write(g_status_fd, cordon::kConfiningLine.data(), cordon::kConfiningLine.size());
-      (void)n;
-    }
-    if (auto failure = cordon::Contain(*spec)) {
-      const int contain_failed = -1;
-      ssize_t n = ::write(exec_pipe.write.get(), &contain_failed, sizeof contain_failed);
-      (void)n;
-      Die(failure->step, failure->error);
-    }
-    std::vector<char*> args;
-    for (auto& a : spec->argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    int e = errno;
-    ssize_t n = ::write(exec_pipe.write.get(), &e, sizeof e);
-    (void)n;
-    _exit(127);
-  }
-  exec_pipe.write.Reset();
-  // The shim must outlive the command to report it; termination reaches it via the namespace.
-  ::signal(SIGTERM, SIG_IGN);
-  ::signal(SIGINT, SIG_IGN);
-  ::signal(SIGHUP, SIG_IGN);
-  int exec_errno = 0;
-  bool exec_failed =
-      ::read(exec_pipe.read.get(), &exec_errno, sizeof exec_errno) == sizeof exec_errno;
-  // While the command runs, watch cordon's end of the status pipe: if cordon is gone (killed,
-  // perhaps before bwrap's --die-with-parent was armed), nobody supervises this call any more,
-  // so the command's group is killed and the shim leaves, which ends the pid namespace.
-  const int child_fd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
-  while (child_fd >= 0 && g_status_fd >= 0) {
-    pollfd fds[2] = {{child_fd, POLLIN, 0}, {g_status_fd, 0, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (fds[0].revents != 0) break;  // the command ended
-    if ((fds[1].revents & (POLLERR | POLLHUP)) != 0) {
-      ::kill(-child, SIGKILL);
-      ::kill(child, SIGKILL);
-      _exit(125);
-    }
-  }
-  int status = 0;
-  struct rusage ru {};
-  while (::wait4(child, &status, 0, &ru) < 0 && errno == EINTR) {
-  }
-  // What the command left running in its process group ends with it (inside bwrap the pid
-  // namespace goes too; in the weaker mode this is what ends background children).
-  ::kill(-child, SIGKILL);
-  if (exec_failed && exec_errno == -1) _exit(125);  // Contain() failed; the child reported it
-  if (exec_failed) {
-    Report({{"error",
-             {{"step", "execve"},
-              {"code", "not_found"},
-              {"message", std::strerror(exec_errno)},
-              {"errno", exec_errno}}}});
-    _exit(127);
-  }
-  struct rusage all {};
-  ::getrusage(RUSAGE_CHILDREN, &all);
-  double cpu_ms = (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000.0 +
-                  (all.ru_utime.tv_usec + all.ru_stime.tv_usec) / 1000.0;
-  // The command's own usage (wait4: it and what it waited for), beside the whole tree's: the
-  // CPU and memory limits are per process, and cordon names the one that ended the command
-  // from these (runner/limit_hit.h).
-  const double own_cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 +
-                            (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
-  cordon::Json report = {{"cpu_ms", cpu_ms},
-                         {"max_rss_kb", all.ru_maxrss},
-                         {"command_cpu_ms", own_cpu_ms},
-                         {"command_max_rss_kb", ru.ru_maxrss}};
-  if (WIFEXITED(status)) {
-    report["exit_code"] = WEXITSTATUS(status);
-    Report(report);
-    _exit(WEXITSTATUS(status));
-  }
-  report["signal"] = WTERMSIG(status);
-  report["core_dumped"] = WCOREDUMP(status) != 0;
-  Report(report);
-  _exit(128 + WTERMSIG(status));
+  cordon::shim::RunCommand(*spec, {g_status_fd, g_spec_sha256}, {});
 }

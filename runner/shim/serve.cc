@@ -1,0 +1,282 @@
+// The warm sandbox's fork server (docs/adr/0008-warm-sandbox.md). It runs inside one bwrap with
+// CAP_SYS_ADMIN, CAP_DAC_OVERRIDE and CAP_SETPCAP in the sandbox's user namespace; each call gets
+// an init in new pid, mount and IPC namespaces that mounts the call's own /tmp, /proc and
+// overlays, drops every capability, and runs the command as the cold shim does (runner/shim/run.h).
+#include "runner/shim/serve.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/text.h"
+#include "core/unique_fd.h"
+#include "runner/contain.h"
+#include "runner/shim/run.h"
+#include "runner/shim/sha256.h"
+
+namespace cordon::shim {
+namespace {
+
+constexpr std::size_t kMaxFrame = 64u << 20;
+constexpr int kCallFds = 6;  // frame, stdin, stdout, stderr, status, reply
+
+std::string ReadBounded(int fd, std::size_t max) {
+  std::string out;
+  char buf[65536];
+  while (out.size() <= max) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+Error SysError(const std::string& what) {
+  return Error{Code::kSandboxUnavailable, what + ": " + std::strerror(errno), errno, {}};
+}
+
+// Mount points in /proc/self/mountinfo (field 5, octal escapes undone) strictly below `dir`,
+// only the outermost of nested ones.
+std::vector<std::string> MountsBelow(const std::string& dir) {
+  std::vector<std::string> all;
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    std::size_t pos = 0;
+    for (int field = 0; field < 4 && pos != std::string::npos; ++field) {
+      pos = line.find(' ', pos);
+      if (pos != std::string::npos) ++pos;
+    }
+    if (pos == std::string::npos) continue;
+    const std::size_t end = line.find(' ', pos);
+    const std::string raw = line.substr(pos, end - pos);
+    std::string mp;
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '\\' && i + 3 < raw.size()) {
+        mp.push_back(static_cast<char>(std::stoi(raw.substr(i + 1, 3), nullptr, 8)));
+        i += 3;
+      } else {
+        mp.push_back(raw[i]);
+      }
+    }
+    if (mp.size() > dir.size() + 1 && mp.compare(0, dir.size() + 1, dir + "/") == 0)
+      all.push_back(mp);
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<std::string> out;
+  for (const auto& m : all) {
+    if (!out.empty() && (m == out.back() || m.rfind(out.back() + "/", 0) == 0)) continue;
+    out.push_back(m);
+  }
+  return out;
+}
+
+bool MakeParents(const std::string& path) {
+  for (std::size_t i = 1; i < path.size(); ++i) {
+    if (path[i] != '/') continue;
+    if (::mkdir(path.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+// A fresh tmpfs on /tmp (with /tmp/home), the mounts that were below the old one moved onto it
+// (a workspace or grant under /tmp).
+void FreshTmp(const StatusChannel& ch, std::uint64_t size) {
+  struct Kept {
+    std::string path;
+    UniqueFd tree;
+    bool dir = true;
+  };
+  std::vector<Kept> kept;
+  for (const auto& m : MountsBelow("/tmp")) {
+    const int fd = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, m.c_str(),
+                                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (fd < 0) ch.Die("tmp", SysError("open_tree " + m));
+    struct stat st {};
+    const bool dir = ::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode);
+    kept.push_back({m, UniqueFd(fd), dir});
+  }
+  const std::string opts = "mode=0755" + (size > 0 ? ",size=" + std::to_string(size) : "");
+  if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+    ch.Die("tmp", SysError("mount tmpfs /tmp"));
+  if (::mkdir("/tmp/home", 0755) != 0) ch.Die("tmp", SysError("mkdir /tmp/home"));
+  for (auto& k : kept) {
+    if (!MakeParents(k.path)) ch.Die("tmp", SysError("mkdir below " + k.path));
+    if (k.dir) {
+      if (::mkdir(k.path.c_str(), 0755) != 0 && errno != EEXIST)
+        ch.Die("tmp", SysError("mkdir " + k.path));
+    } else {
+      UniqueFd f(::open(k.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+      if (!f.valid()) ch.Die("tmp", SysError("create " + k.path));
+    }
+    if (::syscall(SYS_move_mount, k.tree.get(), "", AT_FDCWD, k.path.c_str(),
+                  MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      ch.Die("tmp", SysError("move_mount " + k.path));
+  }
+}
+
+// The call's own /proc (its pid namespace), with what bwrap keeps read-only kept so.
+void FreshProc(const StatusChannel& ch) {
+  constexpr unsigned long kFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (::mount("proc", "/proc", "proc", kFlags, nullptr) != 0)
+    ch.Die("proc", SysError("mount proc"));
+  for (const char* p : {"/proc/irq", "/proc/bus", "/proc/sysrq-trigger"}) {
+    if (::access(p, F_OK) != 0) continue;
+    if (::mount(p, p, nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, p, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | kFlags, nullptr) != 0)
+      ch.Die("proc", SysError(std::string("read-only ") + p));
+  }
+}
+
+// The init of one call: pid 1 of its own pid namespace, in its own mount (and, as root, IPC)
+// namespaces.
+[[noreturn]] void CallInit(std::vector<UniqueFd> fds) {
+  fds[5].Reset();
+  StatusChannel ch;
+  ch.fd = ::fcntl(fds[4].get(), F_DUPFD_CLOEXEC, 100);
+  const std::string text = ReadBounded(fds[0].get(), kMaxFrame);
+  if (text.size() > kMaxFrame)
+    ch.Die("spec", {Code::kSandboxUnavailable, "call frame too large", 0, {}});
+  auto frame = ParseJsonBounded(text, ParseLimits{kMaxFrame, 16});
+  if (!frame || !frame->is_object() || !(*frame)["spec"].is_string())
+    ch.Die("spec", {Code::kSandboxUnavailable, "bad call frame", 0, {}});
+  const std::string spec_text = (*frame)["spec"].get<std::string>();
+  ch.spec_sha256 = Sha256Hex(spec_text);
+  for (int i = 0; i < 3; ++i) {
+    if (::dup2(fds[1 + i].get(), i) < 0) ch.Die("stdio", SysError("dup2"));
+  }
+  fds.clear();
+  // Nothing the server held (its socket, other calls' descriptors) is the call's business.
+  if (ch.fd > 3) ::close_range(3, static_cast<unsigned>(ch.fd) - 1, 0);
+  ::close_range(static_cast<unsigned>(ch.fd) + 1, ~0U, 0);
+  auto parsed = ParseJsonBounded(spec_text);
+  if (!parsed) ch.Die("spec", parsed.error());
+  auto spec = ContainSpecFromJson(*parsed);
+  if (!spec) ch.Die("spec", spec.error());
+  std::vector<std::string> env;
+  std::vector<char*> envp;
+  try {
+    env = frame->at("env").get<std::vector<std::string>>();
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      ch.Die("mount", SysError("mount --make-rprivate /"));
+    FreshTmp(ch, frame->value("tmp_size", std::uint64_t{0}));
+    for (const auto& o : frame->at("overlays")) {
+      const std::string target = o.at("target").get<std::string>();
+      const std::string options = o.at("options").get<std::string>();
+      if (::mount("overlay", target.c_str(), "overlay", 0, options.c_str()) != 0)
+        ch.Die("stage", SysError("mount overlay on " + target));
+    }
+    FreshProc(ch);
+    for (const auto& c : frame->at("cover")) {
+      const std::string path = c.get<std::string>();
+      if (::mount("tmpfs", path.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,mode=000") != 0)
+        ch.Die("mount", SysError("cover " + path));
+    }
+  } catch (const std::exception& e) {
+    ch.Die("spec", {Code::kSandboxUnavailable, std::string("bad call frame: ") + e.what(), 0, {}});
+  }
+  // The init keeps no capability: the command's child inherits none, and nothing in the call
+  // can gain one from it.
+  if (auto dropped = DropAllCapabilities(); !dropped) ch.Die("capabilities", dropped.error());
+  RunCommand(*spec, ch, {envp.data(), true, true});
+}
+
+void Reply(int fd, std::string_view text, int pass_fd) {
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (pass_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
+  }
+  (void)::sendmsg(fd, &msg, MSG_NOSIGNAL);
+}
+
+}  // namespace
+
+int Serve(int sock) {
+  if (::chdir("/") != 0) return 125;
+  ::signal(SIGPIPE, SIG_IGN);
+  ::close_range(static_cast<unsigned>(sock) + 1, ~0U, 0);
+  if (::send(sock, kWarmReady.data(), kWarmReady.size(), MSG_NOSIGNAL) < 0) return 125;
+  // An IPC namespace per call where the call can still set its SysV shm limits there: as root.
+  // As an ordinary user bwrap nests a second user namespace whose uid 0 is unmapped, and the
+  // shm sysctls of an IPC namespace it owns belong to real root; the calls then share the
+  // sandbox's IPC namespace, whose limits they set as a cold sandbox does.
+  const bool own_ipc = ::getuid() == 0;
+  while (true) {
+    while (::waitpid(-1, nullptr, WNOHANG | __WALL) > 0) {
+    }
+    pollfd p{sock, POLLIN, 0};
+    const int r = ::poll(&p, 1, 1000);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;
+    if (r < 0 || (p.revents & POLLIN) == 0) break;  // cordon is gone
+    char data[64];
+    alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))];
+    iovec iov{data, sizeof data};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;
+    std::vector<UniqueFd> fds;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int passed = -1;
+        std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+        fds.emplace_back(passed);
+      }
+    }
+    // Anything else is not a call: its descriptors close, and cordon sees its reply socket end.
+    if (fds.size() != kCallFds || (msg.msg_flags & MSG_CTRUNC) != 0) continue;
+    int pidfd = -1;
+    clone_args args{};
+    args.flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD | (own_ipc ? CLONE_NEWIPC : 0);
+    args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+    args.exit_signal = SIGCHLD;
+    const long pid = ::syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) CallInit(std::move(fds));
+    if (pid < 0) {
+      const std::string e = std::string("error: clone3: ") + std::strerror(errno);
+      Reply(fds[5].get(), e, -1);
+      continue;
+    }
+    Reply(fds[5].get(), kWarmStarted, pidfd);
+    ::close(pidfd);
+  }
+  return 0;
+}
+
+}  // namespace cordon::shim
