@@ -2,14 +2,22 @@
 // patterns, linear in the text, run only on the lines where one of their keywords occurs).
 #include "core/redact.h"
 
+#include <fcntl.h>
 #include <re2/re2.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <string_view>
+
+#include "core/hash.h"
+#include "core/unique_fd.h"
 
 namespace cordon {
 
@@ -28,9 +36,17 @@ void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Reda
 
 struct RedactRules::Impl {
   std::vector<RedactRule> rules;
-  std::vector<std::unique_ptr<RE2>> patterns;
-  std::vector<std::unique_ptr<RE2>> ignores;  // null: none
-  std::vector<unsigned> require_mask;         // 1 upper, 2 lower, 4 digit
+  // Each rule's RE2 programs, built on the rule's first use (a set checked before is not
+  // compiled up front: most rules never run in a short session, and compiling all of them was
+  // most of a `cordon exec`'s own CPU time).
+  struct Programs {
+    std::unique_ptr<RE2> pattern;
+    std::unique_ptr<RE2> ignore;  // null: none
+  };
+  mutable std::unique_ptr<std::once_flag[]> built;
+  mutable std::vector<Programs> programs;
+  const Programs& Get(std::size_t r) const;
+  std::vector<unsigned> require_mask;  // 1 upper, 2 lower, 4 digit
   // The keyword prefilter: a bitmap over the (lower-cased) first two bytes of every keyword,
   // then the keywords that start with those two bytes, each with its rule.
   // Bits over a hash of the first three (lower-cased) bytes of every keyword (any third byte
@@ -102,7 +118,104 @@ bool ValidId(std::string_view id) {
 
 }  // namespace
 
-Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<RedactRule> rules) {
+const RedactRules::Impl::Programs& RedactRules::Impl::Get(std::size_t r) const {
+  std::call_once(built[r], [&] {
+    programs[r].pattern = std::make_unique<RE2>(rules[r].pattern, ByteOptions());
+    if (!rules[r].ignore.empty())
+      programs[r].ignore = std::make_unique<RE2>(rules[r].ignore, ByteOptions());
+  });
+  return programs[r];
+}
+
+namespace {
+
+// What a check's verdict depends on: every field of every rule but its file:line, and this very
+// binary (its RE2 and its matching code), named by its file's identity. "" when that cannot be
+// read: the set is then checked as if new.
+std::string CheckFingerprint(const std::vector<RedactRule>& rules) {
+  struct stat exe {};
+  if (::stat("/proc/self/exe", &exe) != 0) return "";
+  std::string all = "redact-checked-v1\n";
+  auto field = [&all](std::string_view v) {
+    all += std::to_string(v.size());
+    all += ':';
+    all += v;
+  };
+  for (const auto& r : rules) {
+    field(r.id);
+    field(r.pattern);
+    field(std::to_string(r.keywords.size()));
+    for (const auto& k : r.keywords) field(k);
+    field(std::to_string(r.group));
+    field(std::to_string(r.entropy));
+    field(std::to_string(r.min_length));
+    field(std::to_string(r.require.size()));
+    for (const auto& c : r.require) field(c);
+    field(r.ignore);
+    field(r.token_runs ? "1" : "0");
+    field(std::to_string(r.match.size()));
+    for (const auto& m : r.match) field(m);
+    field(std::to_string(r.not_match.size()));
+    for (const auto& m : r.not_match) field(m);
+  }
+  std::string rules_hash = Sha256Hex(all);
+  const std::string exe_id = std::to_string(exe.st_dev) + " " + std::to_string(exe.st_ino) + " " +
+                             std::to_string(exe.st_size) + " " +
+                             std::to_string(exe.st_mtim.tv_sec) + "." +
+                             std::to_string(exe.st_mtim.tv_nsec);
+  // The file is named by the rules; it holds the binary that checked them (a rebuild rewrites
+  // it rather than adding one more file).
+  return rules_hash + "\n" + exe_id + "\n";
+}
+
+// Only a record this user wrote, in a directory only this user can change, is believed: with
+// no usable HOME the state directory is under /tmp, where another user could plant one that
+// lets a rule set skip its checks.
+bool CheckedBefore(const std::string& dir, const std::string& fingerprint) {
+  const std::string name = fingerprint.substr(0, fingerprint.find('\n'));
+  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!d.valid() || ::fstat(d.get(), &st) != 0 || st.st_uid != ::geteuid() ||
+      (st.st_mode & 022) != 0)
+    return false;
+  UniqueFd f(::openat(d.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!f.valid() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != ::geteuid() || (st.st_mode & 022) != 0)
+    return false;
+  char buf[512];
+  const ssize_t n = ::read(f.get(), buf, sizeof buf);
+  return n == static_cast<ssize_t>(fingerprint.size()) &&
+         std::string_view(buf, static_cast<std::size_t>(n)) == fingerprint;
+}
+
+// Best effort: a record that cannot be written only means the next start checks again.
+void RecordChecked(const std::string& dir, const std::string& fingerprint) {
+  const std::string name = fingerprint.substr(0, fingerprint.find('\n'));
+  // The state directory and what leads to it, each made 0700 where missing.
+  for (std::size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string part = dir.substr(0, slash);
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return;
+    if (slash == std::string::npos) break;
+  }
+  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!d.valid() || ::fstat(d.get(), &st) != 0 || st.st_uid != ::geteuid() ||
+      (st.st_mode & 022) != 0)
+    return;
+  const std::string tmp = name + ".tmp." + std::to_string(::getpid());
+  UniqueFd f(
+      ::openat(d.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!f.valid()) return;
+  const bool whole = ::write(f.get(), fingerprint.data(), fingerprint.size()) ==
+                     static_cast<ssize_t>(fingerprint.size());
+  if (!whole || ::renameat(d.get(), tmp.c_str(), d.get(), name.c_str()) != 0)
+    ::unlinkat(d.get(), tmp.c_str(), 0);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<RedactRule> rules,
+                                                                const std::string& checked_dir) {
   auto impl = std::make_unique<Impl>();
   for (std::size_t i = 0; i < rules.size(); ++i) {
     RedactRule& r = rules[i];
@@ -117,18 +230,6 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
         return Fail(Code::kInvalidInput,
                     at + "id is already used by the rule at " + rules[j].where);
       }
-    }
-    auto re = std::make_unique<RE2>(r.pattern, ByteOptions());
-    if (!re->ok()) return Fail(Code::kInvalidInput, at + "pattern: " + re->error());
-    if (r.group < 0 || r.group > re->NumberOfCapturingGroups()) {
-      return Fail(Code::kInvalidInput, at + "group " + std::to_string(r.group) +
-                                           " is not a capture group of the pattern (it has " +
-                                           std::to_string(re->NumberOfCapturingGroups()) + ")");
-    }
-    std::unique_ptr<RE2> ignore;
-    if (!r.ignore.empty()) {
-      ignore = std::make_unique<RE2>(r.ignore, ByteOptions());
-      if (!ignore->ok()) return Fail(Code::kInvalidInput, at + "ignore: " + ignore->error());
     }
     unsigned mask = 0;
     for (const auto& c : r.require) {
@@ -164,13 +265,33 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
     // A pattern that spans lines ((?s), a key block) runs over the whole text once a keyword
     // is seen; the others only over the lines that hold one.
     impl->whole.push_back(r.keywords.empty() || r.pattern.find("(?s") != std::string::npos);
-    impl->patterns.push_back(std::move(re));
-    impl->ignores.push_back(std::move(ignore));
     impl->require_mask.push_back(mask);
   }
+  impl->built = std::make_unique<std::once_flag[]>(rules.size());
+  impl->programs.resize(rules.size());
   impl->rules = std::move(rules);
   std::shared_ptr<RedactRules> set(new RedactRules());
   set->impl_ = std::move(impl);
+  const std::string fingerprint = checked_dir.empty() ? "" : CheckFingerprint(set->impl_->rules);
+  if (!fingerprint.empty() && CheckedBefore(checked_dir, fingerprint)) {
+    set->checked_before_ = true;
+    return std::shared_ptr<const RedactRules>(std::move(set));
+  }
+  for (std::size_t i = 0; i < set->impl_->rules.size(); ++i) {
+    const RedactRule& r = set->impl_->rules[i];
+    const std::string at =
+        (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" + r.id + "\": ";
+    const Impl::Programs& p = set->impl_->Get(i);
+    if (!p.pattern->ok()) return Fail(Code::kInvalidInput, at + "pattern: " + p.pattern->error());
+    if (r.group < 0 || r.group > p.pattern->NumberOfCapturingGroups()) {
+      return Fail(Code::kInvalidInput, at + "group " + std::to_string(r.group) +
+                                           " is not a capture group of the pattern (it has " +
+                                           std::to_string(p.pattern->NumberOfCapturingGroups()) +
+                                           ")");
+    }
+    if (p.ignore && !p.ignore->ok())
+      return Fail(Code::kInvalidInput, at + "ignore: " + p.ignore->error());
+  }
   // The examples: each rule alone, so that one rule's example is not taken by another rule.
   for (std::size_t i = 0; i < set->impl_->rules.size(); ++i) {
     const RedactRule& r = set->impl_->rules[i];
@@ -193,6 +314,7 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
       }
     }
   }
+  if (!fingerprint.empty()) RecordChecked(checked_dir, fingerprint);
   return std::shared_ptr<const RedactRules>(std::move(set));
 }
 
@@ -300,10 +422,19 @@ constexpr auto kLower = [] {
 void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, std::size_t from,
                std::size_t to, std::vector<Redactor::Span>& out) {
   const RedactRule& rule = im.rules[r];
-  const RE2& re = *im.patterns[r];
+  const RedactRules::Impl::Programs& programs = im.Get(r);
+  const RE2& re = *programs.pattern;
   const re2::StringPiece text(s.data(), s.size());
   std::array<re2::StringPiece, 10> groups;
   const int ngroups = std::min(static_cast<int>(groups.size()), rule.group + 1);
+  // Only a set recorded as checked is compiled here first; should its record have lied (a
+  // pattern that does not compile, or lacks the group), the rule hides all it was run over:
+  // fail closed.
+  if (!re.ok() || rule.group < 0 || rule.group > re.NumberOfCapturingGroups() ||
+      (programs.ignore && !programs.ignore->ok())) {
+    out.push_back(Redactor::Span{from, to, from, to, rule.id});
+    return;
+  }
   std::size_t pos = from;
   while (pos < to && re.Match(text, pos, to, RE2::UNANCHORED, groups.data(), ngroups)) {
     const re2::StringPiece m = groups[0];
@@ -316,7 +447,7 @@ void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, s
     if (hidden.size() < rule.min_length) continue;
     if ((ClassMask(hidden) & im.require_mask[r]) != im.require_mask[r]) continue;
     if (rule.entropy > 0 && Entropy(hidden) < rule.entropy) continue;
-    if (im.ignores[r] && RE2::FullMatch(h, *im.ignores[r])) continue;
+    if (programs.ignore && RE2::FullMatch(h, *programs.ignore)) continue;
     const std::size_t hb = static_cast<std::size_t>(h.data() - s.data());
     out.push_back(Redactor::Span{mb, me, hb, hb + hidden.size(), rule.id});
   }

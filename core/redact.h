@@ -56,7 +56,13 @@ class RedactRules {
   ~RedactRules();
   // Compiles and checks every rule: a bad pattern, a group the pattern lacks, an example that
   // does not do what the author meant, or an id used twice is an error naming the rule's where.
-  static Result<std::shared_ptr<const RedactRules>> Compile(std::vector<RedactRule> rules);
+  // With `checked_dir` (cordon's state directory's redact-checked/), a set that passed is
+  // recorded there, and a set recorded as passed by this same binary is not checked again: its
+  // patterns are compiled one by one on first use, and its examples are not run.
+  static Result<std::shared_ptr<const RedactRules>> Compile(std::vector<RedactRule> rules,
+                                                            const std::string& checked_dir = "");
+  // Whether Compile found this set recorded as checked (and so skipped the checks).
+  bool checked_before() const { return checked_before_; }
   std::size_t size() const;
   const std::vector<RedactRule>& rules() const;
   struct Impl;
@@ -65,6 +71,7 @@ class RedactRules {
  private:
   RedactRules() = default;
   std::unique_ptr<Impl> impl_;
+  bool checked_before_ = false;
 };
 
 // Lines known to be secret, as hashes: a line of at least kMinLine bytes is found wherever it

@@ -8,10 +8,40 @@
 
 namespace cordon {
 
+namespace {
+
+std::string HexOf(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+Result<std::string> BytesOfHex(std::string_view hex) {
+  auto digit = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (hex.size() % 2 != 0) return Fail(Code::kSandboxUnavailable, "seccomp_program: odd length");
+  std::string out(hex.size() / 2, '\0');
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return Fail(Code::kSandboxUnavailable, "seccomp_program: not hex");
+    out[i] = static_cast<char>(hi << 4 | lo);
+  }
+  return out;
+}
+
+}  // namespace
+
 Json ContainSpecJson(const ContainSpec& s) {
   return {{"rlimits", RlimitsJson(s.rlimits)},
           {"landlock", s.landlock ? LandlockSpecJson(*s.landlock) : Json(nullptr)},
           {"seccomp", SeccompRulesJson(s.seccomp)},
+          {"seccomp_program", HexOf(s.seccomp_program)},
           {"ipc_shm_bytes", s.ipc_shm_bytes},
           {"proxy_port", s.proxy_port},
           {"argv", s.argv},
@@ -26,6 +56,11 @@ Result<ContainSpec> ContainSpecFromJson(const Json& j) {
     ASSIGN_OR_RETURN(s.landlock, LandlockSpecFromJson(j["landlock"]));
   }
   ASSIGN_OR_RETURN(s.seccomp, SeccompRulesFromJson(j.value("seccomp", Json::array())));
+  if (j.contains("seccomp_program")) {
+    if (!j["seccomp_program"].is_string())
+      return Fail(Code::kSandboxUnavailable, "seccomp_program is not a string");
+    ASSIGN_OR_RETURN(s.seccomp_program, BytesOfHex(j["seccomp_program"].get<std::string>()));
+  }
   try {
     s.argv = j.at("argv").get<std::vector<std::string>>();
     s.cwd = j.value("cwd", "");
@@ -87,8 +122,15 @@ std::optional<ContainFailure> Contain(const ContainSpec& spec) {
   if (spec.landlock) {
     if (auto st = ApplyLandlock(*spec.landlock); !st) return ContainFailure{"landlock", st.error()};
   }
-  // 5. seccomp, last.
-  if (auto st = ApplySeccomp(spec.seccomp); !st) return ContainFailure{"seccomp", st.error()};
+  // 5. seccomp, last: the filter cordon compiled from spec.seccomp (a spec without one runs
+  // nothing).
+  if (spec.seccomp_program.empty()) {
+    return ContainFailure{
+        "seccomp",
+        Error{Code::kSandboxUnavailable, "the spec carries no compiled seccomp program", 0, {}}};
+  }
+  if (auto st = LoadSeccompProgram(spec.seccomp_program); !st)
+    return ContainFailure{"seccomp", st.error()};
   return std::nullopt;
 }
 

@@ -16,6 +16,8 @@ struct ContainSpec {
   std::vector<RlimitSpec> rlimits;
   std::optional<LandlockSpec> landlock;  // nullopt only in the explicit weaker mode w/o Landlock
   std::vector<SeccompRule> seccomp;
+  // CompileSeccomp(seccomp), filled by the plan: the filter the shim loads (it compiles nothing).
+  std::string seccomp_program;
   std::uint64_t ipc_shm_bytes = 0;
   // Network mode proxy: the shim listens on 127.0.0.1:proxy_port inside the sandbox's network
   // namespace and sends the listener to cordon (kProxyListenerLine); 0: no proxy.

@@ -433,6 +433,9 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     c.contain.seccomp.push_back(
         {"setpgid", EPERM, {}, "weaker mode: stay in the process group the shim ends"});
   }
+  // Compiled here, once, so that the shim only loads it. libseccomp compiles in memory; its only
+  // system calls are its probes of the kernel's seccomp features and the memfd it exports to.
+  ASSIGN_OR_RETURN(c.contain.seccomp_program, CompileSeccomp(c.contain.seccomp));
   c.cgroup = facts.cgroup;
   c.cgroup_error = facts.cgroup_error;
   c.contain.rlimits = BuildRlimits(c.limits, cgroup, cgroup);

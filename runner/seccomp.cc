@@ -2,15 +2,22 @@
 // look at arguments are here, each with the reason it exists.
 #include "runner/seccomp.h"
 
+#include <linux/filter.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+
+#include "core/unique_fd.h"
 
 namespace cordon {
 
@@ -197,7 +204,7 @@ Result<std::vector<SeccompRule>> SeccompRulesFromJson(const Json& j) {
   return rules;
 }
 
-Status ApplySeccomp(const std::vector<SeccompRule>& rules) {
+Result<std::string> CompileSeccomp(const std::vector<SeccompRule>& rules) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == nullptr) return Fail(Code::kSandboxUnavailable, "seccomp_init failed");
   struct Releaser {
@@ -233,10 +240,43 @@ Status ApplySeccomp(const std::vector<SeccompRule>& rules) {
                   r.syscall);
     }
   }
-  if (int rc = seccomp_load(ctx); rc != 0) {
-    return Fail(Code::kSandboxUnavailable, "seccomp_load failed", -rc, "seccomp_load");
+  // libseccomp 2.5 exports only to a descriptor.
+  UniqueFd fd(::memfd_create("cordon-seccomp", MFD_CLOEXEC));
+  if (!fd.valid()) return SysFail(Code::kSandboxUnavailable, "memfd_create", "seccomp program");
+  if (int rc = seccomp_export_bpf(ctx, fd.get()); rc != 0) {
+    return Fail(Code::kSandboxUnavailable, "seccomp_export_bpf failed", -rc, "seccomp_export_bpf");
   }
+  const off_t size = ::lseek(fd.get(), 0, SEEK_END);
+  if (size <= 0 || size % static_cast<off_t>(sizeof(sock_filter)) != 0 ||
+      size / static_cast<off_t>(sizeof(sock_filter)) > BPF_MAXINSNS) {
+    return Fail(Code::kSandboxUnavailable,
+                "seccomp_export_bpf wrote " + std::to_string(size) + " bytes, not a filter");
+  }
+  std::string program(static_cast<std::size_t>(size), '\0');
+  if (::pread(fd.get(), program.data(), program.size(), 0) != size)
+    return SysFail(Code::kSandboxUnavailable, "pread", "seccomp program");
+  return program;
+}
+
+Status LoadSeccompProgram(std::string_view program) {
+  if (program.empty() || program.size() % sizeof(sock_filter) != 0 ||
+      program.size() / sizeof(sock_filter) > BPF_MAXINSNS) {
+    return Fail(
+        Code::kSandboxUnavailable,
+        "the seccomp program is " + std::to_string(program.size()) + " bytes, not a whole filter");
+  }
+  // The instructions are copied to aligned storage: the kernel reads them through the pointer.
+  std::vector<sock_filter> insns(program.size() / sizeof(sock_filter));
+  std::memcpy(insns.data(), program.data(), program.size());
+  sock_fprog prog{static_cast<unsigned short>(insns.size()), insns.data()};
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+    return SysFail(Code::kSandboxUnavailable, "seccomp(SECCOMP_SET_MODE_FILTER)", "");
   return {};
+}
+
+Status ApplySeccomp(const std::vector<SeccompRule>& rules) {
+  ASSIGN_OR_RETURN(const std::string program, CompileSeccomp(rules));
+  return LoadSeccompProgram(program);
 }
 
 }  // namespace cordon

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -648,6 +649,59 @@ TEST(RedactRules, EveryExampleIsCheckedWhenThePolicyLoads) {
     EXPECT_NE(p.error().message.find(want), std::string::npos)
         << c.rule << "\n -> " << p.error().message;
   }
+}
+
+// A set that passed its checks is recorded in the state directory, and the next start of the
+// same binary compiles its patterns on first use without running the examples again (most of
+// `cordon exec`'s own CPU time went there). The record names the rules it vouches for, and only
+// one this user wrote, in a directory only this user can change, is believed.
+TEST(RedactRules, ACheckedSetIsNotCheckedAgainAndOnlyItsOwnersRecordIsBelieved) {
+  testing::TempDir d;
+  const std::string dir = d / "state/redact-checked";
+  RedactRule rule;
+  rule.id = "tok";
+  rule.pattern = "tok_[0-9]{8}";
+  rule.keywords = {"tok_"};
+  rule.match = {"a tok_12345678 b"};
+  rule.not_match = {"tok_1234"};
+  auto redacted = [](const std::shared_ptr<const RedactRules>& rules) {
+    Redactor r(rules);
+    std::string text = "x tok_12345678 y tok_1 z";
+    r.Redact(text);
+    return text;
+  };
+  auto first = RedactRules::Compile({rule}, dir);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_FALSE((*first)->checked_before());
+  auto again = RedactRules::Compile({rule}, dir);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE((*again)->checked_before());
+  EXPECT_EQ(redacted(*again), "x [REDACTED:tok] y tok_1 z");
+  EXPECT_EQ(redacted(*again), redacted(*first));
+  // Another set (here: an example that no longer matches) is checked, and refused.
+  RedactRule changed = rule;
+  changed.match = {"tok_1234567"};
+  auto bad = RedactRules::Compile({changed}, dir);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("example does not match: tok_1234567"), std::string::npos)
+      << bad.error().message;
+  // A record that others can write, or in a directory others can write, is not believed.
+  std::vector<std::string> records;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) records.push_back(e.path());
+  ASSERT_EQ(records.size(), 1u);
+  ASSERT_EQ(::chmod(records[0].c_str(), 0666), 0);
+  auto writable = RedactRules::Compile({rule}, dir);
+  ASSERT_TRUE(writable);
+  EXPECT_FALSE((*writable)->checked_before());
+  ASSERT_EQ(::chmod(records[0].c_str(), 0600), 0);
+  ASSERT_TRUE(RedactRules::Compile({rule}, dir).value()->checked_before());
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  auto open_dir = RedactRules::Compile({rule}, dir);
+  ASSERT_TRUE(open_dir);
+  EXPECT_FALSE((*open_dir)->checked_before());
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  // Without a directory nothing is recorded or believed.
+  EXPECT_FALSE(RedactRules::Compile({rule}).value()->checked_before());
 }
 
 // Layering: a later layer replaces a rule by its id; a project file only adds ids, and cannot

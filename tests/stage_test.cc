@@ -778,5 +778,47 @@ TEST(ApplyCommit, ACommitInterruptedMidwayFinishesWhenRunAgain) {
   }
 }
 
+// A probe that passed is recorded and believed by the next session (it forked, made a mount
+// namespace and mounted an overlay for every `cordon exec`); only this user's unwritable-by-others
+// record is believed, and a launch whose mount fails removes it, so the next session probes again.
+// /proc/sys cannot be an overlay's lower layer: the probe fails there unless a record says
+// otherwise.
+TEST(StagingProbe, APassedProbeIsRecordedAndAFailedMountRemovesTheRecord) {
+  testing::TempDir d;
+  const std::string stage = d / "stage";
+  ASSERT_EQ(::mkdir(stage.c_str(), 0700), 0);
+  const std::string root = "/proc/sys";
+  EXPECT_FALSE(ProbeStaging(stage, root).available);
+  const std::string record = StagingRecordPath(stage, root);
+  ASSERT_FALSE(record.empty());
+  EXPECT_NE(::access(record.c_str(), F_OK), 0) << "a failed probe is not recorded";
+  testing::WriteFile(record, "");
+  ASSERT_EQ(::chmod(record.c_str(), 0666), 0);
+  EXPECT_FALSE(ProbeStaging(stage, root).available) << "a record others can write was believed";
+  ASSERT_EQ(::chmod(record.c_str(), 0600), 0);
+  EXPECT_TRUE(ProbeStaging(stage, root).available) << "the record was not believed";
+  // The launch child's mount fails: the record goes.
+  ASSERT_EQ(::mkdir((d / "u").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((d / "w").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((d / "m").c_str(), 0700), 0);
+  StageMountPlan plan = PrepareStageMounts({{root, d / "u", d / "w"}}, ::geteuid(), ::getegid());
+  plan.targets[0] = d / "m";
+  plan.records = {record};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const char* step = "";
+    _exit(MountStagesInChild(plan, &step) != 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the mount did not fail";
+  EXPECT_NE(::access(record.c_str(), F_OK), 0) << "the record outlived a failed mount";
+  // A root that can be staged is recorded by its probe, for the next session.
+  const std::string ws = d / "ws";
+  ASSERT_EQ(::mkdir(ws.c_str(), 0700), 0);
+  if (!ProbeStaging(stage, ws).available) GTEST_SKIP() << "no staging on this host";
+  EXPECT_EQ(::access(StagingRecordPath(stage, ws).c_str(), F_OK), 0);
+}
+
 }  // namespace
 }  // namespace cordon

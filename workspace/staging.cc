@@ -22,6 +22,8 @@
 #include <sstream>
 
 #include "core/fs.h"
+#include "core/hash.h"
+#include "core/unique_fd.h"
 #include "workspace/repo_config.h"
 
 namespace cordon {
@@ -232,6 +234,20 @@ std::string OverlayOptions(const StagedRoot& r) {
          ",workdir=" + EscapeOption(r.work) + ",userxattr";
 }
 
+std::string StagingRecordPath(const std::string& stage_dir, const std::string& root) {
+  struct stat sd {
+  }, rd{};
+  if (::stat(stage_dir.c_str(), &sd) != 0 || ::stat(root.c_str(), &rd) != 0) return "";
+  std::string boot;
+  if (std::ifstream in("/proc/sys/kernel/random/boot_id"); in) std::getline(in, boot);
+  if (boot.empty()) return "";
+  // Not "probe-..." nor a pid: Recover leaves it alone.
+  return stage_dir + "/available-" +
+         Sha256Hex(boot + "\n" + std::to_string(::geteuid()) + "\n" + std::to_string(sd.st_dev) +
+                   "\n" + std::to_string(rd.st_dev) + "\n" + std::to_string(rd.st_ino))
+             .substr(0, 32);
+}
+
 StageMountPlan PrepareStageMounts(const std::vector<StagedRoot>& roots, uid_t euid, gid_t egid) {
   StageMountPlan plan;
   plan.user_namespace = euid != 0;
@@ -240,12 +256,15 @@ StageMountPlan PrepareStageMounts(const std::vector<StagedRoot>& roots, uid_t eu
   for (const auto& r : roots) {
     plan.targets.push_back(r.root);
     plan.options.push_back(OverlayOptions(r));
+    if (std::string rec = StagingRecordPath(StagedWorkspace::StageRoot(), r.root); !rec.empty())
+      plan.records.push_back(std::move(rec));
   }
   return plan;
 }
 
-int MountStagesInChild(const StageMountPlan& plan, const char** step) {
-  if (plan.empty()) return 0;
+namespace {
+
+int MountStages(const StageMountPlan& plan, const char** step) {
   *step = "unshare";
   if (::unshare(plan.user_namespace ? CLONE_NEWUSER | CLONE_NEWNS : CLONE_NEWNS) != 0) return errno;
   if (plan.user_namespace) {
@@ -266,10 +285,34 @@ int MountStagesInChild(const StageMountPlan& plan, const char** step) {
   return 0;
 }
 
+}  // namespace
+
+int MountStagesInChild(const StageMountPlan& plan, const char** step) {
+  if (plan.empty()) return 0;
+  const int err = MountStages(plan, step);
+  // A record that says staging works here was wrong (a remount, another file system at the
+  // same place): gone, so that the next session probes again. unlink is async-signal-safe.
+  if (err != 0) {
+    for (const auto& r : plan.records) ::unlink(r.c_str());
+  }
+  return err;
+}
+
 StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& root) {
   StagingSupport out;
   if (Status st = MakeDirs(stage_dir, 0700); !st) {
     out.reason = st.error().message;
+    return out;
+  }
+  // A probe that passed in this boot, for this user, these file systems and this root, is not
+  // made again: it forks, makes a mount namespace and mounts an overlay, about a tenth of a
+  // `cordon exec -- true`. Only a record this user owns and no one else can write is believed
+  // (a false one could only make a launch fail, closed; that launch removes it).
+  const std::string record = StagingRecordPath(stage_dir, root);
+  if (struct stat st{}; !record.empty() && ::lstat(record.c_str(), &st) == 0 &&
+                        S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+                        (st.st_mode & 022) == 0) {
+    out.available = true;
     return out;
   }
   const std::string dir = stage_dir + "/probe-" + std::to_string(::getpid()) + "-" + RandomSuffix();
@@ -283,6 +326,7 @@ StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& roo
   StagedRoot r{root, dir + "/u", dir + "/w"};
   StageMountPlan plan = PrepareStageMounts({r}, ::geteuid(), ::getegid());
   plan.targets[0] = dir + "/m";  // the probe never mounts over the real tree
+  plan.records.clear();          // this probe's record is written below, when it passes
   const std::string probe_file = dir + "/m/.cordon-stage-probe";
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -329,6 +373,9 @@ StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& roo
                  " cannot be mounted (" + (msg.empty() ? "unknown" : msg) + ")";
   }
   RemoveTree(dir);
+  if (out.available && !record.empty()) {
+    UniqueFd made(::open(record.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  }
   return out;
 }
 

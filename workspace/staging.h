@@ -42,6 +42,8 @@ struct StageMountPlan {
       false;  // not root: a user namespace first, uid and gid mapped to themselves
   std::string uid_map, gid_map;
   std::vector<std::string> targets, options;
+  // ProbeStaging's records that staging works for these roots: removed when a mount fails.
+  std::vector<std::string> records;
   bool empty() const { return targets.empty(); }
 };
 StageMountPlan PrepareStageMounts(const std::vector<StagedRoot>& roots, uid_t euid, gid_t egid);
@@ -57,7 +59,10 @@ struct StagingSupport {
   bool available = false;
   std::string reason;
 };
+// A probe that passed is recorded in `stage_dir` (StagingRecordPath: keyed by the boot, the
+// user, the file systems of both and the root) and not made again until a launch's mount fails.
 StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& root);
+std::string StagingRecordPath(const std::string& stage_dir, const std::string& root);
 
 // The stage of one confined process. Thread-safe: a long-lived process is committed from the
 // call boundaries, its timer and its own end.
