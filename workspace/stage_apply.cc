@@ -344,7 +344,7 @@ CommitOutcome Committer::Run(std::span<const CommitDecision> decisions) {
       out_.changes.push_back(std::move(c));
     }
   }
-  if (installs && opts_.fsync && ::syncfs(root_fd_) != 0 && !out_.error) {
+  if (opts_.fsync && ::syncfs(root_fd_) != 0 && !out_.error) {
     out_.error = SysFail(WriteErrorCode(errno), "syncfs", ".").error();
   }
   std::stable_sort(out_.changes.begin(), out_.changes.end(), PathLess);
