@@ -236,6 +236,56 @@ TEST_F(WarmTest, ConcurrentCallsCannotSeeOrSignalEachOther) {
   ExpectAllWarm(2);
 }
 
+// Found by the adversarial pass on issue 20: a cold call has its own devpts instance (bwrap's
+// --dev), but a warm call's init keeps the sandbox's /dev, so every call of a sandbox shared
+// one /dev/pts. Call 2 could open call 1's pty slave, read what was written for the program on
+// it (a password an `expect` script types) and write into what call 1 reads from its master.
+TEST_F(WarmTest, ConcurrentCallsCannotOpenEachOthersPtys) {
+  if (FindOnPath("python3").empty()) GTEST_SKIP() << "python3 is not installed";
+  WriteFile(ws_ + "/pty_owner.py",
+            "import os, select, time\n"
+            "m, s = os.openpty()\n"
+            "os.write(m, b'typed-secret\\n')\n"
+            "time.sleep(4)\n"
+            "r = os.read(m, 100) if select.select([m], [], [], 0)[0] else b''\n"
+            "print('master read:', r)\n");
+  WriteFile(ws_ + "/pty_other.py",
+            "import os, glob\n"
+            "for p in sorted(glob.glob('/dev/pts/[0-9]*')):\n"
+            "    try:\n"
+            "        fd = os.open(p, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)\n"
+            "    except OSError as e:\n"
+            "        print('refused', p, e.errno)\n"
+            "        continue\n"
+            "    try:\n"
+            "        print('ESCAPED read', p, os.read(fd, 64))\n"
+            "    except OSError:\n"
+            "        print('ESCAPED opened', p)\n"
+            "    os.write(fd, b'INJECTED')\n"
+            "print('other done')\n");
+  Serve();
+  Json args1 = {{"program", "python3"}, {"args", {"pty_owner.py"}}};
+  Send(1, "tools/call", {{"name", "run_shell"}, {"arguments", args1}});
+  bool running = false;
+  for (int i = 0; i < 1500 && !running; ++i) {
+    running = !HostPidsRunning({"python3", "pty_owner.py"}).empty();
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(running) << "call 1 never started";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // its pty is open by now
+  Json two = Shell(2, {"python3", "pty_other.py"});
+  const std::string out = two.value("stdout", "");
+  EXPECT_NE(out.find("other done"), std::string::npos) << two.dump();
+  EXPECT_EQ(out.find("ESCAPED"), std::string::npos) << out;
+  EXPECT_EQ(out.find("typed-secret"), std::string::npos) << out;
+  Json r1 = Await(1);
+  Json one = r1["result"].value("structuredContent", Json::object());
+  EXPECT_EQ(one.value("exit_code", Json()), 0) << one.dump();
+  EXPECT_EQ(one.value("stdout", "").find("INJECTED"), std::string::npos) << one.dump();
+  Stop();
+  ExpectAllWarm(2);
+}
+
 TEST_F(WarmTest, ARepositoryAndProtectedNamesTheHostMadeBetweenCallsStayProtected) {
   Serve();
   Json first = Shell(1, {"/bin/true"});
