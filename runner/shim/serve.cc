@@ -185,6 +185,11 @@ void FreshProc(const StatusChannel& ch) {
         ch.Die("stage", SysError("mount overlay on " + target));
     }
     FreshProc(ch);
+    // Its own pty instance: the sandbox's /dev/pts is bwrap's, and a pty one call opened could
+    // be opened, read and typed into by another call of the same uid.
+    if (::mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                "newinstance,ptmxmode=0666,mode=620") != 0)
+      ch.Die("mount", SysError("mount devpts /dev/pts"));
     for (const auto& c : frame->at("cover")) {
       const std::string path = c.get<std::string>();
       if (::mount("tmpfs", path.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
