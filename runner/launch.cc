@@ -25,6 +25,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/fd_passing.h"
 #include "core/hash.h"
 #include "core/redact.h"
 #include "core/signals.h"
@@ -550,16 +551,7 @@ void ConfinedProcess::OnStatusData(int fd) {
   std::string_view got(data, static_cast<std::size_t>(n));
   // Descriptors are owned at once, whatever comes of them; only the proxy listener the shim
   // sends (its own line, its own write) is kept, and only when this process has a binding.
-  std::vector<UniqueFd> fds;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int passed = -1;
-      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
-      fds.emplace_back(passed);
-    }
-  }
+  std::vector<UniqueFd> fds = TakePassedFds(msg);
   if (got.rfind(kProxyListenerLine, 0) == 0) {
     got.remove_prefix(kProxyListenerLine.size());
     if (fds.size() == 1 && req_.egress) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <future>
 
+#include "core/fd_passing.h"
 #include "core/signals.h"
 #include "runner/shim/serve.h"
 
@@ -40,15 +41,9 @@ Result<std::pair<std::string, UniqueFd>> ReceiveOne(int fd, int timeout_ms, cons
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  std::vector<UniqueFd> fds = n > 0 ? TakePassedFds(msg) : std::vector<UniqueFd>{};
   UniqueFd passed;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); n > 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-        c->cmsg_len == CMSG_LEN(sizeof(int))) {
-      int got = -1;
-      std::memcpy(&got, CMSG_DATA(c), sizeof got);
-      passed = UniqueFd(got);
-    }
-  }
+  if (fds.size() == 1) passed = std::move(fds[0]);
   if (n <= 0) return Fail(Code::kSandboxUnavailable, std::string(what) + ": the server is gone");
   return std::make_pair(std::string(data, static_cast<std::size_t>(n)), std::move(passed));
 }
@@ -159,23 +154,10 @@ WarmSandbox::~WarmSandbox() {
 
 Status WarmSandbox::Submit(const WarmCallFds& f) {
   if (broken()) return Fail(Code::kSandboxUnavailable, "the warm sandbox " + id_ + " has ended");
-  static constexpr char kCall[] = "call";
-  iovec iov{const_cast<char*>(kCall), sizeof kCall - 1};
   const int fds[6] = {f.frame, f.in, f.out, f.err, f.status, f.reply};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
   {
     std::lock_guard<std::mutex> lock(send_mu_);
-    if (::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL) < 0) {
+    if (SendWithFds(sock_.get(), "call", fds) < 0) {
       broken_ = true;
       return SysFail(Code::kSandboxUnavailable, "the warm sandbox " + id_ + ": sendmsg", "");
     }

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/fd_passing.h"
 #include "core/unique_fd.h"
 #include "runner/contain.h"
 #include "runner/kernel_audit.h"
@@ -69,20 +70,9 @@ void SendProxyListener(int port) {
   }
   if (g_status_fd < 0) Die("proxy", {cordon::Code::kSandboxUnavailable, "no status fd", 0, {}});
   const std::string_view line = cordon::kProxyListenerLine;
-  iovec iov{const_cast<char*>(line.data()), line.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
   const int fd = ls.get();
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (::sendmsg(g_status_fd, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+  if (cordon::SendWithFds(g_status_fd, line, std::span<const int>(&fd, 1)) !=
+      static_cast<ssize_t>(line.size())) {
     Die("proxy", {cordon::Code::kSandboxUnavailable, "sendmsg of the proxy listener", errno, {}});
   }
 }

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fd_passing.h"
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "runner/contain.h"
@@ -206,21 +207,7 @@ void FreshProc(const StatusChannel& ch) {
 }
 
 void Reply(int fd, std::string_view text, int pass_fd) {
-  iovec iov{const_cast<char*>(text.data()), text.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (pass_fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
-  }
-  (void)::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  (void)SendWithFds(fd, text, std::span<const int>(&pass_fd, pass_fd >= 0 ? 1 : 0));
 }
 
 }  // namespace
@@ -254,16 +241,7 @@ int Serve(int sock) {
     const ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) break;
-    std::vector<UniqueFd> fds;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (std::size_t i = 0; i < count; ++i) {
-        int passed = -1;
-        std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
-        fds.emplace_back(passed);
-      }
-    }
+    std::vector<UniqueFd> fds = TakePassedFds(msg);
     // Anything else is not a call: its descriptors close, and cordon sees its reply socket end.
     if (fds.size() != kCallFds || (msg.msg_flags & MSG_CTRUNC) != 0) continue;
     int pidfd = -1;
