@@ -60,6 +60,19 @@ void KillSandboxNamespace(pid_t init, int sig) {
   }
 }
 
+// The shim's status channel: a stream socket whose reading end (`read`) gets each write's
+// credentials (SO_PASSCRED), for the pid of the "confining" line.
+Result<Pipe> StatusChannel() {
+  int sv[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return SysFail(Code::kSandboxUnavailable, "socketpair", "");
+  Pipe st{UniqueFd(sv[0]), UniqueFd(sv[1])};
+  const int on = 1;
+  if (::setsockopt(st.read.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
+    return SysFail(Code::kSandboxUnavailable, "setsockopt(SO_PASSCRED)", "");
+  return st;
+}
+
 }  // namespace
 
 std::unique_ptr<ConfinedProcess> ConfinedProcess::Prepare(const LaunchPlan& plan,
@@ -118,16 +131,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   // write with the writer's pid as cordon sees it, across the sandbox's pid namespace. The
   // shim's child writes one line before it enforces Landlock, which tells cordon the pid the
   // kernel's Landlock audit records name (runner/kernel_audit.h).
-  Pipe st;
-  {
-    int sv[2] = {-1, -1};
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      return SysFail(Code::kSandboxUnavailable, "socketpair", "");
-    st = {UniqueFd(sv[0]), UniqueFd(sv[1])};
-    const int on = 1;
-    if (::setsockopt(st.read.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
-      return SysFail(Code::kSandboxUnavailable, "setsockopt(SO_PASSCRED)", "");
-  }
+  ASSIGN_OR_RETURN(Pipe st, StatusChannel());
   UniqueFd devnull_fd;
   if (!call.inherit_stdio && !call.pipe_stdin) {
     devnull_fd = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -244,15 +248,10 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
   }
   // The status socket passes credentials as the cold path's does (the "confining" line's pid);
   // the reply socket brings the pidfd of the call's init.
-  Pipe st, reply;
+  ASSIGN_OR_RETURN(Pipe st, StatusChannel());
+  Pipe reply;
   {
     int sv[2] = {-1, -1};
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      return SysFail(Code::kSandboxUnavailable, "socketpair", "");
-    st = {UniqueFd(sv[0]), UniqueFd(sv[1])};
-    const int on = 1;
-    if (::setsockopt(st.read.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
-      return SysFail(Code::kSandboxUnavailable, "setsockopt(SO_PASSCRED)", "");
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
       return SysFail(Code::kSandboxUnavailable, "socketpair", "");
     reply = {UniqueFd(sv[0]), UniqueFd(sv[1])};
