@@ -204,7 +204,14 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResour
                      git_views_.Prepare(facts.protected_scan->git_dirs, acquired != nullptr));
   }
   if (before != nullptr && facts.protected_scan) *before = facts.protected_scan->snapshot;
-  return BuildLaunchPlan(policy_, facts, req);
+  ASSIGN_OR_RETURN(LaunchPlan plan, BuildLaunchPlan(policy_, facts, req));
+  // What the sandbox masks, the commit never writes or deletes either (CommitRules::masked).
+  if (stage != nullptr && *stage) {
+    std::vector<std::string> masked;
+    for (const auto& d : plan.session.deny) masked.push_back(d.path);
+    (*stage)->SetMasked(std::move(masked));
+  }
+  return plan;
 }
 
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessRequest& req,

@@ -491,7 +491,14 @@ class LeakTest : public ::testing::Test {
   // A channel that did not do what the test needs (a call refused, a server that did not
   // answer): the matrix would be empty there for the wrong reason.
   void Broken(Channel c, const std::string& what, const Json& r) {
-    broken_.push_back(std::string(kChannelNames[c]) + ": " + what + ": " + r.dump().substr(0, 300));
+    // A process's own words first (its exit, signal and stderr say why), then the rest.
+    std::string why;
+    const Json& sc = Sc(r);
+    for (const char* k : {"exit_code", "signal_name", "status", "stderr", "stdout", "launch"}) {
+      if (sc.is_object() && sc.contains(k)) why += std::string(k) + "=" + sc[k].dump() + " ";
+    }
+    broken_.push_back(std::string(kChannelNames[c]) + ": " + what + ": " + why.substr(0, 1500) +
+                      r.dump().substr(0, 1500));
   }
 
   std::string ws_;

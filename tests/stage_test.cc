@@ -20,6 +20,7 @@
 
 #include "core/unique_fd.h"
 #include "test_util.h"
+#include "workspace/stage_fs.h"
 #include "workspace/staging.h"
 
 namespace cordon {
@@ -145,6 +146,36 @@ TEST(PlanCommit, BelowARefusedDirectoryDoesNotDependOnListingOrder) {
   EXPECT_EQ(got[2].action, CommitAction::kRefuse);
   EXPECT_EQ(got[2].reason, "below_refused");
   EXPECT_EQ(got[1].action, CommitAction::kInstall);
+}
+
+// What the sandbox masks (the policy's deny list, cordon's own files) is never written or
+// deleted by a commit, nor is a directory holding one deleted or replaced.
+TEST(PlanCommit, AMaskedPathAndTheDirectoriesAboveItAreNeverTakenOrReplaced) {
+  using K = UpperKind;
+  using H = HostKind;
+  CommitRules rules;
+  rules.masked = {"sub/secret.txt", "vault"};
+  const std::vector<std::pair<UpperEntry, Want>> table = {
+      {Entry("sub", K::kWhiteout, H::kDir), {CommitAction::kRefuse, "masked_path"}},
+      {Entry("sub", K::kDir, H::kDir), {CommitAction::kKeepDir, ""}},
+      {Entry("sub/secret.txt", K::kFile, H::kFile), {CommitAction::kRefuse, "masked_path"}},
+      {Entry("sub/other.txt", K::kFile), {CommitAction::kInstall, ""}},
+      {Entry("vault", K::kWhiteout, H::kDir), {CommitAction::kRefuse, "masked_path"}},
+      {Entry("vault", K::kDir, H::kDir, 0, true), {CommitAction::kRefuse, "masked_path"}},
+      {Entry("vault/key", K::kWhiteout, H::kFile), {CommitAction::kRefuse, "masked_path"}},
+      {Entry("vault/new", K::kFile), {CommitAction::kRefuse, "masked_path"}},
+      {Entry("vault2", K::kFile), {CommitAction::kInstall, ""}},
+  };
+  for (const auto& [e, w] : table) {
+    SCOPED_TRACE(e.rel);
+    const auto got = PlanCommit(std::vector<UpperEntry>{e}, rules);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(static_cast<int>(got[0].action), static_cast<int>(w.action));
+    EXPECT_EQ(got[0].reason, w.reason);
+  }
+  EXPECT_TRUE(stage::DeletionTakesProtected("sub", rules));
+  EXPECT_TRUE(stage::DeletionTakesProtected("vault/key", rules));
+  EXPECT_FALSE(stage::DeletionTakesProtected("sub2", rules));
 }
 
 TEST(StagedChangesJson, NamesThatAreNotUtf8StayDistinctAndEscaped) {

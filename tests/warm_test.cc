@@ -308,6 +308,36 @@ TEST_F(WarmTest, ARepositoryAndProtectedNamesTheHostMadeBetweenCallsStayProtecte
   ExpectAllWarm(2);
 }
 
+// The policy's deny masks inside the workspace are mounts below it in the sandbox; the call's
+// overlay is mounted on the workspace and must not cover them (a cold sandbox's bwrap mounts
+// them over its overlay).
+TEST_F(WarmTest, PathsThePolicyDeniesInsideTheWorkspaceStayHidden) {
+  std::filesystem::create_directories(ws_ + "/sub");
+  std::filesystem::create_directories(ws_ + "/vault");
+  WriteFile(ws_ + "/sub/secret.txt", "hidden-file-text\n");
+  WriteFile(ws_ + "/vault/key", "hidden-dir-text\n");
+  Policy("[filesystem]\ndeny = [\"" + ws_ + "/sub/secret.txt\", \"" + ws_ + "/vault\"]\n");
+  Serve();
+  const std::vector<std::vector<std::string>> reads = {
+      {"cat", "sub/secret.txt"},
+      {"cat", "vault/key"},
+      {"/bin/sh", "-c", "cat sub/* vault/* 2>&1; mv sub moved 2>&1; cat moved/secret.txt 2>&1"},
+      {"/bin/sh", "-c", "mv vault v2 2>&1; cat v2/key 2>&1; echo x > sub/secret.txt"},
+  };
+  int id = 1;
+  for (const auto& argv : reads) {
+    Json r = Shell(id++, argv);
+    const std::string out = r.value("stdout", "") + r.value("stderr", "");
+    EXPECT_EQ(out.find("hidden-"), std::string::npos) << argv.back() << ": " << r.dump();
+  }
+  Stop();
+  EXPECT_EQ(ReadFile(ws_ + "/sub/secret.txt"), "hidden-file-text\n");
+  EXPECT_EQ(ReadFile(ws_ + "/vault/key"), "hidden-dir-text\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/moved"));
+  EXPECT_FALSE(testing::Exists(ws_ + "/v2"));
+  ExpectAllWarm(reads.size());
+}
+
 TEST_F(WarmTest, TheSearchToolsRunWarmAndSeeCommittedWrites) {
   Serve();
   Json w = Shell(1, {"/bin/sh", "-c", "echo needle-in-warm > found.txt"});

@@ -84,6 +84,11 @@ struct CommitRules {
   // IsGitWritable allows lands; in a new one (the host has no HEAD there) HEAD and what
   // IsGitWritable refuses never land, so host git never takes it for a repository.
   std::vector<std::string> git_dirs, new_git_dirs;
+  // Root-relative paths the sandbox masks (the policy's deny list, cordon's own and root-only
+  // files; Stage::SetMasked): nothing at or below one is written or deleted, nor is an ancestor
+  // of one deleted or replaced. The masks already keep the process from them; this is the second
+  // wall, should a mask ever fail to cover one.
+  std::vector<std::string> masked;
 };
 
 // The directories, among the ancestors of the listed entries, that git would take for a

@@ -66,9 +66,24 @@ const char* RepositoryDirRule(std::string_view rel, bool dir, const CommitRules&
   return nullptr;
 }
 
+// At or below a masked path (CommitRules::masked).
+bool Masked(std::string_view rel, const CommitRules& rules) {
+  return std::any_of(rules.masked.begin(), rules.masked.end(),
+                     [&](const std::string& m) { return rel == m || IsBelow(rel, m); });
+}
+
+// An ancestor of a masked path: deleting or replacing it would take the masked path with it.
+bool HoldsMasked(std::string_view rel, const CommitRules& rules) {
+  return std::any_of(rules.masked.begin(), rules.masked.end(),
+                     [&](const std::string& m) { return IsBelow(m, rel); });
+}
+
 CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rules) {
   const std::string_view rel = e.rel;
   const bool is_git = LeafOf(rel) == ".git";
+  if (Masked(rel, rules)) return Refuse(e, i, "masked_path");
+  if (HoldsMasked(rel, rules) && (e.kind != UpperKind::kDir || e.opaque))
+    return Refuse(e, i, "masked_path");
   if (const char* why = RepositoryDirRule(rel, e.kind == UpperKind::kDir, rules))
     return Refuse(e, i, why);
   if (e.kind == UpperKind::kWhiteout) {
@@ -187,7 +202,8 @@ void PutPath(Json& j, const char* key, const std::string& path) {
 namespace stage {
 
 bool DeletionTakesProtected(std::string_view rel, const CommitRules& rules) {
-  return IsProtectedPath(rel, rules.extra_protected) || !GitRuleAllowsWrite(rel) ||
+  return Masked(rel, rules) || HoldsMasked(rel, rules) ||
+         IsProtectedPath(rel, rules.extra_protected) || !GitRuleAllowsWrite(rel) ||
          LeafOf(rel) == ".git" || RepoExecutes(rel, rules);
 }
 

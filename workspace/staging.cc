@@ -29,6 +29,24 @@
 namespace cordon {
 
 namespace {
+std::string JoinNul(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out.append(s).push_back('\0');
+  return out;
+}
+std::vector<std::string> SplitNul(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t end = text.find('\0', pos);
+    if (end == std::string::npos) break;
+    out.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+}  // namespace
+
+namespace {
 
 // Whether the directory `dir_fd` names has no entry; false when it cannot be read (the commit
 // then reports why).
@@ -387,7 +405,6 @@ Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<
   s->dir_ = std::move(dir);
   s->quarantine_ = std::move(quarantine);
   TRY(MakeDir(s->dir_, 0700));
-  std::string listing;
   for (std::size_t i = 0; i < roots.size(); ++i) {
     StagedRoot r{roots[i], s->dir_ + "/u" + std::to_string(i), s->dir_ + "/w" + std::to_string(i)};
     TRY(MakeDir(r.upper, 0700));
@@ -401,14 +418,13 @@ Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<
     }, b{};
     st.same_fs = ::fstat(st.root_fd.get(), &a) == 0 && ::fstat(st.upper_fd.get(), &b) == 0 &&
                  a.st_dev == b.st_dev;
-    listing.append(r.root).push_back('\0');
     s->roots_.push_back(std::move(r));
     s->state_.push_back(std::move(st));
   }
   // What recovery needs if cordon is killed: which root each upper layer belongs to.
   {
     std::ofstream out(s->dir_ + "/roots", std::ios::binary | std::ios::trunc);
-    out << listing;
+    out << JoinNul(roots);
     if (!out) return Fail(Code::kSandboxUnavailable, "cannot write " + s->dir_ + "/roots");
   }
   s->WritePhase("running");
@@ -431,6 +447,13 @@ void Stage::OpenWindow() {
   std::lock_guard<std::mutex> lock(mu_);
   t0_ns_ = ChangeWindowStart();
   WritePhase("running");
+}
+
+void Stage::SetMasked(std::vector<std::string> paths) {
+  std::lock_guard<std::mutex> lock(mu_);
+  masked_ = std::move(paths);
+  std::ofstream out(dir_ + "/masked", std::ios::binary | std::ios::trunc);
+  out << JoinNul(masked_);
 }
 
 CommitOutcome Stage::total() const {
@@ -484,6 +507,12 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
     }
     ReadHostFacts(st.root_fd.get(), *listing);
     CommitRules root_rules = rules;
+    for (const auto& m : masked_) {
+      const std::string& root = roots_[i].root;
+      if (m.size() > root.size() + 1 && m.compare(0, root.size(), root) == 0 &&
+          (m[root.size()] == '/' || root == "/"))
+        root_rules.masked.push_back(m.substr(root == "/" ? 1 : root.size() + 1));
+    }
     FindRepositoryDirs(st.root_fd.get(), *listing, root_rules);
     {
       // What the host repositories around these paths execute (core.hooksPath, ...): protected
@@ -664,14 +693,7 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
       for (const auto& n : stages) {
         const std::string dir = sdir + "/" + n;
         const std::string phase = ReadAll(dir + "/phase");
-        const std::string roots_text = ReadAll(dir + "/roots");
-        std::vector<std::string> roots;
-        for (std::size_t pos = 0; pos < roots_text.size();) {
-          const std::size_t end = roots_text.find('\0', pos);
-          if (end == std::string::npos) break;
-          roots.push_back(roots_text.substr(pos, end - pos));
-          pos = end + 1;
-        }
+        const std::vector<std::string> roots = SplitNul(ReadAll(dir + "/roots"));
         // A recovery that itself died (a crash in the commit: its mark names a pid that is gone)
         // is not tried again: it would die at every start. What is left goes to the quarantine
         // whole, below. One another cordon is running now is left to it.
@@ -691,6 +713,7 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
           // installing is idempotent (docs/adr/0006-staged-workspace.md, decision 4).
           std::unique_ptr<Stage> s(new Stage());
           s->dir_ = dir;
+          s->masked_ = SplitNul(ReadAll(dir + "/masked"));
           s->quarantine_ = quarantine + "/recovered-" + session;
           const std::size_t nl = phase.find('\n');
           s->t0_ns_ = nl == std::string::npos ? 0 : std::atoll(phase.c_str() + nl + 1);

@@ -84,6 +84,9 @@ class Stage {
   // the upper layer; otherwise they are copied and the ledger remembers them. The outcome of
   // this commit; it is also merged into total().
   CommitOutcome Commit(const CommitRules& rules, bool final);
+  // The absolute paths the launch masks (CommitRules::masked), kept in <dir>/masked for
+  // recovery. Called once, before the process starts.
+  void SetMasked(std::vector<std::string> paths);
   CommitOutcome total() const;
   bool failed() const;
   const std::string& dir() const { return dir_; }
@@ -100,6 +103,7 @@ class Stage {
   std::string dir_, quarantine_;
   std::vector<StagedRoot> roots_;
   std::vector<RootState> state_;
+  std::vector<std::string> masked_;
   std::int64_t t0_ns_ = 0;
   mutable std::mutex mu_;
   CommitOutcome total_;

@@ -96,40 +96,77 @@ bool MakeParents(const std::string& path) {
   return true;
 }
 
+// The mounts strictly below `dir` (each with what is mounted below it), detached copies that
+// outlive a mount over `dir`.
+struct KeptMount {
+  std::string path;
+  UniqueFd tree;
+  bool dir = true;
+};
+
+std::vector<KeptMount> TakeMountsBelow(const StatusChannel& ch, const std::string& dir,
+                                       const char* step) {
+  std::vector<KeptMount> kept;
+  for (const auto& m : MountsBelow(dir)) {
+    const int fd = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, m.c_str(),
+                                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (fd < 0) ch.Die(step, SysError("open_tree " + m));
+    struct stat st {};
+    const bool is_dir = ::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode);
+    kept.push_back({m, UniqueFd(fd), is_dir});
+  }
+  return kept;
+}
+
+// Puts taken mounts back where they were, now over what was mounted on their parent. With
+// `make_points`, a missing mount point is made (a fresh tmpfs); without, a missing or changed one
+// fails the call: making it would be a write the command did not do.
+void PutBack(const StatusChannel& ch, std::vector<KeptMount>& kept, bool make_points,
+             const char* step) {
+  for (auto& k : kept) {
+    if (make_points) {
+      if (!MakeParents(k.path)) ch.Die(step, SysError("mkdir below " + k.path));
+      if (k.dir) {
+        if (::mkdir(k.path.c_str(), 0755) != 0 && errno != EEXIST)
+          ch.Die(step, SysError("mkdir " + k.path));
+      } else {
+        UniqueFd f(::open(k.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+        if (!f.valid()) ch.Die(step, SysError("create " + k.path));
+      }
+    } else {
+      struct stat st {};
+      if (::lstat(k.path.c_str(), &st) != 0 || S_ISDIR(st.st_mode) != k.dir) {
+        ch.Die(step, {Code::kSandboxUnavailable,
+                      "the mount point " + k.path + " changed on the host; the call is refused", 0,
+                      k.path});
+      }
+    }
+    if (::syscall(SYS_move_mount, k.tree.get(), "", AT_FDCWD, k.path.c_str(),
+                  MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      ch.Die(step, SysError("move_mount " + k.path));
+  }
+}
+
 // A fresh tmpfs on /tmp (with /tmp/home), the mounts that were below the old one moved onto it
 // (a workspace or grant under /tmp).
 void FreshTmp(const StatusChannel& ch, std::uint64_t size) {
-  struct Kept {
-    std::string path;
-    UniqueFd tree;
-    bool dir = true;
-  };
-  std::vector<Kept> kept;
-  for (const auto& m : MountsBelow("/tmp")) {
-    const int fd = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, m.c_str(),
-                                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
-    if (fd < 0) ch.Die("tmp", SysError("open_tree " + m));
-    struct stat st {};
-    const bool dir = ::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode);
-    kept.push_back({m, UniqueFd(fd), dir});
-  }
+  std::vector<KeptMount> kept = TakeMountsBelow(ch, "/tmp", "tmp");
   const std::string opts = "mode=0755" + (size > 0 ? ",size=" + std::to_string(size) : "");
   if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
     ch.Die("tmp", SysError("mount tmpfs /tmp"));
   if (::mkdir("/tmp/home", 0755) != 0) ch.Die("tmp", SysError("mkdir /tmp/home"));
-  for (auto& k : kept) {
-    if (!MakeParents(k.path)) ch.Die("tmp", SysError("mkdir below " + k.path));
-    if (k.dir) {
-      if (::mkdir(k.path.c_str(), 0755) != 0 && errno != EEXIST)
-        ch.Die("tmp", SysError("mkdir " + k.path));
-    } else {
-      UniqueFd f(::open(k.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
-      if (!f.valid()) ch.Die("tmp", SysError("create " + k.path));
-    }
-    if (::syscall(SYS_move_mount, k.tree.get(), "", AT_FDCWD, k.path.c_str(),
-                  MOVE_MOUNT_F_EMPTY_PATH) != 0)
-      ch.Die("tmp", SysError("move_mount " + k.path));
-  }
+  PutBack(ch, kept, true, "tmp");
+}
+
+// The call's overlay on a staged root. What the sandbox mounted below the root (the policy's
+// deny masks, cordon's own and root-only files, the pinned directories above them, read-only
+// repository views) goes back over the overlay, as a cold sandbox's bwrap mounts it there: an
+// overlay's lower layer shows none of the lower directory's submounts.
+void MountOverlay(const StatusChannel& ch, const std::string& target, const std::string& options) {
+  std::vector<KeptMount> kept = TakeMountsBelow(ch, target, "stage");
+  if (::mount("overlay", target.c_str(), "overlay", 0, options.c_str()) != 0)
+    ch.Die("stage", SysError("mount overlay on " + target));
+  PutBack(ch, kept, false, "stage");
 }
 
 // The call's own /proc (its pid namespace), with what bwrap keeps read-only kept so.
@@ -181,9 +218,7 @@ void FreshProc(const StatusChannel& ch) {
     FreshTmp(ch, frame->value("tmp_size", std::uint64_t{0}));
     for (const auto& o : frame->at("overlays")) {
       const std::string target = o.at("target").get<std::string>();
-      const std::string options = o.at("options").get<std::string>();
-      if (::mount("overlay", target.c_str(), "overlay", 0, options.c_str()) != 0)
-        ch.Die("stage", SysError("mount overlay on " + target));
+      MountOverlay(ch, target, o.at("options").get<std::string>());
     }
     FreshProc(ch);
     // Its own pty instance: the sandbox's /dev/pts is bwrap's, and a pty one call opened could
