@@ -1,6 +1,7 @@
 // The tool contract: every example runs and matches its output schema; every tool rejects what
 // its schema rejects; file tool behaviour, caps and errors; scopes; redaction end to end.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -659,6 +660,21 @@ TEST(RgJsonStreamTest, CountsEveryMatchWhereverTheReadsSplitTheLines) {
       EXPECT_EQ(r.given, c.given);
     }
   }
+}
+
+// rg's exit 2 (a path it could not read) keeps what it found and says what it could not read:
+// a silent zero would read as "no match".
+TEST_F(ToolsTest, SearchTextSaysWhatItCouldNotRead) {
+  WriteFile(Ws("a.txt"), "needle\n");
+  WriteFile(Ws("locked.txt"), "needle\n");
+  ASSERT_EQ(::chmod(Ws("locked.txt").c_str(), 0), 0);
+  auto s = Start();
+  Json r = s->Call("search_text", {{"pattern", "needle"}});
+  s->Finish();
+  ASSERT_FALSE(r["isError"].get<bool>()) << r.dump().substr(0, 2000);
+  const Json& sc = r["structuredContent"];
+  EXPECT_EQ(sc["total_matches"], 1) << sc.dump();
+  EXPECT_NE(sc.value("errors", "").find("locked.txt"), std::string::npos) << sc.dump();
 }
 
 TEST_F(ToolsTest, SearchTextCountsEveryMatchAndFilePastItsCaps) {

@@ -218,12 +218,17 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
                   "rg failed (" + StatusName(o.status) + "): " + Clip(ctx, err, 800));
     }
   }
-  return Json{{"matches", records},
+  Json out = {{"matches", records},
               {"total_matches", stream.matches()},
               {"total_is_lower_bound", lower_bound},
               {"files_with_matches", stream.files()},
               {"truncated", lower_bound || stream.not_returned() > 0 || stream.long_lines() > 0},
               {"tool", "rg"}};
+  // rg's exit 2: some paths could not be searched (unreadable, vanished). What it found stands,
+  // and what it could not read is said: a silent zero would read as "no match".
+  if (o.exit_code && *o.exit_code == 2 && !lower_bound)
+    out["errors"] = Clip(ctx, err.empty() ? "rg exited 2 without a message" : err, 800);
+  return out;
 }
 
 Json FilesOutput(const ToolContext& ctx, std::vector<std::string> files, std::int64_t cap,
@@ -436,6 +441,7 @@ ToolSpec MakeSearchTextTool() {
                     {"total_is_lower_bound", {{"type", "boolean"}}},
                     {"files_with_matches", {{"type", "integer"}}},
                     {"truncated", {{"type", "boolean"}}},
+                    {"errors", {{"type", "string"}}},
                     {"tool", {{"type", "string"}}}},
                    {"matches", "total_matches", "total_is_lower_bound", "files_with_matches",
                     "truncated", "tool"});
