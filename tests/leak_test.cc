@@ -468,6 +468,43 @@ std::string RoundText(const std::vector<Shape>& shapes, const std::vector<std::s
   return text;
 }
 
+// What a channel's call did wrong for the matrix, or "" (the call carried the shape).
+std::string Fault(Channel c, const Json& r) {
+  switch (c) {
+    case kCat:
+    case kGrepV:
+    case kSed:
+    case kCatN:
+    case kGrepN:
+    case kArgv:
+      return IsError(r) || Int(Sc(r), "exit_code", -1) != 0 ? "did not exit 0" : "";
+    case kDiff:  // 1: the files differ
+      return IsError(r) || Int(Sc(r), "exit_code", -1) != 1 ? "did not exit 1" : "";
+    case kSearch:
+      return IsError(r) || Int(Sc(r), "total_matches", 0) < 1 ? "no match" : "";
+    case kPathError:
+      return !IsError(r) ? "a missing file was read" : "";
+    case kReadUrl:
+      return IsError(r) || Int(Sc(r), "status", 0) != 200 ? "not fetched" : "";
+    case kNameCreate:
+      return "";  // created or refused: either way its result is what the agent reads
+    default:
+      return IsError(r) ? "refused" : "";
+  }
+}
+
+// A result's own words first (a process's exit, signal and stderr; a search's errors), then the
+// rest, bounded.
+std::string Diagnosis(const Json& r) {
+  std::string why;
+  const Json& sc = Sc(r);
+  for (const char* k :
+       {"exit_code", "signal_name", "status", "stderr", "stdout", "errors", "launch"}) {
+    if (sc.is_object() && sc.contains(k)) why += std::string(k) + "=" + sc[k].dump() + " ";
+  }
+  return why.substr(0, 1500) + r.dump().substr(0, 1500);
+}
+
 class LeakTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -491,14 +528,7 @@ class LeakTest : public ::testing::Test {
   // A channel that did not do what the test needs (a call refused, a server that did not
   // answer): the matrix would be empty there for the wrong reason.
   void Broken(Channel c, const std::string& what, const Json& r) {
-    // A process's own words first (its exit, signal and stderr say why), then the rest.
-    std::string why;
-    const Json& sc = Sc(r);
-    for (const char* k : {"exit_code", "signal_name", "status", "stderr", "stdout", "launch"}) {
-      if (sc.is_object() && sc.contains(k)) why += std::string(k) + "=" + sc[k].dump() + " ";
-    }
-    broken_.push_back(std::string(kChannelNames[c]) + ": " + what + ": " + why.substr(0, 1500) +
-                      r.dump().substr(0, 1500));
+    broken_.push_back(std::string(kChannelNames[c]) + ": " + what + ": " + Diagnosis(r));
   }
 
   std::string ws_;
@@ -684,36 +714,32 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
     add(i, kReadUrl, "read_url", {{"url", "http://" + host + "/s/" + s.id}});
   }
   std::vector<Json> results = serve.CallMany(calls);
+  std::vector<std::size_t> again_k;
   for (std::size_t k = 0; k < sent.size(); ++k) {
     const Json& r = results[k];
     const Channel c = sent[k].channel;
-    const std::string& id = shapes[sent[k].shape].id;
     SawResult(c, r);
-    switch (c) {
-      case kCat:
-      case kGrepV:
-      case kSed:
-      case kCatN:
-      case kGrepN:
-      case kArgv:
-        if (IsError(r) || Int(Sc(r), "exit_code", -1) != 0) Broken(c, id + ": did not exit 0", r);
-        break;
-      case kDiff:  // 1: the files differ
-        if (IsError(r) || Int(Sc(r), "exit_code", -1) != 1) Broken(c, id + ": did not exit 1", r);
-        break;
-      case kSearch:
-        if (IsError(r) || Int(Sc(r), "total_matches", 0) < 1) Broken(c, id + ": no match", r);
-        break;
-      case kPathError:
-        if (!IsError(r)) Broken(c, id + ": a missing file was read", r);
-        break;
-      case kReadUrl:
-        if (IsError(r) || Int(Sc(r), "status", 0) != 200) Broken(c, id + ": not fetched", r);
-        break;
-      case kNameCreate:
-        break;  // created or refused: either way its result is what the agent reads
-      default:
-        if (IsError(r)) Broken(c, id + ": refused", r);
+    if (!Fault(c, r).empty()) again_k.push_back(k);
+  }
+  // A call that did not do what the matrix needs in the batch of hundreds is sent again alone,
+  // once: the matrix needs the channel to have carried the shape. Its first answer is printed
+  // (it is a fault of its own, to be understood, though not a leak), and was checked for leaks
+  // above like every other.
+  if (!again_k.empty()) {
+    std::vector<std::pair<std::string, Json>> retry;
+    for (std::size_t k : again_k) retry.push_back(calls[k]);
+    std::vector<Json> second = serve.CallMany(retry);
+    for (std::size_t j = 0; j < again_k.size(); ++j) {
+      const std::size_t k = again_k[j];
+      const Channel c = sent[k].channel;
+      const std::string& id = shapes[sent[k].shape].id;
+      SawResult(c, second[j]);
+      std::cerr << "leak_test: " << kChannelNames[c] << " " << id << " " << Fault(c, results[k])
+                << " in the batch: " << Diagnosis(results[k]) << "\n";
+      if (const std::string why = Fault(c, second[j]); !why.empty())
+        Broken(c, id + ": " + why + " (also alone)", second[j]);
+      else
+        std::cerr << "leak_test:   ... and did what the matrix needs when sent alone\n";
     }
   }
 
