@@ -426,7 +426,8 @@ constexpr AuditFieldInfo kProtectedPathRemoved[] = {
     {"error", false, "why it could not be moved (it is still there)"},
     {"reason", false,
      "staged mode: the rule that kept it out of the tree (protected_path, git_metadata, "
-     "new_git_dir, repo_executes, special_file, setid_bits, below_refused, not_a_directory, "
+     "new_git_dir, repo_executes, special_file, setid_bits, masked_path, below_refused, "
+     "not_a_directory, "
      "conflict)"},
 };
 
