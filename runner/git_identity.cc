@@ -29,6 +29,10 @@ bool Denied(const EnvPolicy& policy, const std::string& name) {
 
 GitIdentity ReadGitIdentity(char** envp) {
   GitIdentity id;
+  if (envp == nullptr) {
+    id.error = "no environment to find the user's configuration with";
+    return id;
+  }
   const std::string git = FindOnPath("git");
   if (git.empty()) {
     id.error = "git is not on PATH";
@@ -71,7 +75,9 @@ GitIdentity ReadGitIdentity(char** envp) {
   }
   // Exit 1: neither key is set, which is no error.
   if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 1)) {
-    id.error = "git config --global failed (status " + std::to_string(status) + ")";
+    id.error = WIFEXITED(status)
+                   ? "git config --global exited " + std::to_string(WEXITSTATUS(status))
+                   : "git config --global was ended by signal " + std::to_string(WTERMSIG(status));
     return id;
   }
   std::size_t start = 0;
