@@ -28,6 +28,7 @@ Json SessionStartedRecord::ToJson() const {
             {"confinement", confinement},       {"sandbox", sandbox}};
   Put(j, "git", git);
   Put(j, "env", env);
+  Put(j, "git_identity", git_identity);
   Put(j, "redaction", redaction);
   return j;
 }
@@ -263,6 +264,10 @@ constexpr AuditFieldInfo kSessionStarted[] = {
     {"env", false,
      "policy [env]: {pass, deny, set}: the variable names it passes, denies and sets (never "
      "values); absent when the section is empty"},
+    {"git_identity", false,
+     "the git identity confined processes get as GIT_AUTHOR_* and GIT_COMMITTER_*: {source: "
+     "\"git config --global\" or \"none\", name, email, error (why git could not be asked), "
+     "policy_env (the variables policy [env] sets or denies instead)}"},
     {"redaction", false,
      "{rules: the redaction rules loaded, secret_files: the workspace scan (files, lines, "
      "entries, read_files, read_bytes, cached_files, truncated, ms, paths)}"},

@@ -29,6 +29,9 @@ struct SessionStartedRecord {
   Json sandbox = Json::object();
   std::optional<Json> git{};  // {head, branch} of the workspace's repository (checkpoint helper)
   std::optional<Json> env{};  // policy [env]: {pass, deny, set} names; never values
+  // The user's git identity confined processes get (runner/git_identity.h): {source, name,
+  // email, error, policy_env: the GIT_* variables the policy's [env] sets or denies instead}.
+  std::optional<Json> git_identity{};
   std::optional<Json> redaction{};  // {rules, secret_files: {files, lines, ..., paths}}
   Json ToJson() const;
 };

@@ -225,6 +225,30 @@ Result<EgressChoice> EgressFromFlags(const EgressFlags& f, const std::string& ne
   return c;
 }
 
+void AddProcessFlags(Context& ctx, CLI::App* app, ProcessFlags* f,
+                     const std::string& network_help) {
+  WithChoices(ctx, app->add_option("--network", f->network, network_help), NetworkModeChoices(),
+              [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
+  AddGrantFlags(app, &f->grants);
+  AddEgressFlags(ctx, app, &f->egress);
+  AddEnvFlag(app, &f->env);
+}
+
+Status ApplyProcessFlags(const ProcessFlags& f, char** envp, ProcessRequest& req) {
+  ASSIGN_OR_RETURN(req.extra_env, EnvFromFlags(f.env, envp));
+  if (!f.network.empty()) {
+    ASSIGN_OR_RETURN(req.network, ParseNetworkMode(f.network));
+  }
+  // --allow-domain and --allow-preset imply --network proxy; a contradicting --network is the
+  // caller's mistake. The rules (egress->extra) join the policy's for this sandbox's proxy.
+  ASSIGN_OR_RETURN(EgressChoice egress, EgressFromFlags(f.egress, f.network));
+  if (egress.network) req.network = egress.network;
+  req.egress_extra = std::move(egress.extra);
+  if (auto st = AddGrants(f.grants, req); !st)
+    return Fail(st.error().code, st.error().ToString(), st.error().err, st.error().where);
+  return {};
+}
+
 SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& client) {
   SessionOptions o;
   o.workspace = f.workspace;

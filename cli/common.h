@@ -110,6 +110,21 @@ struct EgressChoice {
 };
 Result<EgressChoice> EgressFromFlags(const EgressFlags& flags, const std::string& network_flag);
 
+// What a confined process gets beyond the policy, for exec, wrap and serve (one definition):
+// --network, --read, --write, the egress flags and --env.
+struct ProcessFlags {
+  std::string network;  // empty: the policy's network mode
+  GrantFlags grants;
+  EgressFlags egress;
+  std::vector<std::string> env;
+};
+// Adds the options; `network_help` says whose network --network sets.
+void AddProcessFlags(Context& ctx, CLI::App* app, ProcessFlags* flags,
+                     const std::string& network_help);
+// Applies them to `req` (extra_env, network, egress_extra, grants). A bad value or a grant that
+// cannot be had is the caller's mistake: the error's message is what to say with the usage line.
+Status ApplyProcessFlags(const ProcessFlags& flags, char** envp, ProcessRequest& req);
+
 // The workspace's configured MCP servers; their env and header values join the redaction list.
 Result<mcp::McpConfig> LoadSessionMcpConfig(Session& session);
 

@@ -14,10 +14,8 @@ namespace cordon::cli {
 void AddExecCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     SessionFlags session;
-    GrantFlags grants;
-    EgressFlags egress;
-    std::string network, timeout;
-    std::vector<std::string> env;
+    ProcessFlags process;
+    std::string timeout;
     bool plan = false;
   };
   auto f = std::make_shared<Flags>();
@@ -26,15 +24,8 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
                                       "through (124 timeout, 125 cordon failed, 127 not found)")
                       ->group("Commands");
   TakesCommand(ctx, cmd);
-  WithChoices(ctx,
-              cmd->add_option("--network", f->network,
-                              "network access (default: the policy's network mode)"),
-              NetworkModeChoices(),
-              [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
+  AddProcessFlags(ctx, cmd, &f->process, "network access (default: the policy's network mode)");
   cmd->add_option("--timeout", f->timeout, "time limit in seconds")->type_name("SECONDS");
-  AddGrantFlags(cmd, &f->grants);
-  AddEgressFlags(ctx, cmd, &f->egress);
-  AddEnvFlag(cmd, &f->env);
   cmd->add_flag("--plan", f->plan, "print the launch plan as JSON and run nothing");
   AddSessionFlags(cmd, &f->session);
   std::string footer = "exit codes: the command's own, or";
@@ -49,19 +40,13 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
     InstallTerminationHandler();
     ProcessRequest req;
     req.argv = ctx.command;
-    auto env = EnvFromFlags(f->env, ctx.envp);
-    if (!env) return UsageError(*cmd, env.error().message);
-    req.extra_env = std::move(*env);
     req.tool = "exec";
     req.kind = ProcessKind::kForeground;
     req.inherit_stdio = true;
-    if (!f->network.empty()) req.network = *ParseNetworkMode(f->network);
-    // --allow-domain and --allow-preset imply --network proxy; a contradicting --network is the
-    // caller's mistake. The rules (egress->extra) join the policy's for this sandbox's proxy.
-    auto egress = EgressFromFlags(f->egress, f->network);
-    if (!egress) return UsageError(*cmd, egress.error().message);
-    if (egress->network) req.network = egress->network;
-    req.egress_extra = std::move(egress->extra);
+    // --network, the egress flags, --env, --read and --write: a bad value, or a grant that
+    // cannot be had, is the caller's mistake, said with the usage line (125).
+    if (auto st = ApplyProcessFlags(f->process, ctx.envp, req); !st)
+      return UsageError(*cmd, st.error().message);
     if (!f->timeout.empty()) {
       char* end = nullptr;
       long t = std::strtol(f->timeout.c_str(), &end, 10);
@@ -70,8 +55,6 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       req.timeout_secs = t;
       req.timeout_from_user = true;  // the person or CI script running cordon, not the agent
     }
-    // A grant that cannot be had is the caller's mistake: said with the usage line (125).
-    if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
     auto session =
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "exec"), ctx.envp);
     if (!session) return session.error();

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 
@@ -49,7 +50,8 @@ std::string TokenFromFile(const std::string& path) {
 void AddServeCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     SessionFlags session;
-    std::string http, token_file;
+    ProcessFlags process;
+    std::string http, token_file, timeout;
     bool no_auth = false;
   };
   auto f = std::make_shared<Flags>();
@@ -63,7 +65,16 @@ void AddServeCommand(CLI::App& root, Context& ctx) {
                   "the bearer token for --http (created with a new token when missing)")
       ->type_name("FILE");
   cmd->add_flag("--no-auth", f->no_auth, "serve --http without a bearer token");
+  AddProcessFlags(ctx, cmd, &f->process,
+                  "run_shell's network access (default: the policy's network mode)");
+  cmd->add_option("--timeout", f->timeout,
+                  "every tool's time limit in seconds, in place of the policy's (an agent's "
+                  "timeout_secs may only shorten it)")
+      ->type_name("SECONDS");
   AddSessionFlags(cmd, &f->session);
+  cmd->footer(
+      "--network, --allow-domain, --deny-domain, --allow-preset, --resolve, --env, --read and "
+      "--write apply to every process run_shell starts, as exec's do to its command");
   ctx.run[cmd] = [f, cmd, &ctx]() -> int {
     std::optional<mcp::HttpServeOptions> http;
     if (!f->http.empty()) {
@@ -80,12 +91,24 @@ void AddServeCommand(CLI::App& root, Context& ctx) {
       }
       http = *o;
     }
-    InstallTerminationHandler();  // before the servers start: a signal now is recorded too
     SessionOptions options = SessionOptionsFrom(f->session, "mcp");
+    // The flags exec applies to its command, applied to the request every run_shell process
+    // starts from; a bad value or a grant that cannot be had is a usage error (2).
+    if (auto st = ApplyProcessFlags(f->process, ctx.envp, options.tool_process); !st)
+      return UsageError(*cmd, st.error().message);
+    if (!f->timeout.empty()) {
+      char* end = nullptr;
+      const long t = std::strtol(f->timeout.c_str(), &end, 10);
+      if (end == nullptr || *end != '\0' || t <= 0)
+        return UsageError(*cmd, "--timeout takes a positive number of seconds");
+      options.tool_timeout_secs = t;
+    }
+    InstallTerminationHandler();  // before the servers start: a signal now is recorded too
     options.warm = true;
     if (!f->token_file.empty()) options.own_files.push_back(f->token_file);  // never shown inside
     auto session = StartSessionOr(kExitStart, options, ctx.envp);
     if (!session) return session.error();
+    RedactEnvValues(**session, options.tool_process.extra_env);
     auto config = LoadSessionMcpConfig(**session);
     if (!config) {
       std::fprintf(stderr, "cordon: mcp config: %s\n", config.error().ToString().c_str());

@@ -12,11 +12,8 @@ namespace cordon::cli {
 void AddWrapCommand(CLI::App& root, Context& ctx) {
   struct Flags {
     SessionFlags session;
-    GrantFlags grants;
-    EgressFlags egress;
-    std::string network;
+    ProcessFlags process;
     bool plan = false;
-    std::vector<std::string> env;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = root.add_subcommand("wrap",
@@ -24,15 +21,10 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
                                       "audit records, caps and redaction")
                       ->group("Commands");
   TakesCommand(ctx, cmd);
-  WithChoices(ctx, cmd->add_option("--network", f->network, "the server's network access"),
-              NetworkModeChoices(),
-              [](const std::string& v) -> Status { return Checked(ParseNetworkMode(v)); });
-  AddGrantFlags(cmd, &f->grants);
-  AddEgressFlags(ctx, cmd, &f->egress);
+  AddProcessFlags(ctx, cmd, &f->process, "the server's network access");
   cmd->add_flag("--plan", f->plan,
                 "print the server's launch plan as JSON (with the grants of its own program "
                 "files) and run nothing");
-  AddEnvFlag(cmd, &f->env);
   AddSessionFlags(cmd, &f->session);
   cmd->footer(
       "the server's own program files (its executable; for node, python3, ...: its script's "
@@ -55,18 +47,10 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     // config's GITHUB_TOKEN and the like are meant for it. Secret-looking values are in the
     // session's redactor (from cordon's own environment), so they never reach logs or results.
     req.inherit_env = true;
-    auto env = EnvFromFlags(f->env, ctx.envp);
-    if (!env) return UsageError(*cmd, env.error().message);
-    req.extra_env = std::move(*env);
-    if (!f->network.empty()) req.network = *ParseNetworkMode(f->network);
-    // --allow-domain and --allow-preset imply --network proxy; a contradicting --network is the
-    // caller's mistake. The rules (egress->extra) join the policy's for this sandbox's proxy.
-    auto egress = EgressFromFlags(f->egress, f->network);
-    if (!egress) return UsageError(*cmd, egress.error().message);
-    if (egress->network) req.network = egress->network;
-    req.egress_extra = std::move(egress->extra);
-    // A grant that cannot be had is the caller's mistake: said with the usage line (125).
-    if (auto st = AddGrants(f->grants, req); !st) return UsageError(*cmd, st.error().ToString());
+    // --network, the egress flags, --env, --read and --write: a bad value, or a grant that
+    // cannot be had, is the caller's mistake, said with the usage line (125).
+    if (auto st = ApplyProcessFlags(f->process, ctx.envp, req); !st)
+      return UsageError(*cmd, st.error().message);
     auto session =
         StartSessionOr(kExitCordonFailed, SessionOptionsFrom(f->session, "wrap"), ctx.envp);
     if (!session) return session.error();

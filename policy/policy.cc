@@ -588,6 +588,16 @@ Status ApplyLimitKey(Policy& policy, const KeyInput& in) {
   }
   slot = v;
   policy.provenance[in.name] = in.where;
+  if (in.tighten_only) {
+    // A project's lower limit is for every tool: a [tools.NAME] value an earlier layer set
+    // (the shipped run_shell's 10 minutes) does not escape it.
+    for (auto& [tool, o] : policy.tools) {
+      auto it = o.limits.find(std::string(in.key));
+      if (it == o.limits.end() || it->second <= v) continue;
+      it->second = v;
+      policy.provenance["tools." + tool + "." + std::string(in.key)] = in.where;
+    }
+  }
   return {};
 }
 

@@ -145,6 +145,10 @@ struct HostFacts {
   std::optional<std::string> dangerous_workspace;  // why the workspace is `/` or $HOME
   // Running as root: what ordinary users cannot read under the read binds (null otherwise).
   std::shared_ptr<const RootOnlyScan> root_only;
+  // The user's git identity as GIT_AUTHOR_* and GIT_COMMITTER_* (runner/git_identity.h), read
+  // once per session: set where nothing else (the caller's passed variables, [env] set, the
+  // request's own) names the variable.
+  std::vector<std::pair<std::string, std::string>> git_identity;
 };
 
 // A directory removed with everything in it when its owner goes (remove_all does not follow
@@ -220,6 +224,9 @@ struct TimeoutDecision {
   std::string capped_by;   // the policy key that capped it (limits.timeout_secs, ...)
   std::string decided_by;  // the file:line that set that key, or "built-in default"
   Json ToJson() const;
+  // A capped request in one line, for the top of a result: "timeout_secs 3000 capped to 600 by
+  // tools.run_shell.timeout_secs (FILE:LINE)". Empty when not capped.
+  std::string Note() const;
 };
 
 // The per-call part: argv, environment, cwd, limits, the cgroup decision, stdio, and the spec

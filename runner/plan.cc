@@ -254,6 +254,10 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   s.workspace = workspace;
   c.cwd = req.cwd.empty() ? workspace : req.cwd;
   c.env = facts.env;
+  for (const auto& [k, v] : facts.git_identity) {
+    if (std::none_of(c.env.begin(), c.env.end(), [&](const auto& e) { return e.first == k; }))
+      SetEnv(c.env, k, v);
+  }
   // Each preset's cache variables point at cordon's cache for it, over what was passed from the
   // caller (which names the host's own caches), under what the policy's [env] set or the request
   // (--env, a server's env) names explicitly: the person's own choice wins.
@@ -551,6 +555,12 @@ Json TimeoutDecision::ToJson() const {
     j["decided_by"] = decided_by;
   }
   return j;
+}
+
+std::string TimeoutDecision::Note() const {
+  if (!capped) return {};
+  return "timeout_secs " + std::to_string(requested) + " capped to " + std::to_string(applied) +
+         " by " + capped_by + " (" + decided_by + ")";
 }
 
 namespace {

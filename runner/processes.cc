@@ -184,6 +184,7 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResour
   LaunchResources dropped;
   ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
                                                     acquired != nullptr ? acquired : &dropped));
+  facts.git_identity = git_identity_;
   if (req.staged && facts.workspace_read_only.empty()) {
     if (acquired != nullptr) {
       ASSIGN_OR_RETURN(StagedWorkspace * staging, StagingFor());
@@ -420,7 +421,12 @@ Json ProcessHost::ResultJson(const ConfinedProcess& p) {
   j["cpu_ms"] = o.cpu_ms;
   j["max_rss_kb"] = o.max_rss_kb;
   j["limit"] = o.limit ? o.limit->ToJson() : Json(nullptr);
-  if (p.timeout_decision()) j["timeout"] = p.timeout_decision()->ToJson();
+  if (p.timeout_decision()) {
+    j["timeout"] = p.timeout_decision()->ToJson();
+    // At the top, beside exit_code: an agent that asked for more time sees at once that it did
+    // not get it, and which policy key decided.
+    if (p.timeout_decision()->capped) j["timeout_capped"] = p.timeout_decision()->Note();
+  }
   if (Json w = p.workspace_commit(); !w.is_null()) j["workspace"] = std::move(w);
   return j;
 }
@@ -482,7 +488,11 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
     jobs_[job->id] = std::move(job);
   }
   registered.set_value();
-  return Json{{"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};
+  Json started = {
+      {"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};
+  if (const auto& t = raw->proc->timeout_decision(); t && t->capped)
+    started["timeout_capped"] = t->Note();
+  return started;
 }
 
 Json ProcessHost::List() {

@@ -79,6 +79,10 @@ class ProcessHost {
   // serve: foreground processes run in warm sandboxes where they can
   // (docs/adr/0008-warm-sandbox.md); [sandbox] warm = "off" keeps them cold.
   void EnableWarm(bool on) { warm_enabled_ = on; }
+  // The user's git identity, given to every process (HostFacts::git_identity).
+  void SetGitIdentity(std::vector<std::pair<std::string, std::string>> vars) {
+    git_identity_ = std::move(vars);
+  }
   // Whether this session's launches are staged, and why not (cordon doctor, records).
   StagingSupport Staging();
   Json List();
@@ -139,6 +143,7 @@ class ProcessHost {
   const Redactor* redactor_ = nullptr;
   EgressBinder egress_;
   bool warm_enabled_ = false;
+  std::vector<std::pair<std::string, std::string>> git_identity_;
   WarmPool warm_pool_;
   // Staged mode: probed once, made at the first staged launch.
   std::string stage_quarantine_;

@@ -11,6 +11,7 @@
 
 #include "core/hash.h"
 #include "core/version.h"
+#include "runner/git_identity.h"
 #include "runner/host_probe.h"
 #include "runner/mask.h"
 #include "tools/schema.h"
@@ -148,6 +149,16 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   PolicySources sources = DefaultPolicySources(options.shipped_policy_dir, s->workspace_.root());
   sources.extra_files = options.policy_files;
   ASSIGN_OR_RETURN(s->policy_, LoadPolicy(sources));
+  if (options.tool_timeout_secs) {
+    // The person running cordon (serve --timeout), as exec --timeout: any value, for every tool.
+    const std::string t = std::to_string(*options.tool_timeout_secs);
+    s->policy_.limits.timeout_secs = *options.tool_timeout_secs;
+    for (auto& [name, tool] : s->policy_.tools) tool.limits.erase("timeout_secs");
+    s->policy_.provenance["limits.timeout_secs"] = "--timeout " + t;
+    s->policy_.notes.push_back("--timeout " + t + ": every tool's timeout is " + t +
+                               " s (limits.timeout_secs, in place of [tools.NAME] timeout_secs)");
+  }
+  s->tool_process_ = options.tool_process;
   s->redactor_.SetRules(s->policy_.compiled_redact_rules);
   s->redactor_.AddSecretEnvironment(envp);
   for (const auto& v : s->policy_.redact_values) s->redactor_.AddValue("policy", v);
@@ -273,6 +284,9 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
     for (const auto& [name, value] : s->policy_.env.set) set.push_back(name);
     started.env = Json{{"pass", s->policy_.env.pass}, {"deny", s->policy_.env.deny}, {"set", set}};
   }
+  // Inside, HOME is the sandbox's: without the user's identity `git commit` fails.
+  const GitIdentity git_identity = ReadGitIdentity(envp);
+  started.git_identity = GitIdentityJson(git_identity, s->policy_.env);
   for (const auto& f : s->policy_.files) {
     started.policy_files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
   }
@@ -291,6 +305,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
             const Json& changes) { raw->RecordProcess(p, job_id, cancel_requested, changes); });
   s->processes_->SetRedactor(&s->redactor_);  // output cuts never split a secret
   s->processes_->EnableWarm(options.warm);
+  s->processes_->SetGitIdentity(GitIdentityVariables(git_identity, s->policy_.env));
   s->network_gate_->session = raw;
   s->processes_->SetEgress([raw](const EgressPolicy& policy, const ProcessRequest& req) {
     std::string identity = req.egress_identity.empty() ? "tool " + req.tool : req.egress_identity;
@@ -683,6 +698,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                     processes_.get(),
                     cancel,
                     &redactor_};
+    ctx.process_template = &tool_process_;
     // A network tool (read_url) reaches the network only through the session's proxy, under its
     // own rules ([tools.read_url] or [network]), and only in network mode proxy.
     std::shared_ptr<EgressBinding> egress;

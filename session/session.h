@@ -56,6 +56,12 @@ struct SessionOptions {
   // Files of cordon's that other options name (serve's token file, the MCP trust store and user
   // configuration): masked like the audit log and key (runner/mask.h).
   std::vector<std::string> own_files;
+  // serve's --network, --allow-domain, --allow-preset, --env, --read and --write: every process
+  // run_shell starts begins from this request (ToolContext::process_template).
+  ProcessRequest tool_process;
+  // serve --timeout: the person running cordon sets every tool's timeout (limits.timeout_secs,
+  // in place of each [tools.NAME] timeout_secs); the agent's timeout_secs is honoured below it.
+  std::optional<std::int64_t> tool_timeout_secs;
 };
 
 // Caps a server's CallToolResult for the agent: text items cut at `cap` bytes with a marker,
@@ -139,6 +145,7 @@ class Session {
   std::shared_ptr<EgressBinding> read_url_egress_;
   Result<std::shared_ptr<EgressBinding>> ReadUrlEgress();
   std::unique_ptr<ProcessHost> processes_;
+  ProcessRequest tool_process_;  // SessionOptions::tool_process
   ExternalTools* external_ = nullptr;
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.
   Json Run(const std::string& tool, const Result<const Json*>& input, std::size_t input_bytes,

@@ -205,6 +205,7 @@ std::vector<AuditRecord> FullRecords() {
                            .policy_sha256 = "p",
                            .git = Json::object(),
                            .env = Json::object(),
+                           .git_identity = Json::object(),
                            .redaction = Json::object()},
       ToolStartedRecord{.call = 1,
                         .tool = "t",

@@ -596,9 +596,14 @@ TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   EXPECT_EQ(p->filesystem.deny.size(), 16u);
   EXPECT_EQ(p->seccomp_deny.front(), "ptrace");
   EXPECT_EQ(p->audit_fsync, FsyncMode::kPerCall);
+  // Issue 21: run_shell gets 10 minutes, and the CPU to match.
+  EXPECT_EQ(p->LimitsFor("run_shell").timeout_secs, 600);
+  EXPECT_EQ(p->LimitsFor("read_url").timeout_secs, 30);
+  EXPECT_EQ(p->limits.cpu_secs, 2400);
   // The sha256 of the effective policy: the one recorded before lists merged, changed only by
-  // the limit added since (limits.max_pending_output_bytes, issue 19).
-  EXPECT_EQ(p->Sha256(), "146e61cc459113d505bee3e2ed1bafceaeec805f447bfa3e7f40629895fb19ab");
+  // the limit added since (limits.max_pending_output_bytes, issue 19) and run_shell's time
+  // (tools.run_shell.timeout_secs and limits.cpu_secs, issue 21).
+  EXPECT_EQ(p->Sha256(), "a2011dd8dd8e532f156da2921b5584af7f47d51af918104b56f0bbe2c9a35a83");
 }
 
 template <typename E, std::size_t N>

@@ -31,6 +31,9 @@ Json ProcessResultProperties() {
           {"limit", {{"type", {"object", "null"}}}},
           // The timeout the call asked for and the one it got (capped_by: the policy key).
           {"timeout", {{"type", "object"}}},
+          // Present when the asked-for timeout was cut: what was asked, what applied, and the
+          // policy key (and file:line) that decided.
+          {"timeout_capped", {{"type", "string"}}},
           // The staged workspace's commit (docs/adr/0006-staged-workspace.md): mode, changed,
           // refused [{path, reason}], conflicts [paths].
           {"workspace", {{"type", "object"}}}};
@@ -49,7 +52,7 @@ Result<std::string> ResolveCwd(const ToolContext& ctx, const Json& in) {
 Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  ProcessRequest req;
+  ProcessRequest req = ctx.process_template != nullptr ? *ctx.process_template : ProcessRequest{};
   req.argv.push_back(in["program"].get<std::string>());
   for (const auto& a : in.value("args", Json::array())) req.argv.push_back(a.get<std::string>());
   for (const auto& a : req.argv) {
@@ -136,8 +139,11 @@ ToolSpec MakeRunShellTool() {
   t.description =
       "Run one program with an argv array inside cordon's sandbox (no network by default, "
       "workspace writable, rest of the host read-only or absent). No shell is added: name sh "
-      "and -c yourself if you need shell syntax. Foreground by default, with a timeout; "
-      "background: true returns a job id at once.";
+      "and -c yourself if you need shell syntax. Foreground by default, with a timeout "
+      "(the policy's, 10 minutes as shipped; timeout_secs may shorten it, and a longer one is "
+      "capped, said in timeout_capped). background: true returns a job id at once: use it for "
+      "anything that may take longer than a minute (test suites, installs, builds), since many "
+      "MCP clients give up on a request after 60 s, and read it with process_output.";
   t.scope = "process:run";
   t.effect = Effect::kProcess;
   t.input_schema = {
@@ -157,7 +163,8 @@ ToolSpec MakeRunShellTool() {
          {{"type", "integer"},
           {"minimum", 1},
           {"maximum", 86400},
-          {"description", "At most the policy's timeout."}}},
+          {"description",
+           "At most the policy's timeout (10 minutes as shipped); a longer one is capped."}}},
         {"background", {{"type", "boolean"}}}}},
       {"required", {"program"}},
       {"additionalProperties", false}};

@@ -20,6 +20,7 @@
 namespace cordon {
 
 class ProcessHost;
+struct ProcessRequest;
 
 enum class Effect { kNone, kFileWrite, kProcess };
 std::string_view EffectName(Effect effect);
@@ -48,6 +49,9 @@ struct ToolContext {
   std::function<Result<UniqueFd>()> connect_egress{};
   // read_url's rules, to check a redirect's name before following it (the proxy decides again).
   const EgressPolicy* egress = nullptr;
+  // cordon serve's --network, --allow-domain, --env, --read, --write...: what every process
+  // run_shell starts begins from (network, egress rules, extra env, grants). Null: nothing.
+  const ProcessRequest* process_template = nullptr;
 };
 
 struct ToolSpec {
