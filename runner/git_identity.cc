@@ -2,11 +2,14 @@
 #include "runner/git_identity.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "core/unique_fd.h"
@@ -64,14 +67,35 @@ GitIdentity ReadGitIdentity(char** envp) {
     id.error = "cannot run " + git + ": " + std::strerror(rc);
     return id;
   }
+  // Bounded: a git that hangs (a global config on a stalled network file system) costs the
+  // session its identity, not its start.
   std::string out;
   char buf[4096];
-  ssize_t n;
-  while ((n = ::read(p.read.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0 && out.size() < 64 * 1024) out.append(buf, static_cast<std::size_t>(n));
+  bool hung = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          until - std::chrono::steady_clock::now())
+                          .count();
+    pollfd pf{p.read.get(), POLLIN, 0};
+    const int r = left > 0 ? ::poll(&pf, 1, static_cast<int>(left)) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      hung = r == 0;
+      break;
+    }
+    const ssize_t n = ::read(p.read.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (out.size() < 64 * 1024) out.append(buf, static_cast<std::size_t>(n));
   }
+  if (hung) ::kill(pid, SIGKILL);  // the git this function started, by its pid
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (hung) {
+    id.error = "git config --global did not answer in 3 s";
+    return id;
   }
   // Exit 1: neither key is set, which is no error.
   if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 1)) {

@@ -3,7 +3,9 @@
 // progress that keeps a real SDK client waiting, and serve's --network, --allow-domain, --env,
 // --read, --write and --timeout.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <sstream>
 
 #include "core/text.h"
@@ -191,6 +193,29 @@ TEST_F(AgentTest, NoConfiguredIdentityIsRecordedAsNone) {
   auto started = Records("session_started");
   ASSERT_EQ(started.size(), 1u);
   EXPECT_EQ(started[0]["git_identity"]["source"], "none") << started[0].dump();
+}
+
+// A git that does not answer (a global config on a stalled network file system) costs the
+// session its identity, not its start: bounded at 3 s, and the record says why.
+TEST_F(AgentTest, AGitThatHangsIsBoundedAndRecorded) {
+  std::filesystem::create_directories(dir_ / "hung");
+  WriteFile(dir_ / "hung/git", "#!/bin/sh\nexec sleep 30\n");
+  ::chmod((dir_ / "hung/git").c_str(), 0755);
+  std::vector<std::string> env = Env();
+  for (auto& e : env) {
+    if (e.rfind("PATH=", 0) == 0) e = "PATH=" + (dir_ / "hung") + ":/usr/bin:/bin";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = testing::Run({testing::CordonBin(), "exec", "--workspace", dir_ / "ws", "--audit-log",
+                         log(), "--", "true"},
+                        env);
+  const auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(secs, 20.0);
+  auto started = Records("session_started");
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_NE(started[0]["git_identity"].value("error", "").find("did not answer"), std::string::npos)
+      << started[0].dump();
 }
 
 TEST_F(AgentTest, ServeRunShellCommitsWithTheUsersGitIdentity) {

@@ -73,13 +73,21 @@ std::map<pid_t, unsigned long long> Descendants(pid_t root) {
   return out;
 }
 
-// The processes of `run` that still exist (as anything but a zombie about to be reaped).
+// The processes of `run` that still exist (as anything but a zombie about to be reaped), after
+// at most 3 s: a process SIGKILLed with its pid namespace is gone once the kernel has torn it
+// down, which under load (two cores, twenty runnable tasks) can take a moment after cordon exits.
 std::vector<pid_t> Survivors(const std::map<pid_t, unsigned long long>& run) {
   std::vector<pid_t> left;
-  for (const auto& [pid, start] : run) {
-    auto info = ReadProc(pid);
-    if (info && info->start == start && info->state != 'Z') left.push_back(pid);
-  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  do {
+    left.clear();
+    for (const auto& [pid, start] : run) {
+      auto info = ReadProc(pid);
+      if (info && info->start == start && info->state != 'Z') left.push_back(pid);
+    }
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < until);
   return left;
 }
 
