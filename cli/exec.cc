@@ -43,6 +43,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
     req.tool = "exec";
     req.kind = ProcessKind::kForeground;
     req.inherit_stdio = true;
+    req.resolve_shims = true;  // the person's own command: a pyenv shim is resolved
     // --network, the egress flags, --env, --read and --write: a bad value, or a grant that
     // cannot be had, is the caller's mistake, said with the usage line (125).
     if (auto st = ApplyProcessFlags(f->process, ctx.envp, req); !st)
@@ -103,7 +104,8 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       // sandbox can read (the sandbox's PATH keeps only the visible part of the caller's).
       const std::string& name = req.argv[0];
       if (o.error->code == Code::kNotFound && name.find('/') == std::string::npos) {
-        if (const std::string host = FindOnPath(name); !host.empty()) {
+        // (A version manager's shim that could not be resolved said so itself: where = it.)
+        if (const std::string host = FindOnPath(name); !host.empty() && host != o.error->where) {
           std::fprintf(stderr,
                        "cordon: %s is %s on your PATH, outside what the sandbox can read; add "
                        "its directory to [filesystem] read in your policy (docs/policy.md)\n",

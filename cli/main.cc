@@ -76,6 +76,7 @@ int Run(int argc, char** argv, char** envp) {
   AddToolsCommand(app, ctx);
   AddPolicyCommand(app, ctx);
   AddAuditCommand(app, ctx);
+  AddSetupCommand(app, ctx);
   AddVersionCommand(app, ctx);
   AddHelpCommand(app, ctx);
   AddGenerateCommand(app, ctx);

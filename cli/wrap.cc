@@ -43,6 +43,7 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     req.pipe_stdin = true;
     req.no_timeout = true;
     req.program_files = true;
+    req.resolve_shims = true;
     // The server gets the environment its client gave to cordon wrap (minus env.deny): its
     // config's GITHUB_TOKEN and the like are meant for it. Secret-looking values are in the
     // session's redactor (from cordon's own environment), so they never reach logs or results.

@@ -53,6 +53,7 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
   req.egress_extra = config.egress;
   req.egress_identity = "server " + config.name;
   req.program_files = true;  // its executable and its script's package, without a key
+  req.resolve_shims = true;  // the person's own configuration: pyenv & co. resolved
   const std::string where = "server " + config.name + " (" + config.source + ")";
   if (config.project) {
     // A repository may not widen its own server's sandbox beyond the user's policy.

@@ -376,6 +376,17 @@ Result<McpConfig> LoadMcpConfig(const ConfigSources& sources, const std::string&
           {{"server", name}, {"source", s.source}, {"reason", "stdio server without command"}});
       continue;
     }
+    // A client's entry for cordon (`cordon serve`, or a server under `cordon wrap`, as cordon
+    // setup writes into a project's .mcp.json) is for the client: cordon never starts itself.
+    if (s.transport == Transport::kStdio &&
+        (s.command == "cordon" || s.command.ends_with("/cordon"))) {
+      cfg.diagnostics.push_back({{"server", name},
+                                 {"source", s.source},
+                                 {"reason",
+                                  "runs cordon itself (an entry for an MCP client); "
+                                  "skipped: cordon does not start cordon"}});
+      continue;
+    }
     s.definition_sha256 = Sha256Hex(DefinitionJson(s).dump());
     cfg.servers.push_back(std::move(s));
   }

@@ -83,6 +83,7 @@ std::pair<bool, std::string> ConfinedServerProbe(const std::string& shim,
   req.tool = "doctor";
   req.kind = ProcessKind::kMcpServer;
   req.program_files = true;
+  req.resolve_shims = true;
   std::pair<bool, std::string> out{false, ""};
   if (!host) {
     out.second = host.error().message;

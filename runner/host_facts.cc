@@ -27,6 +27,7 @@
 #include "core/signals.h"
 #include "runner/environment.h"
 #include "runner/host_probe.h"
+#include "runner/interpreter.h"
 #include "runner/launch.h"
 #include "runner/launch_internal.h"
 
@@ -168,17 +169,50 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
   for (const auto* list : {&pp.read, &pp.write, &pp.deny}) {
     for (const auto& p : *list) f.paths.emplace(p, DescribeHostPath(p));
   }
+  std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+  for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PATH=", 5) == 0) path_env = *e + 5;
+  }
+  const std::string canonical_home = CanonicalPath(f.home);
+  std::vector<std::string> argv = req.argv;
+  // An interpreter's prefix (the version or environment directory), read-only: its standard
+  // library and site-packages or node_modules go with it. Never `/`, $HOME or above.
+  auto grant_prefix = [&](const std::string& prefix, const std::string& from) {
+    if (prefix.empty() || GrantRefusal(prefix, canonical_home) || Under(prefix, workspace) ||
+        UnderAny(prefix, pp.read) != nullptr)
+      return;
+    for (const auto& g : f.program) {
+      if (g.path == prefix) return;
+    }
+    f.program.push_back(PathGrant{prefix, false, from});
+  };
+  if (req.resolve_shims && !argv.empty()) {
+    // pyenv, asdf, mise, volta: the shim would run what the manager selects for this directory;
+    // so does the sandbox, by its path (the shim itself needs the manager, which stays out).
+    ASSIGN_OR_RETURN(
+        auto shim, ResolveShim(argv[0], req.cwd.empty() ? workspace : req.cwd, path_env, host_env));
+    if (shim) {
+      f.program_path = shim->program;
+      argv[0] = shim->program;
+      if (!shim->prefix.empty() && !GrantRefusal(shim->prefix, canonical_home)) {
+        grant_prefix(shim->prefix, shim->how);
+      } else if (!Under(shim->program, workspace) && UnderAny(shim->program, pp.read) == nullptr) {
+        f.program.push_back(PathGrant{shim->program, false, shim->how});
+      }
+    }
+  }
   if (req.program_files) {
     // A server's own program, where the policy's reads and the workspace do not show it already.
-    std::string path_env = "/usr/local/bin:/usr/bin:/bin";
-    for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
-      if (std::strncmp(*e, "PATH=", 5) == 0) path_env = *e + 5;
-    }
-    const std::string home = CanonicalPath(f.home);
-    for (auto& g : ProgramFileGrants(req.argv, req.cwd.empty() ? workspace : req.cwd, path_env,
-                                     home, CanonicalPath(workspace))) {
+    for (auto& g : ProgramFileGrants(argv, req.cwd.empty() ? workspace : req.cwd, path_env,
+                                     canonical_home, CanonicalPath(workspace))) {
       if (Under(g.path, workspace) || UnderAny(g.path, pp.read) != nullptr) continue;
-      f.program.push_back(std::move(g));
+      // nvm's and conda's interpreters are real files: their prefix is granted as a shim's is.
+      struct stat link {};
+      if (g.from == "executable" && ::lstat(g.path.c_str(), &link) == 0 && !S_ISLNK(link.st_mode))
+        if (auto prefix = InterpreterPrefix(g.path)) grant_prefix(*prefix, "interpreter prefix");
+      bool inside = false;
+      for (const auto& p : f.program) inside |= !p.write && Under(g.path, p.path);
+      if (!inside) f.program.push_back(std::move(g));
     }
   }
   std::vector<std::string> granted_read;  // the read grants, for the root-only and weaker walks

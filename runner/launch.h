@@ -80,6 +80,10 @@ struct ProcessRequest {
   std::vector<PathGrant> grants;
   // A server: its own program files are readable without a flag (ProgramFileGrants).
   bool program_files = false;
+  // A command the person running cordon gave (exec, wrap, a configured server), never an
+  // agent's: a version manager's shim in argv[0] is resolved by the manager on the host
+  // (runner/interpreter.h), and the interpreter it names runs, its prefix readable.
+  bool resolve_shims = false;
   std::vector<std::pair<std::string, std::string>> extra_env;  // from the user's own config
   // cordon wrap: every variable of the caller's environment (minus env.deny), as the MCP client
   // gave it to cordon for the server (runner/environment.h).
@@ -123,6 +127,7 @@ struct HostFacts {
   std::string caller_path;  // the host's PATH, which the plan narrows to what the sandbox sees
   std::map<std::string, HostPath> paths;  // each policy path and grant
   std::vector<PathGrant> program;         // the server's program files not readable already
+  std::string program_path;  // argv[0] resolved from a version manager's shim, or empty
   std::optional<std::pair<uid_t, mode_t>> workspace_stat;  // owner and mode, when stat worked
   // Why the user running cordon cannot write the workspace (a read-only mount, its mode), or
   // empty: a process then runs with the workspace read-only instead of failing to start.

@@ -444,6 +444,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   c.cgroup_error = facts.cgroup_error;
   c.contain.rlimits = BuildRlimits(c.limits, cgroup, cgroup);
   c.contain.argv = req.argv;
+  if (!facts.program_path.empty()) c.contain.argv[0] = facts.program_path;
   c.contain.cwd = c.cwd;
   return plan;
 }

@@ -103,13 +103,13 @@ TEST(ClientsDoc, EveryTestedSnippetRunsAgainstTheRealBinaryAndARealServer) {
   if (FindOnPath("bwrap").empty() || !cordon::testing::UserNamespacesEnabled())
     GTEST_SKIP() << "SKIPPED SANDBOX TEST: bwrap or user namespaces missing";
   const auto snippets = TestedSnippets(ReadFile(CORDON_SOURCE_DIR "/docs/clients.md"));
-  // The four clients, and cordon serve as a server at least once.
+  // The five clients, and cordon serve as a server at least once.
   std::set<std::string> clients, servers;
   for (const auto& s : snippets) {
     clients.insert(s.marker.at("tested"));
     servers.insert(s.marker.at("server"));
   }
-  for (const char* c : {"claude-desktop", "vscode", "cursor", "codex"})
+  for (const char* c : {"claude-code", "claude-desktop", "vscode", "cursor", "codex"})
     EXPECT_TRUE(clients.count(c)) << "docs/clients.md has no tested snippet for " << c;
   EXPECT_TRUE(servers.count("cordon")) << "no snippet runs cordon serve";
   for (const auto& s : snippets) {
