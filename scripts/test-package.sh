@@ -5,6 +5,7 @@
 # again, also when a step fails. Run as root or with sudo; it refuses to replace a cordon package
 # that was installed before it started.
 set -euo pipefail
+trap 'echo "test-package: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -45,7 +46,7 @@ mkdir -p "$tmp/ws"
 /usr/bin/cordon exec --workspace "$tmp/ws" --audit-log "$tmp/exec.jsonl" -- true
 # The record says it ran confined under the shipped policy of the package.
 /usr/bin/cordon audit verify "$tmp/exec.jsonl" >/dev/null
-grep -q '"/usr/share/cordon/policies.d/00-default.toml"' "$tmp/exec.jsonl"
+grep -Eq '"/usr/(bin/\.\./)?share/cordon/policies\.d/00-default\.toml"' "$tmp/exec.jsonl"
 echo "exit 0; the audit log verifies and names /usr/share/cordon/policies.d"
 
 peers=${MCP_PEERS_DIR:-/tmp/mcp-peers}
@@ -54,7 +55,7 @@ everything=$peers/node_modules/@modelcontextprotocol/server-everything/dist/inde
 if command -v node >/dev/null 2>&1 && [ -f "$everything" ] && [ -f "$scripts/sdk-client.mjs" ]; then
   echo "== /usr/bin/cordon wrap around server-everything, with the MCP SDK's client"
   MCP_PEERS_DIR=$peers node "$scripts/sdk-client.mjs" --call echo --args '{"message":"from the package"}' -- \
-    /usr/bin/cordon wrap --workspace "$tmp/ws" --audit-log "$tmp/wrap.jsonl" --read "$peers" -- \
+    /usr/bin/cordon wrap --workspace "$tmp/ws" --audit-log "$tmp/wrap.jsonl" -- \
     "$(command -v node)" "$everything" stdio > "$tmp/wrap.json"
   grep -q "from the package" "$tmp/wrap.json" || { cat "$tmp/wrap.json"; exit 1; }
   /usr/bin/cordon audit verify "$tmp/wrap.jsonl" >/dev/null
