@@ -31,7 +31,11 @@ test -x /usr/bin/cordon && test -x /usr/bin/cordon-shim
 test -f /usr/share/cordon/policies.d/00-default.toml
 test -f /usr/share/bash-completion/completions/cordon
 test -f /usr/share/man/man1/cordon.1
-MANWIDTH=80 man -l /usr/share/man/man1/cordon.1 2>/dev/null | head -3 || true
+# The man page renders; the bash completion completes a subcommand.
+man -l /usr/share/man/man1/cordon.1 2>/dev/null | grep -q "cordon exec \[OPTIONS\] -- CMD"
+[ "$(bash -c 'source /usr/share/bash-completion/completions/cordon; COMP_WORDS=(cordon ex)
+  COMP_CWORD=1; _cordon cordon ex cordon; echo "${COMPREPLY[*]}"')" = exec ]
+echo "man cordon renders; bash completes 'cordon ex' to exec"
 
 echo "== /usr/bin/cordon doctor"
 # The state and config of this test only (XDG_*): nothing of the caller's cordon is touched.
