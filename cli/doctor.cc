@@ -2,10 +2,12 @@
 #include "runner/doctor.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include "audit/audit.h"
 #include "audit/checkpoint.h"
 #include "cli/common.h"
+#include "runner/launch.h"
 #include "tools/curl_loader.h"
 #include "workspace/secret_files.h"
 
@@ -170,6 +173,69 @@ Json ReadUrlCheck() {
                "");
 }
 
+// Issue 21, the installed layout: cordon-shim runs every confined process and the shipped policy
+// sets the confinement, so another user who could replace either (or rename it away through a
+// directory above it) would hold the sandbox. Each, its real path and every directory up to /
+// must belong to root or to this user and be writable by no one else (a sticky directory of
+// root's, such as /tmp, keeps others from renaming what is not theirs).
+Json InstallCheck() {
+  const std::string shim = DefaultShimPath();
+  const std::string policies = ShippedPolicyDir();
+  std::vector<std::string> problems;
+  auto owned_safely = [&](const std::string& path, bool leaf) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      problems.push_back(path + ": " + std::strerror(errno));
+      return;
+    }
+    const uid_t me = ::geteuid();
+    const bool sticky_root_dir =
+        !leaf && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;
+    if (st.st_uid != 0 && st.st_uid != me) {
+      problems.push_back(path + " belongs to uid " + std::to_string(st.st_uid));
+    } else if ((st.st_mode & S_IWOTH) != 0 && !sticky_root_dir) {
+      problems.push_back(path + " is writable by every user");
+    } else if ((st.st_mode & S_IWGRP) != 0 && st.st_gid != 0 && st.st_gid != ::getegid() &&
+               !sticky_root_dir) {
+      problems.push_back(path + " is writable by group " + std::to_string(st.st_gid));
+    }
+  };
+  auto with_parents = [&](const std::string& path) -> std::string {
+    char real[PATH_MAX];
+    if (::realpath(path.c_str(), real) == nullptr) {
+      problems.push_back(path + ": " + std::strerror(errno));
+      return path;
+    }
+    const std::string r = real;
+    owned_safely(r, true);
+    for (std::string d = r.substr(0, r.rfind('/')); !d.empty(); d = d.substr(0, d.rfind('/'))) {
+      owned_safely(d, false);
+    }
+    owned_safely("/", false);
+    return r;
+  };
+  const std::string real_shim = with_parents(shim);
+  const std::string real_policies = with_parents(policies);
+  std::size_t files = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(real_policies, ec)) {
+    if (e.path().extension() != ".toml") continue;
+    ++files;
+    owned_safely(e.path().string(), true);
+  }
+  if (ec) problems.push_back(real_policies + ": " + ec.message());
+  const std::string where = "cordon-shim " + real_shim + " and the shipped policy " +
+                            real_policies + " (" + std::to_string(files) + " files)";
+  if (!problems.empty()) {
+    return Check("install", false, where + ": " + Joined(problems),
+                 "reinstall cordon (the package, or cmake --install as root), or make each path "
+                 "named writable only by root or you (chmod go-w, chown)",
+                 true);
+  }
+  return Check("install", true, where + ": owned by root or you, writable by no one else", "",
+               true);
+}
+
 }  // namespace
 
 void AddDoctorCommand(CLI::App& root, Context& ctx) {
@@ -180,18 +246,21 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
                       ->group("Commands");
   cmd->add_flag("--json", *json, "print the report as JSON");
   cmd->footer(
-      "exits 0 when processes can be confined and the policy has redaction rules, 1 when "
-      "not");
+      "exits 0 when processes can be confined, the policy has redaction rules and cordon-shim "
+      "and the shipped policy are writable by root or you only, 1 when not");
   ctx.run[cmd] = [json]() -> int {
     Json report;
     const bool confines = RunDoctor(&report, "");
     report["checks"].push_back(AuditLogCheck());
     report["checks"].push_back(AuditSigningCheck());
     report["checks"].push_back(ReadUrlCheck());
+    Json install = InstallCheck();
+    const bool installed = install["ok"].get<bool>();
+    report["checks"].push_back(std::move(install));
     Json redaction = RedactionCheck();
     const bool redacts = redaction["ok"].get<bool>();
     report["checks"].push_back(std::move(redaction));
-    const bool ok = confines && redacts;
+    const bool ok = confines && redacts && installed;
     report["ok"] = ok;
     if (*json) {
       std::cout << DumpJson(report, 2) << std::endl;
@@ -202,11 +271,13 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
                   << c["name"].get<std::string>() << ": " << c["detail"].get<std::string>() << "\n";
         if (!pass) std::cout << "      remedy: " << c["remedy"].get<std::string>() << "\n";
       }
-      std::cout << (!confines  ? "cordon cannot confine processes here: calls fail with "
-                                 "sandbox_unavailable\n"
-                    : !redacts ? "cordon can confine processes here, but the redaction check "
-                                 "failed (above)\n"
-                               : "cordon can confine processes on this host\n");
+      std::cout << (!confines    ? "cordon cannot confine processes here: calls fail with "
+                                   "sandbox_unavailable\n"
+                    : !redacts   ? "cordon can confine processes here, but the redaction check "
+                                   "failed (above)\n"
+                    : !installed ? "cordon can confine processes here, but its install check "
+                                   "failed (above)\n"
+                                 : "cordon can confine processes on this host\n");
     }
     return ok ? kExitOk : kExitToolError;
   };

@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
-scripts/build.sh >/dev/null
+# Only what the demo runs: cordon and cordon-shim, without the tests and benchmarks (a test run
+# afterwards, scripts/test.sh, turns the tests back on in the same build directory).
+CORDON_TARGETS="cordon cordon-shim" scripts/build.sh -DCORDON_BUILD_TESTS=OFF \
+  -DCORDON_BUILD_BENCH=OFF >/dev/null
 C="$PWD/build/cordon"
 demo=$(mktemp -d /tmp/cordon-demo-XXXXXX)
 ws="$demo/workspace"; log="$demo/audit.jsonl"

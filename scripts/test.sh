@@ -5,6 +5,6 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/install-mcp-peers.sh
 scripts/install-egress-clients.sh
-scripts/build.sh
+scripts/build.sh -DCORDON_BUILD_TESTS=ON
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j2

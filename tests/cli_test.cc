@@ -610,6 +610,69 @@ TEST_F(CliTest, DoctorFailsWhenThePolicyHasNoRedactionRules) {
   EXPECT_NE(text.out.find("FAIL  redaction: NO redaction rules"), std::string::npos) << text.out;
 }
 
+// `install` (issue 21): cordon-shim runs every confined process and the shipped policy sets the
+// confinement; an install where another user could replace either (the file, or through a
+// directory above it) fails doctor, naming the path. A copy laid out as the package installs it
+// (PREFIX/bin, PREFIX/share/cordon/policies.d) passes and is the one doctor names.
+TEST_F(CliTest, DoctorFailsWhenTheShimOrTheShippedPolicyIsWritableByOthers) {
+  namespace fs = std::filesystem;
+  const std::string prefix = dir_ / "prefix";
+  fs::create_directories(prefix + "/bin");
+  fs::create_directories(prefix + "/share/cordon/policies.d");
+  const std::string bin_dir = fs::path(testing::CordonBin()).parent_path();
+  fs::copy_file(testing::CordonBin(), prefix + "/bin/cordon");
+  fs::copy_file(bin_dir + "/cordon-shim", prefix + "/bin/cordon-shim");
+  for (const char* f : {"00-default.toml", "10-secrets.toml"}) {
+    fs::copy_file(std::string(CORDON_POLICY_DIR "/") + f, prefix + "/share/cordon/policies.d/" + f);
+  }
+  auto install_check = [&](const testing::RunResult& r) {
+    const Json j = Json::parse(r.out, nullptr, false);
+    Json found;
+    if (j.is_object()) {
+      for (const auto& c : j["checks"]) {
+        if (c["name"] == "install") found = c;
+      }
+    }
+    return found;
+  };
+  auto good = testing::Run({prefix + "/bin/cordon", "doctor", "--json"}, env_);
+  Json check = install_check(good);
+  ASSERT_TRUE(check.is_object()) << good.out << good.err;
+  EXPECT_TRUE(check["ok"].get<bool>()) << check.dump();
+  EXPECT_TRUE(check["required"].get<bool>()) << check.dump();
+  const std::string real_prefix = fs::canonical(prefix);
+  EXPECT_NE(check["detail"].get<std::string>().find(
+                "cordon-shim " + real_prefix + "/bin/cordon-shim and the shipped policy " +
+                real_prefix + "/share/cordon/policies.d (2 files)"),
+            std::string::npos)
+      << check.dump();
+
+  const std::string secrets = prefix + "/share/cordon/policies.d/10-secrets.toml";
+  fs::permissions(secrets, fs::perms::others_write, fs::perm_options::add);
+  auto bad = testing::Run({prefix + "/bin/cordon", "doctor", "--json"}, env_);
+  check = install_check(bad);
+  ASSERT_TRUE(check.is_object()) << bad.out << bad.err;
+  EXPECT_FALSE(check["ok"].get<bool>()) << check.dump();
+  EXPECT_NE(check["detail"].get<std::string>().find(real_prefix +
+                                                    "/share/cordon/policies.d/10-secrets.toml "
+                                                    "is writable by every user"),
+            std::string::npos)
+      << check.dump();
+  EXPECT_NE(check["remedy"].get<std::string>().find("chmod go-w"), std::string::npos);
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_FALSE(Json::parse(bad.out)["ok"].get<bool>());
+  fs::permissions(secrets, fs::perms::others_write, fs::perm_options::remove);
+
+  // The directory holding the shim: whoever may write it may rename the shim away.
+  fs::permissions(prefix + "/bin", fs::perms::others_write, fs::perm_options::add);
+  auto text = testing::Run({prefix + "/bin/cordon", "doctor"}, env_);
+  fs::permissions(prefix + "/bin", fs::perms::others_write, fs::perm_options::remove);
+  EXPECT_EQ(text.exit_code, 1) << text.out;
+  EXPECT_NE(text.out.find("FAIL  install: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(real_prefix + "/bin is writable by every user"), std::string::npos)
+      << text.out;
+}
+
 // `preset_caches` (issue 18): where each preset's cache of cordon's own is, whether it is there
 // and writable, and one that cordon would not use (a symlinked level) named with the reason.
 TEST_F(CliTest, DoctorSaysWhereEachPresetCacheIs) {
