@@ -470,12 +470,13 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   CommitOutcome all;
   ++commits_;
-  // A commit point of a live process whose upper layers are empty has nothing to commit: the
-  // phase file stays "running" (a crash now quarantines what it writes later, as it would have
-  // before this point). Rewriting it twice was most of such a commit on a busy disk, paid at
-  // every `wrap` call boundary and every second of a live process.
-  if (!final && std::all_of(state_.begin(), state_.end(),
-                            [](const RootState& st) { return DirIsEmpty(st.upper_fd.get()); }))
+  // A commit whose upper layers are empty has nothing to commit: the phase file stays
+  // "running" (a crash now quarantines what a live process writes later, as it would have before
+  // this point; a final commit's stage holds nothing to quarantine). Rewriting it twice was most
+  // of such a commit on a busy disk, paid at every `wrap` call boundary, every second of a live
+  // process, and at the end of every call that wrote nothing.
+  if (std::all_of(state_.begin(), state_.end(),
+                  [](const RootState& st) { return DirIsEmpty(st.upper_fd.get()); }))
     return all;
   WritePhase("committing");
   for (std::size_t i = 0; i < roots_.size(); ++i) {
