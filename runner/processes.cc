@@ -362,7 +362,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::StartProcess(const LaunchP
   return proc;
 }
 
-void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
+void ProcessHost::Ended(ConfinedProcess& p, ChangeWatch& watch, const std::string& job_id,
                         bool cancel_requested) {
   if (watch.stage) {
     p.ReleaseEgress();
@@ -380,6 +380,8 @@ void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std:
       changes["commit_ms"] = std::round(commit_ms * 1000) / 1000;
     }
     if (record_) record_(p, job_id, cancel_requested, changes);
+    // Its directory goes after the call has its result (a failed commit's stays: ~Stage).
+    staging_->Retire(std::move(watch.stage));
     return;
   }
   git_views_.SyncOut();

@@ -574,6 +574,18 @@ StagedWorkspace::StagedWorkspace(std::string quarantine, CommitRules rules, Sink
       lock.lock();
     }
   });
+  reaper_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(reap_mu_);
+    while (true) {
+      reap_cv_.wait(lock, [this] { return reap_stop_ || !retired_.empty(); });
+      if (retired_.empty()) break;  // stopped, and nothing is left to remove
+      std::vector<std::shared_ptr<Stage>> batch;
+      batch.swap(retired_);
+      lock.unlock();
+      batch.clear();  // ~Stage: the last owner removes each stage directory
+      lock.lock();
+    }
+  });
 }
 
 StagedWorkspace::~StagedWorkspace() {
@@ -583,7 +595,22 @@ StagedWorkspace::~StagedWorkspace() {
   }
   timer_cv_.notify_all();
   if (timer_.joinable()) timer_.join();
+  {
+    std::lock_guard<std::mutex> lock(reap_mu_);
+    reap_stop_ = true;
+  }
+  reap_cv_.notify_all();
+  if (reaper_.joinable()) reaper_.join();  // every retired stage is removed first
   RemoveTree(dir_);
+}
+
+void StagedWorkspace::Retire(std::shared_ptr<Stage> stage) {
+  if (!stage) return;
+  {
+    std::lock_guard<std::mutex> lock(reap_mu_);
+    retired_.push_back(std::move(stage));
+  }
+  reap_cv_.notify_one();
 }
 
 Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::string>& roots) {
