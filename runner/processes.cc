@@ -291,7 +291,10 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::LaunchStaged(const Process
   watch->before.reset();  // the commit is the change record
   watch->concurrent = running_.fetch_add(1) > 0;
   watch->launch_no = ++launches_;
-  watch->stage->OpenWindow();
+  // A warm call's init waits for the window's clock tick in the sandbox, beside its clone and
+  // mounts (runner/shim/serve.cc); a cold one's here, before bwrap starts.
+  const std::int64_t t0 = watch->stage->OpenWindow(/*wait=*/!req.warm);
+  if (req.warm) launched.window_start_ns = t0;
   auto proc = StartProcess(plan, std::move(resources), launched, cold_reason);
   if (!proc) {
     --running_;

@@ -443,10 +443,11 @@ void Stage::WritePhase(const char* phase) {
   out << phase << "\n" << t0_ns_ << "\n";
 }
 
-void Stage::OpenWindow() {
+std::int64_t Stage::OpenWindow(bool wait) {
   std::lock_guard<std::mutex> lock(mu_);
-  t0_ns_ = ChangeWindowStart();
+  t0_ns_ = wait ? ChangeWindowStart() : ChangeWindowT0();
   WritePhase("running");
+  return t0_ns_;
 }
 
 void Stage::SetMasked(std::vector<std::string> paths) {

@@ -78,8 +78,10 @@ class Stage {
 
   const std::vector<StagedRoot>& roots() const { return roots_; }
   // Opens the change window (a host entry changed from here on that the process also changed
-  // is a conflict). Called just before the process starts.
-  void OpenWindow();
+  // is a conflict). Called just before the process starts. `wait` false: ChangeWindowT0 without
+  // the wait for the coarse clock, which the caller then owes before the process runs (a warm
+  // call's init). The window's start.
+  std::int64_t OpenWindow(bool wait = true);
   // A commit point. `final`: the process and its overlay are gone, so entries are renamed out of
   // the upper layer; otherwise they are copied and the ledger remembers them. The outcome of
   // this commit; it is also merged into total().
