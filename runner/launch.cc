@@ -235,7 +235,9 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
     std::shared_ptr<WarmSandbox> sandbox, const std::string& stage_dir) {
   const CallLaunch& call = plan.call;
   auto proc = Prepare(plan, std::move(resources), req);
-  const std::string frame = WarmCallFrame(plan, stage_dir).dump();
+  Json frame_json = WarmCallFrame(plan, stage_dir);
+  if (req.window_start_ns > 0) frame_json["window_start_ns"] = req.window_start_ns;
+  const std::string frame = frame_json.dump();
   UniqueFd frame_fd(::memfd_create("cordon-call", MFD_CLOEXEC));
   if (!frame_fd.valid() ||
       ::write(frame_fd.get(), frame.data(), frame.size()) != static_cast<ssize_t>(frame.size()) ||

@@ -108,6 +108,11 @@ struct ProcessRequest {
   // Set by ProcessHost::Plan: the writable roots are staged (docs/adr/0006-staged-workspace.md),
   // so no walk finds protected names or git directories for read-only binds and views.
   bool staged = false;
+  // Set by ProcessHost::LaunchStaged for a warm call: the start of its change window, read on
+  // the fine clock (ChangeWindowT0). The call's init waits for the coarse clock to reach it
+  // before the command starts (ChangeWindowStart's wait, run in the sandbox beside its clone and
+  // mounts instead of before them on cordon's side).
+  std::int64_t window_start_ns = 0;
 };
 
 // Hooks for a process whose stdout is a protocol rather than output to capture.

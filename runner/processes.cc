@@ -292,7 +292,10 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::LaunchStaged(const Process
   watch->before.reset();  // the commit is the change record
   watch->concurrent = running_.fetch_add(1) > 0;
   watch->launch_no = ++launches_;
-  watch->stage->OpenWindow();
+  // A warm call's init waits for the window's clock tick in the sandbox, beside its clone and
+  // mounts (runner/shim/serve.cc); a cold one's here, before bwrap starts.
+  const std::int64_t t0 = watch->stage->OpenWindow(/*wait=*/!req.warm);
+  if (req.warm) launched.window_start_ns = t0;
   auto proc = StartProcess(plan, std::move(resources), launched, cold_reason);
   if (!proc) {
     --running_;
@@ -363,7 +366,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::StartProcess(const LaunchP
   return proc;
 }
 
-void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
+void ProcessHost::Ended(ConfinedProcess& p, ChangeWatch& watch, const std::string& job_id,
                         bool cancel_requested) {
   if (watch.stage) {
     p.ReleaseEgress();
@@ -381,6 +384,8 @@ void ProcessHost::Ended(ConfinedProcess& p, const ChangeWatch& watch, const std:
       changes["commit_ms"] = std::round(commit_ms * 1000) / 1000;
     }
     if (record_) record_(p, job_id, cancel_requested, changes);
+    // Its directory goes after the call has its result (a failed commit's stays: ~Stage).
+    staging_->Retire(std::move(watch.stage));
     return;
   }
   git_views_.SyncOut();

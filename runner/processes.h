@@ -124,7 +124,7 @@ class ProcessHost {
                                                         ChangeWatch* watch,
                                                         const std::string& cold_reason);
   // A process ended: the sweep (whose walk is the after snapshot), then its record.
-  void Ended(ConfinedProcess& p, const ChangeWatch& watch, const std::string& job_id,
+  void Ended(ConfinedProcess& p, ChangeWatch& watch, const std::string& job_id,
              bool cancel_requested);
 
   const Policy& policy_;

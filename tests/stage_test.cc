@@ -773,6 +773,34 @@ TEST(Stage, ALiveCommitPointWithNothingWrittenLeavesThePhaseFileAlone) {
   EXPECT_EQ(ReadFile(phase).substr(0, 8), "running\n");
 }
 
+// The end of a call that wrote nothing (a warm `run_shell true`): its final commit rewrites no
+// phase file either, and reports nothing.
+TEST(Stage, AFinalCommitWithNothingWrittenLeavesThePhaseFileAlone) {
+  TempDir d;
+  const std::string root = d / "root";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  WriteFile(root + "/kept.txt", "host");
+  auto stage = Stage::Create(d / "stage", {root}, d / "quarantine");
+  ASSERT_TRUE(stage) << stage.error().ToString();
+  (*stage)->OpenWindow();
+  const std::string phase = d / "stage/phase";
+  struct stat before {};
+  ASSERT_EQ(::stat(phase.c_str(), &before), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past a coarse clock tick
+  const CommitOutcome none = (*stage)->Commit({}, true);
+  EXPECT_FALSE(none.error);
+  EXPECT_TRUE(none.changes.empty());
+  EXPECT_TRUE(none.refused.empty());
+  struct stat after {};
+  ASSERT_EQ(::stat(phase.c_str(), &after), 0);
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(ReadFile(phase).substr(0, 8), "running\n");
+  EXPECT_EQ(ReadFile(root + "/kept.txt"), "host");
+  EXPECT_FALSE((*stage)->failed());
+}
+
 // kill -9 in the middle of a commit, simulated by applying a prefix of the decisions: listing
 // and committing again ends in the state one whole commit reaches.
 TEST(ApplyCommit, ACommitInterruptedMidwayFinishesWhenRunAgain) {

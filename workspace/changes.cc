@@ -589,6 +589,12 @@ void FillDeferred(TreeSnapshot& snap, std::optional<std::int64_t> t0_ns,
   }
 }
 
+std::int64_t ChangeWindowT0() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 std::int64_t ChangeWindowStart() {
   auto now = [](clockid_t clock) {
     timespec ts{};
@@ -601,7 +607,7 @@ std::int64_t ChangeWindowStart() {
   // reach it (at most a tick, 1-10 ms by CONFIG_HZ). Every later change is stamped at or after
   // t0, every earlier one before it. Give up after 50 ms (then only later changes are certain to
   // be at or after t0).
-  const std::int64_t t0 = now(CLOCK_REALTIME);
+  const std::int64_t t0 = ChangeWindowT0();
   for (int i = 0; i < 250 && now(CLOCK_REALTIME_COARSE) < t0; ++i) {
     timespec pause{0, 200000};
     ::nanosleep(&pause, nullptr);

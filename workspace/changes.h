@@ -117,6 +117,10 @@ std::int64_t TimestampGranularityNs(const RootSnapshot& root);
 // or after the value returned, and every change before the call a ctime before it. Waits at
 // most one clock tick.
 std::int64_t ChangeWindowStart();
+// The value ChangeWindowStart returns (CLOCK_REALTIME now), without its wait: the caller makes
+// sure the coarse clock has reached it before the process it watches can change anything (a
+// warm call's init waits for it in the sandbox, runner/shim/serve.cc).
+std::int64_t ChangeWindowT0();
 
 struct FileChange {
   std::string kind;  // created, modified, touched, deleted, renamed, linked, mode_changed

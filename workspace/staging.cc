@@ -443,10 +443,11 @@ void Stage::WritePhase(const char* phase) {
   out << phase << "\n" << t0_ns_ << "\n";
 }
 
-void Stage::OpenWindow() {
+std::int64_t Stage::OpenWindow(bool wait) {
   std::lock_guard<std::mutex> lock(mu_);
-  t0_ns_ = ChangeWindowStart();
+  t0_ns_ = wait ? ChangeWindowStart() : ChangeWindowT0();
   WritePhase("running");
+  return t0_ns_;
 }
 
 void Stage::SetMasked(std::vector<std::string> paths) {
@@ -470,12 +471,13 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   CommitOutcome all;
   ++commits_;
-  // A commit point of a live process whose upper layers are empty has nothing to commit: the
-  // phase file stays "running" (a crash now quarantines what it writes later, as it would have
-  // before this point). Rewriting it twice was most of such a commit on a busy disk, paid at
-  // every `wrap` call boundary and every second of a live process.
-  if (!final && std::all_of(state_.begin(), state_.end(),
-                            [](const RootState& st) { return DirIsEmpty(st.upper_fd.get()); }))
+  // A commit whose upper layers are empty has nothing to commit: the phase file stays
+  // "running" (a crash now quarantines what a live process writes later, as it would have before
+  // this point; a final commit's stage holds nothing to quarantine). Rewriting it twice was most
+  // of such a commit on a busy disk, paid at every `wrap` call boundary, every second of a live
+  // process, and at the end of every call that wrote nothing.
+  if (std::all_of(state_.begin(), state_.end(),
+                  [](const RootState& st) { return DirIsEmpty(st.upper_fd.get()); }))
     return all;
   WritePhase("committing");
   for (std::size_t i = 0; i < roots_.size(); ++i) {
@@ -573,6 +575,18 @@ StagedWorkspace::StagedWorkspace(std::string quarantine, CommitRules rules, Sink
       lock.lock();
     }
   });
+  reaper_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(reap_mu_);
+    while (true) {
+      reap_cv_.wait(lock, [this] { return reap_stop_ || !retired_.empty(); });
+      if (retired_.empty()) break;  // stopped, and nothing is left to remove
+      std::vector<std::shared_ptr<Stage>> batch;
+      batch.swap(retired_);
+      lock.unlock();
+      batch.clear();  // ~Stage: the last owner removes each stage directory
+      lock.lock();
+    }
+  });
 }
 
 StagedWorkspace::~StagedWorkspace() {
@@ -582,7 +596,22 @@ StagedWorkspace::~StagedWorkspace() {
   }
   timer_cv_.notify_all();
   if (timer_.joinable()) timer_.join();
+  {
+    std::lock_guard<std::mutex> lock(reap_mu_);
+    reap_stop_ = true;
+  }
+  reap_cv_.notify_all();
+  if (reaper_.joinable()) reaper_.join();  // every retired stage is removed first
   RemoveTree(dir_);
+}
+
+void StagedWorkspace::Retire(std::shared_ptr<Stage> stage) {
+  if (!stage) return;
+  {
+    std::lock_guard<std::mutex> lock(reap_mu_);
+    retired_.push_back(std::move(stage));
+  }
+  reap_cv_.notify_one();
 }
 
 Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::string>& roots) {

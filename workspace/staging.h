@@ -78,8 +78,10 @@ class Stage {
 
   const std::vector<StagedRoot>& roots() const { return roots_; }
   // Opens the change window (a host entry changed from here on that the process also changed
-  // is a conflict). Called just before the process starts.
-  void OpenWindow();
+  // is a conflict). Called just before the process starts. `wait` false: ChangeWindowT0 without
+  // the wait for the coarse clock, which the caller then owes before the process runs (a warm
+  // call's init). The window's start.
+  std::int64_t OpenWindow(bool wait = true);
   // A commit point. `final`: the process and its overlay are gone, so entries are renamed out of
   // the upper layer; otherwise they are copied and the ledger remembers them. The outcome of
   // this commit; it is also merged into total().
@@ -134,6 +136,10 @@ class StagedWorkspace {
   void CommitLive();
   // The final commit of an ended process; its refusals are reported to the sink.
   CommitOutcome CommitFinal(Stage& stage);
+  // A stage whose final commit is done: removed (~Stage) by the session's reaper thread, after
+  // the call has its result (on a busy disk each unlink of a stage's five entries waits for the
+  // journal). The session's end waits for the reaper, then removes its whole directory.
+  void Retire(std::shared_ptr<Stage> stage);
   // The first commit failure stops the session's launches (fail closed), with this message.
   std::optional<Error> poisoned() const;
   // Finishes or quarantines the stages of cordon processes that are gone (phase file), reporting
@@ -154,6 +160,11 @@ class StagedWorkspace {
   std::condition_variable timer_cv_;
   bool stop_ = false;
   std::thread timer_;
+  std::mutex reap_mu_;
+  std::condition_variable reap_cv_;
+  std::vector<std::shared_ptr<Stage>> retired_;
+  bool reap_stop_ = false;
+  std::thread reaper_;
 };
 
 }  // namespace cordon

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -182,6 +183,21 @@ void FreshProc(const StatusChannel& ch) {
   }
 }
 
+// The staged call's change window (workspace/changes.h, ChangeWindowStart): cordon read its
+// start on the fine clock; an inode change is stamped from the coarse clock (or a floor above it),
+// so the command starts only once the coarse clock has reached that start. Every change it could
+// race with is then stamped at or after it. Most of the tick has passed during the clone and the
+// mounts. At most 50 ms, as ChangeWindowStart.
+void WaitForCoarseClock(std::int64_t t0_ns) {
+  for (int i = 0; i < 250; ++i) {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    if (ts.tv_sec * 1000000000LL + ts.tv_nsec >= t0_ns) return;
+    timespec pause{0, 200000};
+    ::nanosleep(&pause, nullptr);
+  }
+}
+
 // The init of one call: pid 1 of its own pid namespace, in its own mount (and, as root, IPC)
 // namespaces.
 [[noreturn]] void CallInit(std::vector<UniqueFd> fds) {
@@ -209,7 +225,9 @@ void FreshProc(const StatusChannel& ch) {
   if (!spec) ch.Die("spec", spec.error());
   std::vector<std::string> env;
   std::vector<char*> envp;
+  std::int64_t window_start_ns = 0;
   try {
+    window_start_ns = frame->value("window_start_ns", std::int64_t{0});
     env = frame->at("env").get<std::vector<std::string>>();
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -238,6 +256,7 @@ void FreshProc(const StatusChannel& ch) {
   // The init keeps no capability: the command's child inherits none, and nothing in the call
   // can gain one from it.
   if (auto dropped = DropAllCapabilities(); !dropped) ch.Die("capabilities", dropped.error());
+  if (window_start_ns > 0) WaitForCoarseClock(window_start_ns);
   RunCommand(*spec, ch, {envp.data(), true, true});
 }
 
