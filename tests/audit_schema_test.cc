@@ -173,6 +173,13 @@ TEST_F(AuditSchemaTest, LogsOfRealRunsMatchTheSchemaInBothValidators) {
     EXPECT_NE((r.out + r.err).find("refused.example.test is not allowed"), std::string::npos)
         << r.out << r.err;
   }
+  // A signed, witnessed session: checkpoint records.
+  r = Cordon({"audit", "keygen", "--out", dir_ / "k"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Cordon({"call", "read_file_range", "--workspace", ws_, "--audit-log", log, "--json",
+              R"({"path":"notes.txt","start_line":1})", "--audit-signing-key",
+              dir_ / "k/audit-signing.key", "--audit-witness", dir_ / "witness.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // A torn line (a crash mid-write): skipped by the validators, recovered by the next writer.
   WriteFile(log, ReadFile(log) + R"({"v":1,"seq":9,"ts":"2026)");
   // cordon serve over stdio: initialize, a shell command, a file edit.
@@ -193,7 +200,7 @@ TEST_F(AuditSchemaTest, LogsOfRealRunsMatchTheSchemaInBothValidators) {
   }
   for (const char* t :
        {"log_started", "session_started", "tool_started", "tool_finished", "process", "file_write",
-        "policy_denied", "log_recovered", "mcp_client", "session_finished"}) {
+        "policy_denied", "log_recovered", "mcp_client", "session_finished", "checkpoint"}) {
     EXPECT_TRUE(types.count(t)) << "the runs wrote no " << t << " record";
   }
   if (!FindOnPath("curl").empty()) {
