@@ -238,198 +238,352 @@ Json RecordFields(const AuditRecord& record) {
 
 namespace {
 
+// The JSON types of the catalog's fields (docs/audit-schema.json).
+constexpr AuditType kStr{AuditKind::kString};
+constexpr AuditType kInt{AuditKind::kInteger};
+constexpr AuditType kNum{AuditKind::kNumber};
+constexpr AuditType kBool{AuditKind::kBoolean};
+constexpr AuditType kObj{AuditKind::kObject};  // an open object: its keys are data
+constexpr AuditType kAnyValue{AuditKind::kAny};
+constexpr AuditType kStrOrNull{AuditKind::kString, AuditKind::kUnset, true};
+constexpr AuditType kIntOrNull{AuditKind::kInteger, AuditKind::kUnset, true};
+constexpr AuditType kStrs{AuditKind::kArray, AuditKind::kString};
+constexpr AuditType kInts{AuditKind::kArray, AuditKind::kInteger};
+constexpr AuditType ObjectOf(const AuditShape& shape) {
+  return {AuditKind::kObject, AuditKind::kUnset, false, &shape};
+}
+constexpr AuditType ArrayOf(const AuditShape& shape) {
+  return {AuditKind::kArray, AuditKind::kObject, false, &shape};
+}
+
+// The nested shapes the docs define; their fields are closed like a record's.
+constexpr AuditFieldInfo kGitFields[] = {
+    {"head", true, kStr, "commit id"},
+    {"branch", true, kStrOrNull, "branch name; null when detached"},
+};
+constexpr AuditShape kGitShape{"git_head", kGitFields};
+
+constexpr AuditFieldInfo kPolicyEnvFields[] = {
+    {"pass", true, kStrs, "names passed from the caller"},
+    {"deny", true, kStrs, "names never passed"},
+    {"set", true, kStrs, "names the policy sets"},
+};
+constexpr AuditShape kPolicyEnvShape{"policy_env", kPolicyEnvFields};
+
+constexpr AuditFieldInfo kPolicyFileFields[] = {
+    {"path", true, kStr, "the layer's file"},
+    {"sha256", true, kStr, "its hash"},
+    {"layer", true, kStr, "built-in, system, user, project, extra, ..."},
+};
+constexpr AuditShape kPolicyFileShape{"policy_file", kPolicyFileFields};
+
+constexpr AuditFieldInfo kLaunchFields[] = {
+    {"kind", true, kStr, "warm or cold"},
+    {"sandbox", false, kStr, "warm: the sandbox's id"},
+    {"call", false, kInt, "warm: the call's number in that sandbox"},
+    {"reason", false, kStr, "cold: why no warm sandbox served it"},
+};
+constexpr AuditShape kLaunchShape{"launch", kLaunchFields};
+
+constexpr AuditFieldInfo kErrorFields[] = {
+    {"code", true, kStr, "error code (docs/errors.md)"},
+    {"message", true, kStr, "error message"},
+};
+constexpr AuditShape kErrorShape{"error", kErrorFields};
+
+constexpr AuditFieldInfo kLimitFields[] = {
+    {"name", true, kStr, "timeout, cpu, file_size, memory or pids"},
+    {"value", true, kNum, "the limit"},
+    {"unit", true, kStr, "its unit"},
+    {"policy_key", true, kStr, "the policy key that set it"},
+    {"enforcer", true, kStr, "what enforced it"},
+    {"evidence", true, kStr, "what showed it was hit"},
+};
+constexpr AuditShape kLimitShape{"limit", kLimitFields};
+
+constexpr AuditFieldInfo kTimeoutFields[] = {
+    {"requested", true, kNum, "the timeout the call asked for"},
+    {"applied", true, kNum, "the timeout applied"},
+    {"capped", true, kBool, "whether the policy cut it"},
+    {"capped_by", false, kStr, "the policy key that cut it"},
+    {"decided_by", false, kStr, "that key's file:line"},
+};
+constexpr AuditShape kTimeoutShape{"timeout", kTimeoutFields};
+
+constexpr AuditFieldInfo kChangeFields[] = {
+    {"kind", true, kStr, "created, modified, touched, deleted, renamed, mode_changed, ..."},
+    {"path", true, kStr, "the path (workspace-relative, or absolute outside it)"},
+    {"type", true, kStr, "file, dir, symlink or other"},
+    {"from", false, kStr, "renamed: the old path"},
+    {"bytes_before", false, kInt, "size before"},
+    {"bytes_after", false, kInt, "size after"},
+    {"mode_before", false, kStr, "mode before, octal"},
+    {"mode_after", false, kStr, "mode after, octal"},
+    {"below", false, kInt, "entries below a created or deleted directory"},
+    {"content_changed", false, kBool, "renamed file: whether its content changed too"},
+    {"before_unknown", false, kBool, "the before state was not recorded"},
+    {"sha256_before", false, kStr, "hash before"},
+    {"sha256_after", false, kStr, "hash after"},
+    {"hash_skipped", false, kStr, "why a hash was not taken (too large, changing, ...)"},
+    {"path_escaped", false, kBool, "the path's bytes were escaped"},
+};
+constexpr AuditShape kChangeShape{"change", kChangeFields};
+
+constexpr AuditFieldInfo kRefusedFields[] = {
+    {"reason", true, kStr, "the rule that kept it out of the tree"},
+    {"type", true, kStr, "file, dir, symlink or other"},
+    {"path", true, kStr, "workspace-relative path"},
+    {"quarantine", true, kStr, "where it went"},
+    {"path_escaped", false, kBool, "the path's bytes were escaped"},
+};
+constexpr AuditShape kRefusedShape{"refused_change", kRefusedFields};
+
+constexpr AuditFieldInfo kChangesFields[] = {
+    {"entries", true, ArrayOf(kChangeShape), "the changes listed"},
+    {"counts", true, kObj, "{kind: n} of every change, listed or not"},
+    {"omitted", true, kInt, "changes beyond the ones listed"},
+    {"concurrent", true, kBool, "another process ran in the same window"},
+    {"git", false, kObj, "{kind: n} of changes inside .git"},
+    {"unwalked", false, kStrs, "roots the sweep could not walk"},
+    {"workspace_mode", false, kStr, "direct or staged"},
+    {"commit_ms", false, kNum, "staged: time the commit took"},
+    {"refused", false, ArrayOf(kRefusedShape), "staged: changes the commit refused"},
+    {"refused_omitted", false, kInt, "refusals beyond the ones listed"},
+    {"conflicts", false, kStrs, "staged: paths changed on the host meanwhile"},
+    {"conflicts_omitted", false, kInt, "conflicts beyond the ones listed"},
+};
+constexpr AuditShape kChangesShape{"changes", kChangesFields};
+
+constexpr AuditFieldInfo kInstructionFileFields[] = {
+    {"path", true, kStr, "the file"},
+    {"sha256", true, kStr, "its hash"},
+    {"bytes", true, kInt, "its size"},
+    {"truncated", true, kBool, "whether the budget cut it"},
+};
+constexpr AuditShape kInstructionFileShape{"instruction_file", kInstructionFileFields};
+
+constexpr AuditFieldInfo kLogLinkFields[] = {
+    {"log_id", true, kStr, "the older file's id"},
+    {"lines", true, kInt, "its lines at the link"},
+    {"bytes", true, kInt, "its size at the link"},
+    {"head", true, kStr, "its chain head at the link"},
+    {"path", false, kStr, "audit rotate: where the older file went"},
+    {"reason", false, kStr, "deleted, moved, replaced or truncated"},
+    {"ino", false, kInt, "the older file's inode number"},
+};
+constexpr AuditShape kLogLinkShape{"log_link", kLogLinkFields};
+
+constexpr AuditFieldInfo kDenialFields[] = {
+    {"blockers", true, kStr, "Landlock's access rights, e.g. fs.make_reg"},
+    {"count", true, kInt, "how many times"},
+    {"path", false, kStr, "fs.*: the path as the sandbox names it"},
+    {"address", false, kStr, "net.*: host:port"},
+    {"object", false, kStr, "other fields"},
+};
+constexpr AuditShape kDenialShape{"denial", kDenialFields};
+
+constexpr const AuditShape* kShapes[] = {
+    &kGitShape,    &kPolicyEnvShape, &kPolicyFileShape,      &kLaunchShape,
+    &kErrorShape,  &kLimitShape,     &kTimeoutShape,         &kChangesShape,
+    &kChangeShape, &kRefusedShape,   &kInstructionFileShape, &kLogLinkShape,
+    &kDenialShape,
+};
+
 // `show` numbers give `audit show`'s column order; a name keeps one number across types.
 constexpr AuditFieldInfo kCommon[] = {
-    {"v", true, "record format version, 1"},
-    {"seq", true, "1-based position of the record in its session"},
-    {"ts", true, "UTC time of writing, RFC 3339 with milliseconds"},
-    {"session", true, "session id (UUID v4)"},
-    {"type", true, "record type (this table)"},
-    {"prev", true, "SHA-256 (or HMAC-SHA-256) of the previous line; 64 zeros for the first"},
-    {"redactions", false, "number of secrets replaced in this record's fields", 14},
+    {"v", true, kInt, "record format version, 1"},
+    {"seq", true, kInt, "1-based position of the record in its session"},
+    {"ts", true, kStr, "UTC time of writing, RFC 3339 with milliseconds"},
+    {"session", true, kStr, "session id (UUID v4)"},
+    {"type", true, kStr, "record type (this table)"},
+    {"prev", true, kStr, "SHA-256 (or HMAC-SHA-256) of the previous line; 64 zeros for the first"},
+    {"redactions", false, kInt, "number of secrets replaced in this record's fields", 14},
 };
 
 constexpr AuditFieldInfo kSessionStarted[] = {
-    {"cordon_version", true, "cordon's version"},
-    {"client", true, "who drives the session: cli, mcp, ..."},
-    {"workspace", true, "the workspace root", 13},
-    {"chain", true, "sha256 or hmac-sha256"},
-    {"policy_sha256", true, "hash of the merged policy"},
-    {"policy_files", true, "policy layers: [{path, sha256, layer}]"},
-    {"policy_notes", true, "notes the policy loader made"},
-    {"scopes", true, "granted scopes"},
-    {"confinement", true, "what the kernel offers (Landlock ABI, seccomp, user namespaces)"},
-    {"sandbox", true, "the sandbox host, or {available: false, error}"},
-    {"git", false, "{head, branch} of the workspace's git repository; absent when not a repo"},
-    {"env", false,
+    {"cordon_version", true, kStr, "cordon's version"},
+    {"client", true, kStr, "who drives the session: cli, mcp, ..."},
+    {"workspace", true, kStr, "the workspace root", 13},
+    {"chain", true, kStr, "sha256 or hmac-sha256"},
+    {"policy_sha256", true, kStr, "hash of the merged policy"},
+    {"policy_files", true, ArrayOf(kPolicyFileShape), "policy layers: [{path, sha256, layer}]"},
+    {"policy_notes", true, kStrs, "notes the policy loader made"},
+    {"scopes", true, kStrs, "granted scopes"},
+    {"confinement", true, kObj, "what the kernel offers (Landlock ABI, seccomp, user namespaces)"},
+    {"sandbox", true, kObj, "the sandbox host, or {available: false, error}"},
+    {"git", false, ObjectOf(kGitShape),
+     "{head, branch} of the workspace's git repository; absent when not a repo"},
+    {"env", false, ObjectOf(kPolicyEnvShape),
      "policy [env]: {pass, deny, set}: the variable names it passes, denies and sets (never "
      "values); absent when the section is empty"},
-    {"git_identity", false,
+    {"git_identity", false, kObj,
      "the git identity confined processes get as GIT_AUTHOR_* and GIT_COMMITTER_*: {source: "
      "\"git config --global\" or \"none\", name, email, error (why git could not be asked), "
      "policy_env (the variables policy [env] sets or denies instead)}"},
-    {"redaction", false,
+    {"redaction", false, kObj,
      "{rules: the redaction rules loaded, secret_files: the workspace scan (files, lines, "
      "entries, read_files, read_bytes, cached_files, truncated, ms, paths)}"},
 };
 
 constexpr AuditFieldInfo kToolStarted[] = {
-    {"call", false, "call number in the session (absent under cordon wrap)"},
-    {"tool", true, "tool name; mcp__{server}__{tool} for an MCP server's tool", 1},
-    {"scope", false, "scope the tool needs", 6},
-    {"effect", false, "none, file_write or process"},
-    {"args", false, "the input, with file contents replaced by {bytes, sha256}"},
-    {"input_bytes", false, "size of an input that was not valid JSON"},
-    {"unvalidated", false,
+    {"call", false, kInt, "call number in the session (absent under cordon wrap)"},
+    {"tool", true, kStr, "tool name; mcp__{server}__{tool} for an MCP server's tool", 1},
+    {"scope", false, kStr, "scope the tool needs", 6},
+    {"effect", false, kStr, "none, file_write or process"},
+    {"args", false, kAnyValue, "the input, with file contents replaced by {bytes, sha256}"},
+    {"input_bytes", false, kInt, "size of an input that was not valid JSON"},
+    {"unvalidated", false, kStr,
      "present when the input was passed on unchecked: the tool's schema uses what cordon's "
      "validator does not support (the reason)"},
-    {"server", false, "MCP server (configured name, or \"wrapped\")"},
-    {"args_bytes", false, "size of the arguments (cordon wrap)"},
-    {"args_sha256", false, "hash of the arguments (cordon wrap)"},
-    {"method", false,
+    {"server", false, kStr, "MCP server (configured name, or \"wrapped\")"},
+    {"args_bytes", false, kInt, "size of the arguments (cordon wrap)"},
+    {"args_sha256", false, kStr, "hash of the arguments (cordon wrap)"},
+    {"method", false, kStr,
      "cordon wrap: resources/read (tool is the URI) or prompts/get (tool is the prompt name); "
      "absent for tools/call"},
 };
 
 constexpr AuditFieldInfo kToolFinished[] = {
-    {"call", false, "call number (absent under cordon wrap)"},
-    {"tool", true, "tool name", 1},
-    {"status", true, "ok, error or cancelled", 2},
-    {"code", false, "error code (docs/errors.md)", 3},
-    {"message", false, "error message, redacted"},
-    {"output_bytes", false, "size of the result sent to the agent", 9},
-    {"truncated", false, "whether the output cap cut the result", 10},
-    {"elapsed_ms", true, "wall time of the call", 8},
-    {"server", false, "MCP server"},
-    {"server_tool", false, "the tool's own name on its server"},
-    {"output_redactions", false, "secrets replaced in the result"},
-    {"output_redactions_by_rule", false, "{rule id: count} of output_redactions"},
-    {"reason", false, "why the client cancelled (cordon wrap)", 7},
-    {"method", false, "cordon wrap: as in tool_started"},
+    {"call", false, kInt, "call number (absent under cordon wrap)"},
+    {"tool", true, kStr, "tool name", 1},
+    {"status", true, kStr, "ok, error or cancelled", 2},
+    {"code", false, kStr, "error code (docs/errors.md)", 3},
+    {"message", false, kStr, "error message, redacted"},
+    {"output_bytes", false, kInt, "size of the result sent to the agent", 9},
+    {"truncated", false, kBool, "whether the output cap cut the result", 10},
+    {"elapsed_ms", true, kNum, "wall time of the call", 8},
+    {"server", false, kStr, "MCP server"},
+    {"server_tool", false, kStr, "the tool's own name on its server"},
+    {"output_redactions", false, kInt, "secrets replaced in the result"},
+    {"output_redactions_by_rule", false, kObj, "{rule id: count} of output_redactions"},
+    {"reason", false, kStr, "why the client cancelled (cordon wrap)", 7},
+    {"method", false, kStr, "cordon wrap: as in tool_started"},
 };
 
 constexpr AuditFieldInfo kPolicyDenied[] = {
-    {"call", true, "call number"},
-    {"tool", true, "tool name", 1},
-    {"scope", true, "scope the policy does not grant", 6},
-    {"rule", true, "the policy key that decided"},
-    {"decided_by", false, "the policy file that set it, or built-in default"},
+    {"call", true, kInt, "call number"},
+    {"tool", true, kStr, "tool name", 1},
+    {"scope", true, kStr, "scope the policy does not grant", 6},
+    {"rule", true, kStr, "the policy key that decided"},
+    {"decided_by", false, kStr, "the policy file that set it, or built-in default"},
 };
 
 constexpr AuditFieldInfo kFileWrite[] = {
-    {"call", true, "call number"},
-    {"tool", true, "tool name", 1},
-    {"op", true, "create, replace, edit, ...", 4},
-    {"path", true, "workspace-relative path", 5},
-    {"sha256_before", true, "hash of the old content; null for a new file"},
-    {"bytes_before", true, "size of the old content", 11},
-    {"sha256_after", false, "hash of the new content (when written)"},
-    {"bytes_after", false, "size of the new content (when written)", 12},
-    {"status", true, "written or failed", 2},
-    {"code", false, "error code when failed", 3},
+    {"call", true, kInt, "call number"},
+    {"tool", true, kStr, "tool name", 1},
+    {"op", true, kStr, "create, replace, edit, ...", 4},
+    {"path", true, kStr, "workspace-relative path", 5},
+    {"sha256_before", true, kStrOrNull, "hash of the old content; null for a new file"},
+    {"bytes_before", true, kInt, "size of the old content", 11},
+    {"sha256_after", false, kStr, "hash of the new content (when written)"},
+    {"bytes_after", false, kInt, "size of the new content (when written)", 12},
+    {"status", true, kStr, "written or failed", 2},
+    {"code", false, kStr, "error code when failed", 3},
 };
 
 constexpr AuditFieldInfo kProcess[] = {
-    {"argv", true, "the command"},
-    {"cwd", true, "its working directory"},
-    {"kind", true, "run_command, job, mcp_server, exec, ..."},
-    {"tool", true, "the tool that ran it", 1},
-    {"status", true, "exited, signaled, timeout, cancelled or failed", 2},
-    {"exit_code", true, "exit code, or null"},
-    {"signal", true, "signal number, or null"},
-    {"elapsed_ms", true, "wall time", 8},
-    {"cpu_ms", true, "CPU time"},
-    {"max_rss_kb", true, "peak resident memory"},
-    {"confinement", true, "the layers that confined it"},
-    {"cgroup", false, "cgroup limits and usage"},
-    {"job", false, "background job id"},
-    {"cancel_requested", false, "whether the job was cancelled (background jobs)"},
-    {"spec_sha256", false,
+    {"argv", true, kStrs, "the command"},
+    {"cwd", true, kStr, "its working directory"},
+    {"kind", true, kStr, "run_command, job, mcp_server, exec, ..."},
+    {"tool", true, kStr, "the tool that ran it", 1},
+    {"status", true, kStr, "exited, signaled, timeout, cancelled or failed", 2},
+    {"exit_code", true, kIntOrNull, "exit code, or null"},
+    {"signal", true, kIntOrNull, "signal number, or null"},
+    {"elapsed_ms", true, kNum, "wall time", 8},
+    {"cpu_ms", true, kNum, "CPU time"},
+    {"max_rss_kb", true, kInt, "peak resident memory"},
+    {"confinement", true, kObj, "the layers that confined it"},
+    {"cgroup", false, kObj, "cgroup limits and usage"},
+    {"job", false, kStr, "background job id"},
+    {"cancel_requested", false, kBool, "whether the job was cancelled (background jobs)"},
+    {"spec_sha256", false, kStr,
      "SHA-256 of the confinement spec the shim applied, as the shim computed it (equals "
      "`cordon exec --plan`'s `spec_sha256`)"},
-    {"launch", false,
+    {"launch", false, ObjectOf(kLaunchShape),
      "how it was started (docs/adr/0008-warm-sandbox.md): {kind: \"warm\", sandbox, call (its "
      "number in that sandbox)} or {kind: \"cold\", reason}"},
-    {"error", false, "sandbox failure: {code, message}"},
-    {"limit", false,
+    {"error", false, ObjectOf(kErrorShape), "sandbox failure: {code, message}"},
+    {"limit", false, ObjectOf(kLimitShape),
      "the limit that ended it: {name (timeout, cpu, file_size, memory, pids), value, unit, "
      "policy_key, enforcer, evidence}"},
-    {"timeout", false,
+    {"timeout", false, ObjectOf(kTimeoutShape),
      "the timeout the call asked for: {requested, applied, capped, capped_by (the policy key), "
      "decided_by (its file:line)}"},
-    {"stdout_bytes", true, "bytes written to stdout"},
-    {"stderr_bytes", true, "bytes written to stderr"},
-    {"truncated", true, "whether captured output was cut", 10},
+    {"stdout_bytes", true, kInt, "bytes written to stdout"},
+    {"stderr_bytes", true, kInt, "bytes written to stderr"},
+    {"truncated", true, kBool, "whether captured output was cut", 10},
     // --- changes: issue 10
-    {"changes", false,
+    {"changes", false, ObjectOf(kChangesShape),
      "what it changed in the writable roots (absent when none was writable, or "
      "audit.file_changes is off): {entries: [{kind, path, type, from, bytes_before, "
      "bytes_after, mode_before, mode_after, below, content_changed, sha256_before, "
      "sha256_after, hash_skipped, before_unknown}], counts: {kind: n}, omitted, concurrent, "
      "git, unwalked, workspace_mode (direct: the sandbox wrote the workspace itself)}; paths "
      "keep their bytes (invalid UTF-8 as `\\xHH`, a backslash as `\\\\`)"},
-    {"stop_signal", false,
+    {"stop_signal", false, kInt,
      "the signal (SIGINT 2, SIGTERM 15, SIGHUP 1) cordon received that made it end the process"},
-    {"env", false,
+    {"env", false, kStrs,
      "names (never values) of the variables it got beyond the fixed sandbox ones (PATH, HOME, "
      "TMPDIR, CORDON_*): passed from the caller, set by policy, --env or the server's config"},
 };
 
 constexpr AuditFieldInfo kMcpDiagnostic[] = {
-    {"server", true, "MCP server"},
-    {"reason", true, "what happened", 7},
-    {"source", false, "the config file"},
-    {"message", false, "error message"},
-    {"stderr", false, "tail of the server's stderr"},
-    {"method", false, "the JSON-RPC method concerned"},
-    {"protocolVersion", false, "the version the server offered"},
-    {"bytes", false, "size of a dropped message"},
-    {"messages", false, "messages received on a GET stream"},
-    {"http_status", false, "HTTP status"},
-    {"curl", false, "libcurl's error"},
-    {"body", false, "start of an HTTP error body"},
-    {"tools", false, "names of tools hidden because they changed"},
+    {"server", true, kStr, "MCP server"},
+    {"reason", true, kStr, "what happened", 7},
+    {"source", false, kStr, "the config file"},
+    {"message", false, kStr, "error message"},
+    {"stderr", false, kStr, "tail of the server's stderr"},
+    {"method", false, kStr, "the JSON-RPC method concerned"},
+    {"protocolVersion", false, kStr, "the version the server offered"},
+    {"bytes", false, kInt, "size of a dropped message"},
+    {"messages", false, kInt, "messages received on a GET stream"},
+    {"http_status", false, kInt, "HTTP status"},
+    {"curl", false, kStr, "libcurl's error"},
+    {"body", false, kStr, "start of an HTTP error body"},
+    {"tools", false, kStrs, "names of tools hidden because they changed"},
 };
 
 constexpr AuditFieldInfo kMcpTrust[] = {
-    {"server", true, "MCP server"},
-    {"source", true, "the config file"},
-    {"definition_sha256", true, "hash of the server's definition"},
-    {"tools", true, "number of tools pinned"},
+    {"server", true, kStr, "MCP server"},
+    {"source", true, kStr, "the config file"},
+    {"definition_sha256", true, kStr, "hash of the server's definition"},
+    {"tools", true, kInt, "number of tools pinned"},
 };
 
 constexpr AuditFieldInfo kMcpClient[] = {
-    {"clientInfo", true, "the MCP client's clientInfo"},
-    {"protocolVersion", true, "the negotiated protocol version"},
+    {"clientInfo", true, kObj, "the MCP client's clientInfo"},
+    {"protocolVersion", true, kStr, "the negotiated protocol version"},
 };
 
 constexpr AuditFieldInfo kInstructions[] = {
-    {"files", true, "[{path, sha256, bytes, truncated}] of AGENTS.md and its includes"},
-    {"bytes", true, "size of the instructions sent"},
-    {"truncated", true, "whether the budget cut them", 10},
-    {"path", false, "the file, when there is one", 5},
-    {"sha256", false, "its hash, when there is one file"},
+    {"files", true, ArrayOf(kInstructionFileShape),
+     "[{path, sha256, bytes, truncated}] of AGENTS.md and its includes"},
+    {"bytes", true, kInt, "size of the instructions sent"},
+    {"truncated", true, kBool, "whether the budget cut them", 10},
+    {"path", false, kStr, "the file, when there is one", 5},
+    {"sha256", false, kStr, "its hash, when there is one file"},
 };
 
 constexpr AuditFieldInfo kSessionFinished[] = {
-    {"calls", true, "tool calls in the session"},
-    {"errors", true, "calls that ended in an error"},
-    {"git", false, "{head, branch} of the workspace's git repository at the end"},
+    {"calls", true, kInt, "tool calls in the session"},
+    {"errors", true, kInt, "calls that ended in an error"},
+    {"git", false, ObjectOf(kGitShape),
+     "{head, branch} of the workspace's git repository at the end"},
 };
 
 constexpr AuditFieldInfo kLogRecovered[] = {
-    {"torn_bytes", true, "size of the torn line before this record"},
+    {"torn_bytes", true, kInt, "size of the torn line before this record"},
 };
 
 constexpr AuditFieldInfo kProtectedPathRemoved[] = {
-    {"path", true, "where the protected name was (absolute)", 5},
-    {"kind", true, "dir, file, symlink or other"},
-    {"quarantine", true, "where cordon moved it: <state>/quarantine/<session>/..."},
-    {"when", true,
+    {"path", true, kStr, "where the protected name was (absolute)", 5},
+    {"kind", true, kStr, "dir, file, symlink or other"},
+    {"quarantine", true, kStr, "where cordon moved it: <state>/quarantine/<session>/..."},
+    {"when", true, kStr,
      "process_end, call_boundary or launch: which sweep found it; commit or recovery: a staged "
      "commit refused it"},
-    {"error", false, "why it could not be moved (it is still there)"},
-    {"reason", false,
+    {"error", false, kStr, "why it could not be moved (it is still there)"},
+    {"reason", false, kStr,
      "staged mode: the rule that kept it out of the tree (protected_path, git_metadata, "
      "new_git_dir, repo_executes, special_file, setid_bits, masked_path, below_refused, "
      "not_a_directory, "
@@ -437,92 +591,96 @@ constexpr AuditFieldInfo kProtectedPathRemoved[] = {
 };
 
 constexpr AuditFieldInfo kSetuidStripped[] = {
-    {"path", true, "the file (absolute)", 5},
-    {"mode_before", true, "its mode before, octal"},
-    {"mode_after", true, "its mode after, octal"},
-    {"when", true, "process_end, call_boundary or launch: which sweep found it"},
-    {"error", false, "why the bits could not be cleared"},
+    {"path", true, kStr, "the file (absolute)", 5},
+    {"mode_before", true, kStr, "its mode before, octal"},
+    {"mode_after", true, kStr, "its mode after, octal"},
+    {"when", true, kStr, "process_end, call_boundary or launch: which sweep found it"},
+    {"error", false, kStr, "why the bits could not be cleared"},
 };
 
 // --- failclosed: gap, log_detached
 constexpr AuditFieldInfo kGap[] = {
-    {"lost", true, "records that could not be written after their act had happened", 5},
-    {"types", true, "their types, in order, without repeats"},
-    {"calls", true, "the tool calls they belonged to"},
-    {"errno", true, "errno of the failed write", 6},
-    {"error", true, "the failure, as text"},
+    {"lost", true, kInt, "records that could not be written after their act had happened", 5},
+    {"types", true, kStrs, "their types, in order, without repeats"},
+    {"calls", true, kInts, "the tool calls they belonged to"},
+    {"errno", true, kInt, "errno of the failed write", 6},
+    {"error", true, kStr, "the failure, as text"},
 };
 
 constexpr AuditFieldInfo kLogDetached[] = {
-    {"reason", true,
+    {"reason", true, kStr,
      "deleted, moved, replaced or truncated (cut in place): what happened to the file at the path",
      5},
-    {"path", true, "the log's path"},
-    {"previous_head", true, "chain hash of this writer's last line in the old file"},
-    {"previous_size", true,
+    {"path", true, kStr, "the log's path"},
+    {"previous_head", true, kStr, "chain hash of this writer's last line in the old file"},
+    {"previous_size", true, kInt,
      "where this writer's part of the old file ended (for truncated: what it had written)"},
-    {"previous_ino", true, "the old file's inode number"},
-    {"where", true,
+    {"previous_ino", true, kInt, "the old file's inode number"},
+    {"where", true, kStr,
      "old_file (closing the old file) or new_file (the link: the writer continues here)", 6},
-    {"previous", false,
+    {"previous", false, ObjectOf(kLogLinkShape),
      "new_file: the link audit verify follows: {log_id, lines, bytes, head, reason, ino} of the "
      "old file's end"},
 };
 
 // --- checkpoint ---
 constexpr AuditFieldInfo kLogStarted[] = {
-    {"log_id", true, "the file's id: 128 random bits, hex"},
-    {"chain", true, "sha256 or hmac-sha256: the chain mode of every line of the file"},
-    {"key_id", false, "id of the checkpoint signing key (16 hex of SHA-256 of the public key)"},
-    {"previous", false,
+    {"log_id", true, kStr, "the file's id: 128 random bits, hex"},
+    {"chain", true, kStr, "sha256 or hmac-sha256: the chain mode of every line of the file"},
+    {"key_id", false, kStr,
+     "id of the checkpoint signing key (16 hex of SHA-256 of the public key)"},
+    {"previous", false, ObjectOf(kLogLinkShape),
      "the file this one continues: {log_id, lines, bytes, head, path} after `cordon audit "
      "rotate`; {log_id, lines, bytes, head, reason, ino} when a writer found its log deleted, "
      "moved, replaced or truncated and started this file"},
 };
 
 constexpr AuditFieldInfo kCheckpoint[] = {
-    {"log_id", true, "the log_started id of this file (empty when the file has none)"},
-    {"lines", true, "whole lines in the file before this record"},
-    {"bytes", true, "byte offset of this record"},
-    {"head", true, "chain hash of the line before this record (equals this record's prev)"},
-    {"key_id", false, "the signing key's id; absent for an unsigned (witness-only) checkpoint"},
-    {"sig", false, "Ed25519 signature (hex) of the signed text (docs/audit.md)"},
+    {"log_id", true, kStr, "the log_started id of this file (empty when the file has none)"},
+    {"lines", true, kInt, "whole lines in the file before this record"},
+    {"bytes", true, kInt, "byte offset of this record"},
+    {"head", true, kStr, "chain hash of the line before this record (equals this record's prev)"},
+    {"key_id", false, kStr,
+     "the signing key's id; absent for an unsigned (witness-only) checkpoint"},
+    {"sig", false, kStr, "Ed25519 signature (hex) of the signed text (docs/audit.md)"},
 };
 
 // --- denials
 constexpr AuditFieldInfo kAccessDenied[] = {
-    {"tool", true, "the tool that ran the process (as in its `process` record)", 1},
-    {"kind", true, "the process's kind (as in its `process` record)"},
-    {"job", false, "background job id"},
-    {"layer", true, "the kernel layer that refused: landlock"},
-    {"denials", true,
+    {"tool", true, kStr, "the tool that ran the process (as in its `process` record)", 1},
+    {"kind", true, kStr, "the process's kind (as in its `process` record)"},
+    {"job", false, kStr, "background job id"},
+    {"layer", true, kStr, "the kernel layer that refused: landlock"},
+    {"denials", true, ArrayOf(kDenialShape),
      "up to 32 distinct refusals: [{blockers (Landlock's access rights, e.g. fs.make_reg), path "
      "(fs.*; as the sandbox names it), address (net.*, host:port) or object (other fields), "
      "count}]"},
-    {"total", true,
+    {"total", true, kInt,
      "denials in all: the kernel's own count (the domain's deallocated record) when it arrived, "
      "else the records cordon received"},
-    {"omitted", true, "denials in entries beyond the 32 listed"},
-    {"complete", true, "false when some denials may be missing (incomplete_reason says why)"},
-    {"incomplete_reason", false, "why the list may be missing denials"},
+    {"omitted", true, kInt, "denials in entries beyond the 32 listed"},
+    {"complete", true, kBool,
+     "false when some denials may be missing (incomplete_reason says why)"},
+    {"incomplete_reason", false, kStr, "why the list may be missing denials"},
 };
 
 constexpr AuditFieldInfo kNetwork[] = {
-    {"identity", true, "whose sandbox: tool NAME, server NAME, read_url", 15},
-    {"protocol", true, "connect (HTTP CONNECT), http (one plain HTTP request), socks5"},
-    {"method", false, "plain HTTP: the request method"},
-    {"host", true, "the name (or address) the client asked for, normalised", 17},
-    {"port", true, "the port it asked for", 18},
-    {"address", false, "the address connected to (after the proxy resolved and checked it)"},
-    {"decision", true, "allowed or denied", 16},
-    {"rule", false, "the allow or deny rule that decided"},
-    {"rule_source", false, "where that rule came from (file:line, --allow-domain, preset NAME)"},
-    {"reason", false, "why it was refused: the one line the client was told", 7},
-    {"error", false, "allowed, but the upstream failed (resolution, connect, timeout)", 19},
-    {"bytes_up", true, "bytes from the client to the upstream (after the request head)"},
-    {"bytes_down", true, "bytes from the upstream to the client", 20},
-    {"duration_ms", true, "from accept to close"},
-    {"http_status", false, "plain HTTP: the upstream's status; a refusal: 403"},
+    {"identity", true, kStr, "whose sandbox: tool NAME, server NAME, read_url", 15},
+    {"protocol", true, kStr, "connect (HTTP CONNECT), http (one plain HTTP request), socks5"},
+    {"method", false, kStr, "plain HTTP: the request method"},
+    {"host", true, kStr, "the name (or address) the client asked for, normalised", 17},
+    {"port", true, kInt, "the port it asked for", 18},
+    {"address", false, kStr, "the address connected to (after the proxy resolved and checked it)"},
+    {"decision", true, kStr, "allowed or denied", 16},
+    {"rule", false, kStr, "the allow or deny rule that decided"},
+    {"rule_source", false, kStr,
+     "where that rule came from (file:line, --allow-domain, preset NAME)"},
+    {"reason", false, kStr, "why it was refused: the one line the client was told", 7},
+    {"error", false, kStr, "allowed, but the upstream failed (resolution, connect, timeout)", 19},
+    {"bytes_up", true, kInt, "bytes from the client to the upstream (after the request head)"},
+    {"bytes_down", true, kInt, "bytes from the upstream to the client", 20},
+    {"duration_ms", true, kNum, "from accept to close"},
+    {"http_status", false, kInt, "plain HTTP: the upstream's status; a refusal: 403"},
 };
 
 constexpr AuditRecordInfo kCatalog[] = {
@@ -595,19 +753,137 @@ const std::vector<std::string_view>& AuditShowKeys() {
   return keys;
 }
 
+std::span<const AuditShape* const> AuditShapes() { return kShapes; }
+
+namespace {
+
+std::string_view KindName(AuditKind kind) {
+  switch (kind) {
+    case AuditKind::kString:
+      return "string";
+    case AuditKind::kInteger:
+      return "integer";
+    case AuditKind::kNumber:
+      return "number";
+    case AuditKind::kBoolean:
+      return "boolean";
+    case AuditKind::kObject:
+      return "object";
+    case AuditKind::kArray:
+      return "array";
+    case AuditKind::kAny:
+      return "any";
+    case AuditKind::kUnset:
+      break;
+  }
+  return "(no type)";
+}
+
+}  // namespace
+
+std::string AuditTypeName(const AuditType& type) {
+  std::string out;
+  if (type.kind == AuditKind::kArray) {
+    out = "array of " + std::string(KindName(type.items));
+  } else {
+    out = std::string(KindName(type.kind));
+  }
+  if (type.shape != nullptr) out += " (" + std::string(type.shape->name) + ")";
+  if (type.nullable) out += " or null";
+  return out;
+}
+
 std::string AuditRecordTableMarkdown() {
-  std::string out = "| record | field | required | meaning |\n|---|---|---|---|\n";
+  std::string out = "| record | field | type | required | meaning |\n|---|---|---|---|---|\n";
   auto rows = [&](std::string_view type, std::string_view about,
                   std::span<const AuditFieldInfo> fields) {
-    out += "| **" + std::string(type) + "** | | | " + std::string(about) + " |\n";
+    out += "| **" + std::string(type) + "** | | | | " + std::string(about) + " |\n";
     for (const auto& f : fields) {
-      out += "| | `" + std::string(f.name) + "` | " + (f.required ? "yes" : "no") + " | " +
-             std::string(f.about) + " |\n";
+      out += "| | `" + std::string(f.name) + "` | " + AuditTypeName(f.type) + " | " +
+             (f.required ? "yes" : "no") + " | " + std::string(f.about) + " |\n";
     }
   };
   rows("(every record)", "fields ahead of the record's own", kCommon);
   for (const auto& info : kCatalog) rows(info.type, info.about, info.fields);
+  out += "\n| shape | field | type | required | meaning |\n|---|---|---|---|---|\n";
+  for (const AuditShape* shape : kShapes) {
+    out += "| *" + std::string(shape->name) + "* | | | | |\n";
+    for (const auto& f : shape->fields) {
+      out += "| | `" + std::string(f.name) + "` | " + AuditTypeName(f.type) + " | " +
+             (f.required ? "yes" : "no") + " | " + std::string(f.about) + " |\n";
+    }
+  }
   return out;
+}
+
+namespace {
+
+Json KindSchema(AuditKind kind, const AuditShape* shape) {
+  if (shape != nullptr && kind == AuditKind::kObject) {
+    return {{"$ref", "#/$defs/" + std::string(shape->name)}};
+  }
+  if (kind == AuditKind::kAny) return Json::object();
+  return {{"type", KindName(kind)}};
+}
+
+Json FieldSchema(const AuditFieldInfo& f) {
+  const AuditType& t = f.type;
+  Json j;
+  if (t.kind == AuditKind::kArray) {
+    j = {{"type", "array"}, {"items", KindSchema(t.items, t.shape)}};
+  } else {
+    j = KindSchema(t.kind, t.shape);
+  }
+  if (t.nullable) {
+    if (j.contains("type")) {
+      j["type"] = Json::array({j["type"], "null"});
+    } else {
+      j = {{"anyOf", Json::array({j, {{"type", "null"}}})}};
+    }
+  }
+  j["description"] = f.about;
+  return j;
+}
+
+Json ObjectSchema(std::span<const AuditFieldInfo> fields, Json properties = Json::object(),
+                  Json required = Json::array()) {
+  for (const auto& f : fields) {
+    properties[std::string(f.name)] = FieldSchema(f);
+    if (f.required) required.push_back(f.name);
+  }
+  return {{"type", "object"},
+          {"properties", std::move(properties)},
+          {"required", std::move(required)},
+          {"additionalProperties", false}};
+}
+
+}  // namespace
+
+Json AuditRecordSchema() {
+  Json defs = Json::object(), one_of = Json::array();
+  for (const auto& info : kCatalog) {
+    Json common = Json::object(), required = Json::array();
+    for (const auto& f : kCommon) {
+      common[std::string(f.name)] = FieldSchema(f);
+      if (f.required) required.push_back(f.name);
+    }
+    common["v"]["const"] = 1;
+    common["type"]["const"] = info.type;
+    Json def = ObjectSchema(info.fields, std::move(common), std::move(required));
+    def["description"] = info.about;
+    defs[std::string(info.type)] = std::move(def);
+    one_of.push_back({{"$ref", "#/$defs/" + std::string(info.type)}});
+  }
+  for (const AuditShape* shape : kShapes)
+    defs[std::string(shape->name)] = ObjectSchema(shape->fields);
+  return {{"$schema", "https://json-schema.org/draft/2020-12/schema"},
+          {"title", "cordon audit record, format v 1"},
+          {"description",
+           "One line of a cordon audit log (JSONL). Generated from audit/records.cc by "
+           "CORDON_UPDATE_DOCS=1 build/tests/audit_test; docs/audit.md says what each field "
+           "means and what bumps v."},
+          {"oneOf", std::move(one_of)},
+          {"$defs", std::move(defs)}};
 }
 
 }  // namespace cordon

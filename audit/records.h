@@ -328,12 +328,36 @@ using AuditRecord =
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);
 
-// The catalog as data.
+// The catalog as data. Every field has a JSON type; docs/audit-schema.json is generated from it.
+enum class AuditKind : std::uint8_t {
+  kUnset,  // no type given: the schema test fails on it
+  kString,
+  kInteger,
+  kNumber,
+  kBoolean,
+  kObject,
+  kArray,
+  kAny,  // any JSON value (a tool's arguments, as the client sent them)
+};
+struct AuditShape;
+struct AuditType {
+  AuditKind kind = AuditKind::kUnset;
+  AuditKind items = AuditKind::kUnset;  // kArray: the kind of its elements
+  bool nullable = false;
+  // kObject, or kArray of kObject: the defined fields (closed: no others); null: any object.
+  const AuditShape* shape = nullptr;
+};
 struct AuditFieldInfo {
   std::string_view name;
   bool required;
+  AuditType type;
   std::string_view about;
   int show = 0;  // position among `audit show`'s key=value columns; 0: not shown
+};
+// A nested object the docs define (process.changes, .limit, access_denied.denials[], ...).
+struct AuditShape {
+  std::string_view name;  // its definition's name in the schema
+  std::span<const AuditFieldInfo> fields;
 };
 struct AuditRecordInfo {
   std::string_view type;
@@ -344,11 +368,17 @@ struct AuditRecordInfo {
 // Every record type, in AuditRecord's order.
 std::span<const AuditRecordInfo> AuditRecordCatalog();
 const AuditRecordInfo* FindAuditRecordInfo(std::string_view type);
+// The nested shapes the catalog's fields name.
+std::span<const AuditShape* const> AuditShapes();
 // The fields every record carries, ahead of its own.
 std::span<const AuditFieldInfo> AuditCommonFields();
 // The keys `audit show` prints after the type, in order.
 const std::vector<std::string_view>& AuditShowKeys();
 // The record table of docs/audit.md (Markdown), generated from the catalog.
 std::string AuditRecordTableMarkdown();
+// A field's type in words: "string", "array of string", "integer or null", "object (changes)".
+std::string AuditTypeName(const AuditType& type);
+// docs/audit-schema.json: a JSON Schema (2020-12) of every record, generated from the catalog.
+Json AuditRecordSchema();
 
 }  // namespace cordon

@@ -107,9 +107,9 @@ std::string CheckSignature(const Json& cp, const std::vector<Ed25519Key>& keys) 
   return "";
 }
 
-}  // namespace
-
-Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions& options) {
+// The chain, the records and the checkpoints, line by line; stops at the first bad line.
+// line_states holds the lines it passed; VerifyAuditLog completes it.
+Result<VerifyReport> VerifyLines(const std::string& path, const VerifyOptions& options) {
   const std::optional<std::string>& hmac_key = options.hmac_key;
   VerifyReport r;
   std::optional<std::vector<Json>> witness;
@@ -120,6 +120,8 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
   if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   r.bytes = data.size();
+  r.lines = static_cast<std::uint64_t>(std::count(data.begin(), data.end(), '\n')) +
+            (!data.empty() && data.back() != '\n' ? 1 : 0);
   auto chain = [&](std::string_view line) {
     return hmac_key ? HmacSha256Hex(*hmac_key, line) : Sha256Hex(line);
   };
@@ -165,6 +167,7 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
       }
       if (pending_torn) return broken(line_no, "two unreadable lines in a row");
       pending_torn = true;
+      r.line_states.push_back(LineState::kTorn);
       expected_prev = chain(line);
       line_ends.emplace_back(pos, expected_prev);
       continue;
@@ -196,6 +199,9 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
     }
     if (str("prev") != expected_prev) {
       if (line_no == 1) return broken(1, "first record does not start a chain (head cut off?)");
+      // The line before is not what was chained (edited), or lines between are gone: from it
+      // on, nothing is proven.
+      r.first_marked_line = line_no - 1;
       return broken(line_no, hmac_key && line_no == 2 && rec.value("prev", "") != ""
                                  ? "chain mismatch (wrong key, or the line before was edited)"
                                  : "chain mismatch: the line before was edited, removed or "
@@ -352,6 +358,7 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
           }
         } else {
           r.signed_checked = true;
+          r.signed_by.insert(str("key_id"));
         }
       } else if (rec.contains("sig") && !warned_unchecked) {
         warned_unchecked = true;
@@ -378,6 +385,7 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
     }
     expected_prev = chain(line);
     line_ends.emplace_back(pos, expected_prev);
+    r.line_states.push_back(LineState::kIntact);
     ++r.records;
   }
   if (resume_line != 0) return broken(resume_line, resume_problem);
@@ -476,6 +484,46 @@ Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions
                std::to_string(r.unproven_records) +
                    " records after the last checkpoint are not proven (cut or replaced "
                    "records there would not show)");
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string_view LineStateName(LineState state) {
+  switch (state) {
+    case LineState::kIntact:
+      return "intact";
+    case LineState::kUnproven:
+      return "unproven";
+    case LineState::kAfterBreak:
+      return "after_break";
+    case LineState::kTorn:
+      return "torn";
+  }
+  return "after_break";
+}
+
+Result<VerifyReport> VerifyAuditLog(const std::string& path, const VerifyOptions& options) {
+  ASSIGN_OR_RETURN(VerifyReport r, VerifyLines(path, options));
+  // The lines the walk did not reach: after a break, or the torn tail.
+  std::vector<LineState>& states = r.line_states;
+  if (r.verdict == VerifyReport::Verdict::kBroken && r.first_bad_line > 0) {
+    if (r.first_marked_line == 0 || r.first_marked_line > r.first_bad_line) {
+      r.first_marked_line = r.first_bad_line;
+    }
+    states.resize(std::min<std::uint64_t>(states.size(), r.first_marked_line - 1));
+  } else {
+    r.first_marked_line = 0;
+  }
+  const LineState rest =
+      r.verdict == VerifyReport::Verdict::kBroken ? LineState::kAfterBreak : LineState::kTorn;
+  states.resize(r.lines, rest);
+  // With checkpoints (or keys that expect them), what follows the last proven one is unproven.
+  if (r.checkpoints > 0 || !options.pubkeys.empty()) {
+    for (std::uint64_t i = r.proven_lines; i < states.size(); ++i) {
+      if (states[i] == LineState::kIntact) states[i] = LineState::kUnproven;
+    }
   }
   return r;
 }

@@ -25,6 +25,15 @@ struct VerifyOptions {
   Require require = Require::kNone;
 };
 
+// A line's standing after verification (`audit show` marks each record with it).
+enum class LineState : std::uint8_t {
+  kIntact,      // chained and checked; proven by a checkpoint when the log is expected to have one
+  kUnproven,    // chained and checked, but after the last proven checkpoint
+  kAfterBreak,  // the first bad line or any after it: nothing from there on is proven
+  kTorn,        // not a whole record (a crash's torn line, recovered or at the end)
+};
+std::string_view LineStateName(LineState state);
+
 struct VerifyReport {
   // In order of precedence: the first that applies is the verdict.
   enum class Verdict {
@@ -41,6 +50,12 @@ struct VerifyReport {
   std::uint64_t sessions = 0;
   std::uint64_t bytes = 0;
   std::uint64_t first_bad_line = 0;  // 1-based; 0 when none
+  // Broken: the first line the chain does not prove; the line before first_bad_line when that
+  // line's hash is what broke (it was edited, or lines after it removed).
+  std::uint64_t first_marked_line = 0;
+  std::uint64_t lines = 0;  // lines in the file, a torn last one included
+  // One per line of the file (line N at N - 1).
+  std::vector<LineState> line_states;
   std::string problem;
   std::vector<std::string> warnings;
   // --- failclosed: `gap` records (records lost after their act; the chain itself is whole) and
@@ -52,6 +67,7 @@ struct VerifyReport {
   // --- checkpoint ---
   std::string mode;                     // sha256 | hmac-sha256
   bool signed_checked = false;          // at least one checkpoint signature verified
+  std::set<std::string> signed_by;      // the key ids of the signatures that verified
   std::string log_id;                   // from log_started; empty when the log has none
   std::optional<std::string> previous;  // log_started.previous, as JSON text
   // --- failclosed: every link to another file (log_started.previous, and log_detached's in a

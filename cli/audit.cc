@@ -1,5 +1,6 @@
 // cordon audit verify | show | keygen | rotate: check a log's chain and completeness, print it
-// as a timeline, make a checkpoint signing key, start a new log file linked to the old one.
+// as a verified timeline, make a checkpoint signing key, start a new log file linked to the old
+// one.
 #include "audit/audit.h"
 
 #include <sys/stat.h>
@@ -353,17 +354,101 @@ int Verify(const VerifyFlags& f) {
   return o.code;
 }
 
-int Show(const std::string& log, bool json) {
-  if (json) {
-    auto records = ShowAuditLogJson(log);
-    if (!records) return Failed(true, records.error(), kExitStart);
-    std::cout << records->dump(2) << "\n";
-    return kExitOk;
+struct ShowFlags {
+  VerifyFlags verify;  // the inputs, as verify's: files, a directory, keys, the witness
+  std::string session, tool, path, since, until;
+  std::vector<std::string> types;
+  bool errors = false, denied = false, changes = false, jsonl = false, json = false;
+};
+
+// The flags as a filter; bad input names what is accepted (exit 2).
+Result<ShowFilter> ShowFilterFrom(const ShowFlags& f) {
+  ShowFilter filter;
+  filter.session = f.session;
+  filter.tool = f.tool;
+  filter.path_glob = f.path;
+  for (const auto& list : f.types) {
+    std::vector<std::string> names;
+    for (std::size_t at = 0; at <= list.size();) {
+      std::size_t comma = list.find(',', at);
+      if (comma == std::string::npos) comma = list.size();
+      names.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+    for (const auto& t : names) {
+      if (FindAuditRecordInfo(t) == nullptr) {
+        std::string known;
+        for (const auto& info : AuditRecordCatalog()) {
+          known += (known.empty() ? "" : ", ") + std::string(info.type);
+        }
+        return Fail(Code::kInvalidInput,
+                    "--type: unknown record type \"" + t + "\"; the types are " + known);
+      }
+      filter.types.insert(t);
+    }
   }
-  auto text = ShowAuditLog(log);
-  if (!text) return Failed(false, text.error(), kExitStart);
-  std::cout << *text;
-  return kExitOk;
+  if (!f.since.empty()) {
+    auto t = ParseRfc3339(f.since);
+    if (!t) return Fail(Code::kInvalidInput, "--since: " + t.error().message);
+    filter.since_ms = *t;
+  }
+  if (!f.until.empty()) {
+    auto t = ParseRfc3339(f.until);
+    if (!t) return Fail(Code::kInvalidInput, "--until: " + t.error().message);
+    filter.until_ms = *t;
+  }
+  filter.errors = f.errors;
+  filter.denied = f.denied;
+  filter.changes = f.changes;
+  return filter;
+}
+
+// Each log verified, then printed with its header and marks; the exit code is verify's (for
+// several logs, the worst).
+int Show(const ShowFlags& f) {
+  auto filter = ShowFilterFrom(f);
+  if (!filter) return Failed(false, filter.error(), kExitUsage);
+  auto options = VerifyOptionsFrom(f.verify);
+  if (!options) return Failed(false, options.error(), kExitStart);
+  std::vector<std::string> files;
+  for (const auto& arg : f.verify.logs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      files.push_back(arg);
+      continue;
+    }
+    auto in_dir = LogsIn(arg, f.verify.witness);
+    if (!in_dir) return Failed(false, in_dir.error(), kExitStart);
+    files.insert(files.end(), in_dir->begin(), in_dir->end());
+  }
+  for (const auto& path : files) {
+    if (std::string id = LogIdOf(path); !id.empty()) options->logs_given.insert(id);
+  }
+  int worst = kExitOk;
+  for (const auto& path : files) {
+    auto report = VerifyAuditLog(path, *options);
+    if (!report) {
+      Failed(false, report.error(), kExitStart);
+      if (Severity(kExitStart) < Severity(worst)) worst = kExitStart;
+      continue;
+    }
+    const VerifyOutcome o = Outcome(*report);
+    if (Severity(o.code) < Severity(worst)) worst = o.code;
+    if (f.json) {
+      auto records = ShowAuditLogJson(path);
+      if (!records) return Failed(true, records.error(), kExitStart);
+      (*records)["verification"] = o.json;
+      std::cout << records->dump(2) << "\n";
+      continue;
+    }
+    auto body =
+        f.jsonl ? ShowAuditLogJsonl(path, *report, *filter) : ShowAuditLog(path, *report, *filter);
+    if (!body) return Failed(false, body.error(), kExitStart);
+    // --jsonl: records only on stdout; the verdict goes to stderr.
+    (f.jsonl ? std::cerr : std::cout) << ShowHeader(path, *report);
+    std::cout << *body;
+  }
+  return worst;
 }
 
 int Keygen(const std::string& out_dir, std::string priv, std::string pub, bool json) {
@@ -457,11 +542,47 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       "weaker than --require, 8 empty or no checkpoint, 9 a gap record. For a directory, the "
       "worst code of its logs, in the order 1, 6, 9, 3, 4, 7, 8, 5, 0");
   ctx.run[verify] = [f] { return Verify(f->verify); };
-  CLI::App* show =
-      audit->add_subcommand("show", "print a readable timeline of a log")->group("Commands");
-  show->add_option("LOG", f->log, "the audit log")->required()->type_name("FILE");
-  show->add_flag("--json", f->json, "print the records as a JSON array");
-  ctx.run[show] = [f] { return Show(f->log, f->json); };
+  auto sf = std::make_shared<ShowFlags>();
+  CLI::App* show = audit
+                       ->add_subcommand("show",
+                                        "verify a log and print it as a timeline: a header with "
+                                        "the verdict, every record after a break marked")
+                       ->group("Commands");
+  show->add_option("LOG", sf->verify.logs, "the audit log(s), or a directory of them")
+      ->required()
+      ->type_name("FILE|DIR");
+  show->add_option("--key-file", sf->verify.key_file, "the key of an HMAC-SHA-256 chain")
+      ->type_name("FILE");
+  show->add_option("--pubkey", sf->verify.pubkeys, "a checkpoint public key (repeatable)")
+      ->type_name("FILE");
+  show->add_option("--witness", sf->verify.witness, "the checkpoints written outside the log")
+      ->type_name("FILE");
+  show->add_option("--session", sf->session, "records of sessions whose id starts with this")
+      ->type_name("PREFIX");
+  show->add_option("--type", sf->types, "records of these types (repeatable, or comma-separated)")
+      ->type_name("TYPE");
+  show->add_option("--tool", sf->tool, "records of this tool")->type_name("NAME");
+  show->add_option("--path", sf->path, "records naming a path that matches (fnmatch)")
+      ->type_name("GLOB");
+  show->add_option("--since", sf->since, "records at or after this time (RFC 3339)")
+      ->type_name("TIME");
+  show->add_option("--until", sf->until, "records at or before this time (RFC 3339)")
+      ->type_name("TIME");
+  show->add_flag("--errors", sf->errors,
+                 "failed calls, commands (non-zero exit, signal, timeout) and writes; gaps");
+  show->add_flag("--denied", sf->denied, "policy_denied, refused network, access_denied");
+  show->add_flag("--changes", sf->changes,
+                 "file writes, commands that changed files, quarantined names, stripped bits");
+  show->add_flag("--json", sf->json,
+                 "print {path, records, unreadable, verification} (every record; no filter)");
+  show->add_flag("--jsonl", sf->jsonl,
+                 "print each record as written, plus \"_line\" and \"_verified\" (intact, "
+                 "unproven, after_break, torn); the header goes to stderr");
+  show->footer(
+      "marks: ! at or after the first bad line, ? after the last proven checkpoint, ~ not a "
+      "whole record. exit codes: as audit verify's (0 intact, 1 broken, 4 torn, 5 unproven "
+      "tail, 6 cut, 8 no checkpoint, 9 gap; 3 unreadable); 2 bad input");
+  ctx.run[show] = [sf] { return Show(*sf); };
   CLI::App* keygen = audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
                          ->group("Commands");
   keygen->add_option("--out", f->out, "write audit-signing.key (0600) and audit-signing.pub here")

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <span>
+#include <string>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -433,6 +435,62 @@ TEST(AuditCatalog, DocsTableIsGeneratedFromTheCatalog) {
   EXPECT_EQ(doc.substr(a + begin.size(), b - a - begin.size()), table)
       << "docs/audit.md is stale: run CORDON_UPDATE_DOCS=1 build/tests/audit_test "
          "--gtest_filter='*DocsTable*'";
+}
+
+// Every field of every record and nested shape has a JSON type (docs/audit-schema.json is made
+// from them): a field added without one fails here.
+TEST(AuditCatalog, EveryFieldHasAType) {
+  std::vector<std::pair<std::string, std::span<const AuditFieldInfo>>> tables = {
+      {"(every record)", AuditCommonFields()}};
+  for (const auto& info : AuditRecordCatalog()) tables.emplace_back(info.type, info.fields);
+  std::set<std::string> shapes;
+  for (const AuditShape* shape : AuditShapes()) {
+    EXPECT_TRUE(shapes.insert(std::string(shape->name)).second) << "twice " << shape->name;
+    EXPECT_EQ(FindAuditRecordInfo(shape->name), nullptr) << shape->name << " names a record";
+    tables.emplace_back("shape " + std::string(shape->name), shape->fields);
+  }
+  for (const auto& [table, fields] : tables) {
+    for (const auto& f : fields) {
+      EXPECT_NE(f.type.kind, AuditKind::kUnset) << table << "." << f.name << " has no type";
+      if (f.type.kind == AuditKind::kArray) {
+        EXPECT_NE(f.type.items, AuditKind::kUnset) << table << "." << f.name << ": array of what";
+      }
+      if (f.type.shape != nullptr) {
+        EXPECT_TRUE(shapes.count(std::string(f.type.shape->name)))
+            << table << "." << f.name << " names a shape AuditShapes() lacks";
+      }
+    }
+  }
+  // The check itself: a field without a type is caught.
+  const AuditFieldInfo untyped{"x", true, {}, "no type"};
+  EXPECT_EQ(untyped.type.kind, AuditKind::kUnset);
+  EXPECT_EQ(AuditTypeName(untyped.type), "(no type)");
+}
+
+TEST(AuditCatalog, SchemaFileIsGeneratedFromTheCatalog) {
+  // docs/audit-schema.json is AuditRecordSchema(); CORDON_UPDATE_DOCS=1 rewrites it.
+  const std::string path = std::string(CORDON_SOURCE_DIR) + "/docs/audit-schema.json";
+  const std::string want = AuditRecordSchema().dump(2) + "\n";
+  if (const char* u = std::getenv("CORDON_UPDATE_DOCS"); u != nullptr && std::string(u) == "1") {
+    WriteFile(path, want);
+  }
+  EXPECT_EQ(ReadFile(path), want) << "docs/audit-schema.json is stale: run CORDON_UPDATE_DOCS=1 "
+                                     "build/tests/audit_test --gtest_filter='*SchemaFile*'";
+  const Json schema = AuditRecordSchema();
+  EXPECT_EQ(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+  EXPECT_EQ(schema["oneOf"].size(), AuditRecordCatalog().size());
+  for (const auto& info : AuditRecordCatalog()) {
+    const Json& def = schema["$defs"][std::string(info.type)];
+    EXPECT_EQ(def["additionalProperties"], false) << info.type;
+    EXPECT_EQ(def["properties"]["v"]["const"], 1) << info.type;
+    EXPECT_EQ(def["properties"]["type"]["const"], info.type) << info.type;
+  }
+  for (const AuditShape* shape : AuditShapes()) {
+    EXPECT_EQ(schema["$defs"][std::string(shape->name)]["additionalProperties"], false);
+  }
+  EXPECT_EQ(schema["$defs"]["process"]["properties"]["exit_code"]["type"],
+            Json::array({"integer", "null"}));
+  EXPECT_EQ(schema["$defs"]["process"]["properties"]["changes"]["$ref"], "#/$defs/changes");
 }
 
 TEST(Audit, PerCallFlusherKeepsTheChainUnderConcurrentWriters) {

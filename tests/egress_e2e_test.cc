@@ -508,8 +508,8 @@ TEST_F(EgressE2eTest, ANameNotAllowedIsRefusedWith403AndRecorded) {
   EXPECT_EQ(recs[1].value("protocol", ""), "connect");
   // The auditor's timeline names who asked for what, and what was decided.
   auto shown = testing::Run({testing::CordonBin(), "audit", "show", Log()}, env_);
-  EXPECT_NE(shown.out.find("identity=\"tool exec\"  decision=\"denied\"  "
-                           "host=\"secret.attacker.example\""),
+  EXPECT_NE(shown.out.find("identity=\"tool exec\"  to=\"secret.attacker.example:" +
+                           std::to_string(srv.port()) + "\"  decision=\"denied\""),
             std::string::npos)
       << shown.out << shown.err;
 }
