@@ -28,7 +28,7 @@ void AddCallCommand(CLI::App& root, Context& ctx) {
     if (!session) return session.error();
     Json result = (*session)->CallJsonText(f->tool, *text);
     (*session)->Finish();
-    std::cout << DumpJson(result) << std::endl;
+    std::cout << DumpResultJson(result) << std::endl;
     return ExitCodeAfterSignal(result["isError"].get<bool>() ? kExitToolError : kExitOk);
   };
 }

@@ -272,7 +272,14 @@ Result<Policy> LoadEffectivePolicy(const SessionOptions& o) {
   ASSIGN_OR_RETURN(Workspace ws, Workspace::Open(o.workspace));
   PolicySources sources = DefaultPolicySources(o.shipped_policy_dir, ws.root());
   sources.extra_files = o.policy_files;
-  return LoadPolicy(sources);
+  ASSIGN_OR_RETURN(Policy policy, LoadPolicy(sources));
+  PrintPolicyWarnings(policy);
+  return policy;
+}
+
+void PrintPolicyWarnings(const Policy& policy) {
+  for (const std::string& w : policy.warnings)
+    std::fprintf(stderr, "cordon: warning: %s\n", w.c_str());
 }
 
 std::expected<std::unique_ptr<Session>, int> StartSessionOr(int exit_code,
@@ -283,6 +290,7 @@ std::expected<std::unique_ptr<Session>, int> StartSessionOr(int exit_code,
     std::fprintf(stderr, "cordon: cannot start: %s\n", session.error().ToString().c_str());
     return std::unexpected(exit_code);
   }
+  PrintPolicyWarnings((*session)->policy());
   return std::move(*session);
 }
 

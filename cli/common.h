@@ -78,6 +78,9 @@ void AddSessionFlags(CLI::App* app, SessionFlags* flags);
 std::string ShippedPolicyDir();
 SessionOptions SessionOptionsFrom(const SessionFlags& flags, const std::string& client);
 Result<Policy> LoadEffectivePolicy(const SessionOptions& options);
+// The policy's warnings (a [scopes] grant that leaves more than it names), each a line on
+// stderr: said at the start of every command that loads the policy.
+void PrintPolicyWarnings(const Policy& policy);
 // Starts a session, or says why not on stderr and yields `exit_code`.
 std::expected<std::unique_ptr<Session>, int> StartSessionOr(int exit_code,
                                                             const SessionOptions& options,

@@ -53,6 +53,7 @@ Json RedactionCheck() {
                  "the policy does not load, so no session starts: " + policy.error().message,
                  "fix the file and line the message names", true);
   }
+  PrintPolicyWarnings(*policy);
   const RedactRules* rules = policy->compiled_redact_rules.get();
   std::vector<std::string> layers;
   for (const auto& f : policy->files) layers.push_back(f.path);
@@ -240,17 +241,21 @@ Json InstallCheck() {
 
 void AddDoctorCommand(CLI::App& root, Context& ctx) {
   auto json = std::make_shared<bool>(false);
+  auto deep = std::make_shared<bool>(false);
   CLI::App* cmd = root.add_subcommand("doctor",
                                       "preflight of bwrap, user namespaces, Landlock, seccomp, "
                                       "cgroups, rg and fd, with the remedy for each missing piece")
                       ->group("Commands");
   cmd->add_flag("--json", *json, "print the report as JSON");
+  cmd->add_flag("--deep", *deep,
+                "also run the checks that take seconds: as root, the scan of /etc, /usr and /opt "
+                "for files only root may read");
   cmd->footer(
       "exits 0 when processes can be confined, the policy has redaction rules and cordon-shim "
       "and the shipped policy are writable by root or you only, 1 when not");
-  ctx.run[cmd] = [json]() -> int {
+  ctx.run[cmd] = [json, deep]() -> int {
     Json report;
-    const bool confines = RunDoctor(&report, "");
+    const bool confines = RunDoctor(&report, "", *deep);
     report["checks"].push_back(AuditLogCheck());
     report["checks"].push_back(AuditSigningCheck());
     report["checks"].push_back(ReadUrlCheck());

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "cli/common.h"
 #include "core/version.h"
@@ -16,6 +19,84 @@ const CLI::App* Deepest(const CLI::App& app) {
   for (auto subs = at->get_subcommands(); !subs.empty(); subs = at->get_subcommands())
     at = subs.front();
   return at;
+}
+
+// Edit distance, for the option a mistyped one was meant to be.
+std::size_t Distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "unknown option --netwrok; did you mean --network?" for the first word among `extra` that
+// looks like an option `at` does not have; nullopt when none does.
+std::optional<std::string> UnknownOption(const CLI::App& at,
+                                         const std::vector<std::string>& extra) {
+  for (const std::string& word : extra) {
+    if (word.size() < 2 || word[0] != '-' || word == "-") continue;
+    const std::string name = word.substr(0, word.find('='));
+    std::string best;
+    std::size_t best_distance = std::string::npos;
+    for (const CLI::Option* opt : at.get_options()) {
+      for (const std::string& l : opt->get_lnames()) {
+        const std::string candidate = "--" + l;
+        const std::size_t d = Distance(name, candidate);
+        if (d < best_distance) {
+          best_distance = d;
+          best = candidate;
+        }
+      }
+    }
+    std::string message = "unknown option " + name;
+    // Close enough to be a slip of the keyboard: two edits, or a third of a long name.
+    if (!best.empty() && best_distance <= std::max<std::size_t>(2, name.size() / 3))
+      message += "; did you mean " + best + "?";
+    return message;
+  }
+  return std::nullopt;
+}
+
+// Each command's own exit codes, for its --help (exec, wrap, doctor and audit verify write
+// their own): the root's table is about all of them.
+std::string ExitCodesFooter(const CLI::App& cmd) {
+  const std::string path = CommandPath(cmd);
+  std::vector<int> codes = {kExitOk};
+  if (path == "cordon call" || path.rfind("cordon mcp ", 0) == 0) codes.push_back(kExitToolError);
+  codes.push_back(kExitUsage);
+  codes.push_back(kExitStart);
+  std::string out = "exit codes:";
+  for (const int c : codes) {
+    for (const auto& d : kExitCodeDocs) {
+      if (d.code != c) continue;
+      std::string meaning = d.meaning;
+      // The table's "(audit verify: ...)" asides belong to audit verify's page.
+      if (const std::size_t aside = meaning.find(" (audit verify"); aside != std::string::npos)
+        meaning.erase(aside);
+      out += "\n  " + std::to_string(c) + "  " + meaning;
+    }
+  }
+  return out;
+}
+
+void SetExitCodeFooters(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_footer().empty() && !sub->get_group().empty()) {
+      sub->footer(sub->get_subcommands([](CLI::App*) { return true; }).empty()
+                      ? ExitCodesFooter(*sub)
+                      : "exit codes: each command's own (" + CommandPath(*sub) +
+                            " COMMAND --help)");
+    }
+    SetExitCodeFooters(*sub);
+  }
 }
 
 void AddVersionCommand(CLI::App& root, Context& ctx) {
@@ -65,7 +146,6 @@ int Run(int argc, char** argv, char** envp) {
       "Options end at \"--\"; what follows it is passed on untouched.\n\nexit codes:";
   for (const auto& d : kExitCodeDocs) footer += "\n  " + std::to_string(d.code) + "  " + d.meaning;
   footer += "\n  exec and wrap: the command's own code; cordon's own failures exit 125";
-  app.footer(footer);
 
   AddCallCommand(app, ctx);
   AddExecCommand(app, ctx);
@@ -80,6 +160,10 @@ int Run(int argc, char** argv, char** envp) {
   AddVersionCommand(app, ctx);
   AddHelpCommand(app, ctx);
   AddGenerateCommand(app, ctx);
+  // Set after the commands: CLI11 gives a subcommand its parent's footer when it is made, and
+  // each command's page shows its own exit codes only.
+  app.footer(footer);
+  SetExitCodeFooters(app);
 
   // Options end at the first "--": what follows is the command of exec and wrap, never parsed,
   // so `cordon exec -- prog --help` reaches prog.
@@ -106,6 +190,11 @@ int Run(int argc, char** argv, char** envp) {
     // CLI11 reports "frob" in `cordon frob` as a missing subcommand; name the word instead.
     const CLI::App* at = Deepest(app);
     const auto extra = at->remaining();
+    // `cordon exec --netwrok none`: name the option, and the one it was likely meant to be.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+        dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      if (auto unknown = UnknownOption(*at, extra)) return UsageError(*at, *unknown);
+    }
     if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !extra.empty())
       return UsageError(*at, "unknown command or argument: " + extra.front());
     // `cordon exec make test`: the command belongs after "--"; say so instead of "not expected".

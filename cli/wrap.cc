@@ -6,6 +6,7 @@
 
 #include "cli/common.h"
 #include "core/signals.h"
+#include "runner/grants.h"
 
 namespace cordon::cli {
 
@@ -73,7 +74,8 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
       if (auto why = FetchesPackageAtStart(req.argv, req.cwd)) {
         const std::string message = "the server cannot start in this sandbox (network " +
                                     std::string(NetworkModeName(network)) + "): " + *why +
-                                    " (--allow-preset npm, or --network allow)";
+                                    " (--allow-preset " + LauncherPreset(req.argv) +
+                                    ", or --network allow)";
         (void)(*session)->Audit(
             McpDiagnosticRecord{
                 .server = "wrapped", .reason = "server not started", .message = message},

@@ -233,6 +233,35 @@ std::string DumpJson(const Json& j, int indent) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
+std::string DumpJsonLeading(const Json& j, std::initializer_list<std::string_view> lead) {
+  if (j.is_array()) {
+    std::string out = "[";
+    for (const Json& v : j) {
+      if (out.size() > 1) out += ',';
+      out += DumpJsonLeading(v, lead);
+    }
+    return out + "]";
+  }
+  if (!j.is_object()) return DumpJson(j);
+  std::string out = "{";
+  auto add = [&](const std::string& key, const Json& value) {
+    if (out.size() > 1) out += ',';
+    out += DumpJson(Json(key)) + ':' + DumpJsonLeading(value, lead);
+  };
+  for (std::string_view k : lead) {
+    if (auto it = j.find(std::string(k)); it != j.end()) add(it.key(), it.value());
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find(lead.begin(), lead.end(), std::string_view(it.key())) == lead.end())
+      add(it.key(), it.value());
+  }
+  return out + "}";
+}
+
+std::string DumpResultJson(const Json& j) {
+  return DumpJsonLeading(j, {"exit_code", "stdout", "stderr"});
+}
+
 std::string AsciiLower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -49,6 +50,13 @@ std::string JsonStringField(const Json& obj, std::string_view key, std::string f
 
 // Serializes JSON, replacing invalid UTF-8 instead of throwing.
 std::string DumpJson(const Json& j, int indent = -1);
+// DumpJson, but in every object (at any depth) the `lead` keys it has come first, in the order
+// given, and the rest in the usual sorted order after them: the first bytes a reader sees are
+// the ones that matter (run_shell's exit_code, stdout, stderr).
+std::string DumpJsonLeading(const Json& j, std::initializer_list<std::string_view> lead);
+// DumpJsonLeading with a tool result's outcome and output first: exit_code, stdout, stderr. For
+// a result's text and for what carries a result (the MCP response, `cordon call`).
+std::string DumpResultJson(const Json& j);
 
 // ASCII lower case (names, header names, hosts): bytes outside A-Z are kept as they are.
 std::string AsciiLower(std::string_view s);

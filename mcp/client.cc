@@ -11,6 +11,7 @@
 #include "mcp/diagnose.h"
 #include "mcp/http_client.h"
 #include "mcp/jsonrpc.h"
+#include "runner/grants.h"
 #include "runner/mask.h"
 
 namespace cordon::mcp {
@@ -121,7 +122,9 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
       const std::string message = where + " cannot start in this sandbox (network " +
                                   std::string(NetworkModeName(network)) + "): " + *why +
                                   " (sandbox.network = \"proxy\" with sandbox.presets = "
-                                  "[\"npm\"], or sandbox.network = \"allow\", under [servers." +
+                                  "[\"" +
+                                  LauncherPreset(req.argv) +
+                                  "\"], or sandbox.network = \"allow\", under [servers." +
                                   config.name + ".sandbox])";
       session.Audit(McpDiagnosticRecord{.server = config.name,
                                         .reason = "server not started",
@@ -176,10 +179,11 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
     // Why, where the user looks (mcp test, mcp trust, a tool call's error): the stderr tail and
     // hints (a path outside the sandbox, the network).
     Error e = init.error();
-    e.message += FailureDetail(
-        tail,
-        FailureContext{
-            .wrapped = false, .server = config.name, .source = config.source, .network = network});
+    e.message += FailureDetail(tail, FailureContext{.wrapped = false,
+                                                    .server = config.name,
+                                                    .source = config.source,
+                                                    .network = network,
+                                                    .preset = LauncherPreset(req.argv)});
     return std::unexpected(e);
   }
   raw->init_ = *init;

@@ -23,7 +23,7 @@ namespace {
 constexpr std::size_t kMaxInstructionBytes = 16384;
 
 bool WriteLine(int fd, const Json& j) {
-  return WriteAll(fd, DumpJson(j) + "\n", "MCP output").has_value();
+  return WriteAll(fd, DumpResultJson(j) + "\n", "MCP output").has_value();
 }
 
 }  // namespace
@@ -242,7 +242,8 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
   } else if (to_line) {
     // Held once, as the bytes that will be sent: the result's JSON is gone before the write,
     // which blocks for as long as the client does not read.
-    std::string bytes = DumpJson(MakeResult(id, std::move(result)));
+    // A result's structuredContent leads with exit_code, stdout and stderr, as its text does.
+    std::string bytes = DumpResultJson(MakeResult(id, std::move(result)));
     result = Json();
     bytes += '\n';
     const auto size = static_cast<std::int64_t>(bytes.size());
@@ -490,7 +491,7 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
           // Answers made here are sent together at the end of the chunk (or every 64 KiB): a
           // pipe write per answer costs the client a wake-up each when requests arrive in batches.
           for (const Json& out : server.HandleLine(line)) {
-            pending += DumpJson(out);
+            pending += DumpResultJson(out);
             pending += '\n';
           }
           if (pending.size() >= 65536 && !flush()) failed = true;

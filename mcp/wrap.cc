@@ -19,6 +19,7 @@
 #include "core/hash.h"
 #include "mcp/diagnose.h"
 #include "mcp/jsonrpc.h"
+#include "runner/grants.h"
 
 namespace cordon::mcp {
 namespace {
@@ -95,8 +96,13 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
   std::map<std::string, std::uint64_t> batch_of;  // request id (as JSON text) -> its batch
   std::uint64_t next_batch = 0;
   FailureContext why_ctx{.wrapped = true,
-                         .network = req.network.value_or(session.policy().NetworkFor(req.tool))};
+                         .network = req.network.value_or(session.policy().NetworkFor(req.tool)),
+                         .preset = LauncherPreset(req.argv)};
   std::atomic<ConfinedProcess*> watched{nullptr};
+  // The proxy listener's connection counts (network proxy only), set with `watched`: a server
+  // still downloading is told apart from one that wrote nothing. The counts only, never the
+  // binding: the listener still leaves the proxy with the process.
+  std::shared_ptr<const EgressActivity> activity;
 
   // The tool_finished record of a pending call, which leaves the table.
   auto finish = [&](std::map<std::string, PendingCall>::iterator it, ToolFinishedRecord rec) {
@@ -580,19 +586,39 @@ int RunWrap(Session& session, ProcessRequest req, int client_in, int client_out)
     if (init_cv.wait_for(lock, kInitializeWait, [&] { return init_answered || wrap_done; })) return;
     lock.unlock();
     ConfinedProcess* p = watched.load();
+    std::shared_ptr<const EgressActivity> activity_now;
+    {
+      std::lock_guard<std::mutex> relock(init_mu);
+      activity_now = activity;
+    }
     const std::string tail = p != nullptr ? StderrTail(p->StderrText(), session.redactor()) : "";
-    const std::string message = "the server has not answered initialize after " +
-                                std::to_string(kInitializeWait.count()) + " s" +
-                                FailureDetail(tail, why_ctx);
+    std::string message = "the server has not answered initialize after " +
+                          std::to_string(kInitializeWait.count()) + " s";
+    const std::string busy = activity_now ? NetworkActivityNote(activity_now->accepted.load(),
+                                                                activity_now->finished.load())
+                                          : "";
+    if (busy.empty()) {
+      message += FailureDetail(tail, why_ctx);
+    } else {
+      // Downloading, not stuck: said so, and the stderr only when there is some.
+      message += "; " + busy;
+      if (!tail.empty()) message += FailureDetail(tail, why_ctx);
+    }
     std::fprintf(stderr, "cordon wrap: %s\n", message.c_str());
     session.Audit(McpDiagnosticRecord{.server = "wrapped",
                                       .reason = "no answer to initialize",
+                                      .message = busy.empty() ? std::nullopt
+                                                              : std::optional<std::string>(busy),
                                       .method = "initialize",
                                       .stderr_tail = tail},
                   true);
   });
   auto result = session.processes().RunWithHooks(req, hooks, &cancel, [&](ConfinedProcess& p) {
     proc = &p;
+    {
+      std::lock_guard<std::mutex> lock(init_mu);
+      if (p.request().egress) activity = p.request().egress->activity();
+    }
     watched = &p;
   });
   cancel = true;

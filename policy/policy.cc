@@ -268,11 +268,76 @@ Status ApplyListTo(Policy& policy, const ListSpec& key, std::vector<std::string>
   return {};
 }
 
+// "\"a\", \"b\"" for a note.
+std::string QuotedList(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "\"" : ", \"") + x + "\"";
+  return out;
+}
+
+// After a layer's [scopes] grant: what `only` fixed stays fixed (a grant cannot add), and a
+// layer above the shipped one that leaves the agent more than it names is warned about.
+void CheckScopesGrant(Policy& policy, const std::set<std::string>& before, const toml::node& node,
+                      const std::string& source, bool tighten_only) {
+  const std::string where = Where(source, node);
+  std::vector<std::string> added;
+  for (const std::string& s : policy.scopes) {
+    if (before.count(s) == 0) added.push_back(s);
+  }
+  if (!policy.scopes_only_where.empty()) {
+    for (const std::string& s : added) {
+      policy.scopes.erase(s);
+      policy.entry_provenance["scopes.grant"].erase(s);
+    }
+    if (!added.empty()) {
+      policy.notes.push_back(where + ": [scopes] only at " + policy.scopes_only_where +
+                             " fixed the scopes, so grant cannot add " + QuotedList(added) +
+                             "; left out");
+    }
+    return;
+  }
+  if (tighten_only || !policy.shipped_scopes) return;
+  // Only whole-word lists are the "read-only agent" a user means: a list with "!" entries says
+  // exactly what it removes.
+  std::vector<std::string> named;
+  bool plain = true;
+  if (const toml::array* items = node.as_array()) {
+    for (const auto& item : *items) {
+      const std::string v = item.value<std::string>().value_or("");
+      if (v.rfind('!', 0) == 0) plain = false;
+      named.push_back(v);
+    }
+  }
+  std::vector<std::string> widened, kept;
+  for (const std::string& s : policy.scopes) {
+    if (policy.shipped_scopes->count(s) == 0 &&
+        std::find(added.begin(), added.end(), s) != added.end())
+      widened.push_back(s);
+    if (plain && std::find(named.begin(), named.end(), s) == named.end()) kept.push_back(s);
+  }
+  if (!widened.empty()) {
+    policy.warnings.push_back(where + ": [scopes] grant widens the shipped scopes with " +
+                              QuotedList(widened) +
+                              " (grant adds to the layers below; to set the exact set, write "
+                              "[scopes] only = [...])");
+  }
+  if (!kept.empty()) {
+    policy.warnings.push_back(where + ": [scopes] grant adds to the layers below, so " +
+                              QuotedList(kept) + (kept.size() == 1 ? " stays" : " stay") +
+                              " granted although the list does not name " +
+                              (kept.size() == 1 ? "it" : "them") +
+                              "; for exactly the listed scopes write [scopes] only = [...]");
+  }
+}
+
 Status ApplyList(Policy& policy, const ListKey& key, const toml::node& node,
                  const std::string& source, bool tighten_only) {
   std::vector<std::string> list = key.get(policy);
+  const std::set<std::string> scopes_before = policy.scopes;
   TRY(ApplyListTo(policy, SpecOf(key), list, node, source, tighten_only));
   key.set(policy, std::move(list));
+  if (key.Name() == "scopes.grant")
+    CheckScopesGrant(policy, scopes_before, node, source, tighten_only);
   return {};
 }
 
@@ -923,6 +988,51 @@ Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
   return {};
 }
 
+// [scopes] only = [...]: the exact set of scopes. After it (and in a project file) a layer may
+// only narrow: only keeps what both name, and grant cannot add.
+Status ApplyScopesKey(Policy& policy, const KeyInput& in) {
+  if (in.key != "only") return UnknownKey(in.source, in.node, in.name);
+  ASSIGN_OR_RETURN(auto raw, StringArray(in.node, in.source, in.name));
+  std::set<std::string> listed;
+  for (std::string v : raw) {
+    if (v.rfind('!', 0) == 0) {
+      return Fail(Code::kInvalidInput,
+                  in.where + ": scopes.only names the exact set; \"" + v +
+                      "\" removes (write the set without it, or use grant = [\"" + v + "\"])");
+    }
+    if (std::string why = ScopeEntry(in.name, v); !why.empty()) {
+      return Fail(Code::kInvalidInput, in.where + ": " + why);
+    }
+    listed.insert(v);
+  }
+  auto& from = policy.entry_provenance["scopes.grant"];
+  const bool narrow_only = in.tighten_only || !policy.scopes_only_where.empty();
+  std::set<std::string> result;
+  std::vector<std::string> refused;
+  for (const std::string& s : listed) {
+    if (narrow_only && policy.scopes.count(s) == 0) {
+      refused.push_back(s);
+    } else {
+      result.insert(s);
+      if (policy.scopes.count(s) == 0) from[s] = in.where;
+    }
+  }
+  if (!refused.empty()) {
+    policy.notes.push_back(in.where + ": scopes.only can only narrow here (" +
+                           (in.tighten_only
+                                ? std::string("a project file")
+                                : "after [scopes] only at " + policy.scopes_only_where) +
+                           "), so " + QuotedList(refused) + " stays out");
+  }
+  for (auto it = from.begin(); it != from.end();) {
+    it = result.count(it->first) != 0 ? std::next(it) : from.erase(it);
+  }
+  policy.scopes = std::move(result);
+  policy.provenance["scopes.grant"] = in.where;
+  if (policy.scopes_only_where.empty()) policy.scopes_only_where = in.where;
+  return {};
+}
+
 // Every section a policy file may have. List keys (kListKeys) are found first in any section;
 // a section without a handler holds list keys only.
 struct Section {
@@ -930,7 +1040,7 @@ struct Section {
   Status (*apply)(Policy&, const KeyInput&);
 };
 constexpr Section kSections[] = {
-    {"limits", ApplyLimitKey},    {"scopes", nullptr},         {"redact", ApplyRedactKey},
+    {"limits", ApplyLimitKey},    {"scopes", ApplyScopesKey},  {"redact", ApplyRedactKey},
     {"audit", ApplyAuditKey},     {"examples", CheckExamples}, {"filesystem", nullptr},
     {"network", ApplyNetworkKey}, {"seccomp", nullptr},        {"sandbox", ApplySandboxKey},
     {"tools", ApplyToolSection},  {"env", ApplyEnvKey},
@@ -1010,6 +1120,8 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
   static constexpr PolicyLayer kLayers[] = {PolicyLayer::kShipped, PolicyLayer::kSystem,
                                             PolicyLayer::kUser};
   for (std::size_t i = 0; i < sources.dirs.size(); ++i) {
+    // What the layers above the shipped one are measured by (their [scopes] grant warnings).
+    if (i == 1) policy.shipped_scopes = policy.scopes;
     const std::string& dir = sources.dirs[i];
     UniqueDir d = UniqueDir::Open(dir.c_str());
     if (!d.valid()) continue;
@@ -1023,6 +1135,7 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
       TRY(LoadFile(policy, dir + "/" + n, i < 3 ? kLayers[i] : PolicyLayer::kUser, true));
     }
   }
+  if (!policy.shipped_scopes) policy.shipped_scopes = policy.scopes;
   for (const auto& f : sources.extra_files) TRY(LoadFile(policy, f, PolicyLayer::kCli, true));
   if (sources.project_file)
     TRY(LoadFile(policy, *sources.project_file, PolicyLayer::kProject, false));

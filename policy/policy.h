@@ -190,6 +190,15 @@ struct Policy {
   std::map<std::string, std::map<std::string, std::string>> entry_provenance;
   // Things the loader noticed but did not apply, e.g. a project file trying to raise a limit.
   std::vector<std::string> notes;
+  // What every command says on stderr as it starts (cli/common.h): a layer above the shipped
+  // one whose [scopes] grant leaves the agent scopes its list does not name, or adds scopes the
+  // shipped policy does not grant. Each warning is about the effective policy, not a refusal.
+  std::vector<std::string> warnings;
+  // Where [scopes] only fixed the set ("" when no layer did): after it, a layer may only narrow
+  // the scopes (grant cannot add; a later only keeps what both name).
+  std::string scopes_only_where;
+  // The scopes after the shipped layer, once it has loaded (LoadPolicy).
+  std::optional<std::set<std::string>> shipped_scopes;
 
   bool Grants(std::string_view scope) const { return scopes.count(std::string(scope)) > 0; }
   // Limits and network for one tool: the global values with its [tools.NAME] overrides.

@@ -6,6 +6,8 @@
 namespace cordon {
 
 // Runs every check; `report` receives {"checks":[{name, ok, required, detail, remedy}], "ok"}.
-bool RunDoctor(Json* report, const std::string& shim_path);
+// `deep` adds what takes seconds: as root, the scan of /etc, /usr and /opt for root-only files
+// (each session makes its own scan; doctor only counts them).
+bool RunDoctor(Json* report, const std::string& shim_path, bool deep = false);
 
 }  // namespace cordon

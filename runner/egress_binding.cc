@@ -70,7 +70,7 @@ Status EgressBinding::BindConnectOnly() {
   std::lock_guard<std::mutex> lock(mu_);
   if (id_ != 0) return Fail(Code::kInternal, "the binding is bound already");
   if (proxy_ == nullptr) return Fail(Code::kSandboxUnavailable, "no egress proxy is running");
-  id_ = proxy_->AddListener(UniqueFd(), policy_, identity_, sink_);
+  id_ = proxy_->AddListener(UniqueFd(), policy_, identity_, sink_, activity_);
   return {};
 }
 
@@ -85,7 +85,7 @@ Status EgressBinding::Bind(UniqueFd listener) {
   if (id_ != 0) return Fail(Code::kSandboxUnavailable, "a second proxy listener was sent");
   if (proxy_ == nullptr) return Fail(Code::kSandboxUnavailable, "no egress proxy is running");
   TRY(CheckSandboxListener(listener.get()));
-  id_ = proxy_->AddListener(std::move(listener), policy_, identity_, sink_);
+  id_ = proxy_->AddListener(std::move(listener), policy_, identity_, sink_, activity_);
   return {};
 }
 

@@ -31,12 +31,15 @@ class EgressBinding {
   bool bound() const;
   const EgressPolicy& policy() const { return policy_; }
   const std::string& identity() const { return identity_; }
+  // The listener's connection counts, shared: it outlives the binding for whoever holds it.
+  std::shared_ptr<const EgressActivity> activity() const { return activity_; }
 
  private:
   std::shared_ptr<EgressProxy> proxy_;
   EgressPolicy policy_;
   std::string identity_;
   NetworkSink sink_;
+  std::shared_ptr<EgressActivity> activity_ = std::make_shared<EgressActivity>();
   mutable std::mutex mu_;
   std::uint64_t id_ = 0;
 };

@@ -448,6 +448,7 @@ struct ListenerState {
   EgressPolicy policy;
   std::string identity;
   NetworkSink sink;
+  std::shared_ptr<EgressActivity> activity;  // may be null
   bool removed = false;
   bool broken = false;         // accept failed for good (EINVAL, ENOTSOCK): no longer polled
   std::set<Connection*> open;  // guarded by Impl::mu
@@ -1356,6 +1357,7 @@ void EgressProxy::Impl::Serve(ListenerState& l, Connection& c, UniqueFd client) 
   SetNonBlocking(client.get());
   SetNoDelay(client.get());
   Session(host_addresses, resolver_queries, l, c, mu).Run(client.get());
+  if (l.activity) ++l.activity->finished;
   LingerClose(client.get());
   std::lock_guard lock(mu);
   // Unregistered before the descriptor closes, so RemoveListener never shuts down a reused
@@ -1374,6 +1376,7 @@ void EgressProxy::Impl::Spawn(const std::shared_ptr<ListenerState>& l, UniqueFd 
   conn->client = client.get();
   l->open.insert(conn.get());
   ++l->active;
+  if (l->activity) ++l->activity->accepted;
   Worker& w = workers.emplace_back();
   w.thread = std::thread([this, l, conn, fd = client.Release(), &w]() mutable {
     Serve(*l, *conn, UniqueFd(fd));
@@ -1505,13 +1508,14 @@ EgressProxy::~EgressProxy() {
 }
 
 std::uint64_t EgressProxy::AddListener(UniqueFd listener, EgressPolicy policy, std::string identity,
-                                       NetworkSink sink) {
+                                       NetworkSink sink, std::shared_ptr<EgressActivity> activity) {
   SetNonBlocking(listener.get());  // a connection reset between poll and accept must not block
   auto l = std::make_shared<ListenerState>();
   l->fd = std::move(listener);
   l->policy = std::move(policy);
   l->identity = std::move(identity);
   l->sink = std::move(sink);
+  l->activity = std::move(activity);
   std::lock_guard lock(impl_->mu);
   l->id = impl_->next_id++;
   impl_->listeners[l->id] = l;

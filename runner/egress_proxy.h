@@ -5,6 +5,7 @@
 // through the listener's sink, allowed or not.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,6 +43,13 @@ struct NetworkEvent {
 
 using NetworkSink = std::function<void(const NetworkEvent&)>;
 
+// How busy one listener is, read while its sandbox runs (before any record of an open connection
+// exists): a server still downloading what it runs is told apart from one that wrote nothing.
+struct EgressActivity {
+  std::atomic<std::uint64_t> accepted{0};  // connections taken from the listener so far
+  std::atomic<std::uint64_t> finished{0};  // of those, the ones whose record is written
+};
+
 // What the proxy knows of the host: its own interface addresses (refused like loopback unless a
 // rule names them). Read once at Start.
 class EgressProxy {
@@ -56,8 +64,9 @@ class EgressProxy {
   // sandbox's namespace) under `policy`. The sink may be called from any proxy thread, also
   // after RemoveListener returned for connections that were open (until it returns: see below).
   // An invalid `listener` makes a listener that only Connect serves (read_url's).
+  // `activity`, when given, counts its connections.
   std::uint64_t AddListener(UniqueFd listener, EgressPolicy policy, std::string identity,
-                            NetworkSink sink);
+                            NetworkSink sink, std::shared_ptr<EgressActivity> activity = nullptr);
   // Closes the listener and ends its open connections (shutdown(2) on both ends of each; a
   // getaddrinfo in progress is waited for); when it returns no thread calls that listener's
   // sink again. Not to be called from a sink (it would wait for its own thread).

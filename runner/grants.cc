@@ -393,4 +393,17 @@ std::optional<std::string> FetchesPackageAtStart(const std::vector<std::string>&
          ") and run its installed command, or give the server the host network";
 }
 
+std::string LauncherPreset(const std::vector<std::string>& argv) {
+  if (argv.empty()) return {};
+  const std::string tool = Base(argv[0]);
+  for (const char* t : {"npx", "npm", "pnpm", "yarn", "bun", "bunx"}) {
+    if (tool == t) return "npm";
+  }
+  for (const char* t : {"uvx", "uv", "pipx", "pip", "pip3"}) {
+    if (tool == t) return "pypi";
+  }
+  if (tool == "cargo") return "crates";
+  return {};
+}
+
 }  // namespace cordon

@@ -48,4 +48,9 @@ std::vector<PathGrant> ProgramFileGrants(const std::vector<std::string>& argv,
 std::optional<std::string> FetchesPackageAtStart(const std::vector<std::string>& argv,
                                                  const std::string& workspace);
 
+// The egress preset whose registry `argv`'s launcher installs from: npm for npx, npm, pnpm,
+// yarn, bun and bunx; pypi for uvx, uv, pipx and pip; crates for cargo. Empty for any other
+// program (node, python3, a shell): which registry it would want is not known.
+std::string LauncherPreset(const std::vector<std::string>& argv);
+
 }  // namespace cordon

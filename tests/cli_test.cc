@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "core/text.h"
 #include "mcp/config.h"
@@ -515,6 +517,97 @@ TEST_F(CliTest, KeyedChain) {
   EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 1);
   // The key never appears in the log.
   EXPECT_EQ(ReadFile(log()).find("a-long-enough-secret"), std::string::npos);
+}
+
+TEST_F(CliTest, AUserScopesGrantThatLeavesMoreIsWarnedAtEveryCommand) {
+  WriteFile(dir_ / "config/cordon/policies.d/50-ro.toml", "[scopes]\ngrant = [\"fs:read\"]\n");
+  const std::string needle = "cordon: warning: " + (dir_ / "config/cordon/policies.d/50-ro.toml") +
+                             ":2: [scopes] grant adds to the layers below";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"tools", "--workspace", dir_ / "ws"},
+           {"policy", "show", "--workspace", dir_ / "ws"},
+           {"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log(), "--json",
+            R"({"path":"hello.txt"})"}}) {
+    auto r = Cordon(args);
+    EXPECT_NE(r.err.find(needle), std::string::npos) << ::testing::PrintToString(args) << r.err;
+  }
+  // only = [...] is the way to say "exactly these": no warning, and create_file is gone.
+  WriteFile(dir_ / "config/cordon/policies.d/50-ro.toml", "[scopes]\nonly = [\"fs:read\"]\n");
+  auto tools = Cordon({"tools", "--workspace", dir_ / "ws"});
+  EXPECT_EQ(tools.exit_code, 0) << tools.err;
+  EXPECT_EQ(tools.err.find("warning"), std::string::npos) << tools.err;
+  EXPECT_EQ(tools.out.find("create_file"), std::string::npos) << tools.out;
+  EXPECT_NE(tools.out.find("read_file_range"), std::string::npos) << tools.out;
+  auto denied = Call("create_file", R"({"path":"n.txt","content":"x"})");
+  EXPECT_EQ(CodeOf(denied), "denied_by_policy") << denied.out;
+}
+
+TEST_F(CliTest, ReadFileRangeStartsAtLineOneByDefault) {
+  auto r = Call("read_file_range", R"({"path":"hello.txt"})");
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["structuredContent"]["start_line"], 1);
+  EXPECT_EQ(j["structuredContent"]["lines"], Json({"hello", "world"}));
+}
+
+TEST_F(CliTest, RunShellLeadsWithExitCodeAndOutputAndSummarizesItsConfinement) {
+  if (!testing::UserNamespacesEnabled()) SECURITY_SKIP("(run_shell) user namespaces missing");
+  auto r = Call("run_shell", R"({"program":"sh","args":["-c","echo out; echo err >&2; exit 3"]})");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  // The first bytes an agent reads, in the text and in structuredContent on the wire.
+  Json j = Json::parse(r.out);
+  const std::string text = j["content"][0]["text"].get<std::string>();
+  EXPECT_EQ(text.rfind(R"({"exit_code":3,"stdout":"out\n","stderr":"err\n",)", 0), 0u) << text;
+  const std::size_t sc = r.out.find("\"structuredContent\":");
+  ASSERT_NE(sc, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.compare(sc, 56, R"("structuredContent":{"exit_code":3,"stdout":"out\n","std)"), 0)
+      << r.out.substr(sc, 80);
+  // A summary; the full object stays in the record, and comes with verbose: true.
+  const Json& conf = j["structuredContent"]["confinement"];
+  EXPECT_EQ(conf["network"], "none") << conf.dump();
+  EXPECT_TRUE(conf.contains("mode") && conf.contains("workspace_mode")) << conf.dump();
+  EXPECT_FALSE(conf.contains("rlimits")) << conf.dump();
+  EXPECT_LT(conf.dump().size(), 150u) << conf.dump();
+  auto verbose = Call("run_shell", R"({"program":"true","verbose":true})");
+  Json v = Json::parse(verbose.out);
+  EXPECT_TRUE(v["structuredContent"]["confinement"].contains("rlimits")) << verbose.out;
+  bool recorded = false;
+  std::istringstream lines(ReadFile(log()));
+  for (std::string line; std::getline(lines, line);) {
+    Json rec = Json::parse(line, nullptr, false);
+    if (rec.value("type", "") == "process" && rec["confinement"].contains("rlimits"))
+      recorded = true;
+  }
+  EXPECT_TRUE(recorded);
+}
+
+TEST_F(CliTest, DoctorAnswersInUnderASecondAndLeavesTheRootOnlyWalkToDeep) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = Cordon({"doctor", "--json"});
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  Json check;
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "root_only_files") check = c;
+  }
+  ASSERT_TRUE(check.is_object()) << r.out;
+  if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: the root-only walk runs as root only";
+  EXPECT_NE(check["detail"].get<std::string>().find("cordon doctor --deep"), std::string::npos)
+      << check.dump();
+  // The walk itself would take 1-2 s idle; the rest of doctor is well under that (a loaded
+  // CI host is given more room than the idle target).
+  EXPECT_LT(secs, testing::InCi() ? 5.0 : 3.0) << secs;
+  auto deep = Cordon({"doctor", "--json", "--deep"});
+  Json d = Json::parse(deep.out, nullptr, false);
+  ASSERT_TRUE(d.is_object()) << deep.out << deep.err;
+  for (const auto& c : d["checks"]) {
+    if (c["name"] == "root_only_files") {
+      EXPECT_NE(c["detail"].get<std::string>().find(" entries among "), std::string::npos)
+          << c.dump();
+    }
+  }
 }
 
 TEST_F(CliTest, DoctorReportsEveryLayer) {

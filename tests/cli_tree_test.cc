@@ -95,6 +95,53 @@ TEST_F(CliTreeTest, EveryCommandRejectsAnUnknownOptionWithItsUsage) {
   }
 }
 
+TEST_F(CliTreeTest, AnUnknownOptionIsNamedWithTheClosestOne) {
+  auto r = Cordon({"exec", "--netwrok", "none", "--", "true"});
+  EXPECT_EQ(r.exit_code, 125) << r.err;
+  EXPECT_NE(r.err.find("unknown option --netwrok; did you mean --network?"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("not expected"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("usage: cordon exec "), std::string::npos) << r.err;
+  // The same with =VALUE, a subcommand's own options, and exit 2 outside exec and wrap.
+  auto eq = Cordon({"wrap", "--alow-preset=npm", "--", "true"});
+  EXPECT_EQ(eq.exit_code, 125) << eq.err;
+  EXPECT_NE(eq.err.find("unknown option --alow-preset; did you mean --allow-preset?"),
+            std::string::npos)
+      << eq.err;
+  auto verify = Cordon({"audit", "verify", "x.jsonl", "--requre", "signed"});
+  EXPECT_EQ(verify.exit_code, 2) << verify.err;
+  EXPECT_NE(verify.err.find("unknown option --requre; did you mean --require?"), std::string::npos)
+      << verify.err;
+  // Nothing close: named, no guess.
+  auto far = Cordon({"tools", "--zzzzzzzz"});
+  EXPECT_EQ(far.exit_code, 2) << far.err;
+  EXPECT_NE(far.err.find("unknown option --zzzzzzzz"), std::string::npos) << far.err;
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
+TEST_F(CliTreeTest, EachCommandsHelpShowsItsOwnExitCodesOnly) {
+  // audit verify's outcome codes (4 to 9) belong to its page and the root's table only.
+  const std::string verify_only = "a gap record";
+  for (const auto& path : Commands()) {
+    auto args = path;
+    args.push_back("--help");
+    auto r = Cordon(args);
+    EXPECT_NE(r.out.find("exit"), std::string::npos) << Joined(path) << ":\n" << r.out;
+    const bool verify = path == std::vector<std::string>{"audit", "verify"};
+    EXPECT_EQ(r.out.find(verify_only) != std::string::npos, verify) << Joined(path) << ":\n"
+                                                                    << r.out;
+  }
+  auto root = Cordon({"--help"});
+  EXPECT_NE(root.out.find("audit verify: a gap record"), std::string::npos) << root.out;
+  auto call = Cordon({"call", "--help"});
+  EXPECT_NE(call.out.find("exit codes:\n  0  success\n  1  the tool returned an error result\n"
+                          "  2  usage error"),
+            std::string::npos)
+      << call.out;
+  auto tools = Cordon({"tools", "--help"});
+  EXPECT_EQ(tools.out.find("  1  "), std::string::npos) << tools.out;
+}
+
 TEST_F(CliTreeTest, UsageErrorsUnderExecAndWrapExit125) {
   const std::string ws = dir_ / "ws", log = dir_ / "a.jsonl";
   for (const auto& args :

@@ -4,8 +4,12 @@
 // Against the real binary, the real kernel and bwrap, and the real npm peers.
 #include "runner/grants.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -172,9 +176,10 @@ TEST(FailureHints, PathsAndNetworkAreNamedWithTheFlagOrTheKey) {
                                "\"] under [servers.fs.sandbox] in /h/.cordon/mcp.toml"),
             std::string::npos)
       << configured[0];
-  auto net = mcp::FailureHints("getaddrinfo EAI_AGAIN registry.npmjs.org", {.wrapped = true});
+  auto net = mcp::FailureHints("getaddrinfo EAI_AGAIN registry.npmjs.org",
+                               {.wrapped = true, .preset = "npm"});
   ASSERT_EQ(net.size(), 1u);
-  EXPECT_NE(net[0].find("--allow-domain NAME (or --allow-preset npm)"), std::string::npos)
+  EXPECT_NE(net[0].find("--allow-preset npm (or --allow-domain NAME)"), std::string::npos)
       << net[0];
   // Through the proxy, the hint points at the refusals in the log instead.
   auto proxied = mcp::FailureHints("getaddrinfo EAI_AGAIN registry.npmjs.org",
@@ -193,6 +198,105 @@ TEST(FailureHints, PathsAndNetworkAreNamedWithTheFlagOrTheKey) {
   EXPECT_LE(tail.size(), 200u);
   EXPECT_EQ(tail.find("ghp_0123"), std::string::npos) << tail;
   EXPECT_NE(tail.find("last line"), std::string::npos) << tail;
+}
+
+// The messages below are the real text: Python 3.11, Node 18 and server-filesystem 2026.8.31
+// printed them (each captured from a run of that program).
+TEST(FailureHints, AModuleErrorIsAModuleHintNeverANetworkOne) {
+  const std::string python =
+      "Traceback (most recent call last):\n"
+      "  File \"/srv/mcp/server.py\", line 1, in <module>\n"
+      "    import requests\n"
+      "ModuleNotFoundError: No module named 'requests'";
+  for (const NetworkMode mode : {NetworkMode::kNone, NetworkMode::kProxy}) {
+    auto h = mcp::FailureHints(python, {.wrapped = true, .network = mode});
+    ASSERT_EQ(h.size(), 1u) << ::testing::PrintToString(h);
+    EXPECT_NE(h[0].find("could not import requests"), std::string::npos) << h[0];
+    EXPECT_NE(h[0].find("--read DIR"), std::string::npos) << h[0];
+    EXPECT_EQ(h[0].find("network"), std::string::npos) << h[0];
+  }
+  // ImportError names the module and the file; the hint names the module.
+  auto import = mcp::FailureHints(
+      "ImportError: cannot import name 'Server' from 'mcp' (/usr/lib/python3.11/mcp.py)",
+      {.wrapped = true});
+  ASSERT_EQ(import.size(), 1u);
+  EXPECT_NE(import[0].find("could not import Server"), std::string::npos) << import[0];
+  // Node, CommonJS: a package name, then the require stack.
+  auto node = mcp::FailureHints(
+      "node:internal/modules/cjs/loader:1210\n  throw err;\n  ^\n\n"
+      "Error: Cannot find module 'express'\nRequire stack:\n- /srv/mcp/server.js\n"
+      "    at Module._resolveFilename (node:internal/modules/cjs/loader:1207:15)",
+      {.wrapped = false, .server = "fs", .source = "/h/.cordon/mcp.toml"});
+  ASSERT_EQ(node.size(), 1u) << ::testing::PrintToString(node);
+  EXPECT_NE(node[0].find("could not import express"), std::string::npos) << node[0];
+  EXPECT_NE(node[0].find("sandbox.read = [\"DIR\"] under [servers.fs.sandbox]"), std::string::npos)
+      << node[0];
+  // Node, ES modules: the package, never the importer the line also names.
+  auto esm = mcp::FailureHints(
+      "node:internal/modules/esm/resolve:873\n"
+      "  throw new ERR_MODULE_NOT_FOUND(packageName, fileURLToPath(base), null);\n"
+      "        ^\n\n"
+      "Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'express' imported from "
+      "/srv/mcp/server.mjs",
+      {.wrapped = true});
+  ASSERT_EQ(esm.size(), 1u) << ::testing::PrintToString(esm);
+  EXPECT_NE(esm[0].find("could not import express"), std::string::npos) << esm[0];
+  EXPECT_EQ(esm[0].find("server.mjs"), std::string::npos) << esm[0];
+}
+
+TEST(FailureHints, NetworkCausesMatchWholeWordsOnly) {
+  // Node's resolver failure and Python's: network hints.
+  auto node =
+      mcp::FailureHints("Error: getaddrinfo ENOTFOUND registry.npmjs.org", {.wrapped = true});
+  ASSERT_EQ(node.size(), 1u);
+  EXPECT_NE(node[0].find("tried to reach the network"), std::string::npos) << node[0];
+  auto py = mcp::FailureHints(
+      "urllib.error.URLError: <urlopen error [Errno -2] Name or service not known>",
+      {.wrapped = true});
+  ASSERT_EQ(py.size(), 1u);
+  EXPECT_NE(py[0].find("tried to reach the network"), std::string::npos) << py[0];
+  // A marker inside a longer word is not that cause.
+  EXPECT_TRUE(mcp::FailureHints("WARN xenotfoundx eai_againy", {.wrapped = true}).empty());
+}
+
+TEST(FailureHints, TheNetworkHintNamesThePresetOfTheLauncher) {
+  EXPECT_EQ(LauncherPreset({"npx", "-y", "pkg"}), "npm");
+  EXPECT_EQ(LauncherPreset({"/usr/local/bin/uvx", "mcp-server-fetch"}), "pypi");
+  EXPECT_EQ(LauncherPreset({"pipx", "run", "mcp-server-fetch"}), "pypi");
+  EXPECT_EQ(LauncherPreset({"cargo", "run"}), "crates");
+  EXPECT_EQ(LauncherPreset({"node", "server.js"}), "");
+  const std::string line =
+      "urllib.error.URLError: <urlopen error [Errno -2] Name or service not known>";
+  auto uvx = mcp::FailureHints(line, {.wrapped = true, .preset = "pypi"});
+  ASSERT_EQ(uvx.size(), 1u);
+  EXPECT_NE(uvx[0].find("--allow-preset pypi"), std::string::npos) << uvx[0];
+  EXPECT_EQ(uvx[0].find("npm"), std::string::npos) << uvx[0];
+  auto configured = mcp::FailureHints(
+      line, {.server = "fetch", .source = "/h/.cordon/mcp.toml", .preset = "pypi"});
+  ASSERT_EQ(configured.size(), 1u);
+  EXPECT_NE(configured[0].find("sandbox.presets = [\"pypi\"]"), std::string::npos) << configured[0];
+}
+
+TEST(FailureHints, ServerFilesystemsInaccessibleDirectoryGetsAReadHint) {
+  TempDir t;
+  std::filesystem::create_directories(t / "docs");
+  const std::string tail = "Warning: Cannot access directory " + (t / "docs") +
+                           ", skipping\nError: None of the specified directories are accessible";
+  auto h = mcp::FailureHints(tail, {.wrapped = true});
+  ASSERT_EQ(h.size(), 1u) << ::testing::PrintToString(h);
+  EXPECT_NE(h[0].find("could not open " + (t / "docs") + ":"), std::string::npos) << h[0];
+  EXPECT_NE(h[0].find("--read " + (t / "docs") + " "), std::string::npos) << h[0];
+  // A directory that is not on the host: its own path, not its parent.
+  auto missing = mcp::FailureHints("Warning: Cannot access directory /nonexistent/notes, skipping",
+                                   {.wrapped = true});
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_NE(missing[0].find("--read /nonexistent/notes "), std::string::npos) << missing[0];
+}
+
+TEST(FailureHints, NetworkActivityIsNamedOnlyWhenThereIsSome) {
+  EXPECT_EQ(mcp::NetworkActivityNote(0, 0), "");
+  const std::string n = mcp::NetworkActivityNote(3, 1);
+  EXPECT_NE(n.find("3 connections through the proxy so far, 2 open now"), std::string::npos) << n;
 }
 
 // --- exec: --read and --write
@@ -433,11 +537,55 @@ TEST_F(GrantsTest, WrapSaysWhenTheServerDoesNotAnswerInitializeWithTheNetworkHin
   EXPECT_NE(r.err.find("has not answered initialize after 10 s"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("EAI_AGAIN"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("hint: the server tried to reach the network"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("--allow-preset npm"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--allow-preset PRESET"), std::string::npos) << r.err;
   bool recorded = false;
   for (const auto& d : Records(dir_ / "wrap.jsonl", "mcp_diagnostic")) {
     if (d.value("reason", "") == "no answer to initialize" &&
         d.value("stderr", "").find("EAI_AGAIN") != std::string::npos)
+      recorded = true;
+  }
+  EXPECT_TRUE(recorded) << ReadFile(dir_ / "wrap.jsonl");
+}
+
+TEST_F(GrantsTest, WrapSaysTheServerIsDownloadingWhileItsConnectionsAreOpen) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is missing";
+  // A registry on 127.0.0.1 that takes the request and never answers: a download in progress,
+  // as npx's is, with nothing on the server's stderr.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})";
+  std::string wrap;
+  for (const auto& a :
+       Wrap({"--resolve", "registry.example.test=127.0.0.1", "--allow-domain",
+             "registry.example.test:" + port},
+            {"/bin/sh", "-c",
+             "curl -s -o /dev/null http://registry.example.test:" + port + "/pkg.tgz; sleep 30"})) {
+    wrap += " '" + a + "'";
+  }
+  auto r =
+      cordon::testing::Run({"/bin/sh", "-c", "(echo '" + init + "'; sleep 12) |" + wrap}, env_);
+  ::close(listener);
+  EXPECT_NE(r.err.find("has not answered initialize after 10 s; it is using the network: 1 "
+                       "connection through the proxy so far, 1 open now"),
+            std::string::npos)
+      << r.err;
+  // That line, not "the server wrote nothing" (the exit after the client left may say so).
+  const std::size_t at = r.err.find("has not answered initialize");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+  EXPECT_EQ(line.find("wrote nothing"), std::string::npos) << line;
+  bool recorded = false;
+  for (const auto& d : Records(dir_ / "wrap.jsonl", "mcp_diagnostic")) {
+    if (d.value("reason", "") == "no answer to initialize" &&
+        d.value("message", "").find("using the network") != std::string::npos)
       recorded = true;
   }
   EXPECT_TRUE(recorded) << ReadFile(dir_ / "wrap.jsonl");
@@ -460,6 +608,16 @@ TEST_F(GrantsTest, NpxServersFailFastNamingTheNetworkAndTheNpmCache) {
   EXPECT_NE(r.err.find("network none"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("npm registry"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("npm cache"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(--allow-preset npm, or --network allow)"), std::string::npos) << r.err;
+  // uvx downloads from the Python package index: its preset is pypi.
+  auto uvx = cordon::testing::Run(
+      {"/usr/bin/timeout", "30", CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "wrap.jsonl", "--", "uvx", "mcp-server-fetch"},
+      env_, "");
+  EXPECT_EQ(uvx.exit_code, 125) << uvx.err;
+  EXPECT_NE(uvx.err.find("(--allow-preset pypi, or --network allow)"), std::string::npos)
+      << uvx.err;
+  EXPECT_EQ(uvx.err.find("preset npm"), std::string::npos) << uvx.err;
   // A configured server says the same, naming its key, in `mcp test`.
   WriteFile(dir_ / "home/.cordon/mcp.toml",
             "[servers.ev]\ncommand = \"npx\"\nargs = [\"-y\", "

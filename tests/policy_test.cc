@@ -121,6 +121,91 @@ TEST(Policy, ProjectFileCanDropScopes) {
   EXPECT_FALSE(p->Grants("fs:write"));
 }
 
+// [scopes] only: the exact set, and after it a layer may only narrow.
+TEST(PolicyScopes, OnlySetsTheExactSetAndLaterLayersOnlyNarrowIt) {
+  TempDir d;
+  WriteFile(d / "shipped/00.toml", "[scopes]\ngrant = [\"fs:read\"]\n");
+  // A user's read-only agent, then a later file that tries to widen it again.
+  WriteFile(d / "user/10-ro.toml", "[scopes]\nonly = [\"fs:read\", \"diagnostics:read\"]\n");
+  WriteFile(d / "user/20-more.toml", "[scopes]\ngrant = [\"fs:write\", \"!diagnostics:read\"]\n");
+  PolicySources s;
+  s.dirs = {d / "shipped", d / "none", d / "user"};
+  s.project_file = d / "proj.toml";
+  WriteFile(d / "proj.toml", "[scopes]\nonly = [\"fs:read\", \"process:run\"]\n");
+  auto p = LoadPolicy(s);
+  ASSERT_TRUE(p) << p.error().message;
+  // The built-in five are gone (only is exact), diagnostics:read was added by only and removed
+  // by the later "!"; fs:write and process:run cannot come back.
+  EXPECT_EQ(p->scopes, std::set<std::string>{"fs:read"});
+  EXPECT_EQ(p->provenance["scopes.grant"], d / "proj.toml:2");
+  std::string notes;
+  for (const auto& n : p->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("20-more.toml:2: [scopes] only at " + (d / "user/10-ro.toml:2") +
+                       " fixed the scopes, so grant cannot add \"fs:write\""),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("proj.toml:2: scopes.only can only narrow here (a project file), so "
+                       "\"process:run\" stays out"),
+            std::string::npos)
+      << notes;
+  // An only that narrows says nothing on stderr.
+  EXPECT_TRUE(p->warnings.empty()) << p->warnings[0];
+}
+
+TEST(PolicyScopes, OnlyRefusesRemovalsAndUnknownScopes) {
+  for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"[scopes]\nonly = [\"!fs:write\"]\n", "x.toml:2: scopes.only names the exact set"},
+           {"[scopes]\nonly = [\"fs:read\", \"root:all\"]\n", "x.toml:2: unknown scope"},
+           {"[scopes]\nonly = \"fs:read\"\n", "x.toml:2"},
+           {"[scopes]\nexact = [\"fs:read\"]\n", "scopes.exact"}}) {
+    Policy p;
+    auto st = ApplyPolicyText(p, text, "x.toml", false);
+    ASSERT_FALSE(st) << text;
+    EXPECT_EQ(st.error().code, Code::kInvalidInput) << text;
+    EXPECT_NE(st.error().message.find(needle), std::string::npos) << st.error().message;
+  }
+}
+
+TEST(PolicyScopes, AUserGrantThatLeavesOrAddsMoreThanItNamesIsAWarning) {
+  TempDir d;
+  WriteFile(d / "user/ro.toml", "[scopes]\ngrant = [\"fs:read\"]\n");
+  PolicySources s;
+  s.dirs = {testing::ShippedPolicyDir(), d / "none", d / "user"};
+  auto p = LoadPolicy(s);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->warnings.size(), 1u);
+  EXPECT_NE(p->warnings[0].find(d / "user/ro.toml:2: [scopes] grant adds to the layers below, so "
+                                    "\"fs:write\", \"mcp:call\", \"process:operate\", "
+                                    "\"process:run\" stay granted"),
+            std::string::npos)
+      << p->warnings[0];
+  EXPECT_NE(p->warnings[0].find("[scopes] only = [...]"), std::string::npos);
+  // A grant beyond the shipped set.
+  WriteFile(d / "user/ro.toml", "[scopes]\ngrant = [\"!fs:write\", \"net:read\"]\n");
+  p = LoadPolicy(s);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->warnings.size(), 1u) << p->warnings[1];
+  EXPECT_NE(p->warnings[0].find("grant widens the shipped scopes with \"net:read\""),
+            std::string::npos)
+      << p->warnings[0];
+  // Removals only, or the shipped file itself: nothing to say.
+  WriteFile(d / "user/ro.toml", "[scopes]\ngrant = [\"!fs:write\"]\n");
+  p = LoadPolicy(s);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->warnings.empty());
+  s.dirs = {testing::ShippedPolicyDir()};
+  p = LoadPolicy(s);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->warnings.empty());
+  // only is the way to say "exactly these": no warning.
+  s.dirs = {testing::ShippedPolicyDir(), d / "none", d / "user"};
+  WriteFile(d / "user/ro.toml", "[scopes]\nonly = [\"fs:read\"]\n");
+  p = LoadPolicy(s);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->warnings.empty());
+  EXPECT_EQ(p->scopes, std::set<std::string>{"fs:read"});
+}
+
 // One layer of a merge test: its TOML and whether it is the tighten-only project layer.
 struct Layer {
   std::string text;

@@ -26,6 +26,8 @@ Json ProcessResultProperties() {
           {"elapsed_ms", {{"type", "number"}}},
           {"cpu_ms", {{"type", "number"}}},
           {"max_rss_kb", {{"type", "integer"}}},
+          // A summary (mode, network, workspace, workspace_mode, and the reasons when weaker or
+          // read-only); the whole object with verbose: true.
           {"confinement", {{"type", "object"}}},
           // The limit that ended the process (timeout, cpu, file_size, memory, pids), or null.
           {"limit", {{"type", {"object", "null"}}}},
@@ -37,6 +39,18 @@ Json ProcessResultProperties() {
           // The staged workspace's commit (docs/adr/0006-staged-workspace.md): mode, changed,
           // refused [{path, reason}], conflicts [paths].
           {"workspace", {{"type", "object"}}}};
+}
+
+// What a result says of its sandbox: the mode, the network and how the workspace was shown, and
+// why it was weaker or read-only when it was. The full object (namespaces, rlimits, seccomp,
+// grants, egress) stays in the process record, and in the result with verbose: true.
+Json ConfinementSummary(const Json& full) {
+  Json s = Json::object();
+  for (const char* k : {"mode", "network", "workspace", "workspace_mode", "weaker_reason",
+                        "workspace_read_only_reason"}) {
+    if (full.contains(k)) s[k] = full[k];
+  }
+  return s;
 }
 
 Result<std::string> ResolveCwd(const ToolContext& ctx, const Json& in) {
@@ -64,9 +78,13 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   req.max_output_bytes =
       static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
   if (in.contains("timeout_secs")) req.timeout_secs = in["timeout_secs"].get<std::int64_t>();
+  const bool verbose = in.value("verbose", false);
   if (in.value("background", false)) {
     req.kind = ProcessKind::kBackground;
-    return ctx.processes->StartBackground(req);
+    ASSIGN_OR_RETURN(Json started, ctx.processes->StartBackground(req));
+    if (!verbose && started.contains("confinement"))
+      started["confinement"] = ConfinementSummary(started["confinement"]);
+    return started;
   }
   ASSIGN_OR_RETURN(auto proc, ctx.processes->RunForeground(req, ctx.cancel));
   ProcessOutcome o = proc->outcome();
@@ -101,7 +119,7 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   }
   out["argv"] = req.argv;
   out["cwd"] = req.cwd;
-  out["confinement"] = proc->confinement();
+  out["confinement"] = verbose ? proc->confinement() : ConfinementSummary(proc->confinement());
   return out;
 }
 
@@ -165,7 +183,12 @@ ToolSpec MakeRunShellTool() {
           {"maximum", 86400},
           {"description",
            "At most the policy's timeout (10 minutes as shipped); a longer one is capped."}}},
-        {"background", {{"type", "boolean"}}}}},
+        {"background", {{"type", "boolean"}}},
+        {"verbose",
+         {{"type", "boolean"},
+          {"description",
+           "Return the full confinement (namespaces, rlimits, seccomp, grants, egress) instead "
+           "of its summary; the audit log's process record always has it."}}}}},
       {"required", {"program"}},
       {"additionalProperties", false}};
   SetOutputSchemas(t, ProcessResultProperties(), {"status"});

@@ -19,7 +19,7 @@ constexpr off_t kQuickFileBytes = 8 << 20;
 Result<Json> Run(const Json& in, ToolContext& ctx) {
   const Limits& lim = ctx.policy.limits;
   ASSIGN_OR_RETURN(std::string rel, ResolveReadablePath(ctx, in["path"].get<std::string>()));
-  const std::int64_t start = in["start_line"].get<std::int64_t>();
+  const std::int64_t start = in.value("start_line", std::int64_t{1});
   std::int64_t end =
       in.contains("end_line") ? in["end_line"].get<std::int64_t>() : start + lim.max_read_lines - 1;
   if (end < start) {
@@ -180,13 +180,15 @@ ToolSpec MakeReadFileRangeTool() {
           {"maxLength", 4096},
           {"description", "File path, relative to the workspace (or absolute inside it)."}}},
         {"start_line",
-         {{"type", "integer"}, {"minimum", 1}, {"description", "First line, 1-based."}}},
+         {{"type", "integer"},
+          {"minimum", 1},
+          {"description", "First line, 1-based. Default: 1."}}},
         {"end_line",
          {{"type", "integer"},
           {"minimum", 1},
           {"description",
            "Last line, inclusive. Default: start_line + the lines-per-read cap - 1."}}}}},
-      {"required", {"path", "start_line"}},
+      {"required", {"path"}},
       {"additionalProperties", false}};
   SetOutputSchemas(t,
                    {{"path", {{"type", "string"}}},

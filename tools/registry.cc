@@ -82,7 +82,8 @@ Json CatalogEntry(const ToolSpec& spec, CatalogFormat format) {
 
 Json MakeCallToolResult(Json structured, bool is_error) {
   Json result;
-  result["content"] = Json::array({{{"type", "text"}, {"text", DumpJson(structured)}}});
+  // The text is what most clients show the model: a command's outcome and output lead it.
+  result["content"] = Json::array({{{"type", "text"}, {"text", DumpResultJson(structured)}}});
   result["structuredContent"] = std::move(structured);
   result["isError"] = is_error;
   return result;
