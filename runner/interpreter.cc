@@ -206,7 +206,8 @@ Result<std::optional<ResolvedProgram>> ResolveShim(const std::string& argv0, con
     std::string said = FirstLine(run->err);
     if (said.empty()) said = run->status < 0 ? "no answer in 10 s" : FirstLine(run->out);
     return Fail(Code::kNotFound,
-                what + ", and `" + asked + "` in " + cwd + " did not name the program the shim runs (" +
+                what + ", and `" + asked + "` in " + cwd +
+                    " did not name the program the shim runs (" +
                     (said.empty() ? "exit " + std::to_string(run->status) : said) +
                     "): install or select the version it expects (" + manager->name +
                     " install, or a .python-version / .tool-versions file), or give the "
