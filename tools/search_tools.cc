@@ -226,8 +226,31 @@ Result<Json> SearchText(const Json& in, ToolContext& ctx) {
               {"tool", "rg"}};
   // rg's exit 2: some paths could not be searched (unreadable, vanished). What it found stands,
   // and what it could not read is said: a silent zero would read as "no match".
-  if (o.exit_code && *o.exit_code == 2 && !lower_bound)
-    out["errors"] = Clip(ctx, err.empty() ? "rg exited 2 without a message" : err, 800);
+  // A path the sandbox masks (cordon's own files, denied paths) is never named, here either:
+  // rg's "Permission denied" lines for them are left out, and with nothing else there is nothing
+  // to say (they are hidden by design).
+  if (o.exit_code && *o.exit_code == 2 && !lower_bound) {
+    std::string shown;
+    std::size_t dropped = 0;
+    for (std::size_t pos = 0; pos < err.size();) {
+      std::size_t nl = err.find('\n', pos);
+      if (nl == std::string::npos) nl = err.size();
+      const std::string line = err.substr(pos, nl - pos);
+      pos = nl + 1;
+      if (line.empty()) continue;
+      const std::size_t colon = line.find(": ");
+      if (colon != std::string::npos &&
+          HiddenFromTools(ctx, ToolMaskedRoots(ctx), StripDotSlash(line.substr(0, colon)))) {
+        ++dropped;
+        continue;
+      }
+      shown += line + "\n";
+    }
+    if (!shown.empty())
+      out["errors"] = Clip(ctx, shown, 800);
+    else if (dropped == 0)
+      out["errors"] = "rg exited 2 without a message";
+  }
   return out;
 }
 
