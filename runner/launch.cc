@@ -45,17 +45,40 @@ double NowMs() {
       .count();
 }
 
-void KillSandboxNamespace(pid_t init, int sig) {
-  struct stat ns {};
-  if (init <= 0 || ::stat(("/proc/" + std::to_string(init) + "/ns/pid").c_str(), &ns) != 0) return;
+bool Alive(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;  // a pidfd polls readable once its process has exited
+}
+
+// An fd on the pid namespace of the process `pidfd` names (`pid` is its number as cordon sees
+// it): held, so the namespace's inode cannot be given to another namespace while cordon compares
+// against it. Invalid when the process is gone (its pid may name another process by now).
+UniqueFd PidNamespaceOf(int pidfd, pid_t pid) {
+  if (pidfd < 0 || pid <= 0) return {};
+  UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC));
+  // Still alive after the open: the pid was its own when the namespace was read.
+  if (ns.valid() && !Alive(pidfd)) ns.Reset();
+  return ns;
+}
+
+// Sends `sig` to every process in the pid namespace `ns` names. Each process is first pinned by
+// a pidfd and only then matched by its namespace, and the signal goes through that pidfd: a pid
+// reused between the scan and the signal names a process that is gone, never another one.
+void KillSandboxNamespace(int ns, int sig) {
+  struct stat want {};
+  if (ns < 0 || ::fstat(ns, &want) != 0) return;
   UniqueDir d = UniqueDir::Open("/proc");
   if (!d.valid()) return;
   while (dirent* e = d.Next()) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const auto pid = static_cast<pid_t>(std::atol(e->d_name));
+    UniqueFd pfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    if (!pfd.valid()) continue;
     struct stat st {};
     std::string p = std::string("/proc/") + e->d_name + "/ns/pid";
-    if (::stat(p.c_str(), &st) == 0 && st.st_ino == ns.st_ino && st.st_dev == ns.st_dev) {
-      ::kill(static_cast<pid_t>(std::atoi(e->d_name)), sig);
+    if (::stat(p.c_str(), &st) == 0 && st.st_ino == want.st_ino && st.st_dev == want.st_dev &&
+        Alive(pfd.get())) {
+      ::syscall(SYS_pidfd_send_signal, pfd.get(), sig, nullptr, 0);
     }
   }
 }
@@ -281,6 +304,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
       if (l.rfind("Pid:", 0) == 0)
         proc->sandbox_init_ = static_cast<pid_t>(std::atol(l.c_str() + 4));
     }
+    proc->sandbox_ns_ = PidNamespaceOf(proc->pidfd_.get(), proc->sandbox_init_);
   }
   proc->warm_ = std::move(sandbox);
   proc->pid_ = 0;
@@ -314,8 +338,8 @@ ProcessOutcome ConfinedProcess::outcome() const {
 }
 
 void ConfinedProcess::Terminate(int sig) {
-  if (sandbox_init_ > 0) {
-    KillSandboxNamespace(sandbox_init_, sig);
+  if (sandbox_ns_.valid()) {
+    KillSandboxNamespace(sandbox_ns_.get(), sig);
   } else if (pid_ > 0) {
     ::kill(-pid_, sig);
   }
@@ -334,8 +358,8 @@ void ConfinedProcess::Terminate(int sig) {
   if (warm_) {
     // The call's init: killing it ends its pid namespace (the pidfd names exactly it).
     ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-  } else if (sandbox_init_ > 0) {
-    ::kill(sandbox_init_, SIGKILL);
+  } else if (init_pidfd_.valid()) {
+    ::syscall(SYS_pidfd_send_signal, init_pidfd_.get(), SIGKILL, nullptr, 0);
   }
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
@@ -597,10 +621,18 @@ void ConfinedProcess::OnJsonStatus(std::string_view data) {
     // process outside this sandbox.
     sandbox_init_ = 0;
     if (cand <= 1 || cand > std::numeric_limits<pid_t>::max()) continue;
+    // Pinned first, then checked: bwrap (cordon's unreaped child) is its parent, so the pidfd
+    // names the sandbox's init and no later process that took its pid.
+    UniqueFd pfd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(cand), 0)));
+    if (!pfd.valid()) continue;
     std::ifstream ps("/proc/" + std::to_string(cand) + "/status");
     for (std::string l; std::getline(ps, l);) {
       if (l.rfind("PPid:", 0) == 0) {
-        if (std::atol(l.c_str() + 5) == pid_) sandbox_init_ = static_cast<pid_t>(cand);
+        if (std::atol(l.c_str() + 5) == pid_ && Alive(pfd.get())) {
+          sandbox_init_ = static_cast<pid_t>(cand);
+          sandbox_ns_ = PidNamespaceOf(pfd.get(), sandbox_init_);
+          init_pidfd_ = std::move(pfd);
+        }
         break;
       }
     }

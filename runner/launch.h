@@ -410,7 +410,10 @@ class ConfinedProcess {
   std::vector<std::string> env_names_;
   pid_t pid_ = -1;
   UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;
-  pid_t sandbox_init_ = -1;
+  pid_t sandbox_init_ = -1;  // -1 until bwrap reports it, 0 when its report was not usable
+  // The sandbox's init pinned by a pidfd (cold calls; warm calls use pidfd_) and its pid
+  // namespace held open: Terminate signals through descriptors, never a stored pid.
+  UniqueFd init_pidfd_, sandbox_ns_;
   std::shared_ptr<KernelAudit> kernel_audit_;
   pid_t confined_pid_ = 0;  // host pid of the shim's child, which enforces Landlock and execs
   void OnStatusData(int fd);

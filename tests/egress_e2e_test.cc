@@ -9,6 +9,7 @@
 // entry pins (or, for the rebinding test, "localhost" from /etc/hosts, which it then refuses),
 // and the one non-loopback connect (AProcessThatIgnoresTheProxyGetsNothing) happens inside the
 // sandbox's own network namespace, which has no route out of itself.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -665,26 +666,44 @@ TEST_F(EgressE2eTest, OneSandboxsAllowlistDoesNotServeAnother) {
                                     "--resolve",      "b.example.test=127.0.0.1",
                                     "--allow-domain", name + ":" + port};
   };
-  // B holds its sandbox open (a file in the workspace ends it) while A runs.
+  // B holds its sandbox open while A runs: it blocks reading a FIFO in a directory it may only
+  // read, until the host opens the FIFO for writing after A. (A file the host creates in the
+  // workspace would not do: B sees the workspace through its own overlay, which does not show
+  // names created on the host after B looked them up.)
+  const std::string gate_dir = dir_ / "gate", gate = gate_dir + "/go";
+  std::filesystem::create_directories(gate_dir);
+  ASSERT_EQ(::mkfifo(gate.c_str(), 0644), 0);
   const std::string b_log = dir_ / "b.jsonl";
   testing::RunResult b;
   std::atomic<bool> b_ended{false};
+  std::vector<std::string> b_flags = flags("b.example.test");
+  b_flags.insert(b_flags.end(), {"--read", gate_dir});
   std::thread tb([&] {
     b = Exec({"/bin/sh", "-c",
               "curl -sS --max-time 60 -o /dev/null -w 'B %{http_code}\\n' "
               "http://b.example.test:" +
-                  port +
-                  "/hello.txt; touch b-ready; i=0; while [ ! -e a-done ] && [ $i -lt 1200 ];"
-                  " do sleep 0.1; i=$((i+1)); done"},
-             flags("b.example.test"), b_log);
+                  port + "/hello.txt; read -r x < " + gate},
+             b_flags, b_log);
     b_ended = true;
   });
-  for (int i = 0; i < 2400 && !b_ended && !Exists(ws_ + "/b-ready"); ++i) {
+  // B is going once its request has reached the server.
+  for (int i = 0;
+       i < 2400 && !b_ended && srv.requests().find("Host=b.example.test") == std::string::npos;
+       ++i) {
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_TRUE(Exists(ws_ + "/b-ready")) << "sandbox B did not get going";
+  EXPECT_FALSE(b_ended) << "sandbox B ended before A ran: " << b.out << b.err;
   auto a = Exec(Curl({"http://b.example.test:" + port + "/hello.txt"}), flags("a.example.test"));
-  WriteFile(ws_ + "/a-done", "");
+  EXPECT_FALSE(b_ended) << "sandbox B ended while A ran: " << b.out << b.err;
+  // Opening the FIFO for writing succeeds once B has it open for reading; closing it ends B.
+  for (int i = 0; i < 1200 && !b_ended; ++i) {
+    const int fd = ::open(gate.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+      ::close(fd);
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
   tb.join();
   EXPECT_NE(b.out.find("B 200"), std::string::npos) << b.out << b.err;
   EXPECT_NE(a.out.find("HTTP_CODE=403"), std::string::npos) << a.out << a.err;
