@@ -15,6 +15,8 @@
 #include "cli/common.h"
 #include "core/fs.h"
 #include "mcp/client_setup.h"
+#include "policy/policy.h"
+#include "runner/grants.h"
 #include "runner/host_probe.h"
 
 namespace cordon::cli {
@@ -167,7 +169,66 @@ struct Flags {
   bool remove = false;
   bool dry_run = false;
   bool force = false;
+  // serve's flags, for cordon's own entry.
+  ProcessFlags process;
+  std::string timeout;
+  std::vector<std::string> policy;
+  bool any_serve_flag() const {
+    return !process.network.empty() || !process.grants.read.empty() ||
+           !process.grants.write.empty() || !process.egress.empty() || !process.env.empty() ||
+           !timeout.empty() || !policy.empty();
+  }
 };
+
+// serve's flags for cordon's entry: checked as serve checks them (a contradiction, a grant it
+// would refuse, a bad name), and written as serve reads them, in one order, paths absolute (the
+// client starts cordon in a directory of its own choosing).
+Result<std::vector<std::string>> ServeFlags(const Flags& f, std::vector<std::string>& notes) {
+  const ProcessFlags& p = f.process;
+  std::vector<std::string> out;
+  if (!p.network.empty()) out.insert(out.end(), {"--network", p.network});
+  if (auto egress = EgressFromFlags(p.egress, p.network); !egress)
+    return std::unexpected(egress.error());
+  ProcessRequest grants;
+  if (auto st = AddGrants(p.grants, grants); !st)
+    return Fail(st.error().code, st.error().ToString());
+  for (const PathGrant& g : grants.grants)
+    out.insert(out.end(), {g.write ? "--write" : "--read", g.path});
+  for (const auto& [flag, values] :
+       {std::pair{"--allow-domain", &p.egress.allow}, std::pair{"--deny-domain", &p.egress.deny},
+        std::pair{"--allow-preset", &p.egress.presets},
+        std::pair{"--resolve", &p.egress.resolve}}) {
+    for (const auto& v : *values) out.insert(out.end(), {flag, v});
+  }
+  for (const auto& e : p.env) {
+    const std::size_t eq = e.find('=');
+    const std::string name = e.substr(0, eq);
+    // The name only in the message: the value may be a secret.
+    if (!IsEnvName(name))
+      return Fail(Code::kInvalidInput, "--env " + name + (eq == std::string::npos ? "" : "=...") +
+                                           ": \"" + name +
+                                           "\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    if (eq != std::string::npos)
+      notes.push_back("--env " + name + "=... is written into the file with its value; --env " +
+                      name + " alone passes the client's own value instead");
+    out.insert(out.end(), {"--env", e});
+  }
+  if (!f.timeout.empty()) {
+    char* end = nullptr;
+    const long t = std::strtol(f.timeout.c_str(), &end, 10);
+    if (end == nullptr || *end != '\0' || t <= 0)
+      return Fail(Code::kInvalidInput, "--timeout takes a positive number of seconds");
+    out.insert(out.end(), {"--timeout", std::to_string(t)});
+  }
+  for (const auto& file : f.policy) {
+    std::error_code ec;
+    const std::string path = std::filesystem::canonical(file, ec).string();
+    if (ec || !std::filesystem::is_regular_file(path))
+      return Fail(Code::kInvalidInput, "--policy " + file + ": not a file");
+    out.insert(out.end(), {"--policy", path});
+  }
+  return out;
+}
 
 int Refuse(const Error& e) {
   std::fprintf(stderr, "cordon setup: %s: %s\n", std::string(CodeName(e.code)).c_str(),
@@ -190,6 +251,17 @@ int CmdSetup(const CLI::App& cmd, const Flags& f) {
   req.name = !f.wrap.empty() ? f.wrap : !f.name.empty() ? f.name : "cordon";
   req.force = f.force;
   req.cordon_command = CordonCommand();
+  std::vector<std::string> flag_notes;
+  if (f.any_serve_flag()) {
+    if (req.action != mcp::SetupAction::kAdd)
+      return UsageError(cmd,
+                        "--network, --read, --write, --allow-domain, --deny-domain, "
+                        "--allow-preset, --resolve, --env, --timeout and --policy are written "
+                        "into cordon's own serve entry; they do not go with --wrap or --remove");
+    auto flags = ServeFlags(f, flag_notes);
+    if (!flags) return UsageError(cmd, flags.error().message);
+    req.serve_flags = std::move(*flags);
+  }
 
   std::error_code ec;
   std::string project;
@@ -238,6 +310,7 @@ int CmdSetup(const CLI::App& cmd, const Flags& f) {
     std::fprintf(stderr, "cordon setup: %s\n", edit->summary.c_str());
     return kExitOk;
   }
+  edit->notes.insert(edit->notes.end(), flag_notes.begin(), flag_notes.end());
   for (const auto& n : edit->notes) std::fprintf(stderr, "cordon setup: note: %s\n", n.c_str());
   if (f.dry_run) {
     std::cout << mcp::UnifiedDiff(file->exists ? file->text : "", edit->text, file->path);
@@ -291,7 +364,17 @@ void AddSetupCommand(CLI::App& root, Context& ctx) {
                 "remove cordon's entry (with --wrap NAME: make NAME run its own command again)");
   cmd->add_flag("--dry-run", f->dry_run, "print the change as a diff and write nothing");
   cmd->add_flag("--force", f->force,
-                "replace an entry of that name that differs, or remove one that is not cordon");
+                "replace an entry of that name that is not cordon serve, or remove one that is "
+                "not cordon");
+  AddProcessFlags(ctx, cmd, &f->process,
+                  "written into cordon's entry: run_shell's network access (serve --network)");
+  cmd->add_option("--timeout", f->timeout,
+                  "written into cordon's entry: every tool's time limit (serve --timeout)")
+      ->type_name("SECONDS");
+  cmd->add_option("--policy", f->policy,
+                  "written into cordon's entry: an extra policy layer (serve --policy; "
+                  "repeatable)")
+      ->type_name("FILE");
   cmd->footer(
       "clients and their files (user / project):\n"
       "  claude-code     ~/.claude.json / DIR/.mcp.json\n"
@@ -301,6 +384,10 @@ void AddSetupCommand(CLI::App& root, Context& ctx) {
       "  codex           ~/.codex/config.toml ($CODEX_HOME)\n"
       "The previous file is kept beside it (FILE.cordon-backup-TIME); a file that is not valid "
       "JSON or TOML is never written.\n"
+      "--network, --read, --write, --allow-domain, --deny-domain, --allow-preset, --resolve, "
+      "--env, --timeout and --policy are checked as serve checks them and written after "
+      "`serve --workspace DIR` in cordon's entry (paths absolute); running setup again with "
+      "other flags updates that entry, keeping its other keys.\n"
       "exit codes: 0 done (or nothing to do), 1 refused: the file is unchanged, 2 usage error");
   ctx.run[cmd] = [f, cmd] { return CmdSetup(*cmd, *f); };
 }

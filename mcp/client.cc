@@ -148,6 +148,7 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
         req, hooks, &raw->cancel_, [raw](ConfinedProcess& p) {
           std::lock_guard<std::mutex> lock(raw->mu_);
           raw->proc_ = &p;
+          if (p.request().egress) raw->activity_ = p.request().egress->activity();
           raw->started_ = true;
           raw->cv_.notify_all();
         });
@@ -171,19 +172,36 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
                             {"clientInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}});
   if (!init) {
     const std::string tail = raw->StderrTail();
-    session.Audit(McpDiagnosticRecord{.server = config.name,
-                                      .reason = "initialize failed",
-                                      .message = init.error().message,
-                                      .stderr_tail = tail},
-                  true);
-    // Why, where the user looks (mcp test, mcp trust, a tool call's error): the stderr tail and
-    // hints (a path outside the sandbox, the network).
+    std::shared_ptr<const EgressActivity> activity;
+    {
+      std::lock_guard<std::mutex> lock(raw->mu_);
+      activity = raw->activity_;
+    }
+    // A server that has used the network (a launcher downloading it) is said to, rather than
+    // "wrote nothing": the wait was the download, not a hang.
+    const std::string busy =
+        activity ? NetworkActivityNote(activity->accepted.load(), activity->finished.load()) : "";
+    session.Audit(
+        McpDiagnosticRecord{.server = config.name,
+                            .reason = "initialize failed",
+                            .message = init.error().message + (busy.empty() ? "" : "; " + busy),
+                            .stderr_tail = tail},
+        true);
+    // Why, where the user looks (mcp test, mcp trust, a tool call's error): the network the
+    // server was using, the stderr tail and hints (a path outside the sandbox, the network).
     Error e = init.error();
-    e.message += FailureDetail(tail, FailureContext{.wrapped = false,
-                                                    .server = config.name,
-                                                    .source = config.source,
-                                                    .network = network,
-                                                    .preset = LauncherPreset(req.argv)});
+    if (!busy.empty()) {
+      e.message += "; " + busy;
+      if (e.code == Code::kTimeout)
+        e.message += "; or let it take longer: timeout_secs under [servers." + config.name +
+                     "] in " + config.source + " (now " + std::to_string(config.timeout_secs) + ")";
+    }
+    if (busy.empty() || !tail.empty())
+      e.message += FailureDetail(tail, FailureContext{.wrapped = false,
+                                                      .server = config.name,
+                                                      .source = config.source,
+                                                      .network = network,
+                                                      .preset = LauncherPreset(req.argv)});
     return std::unexpected(e);
   }
   raw->init_ = *init;

@@ -11,6 +11,7 @@
 
 #include "mcp/config.h"
 #include "mcp/jsonrpc.h"
+#include "runner/egress_proxy.h"
 #include "session/session.h"
 
 namespace cordon::mcp {
@@ -92,6 +93,9 @@ class StdioClient : public McpConnection {
   std::int64_t next_id_ = 0;
   LineSplitter lines_;
   std::string final_stderr_;  // the server's stderr once it has exited
+  // Its proxy listener's connection counts (network proxy only): a server that is downloading
+  // what it runs (npx, uvx) is told apart from one that is stuck. Set when it starts.
+  std::shared_ptr<const EgressActivity> activity_;
   std::atomic<bool> cancel_{false};
   Json init_;
 };

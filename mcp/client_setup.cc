@@ -28,6 +28,12 @@ constexpr std::array<ClientInfo, 5> kClients = {{
 }};
 
 std::string Quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+// A command line for a message: the words with spaces between.
+std::string Joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
 
 std::string_view Basename(std::string_view path) {
   const auto slash = path.rfind('/');
@@ -39,7 +45,14 @@ bool IsCordon(std::string_view command) { return Basename(command) == "cordon"; 
 
 // What the client starts for an entry: (command, args), and how it goes through cordon.
 std::vector<std::string> ServeArgs(const SetupRequest& r) {
-  return {"serve", "--workspace", r.workspace};
+  std::vector<std::string> out = {"serve", "--workspace", r.workspace};
+  out.insert(out.end(), r.serve_flags.begin(), r.serve_flags.end());
+  return out;
+}
+// Whether an entry runs `cordon serve`: one that setup wrote (or a person wrote the same way),
+// which an add updates rather than refuses.
+bool IsServe(std::string_view command, const std::vector<std::string>& args) {
+  return IsCordon(command) && !args.empty() && args.front() == "serve";
 }
 // The egress preset a launcher that downloads its server as it starts needs (cordon wrap refuses
 // it at once without network): npx and the like fetch from npm, uvx and pipx run from PyPI.
@@ -183,6 +196,21 @@ Result<SetupEdit> EditJson(Client client, std::string_view text, const std::stri
       want["args"] = ServeArgs(r);
       if (entry != nullptr && *entry == want) {
         edit.summary = what + " is already there; nothing changed";
+        break;
+      }
+      auto args = entry != nullptr && entry->contains("args") ? StringArray((*entry)["args"], what)
+                                                              : Result<std::vector<std::string>>();
+      if (entry != nullptr && args && IsServe(command_of(), *args)) {
+        // cordon's own entry: its command and args follow this run; its other keys stay.
+        OJson updated = *entry;
+        for (const auto& [k, v] : want.items()) updated[k] = v;
+        if (updated == *entry) {
+          edit.summary = what + " is already there; nothing changed";
+          break;
+        }
+        *entry = std::move(updated);
+        edit.summary = "updated " + what + ": it runs cordon " + Joined(ServeArgs(r));
+        edit.changed = true;
         break;
       }
       if (entry != nullptr && !r.force)
@@ -513,6 +541,23 @@ Result<SetupEdit> EditToml(std::string_view text, const std::string& source,
       if (entry != nullptr && *entry == t) {
         edit.summary = what + " is already there; nothing changed";
         return edit;
+      }
+      auto args =
+          entry != nullptr ? TomlStringArray(*entry, what) : Result<std::vector<std::string>>();
+      if (entry != nullptr && args && IsServe(command, *args)) {
+        // cordon's own entry: its command and args follow this run; its other keys (and
+        // sub-tables) stay.
+        toml::table updated = *entry;
+        updated.insert_or_assign("command", r.cordon_command);
+        updated.insert_or_assign("args", TomlStrings(ServeArgs(r)));
+        if (updated == *entry) {
+          edit.summary = what + " is already there; nothing changed";
+          return edit;
+        }
+        edit.summary = "updated " + what + ": it runs cordon " + Joined(ServeArgs(r));
+        want = std::move(updated);
+        keep_subtables = true;
+        break;
       }
       if (entry != nullptr && !r.force)
         return Fail(Code::kAlreadyExists,

@@ -42,7 +42,7 @@ Result<std::string> ClientConfigPath(Client client, ConfigScope scope,
 bool ClientUsesToml(Client client);
 
 enum class SetupAction {
-  kAdd,     // the entry `name` runs `cordon serve --workspace W`
+  kAdd,     // the entry `name` runs `cordon serve --workspace W [serve_flags]`
   kRemove,  // the entry `name` (a cordon entry) goes
   kWrap,    // the stdio entry `name` runs through `cordon wrap --workspace W -- ITS COMMAND`
   kUnwrap,  // the entry `name` runs its own command again
@@ -53,6 +53,10 @@ struct SetupRequest {
   std::string name = "cordon";
   std::string cordon_command = "cordon";  // what the client starts: "cordon" or an absolute path
   std::string workspace;                  // written after --workspace, as given
+  // add: serve's flags, written after the workspace as given ("--network", "proxy", ...); the
+  // caller has checked them. An entry that runs cordon serve already gets these in place of its
+  // own (re-running setup with other flags updates it), its other keys kept.
+  std::vector<std::string> serve_flags{};
   bool force = false;  // add: replace a different entry of that name; remove: a non-cordon one
 };
 
@@ -66,7 +70,8 @@ struct SetupEdit {
 // The edit of one client file's text (`text` empty: a new file). `source` names the file in
 // messages. A file that is not valid JSON (comments and trailing commas included: they would be
 // lost) or TOML is invalid_input and nothing is decided; so is a servers key that is not an
-// object. An add whose name holds another definition is already_exists unless `force`; a wrap
+// object. An add whose name holds a cordon serve entry updates its command and args; one whose
+// name holds another definition is already_exists unless `force`; a wrap
 // or unwrap of a name the file lacks is not_found; a wrap of a server without a command (a URL
 // server) is invalid_input. Doing what is already done changes nothing (changed=false).
 // JSON keeps its key order and indentation; TOML is edited as text, one table only, and the

@@ -672,6 +672,58 @@ TEST_F(GrantsTest, McpTestAndTrustSayWhyAConfiguredServerFailedAndTheRecordHolds
       << missing.err;
 }
 
+// mcp test and mcp trust: a configured server that used its time to download (its connections
+// through the proxy) is said to be using the network, with the key that gives it longer, not
+// "wrote nothing".
+TEST_F(GrantsTest, McpTestAndTrustSayAConfiguredServerIsDownloading) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is missing";
+  // A registry on 127.0.0.1 that takes the request and never answers: a download in progress,
+  // as npx's is, with nothing on the server's stderr.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  WriteFile(dir_ / "config/cordon/policies.d/50-registry.toml",
+            "[network]\nresolve = [\"registry.example.test=127.0.0.1\"]\n");
+  const std::string cfg = dir_ / "home/.cordon/mcp.toml";
+  WriteFile(cfg,
+            "[servers.dl]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"curl -s -o /dev/null "
+            "http://registry.example.test:" +
+                port +
+                "/pkg.tgz; sleep 30\"]\ntimeout_secs = 3\n[servers.dl.sandbox]\n"
+                "network = \"proxy\"\nallow_domains = [\"registry.example.test:" +
+                port + "\"]\n");
+  for (const char* verb : {"test", "trust"}) {
+    const std::string log = dir_ / (std::string(verb) + ".jsonl");
+    auto r = cordon::testing::Run(
+        {CordonBin(), "mcp", verb, "dl", "--workspace", dir_ / "ws", "--audit-log", log}, env_);
+    EXPECT_NE(r.exit_code, 0) << verb;
+    EXPECT_NE(r.err.find("initialize: no answer within 3 s; it is using the network: 1 "
+                         "connection through the proxy so far, 1 open now"),
+              std::string::npos)
+        << verb << ": " << r.err;
+    EXPECT_NE(
+        r.err.find("or let it take longer: timeout_secs under [servers.dl] in " + cfg + " (now 3)"),
+        std::string::npos)
+        << verb << ": " << r.err;
+    EXPECT_EQ(r.err.find("wrote nothing"), std::string::npos) << verb << ": " << r.err;
+    bool recorded = false;
+    for (const auto& d : Records(log, "mcp_diagnostic")) {
+      if (d.value("reason", "") == "initialize failed" &&
+          d.value("message", "").find("using the network") != std::string::npos)
+        recorded = true;
+    }
+    EXPECT_TRUE(recorded) << verb << ": " << ReadFile(log);
+  }
+  ::close(listener);
+}
+
 TEST_F(GrantsTest, AProjectsSandboxReadOutsideTheWorkspaceIsReportedOnStderr) {
   WriteFile(dir_ / "outside/data.txt", "x\n");
   WriteFile(dir_ / "ws/.cordon/mcp.toml",

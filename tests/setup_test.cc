@@ -93,8 +93,9 @@ TEST(ClientSetupEdit, FilesItCannotKeepIntactAreRefused) {
 }
 
 TEST(ClientSetupEdit, AnotherDefinitionUnderTheNameNeedsForce) {
+  // Not cordon serve (cordon wrap of a server, here): --force replaces it.
   const std::string text =
-      R"({"mcpServers": {"cordon": {"command": "cordon", "args": ["serve"]}}})";
+      R"({"mcpServers": {"cordon": {"command": "cordon", "args": ["wrap", "--", "x"]}}})";
   auto e = mcp::EditClientConfig(Client::kCursor, text, "f", Req(SetupAction::kAdd));
   ASSERT_FALSE(e);
   EXPECT_EQ(e.error().code, Code::kAlreadyExists);
@@ -110,6 +111,62 @@ TEST(ClientSetupEdit, AnotherDefinitionUnderTheNameNeedsForce) {
                             "f", Req(SetupAction::kRemove));
   ASSERT_FALSE(other);
   EXPECT_NE(other.error().message.find("does not run cordon"), std::string::npos);
+}
+
+// serve's flags follow the workspace; an entry that runs cordon serve is updated by a run with
+// other flags (its other keys kept), and left alone by a run with the same ones.
+TEST(ClientSetupEdit, ServeFlagsAreWrittenAndARerunUpdatesCordonsEntry) {
+  auto with = [](std::vector<std::string> flags) {
+    SetupRequest r = Req(SetupAction::kAdd);
+    r.serve_flags = std::move(flags);
+    return r;
+  };
+  const std::vector<std::string> npm = {"--allow-preset", "npm", "--timeout", "900"};
+  auto a = mcp::EditClientConfig(Client::kClaudeCode, R"({"mcpServers": {}})", "f", with(npm));
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(OJson::parse(a->text)["mcpServers"]["cordon"]["args"],
+            OJson::parse(R"(["serve", "--workspace", "/p", "--allow-preset", "npm",
+                             "--timeout", "900"])"));
+  auto same = mcp::EditClientConfig(Client::kClaudeCode, a->text, "f", with(npm));
+  ASSERT_TRUE(same);
+  EXPECT_FALSE(same->changed) << same->summary;
+  // The user gave the entry an env of their own: an update keeps it, and its place.
+  OJson edited = OJson::parse(a->text);
+  edited["mcpServers"]["cordon"]["env"] = {{"K", "v"}};
+  auto u = mcp::EditClientConfig(Client::kClaudeCode, edited.dump(2), "f",
+                                 with({"--network", "loopback", "--read", "/d"}));
+  ASSERT_TRUE(u) << u.error().message;
+  EXPECT_TRUE(u->changed);
+  EXPECT_EQ(u->summary,
+            "updated server \"cordon\" in f: it runs cordon serve --workspace /p --network "
+            "loopback --read /d");
+  EXPECT_EQ(OJson::parse(u->text)["mcpServers"]["cordon"],
+            OJson::parse(R"({"command": "cordon", "args": ["serve", "--workspace", "/p",
+                             "--network", "loopback", "--read", "/d"], "env": {"K": "v"}})"));
+  // Without flags: back to the plain entry, the env still there.
+  auto plain = mcp::EditClientConfig(Client::kClaudeCode, u->text, "f", with({}));
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(OJson::parse(plain->text)["mcpServers"]["cordon"]["args"],
+            OJson::parse(R"(["serve", "--workspace", "/p"])"));
+  EXPECT_EQ(OJson::parse(plain->text)["mcpServers"]["cordon"]["env"], OJson({{"K", "v"}}));
+
+  // Codex: the table is rewritten in place, its sub-table kept.
+  const std::string codex =
+      "model = \"o4-mini\"\n\n[mcp_servers.cordon]\ncommand = \"cordon\"\nargs = [\"serve\", "
+      "\"--workspace\", \"/p\"]\n\n[mcp_servers.cordon.env]\nK = \"v\"\n\n[profiles.p]\nmodel = "
+      "\"x\"\n";
+  auto c = mcp::EditClientConfig(Client::kCodex, codex, "config.toml", with(npm));
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->text,
+            "model = \"o4-mini\"\n\n[mcp_servers.cordon]\ncommand = \"cordon\"\nargs = [\"serve\", "
+            "\"--workspace\", \"/p\", \"--allow-preset\", \"npm\", \"--timeout\", \"900\"]\n\n"
+            "[mcp_servers.cordon.env]\nK = \"v\"\n\n[profiles.p]\nmodel = \"x\"\n");
+  auto c2 = mcp::EditClientConfig(Client::kCodex, c->text, "config.toml", with(npm));
+  ASSERT_TRUE(c2);
+  EXPECT_FALSE(c2->changed);
+  auto back = mcp::EditClientConfig(Client::kCodex, c->text, "config.toml", with({}));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->text, codex);
 }
 
 TEST(ClientSetupEdit, WrapAndUnwrapAJsonServerKeepItsOtherKeys) {
@@ -498,6 +555,77 @@ TEST_F(SetupCli, ScopeAndWorkspaceMistakesAreUsageErrors) {
   EXPECT_EQ(wrap.exit_code, 1);
   EXPECT_NE(wrap.err.find("not_found"), std::string::npos) << wrap.err;
   EXPECT_FALSE(Exists(dir / "proj/.cursor/mcp.json"));
+}
+
+// serve's flags, through the real binary: checked as serve checks them, written into the entry
+// (paths absolute), updated by a second run; and the entry written starts `cordon serve`.
+TEST_F(SetupCli, ServeFlagsGoIntoTheEntryAndARerunUpdatesIt) {
+  WriteFile(dir / "data/in.txt", "x\n");
+  WriteFile(dir / "extra.toml", "[limits]\ntimeout_secs = 100\n");
+  const std::string file = dir / "proj/.mcp.json";
+  WriteFile(file, R"({"mcpServers": {"srv": {"command": "node", "args": ["srv.js"]}}})");
+  // A relative --read is made absolute: the client starts cordon in a directory of its own.
+  auto add = cordon::testing::Run(
+      {"/bin/sh", "-c", "cd '" + (dir / "data") + "/..' && exec \"$0\" \"$@\"", CordonBin(),
+       "setup", "claude-code", "--project", dir / "proj", "--allow-preset", "npm", "--read", "data",
+       "--env", "GREETING", "--timeout", "900", "--policy", dir / "extra.toml"},
+      {"HOME=" + (dir / "home"), "XDG_CONFIG_HOME=", "PATH=" + (dir / "bin") + ":/usr/bin:/bin"});
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  const std::string want =
+      "cordon serve --workspace " + (dir / "proj") + " --read " + (dir / "data") +
+      " --allow-preset npm --env GREETING --timeout 900 --policy " + (dir / "extra.toml");
+  EXPECT_EQ(Command(ReadFile(file), false, "cordon"), want);
+  EXPECT_EQ(Command(ReadFile(file), false, "srv"), "node srv.js");
+  // The same flags again: nothing changes.
+  auto same = Setup({"claude-code", "--project", dir / "proj", "--allow-preset", "npm", "--read",
+                     dir / "data", "--env", "GREETING", "--timeout", "900", "--policy",
+                     dir / "extra.toml"});
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_NE(same.err.find("nothing changed"), std::string::npos) << same.err;
+  // Other flags: the entry is updated, without --force; the rest of the file stays.
+  auto other = Setup(
+      {"claude-code", "--project", dir / "proj", "--network", "loopback", "--env", "MODE=fast"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(other.err.find("updated server \"cordon\""), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("note: --env MODE=... is written into the file with its value"),
+            std::string::npos)
+      << other.err;
+  const std::string updated = ReadFile(file);
+  EXPECT_EQ(Command(updated, false, "cordon"),
+            "cordon serve --workspace " + (dir / "proj") + " --network loopback --env MODE=fast");
+  EXPECT_EQ(Command(updated, false, "srv"), "node srv.js");
+  // What serve refuses, setup refuses before writing: a usage error (2), the file unchanged.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--network", "none", "--allow-preset", "npm"},
+        {"--read", dir / "missing"},
+        {"--env", "BAD-NAME=secret"},
+        {"--timeout", "soon"},
+        {"--policy", dir / "missing.toml"},
+        {"--allow-preset", "nope"},
+        {"--wrap", "srv", "--read", dir / "data"}}) {
+    std::vector<std::string> args = {"claude-code", "--project", dir / "proj"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    auto r = Setup(args);
+    EXPECT_EQ(r.exit_code, 2) << bad[0] << ": " << r.err;
+    EXPECT_EQ(r.err.find("secret"), std::string::npos) << r.err;
+    EXPECT_EQ(ReadFile(file), updated) << bad[0];
+  }
+  // Codex's TOML entry the same way.
+  auto codex = Setup({"codex", "--workspace", dir / "proj", "--allow-preset", "npm"});
+  ASSERT_EQ(codex.exit_code, 0) << codex.err;
+  EXPECT_EQ(Command(ReadFile(dir / "home/.codex/config.toml"), true, "cordon"),
+            "cordon serve --workspace " + (dir / "proj") + " --allow-preset npm");
+  // The entry the client will start is a command serve takes: it serves, and exits 0 at EOF.
+  if (!cordon::testing::UserNamespacesEnabled())
+    SECURITY_SKIP("(setup) user namespaces are disabled; the entry's serve cannot start");
+  std::vector<std::string> argv = {CordonBin()};
+  const OJson entry = OJson::parse(ReadFile(file))["mcpServers"]["cordon"];
+  for (const auto& a : entry["args"]) argv.push_back(a.get<std::string>());
+  argv.insert(argv.end(), {"--audit-log", dir / "serve.jsonl"});
+  auto serve =
+      cordon::testing::Run(argv, {"HOME=" + (dir / "home"), "XDG_CONFIG_HOME=" + (dir / "config"),
+                                  "XDG_STATE_HOME=" + (dir / "state")});
+  EXPECT_EQ(serve.exit_code, 0) << serve.err;
 }
 
 // A configuration file that is a symlink (a dotfiles repository) stays one: its target is edited.
