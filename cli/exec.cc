@@ -93,6 +93,21 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
                    not_done.empty() ? "" : ("; not done:" + not_done).c_str());
       return kExitCordonFailed;
     }
+    // Entries the workspace rules kept out (a new repository's .git, a hook, a setuid bit):
+    // the command's exit code is its own, but what it made is not all in the tree.
+    if (const Json w = (*proc)->workspace_commit();
+        w.is_object() && w.contains("refused") && !w["refused"].empty()) {
+      std::string kept;
+      for (const auto& r : w["refused"]) {
+        if (kept.size() > 2000) break;
+        kept += "\n  " + r.value("path", "") + " (" + r.value("reason", "") + ")";
+      }
+      const std::size_t n = w["refused"].size() + w.value("refused_omitted", std::size_t{0});
+      std::fprintf(stderr,
+                   "cordon: %zu %s the workspace rules refuse %s kept out of the tree, in "
+                   "cordon's quarantine (SECURITY.md, \"The staged workspace\"):%s\n",
+                   n, n == 1 ? "entry" : "entries", n == 1 ? "was" : "were", kept.c_str());
+    }
     if (o.stop_signal) {
       std::fprintf(stderr, "cordon: stopped by signal %d; the sandbox was ended\n", *o.stop_signal);
       return kExitSignalBase + *o.stop_signal;

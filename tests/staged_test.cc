@@ -166,6 +166,10 @@ TEST_F(StagedTest, PlantsBehindAFloodOfEntriesNeverReachTheHost) {
   EXPECT_TRUE(refused.contains("protected_path " + ws_ + "/.envrc")) << Joined(refused);
   EXPECT_TRUE(refused.contains("protected_path " + ws_ + "/.vscode")) << Joined(refused);
   EXPECT_TRUE(refused.contains("new_git_dir " + ws_ + "/sub/.git")) << Joined(refused);
+  // The caller of `cordon exec` is told, not only the record: the exit code is the command's.
+  EXPECT_NE(r.err.find("the workspace rules refuse were kept out of the tree"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("sub/.git (new_git_dir)"), std::string::npos) << r.err;
 }
 
 // chmod 555 made the sweep's rename fail as an ordinary user; the staged commit never needs to
