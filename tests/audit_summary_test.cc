@@ -321,6 +321,31 @@ TEST_F(AuditSummaryTest, BadInputFailsClosedWithVerifysCodes) {
   EXPECT_EQ(no_log.exit_code, 2) << no_log.out << no_log.err;
 }
 
+// A name the agent chose (its clientInfo, a tool it asked for) cannot put a line of its own into
+// the text summary (a job page shows it inside a fence): with a newline it is printed JSON-quoted.
+TEST_F(AuditSummaryTest, AgentChosenNamesCannotStartALineOfTheirOwn) {
+  const Json init = {{"jsonrpc", "2.0"},
+                     {"id", 1},
+                     {"method", "initialize"},
+                     {"params",
+                      {{"protocolVersion", "2025-11-25"},
+                       {"capabilities", Json::object()},
+                       {"clientInfo", {{"name", "t\n~~~\n<b>"}, {"version", "1"}}}}}};
+  const Json call = {{"jsonrpc", "2.0"},
+                     {"id", 2},
+                     {"method", "tools/call"},
+                     {"params", {{"name", "no\n~~~\nsuch"}, {"arguments", Json::object()}}}};
+  auto r = testing::Run({testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log", Log()},
+                        env_, init.dump() + "\n" + call.dump() + "\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto text = Cordon({"audit", "summary", Log()});
+  EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("  client      mcp  \"t\\n~~~\\n<b>\" \"1\"\n"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("    \"no\\n~~~\\nsuch\": error 1\n"), std::string::npos) << text.out;
+  for (const auto& line : Lines(text.out)) EXPECT_NE(line, "~~~") << text.out;
+}
+
 // --- the CI examples of docs/ci.md: their YAML parses, and every block they run, run as written
 // against a real log (the agent a script in a checkout), passes; the gate fails on an edited log.
 
