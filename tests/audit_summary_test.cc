@@ -59,6 +59,24 @@ Json CallTool(testing::LinePeer& serve, int id, const std::string& tool, const J
   return Request(serve, id, "tools/call", {{"name", tool}, {"arguments", args}});
 }
 
+// A web server on 127.0.0.1 (Python, stdlib only): prints its port, answers every GET with a
+// fixed body, and exits when its stdin closes.
+constexpr const char* kWebServer = R"(import http.server, sys, threading
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello from the local server\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+threading.Thread(target=s.serve_forever, daemon=True).start()
+sys.stdin.read()
+)";
+
 class AuditSummaryTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,10 +116,17 @@ TEST_F(AuditSummaryTest, AScriptedSessionGivesExactNumbers) {
   if (!testing::UserNamespacesEnabled()) SECURITY_SKIP("user namespaces are disabled");
   const std::string curl = FindOnPath("curl");
   if (curl.empty()) GTEST_SKIP() << "SKIPPED: curl is missing (the refused domain's client)";
+  if (!testing::Exists("/usr/bin/python3")) GTEST_SKIP() << "SKIPPED: python3 (the web server)";
   WriteFile(ws_ + "/notes.txt", "alpha\n");
-  testing::LinePeer serve({testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log", Log(),
-                           "--network", "proxy"},
-                          env_);
+  // api.example.test is this test's web server on 127.0.0.1, the one domain the proxy allows.
+  testing::LinePeer web({"/usr/bin/python3", "-c", kWebServer}, {});
+  const std::string port = web.Line(30);
+  ASSERT_FALSE(port.empty()) << "the web server did not start";
+  const std::string api = "api.example.test:" + port;
+  testing::LinePeer serve(
+      {testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log", Log(), "--network",
+       "proxy", "--resolve", "api.example.test=127.0.0.1", "--allow-domain", api},
+      env_);
   Json r = Request(serve, 1, "initialize",
                    {{"protocolVersion", "2025-11-25"},
                     {"capabilities", Json::object()},
@@ -126,14 +151,31 @@ TEST_F(AuditSummaryTest, AScriptedSessionGivesExactNumbers) {
       serve, 6, "run_shell",
       {{"program", "curl"}, {"args", {"-sS", "--max-time", "20", "http://refused.example.test/"}}});
   ASSERT_EQ(r["result"]["structuredContent"].value("exit_code", -1), 0) << r.dump();
+  r = CallTool(
+      serve, 7, "run_shell",
+      {{"program", "curl"}, {"args", {"-sS", "--max-time", "20", "http://" + api + "/x"}}});
+  ASSERT_EQ(r["result"]["structuredContent"].value("stdout", ""), "hello from the local server\n")
+      << r.dump();
   serve.CloseInput();
   ASSERT_EQ(serve.Wait(), 0);
+  web.CloseInput();
 
   // The log as written: the session ids, the policy hash, the line of every record.
   std::vector<Json> recs;
   for (const auto& l : Lines(ReadFile(Log()))) recs.push_back(Json::parse(l));
   const std::string serve_id = recs.front()["session"];
   std::string call_id, policy;
+  std::uint64_t api_up = 0, api_down = 0;
+  for (const auto& rec : recs) {
+    if (rec["type"] == "network" && rec["host"] == "api.example.test") {
+      api_up += rec["bytes_up"].get<std::uint64_t>();
+      api_down += rec["bytes_down"].get<std::uint64_t>();
+    }
+  }
+  // Plain HTTP counts the body after the request head (none for a GET) and what came down: the
+  // response head and its 28-byte body.
+  EXPECT_EQ(api_up, 0u);
+  EXPECT_GT(api_down, 28u);
   std::uint64_t serve_lines = 0, call_first = 0, call_last = 0;
   for (std::size_t i = 0; i < recs.size(); ++i) {
     if (recs[i]["session"] == serve_id) {
@@ -165,7 +207,7 @@ TEST_F(AuditSummaryTest, AScriptedSessionGivesExactNumbers) {
   EXPECT_EQ(s["policy_sha256"], policy);
   EXPECT_TRUE(s["finished"].get<bool>());
   EXPECT_GE(s["duration_ms"].get<std::int64_t>(), 0);
-  EXPECT_EQ(s["session_finished"], (Json{{"calls", 5}, {"errors", 1}}));
+  EXPECT_EQ(s["session_finished"], (Json{{"calls", 6}, {"errors", 1}}));
   // Verification: every line of the session intact; the call's session lies inside it.
   EXPECT_EQ(s["verification"]["records"], serve_lines);
   EXPECT_EQ(s["verification"]["lines"], (Json{{"intact", serve_lines}}));
@@ -174,19 +216,19 @@ TEST_F(AuditSummaryTest, AScriptedSessionGivesExactNumbers) {
   EXPECT_LT(s["verification"]["first_line"].get<std::uint64_t>(), call_first);
   EXPECT_GT(s["verification"]["last_line"].get<std::uint64_t>(), call_last);
   // Calls by tool and status.
-  EXPECT_EQ(s["calls"], (Json{{"total", 5},
+  EXPECT_EQ(s["calls"], (Json{{"total", 6},
                               {"by_tool",
                                {{"create_file", {{"ok", 1}}},
                                 {"replace_range", {{"ok", 1}}},
                                 {"read_url", {{"error", 1}}},
-                                {"run_shell", {{"ok", 2}}}}}}))
+                                {"run_shell", {{"ok", 3}}}}}}))
       << s["calls"].dump();
   // Commands with their exit codes, the failing one first.
   const Json& cmds = s["commands"];
-  EXPECT_EQ(cmds["total"], 2);
+  EXPECT_EQ(cmds["total"], 3);
   EXPECT_EQ(cmds["failed"], 1);
   EXPECT_EQ(cmds["omitted"], 0);
-  ASSERT_EQ(cmds["listed"].size(), 2u) << cmds.dump();
+  ASSERT_EQ(cmds["listed"].size(), 3u) << cmds.dump();
   EXPECT_EQ(cmds["listed"][0]["argv"], std::string("sh -c ") + kTokenCommand);
   EXPECT_EQ(cmds["listed"][0]["exit_code"], 3);
   EXPECT_EQ(cmds["listed"][0]["status"], "exited");
@@ -195,6 +237,8 @@ TEST_F(AuditSummaryTest, AScriptedSessionGivesExactNumbers) {
   EXPECT_EQ(cmds["listed"][1]["argv"], "curl -sS --max-time 20 http://refused.example.test/");
   EXPECT_EQ(cmds["listed"][1]["exit_code"], 0);
   EXPECT_EQ(cmds["listed"][1]["failed"], false);
+  EXPECT_EQ(cmds["listed"][2]["argv"], "curl -sS --max-time 20 http://" + api + "/x");
+  EXPECT_EQ(cmds["listed"][2]["exit_code"], 0);
   // Files: two by the file tools, one by the command.
   const Json& files = s["files"];
   EXPECT_EQ(files["total"], 3);
@@ -224,7 +268,14 @@ TEST_F(AuditSummaryTest, AScriptedSessionGivesExactNumbers) {
                                    {"subjects", {"refused.example.test:80"}},
                                    {"subjects_omitted", 0}}}}}))
       << s["denials"].dump();
-  EXPECT_EQ(s["network"], (Json::array({{{"host", "refused.example.test"},
+  EXPECT_EQ(s["network"], (Json::array({{{"host", "api.example.test"},
+                                         {"decision", "allowed"},
+                                         {"ports", {std::stoi(port)}},
+                                         {"connections", 1},
+                                         {"bytes_up", api_up},
+                                         {"bytes_down", api_down},
+                                         {"errors", 0}},
+                                        {{"host", "refused.example.test"},
                                          {"decision", "denied"},
                                          {"ports", {80}},
                                          {"connections", 1},
@@ -263,14 +314,16 @@ TEST_F(AuditSummaryTest, AScriptedSessionGivesExactNumbers) {
   for (const std::string& want : std::vector<std::string>{
            "# " + Log() + ": ok: " + std::to_string(recs.size()) + " records, 2 sessions",
            "# 2 session(s)\n", "\nsession " + serve_id + "  lines 1-" + std::to_string(recs.size()),
-           "  client      mcp  \"summary-test\" \"1.2\"\n", "  calls       5\n",
-           "    run_shell: ok 2\n", "  commands    2 (1 failed)\n",
+           "  client      mcp  \"summary-test\" \"1.2\"\n", "  calls       6\n",
+           "    run_shell: ok 3\n", "  commands    3 (1 failed)\n",
            "    ! exit 3  run_shell  \"sh -c echo hi > made.txt;",
            "  files       3 changed (created 2, modified 1)\n",
            "    created  \"made.txt\"  run_shell (process, line ",
            "    policy_denied  scopes.grant  1  \"read_url net:read\"\n",
            "    network  not allowed  1  \"refused.example.test:80\"\n",
            "    refused.example.test  denied  1 connection(s)  0 B up, 0 B down\n",
+           "    api.example.test  allowed  1 connection(s)  0 B up, " + std::to_string(api_down) +
+               " B down\n",
            "  redacted    0 in records, 1 in results (github_token 1)\n"}) {
     EXPECT_NE(text.out.find(want), std::string::npos) << "missing: " << want << "\n" << text.out;
   }
