@@ -399,6 +399,88 @@ TEST_F(AuditSummaryTest, AgentChosenNamesCannotStartALineOfTheirOwn) {
   for (const auto& line : Lines(text.out)) EXPECT_NE(line, "~~~") << text.out;
 }
 
+// The aggregation alone, on records written inline (the kinds a real run on this host cannot
+// produce, access_denied, beside the others): denials counted per rule (a Landlock denial by its
+// count), a process's omitted changes counted but not listed, a gap's lost records, a call
+// without its tool_finished, limits on what is listed, a torn line in no session.
+TEST(SummarizeAuditLines, DenialsOfEveryKindGapsAndLimits) {
+  const std::string log =
+      R"({"session":"s1","type":"session_started","ts":"2026-01-02T03:04:05.000Z","client":"cli","workspace":"/w","policy_sha256":"p"}
+{"session":"s1","type":"tool_started","tool":"run_shell","ts":"2026-01-02T03:04:05.500Z"}
+{"session":"s2","type":"session_started","ts":"2026-01-02T03:04:06.000Z","client":"mcp"}
+{"session":"s1","type":"process","tool":"run_shell","kind":"foreground","argv":["sh","-c","x"],"status":"killed","signal":9,"exit_code":null,"changes":{"entries":[{"kind":"created","path":"a"},{"kind":"renamed","path":"c","from":"b"}],"counts":{"created":5,"renamed":1,"deleted":0},"omitted":4}}
+{"session":"s1","type":"access_denied","layer":"landlock","denials":[{"blockers":"fs.write_file","path":"/etc/x","count":3},{"blockers":"fs.write_file","path":"/etc/y","count":1},{"blockers":"net.connect_tcp","address":"1.2.3.4:80","count":2}],"omitted":7}
+{"session":"s1","type":"protected_path_removed","path":"/w/.envrc","reason":"protected_path"}
+{"session":"s1","type":"protected_path_removed","path":"/w/.git/hooks/x"}
+{"session":"s1","type":"setuid_stripped","path":"/w/tool"}
+{"session":"s1","type":"network","host":"h","port":443,"decision":"denied","rule":"deny_domains h"}
+{"session":"s1","type":"gap","lost":3}
+{"session":"s1","type":"file_write","tool":"create_file","op":"create","path":"n","status":"failed"}
+{"v":1,"seq":9,"ts":"2026)";
+  SummaryLimits limits;
+  limits.files = 2;
+  limits.subjects = 1;
+  const LogSummary sum = SummarizeAuditLines("inline", log, nullptr, "", limits);
+  EXPECT_EQ(sum.unreadable_lines, (std::vector<std::uint64_t>{12}));
+  EXPECT_EQ(sum.unfinished, (std::vector<std::string>{"s1", "s2"}));
+  ASSERT_EQ(sum.sessions.size(), 2u);
+  const Json j = sum.sessions[0].ToJson();
+  EXPECT_EQ(j["verification"]["verified"], false);
+  EXPECT_EQ(j["verification"]["first_line"], 1);
+  EXPECT_EQ(j["verification"]["last_line"], 11);
+  EXPECT_EQ(j["verification"]["gaps"], 1);
+  EXPECT_EQ(j["verification"]["lost_records"], 3);
+  EXPECT_EQ(j["duration_ms"], 500) << "unfinished: to its last record with a time";
+  EXPECT_EQ(j["calls"], (Json{{"total", 1}, {"by_tool", {{"run_shell", {{"unfinished", 1}}}}}}));
+  EXPECT_EQ(j["commands"]["failed"], 1);
+  EXPECT_EQ(j["commands"]["listed"][0]["signal"], 9);
+  EXPECT_EQ(j["commands"]["listed"][0]["exit_code"], nullptr);
+  // 2 listed + 4 omitted by the process, 1 failed write; the list cut at 2.
+  EXPECT_EQ(j["files"]["total"], 7);
+  EXPECT_EQ(j["files"]["counts"], (Json{{"created", 5}, {"renamed", 1}, {"failed", 1}}));
+  EXPECT_EQ(j["files"]["listed"].size(), 2u);
+  EXPECT_EQ(j["files"]["listed"][1]["from"], "b");
+  EXPECT_EQ(j["files"]["omitted"], 5);
+  const Json want = Json::array({
+      {{"type", "access_denied"},
+       {"rule", "landlock fs.write_file"},
+       {"count", 4},
+       {"subjects", {"/etc/x"}},
+       {"subjects_omitted", 1}},
+      {{"type", "access_denied"},
+       {"rule", "landlock net.connect_tcp"},
+       {"count", 2},
+       {"subjects", {"1.2.3.4:80"}},
+       {"subjects_omitted", 0}},
+      {{"type", "access_denied"},
+       {"rule", "landlock (not listed)"},
+       {"count", 7},
+       {"subjects", Json::array()},
+       {"subjects_omitted", 0}},
+      {{"type", "protected_path_removed"},
+       {"rule", "protected_path"},
+       {"count", 2},
+       {"subjects", {"/w/.envrc"}},
+       {"subjects_omitted", 1}},
+      {{"type", "setuid_stripped"},
+       {"rule", "setid_bits"},
+       {"count", 1},
+       {"subjects", {"/w/tool"}},
+       {"subjects_omitted", 0}},
+      {{"type", "network"},
+       {"rule", "deny_domains h"},
+       {"count", 1},
+       {"subjects", {"h:443"}},
+       {"subjects_omitted", 0}},
+  });
+  EXPECT_EQ(j["denials"]["by_rule"], want) << j["denials"].dump(2);
+  EXPECT_EQ(j["denials"]["total"], 17);
+  // --session keeps the sessions whose id starts with the prefix.
+  const LogSummary only = SummarizeAuditLines("inline", log, nullptr, "s2");
+  ASSERT_EQ(only.sessions.size(), 1u);
+  EXPECT_EQ(only.sessions[0].client, "mcp");
+}
+
 // --- the CI examples of docs/ci.md: their YAML parses, and every block they run, run as written
 // against a real log (the agent a script in a checkout), passes; the gate fails on an edited log.
 
