@@ -613,7 +613,7 @@ int Summary(const SummaryFlags& f) {
     std::cout << "# " << summary->sessions.size() << " session(s)";
     if (!summary->unfinished.empty()) {
       std::cout << ", " << summary->unfinished.size() << " unfinished:";
-      for (const auto& id : summary->unfinished) std::cout << " " << id;
+      for (const auto& id : summary->unfinished) std::cout << " " << Plain(id);
     }
     if (!summary->unreadable_lines.empty()) {
       std::cout << "; " << summary->unreadable_lines.size() << " line(s) not a record:";
