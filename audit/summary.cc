@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
-#include <iterator>
+#include <sstream>
 
 #include "audit/show.h"
 
@@ -25,6 +25,13 @@ std::optional<std::int64_t> Int(const Json& rec, const char* key) {
   auto it = rec.find(key);
   if (it == rec.end() || !it->is_number_integer()) return std::nullopt;
   return it->get<std::int64_t>();
+}
+
+// The array (or object) at `key`, or an empty one: read in place, never copied.
+const Json& Items(const Json& rec, const char* key) {
+  static const Json kNone = Json::array();
+  auto it = rec.find(key);
+  return it != rec.end() && (it->is_array() || it->is_object()) ? *it : kNone;
 }
 
 std::string CutUtf8(std::string s, std::size_t max) {
@@ -67,22 +74,14 @@ void AddDenial(Pending& p, const SummaryLimits& limits, const std::string& type,
   }
 }
 
-void AddFile(Pending& p, const SummaryLimits& limits, SummaryFile f) {
+// Whether one more changed file is listed (every one is counted).
+bool FileListed(Pending& p, const SummaryLimits& limits) {
   ++p.s.files_total;
-  if (p.s.files.size() < limits.files) p.s.files.push_back(std::move(f));
+  return p.s.files.size() < limits.files;
 }
 
 void AddProcess(Pending& p, const SummaryLimits& limits, const Json& rec, std::uint64_t line) {
   SummaryCommand c;
-  c.line = line;
-  c.tool = Str(rec, "tool");
-  c.kind = Str(rec, "kind");
-  std::string argv;
-  for (const auto& a : rec.value("argv", Json::array())) {
-    if (!argv.empty()) argv += ' ';
-    argv += a.is_string() ? a.get<std::string>() : a.dump();
-  }
-  c.argv = CutUtf8(std::move(argv), 200);
   c.status = Str(rec, "status");
   c.exit_code = Int(rec, "exit_code");
   c.signal = Int(rec, "signal");
@@ -90,21 +89,30 @@ void AddProcess(Pending& p, const SummaryLimits& limits, const Json& rec, std::u
   c.failed = c.status != "exited" || c.exit_code.value_or(0) != 0 || !c.error.empty();
   ++p.s.commands_total;
   if (c.failed) ++p.s.commands_failed;
-  if (p.s.commands.size() < limits.commands) p.s.commands.push_back(std::move(c));
+  if (p.s.commands.size() < limits.commands) {
+    c.line = line;
+    c.tool = Str(rec, "tool");
+    c.kind = Str(rec, "kind");
+    std::string argv;
+    for (const auto& a : Items(rec, "argv")) {
+      if (!argv.empty()) argv += ' ';
+      argv += a.is_string() ? a.get<std::string>() : a.dump();
+    }
+    c.argv = CutUtf8(std::move(argv), 200);
+    p.s.commands.push_back(std::move(c));
+  }
 
   auto ch = rec.find("changes");
   if (ch == rec.end() || !ch->is_object()) return;
   // counts holds every change, listed or not; entries the first of them.
-  const Json counts = ch->value("counts", Json::object());
-  for (const auto& [kind, n] : counts.items()) {
+  for (const auto& [kind, n] : Items(*ch, "counts").items()) {
     if (!n.is_number_unsigned() || n.get<std::uint64_t>() == 0) continue;
     p.s.file_counts[kind] += n.get<std::uint64_t>();
   }
-  for (const auto& e : ch->value("entries", Json::array())) {
-    if (!e.is_object()) continue;
-    AddFile(p, limits,
-            SummaryFile{line, Str(e, "path"), Str(e, "kind"), "process", Str(rec, "tool"),
-                        Str(e, "from"), ""});
+  for (const auto& e : Items(*ch, "entries")) {
+    if (!e.is_object() || !FileListed(p, limits)) continue;
+    p.s.files.push_back(SummaryFile{line, Str(e, "path"), Str(e, "kind"), "process",
+                                    Str(rec, "tool"), Str(e, "from"), ""});
   }
   // The changes beyond those listed are counted, never named.
   p.s.files_total += Count(*ch, "omitted");
@@ -158,8 +166,10 @@ void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::ui
     const std::string kind =
         Str(rec, "status") != "written" ? "failed" : (op == "create" ? "created" : "modified");
     ++p.s.file_counts[kind];
-    AddFile(p, limits,
-            SummaryFile{line, Str(rec, "path"), kind, "file_write", Str(rec, "tool"), "", op});
+    if (FileListed(p, limits)) {
+      p.s.files.push_back(
+          SummaryFile{line, Str(rec, "path"), kind, "file_write", Str(rec, "tool"), "", op});
+    }
   } else if (type == "policy_denied") {
     AddDenial(p, limits, type, Str(rec, "rule"), Str(rec, "tool") + " " + Str(rec, "scope"));
   } else if (type == "network") {
@@ -180,7 +190,7 @@ void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::ui
                 host + ":" + std::to_string(port));
     }
   } else if (type == "access_denied") {
-    for (const auto& d : rec.value("denials", Json::array())) {
+    for (const auto& d : Items(rec, "denials")) {
       if (!d.is_object()) continue;
       std::string what = Str(d, "path");
       if (what.empty()) what = Str(d, "address");
@@ -366,8 +376,9 @@ Result<LogSummary> SummarizeAuditLog(const std::string& path, const VerifyReport
                                      std::string_view session_prefix, const SummaryLimits& limits) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
-  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return SummarizeAuditLines(path, data, report, session_prefix, limits);
+  std::ostringstream data;
+  data << in.rdbuf();
+  return SummarizeAuditLines(path, data.str(), report, session_prefix, limits);
 }
 
 }  // namespace cordon
