@@ -3,5 +3,6 @@
 
 #include "audit/records.h"
 #include "audit/show.h"
+#include "audit/summary.h"
 #include "audit/verify.h"
 #include "audit/writer.h"

@@ -451,6 +451,181 @@ int Show(const ShowFlags& f) {
   return worst;
 }
 
+// --- summary: `audit summary LOG...`, per session, each log verified first.
+struct SummaryFlags {
+  VerifyFlags verify;  // the inputs, as verify's: files, a directory, keys, the witness
+  std::string session;
+  bool json = false;
+};
+
+std::string Bytes(std::uint64_t n) {
+  if (n < 10 * 1024) return std::to_string(n) + " B";
+  if (n < 10 * 1024 * 1024) return std::to_string(n / 1024) + " KiB";
+  return std::to_string(n / (1024 * 1024)) + " MiB";
+}
+
+std::string Duration(const std::optional<std::int64_t>& ms) {
+  if (!ms) return "?";
+  char buf[64];
+  if (*ms < 60'000) {
+    std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(*ms) / 1000.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld min %lld s", static_cast<long long>(*ms / 60'000),
+                  static_cast<long long>((*ms % 60'000) / 1000));
+  }
+  return buf;
+}
+
+// A value from the log, bare when it is plain text, else JSON-quoted: a name the agent chose
+// (a tool, a host, a rule) cannot start a line of its own in the text summary.
+std::string Plain(const std::string& s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') return DumpJson(Json(s));
+  }
+  return s;
+}
+
+// "k1 n1, k2 n2" of a count map.
+std::string Counts(const std::map<std::string, std::uint64_t>& m) {
+  std::string out;
+  for (const auto& [k, n] : m) {
+    out += (out.empty() ? "" : ", ") + Plain(k) + " " + std::to_string(n);
+  }
+  return out;
+}
+
+void PrintSessionSummary(const SessionSummary& s) {
+  std::ostringstream o;
+  o << "\nsession " << Plain(s.session) << "  lines " << s.first_line << "-" << s.last_line << ", "
+    << s.records << " records";
+  if (s.verified) o << " (" << Counts(s.lines) << ")";
+  o << "\n";
+  if (!s.started) o << "  (no session_started in this log: it starts mid-session)\n";
+  o << "  client      " << (s.client.empty() ? "?" : Plain(s.client));
+  if (s.client_info.is_object()) {
+    o << "  " << s.client_info.value("name", Json("?")).dump();
+    if (s.client_info.contains("version")) o << " " << s.client_info["version"].dump();
+  }
+  o << "\n  workspace   " << Plain(s.workspace) << "\n  policy      sha256 "
+    << Plain(s.policy_sha256) << "\n  time        " << Plain(s.first_ts) << " .. "
+    << Plain(s.last_ts) << "  (" << Duration(s.duration_ms)
+    << (s.finished ? "" : ", UNFINISHED: no session_finished") << ")\n";
+  if (s.gaps > 0) {
+    o << "  GAP         " << s.lost_records << " record(s) lost in " << s.gaps << " gap(s)\n";
+  }
+  o << "  calls       " << s.calls_total << "\n";
+  for (const auto& [tool, by_status] : s.calls) {
+    o << "    " << Plain(tool) << ": " << Counts(by_status) << "\n";
+  }
+  o << "  commands    " << s.commands_total << " (" << s.commands_failed << " failed)\n";
+  for (const auto& c : s.commands) {
+    std::string outcome = Plain(c.status);
+    if (c.exit_code) outcome = "exit " + std::to_string(*c.exit_code);
+    if (c.signal) outcome = "signal " + std::to_string(*c.signal);
+    if (!c.error.empty()) outcome = "error " + Plain(c.error);
+    o << "    " << (c.failed ? "! " : "  ") << outcome << "  " << Plain(c.tool) << "  "
+      << DumpJson(Json(c.argv)) << "  (line " << c.line << ")\n";
+  }
+  if (s.commands.size() < s.commands_total) {
+    o << "    ... " << s.commands_total - s.commands.size() << " more\n";
+  }
+  o << "  files       " << s.files_total << " changed";
+  if (!s.file_counts.empty()) o << " (" << Counts(s.file_counts) << ")";
+  o << "\n";
+  for (const auto& f : s.files) {
+    o << "    " << Plain(f.kind) << "  " << DumpJson(Json(f.path));
+    if (!f.from.empty()) o << " from " << DumpJson(Json(f.from));
+    o << "  " << Plain(f.tool) << " (" << Plain(f.source) << ", line " << f.line << ")\n";
+  }
+  if (s.files.size() < s.files_total) {
+    o << "    ... " << s.files_total - s.files.size() << " more\n";
+  }
+  o << "  denials     " << s.denials_total << "\n";
+  for (const auto& d : s.denials) {
+    o << "    " << Plain(d.type) << "  " << Plain(d.rule) << "  " << d.count;
+    if (!d.subjects.empty()) {
+      o << "  ";
+      for (std::size_t i = 0; i < d.subjects.size(); ++i) {
+        o << (i ? ", " : "") << DumpJson(Json(d.subjects[i]));
+      }
+      if (d.subjects_omitted > 0) o << ", ... " << d.subjects_omitted << " more";
+    }
+    o << "\n";
+  }
+  o << "  network     " << s.network.size() << " host(s)\n";
+  for (const auto& n : s.network) {
+    o << "    " << Plain(n.host) << "  " << Plain(n.decision) << "  " << n.connections
+      << " connection(s)  " << Bytes(n.bytes_up) << " up, " << Bytes(n.bytes_down) << " down";
+    if (n.errors > 0) o << ", " << n.errors << " error(s)";
+    o << "\n";
+  }
+  o << "  redacted    " << s.redactions << " in records, " << s.output_redactions << " in results";
+  if (!s.output_redactions_by_rule.empty()) o << " (" << Counts(s.output_redactions_by_rule) << ")";
+  o << "\n";
+  std::cout << o.str();
+}
+
+// Each log verified, then summarized per session; the exit code is verify's (for several logs,
+// the worst).
+int Summary(const SummaryFlags& f) {
+  auto options = VerifyOptionsFrom(f.verify);
+  if (!options) return Failed(f.json, options.error(), kExitStart);
+  std::vector<std::string> files;
+  for (const auto& arg : f.verify.logs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      files.push_back(arg);
+      continue;
+    }
+    auto in_dir = LogsIn(arg, f.verify.witness);
+    if (!in_dir) return Failed(f.json, in_dir.error(), kExitStart);
+    files.insert(files.end(), in_dir->begin(), in_dir->end());
+  }
+  for (const auto& path : files) {
+    if (std::string id = LogIdOf(path); !id.empty()) options->logs_given.insert(id);
+  }
+  int worst = kExitOk;
+  Json logs = Json::array();
+  for (const auto& path : files) {
+    auto report = VerifyAuditLog(path, *options);
+    auto summary = report ? SummarizeAuditLog(path, &*report, f.session)
+                          : Result<LogSummary>(std::unexpected(report.error()));
+    if (!summary) {
+      if (Severity(kExitStart) < Severity(worst)) worst = kExitStart;
+      std::fprintf(stderr, "cordon: %s\n", summary.error().ToString().c_str());
+      logs.push_back({{"path", path},
+                      {"verification",
+                       {{"verdict", "unreadable"},
+                        {"exit_code", kExitStart},
+                        {"problem", summary.error().message}}}});
+      continue;
+    }
+    const VerifyOutcome o = Outcome(*report);
+    if (Severity(o.code) < Severity(worst)) worst = o.code;
+    if (f.json) {
+      Json j = summary->ToJson();
+      j["verification"] = o.json;
+      logs.push_back(std::move(j));
+      continue;
+    }
+    std::cout << "# " << path << ": " << o.verdict_line << "\n";
+    for (const auto& w : report->warnings) std::cout << "# warning: " << w << "\n";
+    std::cout << "# " << summary->sessions.size() << " session(s)";
+    if (!summary->unfinished.empty()) {
+      std::cout << ", " << summary->unfinished.size() << " unfinished:";
+      for (const auto& id : summary->unfinished) std::cout << " " << Plain(id);
+    }
+    if (!summary->unreadable_lines.empty()) {
+      std::cout << "; " << summary->unreadable_lines.size() << " line(s) not a record:";
+      for (auto n : summary->unreadable_lines) std::cout << " " << n;
+    }
+    std::cout << "\n";
+    for (const auto& s : summary->sessions) PrintSessionSummary(s);
+  }
+  if (f.json) std::cout << Json{{"logs", std::move(logs)}, {"exit_code", worst}}.dump(2) << "\n";
+  return worst;
+}
+
 int Keygen(const std::string& out_dir, std::string priv, std::string pub, bool json) {
   if (!out_dir.empty()) {
     if (::mkdir(out_dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -583,6 +758,31 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       "whole record. exit codes: as audit verify's (0 intact, 1 broken, 4 torn, 5 unproven "
       "tail, 6 cut, 8 no checkpoint, 9 gap; 3 unreadable); 2 bad input");
   ctx.run[show] = [sf] { return Show(*sf); };
+  auto mf = std::make_shared<SummaryFlags>();
+  CLI::App* summary =
+      audit
+          ->add_subcommand("summary",
+                           "verify a log and summarize each session: client, workspace, policy, "
+                           "duration, calls, commands, files changed, denials, network, redactions")
+          ->group("Commands");
+  summary->add_option("LOG", mf->verify.logs, "the audit log(s), or a directory of them")
+      ->required()
+      ->type_name("FILE|DIR");
+  summary->add_option("--key-file", mf->verify.key_file, "the key of an HMAC-SHA-256 chain")
+      ->type_name("FILE");
+  summary->add_option("--pubkey", mf->verify.pubkeys, "a checkpoint public key (repeatable)")
+      ->type_name("FILE");
+  summary->add_option("--witness", mf->verify.witness, "the checkpoints written outside the log")
+      ->type_name("FILE");
+  summary->add_option("--session", mf->session, "sessions whose id starts with this")
+      ->type_name("PREFIX");
+  summary->add_flag("--json", mf->json,
+                    "print {logs: [{path, verification, sessions, unfinished_sessions, "
+                    "unreadable_lines}], exit_code}");
+  summary->footer(
+      "exit codes: as audit verify's (0 intact, 1 broken, 4 torn, 5 unproven tail, 6 cut, 8 no "
+      "checkpoint, 9 gap; 3 unreadable)");
+  ctx.run[summary] = [mf] { return Summary(*mf); };
   CLI::App* keygen = audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
                          ->group("Commands");
   keygen->add_option("--out", f->out, "write audit-signing.key (0600) and audit-signing.pub here")

@@ -10,7 +10,7 @@ pkgs=(
   libseccomp-dev libcap-ng-dev libcurl4-openssl-dev
   libmicrohttpd-dev libcli11-dev libre2-dev clang-format help2man
   bubblewrap ripgrep fd-find util-linux procps python3 curl
-  openssl git python3-pytest python3-jsonschema man-db
+  openssl git python3-pytest python3-jsonschema python3-yaml man-db
 )
 missing=()
 for p in "${pkgs[@]}"; do

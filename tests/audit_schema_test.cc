@@ -1,17 +1,26 @@
 // docs/audit-schema.json against the logs of real runs of the binary (exec, call, serve over
-// stdio, a refused scope, a refused domain, a torn line), checked by two independent validators:
-// Python's jsonschema and Ajv 2020 from the MCP peers. A record with an extra, a missing or a
-// retyped field fails both.
+// stdio with configured servers, mcp trust, a refused scope, a refused domain, a torn line, the
+// direct workspace's sweep, a log replaced under a session, a disk-full run), checked by two
+// independent validators: Python's jsonschema and Ajv 2020 from the MCP peers. Every catalog type
+// appears in those logs but the ones this host cannot produce, which are built from their structs
+// and named below. A record with an extra, a missing or a retyped field fails both.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "audit/audit.h"
 #include "core/text.h"
+#include "session/session.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -98,6 +107,57 @@ std::string FindOnPath(const std::string& name) {
   return "";
 }
 
+// Record types no run on this host can produce, each built from its struct instead (and why).
+// Landlock's denials reach the log only from the kernel's audit stream, which needs root and
+// audit enabled (docs/audit.md, "Landlock denials").
+const std::set<std::string> kBuiltFromStructs = {"access_denied"};
+
+// A real MCP server (Python, stdlib only) with one tool, `echo {text}`.
+constexpr const char* kEchoServer = R"(import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "echo", "description": "Echoes.", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+    elif m["method"] == "tools/call":
+        r = {"content": [{"type": "text", "text": m["params"]["arguments"].get("text", "")}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+)";
+
+// Fills the filesystem holding `file` until the kernel says ENOSPC (as tests/failclosed_test.cc).
+void FillUp(const std::string& file) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  std::string block(4096, 'f');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  while (::write(fd, "f", 1) > 0) {
+  }
+  EXPECT_EQ(errno, ENOSPC);
+  ::close(fd);
+}
+
+// Another writer on the same log takes what the disk still has, the session's reservation
+// included (as tests/failclosed_test.cc).
+void ConsumeLogSpace(const std::string& log) {
+  auto other = AuditWriter::Open(log, "other-writer", FsyncMode::kNever, std::nullopt, nullptr);
+  ASSERT_TRUE(other) << other.error().message;
+  for (std::size_t size : {4000, 1000, 200, 20, 1}) {
+    for (int i = 0; i < 100000; ++i) {
+      if (!other->Append(McpDiagnosticRecord{
+              .server = "filler", .reason = "filler", .message = std::string(size, 'x')})) {
+        break;
+      }
+    }
+  }
+}
+
 class AuditSchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -182,37 +242,152 @@ TEST_F(AuditSchemaTest, LogsOfRealRunsMatchTheSchemaInBothValidators) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // A torn line (a crash mid-write): skipped by the validators, recovered by the next writer.
   WriteFile(log, ReadFile(log) + R"({"v":1,"seq":9,"ts":"2026)");
-  // cordon serve over stdio: initialize, a shell command, a file edit.
+  // Configured servers: `echo` (trusted with `cordon mcp trust`, then called) and `broken`, which
+  // exits at once (mcp_diagnostic); an AGENTS.md (instructions).
+  WriteFile(ws_ + "/echo_server.py", kEchoServer);
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.echo]\ncommand = \"/usr/bin/python3\"\nargs = [\"" + ws_ +
+                "/echo_server.py\"]\n[servers.broken]\ncommand = \"/bin/false\"\n");
+  WriteFile(ws_ + "/AGENTS.md", "# rules\nBe nice.\n");
+  r = Cordon({"mcp", "trust", "echo", "--workspace", ws_, "--audit-log", log});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // cordon serve over stdio: initialize, a shell command, a file edit, the server's tool, and a
+  // command that makes a protected directory (the staged commit refuses it:
+  // protected_path_removed).
   const std::string init =
       R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"schema-test","version":"1"}}})";
   const std::string shell =
       R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"ls","args":["-l"]}}})";
   const std::string write =
       R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_file","arguments":{"path":"b.txt","content":"b\n"}}})";
+  const std::string echo =
+      R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mcp__echo__echo","arguments":{"text":"hi"}}})";
+  const std::string vscode =
+      R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sh","args":["-c","mkdir .vscode && echo x > .vscode/settings.json"]}}})";
   r = Cordon({"serve", "--workspace", ws_, "--audit-log", log},
-             init + "\n" + shell + "\n" + write + "\n");
+             init + "\n" + shell + "\n" + write + "\n" + echo + "\n" + vscode + "\n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(R"("text":"hi")"), std::string::npos) << r.out;
+  // The direct workspace mode's sweep finds a set-user-ID file and strips it (setuid_stripped).
+  WriteFile(ws_ + "/suid", "x\n");
+  ASSERT_EQ(::chmod((ws_ + "/suid").c_str(), 04755), 0);
+  WriteFile(dir_ / "direct.toml", "[sandbox]\nworkspace = \"direct\"\n");
+  r = Cordon({"exec", "--workspace", ws_, "--audit-log", log, "--policy", dir_ / "direct.toml",
+              "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 
-  std::set<std::string> types;
-  for (const auto& line : Lines(ReadFile(log))) {
-    Json rec = Json::parse(line, nullptr, false);
-    if (rec.is_object()) types.insert(rec.value("type", ""));
+  std::vector<std::string> logs = {log};
+  // In this process, as tests/failclosed_test.cc does: on root, a disk that fills while a
+  // command runs (gap), and a log replaced (renamed over) under a session (log_detached in the
+  // old file and the new).
+  ::setenv("XDG_CONFIG_HOME", (dir_ / "config-inproc").c_str(), 1);
+  ::setenv("XDG_STATE_HOME", (dir_ / "state-inproc").c_str(), 1);
+  auto start = [&](const std::string& at) {
+    SessionOptions o;
+    o.workspace = ws_;
+    o.audit_log = at;
+    o.shipped_policy_dir = testing::ShippedPolicyDir();
+    auto session = Session::Start(o, environ);
+    EXPECT_TRUE(session) << session.error().message;
+    return session ? std::move(*session) : nullptr;
+  };
+  // The disk-full run first: the mount namespace is this thread's from here on, and the
+  // sessions' threads must all be born in it.
+  bool full_disk_ran = false;
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::unshare(CLONE_NEWNS), 0) << std::strerror(errno);
+    ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);
+    const std::string full = dir_ / "full";
+    std::filesystem::create_directories(full);
+    ASSERT_EQ(::mount("tmpfs", full.c_str(), "tmpfs", 0, "size=256k"), 0) << std::strerror(errno);
+    const std::string full_log = full + "/audit.jsonl";
+    auto s = start(full_log);
+    if (s) {
+      std::thread call([&] {
+        s->Call("run_shell", {{"program", "sh"},
+                              {"args", {"-c", "while [ ! -e go ]; do sleep 0.02; done; touch ran"}},
+                              {"timeout_secs", 60}});
+      });
+      for (int i = 0; i < 3000 && ReadFile(full_log).find("\"tool_started\"") == std::string::npos;
+           ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      FillUp(full + "/filler");
+      ConsumeLogSpace(full_log);
+      WriteFile(ws_ + "/go", "");
+      call.join();
+      std::filesystem::remove(full + "/filler");
+      s->Finish();
+      std::filesystem::copy_file(full_log, dir_ / "full.jsonl");
+      logs.push_back(dir_ / "full.jsonl");
+      full_disk_ran = true;
+    }
+    ::umount2(full.c_str(), MNT_DETACH);
   }
-  for (const char* t :
-       {"log_started", "session_started", "tool_started", "tool_finished", "process", "file_write",
-        "policy_denied", "log_recovered", "mcp_client", "session_finished", "checkpoint"}) {
-    EXPECT_TRUE(types.count(t)) << "the runs wrote no " << t << " record";
+  {
+    const std::string detached = dir_ / "detached.jsonl", old = dir_ / "detached-old.jsonl";
+    auto s = start(detached);
+    ASSERT_TRUE(s);
+    s->Call("create_file", {{"path", "d1.txt"}, {"content", "a"}});
+    ASSERT_EQ(::link(detached.c_str(), old.c_str()), 0);
+    WriteFile(dir_ / "other.jsonl", "");
+    std::filesystem::rename(dir_ / "other.jsonl", detached);
+    s->Call("create_file", {{"path", "d2.txt"}, {"content", "b"}});
+    s->Finish();
+    logs.push_back(old);
+    logs.push_back(detached);
   }
-  if (!FindOnPath("curl").empty()) {
-    EXPECT_TRUE(types.count("network"));
+  // The types no run here produces, built from their structs and written by the real writer.
+  {
+    auto w = AuditWriter::Open(dir_ / "built.jsonl", "built-from-structs", FsyncMode::kNever,
+                               std::nullopt, nullptr);
+    ASSERT_TRUE(w) << w.error().message;
+    ASSERT_TRUE(w->Append(AccessDeniedRecord{
+        .tool = "run_shell",
+        .kind = "foreground",
+        .layer = "landlock",
+        .denials = Json::array(
+            {{{"blockers", "fs.write_file"}, {"path", "/etc/passwd"}, {"count", 2}},
+             {{"blockers", "net.connect_tcp"}, {"address", "127.0.0.1:80"}, {"count", 1}}}),
+        .total = 3}));
+    logs.push_back(dir_ / "built.jsonl");
   }
 
-  auto py = Python(log);
-  EXPECT_EQ(py.exit_code, 0) << py.out << py.err;
-  EXPECT_NE(py.out.find("checked "), std::string::npos) << py.out << py.err;
-  auto ajv = Ajv(log);
-  EXPECT_EQ(ajv.exit_code, 0) << ajv.out << ajv.err;
-  EXPECT_EQ(py.out.substr(py.out.find("checked ")), ajv.out.substr(ajv.out.find("checked ")));
+  // Every log passes both validators, which check the same records.
+  std::set<std::string> types, built;
+  for (const auto& file : logs) {
+    for (const auto& line : Lines(ReadFile(file))) {
+      Json rec = Json::parse(line, nullptr, false);
+      if (!rec.is_object()) continue;
+      (file == dir_ / "built.jsonl" ? built : types).insert(rec.value("type", ""));
+    }
+    auto py = Python(file);
+    EXPECT_EQ(py.exit_code, 0) << file << ":\n" << py.out << py.err;
+    EXPECT_NE(py.out.find("checked "), std::string::npos) << py.out << py.err;
+    auto ajv = Ajv(file);
+    EXPECT_EQ(ajv.exit_code, 0) << file << ":\n" << ajv.out << ajv.err;
+    EXPECT_EQ(py.out.substr(py.out.find("checked ")), ajv.out.substr(ajv.out.find("checked ")))
+        << file;
+  }
+  // Every type of the catalog: in a log of a real run, or named above and built.
+  for (const auto& info : AuditRecordCatalog()) {
+    const std::string t(info.type);
+    if (kBuiltFromStructs.contains(t)) {
+      EXPECT_TRUE(built.contains(t)) << t << " is named as built from its struct, but was not";
+      continue;
+    }
+    if (t == "gap" && !full_disk_ran) continue;  // said below
+    if (t == "network" && FindOnPath("curl").empty()) continue;
+    EXPECT_TRUE(types.contains(t))
+        << "no real run wrote a " << t << " record: add a run that does to this test, or name it "
+        << "in kBuiltFromStructs with the reason this host cannot produce it";
+  }
+  if (!full_disk_ran) {
+    SECURITY_SKIP("the disk-full run (gap records) needs root for a size-limited tmpfs");
+  }
+  if (FindOnPath("curl").empty()) {
+    SECURITY_SKIP("curl is missing: the egress run (network records) did not run");
+  }
 }
 
 TEST_F(AuditSchemaTest, ExtraMissingOrRetypedFieldsFailBothValidators) {
