@@ -233,7 +233,9 @@ class Committer {
   // [audit] before_images: the host file about to be replaced or deleted, open as `fd`, into the
   // store (before the rename or unlink that ends it); the outcome goes into the change.
   void KeepBeforeImage(int fd, std::uint64_t size, FileChange& c) const {
-    if (opts_.before_images == nullptr) return;
+    // Inside a git directory nothing is listed by path (only counted), so nothing would name
+    // an image: the index and refs that change at every git command are not kept.
+    if (opts_.before_images == nullptr || c.git) return;
     if (!c.sha256_before) {
       c.before_image = "over_file_cap";  // not hashed (past hash_cap): far past any image cap
       return;
