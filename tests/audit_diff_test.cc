@@ -372,6 +372,30 @@ TEST_F(AuditDiffTest, ACommittedFileChangedBySedIsDiffedVerifiedFromHeadAndStore
   EXPECT_NE(j["files"][0].value("diff", "").find("-one\n+ONE\n"), std::string::npos) << j.dump();
 }
 
+TEST_F(AuditDiffTest, AGitCommitInTheSandboxKeepsNoImagesOfGitsOwnFiles) {
+  std::string why;
+  if (!Staged(&why)) SECURITY_SKIP("this host cannot stage the workspace: " << why);
+  WriteFile(ws_ + "/notes.txt", "one\n");
+  Git({"init", "-q"});
+  Git({"add", "notes.txt"});
+  Git({"commit", "-q", "-m", "base"});
+  WriteFile(ws_ + "/notes.txt", "two\n");
+  StoreOn();
+  // The commit replaces .git/index, the branch ref and its log: counted, never listed, so no
+  // diff could name their images.
+  auto r = Call("run_shell", R"({"program":"git","args":["-c","user.name=t","-c",)"
+                             R"("user.email=t@example.test","commit","-qam","second"]})");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Json changes = Records("process").back()["changes"];
+  ASSERT_GE(changes["git"].value("modified", 0), 1) << changes.dump();
+  std::ptrdiff_t images = 0;
+  if (testing::Exists(Store())) {
+    images = std::distance(std::filesystem::directory_iterator(Store()),
+                           std::filesystem::directory_iterator());
+  }
+  EXPECT_EQ(images, 0) << "images of .git files were kept";
+}
+
 TEST_F(AuditDiffTest, WithoutTheStoreOrAHeadOnlyTheHashesAreShownMarked) {
   WriteFile(ws_ + "/a.txt", "before\n");
   ASSERT_EQ(Call("replace_range", R"({"path":"a.txt","old_string":"before","new_string":"after"})")
