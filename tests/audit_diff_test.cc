@@ -415,6 +415,15 @@ TEST_F(AuditDiffTest, WithoutTheStoreOrAHeadOnlyTheHashesAreShownMarked) {
   EXPECT_EQ(j["files"][0]["before"]["source"], "none");
   EXPECT_FALSE(j["files"][0].contains("diff"));
   EXPECT_EQ(j["counts"]["before"]["none"], 1);
+  // The exit code is verify's: the diff of an edited log does not pass for a good one.
+  std::string log = ReadFile(Log());
+  const std::size_t at = log.find("\"op\":\"edit\"");
+  ASSERT_NE(at, std::string::npos) << log;
+  log.replace(at, 11, "\"op\":\"EDIT\"");
+  WriteFile(Log(), log);
+  auto broken = Diff(LastSession());
+  EXPECT_EQ(broken.exit_code, 1) << broken.out << broken.err;
+  EXPECT_NE(broken.out.find("BROKEN at line"), std::string::npos) << broken.out;
 }
 
 TEST_F(AuditDiffTest, ABadSessionIdExitsTwoNamingTheSessions) {
