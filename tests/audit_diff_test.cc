@@ -396,6 +396,23 @@ TEST_F(AuditDiffTest, AGitCommitInTheSandboxKeepsNoImagesOfGitsOwnFiles) {
   EXPECT_EQ(images, 0) << "images of .git files were kept";
 }
 
+TEST_F(AuditDiffTest, AnEarlierChangesAfterSideComesFromTheStoreOnceTheFileChangedAgain) {
+  StoreOn();
+  WriteFile(ws_ + "/a.txt", "v1\n");
+  ASSERT_EQ(
+      Call("replace_range", R"({"path":"a.txt","old_string":"v1","new_string":"v2"})").exit_code,
+      0);
+  const std::string first = LastSession();
+  ASSERT_EQ(
+      Call("replace_range", R"({"path":"a.txt","old_string":"v2","new_string":"v3"})").exit_code,
+      0);
+  // The disk holds v3 now; v2 is the second change's before-image.
+  Json j = DiffJson(first);
+  ASSERT_EQ(j["files"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["files"][0]["after"]["source"], "store") << j.dump();
+  EXPECT_NE(j["files"][0].value("diff", "").find("-v1\n+v2\n"), std::string::npos) << j.dump();
+}
+
 TEST_F(AuditDiffTest, WithoutTheStoreOrAHeadOnlyTheHashesAreShownMarked) {
   WriteFile(ws_ + "/a.txt", "before\n");
   ASSERT_EQ(Call("replace_range", R"({"path":"a.txt","old_string":"before","new_string":"after"})")
