@@ -188,7 +188,7 @@ TEST(BeforeImagePolicyTest, OnlyALayerTheUserControlsTurnsItOn) {
   WriteFile(dir / "ws/.cordon/policy.toml",
             "[audit]\nbefore_images = false\nbefore_images_max_session_bytes = 1\n");
   PolicySources sources;
-  sources.dirs = {CORDON_POLICY_DIR, dir / "user"};
+  sources.dirs = {testing::ShippedPolicyDir(), dir / "user"};
   auto p = LoadPolicy(sources);
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_TRUE(p->audit_before_images);
@@ -204,7 +204,7 @@ TEST(BeforeImagePolicyTest, OnlyALayerTheUserControlsTurnsItOn) {
       << notes;
   // A project file cannot turn it on either.
   PolicySources only_project;
-  only_project.dirs = {CORDON_POLICY_DIR};
+  only_project.dirs = {testing::ShippedPolicyDir()};
   WriteFile(dir / "ws2/.cordon/policy.toml", "[audit]\nbefore_images = true\n");
   only_project.project_file = dir / "ws2/.cordon/policy.toml";
   auto r = LoadPolicy(only_project);
@@ -213,7 +213,7 @@ TEST(BeforeImagePolicyTest, OnlyALayerTheUserControlsTurnsItOn) {
   // A bad value is an error wherever it is.
   WriteFile(dir / "bad/50.toml", "[audit]\nbefore_images = \"yes\"\n");
   sources = {};
-  sources.dirs = {CORDON_POLICY_DIR, dir / "bad"};
+  sources.dirs = {testing::ShippedPolicyDir(), dir / "bad"};
   auto bad = LoadPolicy(sources);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("audit.before_images must be true or false"),
