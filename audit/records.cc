@@ -81,6 +81,8 @@ Json FileWriteRecord::ToJson() const {
   Put(j, "sha256_after", sha256_after);
   Put(j, "bytes_after", bytes_after);
   Put(j, "code", code);
+  Put(j, "before_image", before_image);
+  Put(j, "before_image_error", before_image_error);
   return j;
 }
 
@@ -326,6 +328,9 @@ constexpr AuditFieldInfo kChangeFields[] = {
     {"sha256_after", false, kStr, "hash after"},
     {"hash_skipped", false, kStr, "why a hash was not taken (too large, changing, ...)"},
     {"path_escaped", false, kBool, "the path's bytes were escaped"},
+    {"before_image", false, kStr,
+     "[audit] before_images: stored, over_file_cap, over_session_cap or failed"},
+    {"before_image_error", false, kStr, "why the before-image was not stored (failed)"},
 };
 constexpr AuditShape kChangeShape{"change", kChangeFields};
 
@@ -479,6 +484,10 @@ constexpr AuditFieldInfo kFileWrite[] = {
     {"bytes_after", false, kInt, "size of the new content (when written)", 12},
     {"status", true, kStr, "written or failed", 2},
     {"code", false, kStr, "error code when failed", 3},
+    {"before_image", false, kStr,
+     "[audit] before_images: stored, over_file_cap, over_session_cap or failed (the old "
+     "content in the store; absent when off or for a new file)"},
+    {"before_image_error", false, kStr, "why the before-image was not stored (failed)"},
 };
 
 constexpr AuditFieldInfo kProcess[] = {

@@ -97,6 +97,9 @@ struct FileWriteRecord {
   std::optional<std::uint64_t> bytes_after{};
   std::string status{};  // written | failed
   std::optional<std::string> code{};
+  // [audit] before_images: stored, over_file_cap, over_session_cap or failed (core/before_images.h)
+  std::optional<std::string> before_image{};
+  std::optional<std::string> before_image_error{};
   Json ToJson() const;
 };
 

@@ -14,7 +14,9 @@
 #include <optional>
 #include <sstream>
 
+#include "audit/diff.h"
 #include "cli/common.h"
+#include "core/before_images.h"
 
 namespace cordon::cli {
 namespace {
@@ -674,6 +676,84 @@ int Rotate(const std::string& log, const std::string& key_file, const std::strin
   return kExitOk;
 }
 
+// --- audit diff: one session's changed files, with their diffs (audit/diff.h) ---
+struct DiffFlags {
+  std::string log, session, key_file, store;
+  bool json = false, no_git = false;
+};
+
+// The redaction rules of the layers the user controls (shipped, system, user; never a project
+// file), their values, and the secrets in this environment: the diff is redacted as it is made.
+Result<Redactor> DiffRedactor(char** envp) {
+  ASSIGN_OR_RETURN(Policy policy, LoadPolicy(DefaultPolicySources(ShippedPolicyDir(), "")));
+  Redactor r;
+  r.SetRules(policy.compiled_redact_rules);
+  for (const auto& v : policy.redact_values) r.AddValue("policy", v);
+  r.AddSecretEnvironment(envp);
+  return r;
+}
+
+// The log verified (its verdict heads the output and is the exit code, as for show), then the
+// session's diff. A session id that matches none or several is bad input (2), naming them.
+int Diff(const DiffFlags& f, char** envp) {
+  VerifyFlags vf;
+  vf.key_file = f.key_file;
+  auto options = VerifyOptionsFrom(vf);
+  if (!options) return Failed(f.json, options.error(), kExitStart);
+  auto report = VerifyAuditLog(f.log, *options);
+  if (!report) return Failed(f.json, report.error(), kExitStart);
+  const VerifyOutcome verified = Outcome(*report);
+  auto redactor = DiffRedactor(envp);
+  if (!redactor) return Failed(f.json, redactor.error(), kExitStart);
+  AuditDiffOptions o;
+  o.store_dir = f.store.empty() ? BeforeImageStore::DefaultDir() : f.store;
+  if (f.no_git) o.git_path.clear();
+  o.redactor = &*redactor;
+  auto diff = AuditSessionDiff(f.log, f.session, o);
+  if (!diff) {
+    const int code = diff.error().code == Code::kNotFound && !diff.error().where.empty()
+                         ? kExitStart  // the log itself
+                         : kExitUsage;
+    return Failed(f.json, diff.error(), code);
+  }
+  if (f.json) {
+    (*diff)["verification"] = verified.json;
+    std::cout << diff->dump(2) << "\n";
+  } else {
+    std::cout << "# " << f.log << ": " << verified.verdict_line << "\n"
+              << AuditSessionDiffText(*diff);
+  }
+  return verified.code;
+}
+
+void AddAuditDiffCommand(CLI::App* audit, Context& ctx) {
+  auto df = std::make_shared<DiffFlags>();
+  CLI::App* diff = audit
+                       ->add_subcommand("diff",
+                                        "one session's changed files: before and after hashes "
+                                        "and, where the content is proven, a unified diff")
+                       ->group("Commands");
+  diff->add_option("LOG", df->log, "the audit log")->required()->type_name("FILE");
+  diff->add_option("--session", df->session, "the session (its id, or a prefix of one)")
+      ->required()
+      ->type_name("ID");
+  diff->add_option("--key-file", df->key_file, "the key of an HMAC-SHA-256 chain")
+      ->type_name("FILE");
+  diff->add_option("--store", df->store,
+                   "the before-images store ([audit] before_images; default "
+                   "<state>/before-images)")
+      ->type_name("DIR");
+  diff->add_flag("--no-git", df->no_git, "never read the before content from git HEAD");
+  diff->add_flag("--json", df->json, "print the files, sources and diffs as JSON");
+  diff->footer(
+      "before content: the store (verified by its hash), else the blob at the session's git "
+      "HEAD when it hashes to sha256_before (without one: marked HEAD, unverified), else hashes "
+      "only. after content: the store or the file on disk, only when it hashes to sha256_after. "
+      "Diffs are redacted. exit codes: as audit verify's for the log (0 intact, 1 broken, ...); "
+      "2 a session that matches none or several; 3 unreadable log");
+  ctx.run[diff] = [df, &ctx] { return Diff(*df, ctx.envp); };
+}
+
 }  // namespace
 
 void AddAuditCommand(CLI::App& root, Context& ctx) {
@@ -783,6 +863,7 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       "exit codes: as audit verify's (0 intact, 1 broken, 4 torn, 5 unproven tail, 6 cut, 8 no "
       "checkpoint, 9 gap; 3 unreadable)");
   ctx.run[summary] = [mf] { return Summary(*mf); };
+  AddAuditDiffCommand(audit, ctx);
   CLI::App* keygen = audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
                          ->group("Commands");
   keygen->add_option("--out", f->out, "write audit-signing.key (0600) and audit-signing.pub here")

@@ -444,6 +444,12 @@ std::string Policy::CanonicalJson() const {
   if (audit_checkpoint_seconds != 60) j["audit"]["checkpoint_seconds"] = audit_checkpoint_seconds;
   // Only when off: the policies recorded before the key existed keep their hash.
   if (!audit_file_changes) j["audit"]["file_changes"] = false;
+  // Only when on: the policies recorded before the keys existed keep their hash.
+  if (audit_before_images) {
+    j["audit"]["before_images"] = true;
+    j["audit"]["before_images_max_file_bytes"] = audit_before_images_max_file_bytes;
+    j["audit"]["before_images_max_session_bytes"] = audit_before_images_max_session_bytes;
+  }
   j["filesystem"]["read"] = filesystem.read;
   j["filesystem"]["write"] = filesystem.write;
   j["filesystem"]["deny"] = filesystem.deny;
@@ -666,6 +672,38 @@ Status ApplyLimitKey(Policy& policy, const KeyInput& in) {
   return {};
 }
 
+// [audit] before_images and its caps. A project file is written by the agent: it must not
+// decide what of the user's files cordon copies into its state directory (nor stop it), so its
+// values are ignored with a note, as for signing_key. Checked first, so a bad value is an error
+// wherever it is.
+Status ApplyBeforeImagesKey(Policy& policy, const KeyInput& in) {
+  bool on = policy.audit_before_images;
+  std::int64_t cap = 0;
+  if (in.key == "before_images") {
+    auto v = in.node.value<bool>();
+    if (!in.node.is_boolean() || !v) {
+      return Fail(Code::kInvalidInput, in.where + ": " + in.name + " must be true or false");
+    }
+    on = *v;
+  } else {
+    ASSIGN_OR_RETURN(cap, PositiveInteger(in.node, in.name, in.where));
+  }
+  if (in.tighten_only) {
+    policy.notes.push_back(in.where + ": a project file cannot set " + in.name +
+                           " (only a layer the user controls decides what cordon keeps)");
+    return {};
+  }
+  if (in.key == "before_images") {
+    policy.audit_before_images = on;
+  } else if (in.key == "before_images_max_file_bytes") {
+    policy.audit_before_images_max_file_bytes = cap;
+  } else {
+    policy.audit_before_images_max_session_bytes = cap;
+  }
+  policy.provenance[in.name] = in.where;
+  return {};
+}
+
 Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
   // --- checkpoint: the signing key and the checkpoint period ---
   if (in.key == "signing_key") {
@@ -707,6 +745,10 @@ Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
     policy.audit_file_changes = *v;
     policy.provenance[in.name] = in.where;
     return {};
+  }
+  if (in.key == "before_images" || in.key == "before_images_max_file_bytes" ||
+      in.key == "before_images_max_session_bytes") {
+    return ApplyBeforeImagesKey(policy, in);
   }
   if (in.key != "fsync") return UnknownKey(in.source, in.node, in.name);
   ASSIGN_OR_RETURN(FsyncMode mode, NamedValue(kFsyncModeNames, in.node, in.name, in.where));

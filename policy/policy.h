@@ -159,6 +159,13 @@ struct Policy {
   // [audit] file_changes: each process record lists what it changed in the writable roots
   // (docs/adr/0004-change-records.md). A project file cannot turn it off.
   bool audit_file_changes = true;
+  // [audit] before_images, before_images_max_file_bytes, before_images_max_session_bytes: the
+  // file tools and the staged commit keep what a file held before they replace or delete it, in
+  // cordon's state directory, for `cordon audit diff` (core/before_images.h). Only a layer the
+  // user controls sets them: a project file's are ignored, with a note.
+  bool audit_before_images = false;
+  std::int64_t audit_before_images_max_file_bytes = 1 << 20;
+  std::int64_t audit_before_images_max_session_bytes = 64 << 20;
   FilesystemPolicy filesystem;
   EnvPolicy env;  // [env]
   NetworkMode network = NetworkMode::kNone;

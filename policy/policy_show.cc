@@ -138,6 +138,9 @@ Json PolicyShowEffective(const Policy& policy) {
   put("audit", "checkpoint_records", policy.audit_checkpoint_records);
   put("audit", "checkpoint_seconds", policy.audit_checkpoint_seconds);
   put("audit", "file_changes", policy.audit_file_changes);
+  put("audit", "before_images", policy.audit_before_images);
+  put("audit", "before_images_max_file_bytes", policy.audit_before_images_max_file_bytes);
+  put("audit", "before_images_max_session_bytes", policy.audit_before_images_max_session_bytes);
   put("filesystem", "protected_names", policy.filesystem.protected_names);
   put("sandbox", "max_scan_entries", policy.max_scan_entries);
   put("sandbox", "allow_dangerous_workspace", policy.allow_dangerous_workspace);

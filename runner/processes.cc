@@ -140,6 +140,7 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
     staging_ = std::make_unique<StagedWorkspace>(
         stage_quarantine_.empty() ? CordonStateDir() + "/quarantine/unnamed" : stage_quarantine_,
         std::move(rules), stage_sink_);
+    staging_->SetBeforeImages(before_images_);
     staging_ready_ = staging_.get();
   }
   return staging_.get();

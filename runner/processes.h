@@ -65,6 +65,10 @@ class ProcessHost {
   void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
   // Staged mode (docs/adr/0006-staged-workspace.md): where refused entries go and who records
   // them. Staging itself is probed at the first launch that could use it.
+  // [audit] before_images: where staged commits keep the files they replace or delete.
+  void SetBeforeImages(std::shared_ptr<BeforeImageStore> store) {
+    before_images_ = std::move(store);
+  }
   void SetStaging(std::string quarantine, StagedWorkspace::Sink sink) {
     stage_quarantine_ = std::move(quarantine);
     stage_sink_ = std::move(sink);
@@ -148,6 +152,7 @@ class ProcessHost {
   // Staged mode: probed once, made at the first staged launch.
   std::string stage_quarantine_;
   StagedWorkspace::Sink stage_sink_;
+  std::shared_ptr<BeforeImageStore> before_images_;
   std::mutex staging_mu_;
   std::optional<StagingSupport> staging_support_;
   std::unique_ptr<StagedWorkspace> staging_;

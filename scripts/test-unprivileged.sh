@@ -49,6 +49,13 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER
   TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
   CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
   "$dest/bin/checkpoint_test" || rc=$?
+# The before-images store and audit diff (issue 22): the store masked from the sandbox, the
+# staged commit's images, HEAD read by git, as the same ordinary user.
+cp "$build/tests/audit_diff_test" "$dest/bin/" && chmod a+rx "$dest/bin/audit_diff_test"
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
+  TMPDIR=/tmp CI="${CI:-}" CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
+  "$dest/bin/audit_diff_test" --gtest_filter='AuditDiffTest.*' || rc=$?
 # The egress promises too (network mode proxy, issue 12), as the same ordinary user.
 clients=${CORDON_EGRESS_CLIENTS_DIR:-/tmp/cordon-egress-clients}
 [ -d "$clients" ] && chmod -R a+rX "$clients"

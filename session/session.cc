@@ -304,6 +304,15 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
             const Json& changes) { raw->RecordProcess(p, job_id, cancel_requested, changes); });
   s->processes_->SetRedactor(&s->redactor_);  // output cuts never split a secret
+  if (s->policy_.audit_before_images) {
+    s->before_images_ = std::make_shared<BeforeImageStore>(
+        BeforeImageStore::DefaultDir(),
+        BeforeImageLimits{.max_file_bytes = static_cast<std::uint64_t>(
+                              s->policy_.audit_before_images_max_file_bytes),
+                          .max_session_bytes = static_cast<std::uint64_t>(
+                              s->policy_.audit_before_images_max_session_bytes)});
+    s->processes_->SetBeforeImages(s->before_images_);
+  }
   s->processes_->EnableWarm(options.warm);
   s->processes_->SetGitIdentity(GitIdentityVariables(git_identity, s->policy_.env));
   s->network_gate_->session = raw;
@@ -692,6 +701,12 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                         rec.bytes_after = w.written->bytes_after;
                       }
                       if (w.code) rec.code = std::string(CodeName(*w.code));
+                      if (w.before_image) {
+                        rec.before_image = w.before_image->status;
+                        if (!w.before_image->error.empty()) {
+                          rec.before_image_error = w.before_image->error;
+                        }
+                      }
                       (void)write_started();  // written before the tool ran
                       (void)Audit(rec, true);
                     },
@@ -699,6 +714,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                     cancel,
                     &redactor_};
     ctx.process_template = &tool_process_;
+    ctx.before_images = before_images_.get();
     // A network tool (read_url) reaches the network only through the session's proxy, under its
     // own rules ([tools.read_url] or [network]), and only in network mode proxy.
     std::shared_ptr<EgressBinding> egress;

@@ -145,6 +145,8 @@ class Session {
   std::shared_ptr<EgressBinding> read_url_egress_;
   Result<std::shared_ptr<EgressBinding>> ReadUrlEgress();
   std::unique_ptr<ProcessHost> processes_;
+  // [audit] before_images: the file tools' and staged commits' store. Null: off.
+  std::shared_ptr<BeforeImageStore> before_images_;
   ProcessRequest tool_process_;  // SessionOptions::tool_process
   ExternalTools* external_ = nullptr;
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/before_images.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/redact.h"
@@ -33,6 +34,8 @@ struct FileWriteReport {
   std::uint64_t bytes_before = 0;
   std::optional<WriteOutcome> written{};  // none when the write failed
   std::optional<Code> code{};             // why it failed
+  // [audit] before_images: what storing the old content did (none when off or a new file).
+  std::optional<BeforeImageOutcome> before_image{};
 };
 
 struct ToolContext {
@@ -43,6 +46,8 @@ struct ToolContext {
   ProcessHost* processes = nullptr;           // confined processes of this session
   const std::atomic<bool>* cancel = nullptr;  // set when the caller cancels the call
   const Redactor* redactor = nullptr;         // line cuts move back so no secret is split
+  // [audit] before_images: where the write tools keep a file's old content. Null: off.
+  BeforeImageStore* before_images = nullptr;
   // read_url: a stream socket connected to the session's egress proxy and served under
   // read_url's rules (EgressProxy::Connect on read_url's listener). Empty: the session has no
   // proxy for read_url, which then refuses (denied_by_policy).

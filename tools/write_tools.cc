@@ -38,12 +38,19 @@ Json WriteResult(const std::string& rel, std::string_view op, const WriteOutcome
 // Installs content and writes the file_write audit record, success or failure.
 Result<Json> Install(ToolContext& ctx, const std::string& rel, std::string_view op,
                      std::string_view content, const FileContent* original, std::int64_t edits) {
+  const std::string before_sha = original != nullptr ? Sha256Hex(original->data) : "";
+  std::optional<BeforeImageOutcome> before_image;
+  if (original != nullptr && ctx.before_images != nullptr) {
+    // Kept before the write, so a record that says `written` never names an image not yet
+    // stored. A store failure is recorded; the write goes on.
+    before_image = ctx.before_images->Put(original->data, before_sha);
+  }
   Result<WriteOutcome> w = original == nullptr
                                ? ctx.workspace.CreateExclusive(rel, content)
                                : ctx.workspace.AtomicReplace(rel, content, *original);
-  FileWriteReport report{.op = std::string(op), .path = rel};
+  FileWriteReport report{.op = std::string(op), .path = rel, .before_image = before_image};
   if (original != nullptr) {
-    report.sha256_before = Sha256Hex(original->data);
+    report.sha256_before = before_sha;
     report.bytes_before = original->data.size();
   }
   if (w) {

@@ -135,6 +135,9 @@ struct FileChange {
   bool git = false;
   // A staged commit's hashes (workspace/stage.h), where it hashed the file.
   std::optional<std::string> sha256_before, sha256_after;
+  // [audit] before_images: what storing the old content did (stored, over_file_cap,
+  // over_session_cap, failed) and, failed, why. Empty when off or nothing was replaced.
+  std::string before_image, before_image_error;
   // For hashing: the before and after identity.
   std::optional<SnapEntry> was, now;
 };

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/before_images.h"
 #include "core/error.h"
 #include "workspace/changes.h"
 
@@ -153,6 +154,10 @@ struct CommitOptions {
   // children are cleared the mark is removed from the upper directory, so that a commit run again
   // after an interruption does not clear the children it has installed since.
   std::string opaque_xattr = "user.overlay.opaque";
+  // [audit] before_images: each regular file the commit replaces or deletes is kept here first
+  // (read through the descriptor it hashed). Null: off. A store failure is recorded in the
+  // change (before_image), never the commit's.
+  BeforeImageStore* before_images = nullptr;
 };
 
 struct RefusedEntry {

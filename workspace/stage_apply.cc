@@ -230,6 +230,20 @@ class Committer {
   Status Do(const CommitDecision& d, const UpperEntry& e);
   Status Dir(const CommitDecision& d, const UpperEntry& e);
   Status Install(const UpperEntry& e);
+  // [audit] before_images: the host file about to be replaced or deleted, open as `fd`, into the
+  // store (before the rename or unlink that ends it); the outcome goes into the change.
+  void KeepBeforeImage(int fd, std::uint64_t size, FileChange& c) const {
+    // Inside a git directory nothing is listed by path (only counted), so nothing would name
+    // an image: the index and refs that change at every git command are not kept.
+    if (opts_.before_images == nullptr || c.git) return;
+    if (!c.sha256_before) {
+      c.before_image = "over_file_cap";  // not hashed (past hash_cap): far past any image cap
+      return;
+    }
+    const BeforeImageOutcome o = opts_.before_images->PutFd(fd, size, *c.sha256_before);
+    c.before_image = o.status;
+    c.before_image_error = o.error;
+  }
   Status Delete(const UpperEntry& e);
   Status Refuse(const UpperEntry& e, const std::string& reason);
   Result<std::string> Keep(const UpperEntry& e);
@@ -548,6 +562,7 @@ Status Committer::Install(const UpperEntry& e) {
             ::openat(hp, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
         if (old.valid()) {
           ASSIGN_OR_RETURN(c.sha256_before, HashFd(old.get(), st->stx_size, opts_.hash_cap, e.rel));
+          KeepBeforeImage(old.get(), st->stx_size, c);
         }
         const mode_t before = st->stx_mode & 07777,
                      after = (opts_.rename_from_upper ? e.mode : sst.st_mode) & 0777;
@@ -647,6 +662,7 @@ Result<bool> Committer::RemoveHost(int dir_fd, const std::string& leaf, const st
                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
       if (old.valid()) {
         ASSIGN_OR_RETURN(c.sha256_before, HashFd(old.get(), st.stx_size, opts_.hash_cap, rel));
+        KeepBeforeImage(old.get(), st.stx_size, c);
       }
     }
     if (::unlinkat(dir_fd, leaf.c_str(), 0) != 0 && errno != ENOENT) {

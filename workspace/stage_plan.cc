@@ -297,6 +297,8 @@ Json StagedChangesJson(const CommitOutcome& outcome, std::size_t max_entries,
     if (c.below > 0) j["below"] = c.below;
     if (c.sha256_before) j["sha256_before"] = *c.sha256_before;
     if (c.sha256_after) j["sha256_after"] = *c.sha256_after;
+    if (!c.before_image.empty()) j["before_image"] = c.before_image;
+    if (!c.before_image_error.empty()) j["before_image_error"] = c.before_image_error;
     entries.push_back(std::move(j));
   }
   Json refused = Json::array();

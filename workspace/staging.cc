@@ -181,9 +181,12 @@ void MergeChanges(std::vector<FileChange>& into, const std::vector<FileChange>& 
     const auto before = f.bytes_before;
     const auto sha_before = f.sha256_before;
     const auto mode_before = f.mode_before;
+    const std::string image = f.before_image, image_error = f.before_image_error;
     f = c;
     f.bytes_before = before;
     f.sha256_before = sha_before;
+    f.before_image = image;  // the first commit's before is the process's before
+    f.before_image_error = image_error;
     if (mode_before) f.mode_before = mode_before;
     if (first == "created" && c.kind == "deleted") {
       drop[it->second] = true;
@@ -529,6 +532,7 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
     opts.rename_from_upper = final && st.same_fs;
     opts.window_start_ns = t0_ns_;
     opts.rules = root_rules;
+    opts.before_images = before_images_.get();
     opts.quarantine_dir = quarantine_ + "/" + dir_.substr(dir_.find_last_of('/') + 1) +
                           (i == 0 ? "" : "/root" + std::to_string(i));
     o = ApplyCommit(st.root_fd.get(), st.upper_fd.get(), *listing, decisions, opts, &st.ledger);
@@ -623,6 +627,10 @@ Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::
   }
   TRY(MakeDirs(dir_, 0700));
   ASSIGN_OR_RETURN(auto stage, Stage::Create(dir_ + "/" + std::to_string(n), roots, quarantine_));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stage->before_images_ = before_images_;
+  }
   return std::shared_ptr<Stage>(std::move(stage));
 }
 

@@ -107,6 +107,7 @@ class Stage {
   std::vector<RootState> state_;
   std::vector<std::string> masked_;
   std::int64_t t0_ns_ = 0;
+  std::shared_ptr<BeforeImageStore> before_images_;  // [audit] before_images; null: off
   mutable std::mutex mu_;
   CommitOutcome total_;
   std::uint64_t commits_ = 0;
@@ -123,6 +124,11 @@ class StagedWorkspace {
   StagedWorkspace(const StagedWorkspace&) = delete;
   StagedWorkspace& operator=(const StagedWorkspace&) = delete;
 
+  // [audit] before_images: the store every later stage's commits keep replaced files in.
+  void SetBeforeImages(std::shared_ptr<BeforeImageStore> store) {
+    std::lock_guard<std::mutex> lock(mu_);
+    before_images_ = std::move(store);
+  }
   // <state>/stage, where every session's stages live.
   static std::string StageRoot();
   // This session's directory there (made with its first stage, or by EnsureDir).
@@ -155,6 +161,7 @@ class StagedWorkspace {
   mutable std::mutex mu_;
   std::uint64_t next_ = 0;
   std::vector<std::shared_ptr<Stage>> live_;
+  std::shared_ptr<BeforeImageStore> before_images_;
   std::optional<Error> poisoned_;
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;
