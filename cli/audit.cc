@@ -4,6 +4,7 @@
 #include "audit/audit.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "audit/report.h"
 #include "cli/common.h"
 
 namespace cordon::cli {
@@ -451,6 +453,96 @@ int Show(const ShowFlags& f) {
   return worst;
 }
 
+struct ReportFlags {
+  VerifyFlags verify;  // the inputs, as verify's
+  std::string out;
+};
+
+// The report's bytes to `out`: "-" is stdout; a file is written whole beside its final name and
+// renamed over it, so no reader ever sees half a page and a failed run leaves no stale one.
+Status WriteReport(const std::string& out, const std::string& html) {
+  if (out == "-") {
+    std::cout << html << std::flush;
+    if (!std::cout) return Fail(Code::kInternal, "cannot write the report to stdout");
+    return {};
+  }
+  const std::string tmp = out + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << html;
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      return Fail(Code::kInvalidInput, "cannot write the report to " + tmp, errno, tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), out.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return Fail(Code::kInvalidInput, "cannot rename the report to " + out, err, out);
+  }
+  return {};
+}
+
+// Each log verified (inputs as verify's), then all of them as one HTML page; the exit code is
+// verify's (for several logs, the worst), whatever the page shows. The page is written even when
+// verification fails: its red banner is the point.
+int Report(const ReportFlags& f) {
+  if (f.out.empty()) {
+    return Failed(
+        false,
+        Error{Code::kInvalidInput,
+              "audit report needs -o FILE (or -o - for stdout): the page is one HTML file",
+              0,
+              {}},
+        kExitUsage);
+  }
+  auto options = VerifyOptionsFrom(f.verify);
+  if (!options) return Failed(false, options.error(), kExitStart);
+  std::vector<std::string> files;
+  for (const auto& arg : f.verify.logs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      files.push_back(arg);
+      continue;
+    }
+    auto in_dir = LogsIn(arg, f.verify.witness);
+    if (!in_dir) return Failed(false, in_dir.error(), kExitStart);
+    files.insert(files.end(), in_dir->begin(), in_dir->end());
+  }
+  for (const auto& path : files) {
+    if (std::string id = LogIdOf(path); !id.empty()) options->logs_given.insert(id);
+  }
+  int worst = kExitOk;
+  std::vector<ReportLog> logs;
+  for (const auto& path : files) {
+    ReportLog log;
+    log.path = path;
+    auto report = VerifyAuditLog(path, *options);
+    if (!report) {
+      std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
+      log.readable = false;
+      log.verification = {{"verdict", "unreadable"},
+                          {"exit_code", kExitStart},
+                          {"problem", report.error().message}};
+    } else {
+      log.report = std::move(*report);
+      log.verification = Outcome(log.report).json;
+    }
+    const int code = log.verification.value("exit_code", kExitStart);
+    if (Severity(code) < Severity(worst)) worst = code;
+    logs.push_back(std::move(log));
+  }
+  auto html = AuditReportHtml(logs, worst);
+  if (!html) return Failed(false, html.error(), kExitStart);
+  if (auto w = WriteReport(f.out, *html); !w) return Failed(false, w.error(), kExitStart);
+  if (f.out != "-") {
+    std::cout << "report: " << f.out << " (" << logs.size() << " log(s), " << html->size()
+              << " bytes); verification exit " << worst << "\n";
+  }
+  return worst;
+}
+
 int Keygen(const std::string& out_dir, std::string priv, std::string pub, bool json) {
   if (!out_dir.empty()) {
     if (::mkdir(out_dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -497,6 +589,35 @@ int Rotate(const std::string& log, const std::string& key_file, const std::strin
   std::cout << "rotated: " << log << " -> " << *rotated << "; " << log
             << " starts a new log linked to it\n";
   return kExitOk;
+}
+
+// `audit report`: its flags are verify's inputs and -o.
+void AddReportCommand(CLI::App* audit, Context& ctx) {
+  auto rf = std::make_shared<ReportFlags>();
+  CLI::App* report =
+      audit
+          ->add_subcommand("report",
+                           "verify logs and write them as one self-contained HTML page: the "
+                           "verdict at the top, a timeline per session, files changed, commands, "
+                           "denials, network, and a chart")
+          ->group("Commands");
+  report->add_option("LOG", rf->verify.logs, "the audit log(s), or a directory of them")
+      ->required()
+      ->type_name("FILE|DIR");
+  report->add_option("-o,--output", rf->out, "the HTML file to write; - for stdout (required)")
+      ->type_name("FILE");
+  report->add_option("--key-file", rf->verify.key_file, "the key of an HMAC-SHA-256 chain")
+      ->type_name("FILE");
+  report->add_option("--pubkey", rf->verify.pubkeys, "a checkpoint public key (repeatable)")
+      ->type_name("FILE");
+  report->add_option("--witness", rf->verify.witness, "the checkpoints written outside the log")
+      ->type_name("FILE");
+  report->footer(
+      "The page is written whatever the verdict (a red banner unless every log is intact and "
+      "proven complete by a signed checkpoint); the same logs give the same bytes. exit codes: "
+      "as audit verify's (0 intact, 1 broken, 4 torn, 5 unproven tail, 6 cut, 8 no checkpoint, "
+      "9 gap; 3 unreadable input, or the report could not be written); 2 bad input");
+  ctx.run[report] = [rf] { return Report(*rf); };
 }
 
 }  // namespace
@@ -583,6 +704,7 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       "whole record. exit codes: as audit verify's (0 intact, 1 broken, 4 torn, 5 unproven "
       "tail, 6 cut, 8 no checkpoint, 9 gap; 3 unreadable); 2 bad input");
   ctx.run[show] = [sf] { return Show(*sf); };
+  AddReportCommand(audit, ctx);
   CLI::App* keygen = audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
                          ->group("Commands");
   keygen->add_option("--out", f->out, "write audit-signing.key (0600) and audit-signing.pub here")
