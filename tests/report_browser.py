@@ -112,8 +112,10 @@ def load(cdp, path, expr, screenshot):
     url = "file://" + os.path.abspath(path)
     cdp.send("Page.navigate", {"url": url}, session=session)
     cdp.wait_event("Page.loadEventFired", session)
+    # The page's script is inline and synchronous: it has run by the load event; the wait is
+    # slack for a slow machine.
     rendered = False
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
         r = cdp.send("Runtime.evaluate", {"expression": "document.documentElement.dataset.rendered",
                                           "returnByValue": True}, session=session)
@@ -127,10 +129,10 @@ def load(cdp, path, expr, screenshot):
             "result": value.get("result", {}).get("value"),
             "eval_exception": value.get("exceptionDetails")}
     if screenshot:
-        # The whole page, at most 2200 px high, as the docs show it.
+        # The top of the page, at most 1400 px high, as the docs show it.
         height = cdp.send("Runtime.evaluate", {"expression": "document.documentElement.scrollHeight",
                                                "returnByValue": True}, session=session)
-        h = min(int(height.get("result", {}).get("value") or 900), 2200)
+        h = min(int(height.get("result", {}).get("value") or 900), 1400)
         shot = cdp.send("Page.captureScreenshot",
                         {"format": "png", "captureBeyondViewport": True,
                          "clip": {"x": 0, "y": 0, "width": 1100, "height": h, "scale": 1}},

@@ -35,6 +35,10 @@
     s = String(s);
     return s.length <= max ? s : s.slice(0, max) + '...';
   }
+  // A measurement to one decimal (elapsed and CPU milliseconds).
+  function num(v) {
+    return typeof v === 'number' ? String(Math.round(v * 10) / 10) : str(v);
+  }
   function short(h) {
     return typeof h === 'string' ? h.slice(0, 12) : (h === null ? 'null' : '');
   }
@@ -146,7 +150,12 @@
   if (times.length === 0) {
     add(body, el('p', 'empty', 'no timestamps'));
   } else {
-    const t0 = Math.min.apply(null, times), t1 = Math.max.apply(null, times);
+    // A loop, not Math.min.apply: a long log would overflow the argument list.
+    let t0 = times[0], t1 = times[0];
+    for (const t of times) {
+      if (t < t0) t0 = t;
+      if (t > t1) t1 = t;
+    }
     const span = Math.max(t1 - t0, 1), buckets = 60;
     const at = function (ts) {
       const t = Date.parse(ts);
@@ -173,7 +182,7 @@
     chart.id = 'chart';
     series.forEach(function (s, i) {
       const y0 = TOP + i * (PH + GAP);
-      const max = Math.max.apply(null, s.v);
+      const max = s.v.reduce(function (a, b) { return Math.max(a, b); }, 0);
       const label = add(chart, svg('text', null, { x: LEFT, y: y0 - 4 }));
       label.textContent = s.label + ' (max ' + (Math.round(max * 10) / 10) + s.unit + ' per interval)';
       add(chart, svg('line', 'axis', { x1: LEFT, y1: y0 + PH, x2: W - LEFT, y2: y0 + PH }));
@@ -201,11 +210,11 @@
       const argv = Array.isArray(r.argv) ? r.argv.map(str).join(' ') : str(r.argv);
       return [cut(argv, 400), r.exit_code === null ? 'null' : str(r.exit_code),
         str(r.status) + (r.error ? ' ' + str(r.error.code) : '') + (r.limit ? ' (limit ' + str(r.limit.name) + ')' : ''),
-        str(r.elapsed_ms), str(r.cpu_ms), str(r.max_rss_kb), str(r.tool), where(x)];
+        num(r.elapsed_ms), num(r.cpu_ms), str(r.max_rss_kb), str(r.tool), where(x)];
     }), 'no command ran');
 
   add(body, el('h2', null, 'Denials'));
-  table(body, ['type', 'tool', 'what', 'rule', 'decided by', 'line'], denials.map(function (x) {
+  table(body, ['type', 'tool', 'what', 'rule', 'decided by / reason', 'line'], denials.map(function (x) {
     const r = x.rec;
     if (r.type === 'policy_denied') return [r.type, str(r.tool), 'scope ' + str(r.scope), str(r.rule), str(r.decided_by), where(x)];
     if (r.type === 'network') return [r.type, str(r.identity), str(r.host) + ':' + str(r.port), str(r.rule), str(r.reason), where(x)];
@@ -278,7 +287,7 @@
           if (Object.keys(c).length) kv('changes', c);
         }
         kv('error', r.error);
-        kv('elapsed_ms', r.elapsed_ms);
+        kv('elapsed_ms', num(r.elapsed_ms));
         break;
       }
       case 'file_write':
