@@ -54,6 +54,15 @@ std::size_t Occurrences(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// The data block of a page, parsed (its \u escapes are JSON's own).
+Json DataOf(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"cordon-audit-data\">";
+  const std::size_t at = html.find(open);
+  if (at == std::string::npos) return Json();
+  const std::size_t end = html.find("</script>", at);
+  return Json::parse(html.substr(at + open.size(), end - at - open.size()), nullptr, false);
+}
+
 // The hostile values a run puts into the log: each would set window.__cordonPwned if the page
 // ever ran it as markup or script.
 const std::string kScriptEnd = "</script><script>window.__cordonPwned=1</script>";
@@ -179,10 +188,44 @@ TEST_F(AuditReportTest, OutputIsRequiredAndDashIsStdout) {
   auto out = Report(Log(), "-");
   EXPECT_EQ(out.exit_code, 0) << out.err;
   EXPECT_EQ(out.out, ReadFile(dir_ / "r.html"));
-  EXPECT_NE(out.out.find("\"status\":\"not_proven\""), std::string::npos);
+  EXPECT_EQ(DataOf(out.out)["logs"][0]["status"], "not_proven");
   auto missing = Report(dir_ / "nope.jsonl", dir_ / "n.html");
   EXPECT_EQ(missing.exit_code, 3) << missing.out << missing.err;
-  EXPECT_NE(ReadFile(dir_ / "n.html").find("\"verdict\":\"unreadable\""), std::string::npos);
+  const Json n = DataOf(ReadFile(dir_ / "n.html"));
+  EXPECT_EQ(n["logs"][0]["status"], "failed");
+  EXPECT_EQ(n["logs"][0]["verification"]["verdict"], "unreadable");
+}
+
+TEST_F(AuditReportTest, OnlyAnIntactLogProvenCompleteIsOkAndTheExitCodeIsVerifys) {
+  ASSERT_EQ(Cordon({"audit", "keygen", "--out", dir_ / "k"}).exit_code, 0);
+  WriteFile(ws_ + "/hello.txt", "hello\n");
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(Call("read_file_range", {{"path", "hello.txt"}, {"start_line", 1}}).exit_code, 0);
+  }
+  // {extra arguments, the page's status, its verdict, the exit code}
+  auto check = [&](const std::vector<std::string>& extra, const std::string& status,
+                   const std::string& verdict, int code) {
+    const std::string page = dir_ / "r.html";
+    auto r = Report(Log(), page, extra);
+    EXPECT_EQ(r.exit_code, code) << r.out << r.err;
+    std::vector<std::string> v = {"audit", "verify", Log()};
+    v.insert(v.end(), extra.begin(), extra.end());
+    EXPECT_EQ(Cordon(v).exit_code, code) << "not verify's exit code";
+    const Json d = DataOf(ReadFile(page));
+    EXPECT_EQ(d["exit_code"], code);
+    EXPECT_EQ(d["logs"][0]["status"], status) << ::testing::PrintToString(extra);
+    EXPECT_EQ(d["logs"][0]["verification"]["verdict"], verdict) << ::testing::PrintToString(extra);
+  };
+  check({"--pubkey", Pub(), "--witness", Witness()}, "ok", "intact", 0);
+  // Without the public key nothing proves the checkpoints: intact, not proven complete.
+  check({}, "not_proven", "intact", 0);
+  // The second session's session_finished and checkpoint cut off.
+  auto lines = Lines(ReadFile(Log()));
+  std::string cut;
+  for (std::size_t i = 0; i + 2 < lines.size(); ++i) cut += lines[i] + "\n";
+  WriteFile(Log(), cut);
+  check({"--pubkey", Pub()}, "failed", "unproven_tail", 5);
+  check({"--pubkey", Pub(), "--witness", Witness()}, "failed", "cut", 6);
 }
 
 TEST_F(AuditReportTest, ARealLogInChromium) {
