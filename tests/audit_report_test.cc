@@ -278,6 +278,10 @@ TEST_F(AuditReportTest, ARealLogInChromium) {
   lines[3].replace(lines[3].find("\"bytes_after\":2,"), 16, "\"bytes_after\":3,");
   std::string edited;
   for (const auto& l : lines) edited += l + "\n";
+  // And what no writer makes: fields of the wrong shape, and a line that is not JSON.
+  edited += R"({"type":"process","argv":"sh","changes":{"entries":[null,5],"counts":"x"},)"
+            R"("denials":[null],"error":"x","limit":3,"session":7,"ts":7,"_verified":"x"})"
+            "\n<script>window.__cordonPwned=5</script>\n";
   WriteFile(dir_ / "edited.jsonl", edited);
   const std::string bad = dir_ / "edited.html";
   auto e = Report(dir_ / "edited.jsonl", bad, {"--pubkey", Pub()});
@@ -346,7 +350,11 @@ TEST_F(AuditReportTest, ARealLogInChromium) {
 
   const Json& b = pages[1];
   EXPECT_TRUE(b["rendered"].get<bool>()) << b["console"].dump(2);
+  for (const auto& c : b["console"]) EXPECT_NE(c.value("level", ""), "error") << c.dump();
+  EXPECT_TRUE(b["exceptions"].empty()) << b["exceptions"].dump(2);
   const Json pb = Json::parse(b["result"].get<std::string>());
+  EXPECT_EQ(pb["pwned"], "undefined");
+  EXPECT_NE(pb["text"].get<std::string>().find("not a record"), std::string::npos);
   EXPECT_EQ(pb["status"], "bad");
   ASSERT_GE(pb["banners"].size(), 2u);
   EXPECT_NE(pb["banners"][1].get<std::string>().find("FAILED: broken (exit code 1)"),

@@ -32,14 +32,17 @@ class Cdp:
             "--no-default-browser-check", "--disable-extensions", "--disable-sync",
             "--disable-background-networking", "--disable-component-update",
             "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
+            "--disable-dev-shm-usage",
             "--host-resolver-rules=MAP * ~NOTFOUND", "--user-data-dir=" + profile,
             "--remote-debugging-pipe", "about:blank",
         ]
-        # Chromium reads the protocol from fd 3 and writes it to fd 4.
+        # Chromium reads the protocol from fd 3 and writes it to fd 4. Its stderr goes to a file
+        # (a pipe nobody reads could fill and stall it), read back only to explain a failure.
+        self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             ["/bin/sh", "-c", 'exec "$0" "$@" 3<&%d 4>&%d' % (to_r, from_w)] + args,
             pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
+            stderr=self.stderr)
         os.close(to_r)
         os.close(from_w)
         self.out, self.inp = to_w, from_r
@@ -56,7 +59,8 @@ class Cdp:
             if ready:
                 chunk = os.read(self.inp, 1 << 20)
                 if not chunk:
-                    err = self.proc.stderr.read().decode(errors="replace")[-2000:]
+                    self.stderr.seek(0)
+                    err = self.stderr.read().decode(errors="replace")[-2000:]
                     raise RuntimeError("chromium closed the protocol pipe: " + err)
                 self.buf += chunk
         msg, _, self.buf = self.buf.partition(b"\0")
@@ -99,6 +103,7 @@ class Cdp:
             self.proc.wait()
         os.close(self.out)
         os.close(self.inp)
+        self.stderr.close()
 
 
 def load(cdp, path, expr, screenshot):

@@ -31,6 +31,10 @@
   function str(v) {
     return typeof v === 'string' ? v : (v === undefined ? '' : JSON.stringify(v));
   }
+  // v when it is an object, else {}: an edited record may hold anything where an object belongs.
+  function obj(v) {
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v : {};
+  }
   function cut(s, max) {
     s = String(s);
     return s.length <= max ? s : s.slice(0, max) + '...';
@@ -110,8 +114,8 @@
     const r = x.rec;
     if (r.type === 'file_write' && r.status === 'written') {
       changed.push([str(r.path), str(r.op), str(r.tool), short(r.sha256_before), short(r.sha256_after), where(x)]);
-    } else if (r.type === 'process' && r.changes && Array.isArray(r.changes.entries)) {
-      for (const e of r.changes.entries) {
+    } else if (r.type === 'process' && Array.isArray(obj(r.changes).entries)) {
+      for (const e of r.changes.entries.map(obj)) {
         const p = str(e.path) + (e.from !== undefined ? ' (from ' + str(e.from) + ')' : '');
         changed.push([p, str(e.kind), str(r.tool), short(e.sha256_before), short(e.sha256_after), where(x)]);
       }
@@ -209,7 +213,7 @@
       const r = x.rec;
       const argv = Array.isArray(r.argv) ? r.argv.map(str).join(' ') : str(r.argv);
       return [cut(argv, 400), r.exit_code === null ? 'null' : str(r.exit_code),
-        str(r.status) + (r.error ? ' ' + str(r.error.code) : '') + (r.limit ? ' (limit ' + str(r.limit.name) + ')' : ''),
+        str(r.status) + (r.error ? ' ' + str(obj(r.error).code) : '') + (r.limit ? ' (limit ' + str(obj(r.limit).name) + ')' : ''),
         num(r.elapsed_ms), num(r.cpu_ms), str(r.max_rss_kb), str(r.tool), where(x)];
     }), 'no command ran');
 
@@ -218,7 +222,7 @@
     const r = x.rec;
     if (r.type === 'policy_denied') return [r.type, str(r.tool), 'scope ' + str(r.scope), str(r.rule), str(r.decided_by), where(x)];
     if (r.type === 'network') return [r.type, str(r.identity), str(r.host) + ':' + str(r.port), str(r.rule), str(r.reason), where(x)];
-    const what = (Array.isArray(r.denials) ? r.denials : []).map(function (d) {
+    const what = (Array.isArray(r.denials) ? r.denials : []).map(obj).map(function (d) {
       return str(d.path !== undefined ? d.path : d.address !== undefined ? d.address : d.object);
     }).join(', ');
     return [str(r.type), str(r.tool), what, str(r.layer), '', where(x)];
@@ -281,9 +285,10 @@
         parts.push('argv=' + cut(argv, 200));
         kv('status', r.status);
         kv('exit_code', r.exit_code);
-        if (r.changes && r.changes.counts) {
+        const counts = obj(obj(r.changes).counts);
+        {
           const c = {};
-          for (const k of Object.keys(r.changes.counts)) if (r.changes.counts[k] !== 0) c[k] = r.changes.counts[k];
+          for (const k of Object.keys(counts)) if (counts[k] !== 0) c[k] = counts[k];
           if (Object.keys(c).length) kv('changes', c);
         }
         kv('error', r.error);
