@@ -25,13 +25,17 @@ Result<std::string> ReadLog(const std::string& path) {
 // other outcome (verify's exit code is not 0).
 std::string StatusOf(const ReportLog& log) {
   if (!log.readable || log.verification.value("exit_code", Json(-1)) != Json(0)) return "failed";
+  for (const auto& l : log.links) {
+    if (l.value("checked", false) && !l.value("ok", false)) return "failed";
+  }
   return log.report.signed_checked ? "ok" : "not_proven";
 }
 
 Result<Json> LogData(const ReportLog& log) {
   Json out = {{"path", log.path},         {"verification", log.verification},
               {"status", StatusOf(log)},  {"header", ""},
-              {"records", Json::array()}, {"unreadable", Json::array()}};
+              {"records", Json::array()}, {"unreadable", Json::array()},
+              {"links", log.links}};
   if (!log.readable) return out;
   out["header"] = ShowHeader(log.path, log.report);
   ASSIGN_OR_RETURN(std::string data, ReadLog(log.path));

@@ -20,6 +20,10 @@ struct ReportLog {
   bool readable = true;
   VerifyReport report;
   Json verification = Json::object();
+  // The links this file holds to the files it continues (`audit rotate`, a writer's
+  // log_detached), as verify checks them among the files given: [{previous_log_id, checked,
+  // previous_file, ok, problem}]. A link that does not hold fails the page, as it fails verify.
+  Json links = Json::array();
 };
 
 // The page: deterministic (the same logs give the same bytes: no clock, no random ids, keys

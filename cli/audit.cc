@@ -533,6 +533,30 @@ int Report(const ReportFlags& f) {
     if (Severity(code) < Severity(worst)) worst = code;
     logs.push_back(std::move(log));
   }
+  // The rotation links among the files given, checked as verify checks them.
+  std::map<std::string, std::string> by_log_id;
+  for (const auto& log : logs) {
+    if (log.readable && !log.report.log_id.empty()) by_log_id.emplace(log.report.log_id, log.path);
+  }
+  for (auto& log : logs) {
+    if (!log.readable) continue;
+    for (const std::string& text : log.report.links) {
+      const Json prev = Json::parse(text, nullptr, false);
+      const std::string old_id = prev.is_object() ? prev.value("log_id", "") : "";
+      Json link = {{"previous_log_id", old_id}, {"checked", false}};
+      if (auto it = by_log_id.find(old_id); it != by_log_id.end()) {
+        const std::string why = CheckRotationLink(it->second, prev, options->hmac_key);
+        link["checked"] = true;
+        link["previous_file"] = it->second;
+        link["ok"] = why.empty();
+        if (!why.empty()) {
+          link["problem"] = why;
+          if (Severity(kExitCut) < Severity(worst)) worst = kExitCut;
+        }
+      }
+      log.links.push_back(std::move(link));
+    }
+  }
   auto html = AuditReportHtml(logs, worst);
   if (!html) return Failed(false, html.error(), kExitStart);
   if (auto w = WriteReport(f.out, *html); !w) return Failed(false, w.error(), kExitStart);

@@ -228,6 +228,47 @@ TEST_F(AuditReportTest, OnlyAnIntactLogProvenCompleteIsOkAndTheExitCodeIsVerifys
   check({"--pubkey", Pub(), "--witness", Witness()}, "failed", "cut", 6);
 }
 
+// A directory of rotated files: the link from the newer file to the older is checked as verify
+// checks it, and a cut older file fails the page and the exit code (6) as it fails verify.
+TEST_F(AuditReportTest, RotationLinksAreCheckedAsVerifyChecksThem) {
+  ASSERT_EQ(Cordon({"audit", "keygen", "--out", dir_ / "k"}).exit_code, 0);
+  WriteFile(ws_ + "/hello.txt", "hello\n");
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(Call("read_file_range", {{"path", "hello.txt"}, {"start_line", 1}}).exit_code, 0);
+  }
+  ASSERT_EQ(Cordon({"audit", "rotate", Log(), "--audit-signing-key", dir_ / "k/audit-signing.key"})
+                .exit_code,
+            0);
+  ASSERT_EQ(Call("read_file_range", {{"path", "hello.txt"}, {"start_line", 1}}).exit_code, 0);
+  std::filesystem::create_directories(dir_ / "logs");
+  std::filesystem::copy_file(Log() + ".1", dir_ / "logs/audit.jsonl.1");
+  std::filesystem::copy_file(Log(), dir_ / "logs/audit.jsonl");
+  const std::string page = dir_ / "r.html";
+  auto whole = Report(dir_ / "logs", page, {"--pubkey", Pub()});
+  EXPECT_EQ(whole.exit_code, 0) << whole.out << whole.err;
+  Json d = DataOf(ReadFile(page));
+  ASSERT_EQ(d["logs"].size(), 2u);
+  EXPECT_EQ(d["logs"][0]["path"], dir_ / "logs/audit.jsonl");  // sorted by name
+  ASSERT_EQ(d["logs"][0]["links"].size(), 1u) << d["logs"][0]["links"];
+  EXPECT_EQ(d["logs"][0]["links"][0]["ok"], true);
+  EXPECT_EQ(d["logs"][0]["status"], "ok");
+  // The older file cut after its first checkpoint: alone it verifies; the link catches it.
+  const auto old_lines = Lines(ReadFile(dir_ / "logs/audit.jsonl.1"));
+  std::string cut;
+  for (const auto& l : old_lines) {
+    cut += l + "\n";
+    if (Json::parse(l)["type"] == "checkpoint") break;
+  }
+  WriteFile(dir_ / "logs/audit.jsonl.1", cut);
+  auto r = Report(dir_ / "logs", page, {"--pubkey", Pub()});
+  EXPECT_EQ(r.exit_code, 6) << r.out << r.err;
+  EXPECT_EQ(Cordon({"audit", "verify", dir_ / "logs", "--pubkey", Pub()}).exit_code, 6);
+  d = DataOf(ReadFile(page));
+  EXPECT_EQ(d["exit_code"], 6);
+  EXPECT_EQ(d["logs"][0]["links"][0]["ok"], false);
+  EXPECT_EQ(d["logs"][0]["status"], "failed");
+}
+
 TEST_F(AuditReportTest, ARealLogInChromium) {
   if (::access("/usr/bin/bwrap", X_OK) != 0) SECURITY_SKIP("bwrap is not installed");
   chromium_ = FindOnPath("chromium");

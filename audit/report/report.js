@@ -101,6 +101,12 @@
     add(b, el('p', null, str(v.records) + ' records, ' + str(v.sessions) + ' sessions, mode ' + str(v.mode) +
       ', ' + str(v.checkpoints) + ' checkpoints' + (v.signed ? ' (signed)' : '') +
       ', ' + str(v.witness_checkpoints) + ' witnessed'));
+    for (const l of (log.links || [])) {
+      add(b, el('p', null, !l.checked
+        ? 'continues log ' + str(l.previous_log_id) + ', which is not among the files given: the link is not checked'
+        : l.ok ? 'continues ' + str(l.previous_file) + ': the link holds'
+          : 'CUT: continues ' + str(l.previous_file) + ', but ' + str(l.problem)));
+    }
     for (const s of (v.unfinished_sessions || [])) add(b, el('p', null, 'unfinished: session ' + str(s)));
     for (const w of (v.warnings || [])) add(b, el('p', null, 'warning: ' + str(w)));
     for (const u of (log.unreadable || [])) {
