@@ -3,6 +3,7 @@
 // one.
 #include "audit/audit.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,8 @@
 
 #include "audit/report.h"
 #include "cli/common.h"
+#include "core/fs.h"
+#include "core/unique_fd.h"
 
 namespace cordon::cli {
 namespace {
@@ -458,8 +461,10 @@ struct ReportFlags {
   std::string out;
 };
 
-// The report's bytes to `out`: "-" is stdout; a file is written whole beside its final name and
-// renamed over it, so no reader ever sees half a page and a failed run leaves no stale one.
+// The report's bytes to `out`: "-" is stdout. A file is created 0600, as the log is (the page
+// holds what the log holds), under a fresh name beside its final one (O_EXCL: never through a
+// link planted there), written whole, and renamed over it: no reader sees half a page, and a
+// failed run leaves no stale one.
 Status WriteReport(const std::string& out, const std::string& html) {
   if (out == "-") {
     std::cout << html << std::flush;
@@ -467,21 +472,16 @@ Status WriteReport(const std::string& out, const std::string& html) {
     return {};
   }
   const std::string tmp = out + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << html;
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      return Fail(Code::kInvalidInput, "cannot write the report to " + tmp, errno, tmp);
-    }
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (fd.get() < 0) return SysFail(Code::kInvalidInput, "open", tmp);
+  Status written = WriteAll(fd.get(), html, tmp);
+  if (written && ::fsync(fd.get()) != 0) written = SysFail(Code::kInvalidInput, "fsync", tmp);
+  fd.Reset();
+  if (written && std::rename(tmp.c_str(), out.c_str()) != 0) {
+    written = SysFail(Code::kInvalidInput, "rename", out);
   }
-  if (std::rename(tmp.c_str(), out.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return Fail(Code::kInvalidInput, "cannot rename the report to " + out, err, out);
-  }
-  return {};
+  if (!written) std::remove(tmp.c_str());
+  return written;
 }
 
 // Each log verified (inputs as verify's), then all of them as one HTML page; the exit code is

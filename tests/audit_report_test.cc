@@ -3,6 +3,7 @@
 // violation, the known counts, the red banner for an edited log, hostile log values shown as
 // text and never run, the same bytes for the same log.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -185,6 +186,16 @@ TEST_F(AuditReportTest, OutputIsRequiredAndDashIsStdout) {
   // A chain-only log: intact (verify's exit 0) but nothing proves it complete.
   auto file = Report(Log(), dir_ / "r.html");
   EXPECT_EQ(file.exit_code, 0) << file.out << file.err;
+  // Private as the log is; written under another name and renamed: nothing else left behind.
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "r.html").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
+  auto nowhere = Report(Log(), dir_ / "missing/r.html");
+  EXPECT_EQ(nowhere.exit_code, 3) << nowhere.out << nowhere.err;
+  EXPECT_NE(nowhere.err.find("missing/r.html.tmp."), std::string::npos) << nowhere.err;
   auto out = Report(Log(), "-");
   EXPECT_EQ(out.exit_code, 0) << out.err;
   EXPECT_EQ(out.out, ReadFile(dir_ / "r.html"));
