@@ -510,6 +510,22 @@ int Report(const ReportFlags& f) {
     if (!in_dir) return Failed(false, in_dir.error(), kExitStart);
     files.insert(files.end(), in_dir->begin(), in_dir->end());
   }
+  // The page never replaces the evidence it reads.
+  std::vector<std::string> inputs = files;
+  if (!f.verify.witness.empty()) inputs.push_back(f.verify.witness);
+  for (const auto& path : inputs) {
+    std::error_code ec;
+    if (f.out != "-" && std::filesystem::equivalent(f.out, path, ec)) {
+      return Failed(false,
+                    Error{Code::kInvalidInput,
+                          "-o " + f.out + " is an input (" + path +
+                              "): the report never "
+                              "replaces a log or the witness",
+                          0,
+                          {}},
+                    kExitUsage);
+    }
+  }
   for (const auto& path : files) {
     if (std::string id = LogIdOf(path); !id.empty()) options->logs_given.insert(id);
   }

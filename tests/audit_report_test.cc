@@ -196,6 +196,13 @@ TEST_F(AuditReportTest, OutputIsRequiredAndDashIsStdout) {
   auto nowhere = Report(Log(), dir_ / "missing/r.html");
   EXPECT_EQ(nowhere.exit_code, 3) << nowhere.out << nowhere.err;
   EXPECT_NE(nowhere.err.find("missing/r.html.tmp."), std::string::npos) << nowhere.err;
+  // Never over an input.
+  const std::string before = ReadFile(Log());
+  auto over = Report(Log(), Log());
+  EXPECT_EQ(over.exit_code, 2) << over.out << over.err;
+  EXPECT_NE(over.err.find("the report never replaces a log or the witness"), std::string::npos)
+      << over.err;
+  EXPECT_TRUE(ReadFile(Log()) == before) << "the report replaced the log";
   auto out = Report(Log(), "-");
   EXPECT_EQ(out.exit_code, 0) << out.err;
   EXPECT_EQ(out.out, ReadFile(dir_ / "r.html"));
