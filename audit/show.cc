@@ -197,20 +197,29 @@ bool ShowFilter::Matches(const Json& rec) const {
   }
   if (!errors && !denied && !changes) return true;
   // The three kinds: a record of any one of those asked for.
+  const RecordKinds k = KindsOf(rec);
+  return (errors && k.failed) || (denied && k.refused) || (changes && k.changed);
+}
+
+RecordKinds KindsOf(const Json& rec) {
+  const std::string type = Str(rec, "type");
   const std::string status = Str(rec, "status");
-  const bool failed =
+  RecordKinds k;
+  k.failed =
       (type == "tool_finished" && status != "ok") ||
       (type == "process" && (status != "exited" || rec.value("exit_code", Json(0)) != Json(0) ||
                              rec.contains("error"))) ||
       (type == "file_write" && status == "failed") || type == "gap" ||
       ((type == "protected_path_removed" || type == "setuid_stripped") && rec.contains("error"));
-  const bool refused = type == "policy_denied" || type == "access_denied" ||
-                       (type == "network" && Str(rec, "decision") == "denied");
-  const bool changed = (type == "file_write" && status == "written") ||
-                       (type == "process" && HasChanges(rec)) || type == "protected_path_removed" ||
-                       type == "setuid_stripped";
-  return (errors && failed) || (denied && refused) || (changes && changed);
+  k.refused = type == "policy_denied" || type == "access_denied" ||
+              (type == "network" && Str(rec, "decision") == "denied");
+  k.changed = (type == "file_write" && status == "written") ||
+              (type == "process" && HasChanges(rec)) || type == "protected_path_removed" ||
+              type == "setuid_stripped";
+  return k;
 }
+
+std::vector<std::string> RecordPaths(const Json& rec) { return PathsOf(rec); }
 
 Result<std::int64_t> ParseRfc3339(std::string_view text) {
   auto bad = [&] {

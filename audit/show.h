@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "audit/verify.h"
 #include "core/error.h"
@@ -30,6 +31,16 @@ struct ShowFilter {
   bool Empty() const;
   bool Matches(const Json& rec) const;
 };
+
+// What a record is for --errors, --denied and --changes (the report's filters use the same).
+struct RecordKinds {
+  bool failed = false;   // a failed call, command or write; a gap
+  bool refused = false;  // policy_denied, refused network, access_denied
+  bool changed = false;  // a written file, a process's changes, a quarantined name, stripped bits
+};
+RecordKinds KindsOf(const Json& rec);
+// Every path a record names (what --path matches): its own, a change's, a denial's, args.path.
+std::vector<std::string> RecordPaths(const Json& rec);
 
 // RFC 3339 ("2026-01-02T03:04:05Z", a fraction, an offset; or a date alone, midnight UTC) as
 // milliseconds since the epoch; an error naming the accepted forms.

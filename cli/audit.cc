@@ -3,7 +3,9 @@
 // one.
 #include "audit/audit.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -15,8 +17,11 @@
 #include <sstream>
 
 #include "audit/diff.h"
+#include "audit/report.h"
 #include "cli/common.h"
 #include "core/before_images.h"
+#include "core/fs.h"
+#include "core/unique_fd.h"
 
 namespace cordon::cli {
 namespace {
@@ -754,6 +759,162 @@ void AddAuditDiffCommand(CLI::App* audit, Context& ctx) {
   ctx.run[diff] = [df, &ctx] { return Diff(*df, ctx.envp); };
 }
 
+struct ReportFlags {
+  VerifyFlags verify;  // the inputs, as verify's
+  std::string out;
+};
+
+// The report's bytes to `out`: "-" is stdout. A file is created 0600, as the log is (the page
+// holds what the log holds), under a fresh name beside its final one (O_EXCL: never through a
+// link planted there), written whole, and renamed over it: no reader sees half a page, and a
+// failed run leaves no stale one.
+Status WriteReport(const std::string& out, const std::string& html) {
+  if (out == "-") {
+    std::cout << html << std::flush;
+    if (!std::cout) return Fail(Code::kInternal, "cannot write the report to stdout");
+    return {};
+  }
+  const std::string tmp = out + ".tmp." + std::to_string(::getpid());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (fd.get() < 0) return SysFail(Code::kInvalidInput, "open", tmp);
+  Status written = WriteAll(fd.get(), html, tmp);
+  if (written && ::fsync(fd.get()) != 0) written = SysFail(Code::kInvalidInput, "fsync", tmp);
+  fd.Reset();
+  if (written && std::rename(tmp.c_str(), out.c_str()) != 0) {
+    written = SysFail(Code::kInvalidInput, "rename", out);
+  }
+  if (!written) std::remove(tmp.c_str());
+  return written;
+}
+
+// Each log verified (inputs as verify's), then all of them as one HTML page; the exit code is
+// verify's (for several logs, the worst), whatever the page shows. The page is written even when
+// verification fails: its red banner is the point.
+int Report(const ReportFlags& f) {
+  if (f.out.empty()) {
+    return Failed(
+        false,
+        Error{Code::kInvalidInput,
+              "audit report needs -o FILE (or -o - for stdout): the page is one HTML file",
+              0,
+              {}},
+        kExitUsage);
+  }
+  auto options = VerifyOptionsFrom(f.verify);
+  if (!options) return Failed(false, options.error(), kExitStart);
+  std::vector<std::string> files;
+  for (const auto& arg : f.verify.logs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      files.push_back(arg);
+      continue;
+    }
+    auto in_dir = LogsIn(arg, f.verify.witness);
+    if (!in_dir) return Failed(false, in_dir.error(), kExitStart);
+    files.insert(files.end(), in_dir->begin(), in_dir->end());
+  }
+  // The page never replaces the evidence it reads.
+  std::vector<std::string> inputs = files;
+  if (!f.verify.witness.empty()) inputs.push_back(f.verify.witness);
+  for (const auto& path : inputs) {
+    std::error_code ec;
+    if (f.out != "-" && std::filesystem::equivalent(f.out, path, ec)) {
+      return Failed(false,
+                    Error{Code::kInvalidInput,
+                          "-o " + f.out + " is an input (" + path +
+                              "): the report never "
+                              "replaces a log or the witness",
+                          0,
+                          {}},
+                    kExitUsage);
+    }
+  }
+  for (const auto& path : files) {
+    if (std::string id = LogIdOf(path); !id.empty()) options->logs_given.insert(id);
+  }
+  int worst = kExitOk;
+  std::vector<ReportLog> logs;
+  for (const auto& path : files) {
+    ReportLog log;
+    log.path = path;
+    auto report = VerifyAuditLog(path, *options);
+    if (!report) {
+      std::fprintf(stderr, "cordon: %s\n", report.error().ToString().c_str());
+      log.readable = false;
+      log.verification = {{"verdict", "unreadable"},
+                          {"exit_code", kExitStart},
+                          {"problem", report.error().message}};
+    } else {
+      log.report = std::move(*report);
+      log.verification = Outcome(log.report).json;
+    }
+    const int code = log.verification.value("exit_code", kExitStart);
+    if (Severity(code) < Severity(worst)) worst = code;
+    logs.push_back(std::move(log));
+  }
+  // The rotation links among the files given, checked as verify checks them.
+  std::map<std::string, std::string> by_log_id;
+  for (const auto& log : logs) {
+    if (log.readable && !log.report.log_id.empty()) by_log_id.emplace(log.report.log_id, log.path);
+  }
+  for (auto& log : logs) {
+    if (!log.readable) continue;
+    for (const std::string& text : log.report.links) {
+      const Json prev = Json::parse(text, nullptr, false);
+      const std::string old_id = prev.is_object() ? prev.value("log_id", "") : "";
+      Json link = {{"previous_log_id", old_id}, {"checked", false}};
+      if (auto it = by_log_id.find(old_id); it != by_log_id.end()) {
+        const std::string why = CheckRotationLink(it->second, prev, options->hmac_key);
+        link["checked"] = true;
+        link["previous_file"] = it->second;
+        link["ok"] = why.empty();
+        if (!why.empty()) {
+          link["problem"] = why;
+          if (Severity(kExitCut) < Severity(worst)) worst = kExitCut;
+        }
+      }
+      log.links.push_back(std::move(link));
+    }
+  }
+  auto html = AuditReportHtml(logs, worst);
+  if (!html) return Failed(false, html.error(), kExitStart);
+  if (auto w = WriteReport(f.out, *html); !w) return Failed(false, w.error(), kExitStart);
+  if (f.out != "-") {
+    std::cout << "report: " << f.out << " (" << logs.size() << " log(s), " << html->size()
+              << " bytes); verification exit " << worst << "\n";
+  }
+  return worst;
+}
+
+// `audit report`: its flags are verify's inputs and -o.
+void AddReportCommand(CLI::App* audit, Context& ctx) {
+  auto rf = std::make_shared<ReportFlags>();
+  CLI::App* report =
+      audit
+          ->add_subcommand("report",
+                           "verify logs and write them as one self-contained HTML page: the "
+                           "verdict at the top, a timeline per session, files changed, commands, "
+                           "denials, network, and a chart")
+          ->group("Commands");
+  report->add_option("LOG", rf->verify.logs, "the audit log(s), or a directory of them")
+      ->required()
+      ->type_name("FILE|DIR");
+  report->add_option("-o,--output", rf->out, "the HTML file to write; - for stdout (required)")
+      ->type_name("FILE");
+  report->add_option("--key-file", rf->verify.key_file, "the key of an HMAC-SHA-256 chain")
+      ->type_name("FILE");
+  report->add_option("--pubkey", rf->verify.pubkeys, "a checkpoint public key (repeatable)")
+      ->type_name("FILE");
+  report->add_option("--witness", rf->verify.witness, "the checkpoints written outside the log")
+      ->type_name("FILE");
+  report->footer(
+      "The page is written whatever the verdict (a red banner unless every log is intact and "
+      "proven complete by a signed checkpoint); the same logs give the same bytes. exit codes: "
+      "as audit verify's (0 intact, 1 broken, 4 torn, 5 unproven tail, 6 cut, 8 no checkpoint, "
+      "9 gap; 3 unreadable input, or the report could not be written); 2 bad input");
+  ctx.run[report] = [rf] { return Report(*rf); };
+}
+
 }  // namespace
 
 void AddAuditCommand(CLI::App& root, Context& ctx) {
@@ -864,6 +1025,7 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
       "checkpoint, 9 gap; 3 unreadable)");
   ctx.run[summary] = [mf] { return Summary(*mf); };
   AddAuditDiffCommand(audit, ctx);
+  AddReportCommand(audit, ctx);
   CLI::App* keygen = audit->add_subcommand("keygen", "make an Ed25519 checkpoint signing key pair")
                          ->group("Commands");
   keygen->add_option("--out", f->out, "write audit-signing.key (0600) and audit-signing.pub here")

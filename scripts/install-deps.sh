@@ -11,6 +11,7 @@ pkgs=(
   libmicrohttpd-dev libcli11-dev libre2-dev clang-format help2man
   bubblewrap ripgrep fd-find util-linux procps python3 curl
   openssl git python3-pytest python3-jsonschema python3-yaml man-db
+  chromium
 )
 missing=()
 for p in "${pkgs[@]}"; do
