@@ -45,6 +45,7 @@ Json ToolStartedRecord::ToJson() const {
   Put(j, "args_bytes", args_bytes);
   Put(j, "args_sha256", args_sha256);
   Put(j, "method", method);
+  Put(j, "mcp_session", mcp_session);
   return j;
 }
 
@@ -101,6 +102,7 @@ Json ProcessRecord::ToJson() const {
             {"truncated", truncated}};
   Put(j, "cgroup", cgroup);
   Put(j, "job", job);
+  Put(j, "mcp_session", mcp_session);
   Put(j, "cancel_requested", cancel_requested);
   Put(j, "spec_sha256", spec_sha256);
   Put(j, "launch", launch);
@@ -151,7 +153,9 @@ Json McpTrustRecord::ToJson() const {
 }
 
 Json McpClientRecord::ToJson() const {
-  return {{"clientInfo", client_info}, {"protocolVersion", protocol_version}};
+  Json j = {{"clientInfo", client_info}, {"protocolVersion", protocol_version}};
+  Put(j, "mcp_session", mcp_session);
+  return j;
 }
 
 Json InstructionsRecord::ToJson() const {
@@ -441,6 +445,9 @@ constexpr AuditFieldInfo kToolStarted[] = {
     {"method", false, kStr,
      "cordon wrap: resources/read (tool is the URI) or prompts/get (tool is the prompt name); "
      "absent for tools/call"},
+    {"mcp_session", false, kStr,
+     "serve --http: the MCP session that made the call (\"mcp-N\", as in its mcp_client "
+     "record); it owns the jobs the call starts. Absent for stdio, exec and call"},
 };
 
 constexpr AuditFieldInfo kToolFinished[] = {
@@ -494,7 +501,9 @@ constexpr AuditFieldInfo kProcess[] = {
     {"max_rss_kb", true, kInt, "peak resident memory"},
     {"confinement", true, kObj, "the layers that confined it"},
     {"cgroup", false, kObj, "cgroup limits and usage"},
-    {"job", false, kStr, "background job id"},
+    {"job", false, kStr, "background job id (counted per MCP session under serve --http)"},
+    {"mcp_session", false, kStr,
+     "serve --http: the MCP session that started it (as in tool_started)"},
     {"cancel_requested", false, kBool, "whether the job was cancelled (background jobs)"},
     {"spec_sha256", false, kStr,
      "SHA-256 of the confinement spec the shim applied, as the shim computed it (equals "
@@ -553,6 +562,8 @@ constexpr AuditFieldInfo kMcpTrust[] = {
 constexpr AuditFieldInfo kMcpClient[] = {
     {"clientInfo", true, kObj, "the MCP client's clientInfo"},
     {"protocolVersion", true, kStr, "the negotiated protocol version"},
+    {"mcp_session", false, kStr,
+     "serve --http: this MCP session's label (\"mcp-N\"), which its tool_started records carry"},
 };
 
 constexpr AuditFieldInfo kInstructions[] = {

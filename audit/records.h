@@ -53,6 +53,8 @@ struct ToolStartedRecord {
   // cordon wrap: the client request when it is not tools/call (resources/read: `tool` is the
   // resource URI; prompts/get: the prompt name).
   std::optional<std::string> method{};
+  // serve --http: the MCP session that made the call ("mcp-N", as in its mcp_client record).
+  std::optional<std::string> mcp_session{};
   Json ToJson() const;
 };
 
@@ -115,6 +117,7 @@ struct ProcessRecord {
   Json confinement = Json::object();
   std::optional<Json> cgroup{};
   std::optional<std::string> job{};
+  std::optional<std::string> mcp_session{};  // serve --http: the MCP session that started it
   std::optional<bool> cancel_requested{};
   std::optional<std::string> spec_sha256{};  // the shim's hash of the spec it applied
   std::optional<Json> launch{};              // {kind: warm, sandbox, call} or {kind: cold, reason}
@@ -163,8 +166,9 @@ struct McpTrustRecord {
 
 struct McpClientRecord {
   static constexpr std::string_view kType = "mcp_client";
-  Json client_info{};              // "clientInfo"
-  std::string protocol_version{};  // "protocolVersion"
+  Json client_info{};                        // "clientInfo"
+  std::string protocol_version{};            // "protocolVersion"
+  std::optional<std::string> mcp_session{};  // serve --http: the label its calls are recorded by
   Json ToJson() const;
 };
 

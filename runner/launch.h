@@ -113,6 +113,10 @@ struct ProcessRequest {
   // before the command starts (ChangeWindowStart's wait, run in the sandbox beside its clone and
   // mounts instead of before them on cordon's side).
   std::int64_t window_start_ns = 0;
+  // Who the process belongs to: under `serve --http`, the MCP session that started it (its label,
+  // "mcp-N"); empty for the one session of stdio serve, exec and call. A background job is seen,
+  // read and cancelled by its owner only (ProcessHost).
+  std::string owner;
 };
 
 // Hooks for a process whose stdout is a protocol rather than output to capture.

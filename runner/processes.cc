@@ -23,7 +23,7 @@ ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, Resul
       record_(std::move(record)) {}
 
 ProcessHost::~ProcessHost() {
-  std::map<std::string, std::unique_ptr<Job>> jobs;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Job>> jobs;
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs.swap(jobs_);
@@ -488,9 +488,10 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job->id = "job-" + std::to_string(++next_job_);
+    job->owner = req.owner;
+    job->id = "job-" + std::to_string(++next_job_[req.owner]);
     job->proc = std::move(*proc);
-    jobs_[job->id] = std::move(job);
+    jobs_[{job->owner, job->id}] = std::move(job);
   }
   registered.set_value();
   Json started = {
@@ -500,10 +501,13 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   return started;
 }
 
-Json ProcessHost::List() {
+Json ProcessHost::List(const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   Json jobs = Json::array();
-  for (const auto& [id, job] : jobs_) {
+  for (auto it = jobs_.lower_bound({owner, ""}); it != jobs_.end() && it->first.first == owner;
+       ++it) {
+    const std::string& id = it->first.second;
+    const auto& job = it->second;
     ProcessOutcome o = job->proc->outcome();
     Json j = {{"id", id},
               {"argv", job->proc->request().argv},
@@ -519,11 +523,18 @@ Json ProcessHost::List() {
   return Json{{"jobs", jobs}};
 }
 
-Result<Json> ProcessHost::Output(const std::string& id, std::size_t max_chars) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(id);
+Result<ProcessHost::Job*> ProcessHost::FindJobLocked(const std::string& owner,
+                                                     const std::string& id) {
+  auto it = jobs_.find({owner, id});
   if (it == jobs_.end()) return Fail(Code::kNotFound, "no job " + id + " in this session");
-  const auto& p = *it->second->proc;
+  return it->second.get();
+}
+
+Result<Json> ProcessHost::Output(const std::string& owner, const std::string& id,
+                                 std::size_t max_chars) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Job * job, FindJobLocked(owner, id));
+  const auto& p = *job->proc;
   const bool finished = p.finished();
   std::string tail = p.Tail(max_chars);
   // A running job's last line may be a secret still being written: its unfinished tail is held
@@ -548,19 +559,29 @@ Result<Json> ProcessHost::Output(const std::string& id, std::size_t max_chars) {
   return j;
 }
 
-Result<Json> ProcessHost::Cancel(const std::string& id) {
+Result<Json> ProcessHost::Cancel(const std::string& owner, const std::string& id) {
   Job* job = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return Fail(Code::kNotFound, "no job " + id + " in this session");
-    job = it->second.get();
+    ASSIGN_OR_RETURN(job, FindJobLocked(owner, id));
   }
   const bool was_running = !job->proc->finished();
   job->cancel = true;
-  if (job->thread.joinable()) job->thread.join();
+  job->Join();
   ProcessOutcome o = job->proc->outcome();
   return Json{{"id", id}, {"was_running", was_running}, {"state", StatusName(o.status)}};
+}
+
+void ProcessHost::CancelOwned(const std::string& owner) {
+  std::vector<Job*> owned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = jobs_.lower_bound({owner, ""}); it != jobs_.end() && it->first.first == owner;
+         ++it)
+      owned.push_back(it->second.get());
+  }
+  for (Job* job : owned) job->cancel = true;
+  for (Job* job : owned) job->Join();
 }
 
 }  // namespace cordon

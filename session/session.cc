@@ -475,6 +475,7 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
                     .stderr_bytes = counts.stderr_bytes,
                     .truncated = counts.truncated};
   if (!o.cgroup.is_null()) rec.cgroup = o.cgroup;
+  if (!r.owner.empty()) rec.mcp_session = r.owner;
   if (!job_id.empty()) {
     rec.job = job_id;
     rec.cancel_requested = cancel_requested;
@@ -511,16 +512,17 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
 
 std::vector<const ToolSpec*> Session::Catalog() const { return GrantedTools(policy_); }
 
-Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel) {
-  return Run(tool, &input, 0, cancel);
+Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel,
+                   const std::string& owner) {
+  return Run(tool, &input, 0, cancel, owner);
 }
 
 Json Session::CallJsonText(const std::string& tool, std::string_view input_text) {
   ParseLimits limits;
   limits.max_bytes = static_cast<std::size_t>(policy_.limits.max_input_bytes);
   auto parsed = ParseJsonBounded(input_text, limits);
-  if (!parsed) return Run(tool, std::unexpected(parsed.error()), input_text.size(), nullptr);
-  return Run(tool, &*parsed, input_text.size(), nullptr);
+  if (!parsed) return Run(tool, std::unexpected(parsed.error()), input_text.size(), nullptr, "");
+  return Run(tool, &*parsed, input_text.size(), nullptr, "");
 }
 
 namespace {
@@ -591,7 +593,8 @@ bool CapStructuredResult(Json& structured, std::size_t cap) {
 // write, a process, a request to a server). A call that causes nothing (invalid input, unknown
 // tool, a quick read) writes tool_started and tool_finished together, in one write.
 Json Session::Run(const std::string& tool, const Result<const Json*>& input,
-                  std::size_t input_bytes, const std::atomic<bool>* cancel) {
+                  std::size_t input_bytes, const std::atomic<bool>* cancel,
+                  const std::string& owner) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::uint64_t call_id = ++calls_;
   // --- failclosed: a poisoned session takes no further calls (nothing is run or written).
@@ -600,6 +603,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     return MakeErrorResult(*poison);
   }
   ToolStartedRecord started{.call = call_id, .tool = tool};
+  if (!owner.empty()) started.mcp_session = owner;
   if (input) {
     started.args = SummarizeArgs(**input);
   } else {
@@ -699,6 +703,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                     cancel,
                     &redactor_};
     ctx.process_template = &tool_process_;
+    ctx.owner = owner;
     // A network tool (read_url) reaches the network only through the session's proxy, under its
     // own rules ([tools.read_url] or [network]), and only in network mode proxy.
     std::shared_ptr<EgressBinding> egress;

@@ -78,8 +78,10 @@ class Session {
   ~Session();
 
   // Runs one tool call through the pipeline (Run); always returns a CallToolResult (errors are
-  // isError results).
-  Json Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel = nullptr);
+  // isError results). `owner`: the MCP session that makes the call under `serve --http` (its
+  // label, in tool_started.mcp_session); it owns the jobs the call starts, and sees no other's.
+  Json Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel = nullptr,
+            const std::string& owner = "");
   // As Call, but parses the JSON text first (bounded: size, depth).
   Json CallJsonText(const std::string& tool, std::string_view input_text);
 
@@ -149,7 +151,7 @@ class Session {
   ExternalTools* external_ = nullptr;
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.
   Json Run(const std::string& tool, const Result<const Json*>& input, std::size_t input_bytes,
-           const std::atomic<bool>* cancel);
+           const std::atomic<bool>* cancel, const std::string& owner);
   void RecordProcess(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
                      const Json& changes);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)

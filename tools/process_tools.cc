@@ -75,6 +75,7 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   }
   ASSIGN_OR_RETURN(req.cwd, ResolveCwd(ctx, in));
   req.tool = "run_shell";
+  req.owner = ctx.owner;
   req.max_output_bytes =
       static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
   if (in.contains("timeout_secs")) req.timeout_secs = in["timeout_secs"].get<std::int64_t>();
@@ -126,20 +127,20 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
 Result<Json> ProcessList(const Json&, ToolContext& ctx) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->List();
+  return ctx.processes->List(ctx.owner);
 }
 
 Result<Json> ProcessOutput(const Json& in, ToolContext& ctx) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->Output(in["id"].get<std::string>(),
+  return ctx.processes->Output(ctx.owner, in["id"].get<std::string>(),
                                static_cast<std::size_t>(in.value("max_chars", 16000)));
 }
 
 Result<Json> ProcessCancel(const Json& in, ToolContext& ctx) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->Cancel(in["id"].get<std::string>());
+  return ctx.processes->Cancel(ctx.owner, in["id"].get<std::string>());
 }
 
 Json IdSchema() {
@@ -201,7 +202,8 @@ ToolSpec MakeProcessListTool() {
   ToolSpec t;
   t.name = "process_list";
   t.description =
-      "List this session's background jobs: argv, state, exit, elapsed, CPU and memory.";
+      "List this session's background jobs: argv, state, exit, elapsed, CPU and memory. Under "
+      "`serve --http` each MCP session sees only the jobs it started.";
   t.scope = "process:operate";
   t.input_schema = {
       {"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
@@ -239,6 +241,7 @@ ToolSpec MakeProcessOutputTool() {
     req.cwd = ctx.workspace.root();
     req.tool = "run_shell";
     req.kind = ProcessKind::kBackground;
+    req.owner = ctx.owner;
     TRY(ctx.processes->StartBackground(req));
     return {};
   };
@@ -251,7 +254,8 @@ ToolSpec MakeProcessCancelTool() {
   t.name = "process_cancel";
   t.description =
       "Cancel a background job of this session: SIGTERM to everything in its sandbox, then "
-      "SIGKILL after a grace period. Ids of other sessions are not_found.";
+      "SIGKILL after a grace period. Ids of other sessions (other MCP sessions of the same "
+      "`serve --http`) are not_found.";
   t.scope = "process:operate";
   t.input_schema = {{"type", "object"},
                     {"properties", {{"id", IdSchema()}}},

@@ -52,6 +52,9 @@ struct ToolContext {
   // cordon serve's --network, --allow-domain, --env, --read, --write...: what every process
   // run_shell starts begins from (network, egress rules, extra env, grants). Null: nothing.
   const ProcessRequest* process_template = nullptr;
+  // Who makes the call (ProcessRequest::owner): the MCP session under `serve --http`, empty
+  // otherwise. The jobs tools see this owner's jobs only.
+  std::string owner{};
 };
 
 struct ToolSpec {

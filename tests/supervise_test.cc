@@ -1,0 +1,284 @@
+// Supervision (issue 23): who owns a job under `serve --http`, and what the process tools say of
+// running ones. Every test runs the real binary against the real kernel.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
+
+#include <map>
+#include <set>
+
+#include "core/text.h"
+#include "runner/host_probe.h"
+#include "tests/test_util.h"
+
+namespace cordon {
+namespace {
+
+using cordon::testing::ReadFile;
+using cordon::testing::TempDir;
+using cordon::testing::WriteFile;
+
+int FreeLoopbackPort() {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+// `cordon serve --http` in the background, stopped (SIGTERM) and reaped by Stop or on
+// destruction.
+class HttpServe {
+ public:
+  HttpServe(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      const int devnull = ::open("/dev/null", O_RDWR);
+      ::dup2(devnull, 0);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      std::vector<char*> a;
+      for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      _exit(127);
+    }
+  }
+  ~HttpServe() { Stop(); }
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// One MCP session over Streamable HTTP, each message POSTed with curl.
+class HttpMcpSession {
+ public:
+  explicit HttpMcpSession(std::string url) : url_(std::move(url)) {}
+  // initialize (retried while the server starts) and notifications/initialized; false when no
+  // session id came back.
+  bool Open() {
+    const std::string init =
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"supervise_test","version":"1"}}})";
+    cordon::testing::RunResult r;
+    for (int i = 0; i < 100 && (r = Post(init)).out.empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto at = r.err.find("Mcp-Session-Id: ");
+    if (at == std::string::npos) return false;
+    sid_ = r.err.substr(at + 16, 32);
+    Post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    return true;
+  }
+  // A tools/call; the whole JSON-RPC response (null when none could be read) and its raw text.
+  Json Call(const std::string& tool, const Json& args, std::string* raw = nullptr) {
+    const Json msg = {{"jsonrpc", "2.0"},
+                      {"id", ++next_id_},
+                      {"method", "tools/call"},
+                      {"params", {{"name", tool}, {"arguments", args}}}};
+    auto r = Post(msg.dump());
+    if (raw != nullptr) *raw = r.out;
+    return Json::parse(r.out, nullptr, false);
+  }
+  // DELETE: the client ends the session; the HTTP status.
+  std::string End() {
+    auto r = cordon::testing::Run({FindOnPath("curl"), "-s", "-m", "60", "-o", "/dev/null", "-w",
+                                   "%{http_code}", "-X", "DELETE", url_, "-H",
+                                   "Mcp-Session-Id: " + sid_});
+    return r.out;
+  }
+  const std::string& sid() const { return sid_; }
+
+ private:
+  cordon::testing::RunResult Post(const std::string& body) {
+    std::vector<std::string> argv = {FindOnPath("curl"),
+                                     "-s",
+                                     "-m",
+                                     "60",
+                                     "-D",
+                                     "/dev/stderr",
+                                     "-X",
+                                     "POST",
+                                     url_,
+                                     "-H",
+                                     "Content-Type: application/json",
+                                     "-H",
+                                     "Accept: application/json, text/event-stream",
+                                     "--data-binary",
+                                     body};
+    if (!sid_.empty())
+      argv.insert(argv.end(),
+                  {"-H", "Mcp-Session-Id: " + sid_, "-H", "MCP-Protocol-Version: 2025-06-18"});
+    return cordon::testing::Run(argv);
+  }
+  std::string url_;
+  std::string sid_;
+  int next_id_ = 1;
+};
+
+std::vector<Json> Records(const std::string& log) {
+  std::vector<Json> out;
+  std::istringstream in(ReadFile(log));
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+class SuperviseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state"),
+            "HOME=" + (dir_ / "home")};
+    std::filesystem::create_directories(dir_ / "home");
+    std::filesystem::create_directories(dir_ / "ws");
+  }
+  // serve --http on a free loopback port; the URL of its endpoint.
+  std::string StartHttp() {
+    const int port = FreeLoopbackPort();
+    server_ = std::make_unique<HttpServe>(
+        std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                                 "--audit-log", log(), "--http",
+                                 "127.0.0.1:" + std::to_string(port), "--no-auth"},
+        env_);
+    return "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  }
+  std::string log() const { return dir_ / "audit.jsonl"; }
+  void ExpectVerifies() {
+    auto v = cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", log()});
+    EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  }
+  TempDir dir_;
+  std::vector<std::string> env_;
+  std::unique_ptr<HttpServe> server_;
+};
+
+// A response's structuredContent (an empty object when it has none).
+Json Structured(const Json& response) {
+  if (!response.is_object() || !response.contains("result") || !response["result"].is_object())
+    return Json::object();
+  return response["result"].value("structuredContent", Json::object());
+}
+// A tool error's code and message ("" when the result is no error).
+std::string ErrorField(const Json& response, const char* field) {
+  const Json e = Structured(response).value("error", Json::object());
+  return e.is_object() ? e.value(field, "") : "";
+}
+
+// Issue 23's first fault: under `serve --http` every MCP session shared one job table, so
+// session B listed, read and cancelled session A's job-1. Each job is its starter's now: another
+// session's id is not_found, with the message of an id that never existed, and nothing of the
+// job (its argv, its output) reaches B.
+TEST_F(SuperviseTest, HttpSessionsSeeAndStopOnlyTheirOwnJobs) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  const std::string url = StartHttp();
+  HttpMcpSession a(url), b(url);
+  ASSERT_TRUE(a.Open()) << "no MCP session from initialize";
+  ASSERT_TRUE(b.Open());
+  ASSERT_NE(a.sid(), b.sid());
+
+  const Json started =
+      a.Call("run_shell", {{"program", "sh"},
+                           {"args", {"-c", "echo private-output-of-a; exec sleep 120"}},
+                           {"background", true}});
+  ASSERT_FALSE(started["result"].value("isError", true)) << started.dump();
+  const std::string job = Structured(started).value("id", "");
+  EXPECT_EQ(job, "job-1");
+  // A sees its job, and its output once the line is written.
+  Json out_a;
+  for (int i = 0; i < 100; ++i) {
+    out_a = a.Call("process_output", {{"id", job}});
+    if (Structured(out_a).value("output", "").find("private-output-of-a") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(Structured(out_a).value("output", "").find("private-output-of-a"), std::string::npos)
+      << out_a.dump();
+
+  // B: nothing of A's job in its list; its output and cancel are not_found, as for an id that
+  // never existed.
+  std::string raw;
+  const Json list_b = b.Call("process_list", Json::object(), &raw);
+  EXPECT_EQ(Structured(list_b)["jobs"], Json::array()) << raw;
+  EXPECT_EQ(raw.find("private-output-of-a"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("job-1"), std::string::npos) << raw;
+  const Json never = b.Call("process_output", {{"id", "job-77"}});
+  for (const char* tool : {"process_output", "process_cancel"}) {
+    SCOPED_TRACE(tool);
+    const Json r = b.Call(tool, {{"id", job}}, &raw);
+    EXPECT_TRUE(r["result"].value("isError", false)) << raw;
+    EXPECT_EQ(ErrorField(r, "code"), "not_found") << raw;
+    EXPECT_EQ(raw.find("private-output-of-a"), std::string::npos) << raw;
+    EXPECT_EQ(raw.find("sleep"), std::string::npos) << raw;
+    // The same words as for an id no session ever had (only the id differs).
+    std::string msg = ErrorField(r, "message");
+    const std::size_t at = msg.find(job);
+    ASSERT_NE(at, std::string::npos) << raw;
+    EXPECT_EQ(msg.replace(at, job.size(), "job-77"), ErrorField(never, "message"));
+  }
+
+  // A's job still runs: B's cancel did nothing to it.
+  const Json list_a = a.Call("process_list", Json::object());
+  ASSERT_EQ(Structured(list_a)["jobs"].size(), 1u) << list_a.dump();
+  EXPECT_EQ(Structured(list_a)["jobs"][0]["state"], "running") << list_a.dump();
+  EXPECT_FALSE(Structured(list_a)["jobs"][0]["cancel_requested"].get<bool>());
+
+  // B's own first job is its job-1; A cancelling job-1 cancels A's, and B's runs on.
+  const Json started_b = b.Call(
+      "run_shell", {{"program", "sleep"}, {"args", {"120"}}, {"background", true}});
+  EXPECT_EQ(Structured(started_b)["id"], "job-1") << started_b.dump();
+  const Json cancel_a = a.Call("process_cancel", {{"id", "job-1"}});
+  EXPECT_EQ(Structured(cancel_a)["was_running"], true) << cancel_a.dump();
+  EXPECT_EQ(Structured(cancel_a)["state"], "cancelled") << cancel_a.dump();
+  const Json list_b2 = b.Call("process_list", Json::object());
+  ASSERT_EQ(Structured(list_b2)["jobs"].size(), 1u) << list_b2.dump();
+  EXPECT_EQ(Structured(list_b2)["jobs"][0]["state"], "running") << list_b2.dump();
+  EXPECT_EQ(Structured(list_b2)["jobs"][0]["argv"], Json({"sleep", "120"}));
+
+  // B's session ends (DELETE): its jobs, which nobody else can reach, end with it.
+  EXPECT_EQ(b.End(), "200");
+  server_->Stop();
+
+  // The log says who made each call and started each process, by label, never by session id.
+  std::map<std::string, std::set<std::string>> labels_by_tool;
+  std::set<std::string> client_labels;
+  int cancelled = 0;
+  for (const Json& r : Records(log())) {
+    if (r["type"] == "mcp_client") client_labels.insert(r.value("mcp_session", ""));
+    if (r["type"] == "tool_started")
+      labels_by_tool[r["tool"]].insert(r.value("mcp_session", "(none)"));
+    if (r["type"] == "process") {
+      EXPECT_TRUE(r.contains("mcp_session")) << r.dump();
+      if (r["status"] == "cancelled") ++cancelled;
+    }
+  }
+  EXPECT_EQ(client_labels, (std::set<std::string>{"mcp-1", "mcp-2"}));
+  EXPECT_EQ(labels_by_tool["run_shell"], (std::set<std::string>{"mcp-1", "mcp-2"}));
+  EXPECT_EQ(labels_by_tool["process_cancel"], (std::set<std::string>{"mcp-1", "mcp-2"}));
+  EXPECT_EQ(cancelled, 2) << "A's job by process_cancel, B's by the end of its session";
+  const std::string text = ReadFile(log());
+  EXPECT_EQ(text.find(a.sid()), std::string::npos) << "a session id is a credential";
+  EXPECT_EQ(text.find(b.sid()), std::string::npos);
+  ExpectVerifies();
+}
+
+}  // namespace
+}  // namespace cordon
