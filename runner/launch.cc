@@ -281,6 +281,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
       if (l.rfind("Pid:", 0) == 0)
         proc->sandbox_init_ = static_cast<pid_t>(std::atol(l.c_str() + 4));
     }
+    if (proc->sandbox_init_ > 0) proc->live_member_ = proc->sandbox_init_;
   }
   proc->warm_ = std::move(sandbox);
   proc->pid_ = 0;
@@ -302,6 +303,8 @@ ConfinedProcess::~ConfinedProcess() {
     Terminate(SIGKILL);
   }
 }
+
+double ConfinedProcess::ElapsedMs() const { return NowMs() - started_ms_; }
 
 bool ConfinedProcess::finished() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -600,7 +603,10 @@ void ConfinedProcess::OnJsonStatus(std::string_view data) {
     std::ifstream ps("/proc/" + std::to_string(cand) + "/status");
     for (std::string l; std::getline(ps, l);) {
       if (l.rfind("PPid:", 0) == 0) {
-        if (std::atol(l.c_str() + 5) == pid_) sandbox_init_ = static_cast<pid_t>(cand);
+        if (std::atol(l.c_str() + 5) == pid_) {
+          sandbox_init_ = static_cast<pid_t>(cand);
+          live_member_ = sandbox_init_;
+        }
         break;
       }
     }

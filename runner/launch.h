@@ -28,6 +28,7 @@
 #include "runner/limit_hit.h"
 #include "runner/mask.h"
 #include "runner/preset_cache.h"
+#include "runner/proc_usage.h"
 #include "workspace/guard.h"
 #include "workspace/staging.h"
 
@@ -378,6 +379,14 @@ class ConfinedProcess {
     return workspace_commit_;
   }
   const std::optional<TimeoutDecision>& timeout_decision() const { return timeout_; }
+  // What it uses now, read from /proc (runner/proc_usage.h) over every process in its sandbox's
+  // pid namespace; null figures before that namespace is known, once it is gone, and in the
+  // weaker mode (no namespace of its own).
+  LiveUsage Live() const { return SumUsage(NamespaceProcesses(sandbox_member())); }
+  // Wall time since it started.
+  double ElapsedMs() const;
+  // A process of its sandbox's pid namespace (its init) as cordon sees it; 0 while unknown.
+  pid_t sandbox_member() const { return live_member_.load(); }
   // The commit after it (the direct mode's sweep) could not complete: the call fails with
   // this error (a sandbox failure already there keeps its code and gains the message).
   void FailCommit(const Error& e) {
@@ -415,6 +424,7 @@ class ConfinedProcess {
   pid_t pid_ = -1;
   UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;
   pid_t sandbox_init_ = -1;
+  std::atomic<pid_t> live_member_{0};  // sandbox_init_ once known, for other threads' reads
   std::shared_ptr<KernelAudit> kernel_audit_;
   pid_t confined_pid_ = 0;  // host pid of the shim's child, which enforces Landlock and execs
   void OnStatusData(int fd);

@@ -507,17 +507,28 @@ Json ProcessHost::List(const std::string& owner) {
   for (auto it = jobs_.lower_bound({owner, ""}); it != jobs_.end() && it->first.first == owner;
        ++it) {
     const std::string& id = it->first.second;
-    const auto& job = it->second;
-    ProcessOutcome o = job->proc->outcome();
+    const ConfinedProcess& p = *it->second->proc;
+    const bool finished = p.finished();
+    ProcessOutcome o = p.outcome();
     Json j = {{"id", id},
-              {"argv", job->proc->request().argv},
-              {"state", StatusName(job->proc->finished() ? o.status : ProcessStatus::kRunning)},
+              {"argv", p.request().argv},
+              {"state", StatusName(finished ? o.status : ProcessStatus::kRunning)},
               {"exit_code", o.exit_code ? Json(*o.exit_code) : Json(nullptr)},
               {"signal", o.signal ? Json(*o.signal) : Json(nullptr)},
               {"elapsed_ms", o.elapsed_ms},
               {"cpu_ms", o.cpu_ms},
               {"max_rss_kb", o.max_rss_kb},
-              {"cancel_requested", job->cancel.load()}};
+              {"cancel_requested", it->second->cancel.load()}};
+    if (!finished) {
+      // A running job's figures, live from /proc (the shim reports its own only at the end);
+      // null when they cannot be read.
+      const LiveUsage u = p.Live();
+      j["elapsed_ms"] = std::round(p.ElapsedMs() * 1000) / 1000;
+      j["cpu_ms"] = u.cpu_ms ? Json(*u.cpu_ms) : Json(nullptr);
+      j["max_rss_kb"] = u.max_rss_kb ? Json(*u.max_rss_kb) : Json(nullptr);
+      j["rss_kb"] = u.rss_kb ? Json(*u.rss_kb) : Json(nullptr);
+      j["processes"] = u.processes;
+    }
     jobs.push_back(std::move(j));
   }
   return Json{{"jobs", jobs}};

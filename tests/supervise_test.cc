@@ -8,13 +8,13 @@
 #include <sys/wait.h>
 
 #include <chrono>
-#include <thread>
-
 #include <map>
 #include <set>
+#include <thread>
 
 #include "core/text.h"
 #include "runner/host_probe.h"
+#include "runner/proc_usage.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -242,8 +242,8 @@ TEST_F(SuperviseTest, HttpSessionsSeeAndStopOnlyTheirOwnJobs) {
   EXPECT_FALSE(Structured(list_a)["jobs"][0]["cancel_requested"].get<bool>());
 
   // B's own first job is its job-1; A cancelling job-1 cancels A's, and B's runs on.
-  const Json started_b = b.Call(
-      "run_shell", {{"program", "sleep"}, {"args", {"120"}}, {"background", true}});
+  const Json started_b =
+      b.Call("run_shell", {{"program", "sleep"}, {"args", {"120"}}, {"background", true}});
   EXPECT_EQ(Structured(started_b)["id"], "job-1") << started_b.dump();
   const Json cancel_a = a.Call("process_cancel", {{"id", "job-1"}});
   EXPECT_EQ(Structured(cancel_a)["was_running"], true) << cancel_a.dump();
@@ -278,6 +278,110 @@ TEST_F(SuperviseTest, HttpSessionsSeeAndStopOnlyTheirOwnJobs) {
   EXPECT_EQ(text.find(a.sid()), std::string::npos) << "a session id is a credential";
   EXPECT_EQ(text.find(b.sid()), std::string::npos);
   ExpectVerifies();
+}
+
+// Issue 23's second fault: process_list gave cpu_ms, max_rss_kb and elapsed_ms 0 for a running
+// job (the shim reports them only at its end). They are read live from /proc over the job's
+// sandbox now: a CPU burner's cpu_ms rises between two lists while it runs.
+TEST_F(SuperviseTest, ProcessListShowsARunningJobsCpuMemoryAndTimeLive) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  HttpMcpSession s(StartHttp());
+  ASSERT_TRUE(s.Open());
+  const Json started =
+      s.Call("run_shell",
+             {{"program", "sh"}, {"args", {"-c", "while :; do :; done"}}, {"background", true}});
+  ASSERT_EQ(Structured(started).value("id", ""), "job-1") << started.dump();
+  auto job_of = [&]() {
+    const Json list = s.Call("process_list", Json::object());
+    const Json jobs = Structured(list).value("jobs", Json::array());
+    return jobs.size() == 1 ? jobs[0] : Json::object();
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const Json first = job_of();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const Json second = job_of();
+  ASSERT_EQ(first.value("state", ""), "running") << first.dump();
+  ASSERT_EQ(second.value("state", ""), "running") << second.dump();
+  ASSERT_TRUE(first["cpu_ms"].is_number() && second["cpu_ms"].is_number()) << second.dump();
+  const double cpu1 = first["cpu_ms"], cpu2 = second["cpu_ms"];
+  const double wall1 = first["elapsed_ms"], wall2 = second["elapsed_ms"];
+  std::printf("burner: cpu_ms %.0f -> %.0f over elapsed_ms %.0f -> %.0f\n", cpu1, cpu2, wall1,
+              wall2);
+  EXPECT_GT(cpu1, 0) << first.dump();
+  // The burner spins the whole 1.5 s; on 2 busy shared cores it gets at least a fifth of that.
+  EXPECT_GT(cpu2 - cpu1, 300) << first.dump() << second.dump();
+  EXPECT_LE(cpu2 - cpu1, (wall2 - wall1) * 1.1 + 50) << "one thread cannot burn more than the wall";
+  EXPECT_GT(wall2 - wall1, 1400);
+  ASSERT_TRUE(second["max_rss_kb"].is_number_integer()) << second.dump();
+  EXPECT_GT(second["max_rss_kb"].get<std::int64_t>(), 0);
+  EXPECT_GT(second["rss_kb"].get<std::int64_t>(), 0);
+  EXPECT_GE(second["processes"].get<int>(), 2) << "the sandbox's init and the shell at least";
+
+  // Once it ended, the figures are the shim's final ones again.
+  const Json cancelled = s.Call("process_cancel", {{"id", "job-1"}});
+  EXPECT_EQ(Structured(cancelled).value("state", ""), "cancelled") << cancelled.dump();
+  const Json ended = job_of();
+  EXPECT_EQ(ended.value("state", ""), "cancelled");
+  EXPECT_FALSE(ended.contains("processes")) << ended.dump();
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// /proc parsing (runner/proc_usage.h), table by table, without a kernel.
+TEST(ProcUsage, ParsesStatLinesWhateverTheCommandCalledItself) {
+  // Fields 3..24 of proc(5): state ppid pgrp session tty tpgid flags minflt cminflt majflt
+  // cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime vsize rss.
+  const std::string tail = " S 41 42 42 0 -1 4194560 10 0 0 0 250 50 7 3 20 0 1 0 9876 1000 321";
+  for (const std::string comm : {"sh", "a b", "x) S 1 (y", ")", ""}) {
+    SCOPED_TRACE(comm);
+    auto st = ParseProcStat("1234 (" + comm + ")" + tail + "\n");
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->pid, 1234);
+    EXPECT_EQ(st->comm, comm);
+    EXPECT_EQ(st->state, 'S');
+    EXPECT_EQ(st->ppid, 41);
+    EXPECT_EQ(st->utime, 250u);
+    EXPECT_EQ(st->stime, 50u);
+    EXPECT_EQ(st->cutime, 7u);
+    EXPECT_EQ(st->cstime, 3u);
+    EXPECT_EQ(st->starttime, 9876u);
+    EXPECT_EQ(st->rss_pages, 321);
+  }
+  for (const char* bad : {"", "1234", "1234 (sh", "1234 (sh) S 41",
+                          "x (sh)"
+                          " S 41 42 42 0 -1 4 1 0 0 0 2 5 7 3 20 0 1 0 9 1 3",
+                          "1234 (sh) SS 41 42 42 0 -1 4 1 0 0 0 2 5 7 3 20 0 1 0 9 1 3",
+                          "1234 (sh) S 41 42 42 0 -1 4 1 0 0 0 2x 5 7 3 20 0 1 0 9 1 3"}) {
+    EXPECT_FALSE(ParseProcStat(bad)) << bad;
+  }
+  EXPECT_EQ(StateName('R'), "running");
+  EXPECT_EQ(StateName('Z'), "zombie");
+  EXPECT_EQ(StateName('?'), "unknown");
+}
+
+TEST(ProcUsage, StatusKbAndCommandLines) {
+  const std::string status = "Name:\tsh\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nVmRSSx: 9 kB\n";
+  EXPECT_EQ(StatusKb(status, "VmHWM"), 2048);
+  EXPECT_EQ(StatusKb(status, "VmRSS"), 1024);
+  EXPECT_EQ(StatusKb(status, "VmSwap"), std::nullopt);
+  EXPECT_EQ(StatusKb("VmRSS:\tlots kB\n", "VmRSS"), std::nullopt);
+  EXPECT_EQ(CmdlineText(std::string("sh\0-c\0echo a\nb\0", 16)), "sh -c echo a b");
+  EXPECT_EQ(CmdlineText(std::string("x\xff\0", 3)), "x\uFFFD");
+  EXPECT_EQ(CmdlineText(""), "");
+  LiveProcess a, b;
+  a.cpu_ms = 10;
+  a.rss_kb = 100;
+  a.peak_kb = 300;
+  b.cpu_ms = 5;
+  b.rss_kb = 200;
+  b.peak_kb = -1;  // unreadable
+  const LiveUsage u = SumUsage({a, b});
+  EXPECT_EQ(u.cpu_ms, 15);
+  EXPECT_EQ(u.rss_kb, 300);
+  EXPECT_EQ(u.max_rss_kb, 300);
+  EXPECT_EQ(u.processes, 2);
+  EXPECT_FALSE(SumUsage({}).cpu_ms) << "no process read: null, never 0";
 }
 
 }  // namespace

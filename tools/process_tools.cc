@@ -202,13 +202,33 @@ ToolSpec MakeProcessListTool() {
   ToolSpec t;
   t.name = "process_list";
   t.description =
-      "List this session's background jobs: argv, state, exit, elapsed, CPU and memory. Under "
-      "`serve --http` each MCP session sees only the jobs it started.";
+      "List this session's background jobs: argv, state, exit, elapsed_ms, cpu_ms and "
+      "max_rss_kb. For a running job they are read live from /proc over every process in its "
+      "sandbox (cpu_ms with what they reaped; max_rss_kb the largest peak of one; rss_kb their "
+      "sum now; processes their count), null when unreadable. Under `serve --http` each MCP "
+      "session sees only the jobs it started.";
   t.scope = "process:operate";
   t.input_schema = {
       {"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
-  SetOutputSchemas(t, {{"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}}}, {"jobs"});
+  const Json job = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"argv", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+        {"state", {{"type", "string"}}},
+        {"exit_code", {{"type", {"integer", "null"}}}},
+        {"signal", {{"type", {"integer", "null"}}}},
+        {"elapsed_ms", {{"type", "number"}}},
+        {"cpu_ms", {{"type", {"number", "null"}}}},
+        {"max_rss_kb", {{"type", {"integer", "null"}}}},
+        {"rss_kb", {{"type", {"integer", "null"}}}},
+        {"processes", {{"type", "integer"}}},
+        {"cancel_requested", {{"type", "boolean"}}}}},
+      {"required",
+       {"id", "argv", "state", "elapsed_ms", "cpu_ms", "max_rss_kb", "cancel_requested"}}};
+  SetOutputSchemas(t, {{"jobs", {{"type", "array"}, {"items", job}}}}, {"jobs"});
   t.example = Json::object();
+  t.example_setup = MakeProcessOutputTool().example_setup;
   t.run = ProcessList;
   return t;
 }
