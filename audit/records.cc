@@ -30,6 +30,7 @@ Json SessionStartedRecord::ToJson() const {
   Put(j, "env", env);
   Put(j, "git_identity", git_identity);
   Put(j, "redaction", redaction);
+  Put(j, "tags", tags);
   return j;
 }
 
@@ -210,6 +211,12 @@ Json AccessDeniedRecord::ToJson() const {
             {"total", total}, {"omitted", omitted}, {"complete", complete}};
   Put(j, "job", job);
   Put(j, "incomplete_reason", incomplete_reason);
+  return j;
+}
+
+Json SessionTagRecord::ToJson() const {
+  Json j = {{"call", call}, {"tag", tag}, {"tagged", tagged}, {"tags", tags}};
+  Put(j, "mcp_session", mcp_session);
   return j;
 }
 
@@ -427,6 +434,9 @@ constexpr AuditFieldInfo kSessionStarted[] = {
     {"redaction", false, kObj,
      "{rules: the redaction rules loaded, secret_files: the workspace scan (files, lines, "
      "entries, read_files, read_bytes, cached_files, truncated, ms, paths)}"},
+    {"tags", false, kStrs,
+     "the session's tags (--tag on serve, exec, call): trimmed, one line, at most 64 "
+     "characters each"},
 };
 
 constexpr AuditFieldInfo kToolStarted[] = {
@@ -675,6 +685,14 @@ constexpr AuditFieldInfo kAccessDenied[] = {
     {"incomplete_reason", false, kStr, "why the list may be missing denials"},
 };
 
+constexpr AuditFieldInfo kSessionTag[] = {
+    {"call", true, kInt, "the session_tag call"},
+    {"tag", true, kStr, "the tag (trimmed, one line, at most 64 characters)"},
+    {"tagged", true, kBool, "true: added; false: removed"},
+    {"tags", true, kStrs, "the caller's tags after the change (--tag ones included)"},
+    {"mcp_session", false, kStr, "serve --http: the MCP session whose tags these are"},
+};
+
 constexpr AuditFieldInfo kNetwork[] = {
     {"identity", true, kStr, "whose sandbox: tool NAME, server NAME, read_url", 15},
     {"protocol", true, kStr, "connect (HTTP CONNECT), http (one plain HTTP request), socks5"},
@@ -731,6 +749,8 @@ constexpr AuditRecordInfo kCatalog[] = {
     // --- egress
     {NetworkRecord::kType,
      "a connection (or plain HTTP request) through the egress proxy, allowed or refused", kNetwork},
+    // --- supervision (issue 23)
+    {SessionTagRecord::kType, "session_tag added or removed a tag", kSessionTag},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

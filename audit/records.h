@@ -33,6 +33,7 @@ struct SessionStartedRecord {
   // email, error, policy_env: the GIT_* variables the policy's [env] sets or denies instead}.
   std::optional<Json> git_identity{};
   std::optional<Json> redaction{};  // {rules, secret_files: {files, lines, ..., paths}}
+  std::optional<std::vector<std::string>> tags{};  // --tag (serve, exec, call)
   Json ToJson() const;
 };
 
@@ -315,6 +316,17 @@ struct NetworkRecord {
   Json ToJson() const;
 };
 
+// A session tag added or removed (session_tag).
+struct SessionTagRecord {
+  static constexpr std::string_view kType = "session_tag";
+  std::uint64_t call = 0;
+  std::string tag{};
+  bool tagged = false;
+  std::vector<std::string> tags{};  // the tags after the change
+  std::optional<std::string> mcp_session{};
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
@@ -327,7 +339,9 @@ using AuditRecord =
                  // --- denials
                  AccessDeniedRecord,
                  // --- egress
-                 NetworkRecord>;
+                 NetworkRecord,
+                 // --- supervision (issue 23)
+                 SessionTagRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

@@ -324,8 +324,8 @@ void ConfinedProcess::Terminate(int sig) {
   }
   // Grace period, then the whole sandbox goes: SIGKILL to the namespace's init takes every
   // process in it with it.
-  const double until = NowMs() + req_.stop_grace_ms;
-  while (NowMs() < until) {
+  const double until = NowMs() + (force_stop_ ? 0 : req_.stop_grace_ms);
+  while (NowMs() < until && !force_stop_) {
     pollfd p{pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 50) > 0) break;
     char buf[65536];
@@ -383,7 +383,8 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         reason = ProcessStatus::kTimeout;
       if (reason) {
         if (stop != 0) stop_signal = stop;
-        Terminate(stop != 0 ? stop : SIGTERM);
+        // process_cancel with force: SIGKILL at once, no grace.
+        Terminate(stop != 0 ? stop : force_stop_ ? SIGKILL : SIGTERM);
         continue;
       }
     }

@@ -354,6 +354,9 @@ class ConfinedProcess {
 
   // Pumps output until the process ends, the timeout passes, or *cancel becomes true.
   void Run(const std::atomic<bool>* cancel, RunHooks* hooks = nullptr);
+  // A cancel from now on skips the grace: SIGKILL to every process of the sandbox at once (also
+  // one already waiting out its grace). Set before the cancel flag.
+  void ForceStop() { force_stop_ = true; }
   // The write end of the command's stdin (pipe_stdin), and closing it (EOF for the command).
   int stdin_fd() const { return in_fd_.get(); }
   void CloseStdin() { in_fd_.Reset(); }
@@ -425,6 +428,7 @@ class ConfinedProcess {
   UniqueFd pidfd_, out_fd_, err_fd_, status_fd_, json_fd_, in_fd_;
   pid_t sandbox_init_ = -1;
   std::atomic<pid_t> live_member_{0};  // sandbox_init_ once known, for other threads' reads
+  std::atomic<bool> force_stop_{false};
   std::shared_ptr<KernelAudit> kernel_audit_;
   pid_t confined_pid_ = 0;  // host pid of the shim's child, which enforces Landlock and execs
   void OnStatusData(int fd);

@@ -440,7 +440,10 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
     const ProcessRequest& req, const std::atomic<bool>* cancel) {
   ChangeWatch watch;
   ASSIGN_OR_RETURN(auto proc, Launch(req, &watch));
-  proc->Run(cancel);
+  {
+    LiveScope live{this, AddLive(OwnerOf(req, ""), *proc)};
+    proc->Run(cancel);
+  }
   Ended(*proc, watch, "", false);
   return proc;
 }
@@ -450,8 +453,11 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
     const std::function<void(ConfinedProcess&)>& started) {
   ChangeWatch watch;
   ASSIGN_OR_RETURN(auto proc, Launch(req, &watch));
-  if (started) started(*proc);
-  proc->Run(cancel, &hooks);
+  {
+    LiveScope live{this, AddLive(OwnerOf(req, ""), *proc)};
+    if (started) started(*proc);
+    proc->Run(cancel, &hooks);
+  }
   Ended(*proc, watch, "", false);
   return proc;
 }
@@ -478,7 +484,10 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
     launched->set_value(std::move(proc));  // `req` is not touched after this
     if (!ok) return;
     registered_f.wait();  // the job has its id and is in jobs_
-    raw->proc->Run(&raw->cancel);
+    {
+      LiveScope live{this, AddLive(OwnerOf(raw->proc->request(), raw->id), *raw->proc)};
+      raw->proc->Run(&raw->cancel);
+    }
     Ended(*raw->proc, raw->watch, raw->id, raw->cancel.load());
   });
   auto proc = launched_f.get();
@@ -570,17 +579,22 @@ Result<Json> ProcessHost::Output(const std::string& owner, const std::string& id
   return j;
 }
 
-Result<Json> ProcessHost::Cancel(const std::string& owner, const std::string& id) {
+Result<Json> ProcessHost::Cancel(const std::string& owner, const std::string& id, bool force) {
   Job* job = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(job, FindJobLocked(owner, id));
   }
   const bool was_running = !job->proc->finished();
+  if (force) job->proc->ForceStop();
   job->cancel = true;
   job->Join();
   ProcessOutcome o = job->proc->outcome();
-  return Json{{"id", id}, {"was_running", was_running}, {"state", StatusName(o.status)}};
+  return Json{{"id", id},
+              {"was_running", was_running},
+              {"state", StatusName(o.status)},
+              {"forced", force},
+              {"signal", o.signal ? Json(*o.signal) : Json(nullptr)}};
 }
 
 void ProcessHost::CancelOwned(const std::string& owner) {
@@ -593,6 +607,45 @@ void ProcessHost::CancelOwned(const std::string& owner) {
   }
   for (Job* job : owned) job->cancel = true;
   for (Job* job : owned) job->Join();
+}
+
+ProcessHost::LiveOwner ProcessHost::OwnerOf(const ProcessRequest& req,
+                                            const std::string& job_id) const {
+  if (!job_id.empty()) return {"job", job_id, req.owner};
+  if (req.kind == ProcessKind::kMcpServer) {
+    // A configured server's tool prefix is mcp__NAME (mcp/client.cc); cordon wrap's is its own.
+    const std::string name = req.tool.rfind("mcp__", 0) == 0 ? req.tool.substr(5) : req.tool;
+    return {"server", name, req.owner};
+  }
+  return {"call", req.tool, req.owner};
+}
+
+std::uint64_t ProcessHost::AddLive(LiveOwner owner, const ConfinedProcess& proc) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  const std::uint64_t no = ++next_live_;
+  live_[no] = LiveEntry{std::move(owner), &proc};
+  return no;
+}
+
+void ProcessHost::RemoveLive(std::uint64_t no) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_.erase(no);
+}
+
+std::vector<ProcessHost::LiveRow> ProcessHost::LiveTable(const std::string& owner,
+                                                         std::size_t cmdline_bytes) {
+  std::vector<LiveRow> rows;
+  std::lock_guard<std::mutex> lock(live_mu_);
+  for (const auto& [no, e] : live_) {
+    if (e.owner.owner != owner && e.owner.kind != "server") continue;
+    const pid_t init = e.proc->sandbox_member();
+    const std::uint64_t ns = PidNamespaceInode(init);
+    const double elapsed = e.proc->ElapsedMs();
+    for (LiveProcess& p : NamespaceProcesses(init, cmdline_bytes)) {
+      rows.push_back(LiveRow{e.owner, init, ns, elapsed, std::move(p)});
+    }
+  }
+  return rows;
 }
 
 }  // namespace cordon

@@ -90,12 +90,32 @@ class ProcessHost {
   // same message as an id that never existed: nothing says it exists.
   Json List(const std::string& owner);
   Result<Json> Output(const std::string& owner, const std::string& id, std::size_t max_chars);
-  Result<Json> Cancel(const std::string& owner, const std::string& id);
+  // SIGTERM to every process of the job's sandbox, SIGKILL after its grace (stop_grace_ms), and
+  // waits for it; `force`: SIGKILL at once.
+  Result<Json> Cancel(const std::string& owner, const std::string& id, bool force = false);
   // Cancels and reaps every running job of `owner` (its MCP session ended).
   void CancelOwned(const std::string& owner);
 
   // The JSON every process result shares: exit, signal, timing, output, confinement.
   static Json ResultJson(const ConfinedProcess& p);
+
+  // --- The live table (issue 23): every confined process this host runs now, with its owner.
+  struct LiveOwner {
+    std::string kind;   // "call" (a foreground call), "job", "server" (a stdio MCP server)
+    std::string name;   // the tool, the job id, the server's configured name
+    std::string owner;  // ProcessRequest::owner: the MCP session under serve --http
+  };
+  // One process of a sandbox in the table, as /proc shows it now.
+  struct LiveRow {
+    LiveOwner owner;
+    pid_t sandbox_pid = 0;            // host pid of the sandbox's init
+    std::uint64_t pid_namespace = 0;  // the inode of its pid namespace
+    double sandbox_elapsed_ms = 0;    // since the sandbox started
+    LiveProcess process;
+  };
+  // The rows `owner` may see: its own calls and jobs, and the configured servers (the
+  // session's, shared by its MCP sessions). `cmdline_bytes` of each command line are read.
+  std::vector<LiveRow> LiveTable(const std::string& owner, std::size_t cmdline_bytes);
 
  private:
   // What a change record needs from the launch: the before snapshot and the window.
@@ -137,6 +157,25 @@ class ProcessHost {
   // A process ended: the sweep (whose walk is the after snapshot), then its record.
   void Ended(ConfinedProcess& p, ChangeWatch& watch, const std::string& job_id,
              bool cancel_requested);
+
+  // The live table's entries; a process is in it from its launch until Run returns (it lives
+  // past that: LiveTable reads it under live_mu_).
+  struct LiveEntry {
+    LiveOwner owner;
+    const ConfinedProcess* proc = nullptr;
+  };
+  std::mutex live_mu_;
+  std::map<std::uint64_t, LiveEntry> live_;
+  std::uint64_t next_live_ = 0;
+  std::uint64_t AddLive(LiveOwner owner, const ConfinedProcess& proc);
+  void RemoveLive(std::uint64_t no);
+  // Its table entry while a process runs: removed when this goes.
+  struct LiveScope {
+    ProcessHost* host;
+    std::uint64_t no;
+    ~LiveScope() { host->RemoveLive(no); }
+  };
+  LiveOwner OwnerOf(const ProcessRequest& req, const std::string& job_id) const;
 
   const Policy& policy_;
   const Workspace& workspace_;

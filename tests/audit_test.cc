@@ -208,7 +208,8 @@ std::vector<AuditRecord> FullRecords() {
                            .git = Json::object(),
                            .env = Json::object(),
                            .git_identity = Json::object(),
-                           .redaction = Json::object()},
+                           .redaction = Json::object(),
+                           .tags = std::vector<std::string>{"t"}},
       ToolStartedRecord{.call = 1,
                         .tool = "t",
                         .scope = "s",
@@ -320,6 +321,8 @@ std::vector<AuditRecord> FullRecords() {
                     .reason = "r",
                     .error = "e",
                     .http_status = 200},
+      // --- supervision (issue 23)
+      SessionTagRecord{.call = 1, .tag = "t", .tagged = true, .tags = {"t"}, .mcp_session = "m"},
   };
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -43,6 +44,8 @@ class HttpServe {
   HttpServe(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
     pid_ = ::fork();
     if (pid_ == 0) {
+      // A test that dies (an abort, a signal) takes its server with it.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
       const int devnull = ::open("/dev/null", O_RDWR);
       ::dup2(devnull, 0);
@@ -56,6 +59,7 @@ class HttpServe {
     }
   }
   ~HttpServe() { Stop(); }
+  pid_t pid() const { return pid_; }
   void Stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGTERM);
@@ -96,6 +100,11 @@ class HttpMcpSession {
     if (raw != nullptr) *raw = r.out;
     return Json::parse(r.out, nullptr, false);
   }
+  // Any other request (tools/list): its JSON-RPC response.
+  Json Request(const std::string& method) {
+    const Json msg = {{"jsonrpc", "2.0"}, {"id", ++next_id_}, {"method", method}};
+    return Json::parse(Post(msg.dump()).out, nullptr, false);
+  }
   // DELETE: the client ends the session; the HTTP status.
   std::string End() {
     auto r = cordon::testing::Run({FindOnPath("curl"), "-s", "-m", "60", "-o", "/dev/null", "-w",
@@ -104,6 +113,7 @@ class HttpMcpSession {
     return r.out;
   }
   const std::string& sid() const { return sid_; }
+  const std::string& url() const { return url_; }
 
  private:
   cordon::testing::RunResult Post(const std::string& body) {
@@ -150,16 +160,29 @@ class SuperviseTest : public ::testing::Test {
     std::filesystem::create_directories(dir_ / "home");
     std::filesystem::create_directories(dir_ / "ws");
   }
-  // serve --http on a free loopback port; the URL of its endpoint.
-  std::string StartHttp() {
+  // serve --http on a free loopback port (with `extra` arguments); the URL of its endpoint.
+  std::string StartHttp(const std::vector<std::string>& extra = {}) {
     const int port = FreeLoopbackPort();
-    server_ = std::make_unique<HttpServe>(
-        std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
-                                 "--audit-log", log(), "--http",
-                                 "127.0.0.1:" + std::to_string(port), "--no-auth"},
-        env_);
+    std::vector<std::string> argv = {cordon::testing::CordonBin(),
+                                     "serve",
+                                     "--workspace",
+                                     dir_ / "ws",
+                                     "--audit-log",
+                                     log(),
+                                     "--http",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--no-auth"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<HttpServe>(argv, env_);
+    server_pid_ = server_->pid();
     return "http://127.0.0.1:" + std::to_string(port) + "/mcp";
   }
+  // A policy layer that grants diagnostics:read (off in the shipped policy); its --policy flag.
+  std::vector<std::string> GrantDiagnostics() {
+    WriteFile(dir_ / "diag.toml", "[scopes]\ngrant = [\"diagnostics:read\"]\n");
+    return {"--policy", dir_ / "diag.toml"};
+  }
+  pid_t server_pid_ = 0;
   std::string log() const { return dir_ / "audit.jsonl"; }
   void ExpectVerifies() {
     auto v = cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", log()});
@@ -382,6 +405,264 @@ TEST(ProcUsage, StatusKbAndCommandLines) {
   EXPECT_EQ(u.max_rss_kb, 300);
   EXPECT_EQ(u.processes, 2);
   EXPECT_FALSE(SumUsage({}).cpu_ms) << "no process read: null, never 0";
+}
+
+// process_cancel {force}: SIGKILL at once instead of SIGTERM and the grace. A job that ignores
+// SIGTERM holds a plain cancel for the whole grace (2 s); a forced one ends at once.
+TEST_F(SuperviseTest, ProcessCancelForceSkipsTheGrace) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  HttpMcpSession s(StartHttp());
+  ASSERT_TRUE(s.Open());
+  for (int i = 0; i < 2; ++i) {
+    const Json started =
+        s.Call("run_shell", {{"program", "sh"},
+                             {"args", {"-c", "trap '' TERM; echo up; while :; do sleep 0.1; done"}},
+                             {"background", true}});
+    ASSERT_FALSE(started["result"].value("isError", true)) << started.dump();
+  }
+  for (const char* id : {"job-1", "job-2"}) {  // both are up, TERM ignored
+    for (int i = 0; i < 100; ++i) {
+      if (Structured(s.Call("process_output", {{"id", id}})).value("output", "") == "up\n") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  auto timed = [&](const Json& args, Json* out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    *out = s.Call("process_cancel", args);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  Json plain, forced;
+  const double plain_ms = timed({{"id", "job-1"}}, &plain);
+  const double forced_ms = timed({{"id", "job-2"}, {"force", true}}, &forced);
+  std::printf("process_cancel of a job ignoring SIGTERM: %.0f ms plain, %.0f ms forced\n", plain_ms,
+              forced_ms);
+  EXPECT_EQ(Structured(plain).value("state", ""), "cancelled") << plain.dump();
+  EXPECT_EQ(Structured(plain).value("forced", true), false) << plain.dump();
+  EXPECT_EQ(Structured(forced).value("state", ""), "cancelled") << forced.dump();
+  EXPECT_EQ(Structured(forced).value("forced", false), true) << forced.dump();
+  EXPECT_EQ(Structured(forced).value("was_running", false), true) << forced.dump();
+  EXPECT_GE(plain_ms, 1900) << "the grace is 2 s";
+  EXPECT_LT(forced_ms, 1500) << "force waits for no grace";
+  // Bad input: force of another type.
+  const Json bad = s.Call("process_cancel", {{"id", "job-2"}, {"force", "yes"}});
+  EXPECT_EQ(ErrorField(bad, "code"), "invalid_input") << bad.dump();
+  server_->Stop();
+  int cancelled = 0;
+  for (const Json& r : Records(log())) {
+    if (r["type"] == "process" && r["status"] == "cancelled") ++cancelled;
+  }
+  EXPECT_EQ(cancelled, 2);
+  ExpectVerifies();
+}
+
+// A small real MCP server (Python, stdlib only) for the configured-server rows.
+constexpr const char* kPyServer = R"(import json, sys
+sys.stderr.write("N" * 800 + "\nstarting with ghp_" + "Q" * 36 + "\n")
+sys.stderr.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "py", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "shout", "description": "d", "inputSchema": {"type": "object"}}]}
+    else:
+        r = {"content": [{"type": "text", "text": "x"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+)";
+
+// supervisor_processes: the live table. A job's processes with their owner, a configured
+// stdio server's (seen by every MCP session), nothing of another MCP session's job, cordon
+// itself never; command lines redacted and cut; max_processes bounds the rows.
+TEST_F(SuperviseTest, SupervisorProcessesListsTheLiveTableOfItsOwnSessionAndServers) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("python3").empty()) GTEST_SKIP() << "SKIPPED: python3 is needed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  WriteFile(dir_ / "srv/server.py", kPyServer);
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.py]\ncommand = \"python3\"\nargs = [\"" + dir_ / "srv/server.py" +
+                "\"]\n[servers.py.sandbox]\nread = [\"" + dir_ / "srv" + "\"]\n");
+  HttpMcpSession a(StartHttp(GrantDiagnostics())), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  // mcp_server_status before the server started: nothing to say of a process.
+  const Json before = a.Call("mcp_server_status", Json::object());
+  ASSERT_EQ(Structured(before)["servers"].size(), 1u) << before.dump();
+  EXPECT_EQ(Structured(before)["servers"][0]["state"], "not_started") << before.dump();
+  EXPECT_TRUE(Structured(before)["servers"][0]["pid"].is_null());
+  const Json tools = a.Request("tools/list");  // starts the configured server
+  ASSERT_NE(tools.dump().find("mcp__py__shout"), std::string::npos) << tools.dump();
+  const std::string token = "ghp_" + std::string(36, 'Q');
+  const std::string long_arg(800, 'L');
+  const Json started =
+      a.Call("run_shell", {{"program", "sh"},
+                           {"args", {"-c", "sleep 120; : \"$0\" \"$1\"", token, long_arg}},
+                           {"background", true}});
+  ASSERT_FALSE(started["result"].value("isError", true)) << started.dump();
+
+  std::string raw;
+  Json table;
+  for (int i = 0; i < 50; ++i) {  // until the job's sleep has started
+    table = a.Call("supervisor_processes", Json::object(), &raw);
+    if (raw.find("sleep 120") != std::string::npos && raw.find("\"job\"") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(table["result"].value("isError", true)) << raw;
+  // JSON plus equal text.
+  EXPECT_EQ(Json::parse(table["result"]["content"][0]["text"].get<std::string>()),
+            Structured(table));
+  const Json rows = Structured(table)["processes"];
+  int job_rows = 0, server_rows = 0;
+  for (const Json& r : rows) {
+    EXPECT_NE(r["pid"].get<int>(), server_pid_) << "cordon itself is listed: " << r.dump();
+    EXPECT_LE(r["cmdline"].get<std::string>().size(), 500u) << r.dump();
+    EXPECT_TRUE(r["cpu_ms"].is_number()) << r.dump();
+    EXPECT_GT(r["pid_namespace"].get<std::uint64_t>(), 0u);
+    if (r["owner"] == Json{{"kind", "job"}, {"name", "job-1"}}) {
+      ++job_rows;
+      if (r["cmdline"].get<std::string>().rfind("sh -c", 0) == 0) {
+        EXPECT_TRUE(r["cmdline_truncated"].get<bool>()) << r.dump();
+        EXPECT_NE(r["cmdline"].get<std::string>().find("[REDACTED:github_token]"),
+                  std::string::npos)
+            << r.dump();
+      }
+    }
+    // The server's sandbox: its init, the shim, and python3 running server.py.
+    if (r["owner"] == Json{{"kind", "server"}, {"name", "py"}} &&
+        r["cmdline"].get<std::string>().find("server.py") != std::string::npos) {
+      ++server_rows;
+    }
+  }
+  EXPECT_GE(job_rows, 2) << "the job's shell and its sleep: " << raw;
+  EXPECT_GE(server_rows, 1) << "the configured server: " << raw;
+  EXPECT_EQ(raw.find(token), std::string::npos) << "the token is redacted";
+  EXPECT_EQ(Structured(table)["total"].get<std::size_t>(), rows.size());
+  EXPECT_EQ(Structured(table)["omitted"], 0);
+
+  // mcp_server_status after a call: running, its pid, one tool, one call; its stderr tail is
+  // the last 500 bytes, the token in it redacted.
+  const Json shout = a.Call("mcp__py__shout", Json::object());
+  EXPECT_FALSE(shout["result"].value("isError", true)) << shout.dump();
+  const Json status = a.Call("mcp_server_status", {{"name", "py"}}, &raw);
+  ASSERT_EQ(Structured(status)["servers"].size(), 1u) << raw;
+  const Json py = Structured(status)["servers"][0];
+  EXPECT_EQ(py["state"], "running") << raw;
+  EXPECT_GT(py.value("pid", 0), 0) << raw;
+  EXPECT_EQ(py["tools"], 1) << raw;
+  EXPECT_EQ(py["calls"], 1) << raw;
+  EXPECT_EQ(py["failures"], 0) << raw;
+  EXPECT_EQ(py["trust"], "trusted (user config)") << raw;
+  EXPECT_GE(py.value("uptime_ms", -1), 0) << raw;
+  const std::string tail = py.value("stderr_tail", "");
+  EXPECT_LE(tail.size(), 500u) << raw;
+  EXPECT_NE(tail.find("starting with [REDACTED:github_token]"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("ghp_QQQQ"), std::string::npos) << raw;
+  bool server_pid_listed = false;
+  for (const Json& r : rows) server_pid_listed |= r["sandbox_pid"] == py["pid"];
+  EXPECT_TRUE(server_pid_listed) << "the live table and the status name one sandbox";
+  EXPECT_EQ(ErrorField(a.Call("mcp_server_status", {{"name", "nope"}}), "code"), "not_found");
+  EXPECT_EQ(ErrorField(a.Call("mcp_server_status", {{"name", ""}}), "code"), "invalid_input");
+
+  // B sees the configured server, and nothing of A's job.
+  const Json table_b = b.Call("supervisor_processes", Json::object(), &raw);
+  EXPECT_EQ(raw.find("job-1"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("sleep 120"), std::string::npos) << raw;
+  EXPECT_NE(raw.find("server.py"), std::string::npos) << raw;
+
+  // max_processes bounds the rows and says how many were left out; 0 and 501 are refused.
+  const Json one = a.Call("supervisor_processes", {{"max_processes", 1}});
+  EXPECT_EQ(Structured(one)["processes"].size(), 1u) << one.dump();
+  EXPECT_EQ(Structured(one)["omitted"].get<std::size_t>(),
+            Structured(one)["total"].get<std::size_t>() - 1);
+  for (const Json& bad : {Json{{"max_processes", 0}}, Json{{"max_processes", 501}},
+                          Json{{"max_processes", "5"}}, Json{{"pid", 1}}}) {
+    EXPECT_EQ(ErrorField(a.Call("supervisor_processes", bad), "code"), "invalid_input") << bad;
+  }
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// Off by default: the shipped policy does not grant diagnostics:read.
+TEST_F(SuperviseTest, DiagnosticsToolsNeedDiagnosticsRead) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  HttpMcpSession s(StartHttp());
+  ASSERT_TRUE(s.Open());
+  for (const char* tool : {"supervisor_processes", "mcp_server_status"}) {
+    const Json r = s.Call(tool, Json::object());
+    EXPECT_EQ(ErrorField(r, "code"), "denied_by_policy") << r.dump();
+  }
+  const Json list = s.Request("tools/list");
+  EXPECT_EQ(list.dump().find("supervisor_processes"), std::string::npos) << "listed ungranted";
+  EXPECT_EQ(list.dump().find("mcp_server_status"), std::string::npos) << "listed ungranted";
+  EXPECT_NE(list.dump().find("session_tag"), std::string::npos) << "session:operate is granted";
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// session_tag: each MCP session's own tags, starting from serve's --tag; bad tags refused; each
+// change a session_tag record; session_started.tags says --tag.
+TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  HttpMcpSession a(StartHttp({"--tag", "  ci-run-7 "})), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  std::string raw;
+  const Json added = a.Call("session_tag", {{"tag", "  refactor-auth\t"}, {"tagged", true}}, &raw);
+  EXPECT_EQ(Structured(added)["tags"], Json({"ci-run-7", "refactor-auth"})) << raw;
+  EXPECT_EQ(Structured(added)["tag"], "refactor-auth");
+  EXPECT_EQ(Json::parse(added["result"]["content"][0]["text"].get<std::string>()),
+            Structured(added));
+  // Adding it twice changes nothing; B has only serve's tag; removing works for A alone.
+  EXPECT_EQ(Structured(a.Call("session_tag", {{"tag", "refactor-auth"}, {"tagged", true}}))["tags"],
+            Json({"ci-run-7", "refactor-auth"}));
+  const Json other = b.Call("session_tag", {{"tag", "b-only"}, {"tagged", true}});
+  EXPECT_EQ(Structured(other)["tags"], Json({"ci-run-7", "b-only"})) << other.dump();
+  const Json removed = a.Call("session_tag", {{"tag", "ci-run-7"}, {"tagged", false}});
+  EXPECT_EQ(Structured(removed)["tags"], Json({"refactor-auth"})) << removed.dump();
+  for (const Json& bad :
+       {Json{{"tag", "a\nb"}, {"tagged", true}},
+        Json{{"tag", std::string(65, 'x')}, {"tagged", true}},
+        Json{{"tag", "   "}, {"tagged", true}}, Json{{"tag", ""}, {"tagged", false}},
+        Json{{"tag", "x\ry"}, {"tagged", true}}, Json{{"tag", "x"}},
+        Json{{"tag", "x"}, {"tagged", "yes"}}}) {
+    EXPECT_EQ(ErrorField(a.Call("session_tag", bad), "code"), "invalid_input") << bad;
+  }
+  // 64 characters (code points, not bytes) are allowed.
+  const std::string wide = std::string(60, 'x') + "\u00e9\u00e9\u00e9\u00e9";
+  EXPECT_EQ(ErrorField(a.Call("session_tag", {{"tag", wide}, {"tagged", true}}), "code"), "");
+  server_->Stop();
+  std::vector<Json> tag_records;
+  Json started;
+  for (const Json& r : Records(log())) {
+    if (r["type"] == "session_tag") tag_records.push_back(r);
+    if (r["type"] == "session_started") started = r;
+  }
+  EXPECT_EQ(started.value("tags", Json()), Json({"ci-run-7"})) << started.dump();
+  ASSERT_EQ(tag_records.size(), 5u);
+  EXPECT_EQ(tag_records[0]["tag"], "refactor-auth");
+  EXPECT_EQ(tag_records[0]["tagged"], true);
+  EXPECT_EQ(tag_records[0]["mcp_session"], "mcp-1");
+  EXPECT_EQ(tag_records[2]["mcp_session"], "mcp-2");
+  EXPECT_EQ(tag_records[3]["tags"], Json({"refactor-auth"}));
+  ExpectVerifies();
+
+  // --tag on exec and call; a bad one is refused before anything runs.
+  auto call = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "call", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "call.jsonl", "--tag", "nightly", "process_list", "--json", "{}"},
+      env_);
+  EXPECT_EQ(call.exit_code, 0) << call.out << call.err;
+  EXPECT_NE(ReadFile(dir_ / "call.jsonl").find("\"tags\":[\"nightly\"]"), std::string::npos);
+  auto bad = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "exec", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "bad.jsonl", "--tag", std::string(65, 'y'), "--", "true"},
+      env_);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("at most 64 characters"), std::string::npos) << bad.err;
+  EXPECT_FALSE(cordon::testing::Exists(dir_ / "bad.jsonl"));
 }
 
 }  // namespace

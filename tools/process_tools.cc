@@ -140,7 +140,7 @@ Result<Json> ProcessOutput(const Json& in, ToolContext& ctx) {
 Result<Json> ProcessCancel(const Json& in, ToolContext& ctx) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->Cancel(ctx.owner, in["id"].get<std::string>());
+  return ctx.processes->Cancel(ctx.owner, in["id"].get<std::string>(), in.value("force", false));
 }
 
 Json IdSchema() {
@@ -274,18 +274,27 @@ ToolSpec MakeProcessCancelTool() {
   t.name = "process_cancel";
   t.description =
       "Cancel a background job of this session: SIGTERM to everything in its sandbox, then "
-      "SIGKILL after a grace period. Ids of other sessions (other MCP sessions of the same "
-      "`serve --http`) are not_found.";
+      "SIGKILL after a grace period (2 s), and wait for it to end. force: true skips the grace "
+      "(SIGKILL at once: nothing can clean up). Ids of other sessions (other MCP sessions of "
+      "the same `serve --http`) are not_found.";
   t.scope = "process:operate";
-  t.input_schema = {{"type", "object"},
-                    {"properties", {{"id", IdSchema()}}},
-                    {"required", {"id"}},
-                    {"additionalProperties", false}};
+  t.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"id", IdSchema()},
+        {"force",
+         {{"type", "boolean"},
+          {"description", "SIGKILL at once instead of SIGTERM and a grace period."}}}}},
+      {"required", {"id"}},
+      {"additionalProperties", false}};
   SetOutputSchemas(t,
                    {{"id", {{"type", "string"}}},
                     {"was_running", {{"type", "boolean"}}},
-                    {"state", {{"type", "string"}}}},
-                   {"id", "was_running", "state"});
+                    {"state", {{"type", "string"}}},
+                    {"forced", {{"type", "boolean"}}},
+                    // The signal that ended the job's command, as its process record has it.
+                    {"signal", {{"type", {"integer", "null"}}}}},
+                   {"id", "was_running", "state", "forced"});
   t.example = {{"id", "job-1"}};
   t.example_setup = MakeProcessOutputTool().example_setup;
   t.run = ProcessCancel;
