@@ -30,6 +30,7 @@ Json SessionStartedRecord::ToJson() const {
   Put(j, "env", env);
   Put(j, "git_identity", git_identity);
   Put(j, "redaction", redaction);
+  Put(j, "tags", tags);
   return j;
 }
 
@@ -45,6 +46,7 @@ Json ToolStartedRecord::ToJson() const {
   Put(j, "args_bytes", args_bytes);
   Put(j, "args_sha256", args_sha256);
   Put(j, "method", method);
+  Put(j, "mcp_session", mcp_session);
   return j;
 }
 
@@ -103,6 +105,7 @@ Json ProcessRecord::ToJson() const {
             {"truncated", truncated}};
   Put(j, "cgroup", cgroup);
   Put(j, "job", job);
+  Put(j, "mcp_session", mcp_session);
   Put(j, "cancel_requested", cancel_requested);
   Put(j, "spec_sha256", spec_sha256);
   Put(j, "launch", launch);
@@ -153,7 +156,9 @@ Json McpTrustRecord::ToJson() const {
 }
 
 Json McpClientRecord::ToJson() const {
-  return {{"clientInfo", client_info}, {"protocolVersion", protocol_version}};
+  Json j = {{"clientInfo", client_info}, {"protocolVersion", protocol_version}};
+  Put(j, "mcp_session", mcp_session);
+  return j;
 }
 
 Json InstructionsRecord::ToJson() const {
@@ -208,6 +213,12 @@ Json AccessDeniedRecord::ToJson() const {
             {"total", total}, {"omitted", omitted}, {"complete", complete}};
   Put(j, "job", job);
   Put(j, "incomplete_reason", incomplete_reason);
+  return j;
+}
+
+Json SessionTagRecord::ToJson() const {
+  Json j = {{"call", call}, {"tag", tag}, {"tagged", tagged}, {"tags", tags}};
+  Put(j, "mcp_session", mcp_session);
   return j;
 }
 
@@ -428,6 +439,9 @@ constexpr AuditFieldInfo kSessionStarted[] = {
     {"redaction", false, kObj,
      "{rules: the redaction rules loaded, secret_files: the workspace scan (files, lines, "
      "entries, read_files, read_bytes, cached_files, truncated, ms, paths)}"},
+    {"tags", false, kStrs,
+     "the session's tags (--tag on serve, exec, call): trimmed, one line, at most 64 "
+     "characters each"},
 };
 
 constexpr AuditFieldInfo kToolStarted[] = {
@@ -446,6 +460,9 @@ constexpr AuditFieldInfo kToolStarted[] = {
     {"method", false, kStr,
      "cordon wrap: resources/read (tool is the URI) or prompts/get (tool is the prompt name); "
      "absent for tools/call"},
+    {"mcp_session", false, kStr,
+     "serve --http: the MCP session that made the call (\"mcp-N\", as in its mcp_client "
+     "record); it owns the jobs the call starts. Absent for stdio, exec and call"},
 };
 
 constexpr AuditFieldInfo kToolFinished[] = {
@@ -503,7 +520,9 @@ constexpr AuditFieldInfo kProcess[] = {
     {"max_rss_kb", true, kInt, "peak resident memory"},
     {"confinement", true, kObj, "the layers that confined it"},
     {"cgroup", false, kObj, "cgroup limits and usage"},
-    {"job", false, kStr, "background job id"},
+    {"job", false, kStr, "background job id (counted per MCP session under serve --http)"},
+    {"mcp_session", false, kStr,
+     "serve --http: the MCP session that started it (as in tool_started)"},
     {"cancel_requested", false, kBool, "whether the job was cancelled (background jobs)"},
     {"spec_sha256", false, kStr,
      "SHA-256 of the confinement spec the shim applied, as the shim computed it (equals "
@@ -562,6 +581,8 @@ constexpr AuditFieldInfo kMcpTrust[] = {
 constexpr AuditFieldInfo kMcpClient[] = {
     {"clientInfo", true, kObj, "the MCP client's clientInfo"},
     {"protocolVersion", true, kStr, "the negotiated protocol version"},
+    {"mcp_session", false, kStr,
+     "serve --http: this MCP session's label (\"mcp-N\"), which its tool_started records carry"},
 };
 
 constexpr AuditFieldInfo kInstructions[] = {
@@ -673,6 +694,14 @@ constexpr AuditFieldInfo kAccessDenied[] = {
     {"incomplete_reason", false, kStr, "why the list may be missing denials"},
 };
 
+constexpr AuditFieldInfo kSessionTag[] = {
+    {"call", true, kInt, "the session_tag call"},
+    {"tag", true, kStr, "the tag (trimmed, one line, at most 64 characters)"},
+    {"tagged", true, kBool, "true: added; false: removed"},
+    {"tags", true, kStrs, "the caller's tags after the change (--tag ones included)"},
+    {"mcp_session", false, kStr, "serve --http: the MCP session whose tags these are"},
+};
+
 constexpr AuditFieldInfo kNetwork[] = {
     {"identity", true, kStr, "whose sandbox: tool NAME, server NAME, read_url", 15},
     {"protocol", true, kStr, "connect (HTTP CONNECT), http (one plain HTTP request), socks5"},
@@ -729,6 +758,8 @@ constexpr AuditRecordInfo kCatalog[] = {
     // --- egress
     {NetworkRecord::kType,
      "a connection (or plain HTTP request) through the egress proxy, allowed or refused", kNetwork},
+    // --- supervision (issue 23)
+    {SessionTagRecord::kType, "session_tag added or removed a tag", kSessionTag},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

@@ -33,6 +33,7 @@ struct SessionStartedRecord {
   // email, error, policy_env: the GIT_* variables the policy's [env] sets or denies instead}.
   std::optional<Json> git_identity{};
   std::optional<Json> redaction{};  // {rules, secret_files: {files, lines, ..., paths}}
+  std::optional<std::vector<std::string>> tags{};  // --tag (serve, exec, call)
   Json ToJson() const;
 };
 
@@ -53,6 +54,8 @@ struct ToolStartedRecord {
   // cordon wrap: the client request when it is not tools/call (resources/read: `tool` is the
   // resource URI; prompts/get: the prompt name).
   std::optional<std::string> method{};
+  // serve --http: the MCP session that made the call ("mcp-N", as in its mcp_client record).
+  std::optional<std::string> mcp_session{};
   Json ToJson() const;
 };
 
@@ -118,6 +121,7 @@ struct ProcessRecord {
   Json confinement = Json::object();
   std::optional<Json> cgroup{};
   std::optional<std::string> job{};
+  std::optional<std::string> mcp_session{};  // serve --http: the MCP session that started it
   std::optional<bool> cancel_requested{};
   std::optional<std::string> spec_sha256{};  // the shim's hash of the spec it applied
   std::optional<Json> launch{};              // {kind: warm, sandbox, call} or {kind: cold, reason}
@@ -166,8 +170,9 @@ struct McpTrustRecord {
 
 struct McpClientRecord {
   static constexpr std::string_view kType = "mcp_client";
-  Json client_info{};              // "clientInfo"
-  std::string protocol_version{};  // "protocolVersion"
+  Json client_info{};                        // "clientInfo"
+  std::string protocol_version{};            // "protocolVersion"
+  std::optional<std::string> mcp_session{};  // serve --http: the label its calls are recorded by
   Json ToJson() const;
 };
 
@@ -314,6 +319,17 @@ struct NetworkRecord {
   Json ToJson() const;
 };
 
+// A session tag added or removed (session_tag).
+struct SessionTagRecord {
+  static constexpr std::string_view kType = "session_tag";
+  std::uint64_t call = 0;
+  std::string tag{};
+  bool tagged = false;
+  std::vector<std::string> tags{};  // the tags after the change
+  std::optional<std::string> mcp_session{};
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
@@ -326,7 +342,9 @@ using AuditRecord =
                  // --- denials
                  AccessDeniedRecord,
                  // --- egress
-                 NetworkRecord>;
+                 NetworkRecord,
+                 // --- supervision (issue 23)
+                 SessionTagRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

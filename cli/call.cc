@@ -19,6 +19,7 @@ void AddCallCommand(CLI::App& root, Context& ctx) {
       ->type_name("JSON")
       ->required();
   AddSessionFlags(cmd, &f->session);
+  AddTagFlag(cmd, &f->session);
   ctx.run[cmd] = [f, cmd, &ctx]() -> int {
     auto text = ReadJsonArgument(f->json);
     if (!text) return UsageError(*cmd, text.error().message);

@@ -120,6 +120,22 @@ void AddSessionFlags(CLI::App* app, SessionFlags* f) {
                 "could then rewrite your shell startup files, ~/.gitconfig, ...)");
 }
 
+void AddTagFlag(CLI::App* app, SessionFlags* f) {
+  app->add_option("--tag", f->tags,
+                  "tag the session (may be repeated): trimmed, one line, at most 64 characters; "
+                  "in session_started.tags")
+      ->type_name("TAG")
+      ->allow_extra_args(false)  // one tag per --tag: `--tag x TOOL` leaves TOOL alone
+      ->transform(CLI::Validator(
+          [](std::string& v) {
+            auto tag = NormalizeSessionTag(v);
+            if (!tag) return tag.error().message;
+            v = *tag;
+            return std::string();
+          },
+          ""));
+}
+
 void AddGrantFlags(CLI::App* app, GrantFlags* f) {
   app->add_option("--read", f->read,
                   "also show this path, read-only (repeatable; not /, $HOME or above it)")
@@ -265,6 +281,7 @@ SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& clie
   }
   o.shipped_policy_dir = ShippedPolicyDir();
   o.client = client;
+  o.tags = f.tags;
   return o;
 }
 

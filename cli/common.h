@@ -71,8 +71,11 @@ struct SessionFlags {
   std::string audit_witness;
   std::vector<std::string> policy_files;
   bool allow_dangerous_workspace = false;
+  std::vector<std::string> tags;  // --tag (serve, exec, call)
 };
 void AddSessionFlags(CLI::App* app, SessionFlags* flags);
+// --tag TAG (may be repeated): the session's tags, checked by NormalizeSessionTag.
+void AddTagFlag(CLI::App* app, SessionFlags* flags);
 // The shipped policy layer: PREFIX/share/cordon/policies.d beside an installed cordon
 // (PREFIX/bin/cordon), else the directory built in (the source tree's, for a build-tree binary).
 std::string ShippedPolicyDir();

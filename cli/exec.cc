@@ -28,6 +28,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
   cmd->add_option("--timeout", f->timeout, "time limit in seconds")->type_name("SECONDS");
   cmd->add_flag("--plan", f->plan, "print the launch plan as JSON and run nothing");
   AddSessionFlags(cmd, &f->session);
+  AddTagFlag(cmd, &f->session);
   std::string footer = "exit codes: the command's own, or";
   for (const auto& d : kExecExitCodeDocs)
     footer += "\n  " + std::to_string(d.code) + "  " + d.meaning;

@@ -72,6 +72,7 @@ void AddServeCommand(CLI::App& root, Context& ctx) {
                   "timeout_secs may only shorten it)")
       ->type_name("SECONDS");
   AddSessionFlags(cmd, &f->session);
+  AddTagFlag(cmd, &f->session);
   cmd->footer(
       "--network, --allow-domain, --deny-domain, --allow-preset, --resolve, --env, --read and "
       "--write apply to every process run_shell starts, as exec's do to its command");

@@ -411,6 +411,16 @@ Result<Json> McpConnection::CallTool(const std::string& name, const Json& argume
   return Request("tools/call", {{"name", name}, {"arguments", arguments}}, cancel);
 }
 
+bool StdioClient::Running() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !exited_;
+}
+
+pid_t StdioClient::Pid() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return proc_ != nullptr ? proc_->sandbox_member() : 0;
+}
+
 std::string StdioClient::StderrTail() {
   std::string e;
   {

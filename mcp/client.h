@@ -26,6 +26,10 @@ class McpConnection {
                                const std::atomic<bool>* cancel = nullptr) = 0;
   virtual const Json& initialize_result() const = 0;
   virtual std::string StderrTail() { return {}; }
+  // A stdio server's process: whether it still runs, and its sandbox's init pid (0: unknown).
+  // Other transports: running, no pid.
+  virtual bool Running() { return true; }
+  virtual pid_t Pid() { return 0; }
   // What to call (from the transport's thread) when the server announces tools/list_changed.
   void SetOnToolsChanged(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(callback_mu_);
@@ -72,6 +76,8 @@ class StdioClient : public McpConnection {
                        const std::atomic<bool>* cancel = nullptr) override;
   const Json& initialize_result() const override { return init_; }
   std::string StderrTail() override;
+  bool Running() override;
+  pid_t Pid() override;
 
  private:
   explicit StdioClient(Session& session, ServerConfig config)

@@ -50,6 +50,11 @@ struct HttpState {
   std::mutex mu;
   // shared: a request keeps its session's server alive while a DELETE removes it
   std::map<std::string, std::shared_ptr<McpServer>> sessions;
+  // Each MCP session's label ("mcp-N"), which owns its jobs and is in its records. Not its
+  // Mcp-Session-Id: that one lets a holder of the token act as the session, and stays out of
+  // the log.
+  std::map<std::string, std::string> labels;
+  std::uint64_t next_label = 0;
 };
 
 // The messages of one tools/call: its progress notifications, then its response. Read as an
@@ -218,9 +223,17 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
   const std::string m = method;
   const std::string sid = Header(c, "Mcp-Session-Id");
   if (m == "DELETE") {
-    std::lock_guard<std::mutex> lock(st->mu);
-    return st->sessions.erase(sid) > 0 ? Reply(c, 200, "")
-                                       : ReplyRpcError(c, 404, kInvalidRequest, "unknown session");
+    std::string label;
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (st->sessions.erase(sid) == 0)
+        return ReplyRpcError(c, 404, kInvalidRequest, "unknown session");
+      label = st->labels[sid];
+      st->labels.erase(sid);
+    }
+    // Its jobs are its own: nobody else can see or stop them, so they end with it.
+    if (!label.empty()) st->session->processes().CancelOwned(label);
+    return Reply(c, 200, "");
   }
   if (m != "POST") return Reply(c, 405, "", {{"Allow", "POST, DELETE"}});
   if (pending->too_big) {
@@ -248,7 +261,10 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     std::lock_guard<std::mutex> lock(st->mu);
     if (msg.kind == Message::Kind::kRequest && msg.method == "initialize") {
       session_id = RandomHex(16);
-      st->sessions[session_id] = std::make_shared<McpServer>(*st->session, nullptr, Wire::kHttp);
+      const std::string label = "mcp-" + std::to_string(++st->next_label);
+      st->labels[session_id] = label;
+      st->sessions[session_id] =
+          std::make_shared<McpServer>(*st->session, nullptr, Wire::kHttp, label);
     } else if (sid.empty()) {
       return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
     }
@@ -321,7 +337,7 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
     return 3;
   }
   g_mhd = *loaded;
-  HttpState st{&session, options, {}, {}};
+  HttpState st{&session, options, {}, {}, {}, 0};
   // cordon listens and accepts; libmicrohttpd gets a connection only once its headers are in
   // (mcp/http_gate.h), so idle or slow sockets never hold one of its threads.
   UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));

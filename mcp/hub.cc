@@ -1,6 +1,7 @@
 // Namespacing, trust and pinning for configured servers.
 #include "mcp/hub.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace cordon::mcp {
@@ -58,6 +59,12 @@ Result<McpConnection*> McpHub::Client(const ServerConfig& server) {
   client->Listen();
   McpConnection* raw = client.get();
   clients_[server.name] = std::move(client);
+  {
+    std::lock_guard<std::mutex> stats_lock(stats_mu_);
+    stats_[server.name].started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count();
+  }
   return raw;
 }
 
@@ -103,6 +110,10 @@ Result<std::pair<Json, Json>> McpHub::Tools(const ServerConfig& server) {
                                        .reason = "tools changed since they were trusted; hidden",
                                        .tools = std::move(names)},
                    true);
+  }
+  {
+    std::lock_guard<std::mutex> stats_lock(stats_mu_);
+    stats_[server.name].tools = visible.size();
   }
   return std::make_pair(visible, hidden);
 }
@@ -163,8 +174,57 @@ Result<Json> McpHub::Call(const ExternalName& name, const Json& input,
                           const std::atomic<bool>* cancel) {
   const ServerConfig* server = Find(name.server);
   if (server == nullptr) return Fail(Code::kInvalidInput, "unknown server " + name.server);
-  ASSIGN_OR_RETURN(McpConnection * client, Client(*server));
-  return client->CallTool(name.server_tool, input, cancel);
+  auto client = Client(*server);
+  Result<Json> result = client ? (*client)->CallTool(name.server_tool, input, cancel)
+                               : Result<Json>(std::unexpected(client.error()));
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  Stats& st = stats_[name.server];
+  ++st.calls;
+  const bool failed = !result || (result->is_object() && result->value("isError", false) == true);
+  if (failed) {
+    ++st.failures;
+    st.last_error = result ? "the tool returned isError" : result.error().message;
+  }
+  return result;
+}
+
+Result<Json> McpHub::ServerStatus(const std::optional<std::string>& name) {
+  if (name && Find(*name) == nullptr) {
+    return Fail(Code::kNotFound, "no configured server is named \"" + name->substr(0, 64) + "\"");
+  }
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  Json servers = Json::array();
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  for (const auto& s : config_.servers) {
+    if (name && s.name != *name) continue;
+    Stats st;
+    {
+      std::lock_guard<std::mutex> stats_lock(stats_mu_);
+      if (auto it = stats_.find(s.name); it != stats_.end()) st = it->second;
+    }
+    auto it = clients_.find(s.name);
+    McpConnection* c = it != clients_.end() ? it->second.get() : nullptr;
+    const bool running = c != nullptr && c->Running();
+    const pid_t pid = c != nullptr ? c->Pid() : 0;
+    Json j = {
+        {"name", s.name},
+        {"transport", s.transport == Transport::kStdio ? "stdio" : "streamable_http"},
+        {"state", c == nullptr ? "not_started"
+                  : running    ? "running"
+                               : "exited"},
+        {"pid", running && pid > 0 ? Json(pid) : Json(nullptr)},
+        {"uptime_ms", running && st.started_ms > 0 ? Json(now - st.started_ms) : Json(nullptr)},
+        {"trust", TrustState(s)},
+        {"tools", st.tools ? Json(*st.tools) : Json(nullptr)},
+        {"calls", st.calls},
+        {"failures", st.failures},
+        {"last_error", st.last_error.empty() ? Json(nullptr) : Json(st.last_error)},
+        {"stderr_tail", c != nullptr ? Json(c->StderrTail()) : Json(nullptr)}};
+    servers.push_back(std::move(j));
+  }
+  return Json{{"servers", std::move(servers)}};
 }
 
 }  // namespace cordon::mcp

@@ -27,6 +27,7 @@ class McpHub : public ExternalTools {
   Result<Json> InputSchema(const ExternalName& name) override;
   Result<Json> Call(const ExternalName& name, const Json& input,
                     const std::atomic<bool>* cancel) override;
+  Result<Json> ServerStatus(const std::optional<std::string>& name) override;
 
   const McpConfig& config() const { return config_; }
   // Set by serve: called when any server's tool set changes.
@@ -43,6 +44,15 @@ class McpHub : public ExternalTools {
   std::map<std::string, std::unique_ptr<McpConnection>> clients_;
   std::recursive_mutex mu_;            // serve may call tools concurrently
   std::set<std::string> noted_tasks_;  // servers whose task-only tools were reported once
+  // mcp_server_status's figures, per server name (under stats_mu_: calls run concurrently).
+  struct Stats {
+    std::int64_t started_ms = 0;  // steady clock, when its connection was made
+    std::uint64_t calls = 0, failures = 0;
+    std::optional<std::size_t> tools;  // visible tools at the last tools/list
+    std::string last_error;
+  };
+  std::mutex stats_mu_;
+  std::map<std::string, Stats> stats_;
 };
 
 }  // namespace cordon::mcp

@@ -101,8 +101,9 @@ Json McpServer::Initialize(const Json& params) {
   Json instructions = Instructions();
   if (!instructions.is_null()) result["instructions"] = instructions;
   if (params.is_object() && params.contains("clientInfo")) {
-    session_.Audit(
-        McpClientRecord{.client_info = params["clientInfo"], .protocol_version = version}, false);
+    McpClientRecord rec{.client_info = params["clientInfo"], .protocol_version = version};
+    if (!owner_.empty()) rec.mcp_session = owner_;
+    session_.Audit(rec, false);
   }
   return result;
 }
@@ -222,7 +223,7 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
       }
     });
   }
-  Json result = session_.Call(name, args, &call->cancel);
+  Json result = session_.Call(name, args, &call->cancel, owner_);
   call->done = true;
   if (ticker.joinable()) ticker.join();
   bool cancelled = false;
@@ -317,7 +318,7 @@ std::optional<Json> McpServer::Dispatch(const Message& m) {
       StartCall(m, std::move(args));
       return std::nullopt;
     }
-    return MakeResult(m.id, session_.Call(p["name"].get<std::string>(), args));
+    return MakeResult(m.id, session_.Call(p["name"].get<std::string>(), args, nullptr, owner_));
   }
   return MakeError(m.id, kMethodNotFound, "method not found: " + m.method);
 }

@@ -27,9 +27,11 @@ class McpServer {
   // Without `send`, tools/call runs inline and its result is returned from Handle. With it,
   // each tools/call runs on a pooled worker thread, can be cancelled (notifications/cancelled),
   // reports progress when the client sent a progressToken, and answers through `send`.
+  // `owner`: under `serve --http`, this MCP session's label ("mcp-N"): its calls are made as it
+  // (Session::Call), so its jobs are its own. Empty for stdio, where there is one session.
   explicit McpServer(Session& session, std::function<void(const Json&)> send = {},
-                     Wire wire = Wire::kStdio)
-      : session_(session), send_(std::move(send)), wire_(wire) {}
+                     Wire wire = Wire::kStdio, std::string owner = "")
+      : session_(session), send_(std::move(send)), wire_(wire), owner_(std::move(owner)) {}
   ~McpServer();
   // Handles one line from the client; returns what to send back now (possibly nothing).
   std::vector<Json> HandleLine(std::string_view line);
@@ -83,6 +85,7 @@ class McpServer {
   std::function<void(std::string)> write_line_;
   std::atomic<std::int64_t> pending_output_{0};
   Wire wire_;
+  const std::string owner_;
   bool initialized_ = false;
   std::string version_;  // written under calls_mu_: HTTP reads it from other connections
   mutable std::mutex calls_mu_;

@@ -1152,7 +1152,8 @@ Status LoadFile(Policy& policy, const std::string& path, PolicyLayer layer, bool
 Result<Policy> LoadPolicy(const PolicySources& sources) {
   Policy policy;
   // Built-in defaults: everything a coding agent needs, nothing else.
-  policy.scopes = {"fs:read", "fs:write", "process:run", "process:operate", "mcp:call"};
+  policy.scopes = {"fs:read",         "fs:write",        "process:run",
+                   "process:operate", "session:operate", "mcp:call"};
   policy.provenance["scopes.grant"] = "built-in default";
   for (const auto& s : policy.scopes)
     policy.entry_provenance["scopes.grant"][s] = "built-in default";

@@ -22,9 +22,10 @@
 namespace cordon {
 
 // Scopes a tool may need. Their names are stable and appear in policy files.
+// diagnostics:read (the supervisor's own views) and net:read (read_url) are off by default.
 inline constexpr std::string_view kAllScopes[] = {
-    "fs:read",  "fs:write",         "process:run", "process:operate",
-    "mcp:call", "diagnostics:read", "net:read"};  // net:read: read_url (off by default)
+    "fs:read",         "fs:write", "process:run",      "process:operate",
+    "session:operate", "mcp:call", "diagnostics:read", "net:read"};
 bool IsKnownScope(std::string_view scope);
 
 struct Limits {

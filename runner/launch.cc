@@ -305,6 +305,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
         proc->sandbox_init_ = static_cast<pid_t>(std::atol(l.c_str() + 4));
     }
     proc->sandbox_ns_ = PidNamespaceOf(proc->pidfd_.get(), proc->sandbox_init_);
+    if (proc->sandbox_init_ > 0) proc->live_member_ = proc->sandbox_init_;
   }
   proc->warm_ = std::move(sandbox);
   proc->pid_ = 0;
@@ -327,6 +328,8 @@ ConfinedProcess::~ConfinedProcess() {
   }
 }
 
+double ConfinedProcess::ElapsedMs() const { return NowMs() - started_ms_; }
+
 bool ConfinedProcess::finished() const {
   std::lock_guard<std::mutex> lock(mu_);
   return done_;
@@ -345,8 +348,8 @@ void ConfinedProcess::Terminate(int sig) {
   }
   // Grace period, then the whole sandbox goes: SIGKILL to the namespace's init takes every
   // process in it with it.
-  const double until = NowMs() + req_.stop_grace_ms;
-  while (NowMs() < until) {
+  const double until = NowMs() + (force_stop_ ? 0 : req_.stop_grace_ms);
+  while (NowMs() < until && !force_stop_) {
     pollfd p{pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 50) > 0) break;
     char buf[65536];
@@ -404,7 +407,8 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         reason = ProcessStatus::kTimeout;
       if (reason) {
         if (stop != 0) stop_signal = stop;
-        Terminate(stop != 0 ? stop : SIGTERM);
+        // process_cancel with force: SIGKILL at once, no grace.
+        Terminate(stop != 0 ? stop : force_stop_ ? SIGKILL : SIGTERM);
         continue;
       }
     }
@@ -632,6 +636,7 @@ void ConfinedProcess::OnJsonStatus(std::string_view data) {
           sandbox_init_ = static_cast<pid_t>(cand);
           sandbox_ns_ = PidNamespaceOf(pfd.get(), sandbox_init_);
           init_pidfd_ = std::move(pfd);
+          live_member_ = sandbox_init_;
         }
         break;
       }

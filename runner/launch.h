@@ -28,6 +28,7 @@
 #include "runner/limit_hit.h"
 #include "runner/mask.h"
 #include "runner/preset_cache.h"
+#include "runner/proc_usage.h"
 #include "workspace/guard.h"
 #include "workspace/staging.h"
 
@@ -113,6 +114,10 @@ struct ProcessRequest {
   // before the command starts (ChangeWindowStart's wait, run in the sandbox beside its clone and
   // mounts instead of before them on cordon's side).
   std::int64_t window_start_ns = 0;
+  // Who the process belongs to: under `serve --http`, the MCP session that started it (its label,
+  // "mcp-N"); empty for the one session of stdio serve, exec and call. A background job is seen,
+  // read and cancelled by its owner only (ProcessHost).
+  std::string owner;
 };
 
 // Hooks for a process whose stdout is a protocol rather than output to capture.
@@ -349,6 +354,9 @@ class ConfinedProcess {
 
   // Pumps output until the process ends, the timeout passes, or *cancel becomes true.
   void Run(const std::atomic<bool>* cancel, RunHooks* hooks = nullptr);
+  // A cancel from now on skips the grace: SIGKILL to every process of the sandbox at once (also
+  // one already waiting out its grace). Set before the cancel flag.
+  void ForceStop() { force_stop_ = true; }
   // The write end of the command's stdin (pipe_stdin), and closing it (EOF for the command).
   int stdin_fd() const { return in_fd_.get(); }
   void CloseStdin() { in_fd_.Reset(); }
@@ -374,6 +382,14 @@ class ConfinedProcess {
     return workspace_commit_;
   }
   const std::optional<TimeoutDecision>& timeout_decision() const { return timeout_; }
+  // What it uses now, read from /proc (runner/proc_usage.h) over every process in its sandbox's
+  // pid namespace; null figures before that namespace is known, once it is gone, and in the
+  // weaker mode (no namespace of its own).
+  LiveUsage Live() const { return SumUsage(NamespaceProcesses(sandbox_member())); }
+  // Wall time since it started.
+  double ElapsedMs() const;
+  // A process of its sandbox's pid namespace (its init) as cordon sees it; 0 while unknown.
+  pid_t sandbox_member() const { return live_member_.load(); }
   // The commit after it (the direct mode's sweep) could not complete: the call fails with
   // this error (a sandbox failure already there keeps its code and gains the message).
   void FailCommit(const Error& e) {
@@ -414,6 +430,8 @@ class ConfinedProcess {
   // The sandbox's init pinned by a pidfd (cold calls; warm calls use pidfd_) and its pid
   // namespace held open: Terminate signals through descriptors, never a stored pid.
   UniqueFd init_pidfd_, sandbox_ns_;
+  std::atomic<pid_t> live_member_{0};  // sandbox_init_ once known, for other threads' reads
+  std::atomic<bool> force_stop_{false};
   std::shared_ptr<KernelAudit> kernel_audit_;
   pid_t confined_pid_ = 0;  // host pid of the shim's child, which enforces Landlock and execs
   void OnStatusData(int fd);

@@ -23,7 +23,7 @@ ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, Resul
       record_(std::move(record)) {}
 
 ProcessHost::~ProcessHost() {
-  std::map<std::string, std::unique_ptr<Job>> jobs;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Job>> jobs;
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs.swap(jobs_);
@@ -441,7 +441,10 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunForeground(
     const ProcessRequest& req, const std::atomic<bool>* cancel) {
   ChangeWatch watch;
   ASSIGN_OR_RETURN(auto proc, Launch(req, &watch));
-  proc->Run(cancel);
+  {
+    LiveScope live{this, AddLive(OwnerOf(req, ""), *proc)};
+    proc->Run(cancel);
+  }
   Ended(*proc, watch, "", false);
   return proc;
 }
@@ -451,8 +454,11 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::RunWithHooks(
     const std::function<void(ConfinedProcess&)>& started) {
   ChangeWatch watch;
   ASSIGN_OR_RETURN(auto proc, Launch(req, &watch));
-  if (started) started(*proc);
-  proc->Run(cancel, &hooks);
+  {
+    LiveScope live{this, AddLive(OwnerOf(req, ""), *proc)};
+    if (started) started(*proc);
+    proc->Run(cancel, &hooks);
+  }
   Ended(*proc, watch, "", false);
   return proc;
 }
@@ -479,7 +485,10 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
     launched->set_value(std::move(proc));  // `req` is not touched after this
     if (!ok) return;
     registered_f.wait();  // the job has its id and is in jobs_
-    raw->proc->Run(&raw->cancel);
+    {
+      LiveScope live{this, AddLive(OwnerOf(raw->proc->request(), raw->id), *raw->proc)};
+      raw->proc->Run(&raw->cancel);
+    }
     Ended(*raw->proc, raw->watch, raw->id, raw->cancel.load());
   });
   auto proc = launched_f.get();
@@ -489,9 +498,10 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job->id = "job-" + std::to_string(++next_job_);
+    job->owner = req.owner;
+    job->id = "job-" + std::to_string(++next_job_[req.owner]);
     job->proc = std::move(*proc);
-    jobs_[job->id] = std::move(job);
+    jobs_[{job->owner, job->id}] = std::move(job);
   }
   registered.set_value();
   Json started = {
@@ -501,30 +511,51 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   return started;
 }
 
-Json ProcessHost::List() {
+Json ProcessHost::List(const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   Json jobs = Json::array();
-  for (const auto& [id, job] : jobs_) {
-    ProcessOutcome o = job->proc->outcome();
+  for (auto it = jobs_.lower_bound({owner, ""}); it != jobs_.end() && it->first.first == owner;
+       ++it) {
+    const std::string& id = it->first.second;
+    const ConfinedProcess& p = *it->second->proc;
+    const bool finished = p.finished();
+    ProcessOutcome o = p.outcome();
     Json j = {{"id", id},
-              {"argv", job->proc->request().argv},
-              {"state", StatusName(job->proc->finished() ? o.status : ProcessStatus::kRunning)},
+              {"argv", p.request().argv},
+              {"state", StatusName(finished ? o.status : ProcessStatus::kRunning)},
               {"exit_code", o.exit_code ? Json(*o.exit_code) : Json(nullptr)},
               {"signal", o.signal ? Json(*o.signal) : Json(nullptr)},
               {"elapsed_ms", o.elapsed_ms},
               {"cpu_ms", o.cpu_ms},
               {"max_rss_kb", o.max_rss_kb},
-              {"cancel_requested", job->cancel.load()}};
+              {"cancel_requested", it->second->cancel.load()}};
+    if (!finished) {
+      // A running job's figures, live from /proc (the shim reports its own only at the end);
+      // null when they cannot be read.
+      const LiveUsage u = p.Live();
+      j["elapsed_ms"] = std::round(p.ElapsedMs() * 1000) / 1000;
+      j["cpu_ms"] = u.cpu_ms ? Json(*u.cpu_ms) : Json(nullptr);
+      j["max_rss_kb"] = u.max_rss_kb ? Json(*u.max_rss_kb) : Json(nullptr);
+      j["rss_kb"] = u.rss_kb ? Json(*u.rss_kb) : Json(nullptr);
+      j["processes"] = u.processes;
+    }
     jobs.push_back(std::move(j));
   }
   return Json{{"jobs", jobs}};
 }
 
-Result<Json> ProcessHost::Output(const std::string& id, std::size_t max_chars) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(id);
+Result<ProcessHost::Job*> ProcessHost::FindJobLocked(const std::string& owner,
+                                                     const std::string& id) {
+  auto it = jobs_.find({owner, id});
   if (it == jobs_.end()) return Fail(Code::kNotFound, "no job " + id + " in this session");
-  const auto& p = *it->second->proc;
+  return it->second.get();
+}
+
+Result<Json> ProcessHost::Output(const std::string& owner, const std::string& id,
+                                 std::size_t max_chars) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Job * job, FindJobLocked(owner, id));
+  const auto& p = *job->proc;
   const bool finished = p.finished();
   std::string tail = p.Tail(max_chars);
   // A running job's last line may be a secret still being written: its unfinished tail is held
@@ -549,19 +580,73 @@ Result<Json> ProcessHost::Output(const std::string& id, std::size_t max_chars) {
   return j;
 }
 
-Result<Json> ProcessHost::Cancel(const std::string& id) {
+Result<Json> ProcessHost::Cancel(const std::string& owner, const std::string& id, bool force) {
   Job* job = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return Fail(Code::kNotFound, "no job " + id + " in this session");
-    job = it->second.get();
+    ASSIGN_OR_RETURN(job, FindJobLocked(owner, id));
   }
   const bool was_running = !job->proc->finished();
+  if (force) job->proc->ForceStop();
   job->cancel = true;
-  if (job->thread.joinable()) job->thread.join();
+  job->Join();
   ProcessOutcome o = job->proc->outcome();
-  return Json{{"id", id}, {"was_running", was_running}, {"state", StatusName(o.status)}};
+  return Json{{"id", id},
+              {"was_running", was_running},
+              {"state", StatusName(o.status)},
+              {"forced", force},
+              {"signal", o.signal ? Json(*o.signal) : Json(nullptr)}};
+}
+
+void ProcessHost::CancelOwned(const std::string& owner) {
+  std::vector<Job*> owned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = jobs_.lower_bound({owner, ""}); it != jobs_.end() && it->first.first == owner;
+         ++it)
+      owned.push_back(it->second.get());
+  }
+  for (Job* job : owned) job->cancel = true;
+  for (Job* job : owned) job->Join();
+}
+
+ProcessHost::LiveOwner ProcessHost::OwnerOf(const ProcessRequest& req,
+                                            const std::string& job_id) const {
+  if (!job_id.empty()) return {"job", job_id, req.owner};
+  if (req.kind == ProcessKind::kMcpServer) {
+    // A configured server's tool prefix is mcp__NAME (mcp/client.cc); cordon wrap's is its own.
+    const std::string name = req.tool.rfind("mcp__", 0) == 0 ? req.tool.substr(5) : req.tool;
+    return {"server", name, req.owner};
+  }
+  return {"call", req.tool, req.owner};
+}
+
+std::uint64_t ProcessHost::AddLive(LiveOwner owner, const ConfinedProcess& proc) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  const std::uint64_t no = ++next_live_;
+  live_[no] = LiveEntry{std::move(owner), &proc};
+  return no;
+}
+
+void ProcessHost::RemoveLive(std::uint64_t no) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_.erase(no);
+}
+
+std::vector<ProcessHost::LiveRow> ProcessHost::LiveTable(const std::string& owner,
+                                                         std::size_t cmdline_bytes) {
+  std::vector<LiveRow> rows;
+  std::lock_guard<std::mutex> lock(live_mu_);
+  for (const auto& [no, e] : live_) {
+    if (e.owner.owner != owner && e.owner.kind != "server") continue;
+    const pid_t init = e.proc->sandbox_member();
+    const std::uint64_t ns = PidNamespaceInode(init);
+    const double elapsed = e.proc->ElapsedMs();
+    for (LiveProcess& p : NamespaceProcesses(init, cmdline_bytes)) {
+      rows.push_back(LiveRow{e.owner, init, ns, elapsed, std::move(p)});
+    }
+  }
+  return rows;
 }
 
 }  // namespace cordon

@@ -45,6 +45,7 @@ class ProcessHost {
   // Runs to completion (or timeout/cancel) and writes the process record.
   Result<std::unique_ptr<ConfinedProcess>> RunForeground(const ProcessRequest& req,
                                                          const std::atomic<bool>* cancel);
+  // A job of req.owner: its id (job-1, job-2, ... counted per owner) means nothing to another.
   Result<Json> StartBackground(const ProcessRequest& req);
   // Runs with protocol hooks (cordon wrap); `started` sees the process before it is pumped.
   Result<std::unique_ptr<ConfinedProcess>> RunWithHooks(
@@ -89,12 +90,36 @@ class ProcessHost {
   }
   // Whether this session's launches are staged, and why not (cordon doctor, records).
   StagingSupport Staging();
-  Json List();
-  Result<Json> Output(const std::string& id, std::size_t max_chars);
-  Result<Json> Cancel(const std::string& id);
+  // The jobs of `owner` (ProcessRequest::owner). Another owner's job is not_found, with the
+  // same message as an id that never existed: nothing says it exists.
+  Json List(const std::string& owner);
+  Result<Json> Output(const std::string& owner, const std::string& id, std::size_t max_chars);
+  // SIGTERM to every process of the job's sandbox, SIGKILL after its grace (stop_grace_ms), and
+  // waits for it; `force`: SIGKILL at once.
+  Result<Json> Cancel(const std::string& owner, const std::string& id, bool force = false);
+  // Cancels and reaps every running job of `owner` (its MCP session ended).
+  void CancelOwned(const std::string& owner);
 
   // The JSON every process result shares: exit, signal, timing, output, confinement.
   static Json ResultJson(const ConfinedProcess& p);
+
+  // --- The live table (issue 23): every confined process this host runs now, with its owner.
+  struct LiveOwner {
+    std::string kind;   // "call" (a foreground call), "job", "server" (a stdio MCP server)
+    std::string name;   // the tool, the job id, the server's configured name
+    std::string owner;  // ProcessRequest::owner: the MCP session under serve --http
+  };
+  // One process of a sandbox in the table, as /proc shows it now.
+  struct LiveRow {
+    LiveOwner owner;
+    pid_t sandbox_pid = 0;            // host pid of the sandbox's init
+    std::uint64_t pid_namespace = 0;  // the inode of its pid namespace
+    double sandbox_elapsed_ms = 0;    // since the sandbox started
+    LiveProcess process;
+  };
+  // The rows `owner` may see: its own calls and jobs, and the configured servers (the
+  // session's, shared by its MCP sessions). `cmdline_bytes` of each command line are read.
+  std::vector<LiveRow> LiveTable(const std::string& owner, std::size_t cmdline_bytes);
 
  private:
   // What a change record needs from the launch: the before snapshot and the window.
@@ -107,11 +132,17 @@ class ProcessHost {
     bool concurrent = false;  // another process was running when this one started
   };
   struct Job {
+    std::string owner;
     std::string id;
     ChangeWatch watch;
     std::unique_ptr<ConfinedProcess> proc;
     std::atomic<bool> cancel{false};
     std::thread thread;
+    std::mutex join_mu;  // two cancels of one job (process_cancel, its session's end) join once
+    void Join() {
+      std::lock_guard<std::mutex> lock(join_mu);
+      if (thread.joinable()) thread.join();
+    }
   };
   Result<std::unique_ptr<ConfinedProcess>> Launch(const ProcessRequest& req, ChangeWatch* watch);
   // Why `req` runs cold (empty: it may run warm), decided before its plan.
@@ -131,6 +162,25 @@ class ProcessHost {
   void Ended(ConfinedProcess& p, ChangeWatch& watch, const std::string& job_id,
              bool cancel_requested);
 
+  // The live table's entries; a process is in it from its launch until Run returns (it lives
+  // past that: LiveTable reads it under live_mu_).
+  struct LiveEntry {
+    LiveOwner owner;
+    const ConfinedProcess* proc = nullptr;
+  };
+  std::mutex live_mu_;
+  std::map<std::uint64_t, LiveEntry> live_;
+  std::uint64_t next_live_ = 0;
+  std::uint64_t AddLive(LiveOwner owner, const ConfinedProcess& proc);
+  void RemoveLive(std::uint64_t no);
+  // Its table entry while a process runs: removed when this goes.
+  struct LiveScope {
+    ProcessHost* host;
+    std::uint64_t no;
+    ~LiveScope() { host->RemoveLive(no); }
+  };
+  LiveOwner OwnerOf(const ProcessRequest& req, const std::string& job_id) const;
+
   const Policy& policy_;
   const Workspace& workspace_;
   Result<SandboxHost> host_;
@@ -138,10 +188,13 @@ class ProcessHost {
   Recorder record_;
   GitViews git_views_;  // outlives every job (members go after the destructor's joins)
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Job>> jobs_;
+  // (owner, id): each owner has its own ids.
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Job>> jobs_;
+  // The job of `owner` named `id`, or not_found; mu_ is held.
+  Result<Job*> FindJobLocked(const std::string& owner, const std::string& id);
   std::unique_ptr<WorkspaceGuard> guard_;  // outlives the jobs: their threads end in a sweep
-  int next_job_ = 0;
-  ChangeRecorder changes_;  // the session's hash cache lives here
+  std::map<std::string, int> next_job_;    // per owner
+  ChangeRecorder changes_;                 // the session's hash cache lives here
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<int> running_{0};
   const Redactor* redactor_ = nullptr;

@@ -16,7 +16,7 @@ cp "$build/cordon" "$build/cordon-shim" "$build/tests/escape_test" "$build/tests
   "$build/tests/egress_e2e_test" "$build/tests/staged_test" "$build/tests/workflows_test" \
   "$build/tests/direct_mode_test" "$build/tests/checkpoint_test" "$build/tests/leak_test" \
   "$build/tests/stop_test" "$build/tests/mcp_test" "$build/tests/mcp_client_test" \
-  "$build/tests/warm_test" "$dest/bin/"
+  "$build/tests/warm_test" "$build/tests/supervise_test" "$dest/bin/"
 cp -r policies.d "$dest/share/cordon/policies.d"
 chmod -R a+rX "$dest"
 home=$(getent passwd "$user" | cut -d: -f6)
@@ -80,9 +80,11 @@ runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER
   CORDON_TEST_DATA_DIR="$dest/data" "$dest/bin/leak_test" || rc=$?
 # Issue 19's serve items as the same ordinary user: jobs stopped by a signal are cancelled, an
 # over-deep request is answered under its id, the pending-output bound, the --http flood gate.
+# Issue 23's supervision: each --http session's own jobs, and /proc read as that user.
 for t in "stop_test:Signals/ServeJobStop.*" \
          "mcp_test:*OverDeep*:*PastTheBoundOfUnreadOutput*" \
-         "mcp_client_test:*OverDeep*:*TokenlessFlood*"; do
+         "mcp_client_test:*OverDeep*:*TokenlessFlood*" \
+         "supervise_test:*"; do
   runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
     TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
     CI="${CI:-}" CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" MCP_PEERS_DIR="$peers" \

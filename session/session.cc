@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -279,6 +280,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                                .confinement = ConfinementJson(ProbeConfinement())};
   started.git = GitHead(s->workspace_.root());
   started.redaction = std::move(redaction_json);
+  if (!options.tags.empty()) started.tags = options.tags;
+  s->start_tags_ = options.tags;
   if (!s->policy_.env.empty()) {
     Json set = Json::array();
     for (const auto& [name, value] : s->policy_.env.set) set.push_back(name);
@@ -484,6 +487,7 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
                     .stderr_bytes = counts.stderr_bytes,
                     .truncated = counts.truncated};
   if (!o.cgroup.is_null()) rec.cgroup = o.cgroup;
+  if (!r.owner.empty()) rec.mcp_session = r.owner;
   if (!job_id.empty()) {
     rec.job = job_id;
     rec.cancel_requested = cancel_requested;
@@ -518,18 +522,35 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
   (void)Audit(rec, true);
 }
 
+Result<std::vector<std::string>> Session::SetTag(std::uint64_t call, const std::string& owner,
+                                                 const std::string& tag, bool tagged) {
+  std::lock_guard<std::mutex> lock(tags_mu_);
+  auto [it, fresh] = tags_.try_emplace(owner, start_tags_);
+  std::vector<std::string> tags = it->second;
+  auto at = std::find(tags.begin(), tags.end(), tag);
+  if (tagged && at == tags.end()) tags.push_back(tag);
+  if (!tagged && at != tags.end()) tags.erase(at);
+  SessionTagRecord rec{.call = call, .tag = tag, .tagged = tagged, .tags = tags};
+  if (!owner.empty()) rec.mcp_session = owner;
+  // The record comes first: a tag the log does not have is not set.
+  TRY(Audit(rec, true));
+  it->second = std::move(tags);
+  return it->second;
+}
+
 std::vector<const ToolSpec*> Session::Catalog() const { return GrantedTools(policy_); }
 
-Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel) {
-  return Run(tool, &input, 0, cancel);
+Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel,
+                   const std::string& owner) {
+  return Run(tool, &input, 0, cancel, owner);
 }
 
 Json Session::CallJsonText(const std::string& tool, std::string_view input_text) {
   ParseLimits limits;
   limits.max_bytes = static_cast<std::size_t>(policy_.limits.max_input_bytes);
   auto parsed = ParseJsonBounded(input_text, limits);
-  if (!parsed) return Run(tool, std::unexpected(parsed.error()), input_text.size(), nullptr);
-  return Run(tool, &*parsed, input_text.size(), nullptr);
+  if (!parsed) return Run(tool, std::unexpected(parsed.error()), input_text.size(), nullptr, "");
+  return Run(tool, &*parsed, input_text.size(), nullptr, "");
 }
 
 namespace {
@@ -600,7 +621,8 @@ bool CapStructuredResult(Json& structured, std::size_t cap) {
 // write, a process, a request to a server). A call that causes nothing (invalid input, unknown
 // tool, a quick read) writes tool_started and tool_finished together, in one write.
 Json Session::Run(const std::string& tool, const Result<const Json*>& input,
-                  std::size_t input_bytes, const std::atomic<bool>* cancel) {
+                  std::size_t input_bytes, const std::atomic<bool>* cancel,
+                  const std::string& owner) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::uint64_t call_id = ++calls_;
   // --- failclosed: a poisoned session takes no further calls (nothing is run or written).
@@ -609,6 +631,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     return MakeErrorResult(*poison);
   }
   ToolStartedRecord started{.call = call_id, .tool = tool};
+  if (!owner.empty()) started.mcp_session = owner;
   if (input) {
     started.args = SummarizeArgs(**input);
   } else {
@@ -715,6 +738,16 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                     &redactor_};
     ctx.process_template = &tool_process_;
     ctx.before_images = before_images_.get();
+    ctx.owner = owner;
+    if (external_ != nullptr) {
+      ctx.server_status = [this](const std::optional<std::string>& name) {
+        return external_->ServerStatus(name);
+      };
+    }
+    ctx.set_tag = [this, call_id, &owner, &write_started](const std::string& tag, bool tagged) {
+      (void)write_started();  // tool_started precedes its session_tag record
+      return SetTag(call_id, owner, tag, tagged);
+    };
     // A network tool (read_url) reaches the network only through the session's proxy, under its
     // own rules ([tools.read_url] or [network]), and only in network mode proxy.
     std::shared_ptr<EgressBinding> egress;

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +38,9 @@ class ExternalTools {
   // Returns the server's CallToolResult.
   virtual Result<Json> Call(const ExternalName& name, const Json& input,
                             const std::atomic<bool>* cancel) = 0;
+  // mcp_server_status: each configured server's state, or the named one's (not_found for a
+  // name no server has). Sends the servers nothing. Text a server wrote is not cut here.
+  virtual Result<Json> ServerStatus(const std::optional<std::string>& name) = 0;
 };
 
 struct SessionOptions {
@@ -62,6 +67,9 @@ struct SessionOptions {
   // serve --timeout: the person running cordon sets every tool's timeout (limits.timeout_secs,
   // in place of each [tools.NAME] timeout_secs); the agent's timeout_secs is honoured below it.
   std::optional<std::int64_t> tool_timeout_secs;
+  // --tag (serve, exec, call): the session's tags (NormalizeSessionTag'd), in session_started;
+  // every owner's (MCP session's) tags start from them.
+  std::vector<std::string> tags;
 };
 
 // Caps a server's CallToolResult for the agent: text items cut at `cap` bytes with a marker,
@@ -78,8 +86,10 @@ class Session {
   ~Session();
 
   // Runs one tool call through the pipeline (Run); always returns a CallToolResult (errors are
-  // isError results).
-  Json Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel = nullptr);
+  // isError results). `owner`: the MCP session that makes the call under `serve --http` (its
+  // label, in tool_started.mcp_session); it owns the jobs the call starts, and sees no other's.
+  Json Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel = nullptr,
+            const std::string& owner = "");
   // As Call, but parses the JSON text first (bounded: size, depth).
   Json CallJsonText(const std::string& tool, std::string_view input_text);
 
@@ -151,9 +161,15 @@ class Session {
   ExternalTools* external_ = nullptr;
   // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.
   Json Run(const std::string& tool, const Result<const Json*>& input, std::size_t input_bytes,
-           const std::atomic<bool>* cancel);
+           const std::atomic<bool>* cancel, const std::string& owner);
   void RecordProcess(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
                      const Json& changes);
+  // session_tag: each owner's tags (ToolContext::owner), from options' tags on first use.
+  std::mutex tags_mu_;
+  std::vector<std::string> start_tags_;
+  std::map<std::string, std::vector<std::string>> tags_;
+  Result<std::vector<std::string>> SetTag(std::uint64_t call, const std::string& owner,
+                                          const std::string& tag, bool tagged);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
   std::atomic<std::uint64_t> errors_{0};
   bool finished_ = false;

@@ -208,7 +208,8 @@ std::vector<AuditRecord> FullRecords() {
                            .git = Json::object(),
                            .env = Json::object(),
                            .git_identity = Json::object(),
-                           .redaction = Json::object()},
+                           .redaction = Json::object(),
+                           .tags = std::vector<std::string>{"t"}},
       ToolStartedRecord{.call = 1,
                         .tool = "t",
                         .scope = "s",
@@ -219,7 +220,8 @@ std::vector<AuditRecord> FullRecords() {
                         .server = "srv",
                         .args_bytes = 2,
                         .args_sha256 = "h",
-                        .method = "resources/read"},
+                        .method = "resources/read",
+                        .mcp_session = "mcp-1"},
       ToolFinishedRecord{.call = 1,
                          .tool = "t",
                          .status = "ok",
@@ -250,6 +252,7 @@ std::vector<AuditRecord> FullRecords() {
       ProcessRecord{.argv = {"true"},
                     .cgroup = Json::object(),
                     .job = "j",
+                    .mcp_session = "mcp-1",
                     .cancel_requested = false,
                     .spec_sha256 = "h",
                     .launch = Json::object(),
@@ -274,7 +277,7 @@ std::vector<AuditRecord> FullRecords() {
                           .body = "b",
                           .tools = std::vector<std::string>{"t"}},
       McpTrustRecord{.server = "s"},
-      McpClientRecord{.client_info = Json::object()},
+      McpClientRecord{.client_info = Json::object(), .mcp_session = "mcp-1"},
       InstructionsRecord{.path = "AGENTS.md", .sha256 = "h"},
       SessionFinishedRecord{.git = Json::object()},
       LogRecoveredRecord{},
@@ -320,6 +323,8 @@ std::vector<AuditRecord> FullRecords() {
                     .reason = "r",
                     .error = "e",
                     .http_status = 200},
+      // --- supervision (issue 23)
+      SessionTagRecord{.call = 1, .tag = "t", .tagged = true, .tags = {"t"}, .mcp_session = "m"},
   };
 }
 

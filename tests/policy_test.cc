@@ -176,7 +176,7 @@ TEST(PolicyScopes, AUserGrantThatLeavesOrAddsMoreThanItNamesIsAWarning) {
   ASSERT_EQ(p->warnings.size(), 1u);
   EXPECT_NE(p->warnings[0].find(d / "user/ro.toml:2: [scopes] grant adds to the layers below, so "
                                     "\"fs:write\", \"mcp:call\", \"process:operate\", "
-                                    "\"process:run\" stay granted"),
+                                    "\"process:run\", \"session:operate\" stay granted"),
             std::string::npos)
       << p->warnings[0];
   EXPECT_NE(p->warnings[0].find("[scopes] only = [...]"), std::string::npos);
@@ -687,8 +687,9 @@ TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   EXPECT_EQ(p->limits.cpu_secs, 2400);
   // The sha256 of the effective policy: the one recorded before lists merged, changed only by
   // the limit added since (limits.max_pending_output_bytes, issue 19) and run_shell's time
-  // (tools.run_shell.timeout_secs and limits.cpu_secs, issue 21).
-  EXPECT_EQ(p->Sha256(), "a2011dd8dd8e532f156da2921b5584af7f47d51af918104b56f0bbe2c9a35a83");
+  // (tools.run_shell.timeout_secs and limits.cpu_secs, issue 21), and the scope session:operate
+  // (granted, issue 23).
+  EXPECT_EQ(p->Sha256(), "13d887bb483e2f6ad4d4eefc8e39d265bdca84d02d8d4d0812aa9d48a519a255");
 }
 
 template <typename E, std::size_t N>

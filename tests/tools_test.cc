@@ -449,7 +449,7 @@ TEST_F(ToolsTest, HugeContentIsTooLarge) {
 TEST_F(ToolsTest, ScopesFilterTheCatalogAndDenyCalls) {
   WriteFile(dir_ / "ro.toml",
             "[scopes]\ngrant = [\"!fs:write\", \"!process:run\", \"!process:operate\", "
-            "\"!mcp:call\"]\n");
+            "\"!session:operate\", \"!mcp:call\"]\n");
   auto s = Start({dir_ / "ro.toml"});
   std::vector<std::string> names;
   for (const ToolSpec* t : s->Catalog()) names.push_back(t->name);

@@ -75,6 +75,7 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   }
   ASSIGN_OR_RETURN(req.cwd, ResolveCwd(ctx, in));
   req.tool = "run_shell";
+  req.owner = ctx.owner;
   req.max_output_bytes =
       static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
   if (in.contains("timeout_secs")) req.timeout_secs = in["timeout_secs"].get<std::int64_t>();
@@ -126,20 +127,20 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
 Result<Json> ProcessList(const Json&, ToolContext& ctx) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->List();
+  return ctx.processes->List(ctx.owner);
 }
 
 Result<Json> ProcessOutput(const Json& in, ToolContext& ctx) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->Output(in["id"].get<std::string>(),
+  return ctx.processes->Output(ctx.owner, in["id"].get<std::string>(),
                                static_cast<std::size_t>(in.value("max_chars", 16000)));
 }
 
 Result<Json> ProcessCancel(const Json& in, ToolContext& ctx) {
   if (ctx.processes == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->Cancel(in["id"].get<std::string>());
+  return ctx.processes->Cancel(ctx.owner, in["id"].get<std::string>(), in.value("force", false));
 }
 
 Json IdSchema() {
@@ -201,12 +202,33 @@ ToolSpec MakeProcessListTool() {
   ToolSpec t;
   t.name = "process_list";
   t.description =
-      "List this session's background jobs: argv, state, exit, elapsed, CPU and memory.";
+      "List this session's background jobs: argv, state, exit, elapsed_ms, cpu_ms and "
+      "max_rss_kb. For a running job they are read live from /proc over every process in its "
+      "sandbox (cpu_ms with what they reaped; max_rss_kb the largest peak of one; rss_kb their "
+      "sum now; processes their count), null when unreadable. Under `serve --http` each MCP "
+      "session sees only the jobs it started.";
   t.scope = "process:operate";
   t.input_schema = {
       {"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
-  SetOutputSchemas(t, {{"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}}}, {"jobs"});
+  const Json job = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"argv", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+        {"state", {{"type", "string"}}},
+        {"exit_code", {{"type", {"integer", "null"}}}},
+        {"signal", {{"type", {"integer", "null"}}}},
+        {"elapsed_ms", {{"type", "number"}}},
+        {"cpu_ms", {{"type", {"number", "null"}}}},
+        {"max_rss_kb", {{"type", {"integer", "null"}}}},
+        {"rss_kb", {{"type", {"integer", "null"}}}},
+        {"processes", {{"type", "integer"}}},
+        {"cancel_requested", {{"type", "boolean"}}}}},
+      {"required",
+       {"id", "argv", "state", "elapsed_ms", "cpu_ms", "max_rss_kb", "cancel_requested"}}};
+  SetOutputSchemas(t, {{"jobs", {{"type", "array"}, {"items", job}}}}, {"jobs"});
   t.example = Json::object();
+  t.example_setup = MakeProcessOutputTool().example_setup;
   t.run = ProcessList;
   return t;
 }
@@ -239,6 +261,7 @@ ToolSpec MakeProcessOutputTool() {
     req.cwd = ctx.workspace.root();
     req.tool = "run_shell";
     req.kind = ProcessKind::kBackground;
+    req.owner = ctx.owner;
     TRY(ctx.processes->StartBackground(req));
     return {};
   };
@@ -251,17 +274,27 @@ ToolSpec MakeProcessCancelTool() {
   t.name = "process_cancel";
   t.description =
       "Cancel a background job of this session: SIGTERM to everything in its sandbox, then "
-      "SIGKILL after a grace period. Ids of other sessions are not_found.";
+      "SIGKILL after a grace period (2 s), and wait for it to end. force: true skips the grace "
+      "(SIGKILL at once: nothing can clean up). Ids of other sessions (other MCP sessions of "
+      "the same `serve --http`) are not_found.";
   t.scope = "process:operate";
-  t.input_schema = {{"type", "object"},
-                    {"properties", {{"id", IdSchema()}}},
-                    {"required", {"id"}},
-                    {"additionalProperties", false}};
+  t.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"id", IdSchema()},
+        {"force",
+         {{"type", "boolean"},
+          {"description", "SIGKILL at once instead of SIGTERM and a grace period."}}}}},
+      {"required", {"id"}},
+      {"additionalProperties", false}};
   SetOutputSchemas(t,
                    {{"id", {{"type", "string"}}},
                     {"was_running", {{"type", "boolean"}}},
-                    {"state", {{"type", "string"}}}},
-                   {"id", "was_running", "state"});
+                    {"state", {{"type", "string"}}},
+                    {"forced", {{"type", "boolean"}}},
+                    // The signal that ended the job's command, as its process record has it.
+                    {"signal", {{"type", {"integer", "null"}}}}},
+                   {"id", "was_running", "state", "forced"});
   t.example = {{"id", "job-1"}};
   t.example_setup = MakeProcessOutputTool().example_setup;
   t.run = ProcessCancel;

@@ -26,12 +26,14 @@ std::string_view EffectName(Effect effect) {
 
 const std::vector<ToolSpec>& BuiltinTools() {
   static const std::vector<ToolSpec> tools = {
-      MakeFindFilesTool(),     MakeListSearchableFilesTool(),
-      MakeReadFileRangeTool(), MakeSearchTextTool(),
-      MakeCreateFileTool(),    MakeReplaceRangeTool(),
-      MakeWritePatchTool(),    MakeRunShellTool(),
-      MakeProcessListTool(),   MakeProcessOutputTool(),
-      MakeProcessCancelTool(), MakeReadUrlTool()};
+      MakeFindFilesTool(),           MakeListSearchableFilesTool(),
+      MakeReadFileRangeTool(),       MakeSearchTextTool(),
+      MakeCreateFileTool(),          MakeReplaceRangeTool(),
+      MakeWritePatchTool(),          MakeRunShellTool(),
+      MakeProcessListTool(),         MakeProcessOutputTool(),
+      MakeProcessCancelTool(),       MakeReadUrlTool(),
+      MakeSupervisorProcessesTool(), MakeSessionTagTool(),
+      MakeMcpServerStatusTool()};
   return tools;
 }
 

@@ -57,6 +57,15 @@ struct ToolContext {
   // cordon serve's --network, --allow-domain, --env, --read, --write...: what every process
   // run_shell starts begins from (network, egress rules, extra env, grants). Null: nothing.
   const ProcessRequest* process_template = nullptr;
+  // mcp_server_status: the configured servers' states (ExternalTools::ServerStatus). Null:
+  // this session has no configured servers.
+  std::function<Result<Json>(const std::optional<std::string>& name)> server_status{};
+  // session_tag: adds (tagged) or removes a tag of the caller's and records it; returns the
+  // caller's tags after the change. Null: this session keeps no tags.
+  std::function<Result<std::vector<std::string>>(const std::string& tag, bool tagged)> set_tag{};
+  // Who makes the call (ProcessRequest::owner): the MCP session under `serve --http`, empty
+  // otherwise. The jobs tools see this owner's jobs only.
+  std::string owner{};
 };
 
 struct ToolSpec {
@@ -108,6 +117,13 @@ ToolSpec MakeSearchTextTool();
 ToolSpec MakeFindFilesTool();
 ToolSpec MakeListSearchableFilesTool();
 ToolSpec MakeReadUrlTool();
+ToolSpec MakeSupervisorProcessesTool();
+ToolSpec MakeSessionTagTool();
+ToolSpec MakeMcpServerStatusTool();
+
+// A session tag as given (session_tag, --tag): trimmed of spaces and tabs; empty, holding a line
+// break or another control character, or over 64 characters (code points) is invalid_input.
+Result<std::string> NormalizeSessionTag(std::string_view tag);
 
 // Shared by the write tools: normalizes `path`, refuses protected paths, cordon's own files,
 // the policy's deny list and a dangerous workspace (/ or $HOME) (denied_by_policy).

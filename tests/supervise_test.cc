@@ -1,0 +1,669 @@
+// Supervision (issue 23): who owns a job under `serve --http`, and what the process tools say of
+// running ones. Every test runs the real binary against the real kernel.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/text.h"
+#include "runner/host_probe.h"
+#include "runner/proc_usage.h"
+#include "tests/test_util.h"
+
+namespace cordon {
+namespace {
+
+using cordon::testing::ReadFile;
+using cordon::testing::TempDir;
+using cordon::testing::WriteFile;
+
+int FreeLoopbackPort() {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+// `cordon serve --http` in the background, stopped (SIGTERM) and reaped by Stop or on
+// destruction.
+class HttpServe {
+ public:
+  HttpServe(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // A test that dies (an abort, a signal) takes its server with it.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      const int devnull = ::open("/dev/null", O_RDWR);
+      ::dup2(devnull, 0);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      std::vector<char*> a;
+      for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      _exit(127);
+    }
+  }
+  ~HttpServe() { Stop(); }
+  pid_t pid() const { return pid_; }
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// One MCP session over Streamable HTTP, each message POSTed with curl.
+class HttpMcpSession {
+ public:
+  explicit HttpMcpSession(std::string url) : url_(std::move(url)) {}
+  // initialize (retried while the server starts) and notifications/initialized; false when no
+  // session id came back.
+  bool Open() {
+    const std::string init =
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"supervise_test","version":"1"}}})";
+    cordon::testing::RunResult r;
+    for (int i = 0; i < 100 && (r = Post(init)).out.empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto at = r.err.find("Mcp-Session-Id: ");
+    if (at == std::string::npos) return false;
+    sid_ = r.err.substr(at + 16, 32);
+    Post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    return true;
+  }
+  // A tools/call; the whole JSON-RPC response (null when none could be read) and its raw text.
+  Json Call(const std::string& tool, const Json& args, std::string* raw = nullptr) {
+    const Json msg = {{"jsonrpc", "2.0"},
+                      {"id", ++next_id_},
+                      {"method", "tools/call"},
+                      {"params", {{"name", tool}, {"arguments", args}}}};
+    auto r = Post(msg.dump());
+    if (raw != nullptr) *raw = r.out;
+    return Json::parse(r.out, nullptr, false);
+  }
+  // Any other request (tools/list): its JSON-RPC response.
+  Json Request(const std::string& method) {
+    const Json msg = {{"jsonrpc", "2.0"}, {"id", ++next_id_}, {"method", method}};
+    return Json::parse(Post(msg.dump()).out, nullptr, false);
+  }
+  // DELETE: the client ends the session; the HTTP status.
+  std::string End() {
+    auto r = cordon::testing::Run({FindOnPath("curl"), "-s", "-m", "60", "-o", "/dev/null", "-w",
+                                   "%{http_code}", "-X", "DELETE", url_, "-H",
+                                   "Mcp-Session-Id: " + sid_});
+    return r.out;
+  }
+  const std::string& sid() const { return sid_; }
+  const std::string& url() const { return url_; }
+
+ private:
+  cordon::testing::RunResult Post(const std::string& body) {
+    std::vector<std::string> argv = {FindOnPath("curl"),
+                                     "-s",
+                                     "-m",
+                                     "60",
+                                     "-D",
+                                     "/dev/stderr",
+                                     "-X",
+                                     "POST",
+                                     url_,
+                                     "-H",
+                                     "Content-Type: application/json",
+                                     "-H",
+                                     "Accept: application/json, text/event-stream",
+                                     "--data-binary",
+                                     body};
+    if (!sid_.empty())
+      argv.insert(argv.end(),
+                  {"-H", "Mcp-Session-Id: " + sid_, "-H", "MCP-Protocol-Version: 2025-06-18"});
+    return cordon::testing::Run(argv);
+  }
+  std::string url_;
+  std::string sid_;
+  int next_id_ = 1;
+};
+
+std::vector<Json> Records(const std::string& log) {
+  std::vector<Json> out;
+  std::istringstream in(ReadFile(log));
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+class SuperviseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state"),
+            "HOME=" + (dir_ / "home")};
+    std::filesystem::create_directories(dir_ / "home");
+    std::filesystem::create_directories(dir_ / "ws");
+  }
+  // serve --http on a free loopback port (with `extra` arguments); the URL of its endpoint.
+  std::string StartHttp(const std::vector<std::string>& extra = {}) {
+    const int port = FreeLoopbackPort();
+    std::vector<std::string> argv = {cordon::testing::CordonBin(),
+                                     "serve",
+                                     "--workspace",
+                                     dir_ / "ws",
+                                     "--audit-log",
+                                     log(),
+                                     "--http",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--no-auth"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<HttpServe>(argv, env_);
+    server_pid_ = server_->pid();
+    return "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  }
+  // A policy layer that grants diagnostics:read (off in the shipped policy); its --policy flag.
+  std::vector<std::string> GrantDiagnostics() {
+    WriteFile(dir_ / "diag.toml", "[scopes]\ngrant = [\"diagnostics:read\"]\n");
+    return {"--policy", dir_ / "diag.toml"};
+  }
+  pid_t server_pid_ = 0;
+  std::string log() const { return dir_ / "audit.jsonl"; }
+  void ExpectVerifies() {
+    auto v = cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", log()});
+    EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  }
+  TempDir dir_;
+  std::vector<std::string> env_;
+  std::unique_ptr<HttpServe> server_;
+};
+
+// A response's structuredContent (an empty object when it has none).
+Json Structured(const Json& response) {
+  if (!response.is_object() || !response.contains("result") || !response["result"].is_object())
+    return Json::object();
+  return response["result"].value("structuredContent", Json::object());
+}
+// A tool error's code and message ("" when the result is no error).
+std::string ErrorField(const Json& response, const char* field) {
+  const Json e = Structured(response).value("error", Json::object());
+  return e.is_object() ? e.value(field, "") : "";
+}
+
+// Issue 23's first fault: under `serve --http` every MCP session shared one job table, so
+// session B listed, read and cancelled session A's job-1. Each job is its starter's now: another
+// session's id is not_found, with the message of an id that never existed, and nothing of the
+// job (its argv, its output) reaches B.
+TEST_F(SuperviseTest, HttpSessionsSeeAndStopOnlyTheirOwnJobs) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  const std::string url = StartHttp();
+  HttpMcpSession a(url), b(url);
+  ASSERT_TRUE(a.Open()) << "no MCP session from initialize";
+  ASSERT_TRUE(b.Open());
+  ASSERT_NE(a.sid(), b.sid());
+
+  const Json started =
+      a.Call("run_shell", {{"program", "sh"},
+                           {"args", {"-c", "echo private-output-of-a; exec sleep 120"}},
+                           {"background", true}});
+  ASSERT_FALSE(started["result"].value("isError", true)) << started.dump();
+  const std::string job = Structured(started).value("id", "");
+  EXPECT_EQ(job, "job-1");
+  // A sees its job, and its output once the line is written.
+  Json out_a;
+  for (int i = 0; i < 100; ++i) {
+    out_a = a.Call("process_output", {{"id", job}});
+    if (Structured(out_a).value("output", "").find("private-output-of-a") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(Structured(out_a).value("output", "").find("private-output-of-a"), std::string::npos)
+      << out_a.dump();
+
+  // B: nothing of A's job in its list; its output and cancel are not_found, as for an id that
+  // never existed.
+  std::string raw;
+  const Json list_b = b.Call("process_list", Json::object(), &raw);
+  EXPECT_EQ(Structured(list_b)["jobs"], Json::array()) << raw;
+  EXPECT_EQ(raw.find("private-output-of-a"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("job-1"), std::string::npos) << raw;
+  const Json never = b.Call("process_output", {{"id", "job-77"}});
+  for (const char* tool : {"process_output", "process_cancel"}) {
+    SCOPED_TRACE(tool);
+    const Json r = b.Call(tool, {{"id", job}}, &raw);
+    EXPECT_TRUE(r["result"].value("isError", false)) << raw;
+    EXPECT_EQ(ErrorField(r, "code"), "not_found") << raw;
+    EXPECT_EQ(raw.find("private-output-of-a"), std::string::npos) << raw;
+    EXPECT_EQ(raw.find("sleep"), std::string::npos) << raw;
+    // The same words as for an id no session ever had (only the id differs).
+    std::string msg = ErrorField(r, "message");
+    const std::size_t at = msg.find(job);
+    ASSERT_NE(at, std::string::npos) << raw;
+    EXPECT_EQ(msg.replace(at, job.size(), "job-77"), ErrorField(never, "message"));
+  }
+
+  // A's job still runs: B's cancel did nothing to it.
+  const Json list_a = a.Call("process_list", Json::object());
+  ASSERT_EQ(Structured(list_a)["jobs"].size(), 1u) << list_a.dump();
+  EXPECT_EQ(Structured(list_a)["jobs"][0]["state"], "running") << list_a.dump();
+  EXPECT_FALSE(Structured(list_a)["jobs"][0]["cancel_requested"].get<bool>());
+
+  // B's own first job is its job-1; A cancelling job-1 cancels A's, and B's runs on.
+  const Json started_b =
+      b.Call("run_shell", {{"program", "sleep"}, {"args", {"120"}}, {"background", true}});
+  EXPECT_EQ(Structured(started_b)["id"], "job-1") << started_b.dump();
+  const Json cancel_a = a.Call("process_cancel", {{"id", "job-1"}});
+  EXPECT_EQ(Structured(cancel_a)["was_running"], true) << cancel_a.dump();
+  EXPECT_EQ(Structured(cancel_a)["state"], "cancelled") << cancel_a.dump();
+  const Json list_b2 = b.Call("process_list", Json::object());
+  ASSERT_EQ(Structured(list_b2)["jobs"].size(), 1u) << list_b2.dump();
+  EXPECT_EQ(Structured(list_b2)["jobs"][0]["state"], "running") << list_b2.dump();
+  EXPECT_EQ(Structured(list_b2)["jobs"][0]["argv"], Json({"sleep", "120"}));
+
+  // B's session ends (DELETE): its jobs, which nobody else can reach, end with it.
+  EXPECT_EQ(b.End(), "200");
+  server_->Stop();
+
+  // The log says who made each call and started each process, by label, never by session id.
+  std::map<std::string, std::set<std::string>> labels_by_tool;
+  std::set<std::string> client_labels;
+  int cancelled = 0;
+  for (const Json& r : Records(log())) {
+    if (r["type"] == "mcp_client") client_labels.insert(r.value("mcp_session", ""));
+    if (r["type"] == "tool_started")
+      labels_by_tool[r["tool"]].insert(r.value("mcp_session", "(none)"));
+    if (r["type"] == "process") {
+      EXPECT_TRUE(r.contains("mcp_session")) << r.dump();
+      if (r["status"] == "cancelled") ++cancelled;
+    }
+  }
+  EXPECT_EQ(client_labels, (std::set<std::string>{"mcp-1", "mcp-2"}));
+  EXPECT_EQ(labels_by_tool["run_shell"], (std::set<std::string>{"mcp-1", "mcp-2"}));
+  EXPECT_EQ(labels_by_tool["process_cancel"], (std::set<std::string>{"mcp-1", "mcp-2"}));
+  EXPECT_EQ(cancelled, 2) << "A's job by process_cancel, B's by the end of its session";
+  const std::string text = ReadFile(log());
+  EXPECT_EQ(text.find(a.sid()), std::string::npos) << "a session id is a credential";
+  EXPECT_EQ(text.find(b.sid()), std::string::npos);
+  ExpectVerifies();
+}
+
+// Issue 23's second fault: process_list gave cpu_ms, max_rss_kb and elapsed_ms 0 for a running
+// job (the shim reports them only at its end). They are read live from /proc over the job's
+// sandbox now: a CPU burner's cpu_ms rises between two lists while it runs.
+TEST_F(SuperviseTest, ProcessListShowsARunningJobsCpuMemoryAndTimeLive) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  HttpMcpSession s(StartHttp());
+  ASSERT_TRUE(s.Open());
+  const Json started =
+      s.Call("run_shell",
+             {{"program", "sh"}, {"args", {"-c", "while :; do :; done"}}, {"background", true}});
+  ASSERT_EQ(Structured(started).value("id", ""), "job-1") << started.dump();
+  auto job_of = [&]() {
+    const Json list = s.Call("process_list", Json::object());
+    const Json jobs = Structured(list).value("jobs", Json::array());
+    return jobs.size() == 1 ? jobs[0] : Json::object();
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const Json first = job_of();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const Json second = job_of();
+  ASSERT_EQ(first.value("state", ""), "running") << first.dump();
+  ASSERT_EQ(second.value("state", ""), "running") << second.dump();
+  ASSERT_TRUE(first["cpu_ms"].is_number() && second["cpu_ms"].is_number()) << second.dump();
+  const double cpu1 = first["cpu_ms"], cpu2 = second["cpu_ms"];
+  const double wall1 = first["elapsed_ms"], wall2 = second["elapsed_ms"];
+  std::printf("burner: cpu_ms %.0f -> %.0f over elapsed_ms %.0f -> %.0f\n", cpu1, cpu2, wall1,
+              wall2);
+  EXPECT_GT(cpu1, 0) << first.dump();
+  // The burner spins the whole 1.5 s; on 2 busy shared cores it gets at least a fifth of that.
+  EXPECT_GT(cpu2 - cpu1, 300) << first.dump() << second.dump();
+  EXPECT_LE(cpu2 - cpu1, (wall2 - wall1) * 1.1 + 50) << "one thread cannot burn more than the wall";
+  EXPECT_GT(wall2 - wall1, 1400);
+  ASSERT_TRUE(second["max_rss_kb"].is_number_integer()) << second.dump();
+  EXPECT_GT(second["max_rss_kb"].get<std::int64_t>(), 0);
+  EXPECT_GT(second["rss_kb"].get<std::int64_t>(), 0);
+  EXPECT_GE(second["processes"].get<int>(), 2) << "the sandbox's init and the shell at least";
+
+  // Once it ended, the figures are the shim's final ones again.
+  const Json cancelled = s.Call("process_cancel", {{"id", "job-1"}});
+  EXPECT_EQ(Structured(cancelled).value("state", ""), "cancelled") << cancelled.dump();
+  const Json ended = job_of();
+  EXPECT_EQ(ended.value("state", ""), "cancelled");
+  EXPECT_FALSE(ended.contains("processes")) << ended.dump();
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// /proc parsing (runner/proc_usage.h), table by table, without a kernel.
+TEST(ProcUsage, ParsesStatLinesWhateverTheCommandCalledItself) {
+  // Fields 3..24 of proc(5): state ppid pgrp session tty tpgid flags minflt cminflt majflt
+  // cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime vsize rss.
+  const std::string tail = " S 41 42 42 0 -1 4194560 10 0 0 0 250 50 7 3 20 0 1 0 9876 1000 321";
+  for (const std::string comm : {"sh", "a b", "x) S 1 (y", ")", ""}) {
+    SCOPED_TRACE(comm);
+    auto st = ParseProcStat("1234 (" + comm + ")" + tail + "\n");
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->pid, 1234);
+    EXPECT_EQ(st->comm, comm);
+    EXPECT_EQ(st->state, 'S');
+    EXPECT_EQ(st->ppid, 41);
+    EXPECT_EQ(st->utime, 250u);
+    EXPECT_EQ(st->stime, 50u);
+    EXPECT_EQ(st->cutime, 7u);
+    EXPECT_EQ(st->cstime, 3u);
+    EXPECT_EQ(st->starttime, 9876u);
+    EXPECT_EQ(st->rss_pages, 321);
+  }
+  for (const char* bad : {"", "1234", "1234 (sh", "1234 (sh) S 41",
+                          "x (sh)"
+                          " S 41 42 42 0 -1 4 1 0 0 0 2 5 7 3 20 0 1 0 9 1 3",
+                          "1234 (sh) SS 41 42 42 0 -1 4 1 0 0 0 2 5 7 3 20 0 1 0 9 1 3",
+                          "1234 (sh) S 41 42 42 0 -1 4 1 0 0 0 2x 5 7 3 20 0 1 0 9 1 3"}) {
+    EXPECT_FALSE(ParseProcStat(bad)) << bad;
+  }
+  EXPECT_EQ(StateName('R'), "running");
+  EXPECT_EQ(StateName('Z'), "zombie");
+  EXPECT_EQ(StateName('?'), "unknown");
+}
+
+TEST(ProcUsage, StatusKbAndCommandLines) {
+  const std::string status = "Name:\tsh\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nVmRSSx: 9 kB\n";
+  EXPECT_EQ(StatusKb(status, "VmHWM"), 2048);
+  EXPECT_EQ(StatusKb(status, "VmRSS"), 1024);
+  EXPECT_EQ(StatusKb(status, "VmSwap"), std::nullopt);
+  EXPECT_EQ(StatusKb("VmRSS:\tlots kB\n", "VmRSS"), std::nullopt);
+  EXPECT_EQ(CmdlineText(std::string("sh\0-c\0echo a\nb\0", 16)), "sh -c echo a b");
+  EXPECT_EQ(CmdlineText(std::string("x\xff\0", 3)), "x\uFFFD");
+  EXPECT_EQ(CmdlineText(""), "");
+  LiveProcess a, b;
+  a.cpu_ms = 10;
+  a.rss_kb = 100;
+  a.peak_kb = 300;
+  b.cpu_ms = 5;
+  b.rss_kb = 200;
+  b.peak_kb = -1;  // unreadable
+  const LiveUsage u = SumUsage({a, b});
+  EXPECT_EQ(u.cpu_ms, 15);
+  EXPECT_EQ(u.rss_kb, 300);
+  EXPECT_EQ(u.max_rss_kb, 300);
+  EXPECT_EQ(u.processes, 2);
+  EXPECT_FALSE(SumUsage({}).cpu_ms) << "no process read: null, never 0";
+}
+
+// process_cancel {force}: SIGKILL at once instead of SIGTERM and the grace. A job that ignores
+// SIGTERM holds a plain cancel for the whole grace (2 s); a forced one ends at once.
+TEST_F(SuperviseTest, ProcessCancelForceSkipsTheGrace) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  HttpMcpSession s(StartHttp());
+  ASSERT_TRUE(s.Open());
+  for (int i = 0; i < 2; ++i) {
+    const Json started =
+        s.Call("run_shell", {{"program", "sh"},
+                             {"args", {"-c", "trap '' TERM; echo up; while :; do sleep 0.1; done"}},
+                             {"background", true}});
+    ASSERT_FALSE(started["result"].value("isError", true)) << started.dump();
+  }
+  for (const char* id : {"job-1", "job-2"}) {  // both are up, TERM ignored
+    for (int i = 0; i < 100; ++i) {
+      if (Structured(s.Call("process_output", {{"id", id}})).value("output", "") == "up\n") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  auto timed = [&](const Json& args, Json* out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    *out = s.Call("process_cancel", args);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  Json plain, forced;
+  const double plain_ms = timed({{"id", "job-1"}}, &plain);
+  const double forced_ms = timed({{"id", "job-2"}, {"force", true}}, &forced);
+  std::printf("process_cancel of a job ignoring SIGTERM: %.0f ms plain, %.0f ms forced\n", plain_ms,
+              forced_ms);
+  EXPECT_EQ(Structured(plain).value("state", ""), "cancelled") << plain.dump();
+  EXPECT_EQ(Structured(plain).value("forced", true), false) << plain.dump();
+  EXPECT_EQ(Structured(forced).value("state", ""), "cancelled") << forced.dump();
+  EXPECT_EQ(Structured(forced).value("forced", false), true) << forced.dump();
+  EXPECT_EQ(Structured(forced).value("was_running", false), true) << forced.dump();
+  EXPECT_GE(plain_ms, 1900) << "the grace is 2 s";
+  EXPECT_LT(forced_ms, 1500) << "force waits for no grace";
+  // Bad input: force of another type.
+  const Json bad = s.Call("process_cancel", {{"id", "job-2"}, {"force", "yes"}});
+  EXPECT_EQ(ErrorField(bad, "code"), "invalid_input") << bad.dump();
+  server_->Stop();
+  int cancelled = 0;
+  for (const Json& r : Records(log())) {
+    if (r["type"] == "process" && r["status"] == "cancelled") ++cancelled;
+  }
+  EXPECT_EQ(cancelled, 2);
+  ExpectVerifies();
+}
+
+// A small real MCP server (Python, stdlib only) for the configured-server rows.
+constexpr const char* kPyServer = R"(import json, sys
+sys.stderr.write("N" * 800 + "\nstarting with ghp_" + "Q" * 36 + "\n")
+sys.stderr.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "py", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "shout", "description": "d", "inputSchema": {"type": "object"}}]}
+    else:
+        r = {"content": [{"type": "text", "text": "x"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+)";
+
+// supervisor_processes: the live table. A job's processes with their owner, a configured
+// stdio server's (seen by every MCP session), nothing of another MCP session's job, cordon
+// itself never; command lines redacted and cut; max_processes bounds the rows.
+TEST_F(SuperviseTest, SupervisorProcessesListsTheLiveTableOfItsOwnSessionAndServers) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("python3").empty()) GTEST_SKIP() << "SKIPPED: python3 is needed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  WriteFile(dir_ / "srv/server.py", kPyServer);
+  WriteFile(dir_ / "home/.cordon/mcp.toml",
+            "[servers.py]\ncommand = \"python3\"\nargs = [\"" + dir_ / "srv/server.py" +
+                "\"]\n[servers.py.sandbox]\nread = [\"" + dir_ / "srv" + "\"]\n");
+  HttpMcpSession a(StartHttp(GrantDiagnostics())), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  // mcp_server_status before the server started: nothing to say of a process.
+  const Json before = a.Call("mcp_server_status", Json::object());
+  ASSERT_EQ(Structured(before)["servers"].size(), 1u) << before.dump();
+  EXPECT_EQ(Structured(before)["servers"][0]["state"], "not_started") << before.dump();
+  EXPECT_TRUE(Structured(before)["servers"][0]["pid"].is_null());
+  const Json tools = a.Request("tools/list");  // starts the configured server
+  ASSERT_NE(tools.dump().find("mcp__py__shout"), std::string::npos) << tools.dump();
+  const std::string token = "ghp_" + std::string(36, 'Q');
+  const std::string long_arg(800, 'L');
+  const Json started =
+      a.Call("run_shell", {{"program", "sh"},
+                           {"args", {"-c", "sleep 120; : \"$0\" \"$1\"", token, long_arg}},
+                           {"background", true}});
+  ASSERT_FALSE(started["result"].value("isError", true)) << started.dump();
+
+  std::string raw;
+  Json table;
+  for (int i = 0; i < 50; ++i) {  // until the job's sleep has started
+    table = a.Call("supervisor_processes", Json::object(), &raw);
+    if (raw.find("sleep 120") != std::string::npos && raw.find("\"job\"") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(table["result"].value("isError", true)) << raw;
+  // JSON plus equal text.
+  EXPECT_EQ(Json::parse(table["result"]["content"][0]["text"].get<std::string>()),
+            Structured(table));
+  const Json rows = Structured(table)["processes"];
+  int job_rows = 0, server_rows = 0;
+  for (const Json& r : rows) {
+    EXPECT_NE(r["pid"].get<int>(), server_pid_) << "cordon itself is listed: " << r.dump();
+    EXPECT_LE(r["cmdline"].get<std::string>().size(), 500u) << r.dump();
+    EXPECT_TRUE(r["cpu_ms"].is_number()) << r.dump();
+    EXPECT_GT(r["pid_namespace"].get<std::uint64_t>(), 0u);
+    if (r["owner"] == Json{{"kind", "job"}, {"name", "job-1"}}) {
+      ++job_rows;
+      if (r["cmdline"].get<std::string>().rfind("sh -c", 0) == 0) {
+        EXPECT_TRUE(r["cmdline_truncated"].get<bool>()) << r.dump();
+        EXPECT_NE(r["cmdline"].get<std::string>().find("[REDACTED:github_token]"),
+                  std::string::npos)
+            << r.dump();
+      }
+    }
+    // The server's sandbox: its init, the shim, and python3 running server.py.
+    if (r["owner"] == Json{{"kind", "server"}, {"name", "py"}} &&
+        r["cmdline"].get<std::string>().find("server.py") != std::string::npos) {
+      ++server_rows;
+    }
+  }
+  EXPECT_GE(job_rows, 2) << "the job's shell and its sleep: " << raw;
+  EXPECT_GE(server_rows, 1) << "the configured server: " << raw;
+  EXPECT_EQ(raw.find(token), std::string::npos) << "the token is redacted";
+  EXPECT_EQ(Structured(table)["total"].get<std::size_t>(), rows.size());
+  EXPECT_EQ(Structured(table)["omitted"], 0);
+
+  // mcp_server_status after a call: running, its pid, one tool, one call; its stderr tail is
+  // the last 500 bytes, the token in it redacted.
+  const Json shout = a.Call("mcp__py__shout", Json::object());
+  EXPECT_FALSE(shout["result"].value("isError", true)) << shout.dump();
+  const Json status = a.Call("mcp_server_status", {{"name", "py"}}, &raw);
+  ASSERT_EQ(Structured(status)["servers"].size(), 1u) << raw;
+  const Json py = Structured(status)["servers"][0];
+  EXPECT_EQ(py["state"], "running") << raw;
+  EXPECT_GT(py.value("pid", 0), 0) << raw;
+  EXPECT_EQ(py["tools"], 1) << raw;
+  EXPECT_EQ(py["calls"], 1) << raw;
+  EXPECT_EQ(py["failures"], 0) << raw;
+  EXPECT_EQ(py["trust"], "trusted (user config)") << raw;
+  EXPECT_GE(py.value("uptime_ms", -1), 0) << raw;
+  const std::string tail = py.value("stderr_tail", "");
+  EXPECT_LE(tail.size(), 500u) << raw;
+  EXPECT_NE(tail.find("starting with [REDACTED:github_token]"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("ghp_QQQQ"), std::string::npos) << raw;
+  bool server_pid_listed = false;
+  for (const Json& r : rows) server_pid_listed |= r["sandbox_pid"] == py["pid"];
+  EXPECT_TRUE(server_pid_listed) << "the live table and the status name one sandbox";
+  EXPECT_EQ(ErrorField(a.Call("mcp_server_status", {{"name", "nope"}}), "code"), "not_found");
+  EXPECT_EQ(ErrorField(a.Call("mcp_server_status", {{"name", ""}}), "code"), "invalid_input");
+
+  // B sees the configured server, and nothing of A's job.
+  const Json table_b = b.Call("supervisor_processes", Json::object(), &raw);
+  EXPECT_EQ(raw.find("job-1"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("sleep 120"), std::string::npos) << raw;
+  EXPECT_NE(raw.find("server.py"), std::string::npos) << raw;
+
+  // max_processes bounds the rows and says how many were left out; 0 and 501 are refused.
+  const Json one = a.Call("supervisor_processes", {{"max_processes", 1}});
+  EXPECT_EQ(Structured(one)["processes"].size(), 1u) << one.dump();
+  EXPECT_EQ(Structured(one)["omitted"].get<std::size_t>(),
+            Structured(one)["total"].get<std::size_t>() - 1);
+  for (const Json& bad : {Json{{"max_processes", 0}}, Json{{"max_processes", 501}},
+                          Json{{"max_processes", "5"}}, Json{{"pid", 1}}}) {
+    EXPECT_EQ(ErrorField(a.Call("supervisor_processes", bad), "code"), "invalid_input") << bad;
+  }
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// Off by default: the shipped policy does not grant diagnostics:read.
+TEST_F(SuperviseTest, DiagnosticsToolsNeedDiagnosticsRead) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  HttpMcpSession s(StartHttp());
+  ASSERT_TRUE(s.Open());
+  for (const char* tool : {"supervisor_processes", "mcp_server_status"}) {
+    const Json r = s.Call(tool, Json::object());
+    EXPECT_EQ(ErrorField(r, "code"), "denied_by_policy") << r.dump();
+  }
+  const Json list = s.Request("tools/list");
+  EXPECT_EQ(list.dump().find("supervisor_processes"), std::string::npos) << "listed ungranted";
+  EXPECT_EQ(list.dump().find("mcp_server_status"), std::string::npos) << "listed ungranted";
+  EXPECT_NE(list.dump().find("session_tag"), std::string::npos) << "session:operate is granted";
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// session_tag: each MCP session's own tags, starting from serve's --tag; bad tags refused; each
+// change a session_tag record; session_started.tags says --tag.
+TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  HttpMcpSession a(StartHttp({"--tag", "  ci-run-7 "})), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  std::string raw;
+  const Json added = a.Call("session_tag", {{"tag", "  refactor-auth\t"}, {"tagged", true}}, &raw);
+  EXPECT_EQ(Structured(added)["tags"], Json({"ci-run-7", "refactor-auth"})) << raw;
+  EXPECT_EQ(Structured(added)["tag"], "refactor-auth");
+  EXPECT_EQ(Json::parse(added["result"]["content"][0]["text"].get<std::string>()),
+            Structured(added));
+  // Adding it twice changes nothing; B has only serve's tag; removing works for A alone.
+  EXPECT_EQ(Structured(a.Call("session_tag", {{"tag", "refactor-auth"}, {"tagged", true}}))["tags"],
+            Json({"ci-run-7", "refactor-auth"}));
+  const Json other = b.Call("session_tag", {{"tag", "b-only"}, {"tagged", true}});
+  EXPECT_EQ(Structured(other)["tags"], Json({"ci-run-7", "b-only"})) << other.dump();
+  const Json removed = a.Call("session_tag", {{"tag", "ci-run-7"}, {"tagged", false}});
+  EXPECT_EQ(Structured(removed)["tags"], Json({"refactor-auth"})) << removed.dump();
+  for (const Json& bad :
+       {Json{{"tag", "a\nb"}, {"tagged", true}},
+        Json{{"tag", std::string(65, 'x')}, {"tagged", true}},
+        Json{{"tag", "   "}, {"tagged", true}}, Json{{"tag", ""}, {"tagged", false}},
+        Json{{"tag", "x\ry"}, {"tagged", true}}, Json{{"tag", "x"}},
+        Json{{"tag", "x"}, {"tagged", "yes"}}}) {
+    EXPECT_EQ(ErrorField(a.Call("session_tag", bad), "code"), "invalid_input") << bad;
+  }
+  // 64 characters (code points, not bytes) are allowed.
+  const std::string wide = std::string(60, 'x') + "\u00e9\u00e9\u00e9\u00e9";
+  EXPECT_EQ(ErrorField(a.Call("session_tag", {{"tag", wide}, {"tagged", true}}), "code"), "");
+  server_->Stop();
+  std::vector<Json> tag_records;
+  Json started;
+  for (const Json& r : Records(log())) {
+    if (r["type"] == "session_tag") tag_records.push_back(r);
+    if (r["type"] == "session_started") started = r;
+  }
+  EXPECT_EQ(started.value("tags", Json()), Json({"ci-run-7"})) << started.dump();
+  ASSERT_EQ(tag_records.size(), 5u);
+  EXPECT_EQ(tag_records[0]["tag"], "refactor-auth");
+  EXPECT_EQ(tag_records[0]["tagged"], true);
+  EXPECT_EQ(tag_records[0]["mcp_session"], "mcp-1");
+  EXPECT_EQ(tag_records[2]["mcp_session"], "mcp-2");
+  EXPECT_EQ(tag_records[3]["tags"], Json({"refactor-auth"}));
+  ExpectVerifies();
+
+  // --tag on exec and call; a bad one is refused before anything runs.
+  auto call = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "call", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "call.jsonl", "--tag", "nightly", "process_list", "--json", "{}"},
+      env_);
+  EXPECT_EQ(call.exit_code, 0) << call.out << call.err;
+  EXPECT_NE(ReadFile(dir_ / "call.jsonl").find("\"tags\":[\"nightly\"]"), std::string::npos);
+  auto bad = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "exec", "--workspace", dir_ / "ws", "--audit-log",
+       dir_ / "bad.jsonl", "--tag", std::string(65, 'y'), "--", "true"},
+      env_);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("at most 64 characters"), std::string::npos) << bad.err;
+  EXPECT_FALSE(cordon::testing::Exists(dir_ / "bad.jsonl"));
+}
+
+}  // namespace
+}  // namespace cordon
