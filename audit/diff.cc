@@ -19,6 +19,7 @@
 #include <set>
 #include <vector>
 
+#include "audit/show.h"
 #include "core/before_images.h"
 #include "core/fs.h"
 #include "core/hash.h"
@@ -99,17 +100,17 @@ HeadBlobs ReadHeadBlobs(const std::string& git, const std::string& workspace,
   posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
   posix_spawn_file_actions_adddup2(&fa, devnull.get(), 2);
   const std::string parent = workspace.substr(0, workspace.find_last_of('/'));
-  std::vector<std::string> env = {"PATH=/usr/bin:/bin",
-                                  "HOME=/nonexistent",
-                                  "LC_ALL=C",
-                                  "GIT_CONFIG_GLOBAL=/dev/null",
-                                  "GIT_CONFIG_NOSYSTEM=1",
-                                  "GIT_NO_REPLACE_OBJECTS=1",
-                                  "GIT_OPTIONAL_LOCKS=0",
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=/nonexistent", "LC_ALL=C",
+                                  "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+                                  "GIT_NO_REPLACE_OBJECTS=1", "GIT_OPTIONAL_LOCKS=0",
                                   "GIT_TERMINAL_PROMPT=0",
+                                  // A partial clone with objects removed must not fetch them
+                                  // from its remote with the auditor's credentials.
+                                  "GIT_NO_LAZY_FETCH=1", "GIT_PROTOCOL_FROM_USER=0",
                                   "GIT_CEILING_DIRECTORIES=" + (parent.empty() ? "/" : parent)};
-  std::vector<std::string> argv = {git,        "-c",     "core.fsmonitor=false", "-C", workspace,
-                                   "cat-file", "--batch"};
+  std::vector<std::string> argv = {
+      git,        "-c",     "core.fsmonitor=false", "-c", "protocol.allow=never", "-C", workspace,
+      "cat-file", "--batch"};
   std::vector<char*> cargv, cenv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -163,9 +164,14 @@ HeadBlobs ReadHeadBlobs(const std::string& git, const std::string& workspace,
       if (nl == std::string::npos || next >= paths.size()) return;
       const std::string header = buf.substr(0, nl);
       buf.erase(0, nl + 1);
-      // "<oid> <type> <size>", or "<object> missing" / "<object> ambiguous".
+      // "<oid> <type> <size>", or "<object> missing" / "<object> ambiguous", where <object> is
+      // the request ("HEAD:a path", which may hold spaces): the suffix decides first, then the
+      // first field must be an object id.
       const std::size_t s1 = header.find(' '), s2 = header.rfind(' ');
-      if (s1 == std::string::npos || s1 == s2) {
+      const bool hex_oid =
+          (s1 == 40 || s1 == 64) && header.find_first_not_of("0123456789abcdef") == s1;
+      if (s1 == std::string::npos || s1 == s2 || header.ends_with(" missing") ||
+          header.ends_with(" ambiguous") || !hex_oid) {
         out.problems[paths[next]] = "not at HEAD (" + header.substr(header.rfind(' ') + 1) + ")";
         ++next;
         continue;
@@ -262,7 +268,8 @@ void FromProcess(const Json& r, std::uint64_t line, std::vector<Change>& out) {
     if (!e.is_object() || StrOr(e, "type") != "file") continue;
     const std::string kind = StrOr(e, "kind");
     if (kind != "created" && kind != "modified" && kind != "deleted" && kind != "renamed") continue;
-    if (kind == "renamed" && !e.value("content_changed", false)) continue;
+    if (kind == "renamed" && !(e.contains("content_changed") && e["content_changed"] == Json(true)))
+      continue;
     Change c;
     c.line = line;
     c.record = "process";
@@ -280,7 +287,7 @@ void FromProcess(const Json& r, std::uint64_t line, std::vector<Change>& out) {
       c.bytes_after = e["bytes_after"].get<std::uint64_t>();
     c.created = kind == "created";
     c.deleted = kind == "deleted";
-    c.escaped = e.value("path_escaped", false);
+    c.escaped = e.contains("path_escaped") && e["path_escaped"] == Json(true);
     out.push_back(std::move(c));
   }
 }
@@ -484,10 +491,17 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
         const std::string a_label =
             c.created ? "/dev/null" : "a/" + (c.from.empty() ? c.path : c.from);
         const std::string b_label = c.deleted ? "/dev/null" : "b/" + c.path;
-        std::string d =
-            UnifiedDiff(*before[i], *after[i], a_label, b_label, {.context = options.context});
+        // Each side redacted whole first: a secret spanning lines (a private key's body) is
+        // matched where its first line is, which a hunk's context may leave out; the diff is
+        // redacted again for what only its form shows.
+        std::string a_text = *before[i], b_text = *after[i];
         std::size_t redactions = 0;
-        if (options.redactor != nullptr) redactions = options.redactor->Redact(d);
+        if (options.redactor != nullptr) {
+          redactions += options.redactor->Redact(a_text);
+          redactions += options.redactor->Redact(b_text);
+        }
+        std::string d = UnifiedDiff(a_text, b_text, a_label, b_label, {.context = options.context});
+        if (options.redactor != nullptr) redactions += options.redactor->Redact(d);
         f["diff"] = std::move(d);
         if (redactions > 0) f["redactions"] = redactions;
         ++diffs;
@@ -519,7 +533,7 @@ std::string Printable(std::string_view s) {
       out += static_cast<char>(ch);
     }
   }
-  return out;
+  return TerminalSafe(out);  // C1 controls and bidi overrides too
 }
 
 std::string SideText(const Json& side) {

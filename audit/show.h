@@ -42,6 +42,12 @@ RecordKinds KindsOf(const Json& rec);
 // Every path a record names (what --path matches): its own, a change's, a denial's, args.path.
 std::vector<std::string> RecordPaths(const Json& rec);
 
+// Text for a terminal, from values an agent (or whoever edited the log) chose: control characters
+// but newline and tab (C0, DEL, and C1 as UTF-8), and the bidirectional marks, overrides and
+// isolates (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069, which reorder what a reviewer
+// reads), written as \u{XXXX}; everything else as it is.
+std::string TerminalSafe(std::string_view text);
+
 // RFC 3339 ("2026-01-02T03:04:05Z", a fraction, an offset; or a date alone, midnight UTC) as
 // milliseconds since the epoch; an error naming the accepted forms.
 Result<std::int64_t> ParseRfc3339(std::string_view text);

@@ -273,7 +273,10 @@ int VerifyMany(const VerifyFlags& f, VerifyOptions& options,
     if (!f.json) std::cout << path << ": " << o.verdict_line << "\n";
   }
   for (const auto& [file, prev] : previous) {
-    const std::string old_id = prev.is_object() ? prev.value("log_id", "") : "";
+    const std::string old_id =
+        prev.is_object() && prev.contains("log_id") && prev["log_id"].is_string()
+            ? prev["log_id"].get<std::string>()
+            : "";
     auto it = by_log_id.find(old_id);
     Json link = {{"file", file}, {"previous_log_id", old_id}};
     if (it == by_log_id.end()) {
@@ -569,7 +572,7 @@ void PrintSessionSummary(const SessionSummary& s) {
   o << "  redacted    " << s.redactions << " in records, " << s.output_redactions << " in results";
   if (!s.output_redactions_by_rule.empty()) o << " (" << Counts(s.output_redactions_by_rule) << ")";
   o << "\n";
-  std::cout << o.str();
+  std::cout << TerminalSafe(o.str());
 }
 
 // Each log verified, then summarized per session; the exit code is verify's (for several logs,
@@ -723,7 +726,7 @@ int Diff(const DiffFlags& f, char** envp) {
   }
   if (f.json) {
     (*diff)["verification"] = verified.json;
-    std::cout << diff->dump(2) << "\n";
+    std::cout << DumpJson(*diff, 2) << "\n";  // a file's bytes need not be UTF-8
   } else {
     std::cout << "# " << f.log << ": " << verified.verdict_line << "\n"
               << AuditSessionDiffText(*diff);
@@ -861,7 +864,10 @@ int Report(const ReportFlags& f) {
     if (!log.readable) continue;
     for (const std::string& text : log.report.links) {
       const Json prev = Json::parse(text, nullptr, false);
-      const std::string old_id = prev.is_object() ? prev.value("log_id", "") : "";
+      const std::string old_id =
+          prev.is_object() && prev.contains("log_id") && prev["log_id"].is_string()
+              ? prev["log_id"].get<std::string>()
+              : "";
       Json link = {{"previous_log_id", old_id}, {"checked", false}};
       if (auto it = by_log_id.find(old_id); it != by_log_id.end()) {
         const std::string why = CheckRotationLink(it->second, prev, options->hmac_key);

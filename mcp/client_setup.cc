@@ -200,6 +200,13 @@ Result<SetupEdit> EditJson(Client client, std::string_view text, const std::stri
       }
       auto args = entry != nullptr && entry->contains("args") ? StringArray((*entry)["args"], what)
                                                               : Result<std::vector<std::string>>();
+      std::string extra;  // keys beyond what setup writes (env, cwd, envFile, ...)
+      if (entry != nullptr && entry->is_object()) {
+        for (const auto& [k, v] : entry->items()) {
+          if (k != "type" && k != "command" && k != "args")
+            extra += (extra.empty() ? "" : ", ") + k;
+        }
+      }
       if (entry != nullptr && args && IsServe(command_of(), *args)) {
         // cordon's own entry: its command and args follow this run; its other keys stay.
         OJson updated = *entry;
@@ -207,6 +214,14 @@ Result<SetupEdit> EditJson(Client client, std::string_view text, const std::stri
         if (updated == *entry) {
           edit.summary = what + " is already there; nothing changed";
           break;
+        }
+        if (!extra.empty() && !r.force) {
+          // A "cordon serve" entry this run did not write whole (a cloned project's .mcp.json
+          // may carry one): its other keys are not adopted unseen.
+          return Fail(Code::kAlreadyExists,
+                      what + " runs cordon serve but also sets " + extra + " (" + entry->dump() +
+                          "); check them, then --force updates its command and args and keeps "
+                          "them");
         }
         *entry = std::move(updated);
         edit.summary = "updated " + what + ": it runs cordon " + Joined(ServeArgs(r));
@@ -544,6 +559,13 @@ Result<SetupEdit> EditToml(std::string_view text, const std::string& source,
       }
       auto args =
           entry != nullptr ? TomlStringArray(*entry, what) : Result<std::vector<std::string>>();
+      std::string extra;  // keys and sub-tables beyond what setup writes
+      if (entry != nullptr) {
+        for (const auto& [k, v] : *entry) {
+          if (k.str() != "command" && k.str() != "args")
+            extra += (extra.empty() ? "" : ", ") + std::string(k.str());
+        }
+      }
       if (entry != nullptr && args && IsServe(command, *args)) {
         // cordon's own entry: its command and args follow this run; its other keys (and
         // sub-tables) stay.
@@ -553,6 +575,12 @@ Result<SetupEdit> EditToml(std::string_view text, const std::string& source,
         if (updated == *entry) {
           edit.summary = what + " is already there; nothing changed";
           return edit;
+        }
+        if (!extra.empty() && !r.force) {
+          return Fail(Code::kAlreadyExists,
+                      what + " runs cordon serve but also sets " + extra +
+                          "; check them, then --force updates its command and args and keeps "
+                          "them");
         }
         edit.summary = "updated " + what + ": it runs cordon " + Joined(ServeArgs(r));
         want = std::move(updated);

@@ -180,7 +180,10 @@ Result<Json> McpHub::Call(const ExternalName& name, const Json& input,
   std::lock_guard<std::mutex> lock(stats_mu_);
   Stats& st = stats_[name.server];
   ++st.calls;
-  const bool failed = !result || (result->is_object() && result->value("isError", false) == true);
+  // A server's answer is untrusted: "isError": "true" or 1 is not an error flag, and must not
+  // throw here (value<bool> would, on a worker thread, ending every session).
+  const bool failed = !result || (result->is_object() && result->contains("isError") &&
+                                  (*result)["isError"] == Json(true));
   if (failed) {
     ++st.failures;
     st.last_error = result ? "the tool returned isError" : result.error().message;

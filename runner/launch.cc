@@ -305,6 +305,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
         proc->sandbox_init_ = static_cast<pid_t>(std::atol(l.c_str() + 4));
     }
     proc->sandbox_ns_ = PidNamespaceOf(proc->pidfd_.get(), proc->sandbox_init_);
+    proc->NoteNamespace();
     if (proc->sandbox_init_ > 0) proc->live_member_ = proc->sandbox_init_;
   }
   proc->warm_ = std::move(sandbox);
@@ -326,6 +327,13 @@ ConfinedProcess::~ConfinedProcess() {
   } else if (!done_ && warm_) {
     Terminate(SIGKILL);
   }
+}
+
+void ConfinedProcess::NoteNamespace() {
+  struct stat st {};
+  if (!sandbox_ns_.valid() || ::fstat(sandbox_ns_.get(), &st) != 0) return;
+  ns_dev_ = st.st_dev;
+  ns_ino_ = st.st_ino;
 }
 
 double ConfinedProcess::ElapsedMs() const { return NowMs() - started_ms_; }
@@ -635,6 +643,7 @@ void ConfinedProcess::OnJsonStatus(std::string_view data) {
         if (std::atol(l.c_str() + 5) == pid_ && Alive(pfd.get())) {
           sandbox_init_ = static_cast<pid_t>(cand);
           sandbox_ns_ = PidNamespaceOf(pfd.get(), sandbox_init_);
+          NoteNamespace();
           init_pidfd_ = std::move(pfd);
           live_member_ = sandbox_init_;
         }

@@ -385,7 +385,12 @@ class ConfinedProcess {
   // What it uses now, read from /proc (runner/proc_usage.h) over every process in its sandbox's
   // pid namespace; null figures before that namespace is known, once it is gone, and in the
   // weaker mode (no namespace of its own).
-  LiveUsage Live() const { return SumUsage(NamespaceProcesses(sandbox_member())); }
+  LiveUsage Live() const { return SumUsage(NamespaceProcessesIn(ns_dev_.load(), ns_ino_.load())); }
+  // Its sandbox's pid namespace (st_dev, st_ino), held open while this object lives: {0, 0}
+  // while unknown.
+  std::pair<std::uint64_t, std::uint64_t> sandbox_namespace() const {
+    return {ns_dev_.load(), ns_ino_.load()};
+  }
   // Wall time since it started.
   double ElapsedMs() const;
   // A process of its sandbox's pid namespace (its init) as cordon sees it; 0 while unknown.
@@ -431,6 +436,8 @@ class ConfinedProcess {
   // namespace held open: Terminate signals through descriptors, never a stored pid.
   UniqueFd init_pidfd_, sandbox_ns_;
   std::atomic<pid_t> live_member_{0};  // sandbox_init_ once known, for other threads' reads
+  std::atomic<std::uint64_t> ns_dev_{0}, ns_ino_{0};  // sandbox_ns_'s, for other threads' reads
+  void NoteNamespace();                               // sets them from sandbox_ns_
   std::atomic<bool> force_stop_{false};
   std::shared_ptr<KernelAudit> kernel_audit_;
   pid_t confined_pid_ = 0;  // host pid of the shim's child, which enforces Landlock and execs

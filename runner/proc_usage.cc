@@ -133,22 +133,21 @@ std::string_view StateName(char state) {
   }
 }
 
-std::uint64_t PidNamespaceInode(pid_t pid) {
-  struct stat st {};
-  if (pid <= 0 || ::stat(("/proc/" + std::to_string(pid) + "/ns/pid").c_str(), &st) != 0) return 0;
-  return st.st_ino;
+std::vector<LiveProcess> NamespaceProcesses(pid_t member, std::size_t cmdline_bytes) {
+  struct stat ns {};
+  if (member <= 0 || ::stat(("/proc/" + std::to_string(member) + "/ns/pid").c_str(), &ns) != 0)
+    return {};
+  return NamespaceProcessesIn(ns.st_dev, ns.st_ino, cmdline_bytes);
 }
 
-std::vector<LiveProcess> NamespaceProcesses(pid_t member, std::size_t cmdline_bytes) {
+std::vector<LiveProcess> NamespaceProcessesIn(std::uint64_t ns_dev, std::uint64_t ns_ino,
+                                              std::size_t cmdline_bytes) {
   std::vector<LiveProcess> out;
-  struct stat ns {
-  }, own{};
-  if (member <= 0 || ::stat(("/proc/" + std::to_string(member) + "/ns/pid").c_str(), &ns) != 0)
-    return out;
+  struct stat own {};
+  if (ns_ino == 0) return out;
   // A process in cordon's own pid namespace (the weaker mode has none of its own) is no sandbox:
   // its namespace is the host's, and every process of the host would be counted.
-  if (::stat("/proc/self/ns/pid", &own) != 0 ||
-      (own.st_ino == ns.st_ino && own.st_dev == ns.st_dev))
+  if (::stat("/proc/self/ns/pid", &own) != 0 || (own.st_ino == ns_ino && own.st_dev == ns_dev))
     return out;
   UniqueDir d = UniqueDir::Open("/proc");
   if (!d.valid()) return out;
@@ -162,8 +161,7 @@ std::vector<LiveProcess> NamespaceProcesses(pid_t member, std::size_t cmdline_by
     if (!ParseNumber(std::string_view(e->d_name), pid) || pid == self) continue;
     const std::string dir = std::string("/proc/") + e->d_name;
     struct stat st {};
-    if (::stat((dir + "/ns/pid").c_str(), &st) != 0 || st.st_ino != ns.st_ino ||
-        st.st_dev != ns.st_dev) {
+    if (::stat((dir + "/ns/pid").c_str(), &st) != 0 || st.st_ino != ns_ino || st.st_dev != ns_dev) {
       continue;
     }
     auto text = ReadProcFile(dir + "/stat");

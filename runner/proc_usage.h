@@ -51,8 +51,10 @@ struct LiveProcess {
 // (no sandbox of its own: the weaker mode). `cmdline_bytes` > 0 reads that much of each one's
 // command line.
 std::vector<LiveProcess> NamespaceProcesses(pid_t member, std::size_t cmdline_bytes = 0);
-// The inode of a process's pid namespace; 0 when unreadable.
-std::uint64_t PidNamespaceInode(pid_t pid);
+// The same for the pid namespace (st_dev, st_ino of its ns/pid) itself: what a holder of the
+// namespace's descriptor asks, so a pid reused by another process never names another one.
+std::vector<LiveProcess> NamespaceProcessesIn(std::uint64_t ns_dev, std::uint64_t ns_ino,
+                                              std::size_t cmdline_bytes = 0);
 
 // A sandbox's totals now: CPU of every process in it (with what each reaped), the largest peak
 // RSS of one of them (as wait4's ru_maxrss counts it), and how many run. Empty when unreadable.

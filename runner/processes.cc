@@ -640,9 +640,11 @@ std::vector<ProcessHost::LiveRow> ProcessHost::LiveTable(const std::string& owne
   for (const auto& [no, e] : live_) {
     if (e.owner.owner != owner && e.owner.kind != "server") continue;
     const pid_t init = e.proc->sandbox_member();
-    const std::uint64_t ns = PidNamespaceInode(init);
+    // By the namespace the process holds open, never by the stored pid (which another process
+    // may have taken once the sandbox's init was reaped).
+    const auto [ns_dev, ns] = e.proc->sandbox_namespace();
     const double elapsed = e.proc->ElapsedMs();
-    for (LiveProcess& p : NamespaceProcesses(init, cmdline_bytes)) {
+    for (LiveProcess& p : NamespaceProcessesIn(ns_dev, ns, cmdline_bytes)) {
       rows.push_back(LiveRow{e.owner, init, ns, elapsed, std::move(p)});
     }
   }

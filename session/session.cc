@@ -528,6 +528,13 @@ Result<std::vector<std::string>> Session::SetTag(std::uint64_t call, const std::
   auto [it, fresh] = tags_.try_emplace(owner, start_tags_);
   std::vector<std::string> tags = it->second;
   auto at = std::find(tags.begin(), tags.end(), tag);
+  // Bounded: every session_tag record carries the whole set, so an unbounded set would grow the
+  // log with the square of the calls.
+  constexpr std::size_t kMaxTags = 32;
+  if (tagged && at == tags.end() && tags.size() >= kMaxTags) {
+    return Fail(Code::kInvalidInput, "a session holds at most " + std::to_string(kMaxTags) +
+                                         " tags; remove one first (tagged: false)");
+  }
   if (tagged && at == tags.end()) tags.push_back(tag);
   if (!tagged && at != tags.end()) tags.erase(at);
   SessionTagRecord rec{.call = call, .tag = tag, .tagged = tagged, .tags = tags};
@@ -704,7 +711,11 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
         return Fail(Code::kInvalidInput, "input does not match the " + tool + " schema: " + err);
       }
       TRY(write_started());
-      return external_->Call(*external, args, cancel);
+      try {
+        return external_->Call(*external, args, cancel);
+      } catch (const std::exception& e) {
+        return Fail(Code::kInternal, std::string("internal error in ") + tool + ": " + e.what());
+      }
     }
     // A quick call without side effects (read_file_range) keeps tool_started for the one
     // write at the end: nothing happens in between that a crash could hide.

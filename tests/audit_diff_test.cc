@@ -337,6 +337,27 @@ TEST_F(AuditDiffTest, AReplaceRangeWithTheStoreOnShowsAUnifiedDiffRedacted) {
   EXPECT_EQ(j["verification"]["verdict"], "intact");
 }
 
+// A hunk whose context holds only a private key's body lines (its BEGIN line is further up) shows
+// none of them: each side is redacted whole before the diff is made.
+TEST_F(AuditDiffTest, AKeysBodyInAHunksContextIsRedactedToo) {
+  StoreOn();
+  std::string key = "-----BEGIN OPENSSH PRIVATE KEY-----\n";
+  for (int i = 0; i < 8; ++i)
+    key +=
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAA" + std::to_string(i) + "\n";
+  key += "-----END OPENSSH PRIVATE KEY-----\n";
+  WriteFile(ws_ + "/deploy.cfg", key + "level = 1\n");
+  auto r = Call("replace_range",
+                R"({"path":"deploy.cfg","old_string":"level = 1","new_string":"level = 2"})");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto text = Diff(LastSession());
+  EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("+level = 2"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("[REDACTED:"), std::string::npos) << text.out;
+}
+
 TEST_F(AuditDiffTest, ACommittedFileChangedBySedIsDiffedVerifiedFromHeadAndStoredWhenOn) {
   std::string why;
   if (!Staged(&why)) SECURITY_SKIP("this host cannot stage the workspace: " << why);
@@ -370,6 +391,27 @@ TEST_F(AuditDiffTest, ACommittedFileChangedBySedIsDiffedVerifiedFromHeadAndStore
   ASSERT_EQ(j["files"].size(), 1u) << j.dump();
   EXPECT_EQ(j["files"][0]["before"]["source"], "store") << j.dump();
   EXPECT_NE(j["files"][0].value("diff", "").find("-one\n+ONE\n"), std::string::npos) << j.dump();
+}
+
+// A file the agent replaces with a symlink loses its content as a deleted one does: the commit
+// hashes it and keeps its before-image (it kept neither before).
+TEST_F(AuditDiffTest, AFileReplacedByASymlinkKeepsItsBeforeImage) {
+  std::string why;
+  if (!Staged(&why)) SECURITY_SKIP("this host cannot stage the workspace: " << why);
+  WriteFile(ws_ + "/important.c", "int main(void) { return 0; }\n");
+  StoreOn();
+  auto r = Call("run_shell", R"({"program":"ln","args":["-sf","elsewhere","important.c"]})");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json gone;
+  for (const Json& e : Records("process").back()["changes"]["entries"]) {
+    if (e.value("path", "") == "important.c" && e.value("kind", "") == "deleted") gone = e;
+  }
+  ASSERT_TRUE(gone.is_object()) << Records("process").back().dump();
+  EXPECT_EQ(gone.value("type", ""), "file") << gone.dump();
+  ASSERT_TRUE(gone.contains("sha256_before")) << gone.dump();
+  EXPECT_EQ(gone.value("before_image", ""), "stored") << gone.dump();
+  EXPECT_EQ(ReadFile(Store() + "/" + gone["sha256_before"].get<std::string>()),
+            "int main(void) { return 0; }\n");
 }
 
 TEST_F(AuditDiffTest, AGitCommitInTheSandboxKeepsNoImagesOfGitsOwnFiles) {

@@ -285,4 +285,20 @@ TEST(ShowTime, Rfc3339) {
 }
 
 }  // namespace
+// What show, summary and diff print passes through TerminalSafe: an edited log or an agent's file
+// name cannot move the auditor's cursor, recolour the text (CSI as C0 or C1) or reorder a line.
+TEST(TerminalSafe, ControlsAndBidiOverridesAreWrittenOutVisibly) {
+  EXPECT_EQ(TerminalSafe("ok\ttab\nnext"), "ok\ttab\nnext");
+  EXPECT_EQ(TerminalSafe("\x1b[31mred"), "\\u{001B}[31mred");
+  EXPECT_EQ(TerminalSafe("a\xc2\x9b"
+                         "31m"),
+            "a\\u{009B}31m");                                // C1 CSI
+  EXPECT_EQ(TerminalSafe("x\xe2\x80\xaey"), "x\\u{202E}y");  // right-to-left override
+  EXPECT_EQ(TerminalSafe("\xe2\x81\xa6i\xe2\x81\xa9"), "\\u{2066}i\\u{2069}");
+  EXPECT_EQ(TerminalSafe("\xe2\x80\x8f\xd8\x9c\x7f"), "\\u{200F}\\u{061C}\\u{007F}");
+  EXPECT_EQ(TerminalSafe("caf\xc3\xa9 \xe2\x80\x94 \xe2\x82\xac"),
+            "caf\xc3\xa9 \xe2\x80\x94 \xe2\x82\xac");
+  EXPECT_EQ(TerminalSafe("cut\xc2"), "cut\xc2");  // a cut sequence is left as it is
+}
+
 }  // namespace cordon

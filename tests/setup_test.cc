@@ -130,11 +130,23 @@ TEST(ClientSetupEdit, ServeFlagsAreWrittenAndARerunUpdatesCordonsEntry) {
   auto same = mcp::EditClientConfig(Client::kClaudeCode, a->text, "f", with(npm));
   ASSERT_TRUE(same);
   EXPECT_FALSE(same->changed) << same->summary;
-  // The user gave the entry an env of their own: an update keeps it, and its place.
+  // The entry also has an env (the user's, or planted by a cloned project's file): not adopted
+  // unseen; with --force, an update keeps it, and its place.
   OJson edited = OJson::parse(a->text);
   edited["mcpServers"]["cordon"]["env"] = {{"K", "v"}};
+  auto refused = mcp::EditClientConfig(Client::kClaudeCode, edited.dump(2), "f",
+                                       with({"--network", "loopback", "--read", "/d"}));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Code::kAlreadyExists);
+  EXPECT_NE(refused.error().message.find("also sets env"), std::string::npos)
+      << refused.error().message;
+  auto forced = [&](std::vector<std::string> flags) {
+    SetupRequest r = with(std::move(flags));
+    r.force = true;
+    return r;
+  };
   auto u = mcp::EditClientConfig(Client::kClaudeCode, edited.dump(2), "f",
-                                 with({"--network", "loopback", "--read", "/d"}));
+                                 forced({"--network", "loopback", "--read", "/d"}));
   ASSERT_TRUE(u) << u.error().message;
   EXPECT_TRUE(u->changed);
   EXPECT_EQ(u->summary,
@@ -144,7 +156,7 @@ TEST(ClientSetupEdit, ServeFlagsAreWrittenAndARerunUpdatesCordonsEntry) {
             OJson::parse(R"({"command": "cordon", "args": ["serve", "--workspace", "/p",
                              "--network", "loopback", "--read", "/d"], "env": {"K": "v"}})"));
   // Without flags: back to the plain entry, the env still there.
-  auto plain = mcp::EditClientConfig(Client::kClaudeCode, u->text, "f", with({}));
+  auto plain = mcp::EditClientConfig(Client::kClaudeCode, u->text, "f", forced({}));
   ASSERT_TRUE(plain);
   EXPECT_EQ(OJson::parse(plain->text)["mcpServers"]["cordon"]["args"],
             OJson::parse(R"(["serve", "--workspace", "/p"])"));
@@ -155,7 +167,8 @@ TEST(ClientSetupEdit, ServeFlagsAreWrittenAndARerunUpdatesCordonsEntry) {
       "model = \"o4-mini\"\n\n[mcp_servers.cordon]\ncommand = \"cordon\"\nargs = [\"serve\", "
       "\"--workspace\", \"/p\"]\n\n[mcp_servers.cordon.env]\nK = \"v\"\n\n[profiles.p]\nmodel = "
       "\"x\"\n";
-  auto c = mcp::EditClientConfig(Client::kCodex, codex, "config.toml", with(npm));
+  ASSERT_FALSE(mcp::EditClientConfig(Client::kCodex, codex, "config.toml", with(npm)));
+  auto c = mcp::EditClientConfig(Client::kCodex, codex, "config.toml", forced(npm));
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->text,
             "model = \"o4-mini\"\n\n[mcp_servers.cordon]\ncommand = \"cordon\"\nargs = [\"serve\", "
@@ -164,7 +177,7 @@ TEST(ClientSetupEdit, ServeFlagsAreWrittenAndARerunUpdatesCordonsEntry) {
   auto c2 = mcp::EditClientConfig(Client::kCodex, c->text, "config.toml", with(npm));
   ASSERT_TRUE(c2);
   EXPECT_FALSE(c2->changed);
-  auto back = mcp::EditClientConfig(Client::kCodex, c->text, "config.toml", with({}));
+  auto back = mcp::EditClientConfig(Client::kCodex, c->text, "config.toml", forced({}));
   ASSERT_TRUE(back);
   EXPECT_EQ(back->text, codex);
 }

@@ -468,6 +468,8 @@ for line in sys.stdin:
         r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "py", "version": "1"}}
     elif m["method"] == "tools/list":
         r = {"tools": [{"name": "shout", "description": "d", "inputSchema": {"type": "object"}}]}
+    elif m["params"].get("arguments", {}).get("odd"):
+        r = {"content": [{"type": "text", "text": "x"}], "isError": "true"}
     else:
         r = {"content": [{"type": "text", "text": "x"}]}
     print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
@@ -563,6 +565,11 @@ TEST_F(SuperviseTest, SupervisorProcessesListsTheLiveTableOfItsOwnSessionAndServ
   bool server_pid_listed = false;
   for (const Json& r : rows) server_pid_listed |= r["sandbox_pid"] == py["pid"];
   EXPECT_TRUE(server_pid_listed) << "the live table and the status name one sandbox";
+  // A server's answer whose isError is not a boolean is passed on; it never ends cordon (it
+  // threw on a worker thread before, and every session went with it).
+  const Json odd = a.Call("mcp__py__shout", {{"odd", true}}, &raw);
+  EXPECT_TRUE(odd.contains("result")) << raw;
+  EXPECT_EQ(Structured(a.Call("mcp_server_status", {{"name", "py"}}))["servers"][0]["calls"], 2);
   EXPECT_EQ(ErrorField(a.Call("mcp_server_status", {{"name", "nope"}}), "code"), "not_found");
   EXPECT_EQ(ErrorField(a.Call("mcp_server_status", {{"name", ""}}), "code"), "invalid_input");
 
@@ -633,6 +640,15 @@ TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {
   // 64 characters (code points, not bytes) are allowed.
   const std::string wide = std::string(60, 'x') + "\u00e9\u00e9\u00e9\u00e9";
   EXPECT_EQ(ErrorField(a.Call("session_tag", {{"tag", wide}, {"tagged", true}}), "code"), "");
+  // At most 32 tags a session (each record carries the whole set): B has ci-run-7 and b-only.
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(
+        ErrorField(b.Call("session_tag", {{"tag", "t" + std::to_string(i)}, {"tagged", true}}),
+                   "code"),
+        "");
+  }
+  EXPECT_EQ(ErrorField(b.Call("session_tag", {{"tag", "one-more"}, {"tagged", true}}), "code"),
+            "invalid_input");
   server_->Stop();
   std::vector<Json> tag_records;
   Json started;
@@ -641,7 +657,7 @@ TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {
     if (r["type"] == "session_started") started = r;
   }
   EXPECT_EQ(started.value("tags", Json()), Json({"ci-run-7"})) << started.dump();
-  ASSERT_EQ(tag_records.size(), 5u);
+  ASSERT_EQ(tag_records.size(), 35u);
   EXPECT_EQ(tag_records[0]["tag"], "refactor-auth");
   EXPECT_EQ(tag_records[0]["tagged"], true);
   EXPECT_EQ(tag_records[0]["mcp_session"], "mcp-1");

@@ -552,7 +552,17 @@ Status Committer::Install(const UpperEntry& e) {
       gone.path = e.rel;
       gone.type = HostTypeName(st->stx_mode);
       gone.git = c.git;
-      if (S_ISREG(st->stx_mode)) gone.bytes_before = st->stx_size;
+      if (S_ISREG(st->stx_mode)) {
+        // A file replaced by a link: its content is gone as much as a deleted file's.
+        gone.bytes_before = st->stx_size;
+        UniqueFd old(
+            ::openat(hp, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+        if (old.valid()) {
+          ASSIGN_OR_RETURN(gone.sha256_before,
+                           HashFd(old.get(), st->stx_size, opts_.hash_cap, e.rel));
+          KeepBeforeImage(old.get(), st->stx_size, gone);
+        }
+      }
       out_.changes.push_back(std::move(gone));
     } else {
       c.kind = "modified";
