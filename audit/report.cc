@@ -14,12 +14,6 @@
 namespace cordon {
 namespace {
 
-Result<std::string> ReadLog(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // ok: intact and proven complete by a verified signed checkpoint; not_proven: the chain is
 // intact but nothing proves no record is missing (no key, or an HMAC key alone); failed: any
 // other outcome (verify's exit code is not 0).
@@ -38,7 +32,7 @@ Result<Json> LogData(const ReportLog& log) {
               {"links", log.links}};
   if (!log.readable) return out;
   out["header"] = ShowHeader(log.path, log.report);
-  ASSIGN_OR_RETURN(std::string data, ReadLog(log.path));
+  ASSIGN_OR_RETURN(std::string data, ReadAuditLogFile(log.path));
   const auto& states = log.report.line_states;
   std::uint64_t n = 0;
   for (std::size_t pos = 0; pos < data.size();) {

@@ -15,12 +15,6 @@
 namespace cordon {
 namespace {
 
-Result<std::string> ReadLog(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // Each line of `data` (a torn last one included), 1-based, with `fn(line_no, line)`.
 template <typename Fn>
 void ForEachLine(const std::string& data, Fn fn) {
@@ -331,6 +325,12 @@ std::string ShowHeader(const std::string& path, const VerifyReport& r) {
   return out.str();
 }
 
+Result<std::string> ReadAuditLogFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Code::kNotFound, "cannot open audit log " + path, errno, path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 std::string TerminalSafe(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -368,7 +368,7 @@ std::string TerminalSafe(std::string_view s) {
 
 Result<std::string> ShowAuditLog(const std::string& path, const VerifyReport& report,
                                  const ShowFilter& filter) {
-  ASSIGN_OR_RETURN(std::string data, ReadLog(path));
+  ASSIGN_OR_RETURN(std::string data, ReadAuditLogFile(path));
   std::ostringstream out;
   const bool all = filter.Empty();
   ForEachLine(data, [&](std::uint64_t n, std::string_view line) {
@@ -390,7 +390,7 @@ Result<std::string> ShowAuditLog(const std::string& path, const VerifyReport& re
 
 Result<std::string> ShowAuditLogJsonl(const std::string& path, const VerifyReport& report,
                                       const ShowFilter& filter) {
-  ASSIGN_OR_RETURN(std::string data, ReadLog(path));
+  ASSIGN_OR_RETURN(std::string data, ReadAuditLogFile(path));
   std::string out;
   const bool all = filter.Empty();
   ForEachLine(data, [&](std::uint64_t n, std::string_view line) {
@@ -415,7 +415,7 @@ Result<std::string> ShowAuditLogJsonl(const std::string& path, const VerifyRepor
 }
 
 Result<std::string> ShowAuditLog(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string data, ReadLog(path));
+  ASSIGN_OR_RETURN(std::string data, ReadAuditLogFile(path));
   std::ostringstream out;
   ForEachLine(data, [&](std::uint64_t n, std::string_view line) {
     Json rec = Json::parse(line, nullptr, false);
@@ -433,7 +433,7 @@ Result<std::string> ShowAuditLog(const std::string& path) {
 }
 
 Result<Json> ShowAuditLogJson(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string data, ReadLog(path));
+  ASSIGN_OR_RETURN(std::string data, ReadAuditLogFile(path));
   Json records = Json::array(), unreadable = Json::array();
   ForEachLine(data, [&](std::uint64_t n, std::string_view line) {
     Json rec = Json::parse(line, nullptr, false);

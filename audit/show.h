@@ -42,6 +42,9 @@ RecordKinds KindsOf(const Json& rec);
 // Every path a record names (what --path matches): its own, a change's, a denial's, args.path.
 std::vector<std::string> RecordPaths(const Json& rec);
 
+// A log file's bytes, whole (show, report); not_found naming it when it cannot be opened.
+Result<std::string> ReadAuditLogFile(const std::string& path);
+
 // Text for a terminal, from values an agent (or whoever edited the log) chose: control characters
 // but newline and tab (C0, DEL, and C1 as UTF-8), and the bidirectional marks, overrides and
 // isolates (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069, which reorder what a reviewer

@@ -734,6 +734,18 @@ int Diff(const DiffFlags& f, char** envp) {
   return verified.code;
 }
 
+// The inputs verify, show, summary and report take alike: logs or a directory, the HMAC key,
+// checkpoint public keys and the witness.
+void AddLogInputs(CLI::App* cmd, VerifyFlags& v) {
+  cmd->add_option("LOG", v.logs, "the audit log(s), or a directory of them")
+      ->required()
+      ->type_name("FILE|DIR");
+  cmd->add_option("--key-file", v.key_file, "the key of an HMAC-SHA-256 chain")->type_name("FILE");
+  cmd->add_option("--pubkey", v.pubkeys, "a checkpoint public key (repeatable)")->type_name("FILE");
+  cmd->add_option("--witness", v.witness, "the checkpoints written outside the log")
+      ->type_name("FILE");
+}
+
 void AddAuditDiffCommand(CLI::App* audit, Context& ctx) {
   auto df = std::make_shared<DiffFlags>();
   CLI::App* diff = audit
@@ -902,16 +914,8 @@ void AddReportCommand(CLI::App* audit, Context& ctx) {
                            "verdict at the top, a timeline per session, files changed, commands, "
                            "denials, network, and a chart")
           ->group("Commands");
-  report->add_option("LOG", rf->verify.logs, "the audit log(s), or a directory of them")
-      ->required()
-      ->type_name("FILE|DIR");
+  AddLogInputs(report, rf->verify);
   report->add_option("-o,--output", rf->out, "the HTML file to write; - for stdout (required)")
-      ->type_name("FILE");
-  report->add_option("--key-file", rf->verify.key_file, "the key of an HMAC-SHA-256 chain")
-      ->type_name("FILE");
-  report->add_option("--pubkey", rf->verify.pubkeys, "a checkpoint public key (repeatable)")
-      ->type_name("FILE");
-  report->add_option("--witness", rf->verify.witness, "the checkpoints written outside the log")
       ->type_name("FILE");
   report->footer(
       "The page is written whatever the verdict (a red banner unless every log is intact and "
@@ -970,15 +974,7 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
                                         "verify a log and print it as a timeline: a header with "
                                         "the verdict, every record after a break marked")
                        ->group("Commands");
-  show->add_option("LOG", sf->verify.logs, "the audit log(s), or a directory of them")
-      ->required()
-      ->type_name("FILE|DIR");
-  show->add_option("--key-file", sf->verify.key_file, "the key of an HMAC-SHA-256 chain")
-      ->type_name("FILE");
-  show->add_option("--pubkey", sf->verify.pubkeys, "a checkpoint public key (repeatable)")
-      ->type_name("FILE");
-  show->add_option("--witness", sf->verify.witness, "the checkpoints written outside the log")
-      ->type_name("FILE");
+  AddLogInputs(show, sf->verify);
   show->add_option("--session", sf->session, "records of sessions whose id starts with this")
       ->type_name("PREFIX");
   show->add_option("--type", sf->types, "records of these types (repeatable, or comma-separated)")
@@ -1012,15 +1008,7 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
                            "verify a log and summarize each session: client, workspace, policy, "
                            "duration, calls, commands, files changed, denials, network, redactions")
           ->group("Commands");
-  summary->add_option("LOG", mf->verify.logs, "the audit log(s), or a directory of them")
-      ->required()
-      ->type_name("FILE|DIR");
-  summary->add_option("--key-file", mf->verify.key_file, "the key of an HMAC-SHA-256 chain")
-      ->type_name("FILE");
-  summary->add_option("--pubkey", mf->verify.pubkeys, "a checkpoint public key (repeatable)")
-      ->type_name("FILE");
-  summary->add_option("--witness", mf->verify.witness, "the checkpoints written outside the log")
-      ->type_name("FILE");
+  AddLogInputs(summary, mf->verify);
   summary->add_option("--session", mf->session, "sessions whose id starts with this")
       ->type_name("PREFIX");
   summary->add_flag("--json", mf->json,
