@@ -53,6 +53,11 @@ Result<UniqueFd> OpenBeneath(int dirfd, const std::string& rel, std::uint64_t fl
                   rel);
     case EISDIR:
       return Fail(Code::kUnsupportedFileType, rel + " is a directory", e, rel);
+    case ENAMETOOLONG:  // a name over 255 bytes, or a path over PATH_MAX
+      return Fail(Code::kInvalidInput,
+                  "path too long: a name is at most 255 bytes, a path at most 4095 (" +
+                      std::to_string(rel.size()) + " bytes given)",
+                  e, rel.substr(0, 200));
     case ENOSYS:
       return Fail(Code::kSandboxUnavailable,
                   "openat2 is unavailable (kernel older than 5.6); cordon cannot contain paths", e,

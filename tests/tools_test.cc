@@ -317,6 +317,9 @@ TEST_F(ToolsTest, ContainmentErrors) {
       {"create_file", {{"path", "a/../.mcp.json"}, {"content", "x"}}, "denied_by_policy"},
       {"create_file", {{"path", ".bashrc"}, {"content", "x"}}, "denied_by_policy"},
       {"create_file", {{"path", "."}, {"content", "x"}}, "invalid_input"},
+      // A name over 255 bytes (ENAMETOOLONG) is bad input, not an internal error.
+      {"read_file_range", {{"path", std::string(900, 'n')}, {"start_line", 1}}, "invalid_input"},
+      {"create_file", {{"path", std::string(300, 'n')}, {"content", "x"}}, "invalid_input"},
   };
   for (const auto& c : cases) {
     Json r = s->Call(c.tool, c.input);
