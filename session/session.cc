@@ -487,6 +487,13 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
                     .stderr_bytes = counts.stderr_bytes,
                     .truncated = counts.truncated};
   if (!o.cgroup.is_null()) rec.cgroup = o.cgroup;
+  if (!o.io.is_null()) rec.io = o.io;
+  if (r.call != 0) {
+    std::lock_guard<std::mutex> lock(usage_mu_);
+    CallUsage& u = usage_[r.owner][r.call];
+    if (u.tool.empty()) u.tool = r.tool;
+    u.AddProcess(o.cpu_ms, o.max_rss_kb, o.io);
+  }
   if (!r.owner.empty()) rec.mcp_session = r.owner;
   if (!job_id.empty()) {
     rec.job = job_id;
@@ -739,6 +746,12 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     ctx.process_template = &tool_process_;
     ctx.before_images = before_images_.get();
     ctx.owner = owner;
+    ctx.call = call_id;
+    ctx.usage = [this, &owner]() {
+      std::lock_guard<std::mutex> lock(usage_mu_);
+      auto it = usage_.find(owner);
+      return it != usage_.end() ? it->second : std::map<std::uint64_t, CallUsage>{};
+    };
     if (external_ != nullptr) {
       ctx.server_status = [this](const std::optional<std::string>& name) {
         return external_->ServerStatus(name);
@@ -843,6 +856,14 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
   if (redactions > 0) {
     finished.output_redactions = redactions;
     finished.output_redactions_by_rule = by_rule;
+  }
+  if (!started_failed) {
+    std::lock_guard<std::mutex> lock(usage_mu_);
+    CallUsage& u = usage_[owner][call_id];
+    u.tool = tool;
+    u.status = finished.status;
+    u.code = finished.code.value_or("");
+    u.elapsed_ms = finished.elapsed_ms;
   }
   if (started_failed) {
     // Nothing happened and nothing of the call is in the log: no tool_finished without its

@@ -602,6 +602,87 @@ TEST_F(SuperviseTest, DiagnosticsToolsNeedDiagnosticsRead) {
   ExpectVerifies();
 }
 
+// Bytes (issue 23): the shim reads its own /proc/self/io after it reaps the command, which the
+// kernel makes include every process of the tree reaped below it (here `head` and `cat`, children
+// of sh). The process record carries them as `io`: head's 1 MB to f and cat's 1 MB to /dev/null
+// written, and 2 MB read (from /dev/zero and f).
+TEST_F(SuperviseTest, ProcessRecordCountsTheBytesOfTheCommandsReapedTree) {
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so exec cannot run");
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--",
+       "sh", "-c", "head -c 1048576 /dev/zero > f && cat f > /dev/null"},
+      env_);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json process;
+  for (const Json& rec : Records(log()))
+    if (rec["type"] == "process") process = rec;
+  ASSERT_TRUE(process.contains("io")) << process.dump();
+  const Json io = process["io"];
+  for (const char* k : {"read_bytes", "write_bytes", "rchar", "wchar"})
+    EXPECT_TRUE(io[k].is_number_unsigned()) << k << " " << io.dump();
+  EXPECT_GE(io.value("wchar", 0ull), 2ull * 1048576) << io.dump();
+  EXPECT_LT(io.value("wchar", 0ull), 2ull * 1048576 + 65536) << "only the command's bytes";
+  EXPECT_GE(io.value("rchar", 0ull), 2ull * 1048576) << io.dump();
+  ExpectVerifies();
+}
+
+// session_usage: a 1 MB write by a run_shell command is in that call's bytes and in the total
+// (wchar, what write(2) moved: exactly the file's bytes plus the little sh wrote); another MCP
+// session sees none of it; a call that started no process has null figures.
+TEST_F(SuperviseTest, SessionUsageCountsEachMcpSessionsCallsAndBytes) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so run_shell cannot run");
+  HttpMcpSession a(StartHttp(GrantDiagnostics())), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  const Json wrote =
+      a.Call("run_shell", {{"program", "sh"}, {"args", {"-c", "head -c 1048576 /dev/zero > f"}}});
+  ASSERT_FALSE(wrote["result"].value("isError", true)) << wrote.dump();
+  const Json failed = a.Call("run_shell", {{"program", "sh"}, {"args", {"-c", "exit 3"}}});
+  const Json missing = a.Call("read_file_range", {{"path", "no-such-file"}});
+  EXPECT_TRUE(missing["result"].value("isError", false)) << missing.dump();
+  b.Call("process_list", Json::object());
+
+  std::string raw;
+  const Json usage = a.Call("session_usage", Json::object(), &raw);
+  const Json u = Structured(usage);
+  ASSERT_FALSE(usage["result"].value("isError", true)) << raw;
+  EXPECT_EQ(Json::parse(usage["result"]["content"][0]["text"].get<std::string>()), u);
+  EXPECT_EQ(u["calls"], 3) << raw;
+  EXPECT_EQ(u["by_tool"]["run_shell"]["calls"], 2) << raw;
+  EXPECT_EQ(u["by_tool"]["read_file_range"]["error"], 1) << raw;
+  EXPECT_FALSE(u["by_tool"].contains("process_list")) << "B's call: " << raw;
+  ASSERT_EQ(u["per_call"].size(), 3u) << raw;
+  const Json first = u["per_call"][0];
+  EXPECT_EQ(first["tool"], "run_shell");
+  EXPECT_EQ(first["processes"], 1);
+  EXPECT_TRUE(first["cpu_ms"].is_number()) << first.dump();
+  EXPECT_GT(first["max_rss_kb"].get<std::int64_t>(), 0) << first.dump();
+  EXPECT_GE(first["io"]["wchar"].get<std::uint64_t>(), 1048576u) << first.dump();
+  EXPECT_LT(first["io"]["wchar"].get<std::uint64_t>(), 1048576u + 65536) << first.dump();
+  EXPECT_GE(first["io"]["rchar"].get<std::uint64_t>(), 1048576u) << "from /dev/zero";
+  const Json read = u["per_call"][2];
+  EXPECT_EQ(read["tool"], "read_file_range");
+  EXPECT_EQ(read["code"], "not_found") << read.dump();
+  EXPECT_EQ(read["cpu_ms"], nullptr) << "no process: unknown is null";
+  EXPECT_EQ(read["io"]["wchar"], nullptr);
+  EXPECT_GE(u["total"]["io"]["wchar"].get<std::uint64_t>(), 1048576u) << raw;
+  EXPECT_TRUE(u["total"]["elapsed_ms"].is_number());
+  (void)failed;
+
+  // B: its one call, and none of A's figures.
+  const Json ub = Structured(b.Call("session_usage", Json::object(), &raw));
+  EXPECT_EQ(ub["calls"], 1) << raw;
+  EXPECT_EQ(ub["per_call"].size(), 1u) << raw;
+  EXPECT_EQ(ub["by_tool"]["process_list"]["ok"], 1) << raw;
+  EXPECT_EQ(ub["total"]["io"]["wchar"], nullptr) << raw;
+  EXPECT_EQ(raw.find("run_shell"), std::string::npos) << raw;
+  // Bad input.
+  EXPECT_EQ(ErrorField(a.Call("session_usage", {{"call", 1}}), "code"), "invalid_input");
+  server_->Stop();
+  ExpectVerifies();
+}
+
 // session_tag: each MCP session's own tags, starting from serve's --tag; bad tags refused; each
 // change a session_tag record; session_started.tags says --tag.
 TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {

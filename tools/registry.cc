@@ -33,7 +33,7 @@ const std::vector<ToolSpec>& BuiltinTools() {
       MakeProcessListTool(),         MakeProcessOutputTool(),
       MakeProcessCancelTool(),       MakeReadUrlTool(),
       MakeSupervisorProcessesTool(), MakeSessionTagTool(),
-      MakeMcpServerStatusTool()};
+      MakeMcpServerStatusTool(),     MakeSessionUsageTool()};
   return tools;
 }
 

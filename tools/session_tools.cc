@@ -1,4 +1,7 @@
-// session_tag (issue 23): the caller's tags of this session, each change a record.
+// session_tag and session_usage (issue 23): the caller's tags of this session, each change a
+// record; what the caller's calls used.
+#include <algorithm>
+
 #include "core/text.h"
 #include "tools/registry.h"
 
@@ -12,7 +15,90 @@ Result<Json> SessionTag(const Json& in, ToolContext& ctx) {
   return Json{{"tag", tag}, {"tagged", in["tagged"].get<bool>()}, {"tags", tags}};
 }
 
+Result<Json> SessionUsage(const Json&, ToolContext& ctx) {
+  if (!ctx.usage) return Fail(Code::kInvalidInput, "this session keeps no usage");
+  return SessionUsageJson(ctx.usage());
+}
+
+constexpr const char* kIoKeys[] = {"read_bytes", "write_bytes", "rchar", "wchar"};
+constexpr std::size_t kMaxUsageCalls = 200;
+
+Json OrNullJson(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+Json OrNullJson(const std::optional<std::int64_t>& v) { return v ? Json(*v) : Json(nullptr); }
+
+// The io object as shown: the four counts, each null when unknown.
+Json IoOrNulls(const Json& io, bool unknown) {
+  Json out = Json::object();
+  for (const char* k : kIoKeys)
+    out[k] = (!unknown && io.is_object() && io.contains(k)) ? io[k] : Json(nullptr);
+  return out;
+}
+
 }  // namespace
+
+void CallUsage::AddProcess(double cpu, std::int64_t rss_kb, const Json& process_io) {
+  ++processes;
+  cpu_ms = cpu_ms.value_or(0) + cpu;
+  max_rss_kb = std::max(max_rss_kb.value_or(0), rss_kb);
+  if (!process_io.is_object()) {
+    io_unknown = true;
+    return;
+  }
+  if (!io.is_object()) io = Json{{"read_bytes", 0}, {"write_bytes", 0}, {"rchar", 0}, {"wchar", 0}};
+  for (const char* k : kIoKeys)
+    io[k] = io[k].get<std::uint64_t>() + process_io.value(k, std::uint64_t{0});
+}
+
+Json SessionUsageJson(const std::map<std::uint64_t, CallUsage>& calls) {
+  Json by_tool = Json::object();
+  Json rows = Json::array();
+  std::optional<double> cpu, elapsed;
+  std::optional<std::int64_t> rss;
+  Json io_total = Json::object();
+  bool io_any = false;
+  std::size_t finished = 0;
+  for (const auto& [call, u] : calls) {
+    if (u.status.empty()) continue;  // still running (this call, a job's starter is finished)
+    ++finished;
+    Json& t = by_tool[u.tool];
+    if (!t.is_object()) t = {{"calls", 0}, {"ok", 0}, {"error", 0}, {"cancelled", 0}};
+    t["calls"] = t["calls"].get<int>() + 1;
+    if (t.contains(u.status)) t[u.status] = t[u.status].get<int>() + 1;
+    if (u.elapsed_ms) elapsed = elapsed.value_or(0) + *u.elapsed_ms;
+    if (u.cpu_ms) cpu = cpu.value_or(0) + *u.cpu_ms;
+    if (u.max_rss_kb) rss = std::max(rss.value_or(0), *u.max_rss_kb);
+    if (u.io.is_object()) {
+      io_any = true;
+      for (const char* k : kIoKeys)
+        io_total[k] = io_total.value(k, std::uint64_t{0}) + u.io[k].get<std::uint64_t>();
+    }
+    Json row = {{"call", call},
+                {"tool", u.tool},
+                {"status", u.status},
+                {"elapsed_ms", OrNullJson(u.elapsed_ms)},
+                {"processes", u.processes},
+                {"cpu_ms", OrNullJson(u.cpu_ms)},
+                {"max_rss_kb", OrNullJson(u.max_rss_kb)},
+                {"io", IoOrNulls(u.io, u.io_unknown || !u.io.is_object())}};
+    if (!u.code.empty()) row["code"] = u.code;
+    rows.push_back(std::move(row));
+  }
+  // The latest calls when there are many; the totals count them all.
+  std::size_t omitted = 0;
+  if (rows.size() > kMaxUsageCalls) {
+    omitted = rows.size() - kMaxUsageCalls;
+    rows.erase(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(omitted));
+  }
+  return {{"calls", finished},
+          {"by_tool", by_tool},
+          {"per_call", rows},
+          {"omitted", omitted},
+          {"total",
+           {{"elapsed_ms", OrNullJson(elapsed)},
+            {"cpu_ms", OrNullJson(cpu)},
+            {"max_rss_kb", OrNullJson(rss)},
+            {"io", IoOrNulls(io_total, !io_any)}}}};
+}
 
 Result<std::string> NormalizeSessionTag(std::string_view tag) {
   while (!tag.empty() && (tag.front() == ' ' || tag.front() == '\t')) tag.remove_prefix(1);
@@ -40,7 +126,7 @@ ToolSpec MakeSessionTagTool() {
       "Add (tagged: true) or remove (tagged: false) a tag of this session (under `serve --http`, "
       "of this MCP session; the --tag tags of `cordon serve` are every session's to start "
       "with). A tag is trimmed, one line, at most 64 characters. Returns the tags; each change "
-      "is a session_tag record (`cordon audit show --tag` is not there yet).";
+      "is a session_tag record (`cordon audit show --tag` lists the sessions that carry one).";
   t.scope = "session:operate";
   t.input_schema = {
       {"type", "object"},
@@ -55,6 +141,67 @@ ToolSpec MakeSessionTagTool() {
                    {"tag", "tagged", "tags"});
   t.example = {{"tag", "refactor-auth"}, {"tagged", true}};
   t.run = SessionTag;
+  return t;
+}
+
+}  // namespace cordon
+
+namespace cordon {
+
+ToolSpec MakeSessionUsageTool() {
+  ToolSpec t;
+  t.name = "session_usage";
+  t.description =
+      "What this session's finished calls used (under `serve --http`, this MCP session's only): "
+      "calls by tool and status (ok, error, cancelled); per call (the latest 200; omitted says "
+      "how many earlier ones are left out) its elapsed_ms and, over the processes it started "
+      "that have ended (run_shell, foreground or background), cpu_ms, max_rss_kb (the largest "
+      "peak of one) and io {read_bytes, write_bytes (what reached storage), rchar, wchar (what "
+      "read and write calls moved)}; and the totals. Unknown is null: a call that started no "
+      "process has no CPU, memory or bytes; an orphan the sandbox's init reaped is not counted.";
+  t.scope = "diagnostics:read";
+  t.input_schema = {
+      {"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+  const Json count = {{"type", "integer"}};
+  const Json null_int = {{"type", {"integer", "null"}}};
+  const Json null_num = {{"type", {"number", "null"}}};
+  const Json io = {{"type", "object"},
+                   {"properties",
+                    {{"read_bytes", null_int},
+                     {"write_bytes", null_int},
+                     {"rchar", null_int},
+                     {"wchar", null_int}}},
+                   {"required", {"read_bytes", "write_bytes", "rchar", "wchar"}}};
+  const Json row = {
+      {"type", "object"},
+      {"properties",
+       {{"call", count},
+        {"tool", {{"type", "string"}}},
+        {"status", {{"type", "string"}}},
+        {"code", {{"type", "string"}}},
+        {"elapsed_ms", null_num},
+        {"processes", count},
+        {"cpu_ms", null_num},
+        {"max_rss_kb", null_int},
+        {"io", io}}},
+      {"required",
+       {"call", "tool", "status", "elapsed_ms", "processes", "cpu_ms", "max_rss_kb", "io"}}};
+  const Json total = {
+      {"type", "object"},
+      {"properties",
+       {{"elapsed_ms", null_num}, {"cpu_ms", null_num}, {"max_rss_kb", null_int}, {"io", io}}},
+      {"required", {"elapsed_ms", "cpu_ms", "max_rss_kb", "io"}}};
+  SetOutputSchemas(t,
+                   {{"calls", count},
+                    {"by_tool", {{"type", "object"}}},
+                    {"per_call", {{"type", "array"}, {"items", row}}},
+                    {"omitted", count},
+                    {"total", total}},
+                   {"calls", "by_tool", "per_call", "omitted", "total"});
+  t.example = Json::object();
+  // diagnostics:read is the user's to grant (policies.d/00-default.toml leaves it off).
+  t.example_code = Code::kDeniedByPolicy;
+  t.run = SessionUsage;
   return t;
 }
 
