@@ -12,6 +12,7 @@
 
 #include "core/hash.h"
 #include "core/version.h"
+#include "runner/capture.h"
 #include "runner/git_identity.h"
 #include "runner/host_probe.h"
 #include "runner/mask.h"
@@ -493,6 +494,12 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
     CallUsage& u = usage_[r.owner][r.call];
     if (u.tool.empty()) u.tool = r.tool;
     u.AddProcess(o.cpu_ms, o.max_rss_kb, o.io);
+    // The process ended by a limit, or could not be confined: the call may still have
+    // succeeded (a background job), so it is a warning of that call.
+    std::string what = job_id.empty() ? r.tool : "job " + job_id;
+    if (o.limit) u.warnings.push_back(what + " ended by a limit: " + o.limit->Describe());
+    if (o.error)
+      u.warnings.push_back(what + " failed: " + Excerpt(o.error->message, 500, &redactor_));
   }
   if (!r.owner.empty()) rec.mcp_session = r.owner;
   if (!job_id.empty()) {
@@ -864,6 +871,10 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     u.status = finished.status;
     u.code = finished.code.value_or("");
     u.elapsed_ms = finished.elapsed_ms;
+    if (finished.message) u.message = Excerpt(*finished.message, 500, &redactor_);
+    if (truncated) u.warnings.push_back("the result was cut to the output cap");
+    if (redactions > 0)
+      u.warnings.push_back(std::to_string(redactions) + " secret(s) redacted from the result");
   }
   if (started_failed) {
     // Nothing happened and nothing of the call is in the log: no tool_finished without its

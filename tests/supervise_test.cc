@@ -683,6 +683,64 @@ TEST_F(SuperviseTest, SessionUsageCountsEachMcpSessionsCallsAndBytes) {
   ExpectVerifies();
 }
 
+// session_traces: the slowest calls first, each failure with its code and a redacted message cut
+// to 500 bytes, the warnings (a result cut to the cap, a secret redacted); nothing of another MCP
+// session's calls.
+TEST_F(SuperviseTest, SessionTracesGivesSlowestCallsFailuresAndWarningsOfItsOwnSession) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so run_shell cannot run");
+  HttpMcpSession a(StartHttp(GrantDiagnostics())), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  const std::string token = "ghp_" + std::string(36, 'Q');
+  a.Call("run_shell", {{"program", "sleep"}, {"args", {"0.7"}}});               // call: slowest
+  a.Call("run_shell", {{"program", "sh"}, {"args", {"-c", "echo " + token}}});  // redacted
+  a.Call("run_shell",
+         {{"program", "sh"}, {"args", {"-c", "head -c 200000 /dev/zero | tr '\\0' a"}}});
+  const std::string long_name = std::string(900, 'n') + token;
+  const Json missing = a.Call("read_file_range", {{"path", long_name}});
+  EXPECT_TRUE(missing["result"].value("isError", false)) << missing.dump();
+  b.Call("run_shell", {{"program", "sh"}, {"args", {"-c", "sleep 1.2; echo b-secret-work"}}});
+  b.Call("read_file_range", {{"path", "b-missing-file"}});
+
+  std::string raw;
+  const Json traces = a.Call("session_traces", Json::object(), &raw);
+  const Json t = Structured(traces);
+  ASSERT_FALSE(traces["result"].value("isError", true)) << raw;
+  EXPECT_EQ(Json::parse(traces["result"]["content"][0]["text"].get<std::string>()), t);
+  ASSERT_EQ(t["slowest"].size(), 4u) << raw;
+  EXPECT_EQ(t["slowest"][0]["tool"], "run_shell") << raw;
+  EXPECT_GE(t["slowest"][0]["elapsed_ms"].get<double>(), 700.0) << raw;
+  for (std::size_t i = 1; i < t["slowest"].size(); ++i)
+    EXPECT_GE(t["slowest"][i - 1]["elapsed_ms"].get<double>(),
+              t["slowest"][i]["elapsed_ms"].get<double>());
+  ASSERT_EQ(t["failures"].size(), 1u) << raw;
+  EXPECT_EQ(t["failures"][0]["tool"], "read_file_range");
+  EXPECT_FALSE(t["failures"][0]["code"].get<std::string>().empty()) << raw;
+  EXPECT_LE(t["failures"][0]["message"].get<std::string>().size(), 500u) << raw;
+  EXPECT_EQ(t["failures_omitted"], 0);
+  std::set<std::string> warnings;  // "call tool: warning"
+  for (const Json& w : t["warnings"])
+    warnings.insert(w["tool"].get<std::string>() + ": " + w["warning"].get<std::string>());
+  // The echoed token (redacted in stdout, and again where the result repeats it) and the path
+  // holding it in the failure's message.
+  EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.rfind("run_shell: ", 0) == 0 &&
+           w.find("redacted from the result") != std::string::npos;
+  })) << raw;
+  EXPECT_TRUE(warnings.count("run_shell: the result was cut to the output cap")) << raw;
+  EXPECT_EQ(raw.find("ghp_QQQQ"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("b-missing-file"), std::string::npos) << "B's failure: " << raw;
+
+  const Json tb = Structured(b.Call("session_traces", Json::object(), &raw));
+  EXPECT_EQ(tb["slowest"].size(), 2u) << raw;
+  ASSERT_EQ(tb["failures"].size(), 1u) << raw;
+  EXPECT_EQ(raw.find("sleep\",\"0.7"), std::string::npos) << raw;
+  EXPECT_EQ(ErrorField(a.Call("session_traces", {{"top", 3}}), "code"), "invalid_input");
+  server_->Stop();
+  ExpectVerifies();
+}
+
 // session_tag: each MCP session's own tags, starting from serve's --tag; bad tags refused; each
 // change a session_tag record; session_started.tags says --tag.
 TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {

@@ -53,10 +53,15 @@ struct CallUsage {
   // had none (the kernel keeps no I/O counts, or the process failed to start).
   Json io{};
   bool io_unknown = false;
+  std::string message{};                // a failure's message: redacted, cut to 500 bytes
+  std::vector<std::string> warnings{};  // what went wrong short of failing the call
   void AddProcess(double cpu, std::int64_t rss_kb, const Json& process_io);
 };
 // session_usage's result from the caller's calls: by tool and status, per call, in total.
 Json SessionUsageJson(const std::map<std::uint64_t, CallUsage>& calls);
+// session_traces's: the 10 slowest finished calls, the failures and the warnings (the latest
+// 50 of each, with how many more there were).
+Json SessionTracesJson(const std::map<std::uint64_t, CallUsage>& calls);
 
 struct ToolContext {
   const Workspace& workspace;
@@ -145,6 +150,7 @@ ToolSpec MakeSupervisorProcessesTool();
 ToolSpec MakeSessionTagTool();
 ToolSpec MakeMcpServerStatusTool();
 ToolSpec MakeSessionUsageTool();
+ToolSpec MakeSessionTracesTool();
 
 // A session tag as given (session_tag, --tag): trimmed of spaces and tabs; empty, holding a line
 // break or another control character, or over 64 characters (code points) is invalid_input.

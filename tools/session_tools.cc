@@ -15,6 +15,11 @@ Result<Json> SessionTag(const Json& in, ToolContext& ctx) {
   return Json{{"tag", tag}, {"tagged", in["tagged"].get<bool>()}, {"tags", tags}};
 }
 
+Result<Json> SessionTraces(const Json&, ToolContext& ctx) {
+  if (!ctx.usage) return Fail(Code::kInvalidInput, "this session keeps no usage");
+  return SessionTracesJson(ctx.usage());
+}
+
 Result<Json> SessionUsage(const Json&, ToolContext& ctx) {
   if (!ctx.usage) return Fail(Code::kInvalidInput, "this session keeps no usage");
   return SessionUsageJson(ctx.usage());
@@ -98,6 +103,51 @@ Json SessionUsageJson(const std::map<std::uint64_t, CallUsage>& calls) {
             {"cpu_ms", OrNullJson(cpu)},
             {"max_rss_kb", OrNullJson(rss)},
             {"io", IoOrNulls(io_total, !io_any)}}}};
+}
+
+Json SessionTracesJson(const std::map<std::uint64_t, CallUsage>& calls) {
+  constexpr std::size_t kSlowest = 10, kMaxRows = 50;
+  std::vector<std::pair<double, std::uint64_t>> by_time;
+  Json failures = Json::array(), warnings = Json::array();
+  std::size_t failures_total = 0, warnings_total = 0;
+  for (const auto& [call, u] : calls) {
+    // A job's warnings may come after its starting call ended; a running call has no time.
+    for (const std::string& w : u.warnings) {
+      ++warnings_total;
+      warnings.push_back({{"call", call}, {"tool", u.tool}, {"warning", w}});
+    }
+    if (u.status.empty()) continue;
+    if (u.elapsed_ms) by_time.emplace_back(*u.elapsed_ms, call);
+    if (u.status != "ok") {
+      ++failures_total;
+      failures.push_back({{"call", call},
+                          {"tool", u.tool},
+                          {"status", u.status},
+                          {"code", u.code.empty() ? Json(nullptr) : Json(u.code)},
+                          {"message", u.message}});
+    }
+  }
+  std::stable_sort(by_time.begin(), by_time.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  Json slowest = Json::array();
+  for (std::size_t i = 0; i < by_time.size() && i < kSlowest; ++i) {
+    const CallUsage& u = calls.at(by_time[i].second);
+    slowest.push_back({{"call", by_time[i].second},
+                       {"tool", u.tool},
+                       {"status", u.status},
+                       {"elapsed_ms", by_time[i].first},
+                       {"cpu_ms", OrNullJson(u.cpu_ms)}});
+  }
+  auto latest = [](Json& rows) {
+    if (rows.size() > kMaxRows) rows.erase(rows.begin(), rows.end() - kMaxRows);
+  };
+  latest(failures);
+  latest(warnings);
+  return {{"slowest", slowest},
+          {"failures", failures},
+          {"failures_omitted", failures_total - failures.size()},
+          {"warnings", warnings},
+          {"warnings_omitted", warnings_total - warnings.size()}};
 }
 
 Result<std::string> NormalizeSessionTag(std::string_view tag) {
@@ -202,6 +252,59 @@ ToolSpec MakeSessionUsageTool() {
   // diagnostics:read is the user's to grant (policies.d/00-default.toml leaves it off).
   t.example_code = Code::kDeniedByPolicy;
   t.run = SessionUsage;
+  return t;
+}
+
+}  // namespace cordon
+
+namespace cordon {
+
+ToolSpec MakeSessionTracesTool() {
+  ToolSpec t;
+  t.name = "session_traces";
+  t.description =
+      "Where this session's time went and what went wrong (under `serve --http`, this MCP "
+      "session's calls only): slowest, the 10 finished calls with the longest elapsed_ms; "
+      "failures, each failed call's tool, status, code and message; warnings, what went wrong "
+      "short of failing a call (a result cut to the output cap, secrets redacted from it, a "
+      "process ended by a limit or that failed to start). The latest 50 failures and warnings, "
+      "with how many more there were. A message may quote text a program wrote: UNTRUSTED, "
+      "redacted and cut to 500 bytes.";
+  t.scope = "diagnostics:read";
+  t.input_schema = {
+      {"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+  const Json count = {{"type", "integer"}};
+  const Json str = {{"type", "string"}};
+  const Json slow = {{"type", "object"},
+                     {"properties",
+                      {{"call", count},
+                       {"tool", str},
+                       {"status", str},
+                       {"elapsed_ms", {{"type", "number"}}},
+                       {"cpu_ms", {{"type", {"number", "null"}}}}}},
+                     {"required", {"call", "tool", "status", "elapsed_ms", "cpu_ms"}}};
+  const Json failure = {{"type", "object"},
+                        {"properties",
+                         {{"call", count},
+                          {"tool", str},
+                          {"status", str},
+                          {"code", {{"type", {"string", "null"}}}},
+                          {"message", str}}},
+                        {"required", {"call", "tool", "status", "code", "message"}}};
+  const Json warning = {{"type", "object"},
+                        {"properties", {{"call", count}, {"tool", str}, {"warning", str}}},
+                        {"required", {"call", "tool", "warning"}}};
+  SetOutputSchemas(t,
+                   {{"slowest", {{"type", "array"}, {"items", slow}}},
+                    {"failures", {{"type", "array"}, {"items", failure}}},
+                    {"failures_omitted", count},
+                    {"warnings", {{"type", "array"}, {"items", warning}}},
+                    {"warnings_omitted", count}},
+                   {"slowest", "failures", "failures_omitted", "warnings", "warnings_omitted"});
+  t.example = Json::object();
+  // diagnostics:read is the user's to grant (policies.d/00-default.toml leaves it off).
+  t.example_code = Code::kDeniedByPolicy;
+  t.run = SessionTraces;
   return t;
 }
 
