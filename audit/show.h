@@ -28,6 +28,9 @@ struct ShowFilter {
   bool errors = false;
   bool denied = false;
   bool changes = false;
+  // --tag: records of the sessions that carry it (tagged_sessions, from SessionsTagged).
+  std::string tag;
+  std::set<std::string> tagged_sessions;
   bool Empty() const;
   bool Matches(const Json& rec) const;
 };
@@ -41,6 +44,11 @@ struct RecordKinds {
 RecordKinds KindsOf(const Json& rec);
 // Every path a record names (what --path matches): its own, a change's, a denial's, args.path.
 std::vector<std::string> RecordPaths(const Json& rec);
+
+// The ids of the sessions in the log at `path` that carry `tag`: session_started.tags holds it,
+// or a session_tag record added it (tagged: true; under serve --http, any MCP session's). A line
+// that is not a record is skipped; an unreadable file is an error.
+Result<std::set<std::string>> SessionsTagged(const std::string& path, const std::string& tag);
 
 // RFC 3339 ("2026-01-02T03:04:05Z", a fraction, an offset; or a date alone, midnight UTC) as
 // milliseconds since the epoch; an error naming the accepted forms.
