@@ -105,6 +105,7 @@ Json ProcessRecord::ToJson() const {
             {"truncated", truncated}};
   Put(j, "cgroup", cgroup);
   Put(j, "io", io);
+  Put(j, "call", call);
   Put(j, "job", job);
   Put(j, "mcp_session", mcp_session);
   Put(j, "cancel_requested", cancel_requested);
@@ -529,6 +530,8 @@ constexpr AuditFieldInfo kProcess[] = {
     {"max_rss_kb", true, kInt, "peak resident memory"},
     {"confinement", true, kObj, "the layers that confined it"},
     {"cgroup", false, kObj, "cgroup limits and usage"},
+    {"call", false, kInt,
+     "the call that started it (run_shell, foreground or background; as in tool_started)"},
     {"io", false, ObjectOf(kIoShape),
      "bytes the command read and wrote (/proc/<pid>/io of the shim after it reaped the "
      "command): {read_bytes, write_bytes, rchar, wchar}; the command and every process of its "

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "audit/diff.h"
 #include "core/hash.h"
 #include "core/version.h"
 #include "runner/capture.h"
@@ -489,6 +490,7 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
                     .truncated = counts.truncated};
   if (!o.cgroup.is_null()) rec.cgroup = o.cgroup;
   if (!o.io.is_null()) rec.io = o.io;
+  if (r.call != 0) rec.call = r.call;
   if (r.call != 0) {
     std::lock_guard<std::mutex> lock(usage_mu_);
     CallUsage& u = usage_[r.owner][r.call];
@@ -550,6 +552,34 @@ Result<std::vector<std::string>> Session::SetTag(std::uint64_t call, const std::
   TRY(Audit(rec, true));
   it->second = std::move(tags);
   return it->second;
+}
+
+Result<Json> Session::OwnDiff(const std::string& owner, std::uint64_t from, std::uint64_t to) {
+  std::set<std::uint64_t> own;
+  {
+    std::lock_guard<std::mutex> lock(usage_mu_);
+    if (auto it = usage_.find(owner); it != usage_.end())
+      for (const auto& [call, u] : it->second) own.insert(call);
+  }
+  AuditDiffOptions opts;
+  if (before_images_) opts.store_dir = before_images_->dir();
+  opts.redactor = &redactor_;
+  ASSIGN_OR_RETURN(Json diff, AuditSessionDiff(audit_->path(), audit_->session(), opts));
+  // Another MCP session's changes share this log: only the caller's calls are kept.
+  Json files = Json::array();
+  std::size_t diffs = 0;
+  for (Json& f : diff["files"]) {
+    if (!f.contains("call") || !f["call"].is_number_unsigned()) continue;
+    const std::uint64_t call = f["call"].get<std::uint64_t>();
+    if (!own.count(call) || call < from || call > to) continue;
+    if (f.contains("diff")) ++diffs;
+    files.push_back(std::move(f));
+  }
+  return Json{{"from_call", from},
+              {"to_call", to == UINT64_MAX ? Json(nullptr) : Json(to)},
+              {"git_head", diff.value("git_head", Json(nullptr))},
+              {"files", files},
+              {"counts", {{"files", files.size()}, {"diffs", diffs}}}};
 }
 
 std::vector<const ToolSpec*> Session::Catalog() const { return GrantedTools(policy_); }
@@ -758,6 +788,9 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
       std::lock_guard<std::mutex> lock(usage_mu_);
       auto it = usage_.find(owner);
       return it != usage_.end() ? it->second : std::map<std::uint64_t, CallUsage>{};
+    };
+    ctx.session_diff = [this, &owner](std::uint64_t from, std::uint64_t to) -> Result<Json> {
+      return OwnDiff(owner, from, to);
     };
     if (external_ != nullptr) {
       ctx.server_status = [this](const std::optional<std::string>& name) {

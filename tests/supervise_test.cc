@@ -741,6 +741,76 @@ TEST_F(SuperviseTest, SessionTracesGivesSlowestCallsFailuresAndWarningsOfItsOwnS
   ExpectVerifies();
 }
 
+// session_diff: the files this MCP session changed, by the code of `cordon audit diff` on its own
+// log: a file-tool edit (replace_range) and a `sed -i` by run_shell of committed files, each
+// with its diff; from_call/to_call narrow it; another session's change never appears.
+TEST_F(SuperviseTest, SessionDiffShowsThisSessionsFileToolAndCommandChanges) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("git").empty()) GTEST_SKIP() << "SKIPPED: git is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so run_shell cannot run");
+  const std::string ws = dir_ / "ws";
+  WriteFile(ws + "/notes.txt", "one\nkeep\n");
+  WriteFile(ws + "/conf.txt", "alpha\nbeta\n");
+  for (const std::vector<std::string>& g :
+       {std::vector<std::string>{"init", "-q"},
+        {"add", "notes.txt", "conf.txt"},
+        {"-c", "user.name=t", "-c", "user.email=t@example.test", "commit", "-qm", "base"}}) {
+    std::vector<std::string> argv = {FindOnPath("git"), "-C", ws};
+    argv.insert(argv.end(), g.begin(), g.end());
+    ASSERT_EQ(cordon::testing::Run(argv, env_).exit_code, 0);
+  }
+  HttpMcpSession a(StartHttp()), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  const Json edit = a.Call("replace_range",
+                           {{"path", "notes.txt"}, {"old_string", "one"}, {"new_string", "two"}});
+  ASSERT_FALSE(edit["result"].value("isError", true)) << edit.dump();
+  const Json sed =
+      a.Call("run_shell", {{"program", "sed"}, {"args", {"-i", "s/beta/gamma/", "conf.txt"}}});
+  ASSERT_FALSE(sed["result"].value("isError", true)) << sed.dump();
+  const Json made = b.Call("create_file", {{"path", "b-only.txt"}, {"content", "b\n"}});
+  ASSERT_FALSE(made["result"].value("isError", true)) << made.dump();
+
+  std::string raw;
+  const Json diff = a.Call("session_diff", Json::object(), &raw);
+  const Json d = Structured(diff);
+  ASSERT_FALSE(diff["result"].value("isError", true)) << raw;
+  EXPECT_EQ(Json::parse(diff["result"]["content"][0]["text"].get<std::string>()), d);
+  ASSERT_EQ(d["files"].size(), 2u) << raw;
+  EXPECT_EQ(raw.find("b-only.txt"), std::string::npos) << "B's file: " << raw;
+  const Json notes = d["files"][0], conf = d["files"][1];
+  EXPECT_EQ(notes["path"], "notes.txt");
+  EXPECT_EQ(notes["tool"], "replace_range");
+  EXPECT_NE(notes.value("diff", "").find("-one\n+two"), std::string::npos) << notes.dump();
+  EXPECT_EQ(conf["path"], "conf.txt");
+  EXPECT_EQ(conf["tool"], "run_shell");
+  EXPECT_NE(conf.value("diff", "").find("-beta\n+gamma"), std::string::npos) << conf.dump();
+  EXPECT_EQ(d["counts"]["files"], 2);
+  EXPECT_EQ(d["counts"]["diffs"], 2);
+
+  // One call's changes.
+  const std::uint64_t sed_call = conf["call"].get<std::uint64_t>();
+  const Json only =
+      Structured(a.Call("session_diff", {{"from_call", sed_call}, {"to_call", sed_call}}, &raw));
+  ASSERT_EQ(only["files"].size(), 1u) << raw;
+  EXPECT_EQ(only["files"][0]["path"], "conf.txt");
+  const Json before = Structured(a.Call("session_diff", {{"to_call", sed_call - 1}}, &raw));
+  ASSERT_EQ(before["files"].size(), 1u) << raw;
+  EXPECT_EQ(before["files"][0]["path"], "notes.txt");
+  // B sees its own file only.
+  const Json db = Structured(b.Call("session_diff", Json::object(), &raw));
+  ASSERT_EQ(db["files"].size(), 1u) << raw;
+  EXPECT_EQ(db["files"][0]["path"], "b-only.txt");
+  EXPECT_EQ(raw.find("gamma"), std::string::npos) << raw;
+  // Bad input.
+  for (const Json& bad : {Json{{"from_call", 5}, {"to_call", 2}}, Json{{"from_call", 0}},
+                          Json{{"to_call", "3"}}, Json{{"session", "x"}}}) {
+    EXPECT_EQ(ErrorField(a.Call("session_diff", bad), "code"), "invalid_input") << bad;
+  }
+  server_->Stop();
+  ExpectVerifies();
+}
+
 // session_tag: each MCP session's own tags, starting from serve's --tag; bad tags refused; each
 // change a session_tag record; session_started.tags says --tag.
 TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {

@@ -34,7 +34,7 @@ const std::vector<ToolSpec>& BuiltinTools() {
       MakeProcessCancelTool(),       MakeReadUrlTool(),
       MakeSupervisorProcessesTool(), MakeSessionTagTool(),
       MakeMcpServerStatusTool(),     MakeSessionUsageTool(),
-      MakeSessionTracesTool()};
+      MakeSessionTracesTool(),       MakeSessionDiffTool()};
   return tools;
 }
 

@@ -95,6 +95,9 @@ struct ToolContext {
   std::uint64_t call = 0;
   // session_usage: the caller's calls so far (CallUsage by call number). Null: none kept.
   std::function<std::map<std::uint64_t, CallUsage>()> usage{};
+  // session_diff: AuditSessionDiff (audit/diff.h) of this session's own log, kept to the
+  // caller's calls in [from, to]. Null: this session has no log to read.
+  std::function<Result<Json>(std::uint64_t from, std::uint64_t to)> session_diff{};
 };
 
 struct ToolSpec {
@@ -151,6 +154,7 @@ ToolSpec MakeSessionTagTool();
 ToolSpec MakeMcpServerStatusTool();
 ToolSpec MakeSessionUsageTool();
 ToolSpec MakeSessionTracesTool();
+ToolSpec MakeSessionDiffTool();
 
 // A session tag as given (session_tag, --tag): trimmed of spaces and tabs; empty, holding a line
 // break or another control character, or over 64 characters (code points) is invalid_input.

@@ -20,6 +20,17 @@ Result<Json> SessionTraces(const Json&, ToolContext& ctx) {
   return SessionTracesJson(ctx.usage());
 }
 
+Result<Json> SessionDiff(const Json& in, ToolContext& ctx) {
+  if (!ctx.session_diff) return Fail(Code::kInvalidInput, "this session has no audit log to read");
+  const std::uint64_t from = in.value("from_call", std::uint64_t{1});
+  const std::uint64_t to = in.value("to_call", UINT64_MAX);
+  if (from > to) {
+    return Fail(Code::kInvalidInput,
+                "from_call " + std::to_string(from) + " is after to_call " + std::to_string(to));
+  }
+  return ctx.session_diff(from, to);
+}
+
 Result<Json> SessionUsage(const Json&, ToolContext& ctx) {
   if (!ctx.usage) return Fail(Code::kInvalidInput, "this session keeps no usage");
   return SessionUsageJson(ctx.usage());
@@ -305,6 +316,53 @@ ToolSpec MakeSessionTracesTool() {
   // diagnostics:read is the user's to grant (policies.d/00-default.toml leaves it off).
   t.example_code = Code::kDeniedByPolicy;
   t.run = SessionTraces;
+  return t;
+}
+
+}  // namespace cordon
+
+namespace cordon {
+
+ToolSpec MakeSessionDiffTool() {
+  ToolSpec t;
+  t.name = "session_diff";
+  t.description =
+      "The files this session changed (under `serve --http`, by this MCP session's calls only), "
+      "read back from the session's own audit log by the code of `cordon audit diff`: each "
+      "file's call, tool, op, path, hashes before and after, where the before and after "
+      "content came from and whether it was verified against the recorded hash (before: the "
+      "before-images store or the blob at the session's git HEAD; after: the store or the "
+      "disk), and a unified diff where both could be had, redacted. Changes by the file tools "
+      "and by run_shell commands (a `sed -i`, from the process record's changes). from_call "
+      "and to_call (call numbers, inclusive) narrow it; from_call after to_call is "
+      "invalid_input. Diffs show file content: UNTRUSTED.";
+  t.scope = "fs:read";
+  t.input_schema = {{"type", "object"},
+                    {"properties",
+                     {{"from_call", {{"type", "integer"}, {"minimum", 1}}},
+                      {"to_call", {{"type", "integer"}, {"minimum", 1}}}}},
+                    {"additionalProperties", false}};
+  const Json file = {{"type", "object"},
+                     {"properties",
+                      {{"call", {{"type", "integer"}}},
+                       {"tool", {{"type", "string"}}},
+                       {"op", {{"type", "string"}}},
+                       {"path", {{"type", "string"}}},
+                       {"sha256_before", {{"type", {"string", "null"}}}},
+                       {"sha256_after", {{"type", {"string", "null"}}}},
+                       {"before", {{"type", "object"}}},
+                       {"after", {{"type", "object"}}},
+                       {"diff", {{"type", "string"}}}}},
+                     {"required", {"call", "tool", "op", "path", "before", "after"}}};
+  SetOutputSchemas(t,
+                   {{"from_call", {{"type", "integer"}}},
+                    {"to_call", {{"type", {"integer", "null"}}}},
+                    {"git_head", {{"type", {"string", "null"}}}},
+                    {"files", {{"type", "array"}, {"items", file}}},
+                    {"counts", {{"type", "object"}}}},
+                   {"from_call", "to_call", "files", "counts"});
+  t.example = {{"from_call", 1}};
+  t.run = SessionDiff;
   return t;
 }
 
