@@ -274,6 +274,8 @@ void FromProcess(const Json& r, std::uint64_t line, std::vector<Change>& out) {
     c.line = line;
     c.record = "process";
     c.tool = StrOr(r, "tool");
+    if (r.contains("call") && r["call"].is_number_unsigned())
+      c.call = r["call"].get<std::uint64_t>();
     c.op = argv0.empty() ? kind : kind + " by " + argv0;
     c.path = StrOr(e, "path");
     c.from = StrOr(e, "from");

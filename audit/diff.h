@@ -3,7 +3,7 @@
 // made). Before content comes from the before-images store ([audit] before_images), else from
 // the blob at session_started.git.head (git cat-file, under an empty global and system config);
 // after content from the store or the file on disk, each used only when it hashes to the record's
-// value. `cordon audit diff` prints it; the session_diff tool (issue 23) can call it too.
+// value. `cordon audit diff` prints it; the session_diff tool (issue 23) calls it on its own log.
 #pragma once
 
 #include <cstdint>

@@ -104,6 +104,8 @@ Json ProcessRecord::ToJson() const {
             {"stderr_bytes", stderr_bytes},
             {"truncated", truncated}};
   Put(j, "cgroup", cgroup);
+  Put(j, "io", io);
+  Put(j, "call", call);
   Put(j, "job", job);
   Put(j, "mcp_session", mcp_session);
   Put(j, "cancel_requested", cancel_requested);
@@ -398,11 +400,19 @@ constexpr AuditFieldInfo kDenialFields[] = {
 };
 constexpr AuditShape kDenialShape{"denial", kDenialFields};
 
+constexpr AuditFieldInfo kIoFields[] = {
+    {"read_bytes", true, kInt, "bytes it caused to be fetched from storage"},
+    {"write_bytes", true, kInt, "bytes it caused to be sent to storage (page cache dirtied)"},
+    {"rchar", true, kInt, "bytes read(2)-like calls returned, from files, pipes and sockets"},
+    {"wchar", true, kInt, "bytes write(2)-like calls were given, to files, pipes and sockets"},
+};
+constexpr AuditShape kIoShape{"io", kIoFields};
+
 constexpr const AuditShape* kShapes[] = {
     &kGitShape,    &kPolicyEnvShape, &kPolicyFileShape,      &kLaunchShape,
     &kErrorShape,  &kLimitShape,     &kTimeoutShape,         &kChangesShape,
     &kChangeShape, &kRefusedShape,   &kInstructionFileShape, &kLogLinkShape,
-    &kDenialShape,
+    &kDenialShape, &kIoShape,
 };
 
 // `show` numbers give `audit show`'s column order; a name keeps one number across types.
@@ -520,6 +530,13 @@ constexpr AuditFieldInfo kProcess[] = {
     {"max_rss_kb", true, kInt, "peak resident memory"},
     {"confinement", true, kObj, "the layers that confined it"},
     {"cgroup", false, kObj, "cgroup limits and usage"},
+    {"call", false, kInt,
+     "the call that started it (run_shell, foreground or background; as in tool_started)"},
+    {"io", false, ObjectOf(kIoShape),
+     "bytes the command read and wrote (/proc/<pid>/io of the shim after it reaped the "
+     "command): {read_bytes, write_bytes, rchar, wchar}; the command and every process of its "
+     "tree reaped by the command or its descendants, not an orphan the sandbox's init reaped "
+     "after its parent ended; absent when the kernel has no I/O accounting"},
     {"job", false, kStr, "background job id (counted per MCP session under serve --http)"},
     {"mcp_session", false, kStr,
      "serve --http: the MCP session that started it (as in tool_started)"},

@@ -120,6 +120,8 @@ struct ProcessRecord {
   std::int64_t max_rss_kb = 0;
   Json confinement = Json::object();
   std::optional<Json> cgroup{};
+  std::optional<std::uint64_t> call{};  // the tool call that started it (run_shell)
+  std::optional<Json> io{};  // {read_bytes, write_bytes, rchar, wchar} (the shim's /proc/self/io)
   std::optional<std::string> job{};
   std::optional<std::string> mcp_session{};  // serve --http: the MCP session that started it
   std::optional<bool> cancel_requested{};

@@ -171,12 +171,32 @@ void Columns(std::ostringstream& out, const std::string& type, const Json& rec) 
 
 bool ShowFilter::Empty() const {
   return session.empty() && types.empty() && tool.empty() && path_glob.empty() && !since_ms &&
-         !until_ms && !errors && !denied && !changes;
+         !until_ms && !errors && !denied && !changes && tag.empty();
+}
+
+Result<std::set<std::string>> SessionsTagged(const std::string& path, const std::string& tag) {
+  std::ifstream in(path);
+  if (!in) return Fail(Code::kNotFound, "cannot read " + path);
+  std::set<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    const Json rec = Json::parse(line, nullptr, false);
+    if (!rec.is_object()) continue;
+    const std::string type = Str(rec, "type");
+    bool carries = false;
+    if (type == "session_started" && rec.contains("tags") && rec["tags"].is_array()) {
+      for (const Json& t : rec["tags"]) carries = carries || (t.is_string() && t == tag);
+    }
+    if (type == "session_tag" && Str(rec, "tag") == tag && rec.value("tagged", false) == true)
+      carries = true;
+    if (carries) out.insert(Str(rec, "session"));
+  }
+  return out;
 }
 
 bool ShowFilter::Matches(const Json& rec) const {
   const std::string type = Str(rec, "type");
   if (!session.empty() && Str(rec, "session").rfind(session, 0) != 0) return false;
+  if (!tag.empty() && !tagged_sessions.contains(Str(rec, "session"))) return false;
   if (!types.empty() && !types.contains(type)) return false;
   if (!tool.empty() && Str(rec, "tool") != tool && Str(rec, "identity") != "tool " + tool) {
     return false;

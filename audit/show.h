@@ -28,6 +28,9 @@ struct ShowFilter {
   bool errors = false;
   bool denied = false;
   bool changes = false;
+  // --tag: records of the sessions that carry it (tagged_sessions, from SessionsTagged).
+  std::string tag;
+  std::set<std::string> tagged_sessions;
   bool Empty() const;
   bool Matches(const Json& rec) const;
 };
@@ -50,6 +53,10 @@ Result<std::string> ReadAuditLogFile(const std::string& path);
 // isolates (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069, which reorder what a reviewer
 // reads), written as \u{XXXX}; everything else as it is.
 std::string TerminalSafe(std::string_view text);
+// The ids of the sessions in the log at `path` that carry `tag`: session_started.tags holds it,
+// or a session_tag record added it (tagged: true; under serve --http, any MCP session's). A line
+// that is not a record is skipped; an unreadable file is an error.
+Result<std::set<std::string>> SessionsTagged(const std::string& path, const std::string& tag);
 
 // RFC 3339 ("2026-01-02T03:04:05Z", a fraction, an offset; or a date alone, midnight UTC) as
 // milliseconds since the epoch; an error naming the accepted forms.

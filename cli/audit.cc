@@ -22,6 +22,7 @@
 #include "core/before_images.h"
 #include "core/fs.h"
 #include "core/unique_fd.h"
+#include "tools/registry.h"
 
 namespace cordon::cli {
 namespace {
@@ -366,7 +367,7 @@ int Verify(const VerifyFlags& f) {
 
 struct ShowFlags {
   VerifyFlags verify;  // the inputs, as verify's: files, a directory, keys, the witness
-  std::string session, tool, path, since, until;
+  std::string session, tool, path, since, until, tag;
   std::vector<std::string> types;
   bool errors = false, denied = false, changes = false, jsonl = false, json = false;
 };
@@ -410,6 +411,11 @@ Result<ShowFilter> ShowFilterFrom(const ShowFlags& f) {
   filter.errors = f.errors;
   filter.denied = f.denied;
   filter.changes = f.changes;
+  if (!f.tag.empty()) {
+    auto tag = NormalizeSessionTag(f.tag);
+    if (!tag) return Fail(Code::kInvalidInput, "--tag: " + tag.error().message);
+    filter.tag = *tag;
+  }
   return filter;
 }
 
@@ -433,6 +439,13 @@ int Show(const ShowFlags& f) {
   }
   for (const auto& path : files) {
     if (std::string id = LogIdOf(path); !id.empty()) options->logs_given.insert(id);
+  }
+  // --tag: a session's tag may be added in one file and its records go on in the next.
+  if (!filter->tag.empty()) {
+    for (const auto& path : files) {
+      auto tagged = SessionsTagged(path, filter->tag);
+      if (tagged) filter->tagged_sessions.insert(tagged->begin(), tagged->end());
+    }
   }
   int worst = kExitOk;
   for (const auto& path : files) {
@@ -980,6 +993,10 @@ void AddAuditCommand(CLI::App& root, Context& ctx) {
   show->add_option("--type", sf->types, "records of these types (repeatable, or comma-separated)")
       ->type_name("TYPE");
   show->add_option("--tool", sf->tool, "records of this tool")->type_name("NAME");
+  show->add_option("--tag", sf->tag,
+                   "records of the sessions that carry this tag (session_started.tags, or a "
+                   "session_tag record that added it)")
+      ->type_name("TAG");
   show->add_option("--path", sf->path, "records naming a path that matches (fnmatch)")
       ->type_name("GLOB");
   show->add_option("--since", sf->since, "records at or after this time (RFC 3339)")

@@ -502,6 +502,14 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     }
     o.cpu_ms = status.value("cpu_ms", 0.0);
     o.max_rss_kb = status.value("max_rss_kb", 0);
+    if (status.contains("io") && status["io"].is_object()) {
+      const Json& io = status["io"];
+      Json parsed = Json::object();
+      for (const char* k : {"read_bytes", "write_bytes", "rchar", "wchar"}) {
+        if (io.contains(k) && io[k].is_number_unsigned()) parsed[k] = io[k];
+      }
+      if (parsed.size() == 4) o.io = std::move(parsed);
+    }
     limit_facts_.command_cpu_ms = status.value("command_cpu_ms", -1.0);
     limit_facts_.command_max_rss_kb = status.value("command_max_rss_kb", std::int64_t{-1});
   } else if (!reason) {

@@ -65,7 +65,10 @@ inline constexpr EnumName<ProcessKind> kProcessKindNames[] = {
 
 struct ProcessRequest {
   std::vector<std::string> argv;
-  std::string cwd;   // absolute, inside the workspace
+  std::string cwd;  // absolute, inside the workspace
+  // The tool call that started it (its number in the session; 0: none): session_usage adds
+  // the process's figures to that call's.
+  std::uint64_t call = 0;
   std::string tool;  // for [tools.NAME] limits and network
   ProcessKind kind = ProcessKind::kForeground;
   std::optional<std::int64_t> timeout_secs;
@@ -315,6 +318,9 @@ struct ProcessOutcome {
   std::int64_t max_rss_kb = 0;
   std::string spec_sha256;  // the shim's hash of the spec it read; empty if it did not report
   Json cgroup;
+  // {read_bytes, write_bytes, rchar, wchar} of the command's reaped tree (the shim's
+  // /proc/self/io); null when it did not report them.
+  Json io;
   std::optional<DenialSummary> denials;  // Landlock denials, when the session reads them
   std::optional<LimitHit> limit;         // the limit that ended it (runner/limit_hit.h)
   // The termination signal cordon received (SIGINT, SIGTERM, SIGHUP) that made it end this

@@ -10,8 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "audit/diff.h"
 #include "core/hash.h"
 #include "core/version.h"
+#include "runner/capture.h"
 #include "runner/git_identity.h"
 #include "runner/host_probe.h"
 #include "runner/mask.h"
@@ -487,6 +489,20 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
                     .stderr_bytes = counts.stderr_bytes,
                     .truncated = counts.truncated};
   if (!o.cgroup.is_null()) rec.cgroup = o.cgroup;
+  if (!o.io.is_null()) rec.io = o.io;
+  if (r.call != 0) rec.call = r.call;
+  if (r.call != 0) {
+    std::lock_guard<std::mutex> lock(usage_mu_);
+    CallUsage& u = usage_[r.owner][r.call];
+    if (u.tool.empty()) u.tool = r.tool;
+    u.AddProcess(o.cpu_ms, o.max_rss_kb, o.io);
+    // The process ended by a limit, or could not be confined: the call may still have
+    // succeeded (a background job), so it is a warning of that call.
+    std::string what = job_id.empty() ? r.tool : "job " + job_id;
+    if (o.limit) u.warnings.push_back(what + " ended by a limit: " + o.limit->Describe());
+    if (o.error)
+      u.warnings.push_back(what + " failed: " + Excerpt(o.error->message, 500, &redactor_));
+  }
   if (!r.owner.empty()) rec.mcp_session = r.owner;
   if (!job_id.empty()) {
     rec.job = job_id;
@@ -543,6 +559,34 @@ Result<std::vector<std::string>> Session::SetTag(std::uint64_t call, const std::
   TRY(Audit(rec, true));
   it->second = std::move(tags);
   return it->second;
+}
+
+Result<Json> Session::OwnDiff(const std::string& owner, std::uint64_t from, std::uint64_t to) {
+  std::set<std::uint64_t> own;
+  {
+    std::lock_guard<std::mutex> lock(usage_mu_);
+    if (auto it = usage_.find(owner); it != usage_.end())
+      for (const auto& [call, u] : it->second) own.insert(call);
+  }
+  AuditDiffOptions opts;
+  if (before_images_) opts.store_dir = before_images_->dir();
+  opts.redactor = &redactor_;
+  ASSIGN_OR_RETURN(Json diff, AuditSessionDiff(audit_->path(), audit_->session(), opts));
+  // Another MCP session's changes share this log: only the caller's calls are kept.
+  Json files = Json::array();
+  std::size_t diffs = 0;
+  for (Json& f : diff["files"]) {
+    if (!f.contains("call") || !f["call"].is_number_unsigned()) continue;
+    const std::uint64_t call = f["call"].get<std::uint64_t>();
+    if (!own.count(call) || call < from || call > to) continue;
+    if (f.contains("diff")) ++diffs;
+    files.push_back(std::move(f));
+  }
+  return Json{{"from_call", from},
+              {"to_call", to == UINT64_MAX ? Json(nullptr) : Json(to)},
+              {"git_head", diff.value("git_head", Json(nullptr))},
+              {"files", files},
+              {"counts", {{"files", files.size()}, {"diffs", diffs}}}};
 }
 
 std::vector<const ToolSpec*> Session::Catalog() const { return GrantedTools(policy_); }
@@ -750,6 +794,15 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     ctx.process_template = &tool_process_;
     ctx.before_images = before_images_.get();
     ctx.owner = owner;
+    ctx.call = call_id;
+    ctx.usage = [this, &owner]() {
+      std::lock_guard<std::mutex> lock(usage_mu_);
+      auto it = usage_.find(owner);
+      return it != usage_.end() ? it->second : std::map<std::uint64_t, CallUsage>{};
+    };
+    ctx.session_diff = [this, &owner](std::uint64_t from, std::uint64_t to) -> Result<Json> {
+      return OwnDiff(owner, from, to);
+    };
     if (external_ != nullptr) {
       ctx.server_status = [this](const std::optional<std::string>& name) {
         return external_->ServerStatus(name);
@@ -854,6 +907,18 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
   if (redactions > 0) {
     finished.output_redactions = redactions;
     finished.output_redactions_by_rule = by_rule;
+  }
+  if (!started_failed) {
+    std::lock_guard<std::mutex> lock(usage_mu_);
+    CallUsage& u = usage_[owner][call_id];
+    u.tool = tool;
+    u.status = finished.status;
+    u.code = finished.code.value_or("");
+    u.elapsed_ms = finished.elapsed_ms;
+    if (finished.message) u.message = Excerpt(*finished.message, 500, &redactor_);
+    if (truncated) u.warnings.push_back("the result was cut to the output cap");
+    if (redactions > 0)
+      u.warnings.push_back(std::to_string(redactions) + " secret(s) redacted from the result");
   }
   if (started_failed) {
     // Nothing happened and nothing of the call is in the log: no tool_finished without its

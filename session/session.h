@@ -170,6 +170,11 @@ class Session {
   std::map<std::string, std::vector<std::string>> tags_;
   Result<std::vector<std::string>> SetTag(std::uint64_t call, const std::string& owner,
                                           const std::string& tag, bool tagged);
+  // session_usage: each owner's calls (ToolContext::owner) by number, with what they used.
+  std::mutex usage_mu_;
+  std::map<std::string, std::map<std::uint64_t, CallUsage>> usage_;
+  // session_diff: this log's changes made by `owner`'s calls numbered from..to.
+  Result<Json> OwnDiff(const std::string& owner, std::uint64_t from, std::uint64_t to);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
   std::atomic<std::uint64_t> errors_{0};
   bool finished_ = false;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -235,6 +236,44 @@ TEST_F(AuditShowTest, EachFilterOnARealLog) {
   // Filters combine: the refused network record of the curl run alone.
   r = Show({"--denied", "--tool", "exec"});
   EXPECT_EQ(types_of(r), (V{"network"})) << r.out;
+}
+
+// --tag: only the sessions that carry the tag, whether --tag gave it (session_started.tags) or a
+// session_tag call added it later; a bad tag is refused (exit 2).
+TEST_F(AuditShowTest, TagKeepsOnlyTheSessionsThatCarryIt) {
+  ASSERT_EQ(Call("process_list", "{}", {"--tag", "nightly"}).exit_code, 0);
+  ASSERT_EQ(Call("process_list", "{}").exit_code, 0);
+  ASSERT_EQ(Call("session_tag", R"({"tag":"late","tagged":true})").exit_code, 0);
+  std::vector<std::string> sessions;
+  for (const auto& l : Lines(ReadFile(Log()))) {
+    const Json r = Json::parse(l);
+    if (r["type"] == "session_started") sessions.push_back(r["session"].get<std::string>());
+  }
+  ASSERT_EQ(sessions.size(), 3u);
+  auto sessions_of = [](const RunResult& r) {
+    std::set<std::string> out;
+    for (const auto& row : Rows(r.out)) {
+      std::istringstream in(row);
+      std::string n, ts, session;
+      in >> n >> ts >> session;
+      out.insert(session);
+    }
+    return out;
+  };
+  auto nightly = Show({"--tag", " nightly "});
+  EXPECT_EQ(nightly.exit_code, 0) << nightly.err;
+  EXPECT_EQ(sessions_of(nightly), std::set<std::string>{sessions[0].substr(0, 8)}) << nightly.out;
+  auto late = Show({"--tag", "late"});
+  EXPECT_EQ(sessions_of(late), std::set<std::string>{sessions[2].substr(0, 8)}) << late.out;
+  EXPECT_NE(late.out.find("session_started"), std::string::npos) << "its whole session";
+  auto jsonl = Show({"--tag", "late", "--jsonl"});
+  for (const auto& l : Lines(jsonl.out)) EXPECT_EQ(Json::parse(l)["session"], sessions[2]);
+  auto none = Show({"--tag", "never-given"});
+  EXPECT_EQ(none.exit_code, 0);
+  EXPECT_TRUE(Rows(none.out).empty()) << none.out;
+  auto bad = Show({"--tag", "a\nb"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("--tag: a tag is one line"), std::string::npos) << bad.err;
 }
 
 TEST_F(AuditShowTest, ASignedLogCutAfterACheckpointIsUnprovenAloneAndCutWithTheWitness) {

@@ -251,6 +251,8 @@ std::vector<AuditRecord> FullRecords() {
                       .before_image_error = "e"},
       ProcessRecord{.argv = {"true"},
                     .cgroup = Json::object(),
+                    .call = 1,
+                    .io = Json::object(),
                     .job = "j",
                     .mcp_session = "mcp-1",
                     .cancel_requested = false,

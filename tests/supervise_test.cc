@@ -609,6 +609,215 @@ TEST_F(SuperviseTest, DiagnosticsToolsNeedDiagnosticsRead) {
   ExpectVerifies();
 }
 
+// Bytes (issue 23): the shim reads its own /proc/self/io after it reaps the command, which the
+// kernel makes include every process of the tree reaped below it (here `head` and `cat`, children
+// of sh). The process record carries them as `io`: head's 1 MB to f and cat's 1 MB to /dev/null
+// written, and 2 MB read (from /dev/zero and f).
+TEST_F(SuperviseTest, ProcessRecordCountsTheBytesOfTheCommandsReapedTree) {
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so exec cannot run");
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "exec", "--workspace", dir_ / "ws", "--audit-log", log(), "--",
+       "sh", "-c", "head -c 1048576 /dev/zero > f && cat f > /dev/null"},
+      env_);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json process;
+  for (const Json& rec : Records(log()))
+    if (rec["type"] == "process") process = rec;
+  ASSERT_TRUE(process.contains("io")) << process.dump();
+  const Json io = process["io"];
+  for (const char* k : {"read_bytes", "write_bytes", "rchar", "wchar"})
+    EXPECT_TRUE(io[k].is_number_unsigned()) << k << " " << io.dump();
+  EXPECT_GE(io.value("wchar", 0ull), 2ull * 1048576) << io.dump();
+  EXPECT_LT(io.value("wchar", 0ull), 2ull * 1048576 + 65536) << "only the command's bytes";
+  EXPECT_GE(io.value("rchar", 0ull), 2ull * 1048576) << io.dump();
+  ExpectVerifies();
+}
+
+// session_usage: a 1 MB write by a run_shell command is in that call's bytes and in the total
+// (wchar, what write(2) moved: exactly the file's bytes plus the little sh wrote); another MCP
+// session sees none of it; a call that started no process has null figures.
+TEST_F(SuperviseTest, SessionUsageCountsEachMcpSessionsCallsAndBytes) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so run_shell cannot run");
+  HttpMcpSession a(StartHttp(GrantDiagnostics())), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  const Json wrote =
+      a.Call("run_shell", {{"program", "sh"}, {"args", {"-c", "head -c 1048576 /dev/zero > f"}}});
+  ASSERT_FALSE(wrote["result"].value("isError", true)) << wrote.dump();
+  const Json failed = a.Call("run_shell", {{"program", "sh"}, {"args", {"-c", "exit 3"}}});
+  const Json missing = a.Call("read_file_range", {{"path", "no-such-file"}});
+  EXPECT_TRUE(missing["result"].value("isError", false)) << missing.dump();
+  b.Call("process_list", Json::object());
+
+  std::string raw;
+  const Json usage = a.Call("session_usage", Json::object(), &raw);
+  const Json u = Structured(usage);
+  ASSERT_FALSE(usage["result"].value("isError", true)) << raw;
+  EXPECT_EQ(Json::parse(usage["result"]["content"][0]["text"].get<std::string>()), u);
+  EXPECT_EQ(u["calls"], 3) << raw;
+  EXPECT_EQ(u["by_tool"]["run_shell"]["calls"], 2) << raw;
+  EXPECT_EQ(u["by_tool"]["read_file_range"]["error"], 1) << raw;
+  EXPECT_FALSE(u["by_tool"].contains("process_list")) << "B's call: " << raw;
+  ASSERT_EQ(u["per_call"].size(), 3u) << raw;
+  const Json first = u["per_call"][0];
+  EXPECT_EQ(first["tool"], "run_shell");
+  EXPECT_EQ(first["processes"], 1);
+  EXPECT_TRUE(first["cpu_ms"].is_number()) << first.dump();
+  EXPECT_GT(first["max_rss_kb"].get<std::int64_t>(), 0) << first.dump();
+  EXPECT_GE(first["io"]["wchar"].get<std::uint64_t>(), 1048576u) << first.dump();
+  EXPECT_LT(first["io"]["wchar"].get<std::uint64_t>(), 1048576u + 65536) << first.dump();
+  EXPECT_GE(first["io"]["rchar"].get<std::uint64_t>(), 1048576u) << "from /dev/zero";
+  const Json read = u["per_call"][2];
+  EXPECT_EQ(read["tool"], "read_file_range");
+  EXPECT_EQ(read["code"], "not_found") << read.dump();
+  EXPECT_EQ(read["cpu_ms"], nullptr) << "no process: unknown is null";
+  EXPECT_EQ(read["io"]["wchar"], nullptr);
+  EXPECT_GE(u["total"]["io"]["wchar"].get<std::uint64_t>(), 1048576u) << raw;
+  EXPECT_TRUE(u["total"]["elapsed_ms"].is_number());
+  (void)failed;
+
+  // B: its one call, and none of A's figures.
+  const Json ub = Structured(b.Call("session_usage", Json::object(), &raw));
+  EXPECT_EQ(ub["calls"], 1) << raw;
+  EXPECT_EQ(ub["per_call"].size(), 1u) << raw;
+  EXPECT_EQ(ub["by_tool"]["process_list"]["ok"], 1) << raw;
+  EXPECT_EQ(ub["total"]["io"]["wchar"], nullptr) << raw;
+  EXPECT_EQ(raw.find("run_shell"), std::string::npos) << raw;
+  // Bad input.
+  EXPECT_EQ(ErrorField(a.Call("session_usage", {{"call", 1}}), "code"), "invalid_input");
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// session_traces: the slowest calls first, each failure with its code and a redacted message cut
+// to 500 bytes, the warnings (a result cut to the cap, a secret redacted); nothing of another MCP
+// session's calls.
+TEST_F(SuperviseTest, SessionTracesGivesSlowestCallsFailuresAndWarningsOfItsOwnSession) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so run_shell cannot run");
+  HttpMcpSession a(StartHttp(GrantDiagnostics())), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  const std::string token = "ghp_" + std::string(36, 'Q');
+  a.Call("run_shell", {{"program", "sleep"}, {"args", {"0.7"}}});               // call: slowest
+  a.Call("run_shell", {{"program", "sh"}, {"args", {"-c", "echo " + token}}});  // redacted
+  a.Call("run_shell",
+         {{"program", "sh"}, {"args", {"-c", "head -c 200000 /dev/zero | tr '\\0' a"}}});
+  const std::string long_name = std::string(900, 'n') + token;
+  const Json missing = a.Call("read_file_range", {{"path", long_name}});
+  EXPECT_TRUE(missing["result"].value("isError", false)) << missing.dump();
+  b.Call("run_shell", {{"program", "sh"}, {"args", {"-c", "sleep 1.2; echo b-secret-work"}}});
+  b.Call("read_file_range", {{"path", "b-missing-file"}});
+
+  std::string raw;
+  const Json traces = a.Call("session_traces", Json::object(), &raw);
+  const Json t = Structured(traces);
+  ASSERT_FALSE(traces["result"].value("isError", true)) << raw;
+  EXPECT_EQ(Json::parse(traces["result"]["content"][0]["text"].get<std::string>()), t);
+  ASSERT_EQ(t["slowest"].size(), 4u) << raw;
+  EXPECT_EQ(t["slowest"][0]["tool"], "run_shell") << raw;
+  EXPECT_GE(t["slowest"][0]["elapsed_ms"].get<double>(), 700.0) << raw;
+  for (std::size_t i = 1; i < t["slowest"].size(); ++i)
+    EXPECT_GE(t["slowest"][i - 1]["elapsed_ms"].get<double>(),
+              t["slowest"][i]["elapsed_ms"].get<double>());
+  ASSERT_EQ(t["failures"].size(), 1u) << raw;
+  EXPECT_EQ(t["failures"][0]["tool"], "read_file_range");
+  EXPECT_FALSE(t["failures"][0]["code"].get<std::string>().empty()) << raw;
+  EXPECT_LE(t["failures"][0]["message"].get<std::string>().size(), 500u) << raw;
+  EXPECT_EQ(t["failures_omitted"], 0);
+  std::set<std::string> warnings;  // "call tool: warning"
+  for (const Json& w : t["warnings"])
+    warnings.insert(w["tool"].get<std::string>() + ": " + w["warning"].get<std::string>());
+  // The echoed token (redacted in stdout, and again where the result repeats it) and the path
+  // holding it in the failure's message.
+  EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.rfind("run_shell: ", 0) == 0 &&
+           w.find("redacted from the result") != std::string::npos;
+  })) << raw;
+  EXPECT_TRUE(warnings.count("run_shell: the result was cut to the output cap")) << raw;
+  EXPECT_EQ(raw.find("ghp_QQQQ"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("b-missing-file"), std::string::npos) << "B's failure: " << raw;
+
+  const Json tb = Structured(b.Call("session_traces", Json::object(), &raw));
+  EXPECT_EQ(tb["slowest"].size(), 2u) << raw;
+  ASSERT_EQ(tb["failures"].size(), 1u) << raw;
+  EXPECT_EQ(raw.find("sleep\",\"0.7"), std::string::npos) << raw;
+  EXPECT_EQ(ErrorField(a.Call("session_traces", {{"top", 3}}), "code"), "invalid_input");
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// session_diff: the files this MCP session changed, by the code of `cordon audit diff` on its own
+// log: a file-tool edit (replace_range) and a `sed -i` by run_shell of committed files, each
+// with its diff; from_call/to_call narrow it; another session's change never appears.
+TEST_F(SuperviseTest, SessionDiffShowsThisSessionsFileToolAndCommandChanges) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("git").empty()) GTEST_SKIP() << "SKIPPED: git is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so run_shell cannot run");
+  const std::string ws = dir_ / "ws";
+  WriteFile(ws + "/notes.txt", "one\nkeep\n");
+  WriteFile(ws + "/conf.txt", "alpha\nbeta\n");
+  for (const std::vector<std::string>& g :
+       {std::vector<std::string>{"init", "-q"},
+        {"add", "notes.txt", "conf.txt"},
+        {"-c", "user.name=t", "-c", "user.email=t@example.test", "commit", "-qm", "base"}}) {
+    std::vector<std::string> argv = {FindOnPath("git"), "-C", ws};
+    argv.insert(argv.end(), g.begin(), g.end());
+    ASSERT_EQ(cordon::testing::Run(argv, env_).exit_code, 0);
+  }
+  HttpMcpSession a(StartHttp()), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  const Json edit = a.Call("replace_range",
+                           {{"path", "notes.txt"}, {"old_string", "one"}, {"new_string", "two"}});
+  ASSERT_FALSE(edit["result"].value("isError", true)) << edit.dump();
+  const Json sed =
+      a.Call("run_shell", {{"program", "sed"}, {"args", {"-i", "s/beta/gamma/", "conf.txt"}}});
+  ASSERT_FALSE(sed["result"].value("isError", true)) << sed.dump();
+  const Json made = b.Call("create_file", {{"path", "b-only.txt"}, {"content", "b\n"}});
+  ASSERT_FALSE(made["result"].value("isError", true)) << made.dump();
+
+  std::string raw;
+  const Json diff = a.Call("session_diff", Json::object(), &raw);
+  const Json d = Structured(diff);
+  ASSERT_FALSE(diff["result"].value("isError", true)) << raw;
+  EXPECT_EQ(Json::parse(diff["result"]["content"][0]["text"].get<std::string>()), d);
+  ASSERT_EQ(d["files"].size(), 2u) << raw;
+  EXPECT_EQ(raw.find("b-only.txt"), std::string::npos) << "B's file: " << raw;
+  const Json notes = d["files"][0], conf = d["files"][1];
+  EXPECT_EQ(notes["path"], "notes.txt");
+  EXPECT_EQ(notes["tool"], "replace_range");
+  EXPECT_NE(notes.value("diff", "").find("-one\n+two"), std::string::npos) << notes.dump();
+  EXPECT_EQ(conf["path"], "conf.txt");
+  EXPECT_EQ(conf["tool"], "run_shell");
+  EXPECT_NE(conf.value("diff", "").find("-beta\n+gamma"), std::string::npos) << conf.dump();
+  EXPECT_EQ(d["counts"]["files"], 2);
+  EXPECT_EQ(d["counts"]["diffs"], 2);
+
+  // One call's changes.
+  const std::uint64_t sed_call = conf["call"].get<std::uint64_t>();
+  const Json only =
+      Structured(a.Call("session_diff", {{"from_call", sed_call}, {"to_call", sed_call}}, &raw));
+  ASSERT_EQ(only["files"].size(), 1u) << raw;
+  EXPECT_EQ(only["files"][0]["path"], "conf.txt");
+  const Json before = Structured(a.Call("session_diff", {{"to_call", sed_call - 1}}, &raw));
+  ASSERT_EQ(before["files"].size(), 1u) << raw;
+  EXPECT_EQ(before["files"][0]["path"], "notes.txt");
+  // B sees its own file only.
+  const Json db = Structured(b.Call("session_diff", Json::object(), &raw));
+  ASSERT_EQ(db["files"].size(), 1u) << raw;
+  EXPECT_EQ(db["files"][0]["path"], "b-only.txt");
+  EXPECT_EQ(raw.find("gamma"), std::string::npos) << raw;
+  // Bad input.
+  for (const Json& bad : {Json{{"from_call", 5}, {"to_call", 2}}, Json{{"from_call", 0}},
+                          Json{{"to_call", "3"}}, Json{{"session", "x"}}}) {
+    EXPECT_EQ(ErrorField(a.Call("session_diff", bad), "code"), "invalid_input") << bad;
+  }
+  server_->Stop();
+  ExpectVerifies();
+}
+
 // session_tag: each MCP session's own tags, starting from serve's --tag; bad tags refused; each
 // change a session_tag record; session_started.tags says --tag.
 TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {

@@ -457,7 +457,7 @@ TEST_F(ToolsTest, ScopesFilterTheCatalogAndDenyCalls) {
   std::vector<std::string> names;
   for (const ToolSpec* t : s->Catalog()) names.push_back(t->name);
   EXPECT_EQ(names, (std::vector<std::string>{"find_files", "list_searchable_files",
-                                             "read_file_range", "search_text"}));
+                                             "read_file_range", "search_text", "session_diff"}));
   Json r = s->Call("create_file", {{"path", "x.txt"}, {"content", "x"}});
   EXPECT_EQ(CodeOf(r), "denied_by_policy");
   EXPECT_FALSE(testing::Exists(Ws("x.txt")));

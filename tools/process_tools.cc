@@ -76,6 +76,7 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   ASSIGN_OR_RETURN(req.cwd, ResolveCwd(ctx, in));
   req.tool = "run_shell";
   req.owner = ctx.owner;
+  req.call = ctx.call;
   req.max_output_bytes =
       static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
   if (in.contains("timeout_secs")) req.timeout_secs = in["timeout_secs"].get<std::int64_t>();

@@ -33,7 +33,8 @@ const std::vector<ToolSpec>& BuiltinTools() {
       MakeProcessListTool(),         MakeProcessOutputTool(),
       MakeProcessCancelTool(),       MakeReadUrlTool(),
       MakeSupervisorProcessesTool(), MakeSessionTagTool(),
-      MakeMcpServerStatusTool()};
+      MakeMcpServerStatusTool(),     MakeSessionUsageTool(),
+      MakeSessionTracesTool(),       MakeSessionDiffTool()};
   return tools;
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,6 +39,30 @@ struct FileWriteReport {
   std::optional<BeforeImageOutcome> before_image{};
 };
 
+// What one call used (session_usage): its tool, how it ended (empty while it runs), and the
+// figures of the processes it started (foreground or background), each null while unknown.
+struct CallUsage {
+  std::string tool{};
+  std::string status{};  // ok, error, cancelled; empty while the call runs
+  std::string code{};    // the error code of a failed call
+  std::optional<double> elapsed_ms{};
+  int processes = 0;  // the processes it started that have ended
+  std::optional<double> cpu_ms{};
+  std::optional<std::int64_t> max_rss_kb{};
+  // {read_bytes, write_bytes, rchar, wchar}: the sum over its processes; null when a process
+  // had none (the kernel keeps no I/O counts, or the process failed to start).
+  Json io{};
+  bool io_unknown = false;
+  std::string message{};                // a failure's message: redacted, cut to 500 bytes
+  std::vector<std::string> warnings{};  // what went wrong short of failing the call
+  void AddProcess(double cpu, std::int64_t rss_kb, const Json& process_io);
+};
+// session_usage's result from the caller's calls: by tool and status, per call, in total.
+Json SessionUsageJson(const std::map<std::uint64_t, CallUsage>& calls);
+// session_traces's: the 10 slowest finished calls, the failures and the warnings (the latest
+// 50 of each, with how many more there were).
+Json SessionTracesJson(const std::map<std::uint64_t, CallUsage>& calls);
+
 struct ToolContext {
   const Workspace& workspace;
   const Policy& policy;
@@ -66,6 +91,13 @@ struct ToolContext {
   // Who makes the call (ProcessRequest::owner): the MCP session under `serve --http`, empty
   // otherwise. The jobs tools see this owner's jobs only.
   std::string owner{};
+  // The call's number in the session (ProcessRequest::call of what it starts).
+  std::uint64_t call = 0;
+  // session_usage: the caller's calls so far (CallUsage by call number). Null: none kept.
+  std::function<std::map<std::uint64_t, CallUsage>()> usage{};
+  // session_diff: AuditSessionDiff (audit/diff.h) of this session's own log, kept to the
+  // caller's calls in [from, to]. Null: this session has no log to read.
+  std::function<Result<Json>(std::uint64_t from, std::uint64_t to)> session_diff{};
 };
 
 struct ToolSpec {
@@ -120,6 +152,9 @@ ToolSpec MakeReadUrlTool();
 ToolSpec MakeSupervisorProcessesTool();
 ToolSpec MakeSessionTagTool();
 ToolSpec MakeMcpServerStatusTool();
+ToolSpec MakeSessionUsageTool();
+ToolSpec MakeSessionTracesTool();
+ToolSpec MakeSessionDiffTool();
 
 // A session tag as given (session_tag, --tag): trimmed of spaces and tabs; empty, holding a line
 // break or another control character, or over 64 characters (code points) is invalid_input.

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/unique_fd.h"
@@ -31,7 +32,37 @@ void ReapOthers(pid_t keep) {
   }
 }
 
+// This process's /proc/self/io: its own I/O plus that of every child it (and they, down the
+// tree) reaped, as the kernel adds a reaped child's counts to its parent's. nullopt when the
+// file is missing (no CONFIG_TASK_IO_ACCOUNTING) or unreadable.
+std::optional<IoCounts> ReadSelfIo() {
+  std::FILE* f = std::fopen("/proc/self/io", "re");
+  if (f == nullptr) return std::nullopt;
+  IoCounts c;
+  int found = 0;
+  char key[64];
+  unsigned long long v = 0;
+  while (std::fscanf(f, "%63[^:]: %llu ", key, &v) == 2) {
+    const std::string k = key;
+    if (k == "rchar") c.rchar = v, ++found;
+    if (k == "wchar") c.wchar = v, ++found;
+    if (k == "read_bytes") c.read_bytes = v, ++found;
+    if (k == "write_bytes") c.write_bytes = v, ++found;
+  }
+  std::fclose(f);
+  if (found != 4) return std::nullopt;
+  return c;
+}
+
 }  // namespace
+
+Json IoDelta(const IoCounts& before, const IoCounts& after) {
+  auto d = [](std::uint64_t a, std::uint64_t b) { return a >= b ? a - b : 0; };
+  return {{"read_bytes", d(after.read_bytes, before.read_bytes)},
+          {"write_bytes", d(after.write_bytes, before.write_bytes)},
+          {"rchar", d(after.rchar, before.rchar)},
+          {"wchar", d(after.wchar, before.wchar)}};
+}
 
 void StatusChannel::Report(Json j) const {
   if (fd < 0) return;
@@ -52,6 +83,9 @@ void StatusChannel::Die(const std::string& step, const Error& e) const {
 void RunCommand(ContainSpec& spec, const StatusChannel& status, const RunOptions& opts) {
   // The command runs in a child that contains itself and execs; this process stays to report
   // the command's real status and resource use, and to end what it leaves behind.
+  // What this process itself read and wrote so far (the spec, the status line) is not the
+  // command's: the report gives the difference across the command's life.
+  const std::optional<IoCounts> io_before = ReadSelfIo();
   Pipe exec_pipe = MakePipe();
   if (!exec_pipe.valid()) status.Die("pipe", {Code::kInternal, "pipe2 failed", errno, {}});
   pid_t child = ::fork();
@@ -148,6 +182,10 @@ void RunCommand(ContainSpec& spec, const StatusChannel& status, const RunOptions
                  {"max_rss_kb", all.ru_maxrss},
                  {"command_cpu_ms", own_cpu_ms},
                  {"command_max_rss_kb", ru.ru_maxrss}};
+  // The command and every process of its tree that was reaped by the command or its
+  // descendants. An orphan the sandbox's init reaped (after its parent ended) is not in it.
+  const std::optional<IoCounts> io_after = ReadSelfIo();
+  if (io_before && io_after) report["io"] = IoDelta(*io_before, *io_after);
   if (WIFEXITED(wstatus)) {
     report["exit_code"] = WEXITSTATUS(wstatus);
     status.Report(report);

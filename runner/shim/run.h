@@ -2,6 +2,7 @@
 // on the status fd, and run one contained command to its end.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -16,6 +17,17 @@ struct StatusChannel {
   void Report(Json j) const;
   [[noreturn]] void Die(const std::string& step, const Error& e) const;
 };
+
+// Counts from /proc/<pid>/io (Documentation/filesystems/proc.rst): rchar and wchar are what
+// read(2)/write(2)-like calls moved; read_bytes and write_bytes what reached the storage layer.
+struct IoCounts {
+  std::uint64_t rchar = 0;
+  std::uint64_t wchar = 0;
+  std::uint64_t read_bytes = 0;
+  std::uint64_t write_bytes = 0;
+};
+// {read_bytes, write_bytes, rchar, wchar} from `before` to `after` (never below 0).
+Json IoDelta(const IoCounts& before, const IoCounts& after);
 
 struct RunOptions {
   // The command's environment (nullptr: this process's own) and whether to chdir to spec.cwd
