@@ -54,6 +54,10 @@ ResourceMonitor::~ResourceMonitor() {
 MonitorSample ResourceMonitor::Take() {
   MonitorSample s;
   s.processes = sampler_();
+  if (s.processes.size() > kMaxProcessesPerSample) {
+    s.processes_omitted = static_cast<int>(s.processes.size() - kMaxProcessesPerSample);
+    s.processes.resize(kMaxProcessesPerSample);
+  }
   s.cordon_cpu_ms = SelfCpuMs();
   s.cordon_rss_kb = SelfRssKb();
   if (auto cpu = ReadHostCpuTimes()) s.host_cpu = *cpu;
@@ -140,6 +144,7 @@ std::vector<ResourceBucket> BucketSamples(
       ResourceBucket& bk = buckets[b];
       ++bk.samples;
       bk.missed += s.missed_before;
+      bk.processes_omitted = std::max(bk.processes_omitted, s.processes_omitted);
       bk.rss_kb = std::max(bk.rss_kb, rss_sum);
       bk.cordon_rss_kb = std::max(bk.cordon_rss_kb, s.cordon_rss_kb);
       if (s.mem_available_kb >= 0 &&

@@ -39,7 +39,8 @@ struct MonitorSample {
   std::int64_t cordon_rss_kb = -1;
   std::optional<HostCpuTimes> host_cpu;
   std::int64_t mem_available_kb = -1;
-  std::vector<MonitorProcess> processes;
+  std::vector<MonitorProcess> processes;  // at most kMaxProcessesPerSample
+  int processes_omitted = 0;              // past that cap
 };
 
 class ResourceMonitor {
@@ -47,6 +48,9 @@ class ResourceMonitor {
   using Sampler = std::function<std::vector<MonitorProcess>()>;
   static constexpr std::chrono::milliseconds kInterval{1000};
   static constexpr std::size_t kRing = 3600;  // one hour of samples
+  // Bounds the ring's memory (3600 x 256 rows of ~200 bytes: ~180 MB at worst, ~1 MB an hour
+  // for a few processes); the rest are counted in processes_omitted.
+  static constexpr std::size_t kMaxProcessesPerSample = 256;
 
   explicit ResourceMonitor(Sampler sampler);
   ~ResourceMonitor();
@@ -92,6 +96,7 @@ struct ResourceBucket {
   std::int64_t mem_available_kb = -1;  // the least seen
   std::vector<BucketProcess> top;      // by CPU in the bucket, at most max_processes
   int processes = 0;                   // how many were seen in it
+  int processes_omitted = 0;           // the most a sample of it left out (the cap)
 };
 // Buckets of `bucket_ms` covering [end - bucket_ms * count, end), oldest first. `samples` are in
 // time order; the first one before the window, if given, is the baseline of the CPU deltas. A

@@ -723,12 +723,13 @@ TEST(ResourceMonitor, BucketsCpuBySampleTime) {
   a1.cpu_ms = 400;
   a2.cpu_ms = 900;
   const MonitorProcess other{20, "job", "job-1", "B", "sh", 5000, 100};
-  const std::vector<MonitorSample> samples = {
+  std::vector<MonitorSample> samples = {
       sample(500, {}, 10),            // the baseline, before the window
       sample(1500, {}, 11),           // bucket 0
       sample(2500, {a0, other}, 13),  // bucket 1: a is new, all its 100 ms count
       sample(3500, {a1, other}, 14),  // bucket 2: 300
       sample(3900, {a2}, 20)};        // bucket 2: 500 more
+  samples[4].processes_omitted = 3;   // past the per-sample cap
   const auto buckets = BucketSamples(samples, 5000, 1000, 4, 5,
                                      [](const MonitorProcess& p) { return p.owner == "A"; });
   ASSERT_EQ(buckets.size(), 4u);
@@ -742,6 +743,8 @@ TEST(ResourceMonitor, BucketsCpuBySampleTime) {
   EXPECT_DOUBLE_EQ(buckets[2].cpu_ms, 800);
   EXPECT_EQ(buckets[2].samples, 2);
   EXPECT_DOUBLE_EQ(buckets[2].cordon_cpu_ms, 7);
+  EXPECT_EQ(buckets[2].processes_omitted, 3);
+  EXPECT_EQ(buckets[1].processes_omitted, 0);
   EXPECT_EQ(buckets[3].samples, 0);
   EXPECT_TRUE(buckets[3].top.empty());
 }

@@ -126,6 +126,7 @@ Result<Json> ResourceHistory(const Json& in, ToolContext& ctx) {
                    {"host_cpu_busy_percent", Percent(b.host_busy_percent)},
                    {"mem_available_kb", KbOrNull(b.mem_available_kb)},
                    {"processes", b.processes},
+                   {"processes_omitted", b.processes_omitted},
                    {"top_processes", std::move(procs)}});
   }
   return Json{{"monitor_started_unix_ms", monitor.started_unix_ms()},
@@ -187,7 +188,8 @@ ToolSpec MakeResourceHistoryTool() {
       "and missed ticks, cpu_ms and rss_kb of the confined processes, cordon_cpu_ms and "
       "cordon_rss_kb, host_cpu_busy_percent, mem_available_kb, and the max_processes (default "
       "5, at most 50) processes that used the most CPU in it. A process's comm is the name it "
-      "gave itself: UNTRUSTED. Figures of a bucket with no sample are null.";
+      "gave itself: UNTRUSTED. Figures of a bucket with no sample are null. A sample keeps at most "
+      "256 processes; processes_omitted says how many more a bucket's samples left out.";
   t.scope = "diagnostics:read";
   t.input_schema = {{"type", "object"},
                     {"properties",
@@ -233,6 +235,7 @@ ToolSpec MakeResourceHistoryTool() {
                          {"host_cpu_busy_percent", nullable_num},
                          {"mem_available_kb", nullable_int},
                          {"processes", integer},
+                         {"processes_omitted", integer},
                          {"top_processes", {{"type", "array"}, {"items", proc}}}}},
                        {"required",
                         {"start_unix_ms", "end_unix_ms", "samples", "missed", "cpu_ms",
