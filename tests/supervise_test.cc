@@ -17,6 +17,7 @@
 #include "core/text.h"
 #include "runner/host_probe.h"
 #include "runner/host_stats.h"
+#include "runner/listeners.h"
 #include "runner/proc_usage.h"
 #include "runner/resource_monitor.h"
 #include "tests/test_util.h"
@@ -896,6 +897,99 @@ TEST_F(SuperviseTest, MonitorCostsLittleWithFiftySleepingProcesses) {
   ASSERT_EQ(h["buckets"].size(), 5u) << h.dump();
   EXPECT_GE(h["buckets"][3]["processes"].get<int>(), 51) << h.dump();
   s.Call("process_cancel", {{"id", "job-1"}, {"force", true}});
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// --- local_servers (issue 23): the listeners of this session's jobs.
+
+TEST(Listeners, ParsesProcNetTcpTablesAndSocketLinks) {
+  const std::string v4 =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+      "timeout inode\n"
+      "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        "
+      "0 12345 1 0000000000000000 100 0 0 10 0\n"
+      "   1: 0100007F:0050 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        "
+      "0 777 1 0000000000000000 20 4 30 10 -1\n"
+      "   2: garbage\n";
+  const auto l4 = ParseProcNetTcp(v4, false);
+  ASSERT_EQ(l4.size(), 1u) << "only the LISTEN row";
+  EXPECT_EQ(l4[0].address, "127.0.0.1");
+  EXPECT_EQ(l4[0].port, 8080);
+  EXPECT_EQ(l4[0].inode, 12345u);
+  const std::string v6 =
+      "  sl  local_address                         remote_address                        st\n"
+      "   0: 00000000000000000000000001000000:1F91 00000000000000000000000000000000:0000 0A "
+      "00000000:00000000 00:00000000 00000000     0        0 999 1 0000000000000000 100 0 0 10 "
+      "0\n";
+  const auto l6 = ParseProcNetTcp(v6, true);
+  ASSERT_EQ(l6.size(), 1u);
+  EXPECT_EQ(l6[0].address, "::1");
+  EXPECT_EQ(l6[0].port, 8081);
+  EXPECT_TRUE(ParseProcNetTcp(v4, true).empty()) << "a v4 address is no v6 one";
+  EXPECT_EQ(SocketInode("socket:[4242]"), 4242u);
+  EXPECT_FALSE(SocketInode("pipe:[4242]").has_value());
+  EXPECT_FALSE(SocketInode("socket:[42x]").has_value());
+}
+
+// A job's python3 -m http.server on loopback is found with its port, pid and job; its sibling job
+// has none; another MCP session sees nothing of it and gets not_found for its id.
+TEST_F(SuperviseTest, LocalServersFindsAJobsHttpServer) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("python3").empty()) GTEST_SKIP() << "SKIPPED: python3 is needed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  HttpMcpSession a(StartHttp({"--network", "loopback"})), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  const int port = FreeLoopbackPort();
+  const Json web = a.Call(
+      "run_shell", {{"program", "python3"},
+                    {"args", {"-m", "http.server", "--bind", "127.0.0.1", std::to_string(port)}},
+                    {"background", true}});
+  ASSERT_EQ(Structured(web).value("id", ""), "job-1") << web.dump();
+  const Json sibling =
+      a.Call("run_shell", {{"program", "sleep"}, {"args", {"120"}}, {"background", true}});
+  ASSERT_EQ(Structured(sibling).value("id", ""), "job-2") << sibling.dump();
+  Json found;
+  for (int i = 0; i < 100; ++i) {
+    const Json r = a.Call("local_servers", Json::object());
+    ASSERT_FALSE(r["result"].value("isError", true)) << r.dump();
+    EXPECT_EQ(Json::parse(r["result"]["content"][0]["text"].get<std::string>()), Structured(r));
+    const Json servers = Structured(r)["servers"];
+    for (const Json& srv : servers) {
+      if (srv["port"] == port) found = srv;
+    }
+    if (!found.is_null()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(found.is_null()) << "the http.server on port " << port << " was not found: "
+                                << a.Call("process_output", {{"id", "job-1"}}).dump()
+                                << a.Call("local_servers", Json::object()).dump()
+                                << a.Call("process_list", Json::object()).dump();
+  std::printf("local_servers: %s\n", found.dump().c_str());
+  EXPECT_EQ(found["job"], "job-1");
+  EXPECT_EQ(found["address"], "127.0.0.1");
+  EXPECT_EQ(found["comm"], "python3");
+  const pid_t pid = found["pid"].get<int>();
+  EXPECT_NE(pid, server_pid_);
+  EXPECT_NE(ReadFile("/proc/" + std::to_string(pid) + "/cmdline").find("http.server"),
+            std::string::npos)
+      << "the pid is the host pid of the server";
+  const Json only_web = Structured(a.Call("local_servers", {{"job_id", "job-1"}}));
+  EXPECT_EQ(only_web["servers"].size(), 1u) << only_web.dump();
+  const Json only_sibling = Structured(a.Call("local_servers", {{"job_id", "job-2"}}));
+  EXPECT_TRUE(only_sibling["servers"].empty()) << only_sibling.dump();
+  EXPECT_EQ(ErrorField(a.Call("local_servers", {{"job_id", "job-9"}}), "code"), "not_found");
+  // B: nothing of A's jobs.
+  const Json theirs = b.Call("local_servers", Json::object());
+  EXPECT_TRUE(Structured(theirs)["servers"].empty()) << theirs.dump();
+  const Json probe = b.Call("local_servers", {{"job_id", "job-1"}});
+  EXPECT_EQ(ErrorField(probe, "code"), "not_found") << probe.dump();
+  std::string unknown = ErrorField(b.Call("local_servers", {{"job_id", "job-9"}}), "message");
+  unknown.replace(unknown.find("job-9"), 5, "job-1");
+  EXPECT_EQ(ErrorField(probe, "message"), unknown) << "nothing says A's job-1 exists";
+  a.Call("process_cancel", {{"id", "job-1"}, {"force", true}});
+  a.Call("process_cancel", {{"id", "job-2"}, {"force", true}});
   server_->Stop();
   ExpectVerifies();
 }

@@ -46,6 +46,7 @@ const std::vector<ToolSpec>& BuiltinTools() {
   static const std::vector<ToolSpec> tools = [] {
     std::vector<ToolSpec> all = BaseTools();
     for (ToolSpec& t : MonitorTools()) all.push_back(std::move(t));
+    for (ToolSpec& t : ListenerTools()) all.push_back(std::move(t));
     return all;
   }();
   return tools;
