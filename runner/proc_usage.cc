@@ -14,10 +14,7 @@
 #include "core/unique_fd.h"
 
 namespace cordon {
-namespace {
-
-// Up to `max` bytes of a /proc file (they are read in one go, as the kernel makes them).
-std::optional<std::string> ReadProcFile(const std::string& path, std::size_t max = 16384) {
+std::optional<std::string> ReadProcFile(const std::string& path, std::size_t max) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return std::nullopt;
   std::string text(max, '\0');
@@ -32,6 +29,8 @@ std::optional<std::string> ReadProcFile(const std::string& path, std::size_t max
   text.resize(got);
   return text;
 }
+
+namespace {
 
 template <typename T>
 bool ParseNumber(std::string_view s, T& out) {
@@ -171,6 +170,7 @@ std::vector<LiveProcess> NamespaceProcessesIn(std::uint64_t ns_dev, std::uint64_
     p.pid = pid;
     p.ppid = stat->ppid;
     p.state = std::string(StateName(stat->state));
+    p.comm = stat->comm;
     p.cpu_ms = TicksToMs(stat->utime + stat->stime + stat->cutime + stat->cstime);
     p.rss_kb = stat->rss_pages * page_kb;
     p.started_ms_ago = now_ms - TicksToMs(stat->starttime);

@@ -24,6 +24,9 @@ struct ProcStat {
   std::uint64_t starttime = 0;           // after boot
   std::int64_t rss_pages = 0;
 };
+// Up to `max` bytes of a /proc file (read in one go, as the kernel makes them); nullopt when it
+// cannot be read.
+std::optional<std::string> ReadProcFile(const std::string& path, std::size_t max = 16384);
 // Parses one /proc/<pid>/stat line (comm may hold spaces and parentheses); nullopt when it is
 // not one.
 std::optional<ProcStat> ParseProcStat(std::string_view text);
@@ -45,6 +48,7 @@ struct LiveProcess {
   std::int64_t peak_kb = -1;   // VmHWM; -1: unreadable
   double started_ms_ago = -1;  // -1: unreadable
   std::string cmdline;         // CmdlineText of its first cmdline_bytes, when asked for
+  std::string comm;            // the name it gave itself (16 bytes at most): untrusted
 };
 // The processes in the pid namespace of `member` (any process of it), found by the inode of
 // their ns/pid; empty when `member` is gone, its namespace cannot be read, or it is cordon's own

@@ -23,6 +23,10 @@ ProcessHost::ProcessHost(const Policy& policy, const Workspace& workspace, Resul
       record_(std::move(record)) {}
 
 ProcessHost::~ProcessHost() {
+  {
+    std::lock_guard<std::mutex> lock(monitor_mu_);
+    monitor_.reset();  // its sampler reads the live table
+  }
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Job>> jobs;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -469,6 +473,7 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   // the caller (an MCP worker, an HTTP connection's thread) was killed when that thread ended,
   // as the worker pool's do when `serve` stops, and the job was recorded as a sandbox that
   // did not start instead of as cancelled by the stop.
+  Monitor();  // a job's figures are kept from its start
   auto job = std::make_unique<Job>();
   Job* raw = job.get();
   // Shared: the thread may still be inside set_value when the caller has its result.
@@ -649,6 +654,29 @@ std::vector<ProcessHost::LiveRow> ProcessHost::LiveTable(const std::string& owne
     }
   }
   return rows;
+}
+
+ResourceMonitor& ProcessHost::Monitor() {
+  std::lock_guard<std::mutex> lock(monitor_mu_);
+  if (!monitor_) {
+    monitor_ = std::make_unique<ResourceMonitor>([this] {
+      std::vector<MonitorProcess> out;
+      std::lock_guard<std::mutex> live_lock(live_mu_);
+      for (const auto& [no, e] : live_) {
+        for (LiveProcess& p : NamespaceProcesses(e.proc->sandbox_member())) {
+          out.push_back(MonitorProcess{p.pid, e.owner.kind, e.owner.name, e.owner.owner,
+                                       std::move(p.comm), p.cpu_ms, p.rss_kb});
+        }
+      }
+      return out;
+    });
+  }
+  return *monitor_;
+}
+
+ResourceMonitor* ProcessHost::MonitorIfRunning() {
+  std::lock_guard<std::mutex> lock(monitor_mu_);
+  return monitor_.get();
 }
 
 }  // namespace cordon

@@ -12,6 +12,7 @@
 
 #include "core/signals.h"
 #include "runner/launch.h"
+#include "runner/resource_monitor.h"
 #include "runner/warm.h"
 #include "workspace/changes.h"
 #include "workspace/git_view.h"
@@ -121,6 +122,12 @@ class ProcessHost {
   // session's, shared by its MCP sessions). `cmdline_bytes` of each command line are read.
   std::vector<LiveRow> LiveTable(const std::string& owner, std::size_t cmdline_bytes);
 
+  // The resource monitor (resource_history), started at its first use: a diagnostics call or a
+  // job. It samples every owner's processes; readers pick what their owner may see.
+  ResourceMonitor& Monitor();
+  // The monitor when it runs (host_resources reads its last samples), else null.
+  ResourceMonitor* MonitorIfRunning();
+
  private:
   // What a change record needs from the launch: the before snapshot and the window.
   struct ChangeWatch {
@@ -210,6 +217,9 @@ class ProcessHost {
   std::optional<StagingSupport> staging_support_;
   std::unique_ptr<StagedWorkspace> staging_;
   std::atomic<StagedWorkspace*> staging_ready_{nullptr};
+  // Made at its first use; stopped first when the host goes.
+  std::mutex monitor_mu_;
+  std::unique_ptr<ResourceMonitor> monitor_;
   Result<StagedWorkspace*> StagingFor();
   // The roots a launch of `req` stages (empty: the direct mode), or why a policy that requires
   // staging cannot have it.

@@ -168,7 +168,7 @@ TEST_F(CliTest, CatalogInEachProviderFormat) {
   auto mcp = Cordon({"tools", "--workspace", dir_ / "ws"});
   ASSERT_EQ(mcp.exit_code, 0) << mcp.err;
   Json m = Json::parse(mcp.out);
-  ASSERT_EQ(m["tools"].size(), 13u);  // the granted ones: not diagnostics:read's, nor read_url
+  ASSERT_EQ(m["tools"].size(), 14u);  // the granted ones: not diagnostics:read's, nor read_url
   EXPECT_TRUE(m["tools"][0].contains("inputSchema") && m["tools"][0].contains("outputSchema"));
   Json o = Json::parse(Cordon({"tools", "--format", "openai", "--workspace", dir_ / "ws"}).out);
   EXPECT_EQ(o[0]["type"], "function");

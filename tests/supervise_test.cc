@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -15,7 +16,10 @@
 
 #include "core/text.h"
 #include "runner/host_probe.h"
+#include "runner/host_stats.h"
+#include "runner/listeners.h"
 #include "runner/proc_usage.h"
+#include "runner/resource_monitor.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -597,7 +601,8 @@ TEST_F(SuperviseTest, DiagnosticsToolsNeedDiagnosticsRead) {
   if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
   HttpMcpSession s(StartHttp());
   ASSERT_TRUE(s.Open());
-  for (const char* tool : {"supervisor_processes", "mcp_server_status"}) {
+  for (const char* tool :
+       {"supervisor_processes", "mcp_server_status", "host_resources", "resource_history"}) {
     const Json r = s.Call(tool, Json::object());
     EXPECT_EQ(ErrorField(r, "code"), "denied_by_policy") << r.dump();
   }
@@ -888,6 +893,330 @@ TEST_F(SuperviseTest, SessionTagsAreEachMcpSessionsOwnAndRecorded) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("at most 64 characters"), std::string::npos) << bad.err;
   EXPECT_FALSE(cordon::testing::Exists(dir_ / "bad.jsonl"));
+}
+
+// --- host_resources and resource_history (issue 23): the host and the resource monitor.
+
+std::int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// /proc text parsed without a kernel.
+TEST(HostStats, ParsesProcStatLoadavgAndMeminfo) {
+  const auto cpu = ParseHostCpuTimes(
+      "cpu  100 5 50 800 20 1 2 3 7 0\ncpu0 50 2 25 400 10 0 1 1 3 0\n"
+      "cpu1 50 3 25 400 10 1 1 2 4 0\nintr 1 2 3\nctxt 99\n");
+  ASSERT_TRUE(cpu.has_value());
+  EXPECT_EQ(cpu->cpus, 2);
+  EXPECT_EQ(cpu->total, 100u + 5 + 50 + 800 + 20 + 1 + 2 + 3) << "guest is already in user";
+  EXPECT_EQ(cpu->idle, 820u);
+  EXPECT_FALSE(ParseHostCpuTimes("intr 1 2\n").has_value());
+  EXPECT_FALSE(ParseHostCpuTimes("cpu  1 x 3 4\ncpu0 1 2 3 4\n").has_value());
+  HostCpuTimes later = *cpu;
+  later.total += 200;
+  later.idle += 50;
+  EXPECT_DOUBLE_EQ(*BusyPercent(*cpu, later), 75.0);
+  EXPECT_FALSE(BusyPercent(*cpu, *cpu).has_value()) << "no time passed";
+
+  const auto load = ParseLoadAverages("0.52 1.25 2.00 3/456 7890\n");
+  ASSERT_TRUE(load.has_value());
+  EXPECT_DOUBLE_EQ(load->one, 0.52);
+  EXPECT_DOUBLE_EQ(load->fifteen, 2.0);
+  EXPECT_FALSE(ParseLoadAverages("0.52 1.25\n").has_value());
+
+  const auto mem =
+      ParseHostMemory("MemTotal:       16000 kB\nMemFree: 1 kB\nMemAvailable:    9000 kB\n");
+  ASSERT_TRUE(mem.has_value());
+  EXPECT_EQ(mem->total_kb, 16000);
+  EXPECT_EQ(mem->available_kb, 9000);
+  EXPECT_FALSE(ParseHostMemory("MemTotal: 16000 kB\n").has_value());
+}
+
+// The CPU a process used lands in the bucket of the samples that saw it use it; a process that
+// shows up after the first sample brings its whole CPU; one the caller may not see is left out.
+TEST(ResourceMonitor, BucketsCpuBySampleTime) {
+  auto sample = [](std::int64_t t, std::vector<MonitorProcess> procs, double cordon) {
+    MonitorSample s;
+    s.unix_ms = t;
+    s.cordon_cpu_ms = cordon;
+    s.processes = std::move(procs);
+    return s;
+  };
+  const MonitorProcess a0{10, "job", "job-1", "A", "sh", 100, 500};
+  MonitorProcess a1 = a0, a2 = a0;
+  a1.cpu_ms = 400;
+  a2.cpu_ms = 900;
+  const MonitorProcess other{20, "job", "job-1", "B", "sh", 5000, 100};
+  std::vector<MonitorSample> samples = {
+      sample(500, {}, 10),            // the baseline, before the window
+      sample(1500, {}, 11),           // bucket 0
+      sample(2500, {a0, other}, 13),  // bucket 1: a is new, all its 100 ms count
+      sample(3500, {a1, other}, 14),  // bucket 2: 300
+      sample(3900, {a2}, 20)};        // bucket 2: 500 more
+  samples[4].processes_omitted = 3;   // past the per-sample cap
+  const auto buckets = BucketSamples(samples, 5000, 1000, 4, 5,
+                                     [](const MonitorProcess& p) { return p.owner == "A"; });
+  ASSERT_EQ(buckets.size(), 4u);
+  EXPECT_EQ(buckets[0].start_unix_ms, 1000);
+  EXPECT_EQ(buckets[0].samples, 1);
+  EXPECT_DOUBLE_EQ(buckets[0].cpu_ms, 0);
+  EXPECT_DOUBLE_EQ(buckets[0].cordon_cpu_ms, 1);
+  EXPECT_DOUBLE_EQ(buckets[1].cpu_ms, 100);
+  ASSERT_EQ(buckets[1].top.size(), 1u) << "B's process is not A's";
+  EXPECT_EQ(buckets[1].top[0].pid, 10);
+  EXPECT_DOUBLE_EQ(buckets[2].cpu_ms, 800);
+  EXPECT_EQ(buckets[2].samples, 2);
+  EXPECT_DOUBLE_EQ(buckets[2].cordon_cpu_ms, 7);
+  EXPECT_EQ(buckets[2].processes_omitted, 3);
+  EXPECT_EQ(buckets[1].processes_omitted, 0);
+  EXPECT_EQ(buckets[3].samples, 0);
+  EXPECT_TRUE(buckets[3].top.empty());
+}
+
+// host_resources agrees with /proc and statvfs read here.
+TEST_F(SuperviseTest, HostResourcesAgreesWithProcAndStatvfs) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  HttpMcpSession s(StartHttp(GrantDiagnostics()));
+  ASSERT_TRUE(s.Open());
+  const Json r = s.Call("host_resources", Json::object());
+  ASSERT_FALSE(r["result"].value("isError", true)) << r.dump();
+  EXPECT_EQ(Json::parse(r["result"]["content"][0]["text"].get<std::string>()), Structured(r));
+  const Json h = Structured(r);
+  std::printf("host_resources: %s\n", h.dump().c_str());
+  const auto cpu = ParseHostCpuTimes(ReadFile("/proc/stat"));
+  ASSERT_TRUE(cpu.has_value());
+  EXPECT_EQ(h["cpus"].get<int>(), cpu->cpus);
+  ASSERT_TRUE(h["cpu_busy_percent"].is_number()) << h.dump();
+  EXPECT_GE(h["cpu_busy_percent"].get<double>(), 0);
+  EXPECT_LE(h["cpu_busy_percent"].get<double>(), 100);
+  const auto load = ParseLoadAverages(ReadFile("/proc/loadavg"));
+  ASSERT_TRUE(load.has_value());
+  EXPECT_NEAR(h["load"]["fifteen"].get<double>(), load->fifteen, 1.0);
+  const auto mem = ParseHostMemory(ReadFile("/proc/meminfo"));
+  ASSERT_TRUE(mem.has_value());
+  EXPECT_EQ(h["memory"]["total_kb"].get<std::int64_t>(), mem->total_kb);
+  EXPECT_NEAR(h["memory"]["available_kb"].get<double>(), static_cast<double>(mem->available_kb),
+              static_cast<double>(mem->total_kb) / 10);
+  struct statvfs v {};
+  ASSERT_EQ(::statvfs((dir_ / "ws").c_str(), &v), 0);
+  const Json fs = h["workspace_filesystem"];
+  EXPECT_EQ(fs["total_bytes"].get<std::uint64_t>(),
+            static_cast<std::uint64_t>(v.f_blocks) * v.f_frsize);
+  EXPECT_NEAR(fs["available_bytes"].get<double>(),
+              static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize),
+              64.0 * 1024 * 1024);
+  EXPECT_EQ(fs["total_inodes"].get<std::uint64_t>(), static_cast<std::uint64_t>(v.f_files));
+  // A second call a little later reads the monitor the first one started.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const Json again = Structured(s.Call("host_resources", Json::object()));
+  EXPECT_EQ(again.value("cpu_busy_source", ""), "monitor") << again.dump();
+  EXPECT_NEAR(again["cpu_busy_window_ms"].get<double>(), 1000, 500);
+  EXPECT_EQ(ErrorField(s.Call("host_resources", {{"x", 1}}), "code"), "invalid_input");
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// resource_history puts a CPU burner in the buckets after its start and none before; another
+// MCP session sees nothing of it; bad windows, bucket counts and process counts are refused.
+TEST_F(SuperviseTest, ResourceHistoryPutsABurnerInTheRightBuckets) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  HttpMcpSession a(StartHttp(GrantDiagnostics())), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  for (const Json& bad :
+       {Json{{"window_ms", 3600001}}, Json{{"window_ms", 0}},
+        Json{{"window_ms", 200000}, {"bucket_ms", 1000}}, Json{{"max_processes", 0}},
+        Json{{"max_processes", 51}}, Json{{"bucket_ms", "1s"}}}) {
+    const Json r = a.Call("resource_history", bad);
+    EXPECT_EQ(ErrorField(r, "code"), "invalid_input") << bad.dump() << " " << r.dump();
+  }
+  const Json first = a.Call("resource_history", Json::object());  // starts the monitor
+  ASSERT_FALSE(first["result"].value("isError", true)) << first.dump();
+  EXPECT_EQ(Structured(first)["buckets"].size(), 30u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  const std::int64_t job_start = NowUnixMs();
+  const Json started =
+      a.Call("run_shell",
+             {{"program", "sh"}, {"args", {"-c", "while :; do :; done"}}, {"background", true}});
+  ASSERT_EQ(Structured(started).value("id", ""), "job-1") << started.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+  const Json in = {{"window_ms", 20000}, {"bucket_ms", 1000}, {"max_processes", 3}};
+  const Json r = a.Call("resource_history", in);
+  ASSERT_FALSE(r["result"].value("isError", true)) << r.dump();
+  EXPECT_EQ(Json::parse(r["result"]["content"][0]["text"].get<std::string>()), Structured(r));
+  const Json buckets = Structured(r)["buckets"];
+  ASSERT_EQ(buckets.size(), 20u);
+  double before = 0, after = 0;
+  int sampled = 0;
+  for (const Json& bk : buckets) {
+    double job = 0;
+    for (const Json& p : bk["top_processes"]) {
+      if (p["owner"]["name"] == "job-1") job += p["cpu_ms"].get<double>();
+    }
+    if (bk["samples"].get<int>() > 0) {
+      ++sampled;
+      EXPECT_TRUE(bk["cordon_cpu_ms"].is_number()) << bk.dump();
+      EXPECT_TRUE(bk["cordon_rss_kb"].is_number_integer()) << bk.dump();
+    }
+    if (bk["end_unix_ms"].get<std::int64_t>() <= job_start) before += job;
+    if (bk["start_unix_ms"].get<std::int64_t>() >= job_start) after += job;
+  }
+  std::printf("burner: %.0f ms of CPU in buckets after its start, %.0f before; %d sampled\n", after,
+              before, sampled);
+  EXPECT_EQ(before, 0) << "the burner is in a bucket before it started: " << buckets.dump();
+  EXPECT_GT(after, 500) << buckets.dump();
+  EXPECT_GE(sampled, 6) << "one sample a second since the first call";
+  // B's history has nothing of A's job.
+  const Json other = b.Call("resource_history", in);
+  ASSERT_FALSE(other["result"].value("isError", true)) << other.dump();
+  EXPECT_EQ(other.dump().find("job-1"), std::string::npos) << other.dump();
+  a.Call("process_cancel", {{"id", "job-1"}, {"force", true}});
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// The monitor's own cost: cordon's CPU (all its threads, /proc/<pid>/stat) per second while it
+// samples a job of 50 sleeping processes. The issue asks for under 1% of a core (10 ms/s).
+TEST_F(SuperviseTest, MonitorCostsLittleWithFiftySleepingProcesses) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  const char* env_seconds = std::getenv("CORDON_MONITOR_COST_SECONDS");
+  const int seconds = env_seconds != nullptr ? std::atoi(env_seconds) : 10;
+  HttpMcpSession s(StartHttp(GrantDiagnostics()));
+  ASSERT_TRUE(s.Open());
+  const Json started =
+      s.Call("run_shell",
+             {{"program", "sh"},
+              {"args", {"-c", "i=0; while [ $i -lt 50 ]; do sleep 600 & i=$((i+1)); done; wait"}},
+              {"background", true}});
+  ASSERT_EQ(Structured(started).value("id", ""), "job-1") << started.dump();
+  int rows = 0;
+  for (int i = 0; i < 100 && rows < 51; ++i) {
+    rows = static_cast<int>(
+        Structured(s.Call("supervisor_processes", {{"max_processes", 500}}))["processes"].size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(rows, 51) << "the shell and its 50 sleeps";
+  auto cpu_ms = [&] {
+    const auto st = ParseProcStat(ReadFile("/proc/" + std::to_string(server_pid_) + "/stat"));
+    return st ? static_cast<double>(st->utime + st->stime) * 1000.0 / ::sysconf(_SC_CLK_TCK) : -1;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the calls above settle
+  const double c0 = cpu_ms();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  const double c1 = cpu_ms();
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double per_s = (c1 - c0) / wall_s;
+  std::printf(
+      "monitor cost: cordon used %.0f ms of CPU in %.1f s with %d confined processes: "
+      "%.2f ms/s (%.2f%% of a core)\n",
+      c1 - c0, wall_s, rows, per_s, per_s / 10);
+  EXPECT_LT(per_s, 10.0) << "the monitor takes more than 1% of a core";
+  // The history shows the same: cordon's own CPU in each bucket, every process seen.
+  const Json h = Structured(s.Call("resource_history", {{"window_ms", 5000}, {"bucket_ms", 1000}}));
+  ASSERT_EQ(h["buckets"].size(), 5u) << h.dump();
+  EXPECT_GE(h["buckets"][3]["processes"].get<int>(), 51) << h.dump();
+  s.Call("process_cancel", {{"id", "job-1"}, {"force", true}});
+  server_->Stop();
+  ExpectVerifies();
+}
+
+// --- local_servers (issue 23): the listeners of this session's jobs.
+
+TEST(Listeners, ParsesProcNetTcpTablesAndSocketLinks) {
+  const std::string v4 =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+      "timeout inode\n"
+      "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        "
+      "0 12345 1 0000000000000000 100 0 0 10 0\n"
+      "   1: 0100007F:0050 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        "
+      "0 777 1 0000000000000000 20 4 30 10 -1\n"
+      "   2: garbage\n";
+  const auto l4 = ParseProcNetTcp(v4, false);
+  ASSERT_EQ(l4.size(), 1u) << "only the LISTEN row";
+  EXPECT_EQ(l4[0].address, "127.0.0.1");
+  EXPECT_EQ(l4[0].port, 8080);
+  EXPECT_EQ(l4[0].inode, 12345u);
+  const std::string v6 =
+      "  sl  local_address                         remote_address                        st\n"
+      "   0: 00000000000000000000000001000000:1F91 00000000000000000000000000000000:0000 0A "
+      "00000000:00000000 00:00000000 00000000     0        0 999 1 0000000000000000 100 0 0 10 "
+      "0\n";
+  const auto l6 = ParseProcNetTcp(v6, true);
+  ASSERT_EQ(l6.size(), 1u);
+  EXPECT_EQ(l6[0].address, "::1");
+  EXPECT_EQ(l6[0].port, 8081);
+  EXPECT_TRUE(ParseProcNetTcp(v4, true).empty()) << "a v4 address is no v6 one";
+  EXPECT_EQ(SocketInode("socket:[4242]"), 4242u);
+  EXPECT_FALSE(SocketInode("pipe:[4242]").has_value());
+  EXPECT_FALSE(SocketInode("socket:[42x]").has_value());
+}
+
+// A job's python3 -m http.server on loopback is found with its port, pid and job; its sibling job
+// has none; another MCP session sees nothing of it and gets not_found for its id.
+TEST_F(SuperviseTest, LocalServersFindsAJobsHttpServer) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  if (FindOnPath("python3").empty()) GTEST_SKIP() << "SKIPPED: python3 is needed";
+  if (FindOnPath("bwrap").empty()) SECURITY_SKIP("bwrap is not installed, so jobs cannot run");
+  HttpMcpSession a(StartHttp({"--network", "loopback"})), b(a.url());
+  ASSERT_TRUE(a.Open());
+  ASSERT_TRUE(b.Open());
+  const int port = FreeLoopbackPort();
+  const Json web = a.Call(
+      "run_shell", {{"program", "python3"},
+                    {"args", {"-m", "http.server", "--bind", "127.0.0.1", std::to_string(port)}},
+                    {"background", true}});
+  ASSERT_EQ(Structured(web).value("id", ""), "job-1") << web.dump();
+  const Json sibling =
+      a.Call("run_shell", {{"program", "sleep"}, {"args", {"120"}}, {"background", true}});
+  ASSERT_EQ(Structured(sibling).value("id", ""), "job-2") << sibling.dump();
+  Json found;
+  for (int i = 0; i < 100; ++i) {
+    const Json r = a.Call("local_servers", Json::object());
+    ASSERT_FALSE(r["result"].value("isError", true)) << r.dump();
+    EXPECT_EQ(Json::parse(r["result"]["content"][0]["text"].get<std::string>()), Structured(r));
+    const Json servers = Structured(r)["servers"];
+    for (const Json& srv : servers) {
+      if (srv["port"] == port) found = srv;
+    }
+    if (!found.is_null()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(found.is_null()) << "the http.server on port " << port << " was not found: "
+                                << a.Call("process_output", {{"id", "job-1"}}).dump()
+                                << a.Call("local_servers", Json::object()).dump()
+                                << a.Call("process_list", Json::object()).dump();
+  std::printf("local_servers: %s\n", found.dump().c_str());
+  EXPECT_EQ(found["job"], "job-1");
+  EXPECT_EQ(found["address"], "127.0.0.1");
+  EXPECT_EQ(found["comm"], "python3");
+  const pid_t pid = found["pid"].get<int>();
+  EXPECT_NE(pid, server_pid_);
+  EXPECT_NE(ReadFile("/proc/" + std::to_string(pid) + "/cmdline").find("http.server"),
+            std::string::npos)
+      << "the pid is the host pid of the server";
+  const Json only_web = Structured(a.Call("local_servers", {{"job_id", "job-1"}}));
+  EXPECT_EQ(only_web["servers"].size(), 1u) << only_web.dump();
+  const Json only_sibling = Structured(a.Call("local_servers", {{"job_id", "job-2"}}));
+  EXPECT_TRUE(only_sibling["servers"].empty()) << only_sibling.dump();
+  EXPECT_EQ(ErrorField(a.Call("local_servers", {{"job_id", "job-9"}}), "code"), "not_found");
+  // B: nothing of A's jobs.
+  const Json theirs = b.Call("local_servers", Json::object());
+  EXPECT_TRUE(Structured(theirs)["servers"].empty()) << theirs.dump();
+  const Json probe = b.Call("local_servers", {{"job_id", "job-1"}});
+  EXPECT_EQ(ErrorField(probe, "code"), "not_found") << probe.dump();
+  std::string unknown = ErrorField(b.Call("local_servers", {{"job_id", "job-9"}}), "message");
+  unknown.replace(unknown.find("job-9"), 5, "job-1");
+  EXPECT_EQ(ErrorField(probe, "message"), unknown) << "nothing says A's job-1 exists";
+  a.Call("process_cancel", {{"id", "job-1"}, {"force", true}});
+  a.Call("process_cancel", {{"id", "job-2"}, {"force", true}});
+  server_->Stop();
+  ExpectVerifies();
 }
 
 }  // namespace

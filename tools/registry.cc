@@ -24,7 +24,9 @@ std::string_view EffectName(Effect effect) {
   return "none";
 }
 
-const std::vector<ToolSpec>& BuiltinTools() {
+namespace {
+
+const std::vector<ToolSpec>& BaseTools() {
   static const std::vector<ToolSpec> tools = {
       MakeFindFilesTool(),           MakeListSearchableFilesTool(),
       MakeReadFileRangeTool(),       MakeSearchTextTool(),
@@ -35,6 +37,19 @@ const std::vector<ToolSpec>& BuiltinTools() {
       MakeSupervisorProcessesTool(), MakeSessionTagTool(),
       MakeMcpServerStatusTool(),     MakeSessionUsageTool(),
       MakeSessionTracesTool(),       MakeSessionDiffTool()};
+  return tools;
+}
+
+}  // namespace
+
+// The base list with each later group appended from its own function (merges stay apart).
+const std::vector<ToolSpec>& BuiltinTools() {
+  static const std::vector<ToolSpec> tools = [] {
+    std::vector<ToolSpec> all = BaseTools();
+    for (ToolSpec& t : MonitorTools()) all.push_back(std::move(t));
+    for (ToolSpec& t : ListenerTools()) all.push_back(std::move(t));
+    return all;
+  }();
   return tools;
 }
 

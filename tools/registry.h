@@ -155,6 +155,10 @@ ToolSpec MakeMcpServerStatusTool();
 ToolSpec MakeSessionUsageTool();
 ToolSpec MakeSessionTracesTool();
 ToolSpec MakeSessionDiffTool();
+// host_resources and resource_history (tools/monitor_tools.cc).
+std::vector<ToolSpec> MonitorTools();
+// local_servers (tools/listener_tools.cc).
+std::vector<ToolSpec> ListenerTools();
 
 // A session tag as given (session_tag, --tag): trimmed of spaces and tabs; empty, holding a line
 // break or another control character, or over 64 characters (code points) is invalid_input.
