@@ -245,6 +245,10 @@ Result<std::string> NormalizeWorkspacePath(std::string_view root, std::string_vi
     std::string_view part = rest.substr(0, slash);
     rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
     if (part.empty() || part == ".") continue;
+    if (part.size() > NAME_MAX) {  // openat2 and renameat2 would say ENAMETOOLONG
+      return Fail(Code::kInvalidInput, "a name in the path is " + std::to_string(part.size()) +
+                                           " bytes; a name is at most " + std::to_string(NAME_MAX));
+    }
     if (part == "..") {
       if (parts.empty()) {
         return Fail(Code::kOutsideWorkspace,

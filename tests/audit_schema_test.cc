@@ -222,6 +222,10 @@ TEST_F(AuditSchemaTest, LogsOfRealRunsMatchTheSchemaInBothValidators) {
   r = Cordon({"call", "read_file_range", "--workspace", ws_, "--audit-log", log, "--json",
               R"({"path":"notes.txt","start_line":1})"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // A tagged session, and a tag added by a call: session_started.tags and session_tag.
+  r = Cordon({"call", "session_tag", "--workspace", ws_, "--audit-log", log, "--tag", "nightly",
+              "--json", R"({"tag":"reviewed","tagged":true})"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   WriteFile(dir_ / "ro.toml", "[scopes]\ngrant = [\"!process:run\"]\n");
   r = Cordon({"call", "run_shell", "--workspace", ws_, "--audit-log", log, "--policy",
               dir_ / "ro.toml", "--json", R"({"program":"touch","args":["y.txt"]})"});
