@@ -447,7 +447,9 @@ TEST_F(SuperviseTest, ProcessCancelForceSkipsTheGrace) {
   EXPECT_EQ(Structured(forced).value("forced", false), true) << forced.dump();
   EXPECT_EQ(Structured(forced).value("was_running", false), true) << forced.dump();
   EXPECT_GE(plain_ms, 1900) << "the grace is 2 s";
-  EXPECT_LT(forced_ms, 1500) << "force waits for no grace";
+  // Relative, not a clock bound (a loaded host slows both alike): the plain cancel waits the
+  // 2 s grace on top of what the forced one does.
+  EXPECT_LT(forced_ms, plain_ms - 1000) << "force waits for no grace";
   // Bad input: force of another type.
   const Json bad = s.Call("process_cancel", {{"id", "job-2"}, {"force", "yes"}});
   EXPECT_EQ(ErrorField(bad, "code"), "invalid_input") << bad.dump();
