@@ -419,6 +419,21 @@ Result<ShowFilter> ShowFilterFrom(const ShowFlags& f) {
   return filter;
 }
 
+// The logs verify, show, summary and report read: each argument, or the logs in a directory.
+Result<std::vector<std::string>> LogFiles(const VerifyFlags& v) {
+  std::vector<std::string> files;
+  for (const auto& arg : v.logs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      files.push_back(arg);
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::vector<std::string> in_dir, LogsIn(arg, v.witness));
+    files.insert(files.end(), in_dir.begin(), in_dir.end());
+  }
+  return files;
+}
+
 // Each log verified, then printed with its header and marks; the exit code is verify's (for
 // several logs, the worst).
 int Show(const ShowFlags& f) {
@@ -426,17 +441,9 @@ int Show(const ShowFlags& f) {
   if (!filter) return Failed(false, filter.error(), kExitUsage);
   auto options = VerifyOptionsFrom(f.verify);
   if (!options) return Failed(false, options.error(), kExitStart);
-  std::vector<std::string> files;
-  for (const auto& arg : f.verify.logs) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(arg, ec)) {
-      files.push_back(arg);
-      continue;
-    }
-    auto in_dir = LogsIn(arg, f.verify.witness);
-    if (!in_dir) return Failed(false, in_dir.error(), kExitStart);
-    files.insert(files.end(), in_dir->begin(), in_dir->end());
-  }
+  auto expanded = LogFiles(f.verify);
+  if (!expanded) return Failed(false, expanded.error(), kExitStart);
+  std::vector<std::string> files = std::move(*expanded);
   for (const auto& path : files) {
     if (std::string id = LogIdOf(path); !id.empty()) options->logs_given.insert(id);
   }
@@ -593,17 +600,9 @@ void PrintSessionSummary(const SessionSummary& s) {
 int Summary(const SummaryFlags& f) {
   auto options = VerifyOptionsFrom(f.verify);
   if (!options) return Failed(f.json, options.error(), kExitStart);
-  std::vector<std::string> files;
-  for (const auto& arg : f.verify.logs) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(arg, ec)) {
-      files.push_back(arg);
-      continue;
-    }
-    auto in_dir = LogsIn(arg, f.verify.witness);
-    if (!in_dir) return Failed(f.json, in_dir.error(), kExitStart);
-    files.insert(files.end(), in_dir->begin(), in_dir->end());
-  }
+  auto expanded = LogFiles(f.verify);
+  if (!expanded) return Failed(f.json, expanded.error(), kExitStart);
+  std::vector<std::string> files = std::move(*expanded);
   for (const auto& path : files) {
     if (std::string id = LogIdOf(path); !id.empty()) options->logs_given.insert(id);
   }
@@ -830,17 +829,9 @@ int Report(const ReportFlags& f) {
   }
   auto options = VerifyOptionsFrom(f.verify);
   if (!options) return Failed(false, options.error(), kExitStart);
-  std::vector<std::string> files;
-  for (const auto& arg : f.verify.logs) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(arg, ec)) {
-      files.push_back(arg);
-      continue;
-    }
-    auto in_dir = LogsIn(arg, f.verify.witness);
-    if (!in_dir) return Failed(false, in_dir.error(), kExitStart);
-    files.insert(files.end(), in_dir->begin(), in_dir->end());
-  }
+  auto expanded = LogFiles(f.verify);
+  if (!expanded) return Failed(false, expanded.error(), kExitStart);
+  std::vector<std::string> files = std::move(*expanded);
   // The page never replaces the evidence it reads.
   std::vector<std::string> inputs = files;
   if (!f.verify.witness.empty()) inputs.push_back(f.verify.witness);
