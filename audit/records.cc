@@ -224,6 +224,15 @@ Json SessionTagRecord::ToJson() const {
   return j;
 }
 
+Json LocalServerStoppedRecord::ToJson() const {
+  Json j = {{"call", call},       {"job", job},         {"pid", pid},
+            {"port", port},       {"comm", comm},       {"group_by_number", group_by_number},
+            {"signals", signals}, {"stopped", stopped}, {"elapsed_ms", elapsed_ms}};
+  Put(j, "pgid", pgid);
+  Put(j, "mcp_session", mcp_session);
+  return j;
+}
+
 Json NetworkRecord::ToJson() const {
   Json j = {{"identity", identity},
             {"protocol", protocol},
@@ -719,14 +728,34 @@ constexpr AuditFieldInfo kSessionTag[] = {
     {"mcp_session", false, kStr, "serve --http: the MCP session whose tags these are"},
 };
 
+constexpr AuditFieldInfo kLocalServerStopped[] = {
+    {"call", true, kInt, "the stop_local_server call"},
+    {"job", true, kStr, "the job whose sandbox the listener was in"},
+    {"pid", true, kInt, "the listener's host pid"},
+    {"port", true, kInt, "the port it listened on"},
+    {"comm", true, kStr, "the name the process gave itself: untrusted, redacted"},
+    {"pgid", false, kInt,
+     "the process group signalled (through its leader's pidfd); absent: the listener alone, its "
+     "group's leader having left or ended"},
+    {"group_by_number", true, kBool,
+     "the group was signalled by kill(-pgid): the kernel has no PIDFD_SIGNAL_PROCESS_GROUP"},
+    {"signals", true, kStrs, "what was sent: SIGTERM, then SIGKILL when the grace ran out"},
+    {"stopped", true, kBool, "the listener exited"},
+    {"elapsed_ms", true, kNum, "from the first signal's checks to the listener's end"},
+    {"mcp_session", false, kStr, "serve --http: the MCP session that asked"},
+};
+
 constexpr AuditFieldInfo kNetwork[] = {
-    {"identity", true, kStr, "whose sandbox: tool NAME, server NAME, read_url", 15},
-    {"protocol", true, kStr, "connect (HTTP CONNECT), http (one plain HTTP request), socks5"},
+    {"identity", true, kStr, "whose sandbox: tool NAME, server NAME, read_url, job ID (a probe)",
+     15},
+    {"protocol", true, kStr,
+     "connect (HTTP CONNECT), http (one plain HTTP request), socks5, probe (local_servers' GET "
+     "of a loopback URL inside a job's network namespace)"},
     {"method", false, kStr, "plain HTTP: the request method"},
     {"host", true, kStr, "the name (or address) the client asked for, normalised", 17},
     {"port", true, kInt, "the port it asked for", 18},
     {"address", false, kStr, "the address connected to (after the proxy resolved and checked it)"},
-    {"decision", true, kStr, "allowed or denied", 16},
+    {"decision", true, kStr, "allowed or denied (a probe: allowed)", 16},
     {"rule", false, kStr, "the allow or deny rule that decided"},
     {"rule_source", false, kStr,
      "where that rule came from (file:line, --allow-domain, preset NAME)"},
@@ -777,6 +806,9 @@ constexpr AuditRecordInfo kCatalog[] = {
      "a connection (or plain HTTP request) through the egress proxy, allowed or refused", kNetwork},
     // --- supervision (issue 23)
     {SessionTagRecord::kType, "session_tag added or removed a tag", kSessionTag},
+    {LocalServerStoppedRecord::kType,
+     "stop_local_server signalled a listener a job started (written after the signals)",
+     kLocalServerStopped},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

@@ -332,6 +332,24 @@ struct SessionTagRecord {
   Json ToJson() const;
 };
 
+// stop_local_server stopped (or tried to stop) a listener a job started: written after the
+// signals, with what they did (the call's tool_started, before them, names what was asked).
+struct LocalServerStoppedRecord {
+  static constexpr std::string_view kType = "local_server_stopped";
+  std::uint64_t call = 0;
+  std::string job{};
+  std::int64_t pid = 0;  // host pid
+  int port = 0;
+  std::string comm{};                  // the name the process gave itself: untrusted, redacted
+  std::optional<std::int64_t> pgid{};  // the process group signalled; absent: the listener alone
+  bool group_by_number = false;        // kill(-pgid): a kernel without PIDFD_SIGNAL_PROCESS_GROUP
+  std::vector<std::string> signals{};  // SIGTERM, then SIGKILL when the grace ran out
+  bool stopped = false;                // the listener exited
+  double elapsed_ms = 0;
+  std::optional<std::string> mcp_session{};
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
@@ -346,7 +364,7 @@ using AuditRecord =
                  // --- egress
                  NetworkRecord,
                  // --- supervision (issue 23)
-                 SessionTagRecord>;
+                 SessionTagRecord, LocalServerStoppedRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

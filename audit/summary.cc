@@ -141,7 +141,15 @@ void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::ui
     p.s.cordon_version = Str(rec, "cordon_version");
     p.s.chain = Str(rec, "chain");
   } else if (type == "mcp_client") {
-    if (auto it = rec.find("clientInfo"); it != rec.end()) p.s.client_info = *it;
+    const auto info = rec.find("clientInfo");
+    if (info != rec.end() && p.s.client_info.is_null()) p.s.client_info = *info;
+    if (p.s.mcp_clients.size() < 100) {
+      p.s.mcp_clients.push_back(
+          {{"mcp_session", rec.contains("mcp_session") ? rec["mcp_session"] : Json(nullptr)},
+           {"clientInfo", info != rec.end() ? *info : Json(nullptr)}});
+    } else {
+      ++p.s.mcp_clients_omitted;
+    }
   } else if (type == "session_finished") {
     p.s.finished = true;
     p.finished_ms = p.last_ms;
@@ -280,6 +288,8 @@ Json SessionSummary::ToJson() const {
       {"started", started},
       {"client", client},
       {"clientInfo", client_info},
+      {"mcp_clients", mcp_clients},
+      {"mcp_clients_omitted", mcp_clients_omitted},
       {"workspace", workspace},
       {"policy_sha256", policy_sha256},
       {"cordon_version", cordon_version},

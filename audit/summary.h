@@ -68,7 +68,11 @@ struct SessionSummary {
   // session_started (empty when the log holds none of it: a log that starts mid-session).
   bool started = false;
   std::string client, workspace, policy_sha256, cordon_version, chain;
-  Json client_info;  // mcp_client.clientInfo; null when no client said who it is
+  Json client_info;  // the first mcp_client's clientInfo; null when no client said who it is
+  // Every mcp_client of the session (serve --http: one per MCP session): {mcp_session (null under
+  // stdio), clientInfo}, the first 100; how many more there were.
+  Json mcp_clients = Json::array();
+  std::uint64_t mcp_clients_omitted = 0;
   std::string first_ts, last_ts;
   std::optional<std::int64_t> duration_ms;  // first record to session_finished, or to the last
   bool finished = false;                    // a session_finished record

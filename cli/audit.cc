@@ -536,6 +536,18 @@ void PrintSessionSummary(const SessionSummary& s) {
     o << "  " << s.client_info.value("name", Json("?")).dump();
     if (s.client_info.contains("version")) o << " " << s.client_info["version"].dump();
   }
+  // serve --http: each MCP session's own client (names and versions the clients chose).
+  if (s.mcp_clients.size() > 1) {
+    o << "\n  mcp clients " << s.mcp_clients.size() + s.mcp_clients_omitted << ":";
+    for (const Json& c : s.mcp_clients) {
+      o << " " << (c["mcp_session"].is_string() ? Plain(c["mcp_session"].get<std::string>()) : "-");
+      if (c["clientInfo"].is_object()) {
+        o << "=" << c["clientInfo"].value("name", Json("?")).dump();
+        if (c["clientInfo"].contains("version")) o << " " << c["clientInfo"]["version"].dump();
+      }
+    }
+    if (s.mcp_clients_omitted > 0) o << " (and " << s.mcp_clients_omitted << " more)";
+  }
   o << "\n  workspace   " << Plain(s.workspace) << "\n  policy      sha256 "
     << Plain(s.policy_sha256) << "\n  time        " << Plain(s.first_ts) << " .. "
     << Plain(s.last_ts) << "  (" << Duration(s.duration_ms)

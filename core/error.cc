@@ -41,6 +41,12 @@ std::string_view CodeName(Code code) {
       return "no_space";
     case Code::kOutputBacklog:
       return "output_backlog";
+    case Code::kNotOwned:
+      return "not_owned";
+    case Code::kSharedGroup:
+      return "shared_group";
+    case Code::kUnsupported:
+      return "unsupported";
   }
   return "internal";
 }

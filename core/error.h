@@ -32,6 +32,10 @@ enum class Code {
   kNoSpace,
   // --- serve: the client has not read the answers the session holds for it (issue 19).
   kOutputBacklog,
+  // --- supervision (issue 23): stop_local_server's refusals.
+  kNotOwned,
+  kSharedGroup,
+  kUnsupported,
 };
 
 std::string_view CodeName(Code code);

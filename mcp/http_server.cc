@@ -231,8 +231,9 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
       label = st->labels[sid];
       st->labels.erase(sid);
     }
-    // Its jobs are its own: nobody else can see or stop them, so they end with it.
-    if (!label.empty()) st->session->processes().CancelOwned(label);
+    // Its jobs are its own: nobody else can see or stop them, so they end with it, and what the
+    // session kept for it goes too.
+    if (!label.empty()) st->session->EndOwner(label);
     return Reply(c, 200, "");
   }
   if (m != "POST") return Reply(c, 405, "", {{"Allow", "POST, DELETE"}});

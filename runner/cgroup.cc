@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -247,6 +248,27 @@ CgroupEvents CgroupJob::Events() const {
     e.pids_max = std::max(e.pids_max, CgroupKeyedValue(ReadSmall(d + "/pids.events"), "max"));
   }
   return e;
+}
+
+Json CgroupJob::Now() const {
+  Json now = {{"mode", std::string(Name(kCgroupModeNames, mode_))},
+              {"memory_bytes", nullptr},
+              {"pids", nullptr}};
+  auto number = [](const std::string& text) -> Json {
+    std::uint64_t v = 0;
+    std::string_view t = text;
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) return nullptr;
+    return v;
+  };
+  for (const auto& d : dirs_) {
+    for (const char* f : {"memory.current", "memory.usage_in_bytes"}) {
+      if (Json v = number(ReadSmall(d + "/" + f)); !v.is_null()) now["memory_bytes"] = v;
+    }
+    if (Json v = number(ReadSmall(d + "/pids.current")); !v.is_null()) now["pids"] = v;
+  }
+  return now;
 }
 
 Json CgroupJob::Stats() const {

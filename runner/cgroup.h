@@ -49,6 +49,9 @@ class CgroupJob {
   // Peak memory and pids events, as far as the controller reports them.
   Json Stats() const;
   CgroupEvents Events() const;
+  // What the cgroup holds now (the live table): {mode, memory_bytes (memory.current, v1's
+  // memory.usage_in_bytes), pids (pids.current)}; a figure the controller does not give is null.
+  Json Now() const;
   CgroupMode mode() const { return mode_; }
 
  private:

@@ -28,6 +28,11 @@ struct ContainSpec {
 
 // The status line that carries the proxy listener (SCM_RIGHTS) from the shim to cordon.
 inline constexpr std::string_view kProxyListenerLine = "cordon-proxy-listener\n";
+// local_servers' probes (issue 23): cordon writes one byte on the status socket, '4' or '6', and
+// the shim answers with this line carrying an unconnected TCP socket of that family made in the
+// sandbox's network namespace (SCM_RIGHTS; the line alone when it could not make one). cordon
+// connects it: a socket keeps the namespace it was made in.
+inline constexpr std::string_view kProbeSocketLine = "cordon-probe-socket\n";
 
 Json ContainSpecJson(const ContainSpec& spec);
 Result<ContainSpec> ContainSpecFromJson(const Json& j);

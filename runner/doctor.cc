@@ -8,9 +8,11 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -314,6 +316,25 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep) {
   CgroupSupport cg = ProbeCgroups();
   add("cgroup", cg.mode != CgroupMode::kNone, false,
       std::string(Name(kCgroupModeNames, cg.mode)) + ": " + cg.reason, cg.remedy);
+  {
+    // stop_local_server signals a listener's process group through its leader's pidfd
+    // (PIDFD_SIGNAL_PROCESS_GROUP, 1 << 2, Linux 6.9); signal 0 to this process's own "group"
+    // tells a kernel that knows the flag (0, or ESRCH when this process leads no group) from
+    // one that does not (EINVAL).
+    UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+    const bool pidfds = self.valid();
+    const bool group =
+        pidfds &&
+        (::syscall(SYS_pidfd_send_signal, self.get(), 0, nullptr, 1U << 2) == 0 || errno == ESRCH);
+    add("pidfd_process_group", group, false,
+        group ? "stop_local_server signals a listener's process group through its leader's pidfd"
+        : pidfds
+            ? "the kernel has pidfds but no PIDFD_SIGNAL_PROCESS_GROUP: stop_local_server "
+              "signals a group by number right after its leader was seen alive (a reused group "
+              "id in that instant is a race that remains)"
+            : "the kernel has no pidfd_open: stop_local_server refuses (unsupported)",
+        "a kernel >= 6.9");
+  }
   {
     // Without a cgroup the memory limit is RLIMIT_DATA: it must refuse private writable memory
     // past the limit (a kernel booted with ignore_rlimit_data only warns) and leave PROT_NONE

@@ -5,9 +5,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -25,6 +27,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/fd_passing.h"
 #include "core/hash.h"
 #include "core/redact.h"
@@ -32,23 +35,13 @@
 #include "runner/environment.h"
 #include "runner/host_probe.h"
 #include "runner/launch_internal.h"
+#include "runner/pidfd.h"
 #include "runner/warm.h"
 
 namespace cordon {
 namespace {
 
 using namespace launch_detail;
-
-double NowMs() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-bool Alive(int pidfd) {
-  pollfd p{pidfd, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 0;  // a pidfd polls readable once its process has exited
-}
 
 // An fd on the pid namespace of the process `pidfd` names (`pid` is its number as cordon sees
 // it): held, so the namespace's inode cannot be given to another namespace while cordon compares
@@ -57,7 +50,7 @@ UniqueFd PidNamespaceOf(int pidfd, pid_t pid) {
   if (pidfd < 0 || pid <= 0) return {};
   UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC));
   // Still alive after the open: the pid was its own when the namespace was read.
-  if (ns.valid() && !Alive(pidfd)) ns.Reset();
+  if (ns.valid() && !PidfdAlive(pidfd)) ns.Reset();
   return ns;
 }
 
@@ -77,7 +70,7 @@ void KillSandboxNamespace(int ns, int sig) {
     struct stat st {};
     std::string p = std::string("/proc/") + e->d_name + "/ns/pid";
     if (::stat(p.c_str(), &st) == 0 && st.st_ino == want.st_ino && st.st_dev == want.st_dev &&
-        Alive(pfd.get())) {
+        PidfdAlive(pfd.get())) {
       ::syscall(SYS_pidfd_send_signal, pfd.get(), sig, nullptr, 0);
     }
   }
@@ -172,7 +165,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   const std::string cwd = call.cwd;
   const bool inherit = call.inherit_stdio;
   const int stdin_src = inherit ? 0 : call.pipe_stdin ? in.read.get() : devnull_fd.get();
-  proc->started_ms_ = NowMs();
+  proc->started_ms_ = MonotonicMs();
   const pid_t parent = ::getpid();
   // Staged mode: the child mounts the overlays in its own mount namespace before it execs bwrap
   // (docs/adr/0006-staged-workspace.md), so no capability ever reaches the sandbox.
@@ -286,7 +279,7 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
     devnull_fd = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!devnull_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", "/dev/null");
   }
-  proc->started_ms_ = NowMs();
+  proc->started_ms_ = MonotonicMs();
   TRY(sandbox->Submit({frame_fd.get(), call.pipe_stdin ? in.read.get() : devnull_fd.get(),
                        out.write.get(), err.write.get(), st.write.get(), reply.write.get()}));
   // Only the sandbox holds the call's ends now: the pipes end when the call's processes do.
@@ -336,7 +329,7 @@ void ConfinedProcess::NoteNamespace() {
   ns_ino_ = st.st_ino;
 }
 
-double ConfinedProcess::ElapsedMs() const { return NowMs() - started_ms_; }
+double ConfinedProcess::ElapsedMs() const { return MonotonicMs() - started_ms_; }
 
 bool ConfinedProcess::finished() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -356,8 +349,8 @@ void ConfinedProcess::Terminate(int sig) {
   }
   // Grace period, then the whole sandbox goes: SIGKILL to the namespace's init takes every
   // process in it with it.
-  const double until = NowMs() + (force_stop_ ? 0 : req_.stop_grace_ms);
-  while (NowMs() < until && !force_stop_) {
+  const double until = MonotonicMs() + (force_stop_ ? 0 : req_.stop_grace_ms);
+  while (MonotonicMs() < until && !force_stop_) {
     pollfd p{pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 50) > 0) break;
     char buf[65536];
@@ -394,7 +387,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     if (json_fd_.valid()) fds.push_back({json_fd_.get(), POLLIN, 0});
     if (!exited) fds.push_back({pidfd_.get(), POLLIN, 0});
     if (extra_open && !exited) fds.push_back({hooks->extra_fd, POLLIN, 0});
-    if (exited && ((!out_open && !err_open) || NowMs() > drain_until)) {
+    if (exited && ((!out_open && !err_open) || MonotonicMs() > drain_until)) {
       // The shim's child (its "confining" line) and the shim (its report) write separately, so
       // the poll that saw the exit may have read only the first: what the socket still holds is
       // read now. The sandbox is gone, so nothing writes any more and this ends.
@@ -405,7 +398,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
       }
       break;
     }
-    double now = NowMs();
+    double now = MonotonicMs();
     if (!exited && !reason) {
       // A termination signal to cordon ends every sandbox it runs: the command gets that very
       // signal (as it would have in the terminal), then SIGKILL after the grace period.
@@ -433,7 +426,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         if (warm_ || ::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
           exited = true;
           // The sandbox is gone; any writer left is outside it (weaker mode). Bound the drain.
-          drain_until = NowMs() + 2000;
+          drain_until = MonotonicMs() + 2000;
         }
         continue;
       }
@@ -474,7 +467,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
     ::kill(-pid_, SIGKILL);
   }
   ProcessOutcome o;
-  o.elapsed_ms = NowMs() - started_ms_;
+  o.elapsed_ms = MonotonicMs() - started_ms_;
   Json status = Json::parse(status_buf_.substr(0, status_buf_.find('\n')), nullptr, false);
   if (status.is_object() && status.contains("spec_sha256") && status["spec_sha256"].is_string()) {
     o.spec_sha256 = status["spec_sha256"].get<std::string>();
@@ -552,6 +545,77 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   std::lock_guard<std::mutex> lock(mu_);
   outcome_ = o;
   done_ = true;
+  probe_cv_.notify_all();
+}
+
+Result<UniqueFd> ConfinedProcess::ProbeSocket(int family, int timeout_ms) {
+  if (family != AF_INET && family != AF_INET6)
+    return Fail(Code::kInvalidInput, "a probe socket is AF_INET or AF_INET6");
+  if (warm_) return Fail(Code::kUnsupported, "a warm call's sandbox makes no probe sockets");
+  const pid_t init = live_member_.load();
+  if (init <= 0 || !init_pidfd_.valid())
+    return Fail(Code::kUnsupported, "the job's sandbox has no network namespace cordon holds");
+  std::lock_guard<std::mutex> one(probe_mu_);
+  UniqueFd sock;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (done_ || !status_fd_.valid()) return Fail(Code::kNotFound, "the job has ended");
+    probe_fds_.clear();
+    const int before = probe_answers_;
+    const char req = family == AF_INET6 ? '6' : '4';
+    if (::send(status_fd_.get(), &req, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+      return SysFail(Code::kSandboxUnavailable, "send", "the probe request");
+    probe_waiting_ = true;
+    probe_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&] { return probe_answers_ != before || done_ || !status_fd_.valid(); });
+    probe_waiting_ = false;
+    if (probe_answers_ == before) {
+      return Fail(done_ ? Code::kNotFound : Code::kTimeout,
+                  done_ ? "the job has ended"
+                        : "the job's sandbox did not answer the probe request in " +
+                              std::to_string(timeout_ms) + " ms");
+    }
+    if (probe_fds_.empty()) {
+      return Fail(Code::kSandboxUnavailable, std::string("the job's sandbox could not make an ") +
+                                                 (family == AF_INET6 ? "IPv6" : "IPv4") +
+                                                 " socket");
+    }
+    sock = std::move(probe_fds_.back());
+    probe_fds_.clear();
+  }
+  int domain = 0, type = 0;
+  socklen_t domain_len = sizeof domain, type_len = sizeof type;
+  if (::getsockopt(sock.get(), SOL_SOCKET, SO_DOMAIN, &domain, &domain_len) != 0 ||
+      ::getsockopt(sock.get(), SOL_SOCKET, SO_TYPE, &type, &type_len) != 0 || domain != family ||
+      type != SOCK_STREAM) {
+    return Fail(Code::kSandboxUnavailable, "the sandbox passed something other than a TCP socket");
+  }
+  // The sandbox's network namespace, read while the pinned init still lives (its pid is its own).
+  struct stat want {};
+  {
+    UniqueFd ns(
+        ::open(("/proc/" + std::to_string(init) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns.valid() || !PidfdAlive(init_pidfd_.get()) || ::fstat(ns.get(), &want) != 0)
+      return Fail(Code::kNotFound, "the job's sandbox has ended");
+  }
+  UniqueFd sock_ns(::ioctl(sock.get(), SIOCGSKNS));
+  struct stat got {};
+  if (sock_ns.valid()) {
+    if (::fstat(sock_ns.get(), &got) != 0 || got.st_ino != want.st_ino ||
+        got.st_dev != want.st_dev) {
+      return Fail(Code::kSandboxUnavailable,
+                  "the probe socket is not from the job's network namespace");
+    }
+  } else {
+    // SIOCGSKNS needs CAP_NET_ADMIN over the namespace: an ordinary user has it in the sandbox's
+    // own (its user namespace is theirs), not in the host's, which a network-allow job shares.
+    struct stat own {};
+    if (::stat("/proc/self/ns/net", &own) != 0 || own.st_ino != want.st_ino ||
+        own.st_dev != want.st_dev) {
+      return SysFail(Code::kSandboxUnavailable, "ioctl(SIOCGSKNS)", "the probe socket");
+    }
+  }
+  return sock;
 }
 
 std::string ConfinedProcess::StdoutText() const {
@@ -590,13 +654,30 @@ void ConfinedProcess::OnStatusData(int fd) {
   ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) {
+    std::lock_guard<std::mutex> lock(mu_);  // ProbeSocket writes on it under mu_
     status_fd_.Reset();
+    probe_cv_.notify_all();
     return;
   }
   std::string_view got(data, static_cast<std::size_t>(n));
   // Descriptors are owned at once, whatever comes of them; only the proxy listener the shim
   // sends (its own line, its own write) is kept, and only when this process has a binding.
   std::vector<UniqueFd> fds = TakePassedFds(msg);
+  // A probe socket's answer (ProbeSocket). The kernel ends a read after a message that carries a
+  // descriptor, not before one, so a report the shim wrote after an answer without one may
+  // follow it in this read: only the line is taken here, the rest is status data.
+  if (got.rfind(kProbeSocketLine, 0) == 0) {
+    got.remove_prefix(kProbeSocketLine.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    // Kept only while a probe waits, and only one: answers nobody asked for hold no descriptor.
+    if (probe_waiting_) {
+      ++probe_answers_;
+      probe_fds_.clear();
+      if (fds.size() == 1) probe_fds_.push_back(std::move(fds[0]));
+      probe_cv_.notify_all();
+    }
+    if (got.empty()) return;
+  }
   if (got.rfind(kProxyListenerLine, 0) == 0) {
     got.remove_prefix(kProxyListenerLine.size());
     if (fds.size() == 1 && req_.egress) {
@@ -648,7 +729,7 @@ void ConfinedProcess::OnJsonStatus(std::string_view data) {
     std::ifstream ps("/proc/" + std::to_string(cand) + "/status");
     for (std::string l; std::getline(ps, l);) {
       if (l.rfind("PPid:", 0) == 0) {
-        if (std::atol(l.c_str() + 5) == pid_ && Alive(pfd.get())) {
+        if (std::atol(l.c_str() + 5) == pid_ && PidfdAlive(pfd.get())) {
           sandbox_init_ = static_cast<pid_t>(cand);
           sandbox_ns_ = PidNamespaceOf(pfd.get(), sandbox_init_);
           NoteNamespace();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -401,6 +402,18 @@ class ConfinedProcess {
   double ElapsedMs() const;
   // A process of its sandbox's pid namespace (its init) as cordon sees it; 0 while unknown.
   pid_t sandbox_member() const { return live_member_.load(); }
+  // Its cgroup's figures now (CgroupJob::Now), or null when it has no cgroup of its own (an
+  // ordinary user without a delegated v2 tree; a warm call, in its sandbox's).
+  Json CgroupNow() const { return cgroup_ ? cgroup_->Now() : Json(nullptr); }
+  // The command's process group (the shim's child starts a session of its own) as cordon numbers
+  // it; 0 while unknown.
+  pid_t command_group() const { return confined_pid_.load(); }
+  // local_servers' probe (issue 23): an unconnected TCP socket (`family` AF_INET or AF_INET6)
+  // the shim made in the sandbox's network namespace and passed over the status socket
+  // (kProbeSocketLine). Checked before it is returned: a stream socket of that family, in the
+  // sandbox's network namespace (SIOCGSKNS) where cordon may ask. Fails when the process has
+  // ended, is a warm call (unsupported), or the shim did not answer within `timeout_ms`.
+  Result<UniqueFd> ProbeSocket(int family, int timeout_ms);
   // The commit after it (the direct mode's sweep) could not complete: the call fails with
   // this error (a sandbox failure already there keeps its code and gains the message).
   void FailCommit(const Error& e) {
@@ -446,7 +459,14 @@ class ConfinedProcess {
   void NoteNamespace();                               // sets them from sandbox_ns_
   std::atomic<bool> force_stop_{false};
   std::shared_ptr<KernelAudit> kernel_audit_;
-  pid_t confined_pid_ = 0;  // host pid of the shim's child, which enforces Landlock and execs
+  // host pid of the shim's child, which enforces Landlock and execs
+  std::atomic<pid_t> confined_pid_{0};
+  // ProbeSocket: one probe at a time; the answers OnStatusData takes (under mu_).
+  std::mutex probe_mu_;
+  std::condition_variable probe_cv_;
+  std::vector<UniqueFd> probe_fds_;
+  int probe_answers_ = 0;
+  bool probe_waiting_ = false;
   void OnStatusData(int fd);
   std::string status_buf_, json_buf_;
   void OnJsonStatus(std::string_view data);

@@ -3,14 +3,22 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <map>
 
+#include "core/clock.h"
 #include "core/unique_fd.h"
+#include "runner/pidfd.h"
 #include "runner/proc_usage.h"
 
 namespace cordon {
@@ -86,9 +94,11 @@ std::optional<std::uint64_t> SocketInode(std::string_view link) {
   return inode;
 }
 
-std::vector<Listener> NamespaceListeners(pid_t member) {
+namespace {
+
+// The listeners among `procs` (the processes of one pid namespace).
+std::vector<Listener> ListenersOf(const std::vector<LiveProcess>& procs) {
   std::vector<Listener> out;
-  const std::vector<LiveProcess> procs = NamespaceProcesses(member);
   // Every listening socket of the namespaces these processes are in, by inode.
   std::map<std::uint64_t, TcpListen> listening;
   for (const LiveProcess& p : procs) {
@@ -125,6 +135,188 @@ std::vector<Listener> NamespaceListeners(pid_t member) {
                           return a.port == b.port && a.pid == b.pid && a.address == b.address;
                         }),
             out.end());
+  return out;
+}
+
+// PIDFD_SIGNAL_PROCESS_GROUP (linux/pidfd.h, Linux 6.9): the signal goes to the process group
+// whose id is the pidfd's process (its leader). Debian 12's headers predate it.
+constexpr unsigned kPidfdSignalProcessGroup = 1U << 2;
+
+// Waits up to `ms` for the pidfd's process to exit; whether it did.
+bool WaitExit(int pidfd, double ms) {
+  const double until = MonotonicMs() + ms;
+  for (;;) {
+    const double left = until - MonotonicMs();
+    pollfd p{pidfd, POLLIN, 0};
+    const int r = ::poll(&p, 1, left > 0 ? static_cast<int>(left) + 1 : 0);
+    if (r > 0) return true;
+    if (r < 0 && errno == EINTR) continue;
+    if (left <= 0) return false;
+  }
+}
+
+// A process pinned by a pidfd, with what /proc said of it while the pidfd still named it.
+struct Pinned {
+  UniqueFd fd;
+  std::uint64_t ns_dev = 0, ns_ino = 0;
+  ProcStat stat;
+};
+
+Result<Pinned> Pin(pid_t pid) {
+  Pinned p;
+  p.fd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!p.fd.valid()) {
+    if (errno == ENOSYS) {
+      return Fail(Code::kUnsupported,
+                  "this kernel has no pidfd_open (Linux 5.3): cordon signals no process by number");
+    }
+    return Fail(Code::kNotFound, "no process " + std::to_string(pid));
+  }
+  const std::string dir = "/proc/" + std::to_string(pid);
+  struct stat ns {};
+  if (::stat((dir + "/ns/pid").c_str(), &ns) != 0) {
+    // Not ours to read (another user's), or gone meanwhile.
+    if (errno == EACCES || errno == EPERM) {
+      return Fail(Code::kNotOwned,
+                  "process " + std::to_string(pid) + " is not in this job's sandbox");
+    }
+    return Fail(Code::kNotFound, "no process " + std::to_string(pid));
+  }
+  auto text = ReadProcFile(dir + "/stat");
+  auto stat = text ? ParseProcStat(*text) : std::nullopt;
+  // Read while the pidfd still names a live process: what was read is its own, not a successor's.
+  if (!stat || !PidfdAlive(p.fd.get())) {
+    return Fail(Code::kNotFound, "process " + std::to_string(pid) + " has ended");
+  }
+  p.ns_dev = ns.st_dev;
+  p.ns_ino = ns.st_ino;
+  p.stat = std::move(*stat);
+  return p;
+}
+
+// SIGTERM or SIGKILL to the listener's group through its leader's pidfd, or to the listener
+// alone when no leader is pinned.
+void SendStop(const Pinned& listener, const Pinned* leader, int sig, ListenerStopOutcome& out) {
+  if (leader != nullptr) {
+    if (::syscall(SYS_pidfd_send_signal, leader->fd.get(), sig, nullptr,
+                  kPidfdSignalProcessGroup) == 0) {
+      return;
+    }
+    if (errno == EINVAL && PidfdAlive(leader->fd.get())) {
+      // A kernel before 6.9: by number, right after the leader was seen alive (a group that
+      // ended and whose id was reused in between is the race the tool's description names).
+      out.group_by_number = true;
+      ::kill(-out.pgid, sig);
+      return;
+    }
+  }
+  ::syscall(SYS_pidfd_send_signal, listener.fd.get(), sig, nullptr, 0);
+}
+
+}  // namespace
+
+std::vector<Listener> NamespaceListeners(pid_t member) {
+  return ListenersOf(NamespaceProcesses(member));
+}
+
+std::vector<Listener> NamespaceListenersIn(std::uint64_t ns_dev, std::uint64_t ns_ino) {
+  return ListenersOf(NamespaceProcessesIn(ns_dev, ns_ino));
+}
+
+Result<ListenerStopOutcome> StopNamespaceListener(const ListenerStopTarget& target, pid_t pid,
+                                                  int port) {
+  if (target.ns_ino == 0) {
+    return Fail(Code::kUnsupported,
+                "the job has no pid namespace of its own (the weaker mode, or it has ended): "
+                "cordon cannot tell its processes from others, so it signals none");
+  }
+  // Whether the pid is the job's is read from the job's own namespace first: a pid outside it
+  // is not_owned whether or not such a process exists, so no answer tells the agent which host
+  // pids are alive.
+  const std::string not_owned = "process " + std::to_string(pid) +
+                                " is not in this job's sandbox (another job's, a server's or the "
+                                "host's, or none): nothing was signalled";
+  if (pid <= 0) return Fail(Code::kNotOwned, not_owned);
+  const double start = MonotonicMs();
+  ListenerStopOutcome out;
+  out.pid = pid;
+  out.port = port;
+  std::string ports;
+  bool found = false, member = false;
+  for (const Listener& l : NamespaceListenersIn(target.ns_dev, target.ns_ino)) {
+    if (l.pid != pid) continue;
+    member = true;
+    if (l.port == port) {
+      found = true;
+      out.comm = l.comm;
+      out.address = l.address;
+      break;
+    }
+    ports += (ports.empty() ? "" : ", ") + std::to_string(l.port);
+  }
+  if (!member) {
+    for (const LiveProcess& p : NamespaceProcessesIn(target.ns_dev, target.ns_ino))
+      member = member || p.pid == pid;
+  }
+  if (!member) return Fail(Code::kNotOwned, not_owned);
+  if (!found) {
+    return Fail(Code::kNotFound,
+                "process " + std::to_string(pid) + " does not listen on port " +
+                    std::to_string(port) +
+                    (ports.empty() ? " (it listens on none)" : " (it listens on " + ports + ")"));
+  }
+  // Pinned, then checked again: the pid is still the job's process (not a successor's).
+  auto pinned = Pin(pid);
+  if (!pinned) {
+    if (pinned.error().code == Code::kNotOwned) return Fail(Code::kNotOwned, not_owned);
+    return std::unexpected(pinned.error());
+  }
+  Pinned listener = std::move(*pinned);
+  if (listener.ns_dev != target.ns_dev || listener.ns_ino != target.ns_ino) {
+    return Fail(Code::kNotOwned, not_owned);
+  }
+  const pid_t pgid = listener.stat.pgrp;
+  if (target.top_group <= 0) {
+    return Fail(Code::kUnsupported,
+                "the job's command never reported its process group, so cordon cannot tell "
+                "its top group from a server's own: use process_cancel");
+  }
+  if (pgid == target.top_group) {
+    return Fail(Code::kSharedGroup,
+                "process " + std::to_string(pid) +
+                    " is in the job's top process group: stopping its group stops the job. Use "
+                    "process_cancel (or start the server in a group of its own, e.g. setsid)");
+  }
+  std::optional<Pinned> leader;
+  if (pgid == pid) {
+    leader = std::move(listener);
+  } else if (pgid > 1) {
+    auto l = Pin(pgid);
+    if (l && (l->ns_dev != target.ns_dev || l->ns_ino != target.ns_ino)) {
+      return Fail(Code::kSharedGroup, "process " + std::to_string(pid) +
+                                          " is in a process group whose leader is outside the "
+                                          "job's sandbox: use process_cancel");
+    }
+    if (!l && l.error().code == Code::kNotOwned) {
+      return Fail(Code::kSharedGroup, "process " + std::to_string(pid) +
+                                          " is in a process group whose leader is outside the "
+                                          "job's sandbox: use process_cancel");
+    }
+    // A leader that left its group (or ended) leaves the listener to be signalled alone.
+    if (l && l->stat.pgrp == pgid) leader = std::move(*l);
+  }
+  const Pinned& self = leader && pgid == pid ? *leader : listener;
+  out.group = leader.has_value();
+  out.pgid = out.group ? pgid : 0;
+  out.signals.push_back("SIGTERM");
+  SendStop(self, leader ? &*leader : nullptr, SIGTERM, out);
+  if (!WaitExit(self.fd.get(), target.grace_ms)) {
+    out.signals.push_back("SIGKILL");
+    SendStop(self, leader ? &*leader : nullptr, SIGKILL, out);
+    WaitExit(self.fd.get(), 2000);
+  }
+  out.stopped = !PidfdAlive(self.fd.get());
+  out.elapsed_ms = MonotonicMs() - start;
   return out;
 }
 

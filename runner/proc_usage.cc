@@ -71,10 +71,10 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
   auto field = [&](std::size_t n) { return f[n - 3]; };
   if (f.size() < 24 - 2 || field(3).size() != 1) return std::nullopt;
   st.state = field(3)[0];
-  if (!ParseNumber(field(4), st.ppid) || !ParseNumber(field(14), st.utime) ||
-      !ParseNumber(field(15), st.stime) || !ParseNumber(field(16), st.cutime) ||
-      !ParseNumber(field(17), st.cstime) || !ParseNumber(field(22), st.starttime) ||
-      !ParseNumber(field(24), st.rss_pages)) {
+  if (!ParseNumber(field(4), st.ppid) || !ParseNumber(field(5), st.pgrp) ||
+      !ParseNumber(field(14), st.utime) || !ParseNumber(field(15), st.stime) ||
+      !ParseNumber(field(16), st.cutime) || !ParseNumber(field(17), st.cstime) ||
+      !ParseNumber(field(22), st.starttime) || !ParseNumber(field(24), st.rss_pages)) {
     return std::nullopt;
   }
   return st;

@@ -17,6 +17,7 @@ namespace cordon {
 struct ProcStat {
   pid_t pid = 0;
   pid_t ppid = 0;
+  pid_t pgrp = 0;  // its process group (the id as the reader's pid namespace numbers it)
   char state = '?';
   std::string comm;
   std::uint64_t utime = 0, stime = 0;    // its own CPU time

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <future>
+#include <thread>
+#include <tuple>
 
 #include "runner/preset_cache.h"
 
@@ -473,6 +475,8 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
   // the caller (an MCP worker, an HTTP connection's thread) was killed when that thread ended,
   // as the worker pool's do when `serve` stops, and the job was recorded as a sandbox that
   // did not start instead of as cancelled by the stop.
+  if (OwnerEnded(req.owner))
+    return Fail(Code::kCancelled, "the MCP session ended: no job of it starts");
   Monitor();  // a job's figures are kept from its start
   auto job = std::make_unique<Job>();
   Job* raw = job.get();
@@ -508,7 +512,17 @@ Result<Json> ProcessHost::StartBackground(const ProcessRequest& req) {
     job->proc = std::move(*proc);
     jobs_[{job->owner, job->id}] = std::move(job);
   }
+  // Its session ended while it launched (a tools/call racing an HTTP DELETE): EndOwner's
+  // cancel did not see it, so it is cancelled here, and joined, rather than left running with
+  // no session to see or stop it.
+  const bool orphan = OwnerEnded(req.owner);
+  if (orphan) raw->cancel = true;
   registered.set_value();
+  if (orphan) {
+    raw->Join();
+    return Fail(Code::kCancelled,
+                "the MCP session ended while " + raw->id + " started: it was cancelled");
+  }
   Json started = {
       {"id", raw->id}, {"status", "running"}, {"confinement", raw->proc->confinement()}};
   if (const auto& t = raw->proc->timeout_decision(); t && t->capped)
@@ -603,6 +617,20 @@ Result<Json> ProcessHost::Cancel(const std::string& owner, const std::string& id
               {"signal", o.signal ? Json(*o.signal) : Json(nullptr)}};
 }
 
+void ProcessHost::EndOwner(const std::string& owner) {
+  {
+    std::lock_guard<std::mutex> lock(ended_mu_);
+    ended_owners_.insert(owner);
+  }
+  CancelOwned(owner);
+}
+
+bool ProcessHost::OwnerEnded(const std::string& owner) {
+  if (owner.empty()) return false;  // stdio serve, exec, call: the one session
+  std::lock_guard<std::mutex> lock(ended_mu_);
+  return ended_owners_.count(owner) > 0;
+}
+
 void ProcessHost::CancelOwned(const std::string& owner) {
   std::vector<Job*> owned;
   {
@@ -613,6 +641,73 @@ void ProcessHost::CancelOwned(const std::string& owner) {
   }
   for (Job* job : owned) job->cancel = true;
   for (Job* job : owned) job->Join();
+}
+
+namespace {
+
+// A job's sandbox pid namespace, waited for up to `ms` after its start (bwrap reports its init a
+// few milliseconds in); {0, 0} in the weaker mode, which has none, or when it never came.
+std::pair<std::uint64_t, std::uint64_t> AwaitNamespace(const ConfinedProcess& p, int ms) {
+  const bool bwrap = p.confinement().value("mode", "") == "bwrap";
+  for (int waited = 0;; waited += 10) {
+    const auto ns = p.sandbox_namespace();
+    if (ns.second != 0 || !bwrap || p.finished() || waited >= ms) return ns;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+Result<std::vector<ProcessHost::JobListener>> ProcessHost::Listeners(
+    const std::string& owner, const std::optional<std::string>& id) {
+  std::vector<Job*> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id) {
+      ASSIGN_OR_RETURN(Job * job, FindJobLocked(owner, *id));
+      jobs.push_back(job);
+    } else {
+      for (auto it = jobs_.lower_bound({owner, ""}); it != jobs_.end() && it->first.first == owner;
+           ++it)
+        jobs.push_back(it->second.get());
+    }
+  }
+  // Jobs are never erased from jobs_ while the host lives: the pointers stay valid.
+  std::vector<JobListener> out;
+  for (Job* job : jobs) {
+    if (job->proc->finished()) continue;
+    const auto [dev, ino] = AwaitNamespace(*job->proc, 2000);
+    for (Listener& l : NamespaceListenersIn(dev, ino)) out.push_back({job->id, std::move(l)});
+  }
+  return out;
+}
+
+Result<ListenerStopOutcome> ProcessHost::StopListener(const std::string& owner,
+                                                      const std::string& id, pid_t pid, int port) {
+  Job* job = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(job, FindJobLocked(owner, id));
+  }
+  if (job->proc->finished()) {
+    return Fail(Code::kNotFound, id + " has ended: nothing of it listens any more");
+  }
+  ListenerStopTarget target;
+  std::tie(target.ns_dev, target.ns_ino) = AwaitNamespace(*job->proc, 2000);
+  target.top_group = job->proc->command_group();
+  target.grace_ms = job->proc->request().stop_grace_ms;
+  return StopNamespaceListener(target, pid, port);
+}
+
+Result<UniqueFd> ProcessHost::ProbeSocket(const std::string& owner, const std::string& id,
+                                          int family) {
+  Job* job = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(job, FindJobLocked(owner, id));
+  }
+  AwaitNamespace(*job->proc, 2000);
+  return job->proc->ProbeSocket(family, 2000);
 }
 
 ProcessHost::LiveOwner ProcessHost::OwnerOf(const ProcessRequest& req,
@@ -649,8 +744,9 @@ std::vector<ProcessHost::LiveRow> ProcessHost::LiveTable(const std::string& owne
     // may have taken once the sandbox's init was reaped).
     const auto [ns_dev, ns] = e.proc->sandbox_namespace();
     const double elapsed = e.proc->ElapsedMs();
+    const Json cgroup = e.proc->CgroupNow();
     for (LiveProcess& p : NamespaceProcessesIn(ns_dev, ns, cmdline_bytes)) {
-      rows.push_back(LiveRow{e.owner, init, ns, elapsed, std::move(p)});
+      rows.push_back(LiveRow{e.owner, init, ns, elapsed, std::move(p), cgroup});
     }
   }
   return rows;

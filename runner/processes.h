@@ -8,10 +8,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/signals.h"
 #include "runner/launch.h"
+#include "runner/listeners.h"
 #include "runner/resource_monitor.h"
 #include "runner/warm.h"
 #include "workspace/changes.h"
@@ -100,6 +102,26 @@ class ProcessHost {
   Result<Json> Cancel(const std::string& owner, const std::string& id, bool force = false);
   // Cancels and reaps every running job of `owner` (its MCP session ended).
   void CancelOwned(const std::string& owner);
+  // `owner`'s MCP session ended: no job of it starts from now on (a tools/call that raced the
+  // session's end gets cancelled, its job ended at once), and its running jobs are cancelled.
+  void EndOwner(const std::string& owner);
+  bool OwnerEnded(const std::string& owner);
+
+  // --- local_servers and stop_local_server (issue 23).
+  struct JobListener {
+    std::string job;
+    Listener listener;
+  };
+  // The TCP listeners of `owner`'s running jobs (of job `id` only, when given: not_found for an
+  // id that is not the owner's), read through each sandbox's held pid namespace.
+  Result<std::vector<JobListener>> Listeners(const std::string& owner,
+                                             const std::optional<std::string>& id);
+  // Stops a listener job `id` of `owner` started (StopNamespaceListener, with the job's top
+  // process group and stop_grace_ms).
+  Result<ListenerStopOutcome> StopListener(const std::string& owner, const std::string& id,
+                                           pid_t pid, int port);
+  // A probe socket made in job `id`'s network namespace (ConfinedProcess::ProbeSocket).
+  Result<UniqueFd> ProbeSocket(const std::string& owner, const std::string& id, int family);
 
   // The JSON every process result shares: exit, signal, timing, output, confinement.
   static Json ResultJson(const ConfinedProcess& p);
@@ -117,6 +139,7 @@ class ProcessHost {
     std::uint64_t pid_namespace = 0;  // the inode of its pid namespace
     double sandbox_elapsed_ms = 0;    // since the sandbox started
     LiveProcess process;
+    Json cgroup;  // its sandbox's cgroup now (ConfinedProcess::CgroupNow); null: none
   };
   // The rows `owner` may see: its own calls and jobs, and the configured servers (the
   // session's, shared by its MCP sessions). `cmdline_bytes` of each command line are read.
@@ -201,7 +224,10 @@ class ProcessHost {
   Result<Job*> FindJobLocked(const std::string& owner, const std::string& id);
   std::unique_ptr<WorkspaceGuard> guard_;  // outlives the jobs: their threads end in a sweep
   std::map<std::string, int> next_job_;    // per owner
-  ChangeRecorder changes_;                 // the session's hash cache lives here
+  // Owners whose MCP session ended (EndOwner): one label each, for the session's life.
+  std::mutex ended_mu_;
+  std::set<std::string> ended_owners_;
+  ChangeRecorder changes_;  // the session's hash cache lives here
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<int> running_{0};
   const Redactor* redactor_ = nullptr;

@@ -491,8 +491,11 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
   if (!o.cgroup.is_null()) rec.cgroup = o.cgroup;
   if (!o.io.is_null()) rec.io = o.io;
   if (r.call != 0) rec.call = r.call;
-  if (r.call != 0) {
-    std::lock_guard<std::mutex> lock(usage_mu_);
+  // An ended MCP session's figures are freed (EndOwner); none is kept for it again.
+  std::unique_lock<std::mutex> usage_lock(usage_mu_, std::defer_lock);
+  if (r.call != 0) usage_lock.lock();
+  // Checked under usage_mu_: EndOwner marks the owner ended before it takes the lock to erase.
+  if (r.call != 0 && !processes_->OwnerEnded(r.owner)) {
     CallUsage& u = usage_[r.owner][r.call];
     if (u.tool.empty()) u.tool = r.tool;
     u.AddProcess(o.cpu_ms, o.max_rss_kb, o.io);
@@ -503,6 +506,7 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
     if (o.error)
       u.warnings.push_back(what + " failed: " + Excerpt(o.error->message, 500, &redactor_));
   }
+  if (usage_lock.owns_lock()) usage_lock.unlock();
   if (!r.owner.empty()) rec.mcp_session = r.owner;
   if (!job_id.empty()) {
     rec.job = job_id;
@@ -538,9 +542,22 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
   (void)Audit(rec, true);
 }
 
+void Session::EndOwner(const std::string& owner) {
+  if (owner.empty()) return;
+  processes_->EndOwner(owner);  // its jobs' records are written before this returns
+  {
+    std::lock_guard<std::mutex> lock(usage_mu_);
+    usage_.erase(owner);
+  }
+  std::lock_guard<std::mutex> lock(tags_mu_);
+  tags_.erase(owner);
+}
+
 Result<std::vector<std::string>> Session::SetTag(std::uint64_t call, const std::string& owner,
                                                  const std::string& tag, bool tagged) {
   std::lock_guard<std::mutex> lock(tags_mu_);
+  // Under tags_mu_: EndOwner marks the owner ended before it takes the lock to erase.
+  if (processes_->OwnerEnded(owner)) return Fail(Code::kCancelled, "the MCP session ended");
   auto [it, fresh] = tags_.try_emplace(owner, start_tags_);
   std::vector<std::string> tags = it->second;
   auto at = std::find(tags.begin(), tags.end(), tag);
@@ -808,6 +825,23 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
         return external_->ServerStatus(name);
       };
     }
+    ctx.record_network = [this](const NetworkEvent& e) { RecordNetwork(e); };
+    ctx.record_listener_stop = [this, call_id, &owner](const std::string& job,
+                                                       const ListenerStopOutcome& stop) {
+      LocalServerStoppedRecord rec{.call = call_id,
+                                   .job = job,
+                                   .pid = stop.pid,
+                                   .port = stop.port,
+                                   .comm = stop.comm,
+                                   .group_by_number = stop.group_by_number,
+                                   .signals = stop.signals,
+                                   .stopped = stop.stopped,
+                                   .elapsed_ms = stop.elapsed_ms};
+      if (stop.group) rec.pgid = stop.pgid;
+      if (!owner.empty()) rec.mcp_session = owner;
+      // The signals were sent: a log that cannot take the record poisons the session.
+      (void)Audit(rec, true);
+    };
     ctx.set_tag = [this, call_id, &owner, &write_started](const std::string& tag, bool tagged) {
       (void)write_started();  // tool_started precedes its session_tag record
       return SetTag(call_id, owner, tag, tagged);
@@ -908,8 +942,8 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     finished.output_redactions = redactions;
     finished.output_redactions_by_rule = by_rule;
   }
-  if (!started_failed) {
-    std::lock_guard<std::mutex> lock(usage_mu_);
+  std::unique_lock<std::mutex> usage_lock(usage_mu_);
+  if (!started_failed && !processes_->OwnerEnded(owner)) {
     CallUsage& u = usage_[owner][call_id];
     u.tool = tool;
     u.status = finished.status;
@@ -920,6 +954,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     if (redactions > 0)
       u.warnings.push_back(std::to_string(redactions) + " secret(s) redacted from the result");
   }
+  usage_lock.unlock();
   if (started_failed) {
     // Nothing happened and nothing of the call is in the log: no tool_finished without its
     // tool_started.

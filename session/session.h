@@ -104,6 +104,9 @@ class Session {
   // Writes session_finished (also done by the destructor if not called).
   void Finish();
   ProcessHost& processes() { return *processes_; }
+  // An MCP session of `serve --http` ended (`owner`, its label): its jobs are cancelled (and
+  // none starts any more), and what the session kept for it (usage, traces, tags) is freed.
+  void EndOwner(const std::string& owner);
   void SetExternalTools(ExternalTools* external) { external_ = external; }
   // Adds a value (e.g. an MCP server's configured header) to redact from output and records.
   void AddRedaction(std::string rule, std::string value) {

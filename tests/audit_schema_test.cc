@@ -341,6 +341,42 @@ TEST_F(AuditSchemaTest, LogsOfRealRunsMatchTheSchemaInBothValidators) {
     logs.push_back(old);
     logs.push_back(detached);
   }
+  // A job's web server (network loopback), probed and stopped: a `network` record of protocol
+  // probe, and local_server_stopped.
+  if (!FindOnPath("python3").empty()) {
+    const std::string at = dir_ / "listener.jsonl";
+    SessionOptions o;
+    o.workspace = ws_;
+    o.audit_log = at;
+    o.shipped_policy_dir = testing::ShippedPolicyDir();
+    o.tool_process.network = NetworkMode::kLoopback;
+    auto session = Session::Start(o, environ);
+    ASSERT_TRUE(session) << session.error().message;
+    auto& s = *session;
+    const Json job =
+        s->Call("run_shell",
+                {{"program", "sh"},
+                 {"args", {"-c", "setsid -w python3 -m http.server --bind 127.0.0.1 0 & wait"}},
+                 {"background", true}});
+    ASSERT_FALSE(job.value("isError", true)) << job.dump();
+    Json server;
+    for (int i = 0; i < 150 && server.is_null(); ++i) {
+      const Json list = s->Call("local_servers", Json::object())["structuredContent"]["servers"];
+      if (list.is_array() && !list.empty()) server = list[0];
+      if (server.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_FALSE(server.is_null()) << "the job's http.server never listened";
+    const Json probe = s->Call(
+        "local_servers",
+        {{"urls", {"http://127.0.0.1:" + std::to_string(server["port"].get<int>()) + "/"}}});
+    EXPECT_EQ(probe["structuredContent"]["probes"][0]["http_status"], 200) << probe.dump();
+    const Json stop =
+        s->Call("stop_local_server",
+                {{"job_id", "job-1"}, {"pid", server["pid"]}, {"port", server["port"]}});
+    EXPECT_FALSE(stop.value("isError", true)) << stop.dump();
+    s->Finish();
+    logs.push_back(at);
+  }
   // The types no run here produces, built from their structs and written by the real writer.
   {
     auto w = AuditWriter::Open(dir_ / "built.jsonl", "built-from-structs", FsyncMode::kNever,

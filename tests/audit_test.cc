@@ -327,6 +327,17 @@ std::vector<AuditRecord> FullRecords() {
                     .http_status = 200},
       // --- supervision (issue 23)
       SessionTagRecord{.call = 1, .tag = "t", .tagged = true, .tags = {"t"}, .mcp_session = "m"},
+      LocalServerStoppedRecord{.call = 2,
+                               .job = "job-1",
+                               .pid = 4321,
+                               .port = 8000,
+                               .comm = "python3",
+                               .pgid = 4321,
+                               .group_by_number = false,
+                               .signals = {"SIGTERM"},
+                               .stopped = true,
+                               .elapsed_ms = 12.5,
+                               .mcp_session = "m"},
   };
 }
 

@@ -947,7 +947,7 @@ TEST_F(McpPeersTest, OfficialSdkClientListsAndCalls) {
   Json j = Json::parse(r.out);
   EXPECT_TRUE(j["ok"].get<bool>());
   EXPECT_EQ(j["serverInfo"]["name"], "cordon");
-  EXPECT_EQ(j["tools"].size(), 14u);
+  EXPECT_EQ(j["tools"].size(), 15u);
   EXPECT_EQ(j["call"]["result"]["structuredContent"]["lines"], Json({"alpha", "beta"}));
   // A path outside the workspace is an isError result (exit 3), not a protocol failure.
   argv[6] = R"({"path":"../../../etc/shadow","start_line":1})";

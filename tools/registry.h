@@ -23,6 +23,8 @@ namespace cordon {
 
 class ProcessHost;
 struct ProcessRequest;
+struct NetworkEvent;
+struct ListenerStopOutcome;
 
 enum class Effect { kNone, kFileWrite, kProcess };
 std::string_view EffectName(Effect effect);
@@ -98,6 +100,11 @@ struct ToolContext {
   // session_diff: AuditSessionDiff (audit/diff.h) of this session's own log, kept to the
   // caller's calls in [from, to]. Null: this session has no log to read.
   std::function<Result<Json>(std::uint64_t from, std::uint64_t to)> session_diff{};
+  // local_servers' probes: one network record each (protocol probe). Null: none written.
+  std::function<void(const NetworkEvent& e)> record_network{};
+  // stop_local_server: its local_server_stopped record, after the signals. Null: none written.
+  std::function<void(const std::string& job, const ListenerStopOutcome& stop)>
+      record_listener_stop{};
 };
 
 struct ToolSpec {

@@ -44,7 +44,8 @@ Result<Json> SupervisorProcesses(const Json& in, ToolContext& ctx) {
                          {"sandbox_pid", r.sandbox_pid},
                          {"pid_namespace", r.pid_namespace},
                          {"cmdline", cmdline},
-                         {"cmdline_truncated", cmdline.size() < r.process.cmdline.size()}});
+                         {"cmdline_truncated", cmdline.size() < r.process.cmdline.size()},
+                         {"cgroup", r.cgroup}});
   }
   return Json{{"processes", std::move(processes)},
               {"total", rows.size()},
@@ -134,7 +135,9 @@ ToolSpec MakeSupervisorProcessesTool() {
       "running calls and background jobs (under `serve --http`, this MCP session's only) and of "
       "the configured MCP servers, read now from /proc: pid, ppid, owner {kind: call, job or "
       "server, name}, state, cpu_ms, rss_kb, sandbox_pid and pid_namespace, and the command "
-      "line. cordon itself is not listed. The command line is text the process chose: "
+      "line, and cgroup: its sandbox's cgroup now {mode v1 or v2, memory_bytes, pids} (null when "
+      "it has none: an ordinary user without a delegated cgroup v2 tree). cordon itself is not "
+      "listed. The command line is text the process chose: "
       "UNTRUSTED, redacted and cut to 500 bytes. At most max_processes rows (default 50, at "
       "most 500); omitted says how many more there were.";
   t.scope = "diagnostics:read";
@@ -161,8 +164,14 @@ ToolSpec MakeSupervisorProcessesTool() {
         {"sandbox_pid", {{"type", "integer"}}},
         {"pid_namespace", {{"type", "integer"}}},
         {"cmdline", {{"type", "string"}}},
-        {"cmdline_truncated", {{"type", "boolean"}}}}},
-      {"required", {"pid", "owner", "state", "cpu_ms", "rss_kb", "cmdline"}}};
+        {"cmdline_truncated", {{"type", "boolean"}}},
+        {"cgroup",
+         {{"type", {"object", "null"}},
+          {"properties",
+           {{"mode", {{"type", "string"}}},
+            {"memory_bytes", {{"type", {"integer", "null"}}}},
+            {"pids", {{"type", {"integer", "null"}}}}}}}}}},
+      {"required", {"pid", "owner", "state", "cpu_ms", "rss_kb", "cmdline", "cgroup"}}};
   SetOutputSchemas(t,
                    {{"processes", {{"type", "array"}, {"items", row}}},
                     {"total", {{"type", "integer"}}},

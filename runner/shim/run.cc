@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,15 +13,37 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <vector>
 
+#include "core/fd_passing.h"
 #include "core/unique_fd.h"
+#include "runner/contain.h"
 #include "runner/kernel_audit.h"
 
 extern char** environ;
 
 namespace cordon::shim {
 namespace {
+
+// cordon's requests on the status socket: one byte per probe socket wanted ('4' or '6', see
+// kProbeSocketLine), each answered with a socket made here, in the sandbox's network namespace.
+// False when cordon's end is closed (nobody supervises this call any more).
+bool AnswerProbes(int fd) {
+  char req[16];
+  const ssize_t n = ::recv(fd, req, sizeof req, MSG_DONTWAIT);
+  if (n == 0) return false;
+  if (n < 0) return errno == EAGAIN || errno == EINTR;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (req[i] != '4' && req[i] != '6') continue;
+    UniqueFd sock(::socket(req[i] == '4' ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int passed = sock.get();
+    std::span<const int> fds;
+    if (sock.valid()) fds = std::span<const int>(&passed, 1);
+    (void)SendWithFds(fd, kProbeSocketLine, fds);
+  }
+  return true;
+}
 
 // Reaps every ended child but `keep`, whose status and rusage the report needs.
 void ReapOthers(pid_t keep) {
@@ -140,14 +163,16 @@ void RunCommand(ContainSpec& spec, const StatusChannel& status, const RunOptions
   // so the command's group is killed and this process leaves, which ends the pid namespace.
   const int child_fd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
   while (child_fd >= 0 && status.fd >= 0) {
-    pollfd fds[2] = {{child_fd, POLLIN, 0}, {status.fd, 0, 0}};
+    pollfd fds[2] = {{child_fd, POLLIN, 0}, {status.fd, POLLIN, 0}};
     if (opts.reap_orphans) ReapOthers(child);
     if (::poll(fds, 2, opts.reap_orphans ? 1000 : -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
     if (fds[0].revents != 0) break;  // the command ended
-    if ((fds[1].revents & (POLLERR | POLLHUP)) != 0) {
+    bool gone = (fds[1].revents & (POLLERR | POLLHUP)) != 0;
+    if (!gone && (fds[1].revents & POLLIN) != 0) gone = !AnswerProbes(status.fd);
+    if (gone) {
       ::kill(-child, SIGKILL);
       ::kill(child, SIGKILL);
       _exit(125);
