@@ -494,8 +494,8 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
   // An ended MCP session's figures are freed (EndOwner); none is kept for it again.
   std::unique_lock<std::mutex> usage_lock(usage_mu_, std::defer_lock);
   if (r.call != 0) usage_lock.lock();
-  // Checked under usage_mu_: EndOwner marks the owner ended before it takes the lock to erase.
-  if (r.call != 0 && !processes_->OwnerEnded(r.owner)) {
+  // Checked under usage_mu_, where EndOwner marks the owner ended as it erases its figures.
+  if (r.call != 0 && !ended_owners_.contains(r.owner)) {
     CallUsage& u = usage_[r.owner][r.call];
     if (u.tool.empty()) u.tool = r.tool;
     u.AddProcess(o.cpu_ms, o.max_rss_kb, o.io);
@@ -547,6 +547,7 @@ void Session::EndOwner(const std::string& owner) {
   processes_->EndOwner(owner);  // its jobs' records are written before this returns
   {
     std::lock_guard<std::mutex> lock(usage_mu_);
+    ended_owners_.insert(owner);
     usage_.erase(owner);
   }
   std::lock_guard<std::mutex> lock(tags_mu_);
@@ -943,7 +944,7 @@ Json Session::Run(const std::string& tool, const Result<const Json*>& input,
     finished.output_redactions_by_rule = by_rule;
   }
   std::unique_lock<std::mutex> usage_lock(usage_mu_);
-  if (!started_failed && !processes_->OwnerEnded(owner)) {
+  if (!started_failed && !ended_owners_.contains(owner)) {
     CallUsage& u = usage_[owner][call_id];
     u.tool = tool;
     u.status = finished.status;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,10 @@ class Session {
   // session_usage: each owner's calls (ToolContext::owner) by number, with what they used.
   std::mutex usage_mu_;
   std::map<std::string, std::map<std::uint64_t, CallUsage>> usage_;
+  // MCP sessions that ended (EndOwner), under usage_mu_: no usage is kept for them again. The
+  // session's own set, not the process host's: a job's record may come while the host is being
+  // destroyed (processes_ already null).
+  std::set<std::string> ended_owners_;
   // session_diff: this log's changes made by `owner`'s calls numbered from..to.
   Result<Json> OwnDiff(const std::string& owner, std::uint64_t from, std::uint64_t to);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
