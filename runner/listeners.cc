@@ -215,10 +215,6 @@ void SendStop(const Pinned& listener, const Pinned* leader, int sig, ListenerSto
 
 }  // namespace
 
-std::vector<Listener> NamespaceListeners(pid_t member) {
-  return ListenersOf(NamespaceProcesses(member));
-}
-
 std::vector<Listener> NamespaceListenersIn(std::uint64_t ns_dev, std::uint64_t ns_ino) {
   return ListenersOf(NamespaceProcessesIn(ns_dev, ns_ino));
 }

@@ -34,11 +34,9 @@ struct Listener {
   std::string address;
   int port = 0;
 };
-// The listeners among the processes in the pid namespace of `member` (NamespaceProcesses),
-// ordered by port then pid; empty when none can be read.
-std::vector<Listener> NamespaceListeners(pid_t member);
-// The same for the pid namespace (st_dev, st_ino of its ns/pid) a holder of its descriptor names
-// (NamespaceProcessesIn): a reused pid never names another sandbox's process.
+// The listeners among the processes in the pid namespace (st_dev, st_ino of its ns/pid) a holder
+// of its descriptor names (NamespaceProcessesIn), ordered by port then pid; empty when none can
+// be read. By the held namespace, never by a pid: a reused pid never names another sandbox's.
 std::vector<Listener> NamespaceListenersIn(std::uint64_t ns_dev, std::uint64_t ns_ino);
 
 // stop_local_server's act on one job's sandbox.
