@@ -1447,7 +1447,9 @@ TEST_F(McpServerTest, WrapDropsGarbageAndSurvivesACrashingServer) {
 
 // Over 8 MiB in either direction: the side that waits is answered under its id. A 9 MiB
 // tools/call from the client is refused to the client (never forwarded); a 9 MiB response from
-// the server reaches the client as an error under the call's id and closes its record.
+// the server reaches the client as an error under the call's id and closes its record. The
+// client keeps its stdin open until each answer arrived: wrap gives a server 0.8 s after the
+// client's EOF, and a loaded CI machine can take longer to make and carry 9 MiB (it did).
 TEST_F(McpServerTest, WrapRefusesOversizedMessagesUnderTheirId) {
   WriteFile(dir_ / "ws/huge-server.sh",
             "read line\n"
@@ -1459,24 +1461,29 @@ TEST_F(McpServerTest, WrapRefusesOversizedMessagesUnderTheirId) {
             "printf '{\"jsonrpc\":\"2.0\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":"
             "\"%s\"}]},\"id\":7}\\n' \"$big\"\n"
             "read line || exit 0\n");
-  const std::string input =
-      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
-      R"({"jsonrpc":"2.0","id":"big-c","method":"tools/call","params":{"name":"x","arguments":{"t":")" +
-      std::string(9u << 20, 'b') + R"("}}})" + "\n" +
-      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"small","arguments":{}}})" +
-      "\n";
-  auto r = cordon::testing::Run(
-      {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
-       dir_ / "huge.jsonl", "--", "sh", dir_ / "ws/huge-server.sh"},
-      {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::map<std::string, Json> by_id;
-  for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
-    Json j = Json::parse(r.out.substr(pos, nl - pos));
-    by_id[j.value("id", Json()).dump()] = j;
-  }
-  EXPECT_EQ(by_id["\"big-c\""]["error"]["code"], -32600) << r.out.substr(0, 1000);
-  EXPECT_EQ(by_id["7"]["error"]["code"], -32600) << r.out.substr(0, 1000);
+  LineSession s({cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--audit-log",
+                 dir_ / "huge.jsonl", "--", "sh", dir_ / "ws/huge-server.sh"},
+                {"XDG_CONFIG_HOME=" + (dir_ / "config")});
+  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Json::object()}});
+  auto init = s.Until(1, std::chrono::seconds(20));
+  ASSERT_FALSE(init.empty());
+  ASSERT_TRUE(init.back().contains("result")) << init.back().dump();
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", "big-c"},
+          {"method", "tools/call"},
+          {"params", {{"name", "x"}, {"arguments", {{"t", std::string(9u << 20, 'b')}}}}}});
+  auto big = s.Until("big-c", std::chrono::seconds(30));
+  ASSERT_FALSE(big.empty()) << "no answer to the oversized call";
+  EXPECT_EQ(big.back()["error"]["code"], -32600) << big.back().dump().substr(0, 1000);
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 7},
+          {"method", "tools/call"},
+          {"params", {{"name", "small"}, {"arguments", Json::object()}}}});
+  auto small = s.Until(7, std::chrono::seconds(60));
+  ASSERT_FALSE(small.empty()) << "no answer to the call whose response is oversized";
+  EXPECT_EQ(small.back()["error"]["code"], -32600) << small.back().dump().substr(0, 1000);
+  const int status = s.Close();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wrap's status " << status;
   const std::string log = cordon::testing::ReadFile(dir_ / "huge.jsonl");
   EXPECT_NE(log.find("\"code\":\"too_large\""), std::string::npos) << "the call's record is open";
   EXPECT_EQ(log.find("\"tool\":\"x\""), std::string::npos) << "the oversized call was forwarded";
