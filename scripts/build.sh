@@ -5,7 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
+# With ccache, paths under the clone are hashed relative to it: another build directory of the
+# same sources (the package's, with the same flags) reuses the objects.
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+fi
 # shellcheck disable=SC2086
-cmake -S . -B "$build" -G Ninja ${CORDON_CMAKE_ARGS:-} "$@" >/dev/null
+cmake -S . -B "$build" -G Ninja "${launcher[@]}" ${CORDON_CMAKE_ARGS:-} "$@" >/dev/null
 # shellcheck disable=SC2086
 ninja -C "$build" ${CORDON_TARGETS:-}

@@ -5,7 +5,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(
-  build-essential g++ cmake ninja-build pkg-config
+  build-essential g++ cmake ninja-build pkg-config ccache
   nlohmann-json3-dev libssl-dev libtomlplusplus-dev libgtest-dev libbenchmark-dev
   libseccomp-dev libcap-ng-dev libcurl4-openssl-dev
   libmicrohttpd-dev libcli11-dev libre2-dev clang-format help2man
