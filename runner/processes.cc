@@ -755,16 +755,24 @@ std::vector<ProcessHost::LiveRow> ProcessHost::LiveTable(const std::string& owne
 ResourceMonitor& ProcessHost::Monitor() {
   std::lock_guard<std::mutex> lock(monitor_mu_);
   if (!monitor_) {
-    monitor_ = std::make_unique<ResourceMonitor>([this] {
-      std::vector<MonitorProcess> out;
+    monitor_ = std::make_unique<ResourceMonitor>([this](MonitorSample& s) {
+      auto figure = [](const Json& v) {
+        return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
+                                      : std::int64_t{-1};
+      };
       std::lock_guard<std::mutex> live_lock(live_mu_);
       for (const auto& [no, e] : live_) {
         for (LiveProcess& p : NamespaceProcesses(e.proc->sandbox_member())) {
-          out.push_back(MonitorProcess{p.pid, e.owner.kind, e.owner.name, e.owner.owner,
-                                       std::move(p.comm), p.cpu_ms, p.rss_kb});
+          s.processes.push_back(MonitorProcess{p.pid, e.owner.kind, e.owner.name, e.owner.owner,
+                                               std::move(p.comm), p.cpu_ms, p.rss_kb});
+        }
+        // The sandbox's cgroup as a whole (where it has one): two small files.
+        if (const Json cg = e.proc->CgroupNow(); cg.is_object()) {
+          s.cgroups.push_back(MonitorCgroup{e.owner.kind, e.owner.name, e.owner.owner,
+                                            cg.value("mode", ""), figure(cg["memory_bytes"]),
+                                            figure(cg["pids"])});
         }
       }
-      return out;
     });
   }
   return *monitor_;

@@ -53,11 +53,12 @@ ResourceMonitor::~ResourceMonitor() {
 
 MonitorSample ResourceMonitor::Take() {
   MonitorSample s;
-  s.processes = sampler_();
+  sampler_(s);
   if (s.processes.size() > kMaxProcessesPerSample) {
     s.processes_omitted = static_cast<int>(s.processes.size() - kMaxProcessesPerSample);
     s.processes.resize(kMaxProcessesPerSample);
   }
+  if (s.cgroups.size() > kMaxProcessesPerSample) s.cgroups.resize(kMaxProcessesPerSample);
   s.cordon_cpu_ms = SelfCpuMs();
   s.cordon_rss_kb = SelfRssKb();
   if (auto cpu = ReadHostCpuTimes()) s.host_cpu = *cpu;
@@ -111,6 +112,8 @@ std::vector<ResourceBucket> BucketSamples(
   using Key = std::tuple<pid_t, std::string, std::string>;
   std::vector<std::map<Key, BucketProcess>> per(buckets.size());
   std::map<Key, double> last_cpu;
+  using SandboxKey = std::pair<std::string, std::string>;  // kind, name
+  std::vector<std::map<SandboxKey, BucketCgroup>> cgroups(buckets.size());
   const MonitorSample* prev = nullptr;
   for (const MonitorSample& s : samples) {
     std::map<Key, double> cpu_now;
@@ -141,6 +144,19 @@ std::vector<ResourceBucket> BucketSamples(
       if (p.rss_kb > 0) rss_sum += p.rss_kb;
     }
     if (in) {
+      for (const MonitorCgroup& c : s.cgroups) {
+        MonitorProcess as_process;
+        as_process.kind = c.kind;
+        as_process.name = c.name;
+        as_process.owner = c.owner;
+        if (!visible(as_process)) continue;
+        BucketCgroup& bc = cgroups[b][SandboxKey{c.kind, c.name}];
+        bc.kind = c.kind;
+        bc.name = c.name;
+        bc.mode = c.mode;
+        bc.memory_bytes = std::max(bc.memory_bytes, c.memory_bytes);
+        bc.pids = std::max(bc.pids, c.pids);
+      }
       ResourceBucket& bk = buckets[b];
       ++bk.samples;
       bk.missed += s.missed_before;
@@ -184,6 +200,7 @@ std::vector<ResourceBucket> BucketSamples(
     });
     if (all.size() > max_processes) all.resize(max_processes);
     buckets[i].top = std::move(all);
+    for (auto& [key, c] : cgroups[i]) buckets[i].cgroups.push_back(std::move(c));
   }
   return buckets;
 }

@@ -32,6 +32,15 @@ struct MonitorProcess {
   std::int64_t rss_kb = -1;
 };
 
+// One sandbox's cgroup at one sample (sandboxes without a cgroup have none): what the cgroup
+// files say, the whole sandbox together.
+struct MonitorCgroup {
+  std::string kind, name, owner;   // as MonitorProcess's
+  std::string mode;                // v1 or v2
+  std::int64_t memory_bytes = -1;  // memory.current (v1: memory.usage_in_bytes); -1: none
+  std::int64_t pids = -1;          // pids.current; -1: none
+};
+
 struct MonitorSample {
   std::int64_t unix_ms = 0;
   int missed_before = 0;      // ticks that were due before this one and were not taken
@@ -41,11 +50,13 @@ struct MonitorSample {
   std::int64_t mem_available_kb = -1;
   std::vector<MonitorProcess> processes;  // at most kMaxProcessesPerSample
   int processes_omitted = 0;              // past that cap
+  std::vector<MonitorCgroup> cgroups;     // at most kMaxProcessesPerSample
 };
 
 class ResourceMonitor {
  public:
-  using Sampler = std::function<std::vector<MonitorProcess>()>;
+  // Fills a sample's processes and cgroups (the rest is the monitor's).
+  using Sampler = std::function<void(MonitorSample&)>;
   static constexpr std::chrono::milliseconds kInterval{1000};
   static constexpr std::size_t kRing = 3600;  // one hour of samples
   // Bounds the ring's memory (3600 x 256 rows of ~200 bytes: ~180 MB at worst, ~1 MB an hour
@@ -84,6 +95,11 @@ struct BucketProcess {
   double cpu_ms = 0;         // used within the bucket
   std::int64_t rss_kb = -1;  // the most seen in it
 };
+struct BucketCgroup {
+  std::string kind, name, mode;
+  std::int64_t memory_bytes = -1;  // the most seen in the bucket
+  std::int64_t pids = -1;          // the most seen in the bucket
+};
 struct ResourceBucket {
   std::int64_t start_unix_ms = 0, end_unix_ms = 0;
   int samples = 0;
@@ -97,11 +113,13 @@ struct ResourceBucket {
   std::vector<BucketProcess> top;      // by CPU in the bucket, at most max_processes
   int processes = 0;                   // how many were seen in it
   int processes_omitted = 0;           // the most a sample of it left out (the cap)
+  std::vector<BucketCgroup> cgroups;   // each sandbox's cgroup seen in it, by owner
 };
 // Buckets of `bucket_ms` covering [end - bucket_ms * count, end), oldest first. `samples` are in
 // time order; the first one before the window, if given, is the baseline of the CPU deltas. A
 // process that first shows up after the first sample counts all its CPU in its first bucket.
-// `visible` picks the processes the caller may see.
+// `visible` picks the processes (and the sandboxes' cgroups, by kind and owner) the caller may
+// see.
 std::vector<ResourceBucket> BucketSamples(
     const std::vector<MonitorSample>& samples, std::int64_t end_unix_ms, std::int64_t bucket_ms,
     int count, std::size_t max_processes,

@@ -988,6 +988,9 @@ TEST(ResourceMonitor, BucketsCpuBySampleTime) {
       sample(3500, {a1, other}, 14),  // bucket 2: 300
       sample(3900, {a2}, 20)};        // bucket 2: 500 more
   samples[4].processes_omitted = 3;   // past the per-sample cap
+  // The sandboxes' cgroups: the most each held at one sample of a bucket; B's are not A's.
+  samples[3].cgroups = {{"job", "job-1", "A", "v1", 3000, 2}, {"job", "job-1", "B", "v1", 9, 9}};
+  samples[4].cgroups = {{"job", "job-1", "A", "v1", 2000, 4}};
   const auto buckets = BucketSamples(samples, 5000, 1000, 4, 5,
                                      [](const MonitorProcess& p) { return p.owner == "A"; });
   ASSERT_EQ(buckets.size(), 4u);
@@ -1005,6 +1008,12 @@ TEST(ResourceMonitor, BucketsCpuBySampleTime) {
   EXPECT_EQ(buckets[1].processes_omitted, 0);
   EXPECT_EQ(buckets[3].samples, 0);
   EXPECT_TRUE(buckets[3].top.empty());
+  EXPECT_TRUE(buckets[1].cgroups.empty());
+  ASSERT_EQ(buckets[2].cgroups.size(), 1u) << "B's job's cgroup is not A's";
+  EXPECT_EQ(buckets[2].cgroups[0].name, "job-1");
+  EXPECT_EQ(buckets[2].cgroups[0].mode, "v1");
+  EXPECT_EQ(buckets[2].cgroups[0].memory_bytes, 3000);
+  EXPECT_EQ(buckets[2].cgroups[0].pids, 4);
 }
 
 // host_resources agrees with /proc and statvfs read here.
@@ -1082,8 +1091,21 @@ TEST_F(SuperviseTest, ResourceHistoryPutsABurnerInTheRightBuckets) {
   const Json buckets = Structured(r)["buckets"];
   ASSERT_EQ(buckets.size(), 20u);
   double before = 0, after = 0;
-  int sampled = 0;
+  int sampled = 0, with_cgroup = 0;
+  const CgroupMode cgroups = ProbeCgroups().mode;  // what serve's launches get on this host
   for (const Json& bk : buckets) {
+    // The burner's sandbox's cgroup, where it has one: its memory and its pids (the shim, the
+    // shell), the most at one sample in the bucket. None for an ordinary user without one.
+    ASSERT_TRUE(bk.contains("cgroups")) << bk.dump();
+    for (const Json& c : bk["cgroups"]) {
+      EXPECT_NE(cgroups, CgroupMode::kNone) << bk.dump();
+      if (c["owner"] != Json{{"kind", "job"}, {"name", "job-1"}}) continue;
+      ++with_cgroup;
+      EXPECT_EQ(c["mode"], Name(kCgroupModeNames, cgroups)) << c.dump();
+      EXPECT_GT(c["memory_bytes"].get<std::int64_t>(), 0) << c.dump();
+      EXPECT_GE(c["pids"].get<int>(), 1) << c.dump();
+      EXPECT_GE(bk["end_unix_ms"].get<std::int64_t>(), job_start) << bk.dump();
+    }
     double job = 0;
     for (const Json& p : bk["top_processes"]) {
       if (p["owner"]["name"] == "job-1") job += p["cpu_ms"].get<double>();
@@ -1101,6 +1123,10 @@ TEST_F(SuperviseTest, ResourceHistoryPutsABurnerInTheRightBuckets) {
   EXPECT_EQ(before, 0) << "the burner is in a bucket before it started: " << buckets.dump();
   EXPECT_GT(after, 500) << buckets.dump();
   EXPECT_GE(sampled, 6) << "one sample a second since the first call";
+  if (cgroups != CgroupMode::kNone) {
+    EXPECT_GE(with_cgroup, 3) << "the burner's cgroup in the buckets since it started: "
+                              << buckets.dump();
+  }
   // B's history has nothing of A's job.
   const Json other = b.Call("resource_history", in);
   ASSERT_FALSE(other["result"].value("isError", true)) << other.dump();

@@ -74,7 +74,8 @@ Result<std::int64_t> IntArg(const Json& in, const char* name, std::int64_t fallb
   return in[name].get<std::int64_t>();
 }
 
-Json KbOrNull(std::int64_t kb) { return kb >= 0 ? Json(kb) : Json(nullptr); }
+// A figure, or null when it was never read (-1).
+Json OrNull(std::int64_t v) { return v >= 0 ? Json(v) : Json(nullptr); }
 
 Result<Json> ResourceHistory(const Json& in, ToolContext& ctx) {
   if (ctx.processes == nullptr)
@@ -112,7 +113,14 @@ Result<Json> ResourceHistory(const Json& in, ToolContext& ctx) {
                        {"owner", {{"kind", p.kind}, {"name", p.name}}},
                        {"comm", p.comm},
                        {"cpu_ms", std::round(p.cpu_ms)},
-                       {"rss_kb", KbOrNull(p.rss_kb)}});
+                       {"rss_kb", OrNull(p.rss_kb)}});
+    }
+    Json cgroups = Json::array();
+    for (const BucketCgroup& c : b.cgroups) {
+      cgroups.push_back({{"owner", {{"kind", c.kind}, {"name", c.name}}},
+                         {"mode", c.mode},
+                         {"memory_bytes", OrNull(c.memory_bytes)},
+                         {"pids", OrNull(c.pids)}});
     }
     const bool seen = b.samples > 0;
     out.push_back({{"start_unix_ms", b.start_unix_ms},
@@ -120,14 +128,15 @@ Result<Json> ResourceHistory(const Json& in, ToolContext& ctx) {
                    {"samples", b.samples},
                    {"missed", b.missed},
                    {"cpu_ms", seen ? Json(std::round(b.cpu_ms)) : Json(nullptr)},
-                   {"rss_kb", seen ? KbOrNull(b.rss_kb) : Json(nullptr)},
+                   {"rss_kb", seen ? OrNull(b.rss_kb) : Json(nullptr)},
                    {"cordon_cpu_ms", seen ? Json(std::round(b.cordon_cpu_ms)) : Json(nullptr)},
-                   {"cordon_rss_kb", KbOrNull(b.cordon_rss_kb)},
+                   {"cordon_rss_kb", OrNull(b.cordon_rss_kb)},
                    {"host_cpu_busy_percent", Percent(b.host_busy_percent)},
-                   {"mem_available_kb", KbOrNull(b.mem_available_kb)},
+                   {"mem_available_kb", OrNull(b.mem_available_kb)},
                    {"processes", b.processes},
                    {"processes_omitted", b.processes_omitted},
-                   {"top_processes", std::move(procs)}});
+                   {"top_processes", std::move(procs)},
+                   {"cgroups", std::move(cgroups)}});
   }
   return Json{{"monitor_started_unix_ms", monitor.started_unix_ms()},
               {"now_unix_ms", now},
@@ -188,8 +197,12 @@ ToolSpec MakeResourceHistoryTool() {
       "and missed ticks, cpu_ms and rss_kb of the confined processes, cordon_cpu_ms and "
       "cordon_rss_kb, host_cpu_busy_percent, mem_available_kb, and the max_processes (default "
       "5, at most 50) processes that used the most CPU in it. A process's comm is the name it "
-      "gave itself: UNTRUSTED. Figures of a bucket with no sample are null. A sample keeps at most "
-      "256 processes; processes_omitted says how many more a bucket's samples left out.";
+      "gave itself: UNTRUSTED. cgroups: each sandbox with a cgroup of its own (a job, a call, a "
+      "configured server; none for an ordinary user without a delegated cgroup v2 tree) and the "
+      "most its cgroup held at one sample in the bucket, memory_bytes and pids, the whole "
+      "sandbox together (null: the controller gives none). Figures of a bucket with no sample "
+      "are null. A sample keeps at most 256 processes; processes_omitted says how many more a "
+      "bucket's samples left out.";
   t.scope = "diagnostics:read";
   t.input_schema = {{"type", "object"},
                     {"properties",
@@ -222,6 +235,16 @@ ToolSpec MakeResourceHistoryTool() {
         {"cpu_ms", {{"type", "number"}}},
         {"rss_kb", nullable_int}}},
       {"required", {"pid", "owner", "cpu_ms"}}};
+  const Json cgroup = {
+      {"type", "object"},
+      {"properties",
+       {{"owner",
+         {{"type", "object"},
+          {"properties", {{"kind", {{"type", "string"}}}, {"name", {{"type", "string"}}}}}}},
+        {"mode", {{"type", "string"}, {"enum", {"v1", "v2"}}}},
+        {"memory_bytes", nullable_int},
+        {"pids", nullable_int}}},
+      {"required", {"owner", "mode", "memory_bytes", "pids"}}};
   const Json bucket = {{"type", "object"},
                        {"properties",
                         {{"start_unix_ms", integer},
@@ -236,10 +259,11 @@ ToolSpec MakeResourceHistoryTool() {
                          {"mem_available_kb", nullable_int},
                          {"processes", integer},
                          {"processes_omitted", integer},
-                         {"top_processes", {{"type", "array"}, {"items", proc}}}}},
+                         {"top_processes", {{"type", "array"}, {"items", proc}}},
+                         {"cgroups", {{"type", "array"}, {"items", cgroup}}}}},
                        {"required",
                         {"start_unix_ms", "end_unix_ms", "samples", "missed", "cpu_ms",
-                         "cordon_cpu_ms", "top_processes"}}};
+                         "cordon_cpu_ms", "top_processes", "cgroups"}}};
   SetOutputSchemas(t,
                    {{"monitor_started_unix_ms", integer},
                     {"now_unix_ms", integer},
