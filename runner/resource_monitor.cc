@@ -101,7 +101,7 @@ std::vector<MonitorSample> ResourceMonitor::Since(std::int64_t since_unix_ms) co
 std::vector<ResourceBucket> BucketSamples(
     const std::vector<MonitorSample>& samples, std::int64_t end_unix_ms, std::int64_t bucket_ms,
     int count, std::size_t max_processes,
-    const std::function<bool(const MonitorProcess&)>& visible) {
+    const std::function<bool(const std::string& kind, const std::string& owner)>& visible) {
   std::vector<ResourceBucket> buckets(static_cast<std::size_t>(count));
   const std::int64_t start = end_unix_ms - bucket_ms * count;
   for (int i = 0; i < count; ++i) {
@@ -121,7 +121,7 @@ std::vector<ResourceBucket> BucketSamples(
     const std::size_t b = in ? static_cast<std::size_t>((s.unix_ms - start) / bucket_ms) : 0;
     std::int64_t rss_sum = 0;
     for (const MonitorProcess& p : s.processes) {
-      if (!visible(p)) continue;
+      if (!visible(p.kind, p.owner)) continue;
       Key key{p.pid, p.kind, p.name};
       cpu_now[key] = p.cpu_ms;
       if (!in) continue;
@@ -145,11 +145,7 @@ std::vector<ResourceBucket> BucketSamples(
     }
     if (in) {
       for (const MonitorCgroup& c : s.cgroups) {
-        MonitorProcess as_process;
-        as_process.kind = c.kind;
-        as_process.name = c.name;
-        as_process.owner = c.owner;
-        if (!visible(as_process)) continue;
+        if (!visible(c.kind, c.owner)) continue;
         BucketCgroup& bc = cgroups[b][SandboxKey{c.kind, c.name}];
         bc.kind = c.kind;
         bc.name = c.name;

@@ -118,11 +118,10 @@ struct ResourceBucket {
 // Buckets of `bucket_ms` covering [end - bucket_ms * count, end), oldest first. `samples` are in
 // time order; the first one before the window, if given, is the baseline of the CPU deltas. A
 // process that first shows up after the first sample counts all its CPU in its first bucket.
-// `visible` picks the processes (and the sandboxes' cgroups, by kind and owner) the caller may
-// see.
+// `visible(kind, owner)` picks the processes and the sandboxes' cgroups the caller may see.
 std::vector<ResourceBucket> BucketSamples(
     const std::vector<MonitorSample>& samples, std::int64_t end_unix_ms, std::int64_t bucket_ms,
     int count, std::size_t max_processes,
-    const std::function<bool(const MonitorProcess&)>& visible);
+    const std::function<bool(const std::string& kind, const std::string& owner)>& visible);
 
 }  // namespace cordon

@@ -104,7 +104,9 @@ Result<Json> ResourceHistory(const Json& in, ToolContext& ctx) {
   const std::string& owner = ctx.owner;
   const std::vector<ResourceBucket> buckets = BucketSamples(
       samples, now, bucket, count, static_cast<std::size_t>(top),
-      [&owner](const MonitorProcess& p) { return p.owner == owner || p.kind == "server"; });
+      [&owner](const std::string& kind, const std::string& of) {
+        return of == owner || kind == "server";
+      });
   Json out = Json::array();
   for (const ResourceBucket& b : buckets) {
     Json procs = Json::array();
@@ -224,13 +226,14 @@ ToolSpec MakeResourceHistoryTool() {
   const Json integer = {{"type", "integer"}};
   const Json nullable_int = {{"type", {"integer", "null"}}};
   const Json nullable_num = {{"type", {"number", "null"}}};
+  const Json owner = {
+      {"type", "object"},
+      {"properties", {{"kind", {{"type", "string"}}}, {"name", {{"type", "string"}}}}}};
   const Json proc = {
       {"type", "object"},
       {"properties",
        {{"pid", integer},
-        {"owner",
-         {{"type", "object"},
-          {"properties", {{"kind", {{"type", "string"}}}, {"name", {{"type", "string"}}}}}}},
+        {"owner", owner},
         {"comm", {{"type", "string"}}},
         {"cpu_ms", {{"type", "number"}}},
         {"rss_kb", nullable_int}}},
@@ -238,9 +241,7 @@ ToolSpec MakeResourceHistoryTool() {
   const Json cgroup = {
       {"type", "object"},
       {"properties",
-       {{"owner",
-         {{"type", "object"},
-          {"properties", {{"kind", {{"type", "string"}}}, {"name", {{"type", "string"}}}}}}},
+       {{"owner", owner},
         {"mode", {{"type", "string"}, {"enum", {"v1", "v2"}}}},
         {"memory_bytes", nullable_int},
         {"pids", nullable_int}}},
