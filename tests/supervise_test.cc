@@ -991,8 +991,9 @@ TEST(ResourceMonitor, BucketsCpuBySampleTime) {
   // The sandboxes' cgroups: the most each held at one sample of a bucket; B's are not A's.
   samples[3].cgroups = {{"job", "job-1", "A", "v1", 3000, 2}, {"job", "job-1", "B", "v1", 9, 9}};
   samples[4].cgroups = {{"job", "job-1", "A", "v1", 2000, 4}};
-  const auto buckets = BucketSamples(samples, 5000, 1000, 4, 5,
-                                     [](const std::string&, const std::string& owner) { return owner == "A"; });
+  const auto buckets =
+      BucketSamples(samples, 5000, 1000, 4, 5,
+                    [](const std::string&, const std::string& owner) { return owner == "A"; });
   ASSERT_EQ(buckets.size(), 4u);
   EXPECT_EQ(buckets[0].start_unix_ms, 1000);
   EXPECT_EQ(buckets[0].samples, 1);

@@ -102,11 +102,11 @@ Result<Json> ResourceHistory(const Json& in, ToolContext& ctx) {
   const std::vector<MonitorSample> samples = monitor.Since(now - bucket * count);
   // Under serve --http an MCP session sees its own calls and jobs, and the session's servers.
   const std::string& owner = ctx.owner;
-  const std::vector<ResourceBucket> buckets = BucketSamples(
-      samples, now, bucket, count, static_cast<std::size_t>(top),
-      [&owner](const std::string& kind, const std::string& of) {
-        return of == owner || kind == "server";
-      });
+  const std::vector<ResourceBucket> buckets =
+      BucketSamples(samples, now, bucket, count, static_cast<std::size_t>(top),
+                    [&owner](const std::string& kind, const std::string& of) {
+                      return of == owner || kind == "server";
+                    });
   Json out = Json::array();
   for (const ResourceBucket& b : buckets) {
     Json procs = Json::array();
@@ -229,23 +229,21 @@ ToolSpec MakeResourceHistoryTool() {
   const Json owner = {
       {"type", "object"},
       {"properties", {{"kind", {{"type", "string"}}}, {"name", {{"type", "string"}}}}}};
-  const Json proc = {
-      {"type", "object"},
-      {"properties",
-       {{"pid", integer},
-        {"owner", owner},
-        {"comm", {{"type", "string"}}},
-        {"cpu_ms", {{"type", "number"}}},
-        {"rss_kb", nullable_int}}},
-      {"required", {"pid", "owner", "cpu_ms"}}};
-  const Json cgroup = {
-      {"type", "object"},
-      {"properties",
-       {{"owner", owner},
-        {"mode", {{"type", "string"}, {"enum", {"v1", "v2"}}}},
-        {"memory_bytes", nullable_int},
-        {"pids", nullable_int}}},
-      {"required", {"owner", "mode", "memory_bytes", "pids"}}};
+  const Json proc = {{"type", "object"},
+                     {"properties",
+                      {{"pid", integer},
+                       {"owner", owner},
+                       {"comm", {{"type", "string"}}},
+                       {"cpu_ms", {{"type", "number"}}},
+                       {"rss_kb", nullable_int}}},
+                     {"required", {"pid", "owner", "cpu_ms"}}};
+  const Json cgroup = {{"type", "object"},
+                       {"properties",
+                        {{"owner", owner},
+                         {"mode", {{"type", "string"}, {"enum", {"v1", "v2"}}}},
+                         {"memory_bytes", nullable_int},
+                         {"pids", nullable_int}}},
+                       {"required", {"owner", "mode", "memory_bytes", "pids"}}};
   const Json bucket = {{"type", "object"},
                        {"properties",
                         {{"start_unix_ms", integer},
