@@ -169,7 +169,7 @@ struct Flags {
   bool remove = false;
   bool dry_run = false;
   bool force = false;
-  // serve's flags, for cordon's own entry.
+  // serve's flags, for cordon's own entry (with --wrap: wrap's, --timeout aside).
   ProcessFlags process;
   std::string timeout;
   std::vector<std::string> policy;
@@ -180,9 +180,9 @@ struct Flags {
   }
 };
 
-// serve's flags for cordon's entry: checked as serve checks them (a contradiction, a grant it
-// would refuse, a bad name), and written as serve reads them, in one order, paths absolute (the
-// client starts cordon in a directory of its own choosing).
+// serve's flags for cordon's entry, or wrap's for a wrapped server: checked as serve and wrap check
+// them (a contradiction, a grant they would refuse, a bad name), and written as they read them, in
+// one order, paths absolute (the client starts cordon in a directory of its own choosing).
 Result<std::vector<std::string>> ServeFlags(const Flags& f, std::vector<std::string>& notes) {
   const ProcessFlags& p = f.process;
   std::vector<std::string> out;
@@ -253,14 +253,18 @@ int CmdSetup(const CLI::App& cmd, const Flags& f) {
   req.cordon_command = CordonCommand();
   std::vector<std::string> flag_notes;
   if (f.any_serve_flag()) {
-    if (req.action != mcp::SetupAction::kAdd)
+    if (f.remove)
       return UsageError(cmd,
                         "--network, --read, --write, --allow-domain, --deny-domain, "
                         "--allow-preset, --resolve, --env, --timeout and --policy are written "
-                        "into cordon's own serve entry; they do not go with --wrap or --remove");
+                        "into an entry; they do not go with --remove");
+    if (!f.wrap.empty() && !f.timeout.empty())
+      return UsageError(cmd,
+                        "--timeout is serve's: cordon wrap has no time limit (a wrapped server "
+                        "runs as long as its client keeps it)");
     auto flags = ServeFlags(f, flag_notes);
     if (!flags) return UsageError(cmd, flags.error().message);
-    req.serve_flags = std::move(*flags);
+    req.flags = std::move(*flags);
   }
 
   std::error_code ec;
@@ -358,7 +362,8 @@ void AddSetupCommand(CLI::App& root, Context& ctx) {
   cmd->add_option("--name", f->name, "the name of cordon's entry (default: cordon)")
       ->type_name("NAME");
   cmd->add_option("--wrap", f->wrap,
-                  "instead: make the client's server NAME run through `cordon wrap`")
+                  "instead: make the client's server NAME run through `cordon wrap`, with the "
+                  "flags below but --timeout (again with other flags: they replace the wrap's)")
       ->type_name("NAME");
   cmd->add_flag("--remove", f->remove,
                 "remove cordon's entry (with --wrap NAME: make NAME run its own command again)");
@@ -367,12 +372,13 @@ void AddSetupCommand(CLI::App& root, Context& ctx) {
                 "replace an entry of that name that is not cordon serve, or remove one that is "
                 "not cordon");
   AddProcessFlags(ctx, cmd, &f->process,
-                  "written into cordon's entry: run_shell's network access (serve --network)");
+                  "written into cordon's entry (or with --wrap, the wrapped server's): the network "
+                  "access (serve and wrap --network)");
   cmd->add_option("--timeout", f->timeout,
                   "written into cordon's entry: every tool's time limit (serve --timeout)")
       ->type_name("SECONDS");
   cmd->add_option("--policy", f->policy,
-                  "written into cordon's entry: an extra policy layer (serve --policy; "
+                  "written into cordon's entry (or the wrap): an extra policy layer (--policy; "
                   "repeatable)")
       ->type_name("FILE");
   cmd->footer(

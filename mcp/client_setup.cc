@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "policy/toml_parse.h"
@@ -46,7 +47,7 @@ bool IsCordon(std::string_view command) { return Basename(command) == "cordon"; 
 // What the client starts for an entry: (command, args), and how it goes through cordon.
 std::vector<std::string> ServeArgs(const SetupRequest& r) {
   std::vector<std::string> out = {"serve", "--workspace", r.workspace};
-  out.insert(out.end(), r.serve_flags.begin(), r.serve_flags.end());
+  out.insert(out.end(), r.flags.begin(), r.flags.end());
   return out;
 }
 // Whether an entry runs `cordon serve`: one that setup wrote (or a person wrote the same way),
@@ -68,18 +69,40 @@ std::string LauncherPreset(const std::string& command, const std::vector<std::st
   return {};
 }
 
+// Whether `flags` (setup's checked flags, as written) hold FLAG followed by VALUE ("" : any).
+bool HasFlag(const std::vector<std::string>& flags, std::string_view flag,
+             std::string_view value = {}) {
+  for (std::size_t i = 0; i + 1 < flags.size(); i += 2) {
+    if (flags[i] == flag && (value.empty() || flags[i + 1] == value)) return true;
+  }
+  return false;
+}
+// cordon wrap's args for a server: the workspace, the caller's flags, and the server's own
+// command after "--". A launcher that downloads its server as it starts gets its registry's
+// preset, unless the caller chose the network (--network, or that preset) themselves.
 std::vector<std::string> WrapArgs(const SetupRequest& r, const std::string& command,
                                   const std::vector<std::string>& args,
                                   std::vector<std::string>& notes) {
   std::vector<std::string> out = {"wrap", "--workspace", r.workspace};
   if (const std::string preset = LauncherPreset(command, args); !preset.empty()) {
-    out.insert(out.end(), {"--allow-preset", preset});
-    notes.push_back(std::string(Basename(command)) +
-                    " downloads the server as it starts: --allow-preset " + preset +
-                    " lets it reach that registry (and nothing else) through cordon's proxy; "
-                    "install the server once and wrap the installed program to run it without "
-                    "network");
+    const std::string launcher(Basename(command));
+    if (!HasFlag(r.flags, "--network") && !HasFlag(r.flags, "--allow-preset", preset)) {
+      out.insert(out.end(), {"--allow-preset", preset});
+      notes.push_back(launcher + " downloads the server as it starts: --allow-preset " + preset +
+                      " lets it reach that registry (and nothing else) through cordon's proxy; "
+                      "install the server once and wrap the installed program to run it without "
+                      "network");
+    } else if (!HasFlag(r.flags, "--allow-preset", preset) &&
+               !HasFlag(r.flags, "--network", "allow")) {
+      notes.push_back(launcher +
+                      " downloads the server as it starts, and the network given "
+                      "does not include --allow-preset " +
+                      preset +
+                      ": unless the server is cached or another rule lets it reach the registry, "
+                      "cordon wrap will refuse to start it and say so");
+    }
   }
+  out.insert(out.end(), r.flags.begin(), r.flags.end());
   out.push_back("--");
   out.push_back(command);
   out.insert(out.end(), args.begin(), args.end());
@@ -96,6 +119,37 @@ Result<std::pair<std::string, std::vector<std::string>>> Unwrapped(
     return Fail(Code::kInvalidInput,
                 what + " runs cordon wrap without a command after \"--\"; edit it by hand");
   return std::make_pair(*(dd + 1), std::vector<std::string>(dd + 2, args.end()));
+}
+
+// The args that wrap an entry's server, or none when the entry needs no change (edit.summary says
+// why). An entry wrapped already stays as it is, unless this run gives flags: then its wrap's own
+// arguments become this run's, the server's command after "--" kept, as a rerun of an add updates
+// cordon serve's.
+Result<std::optional<std::vector<std::string>>> WrapEntry(const SetupRequest& r,
+                                                          const std::string& command,
+                                                          const std::vector<std::string>& args,
+                                                          const std::string& what,
+                                                          SetupEdit& edit) {
+  if (IsWrapped(command, args)) {
+    if (r.flags.empty()) {
+      edit.summary = what + " runs through cordon wrap already; nothing changed";
+      return std::optional<std::vector<std::string>>();
+    }
+    ASSIGN_OR_RETURN(auto own, Unwrapped(args, what));
+    std::vector<std::string> notes;
+    std::vector<std::string> wrap = WrapArgs(r, own.first, own.second, notes);
+    if (wrap == args) {
+      edit.summary = what + " runs through cordon wrap with these flags already; nothing changed";
+      return std::optional<std::vector<std::string>>();
+    }
+    edit.notes.insert(edit.notes.end(), notes.begin(), notes.end());
+    edit.summary = "updated " + what + ": it runs cordon " + Joined(wrap);
+    return std::optional(std::move(wrap));
+  }
+  if (IsCordon(command))
+    return Fail(Code::kInvalidInput, what + " is cordon itself; there is nothing to wrap");
+  edit.summary = "wrapped " + what + ": it runs through cordon wrap";
+  return std::optional(WrapArgs(r, command, args, edit.notes));
 }
 
 std::string NoServer(const std::string& name, const std::string& source,
@@ -268,15 +322,10 @@ Result<SetupEdit> EditJson(Client client, std::string_view text, const std::stri
                        StringArray(entry->contains("args") ? (*entry)["args"] : OJson(), what));
       const bool wrapped = IsWrapped(command, args);
       if (r.action == SetupAction::kWrap) {
-        if (wrapped) {
-          edit.summary = what + " runs through cordon wrap already; nothing changed";
-          break;
-        }
-        if (IsCordon(command))
-          return Fail(Code::kInvalidInput, what + " is cordon itself; there is nothing to wrap");
+        ASSIGN_OR_RETURN(auto wrap, WrapEntry(r, command, args, what, edit));
+        if (!wrap) break;
         (*entry)["command"] = r.cordon_command;
-        (*entry)["args"] = WrapArgs(r, command, args, edit.notes);
-        edit.summary = "wrapped " + what + ": it runs through cordon wrap";
+        (*entry)["args"] = std::move(*wrap);
       } else {
         if (!wrapped) {
           edit.summary = what + " does not run through cordon wrap; nothing changed";
@@ -616,15 +665,10 @@ Result<SetupEdit> EditToml(std::string_view text, const std::string& source,
       const bool wrapped = IsWrapped(command, args);
       toml::table t = *entry;
       if (r.action == SetupAction::kWrap) {
-        if (wrapped) {
-          edit.summary = what + " runs through cordon wrap already; nothing changed";
-          return edit;
-        }
-        if (IsCordon(command))
-          return Fail(Code::kInvalidInput, what + " is cordon itself; there is nothing to wrap");
+        ASSIGN_OR_RETURN(auto wrap, WrapEntry(r, command, args, what, edit));
+        if (!wrap) return edit;
         t.insert_or_assign("command", r.cordon_command);
-        t.insert_or_assign("args", TomlStrings(WrapArgs(r, command, args, edit.notes)));
-        edit.summary = "wrapped " + what + ": it runs through cordon wrap";
+        t.insert_or_assign("args", TomlStrings(*wrap));
       } else {
         if (!wrapped) {
           edit.summary = what + " does not run through cordon wrap; nothing changed";

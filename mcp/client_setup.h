@@ -42,9 +42,9 @@ Result<std::string> ClientConfigPath(Client client, ConfigScope scope,
 bool ClientUsesToml(Client client);
 
 enum class SetupAction {
-  kAdd,     // the entry `name` runs `cordon serve --workspace W [serve_flags]`
+  kAdd,     // the entry `name` runs `cordon serve --workspace W [flags]`
   kRemove,  // the entry `name` (a cordon entry) goes
-  kWrap,    // the stdio entry `name` runs through `cordon wrap --workspace W -- ITS COMMAND`
+  kWrap,  // the stdio entry `name` runs through `cordon wrap --workspace W [flags] -- ITS COMMAND`
   kUnwrap,  // the entry `name` runs its own command again
 };
 
@@ -53,10 +53,11 @@ struct SetupRequest {
   std::string name = "cordon";
   std::string cordon_command = "cordon";  // what the client starts: "cordon" or an absolute path
   std::string workspace;                  // written after --workspace, as given
-  // add: serve's flags, written after the workspace as given ("--network", "proxy", ...); the
-  // caller has checked them. An entry that runs cordon serve already gets these in place of its
-  // own (re-running setup with other flags updates it), its other keys kept.
-  std::vector<std::string> serve_flags{};
+  // add: serve's flags, written after the workspace as given ("--network", "proxy", ...); wrap:
+  // the same for cordon wrap (--timeout aside: wrap has no time limit). The caller has checked
+  // them. An entry that runs cordon serve, or is wrapped already, gets these in place of its own
+  // (re-running setup with other flags updates it), its other keys kept.
+  std::vector<std::string> flags{};
   bool force = false;  // add: replace a different entry of that name; remove: a non-cordon one
 };
 

@@ -118,7 +118,7 @@ TEST(ClientSetupEdit, AnotherDefinitionUnderTheNameNeedsForce) {
 TEST(ClientSetupEdit, ServeFlagsAreWrittenAndARerunUpdatesCordonsEntry) {
   auto with = [](std::vector<std::string> flags) {
     SetupRequest r = Req(SetupAction::kAdd);
-    r.serve_flags = std::move(flags);
+    r.flags = std::move(flags);
     return r;
   };
   const std::vector<std::string> npm = {"--allow-preset", "npm", "--timeout", "900"};
@@ -212,6 +212,54 @@ TEST(ClientSetupEdit, WrapAndUnwrapAJsonServerKeepItsOtherKeys) {
                                    "f", Req(SetupAction::kWrap, "gh"));
   ASSERT_FALSE(url);
   EXPECT_NE(url.error().message.find("stdio"), std::string::npos);
+}
+
+// wrap's flags go before "--"; a wrapped entry is updated by a run with other flags (its server
+// and other keys kept), and left alone by a run with the same ones or none.
+TEST(ClientSetupEdit, WrapFlagsAreWrittenAndARerunUpdatesTheWrap) {
+  const std::string text =
+      R"({"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@x/fs", "/d"], "env": {"K": "v"}}}})";
+  auto with = [](std::vector<std::string> flags) {
+    SetupRequest r = Req(SetupAction::kWrap, "fs");
+    r.flags = std::move(flags);
+    return r;
+  };
+  auto args = [](const std::string& t) { return OJson::parse(t)["mcpServers"]["fs"]["args"]; };
+  // The caller chose the network: no preset is added, and a note says npx may not start.
+  auto w = mcp::EditClientConfig(Client::kClaudeDesktop, text, "f",
+                                 with({"--network", "loopback", "--read", "/d"}));
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(args(w->text), OJson::parse(R"(["wrap", "--workspace", "/p", "--network", "loopback",
+                                            "--read", "/d", "--", "npx", "-y", "@x/fs", "/d"])"));
+  ASSERT_EQ(w->notes.size(), 1u);
+  EXPECT_NE(w->notes[0].find("will refuse to start it"), std::string::npos) << w->notes[0];
+  auto same = mcp::EditClientConfig(Client::kClaudeDesktop, w->text, "f",
+                                    with({"--network", "loopback", "--read", "/d"}));
+  ASSERT_TRUE(same);
+  EXPECT_FALSE(same->changed) << same->summary;
+  auto other = mcp::EditClientConfig(Client::kClaudeDesktop, w->text, "f",
+                                     with({"--allow-preset", "npm", "--write", "/e"}));
+  ASSERT_TRUE(other) << other.error().message;
+  EXPECT_TRUE(other->changed);
+  EXPECT_TRUE(other->summary.starts_with("updated server \"fs\"")) << other->summary;
+  EXPECT_TRUE(other->notes.empty()) << other->notes[0];
+  EXPECT_EQ(args(other->text), OJson::parse(R"(["wrap", "--workspace", "/p", "--allow-preset",
+                                                "npm", "--write", "/e", "--", "npx", "-y",
+                                                "@x/fs", "/d"])"));
+  EXPECT_EQ(OJson::parse(other->text)["mcpServers"]["fs"]["env"], OJson::parse(R"({"K": "v"})"));
+  auto none = mcp::EditClientConfig(Client::kClaudeDesktop, other->text, "f",
+                                    Req(SetupAction::kWrap, "fs"));
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->changed);
+  auto u = mcp::EditClientConfig(Client::kClaudeDesktop, other->text, "f",
+                                 Req(SetupAction::kUnwrap, "fs"));
+  ASSERT_TRUE(u);
+  EXPECT_EQ(OJson::parse(u->text), OJson::parse(text));
+  // --network allow reaches the registry itself: no preset, no note.
+  auto allow =
+      mcp::EditClientConfig(Client::kClaudeDesktop, text, "f", with({"--network", "allow"}));
+  ASSERT_TRUE(allow);
+  EXPECT_TRUE(allow->notes.empty()) << allow->notes[0];
 }
 
 const char* kCodexFile = R"(# my codex settings
@@ -615,7 +663,9 @@ TEST_F(SetupCli, ServeFlagsGoIntoTheEntryAndARerunUpdatesIt) {
         {"--timeout", "soon"},
         {"--policy", dir / "missing.toml"},
         {"--allow-preset", "nope"},
-        {"--wrap", "srv", "--read", dir / "data"}}) {
+        {"--wrap", "srv", "--timeout", "60"},
+        {"--remove", "--wrap", "srv", "--read", dir / "data"},
+        {"--wrap", "srv", "--read", dir / "missing"}}) {
     std::vector<std::string> args = {"claude-code", "--project", dir / "proj"};
     args.insert(args.end(), bad.begin(), bad.end());
     auto r = Setup(args);
@@ -623,6 +673,40 @@ TEST_F(SetupCli, ServeFlagsGoIntoTheEntryAndARerunUpdatesIt) {
     EXPECT_EQ(r.err.find("secret"), std::string::npos) << r.err;
     EXPECT_EQ(ReadFile(file), updated) << bad[0];
   }
+  // --wrap takes the same flags for the wrapped server (relative paths made absolute), and a
+  // rerun with others replaces them; the server's command stays after "--".
+  auto wrap = cordon::testing::Run(
+      {"/bin/sh", "-c", "cd '" + (dir / "data") + "/..' && exec \"$0\" \"$@\"", CordonBin(),
+       "setup", "claude-code", "--project", dir / "proj", "--wrap", "srv", "--read", "data",
+       "--network", "loopback", "--policy", dir / "extra.toml"},
+      {"HOME=" + (dir / "home"), "XDG_CONFIG_HOME=", "PATH=" + (dir / "bin") + ":/usr/bin:/bin"});
+  ASSERT_EQ(wrap.exit_code, 0) << wrap.err;
+  EXPECT_EQ(Command(ReadFile(file), false, "srv"),
+            "cordon wrap --workspace " + (dir / "proj") + " --network loopback --read " +
+                (dir / "data") + " --policy " + (dir / "extra.toml") + " -- node srv.js");
+  auto rewrap =
+      Setup({"claude-code", "--project", dir / "proj", "--wrap", "srv", "--write", dir / "data"});
+  ASSERT_EQ(rewrap.exit_code, 0) << rewrap.err;
+  EXPECT_NE(rewrap.err.find("updated server \"srv\""), std::string::npos) << rewrap.err;
+  const std::string rewrapped = ReadFile(file);
+  EXPECT_EQ(Command(rewrapped, false, "srv"), "cordon wrap --workspace " + (dir / "proj") +
+                                                  " --write " + (dir / "data") + " -- node srv.js");
+  EXPECT_EQ(Command(rewrapped, false, "cordon"), Command(updated, false, "cordon"));
+  // The wrap written is one cordon wrap takes: --plan (put before the options) shows the grant.
+  {
+    std::vector<std::string> argv = {CordonBin(), "wrap", "--plan"};
+    const OJson srv = OJson::parse(rewrapped)["mcpServers"]["srv"];
+    for (std::size_t i = 1; i < srv["args"].size(); ++i)
+      argv.push_back(srv["args"][i].get<std::string>());
+    auto plan =
+        cordon::testing::Run(argv, {"HOME=" + (dir / "home"), "XDG_CONFIG_HOME=" + (dir / "config"),
+                                    "XDG_STATE_HOME=" + (dir / "state")});
+    EXPECT_EQ(plan.exit_code, 0) << plan.err;
+    EXPECT_NE(plan.out.find(dir / "data"), std::string::npos) << plan.out;
+  }
+  auto unwrap = Setup({"claude-code", "--project", dir / "proj", "--remove", "--wrap", "srv"});
+  ASSERT_EQ(unwrap.exit_code, 0) << unwrap.err;
+  EXPECT_EQ(Command(ReadFile(file), false, "srv"), "node srv.js");
   // Codex's TOML entry the same way.
   auto codex = Setup({"codex", "--workspace", dir / "proj", "--allow-preset", "npm"});
   ASSERT_EQ(codex.exit_code, 0) << codex.err;
