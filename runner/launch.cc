@@ -371,6 +371,26 @@ void ConfinedProcess::Terminate(int sig) {
   }
 }
 
+void ConfinedProcess::AwaitSandboxInit() {
+  if (warm_ || sandbox_init_ >= 0 || !json_fd_.valid()) return;
+  const double until = MonotonicMs() + 5000;
+  char buf[4096];
+  bool bwrap_exited = false;
+  while (sandbox_init_ < 0 && json_fd_.valid() && MonotonicMs() < until) {
+    pollfd p[2] = {{json_fd_.get(), POLLIN, 0}, {pidfd_.get(), POLLIN, 0}};
+    ::poll(p, bwrap_exited ? 1 : 2, 50);
+    if (p[1].revents != 0) bwrap_exited = true;
+    const ssize_t n = ::read(json_fd_.get(), buf, sizeof buf);
+    if (n > 0) {
+      OnJsonStatus({buf, static_cast<std::size_t>(n)});
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      json_fd_.Reset();  // bwrap and its children are gone, or closed it: nothing more comes
+    } else if (bwrap_exited) {
+      break;  // it wrote nothing before it ended
+    }
+  }
+}
+
 void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
   bool extra_open = hooks != nullptr && hooks->extra_fd >= 0;
   char buf[65536];
@@ -408,6 +428,7 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         reason = ProcessStatus::kTimeout;
       if (reason) {
         if (stop != 0) stop_signal = stop;
+        AwaitSandboxInit();
         // process_cancel with force: SIGKILL at once, no grace.
         Terminate(stop != 0 ? stop : force_stop_ ? SIGKILL : SIGTERM);
         continue;
