@@ -342,6 +342,7 @@ ProcessOutcome ConfinedProcess::outcome() const {
 }
 
 void ConfinedProcess::Terminate(int sig) {
+  AwaitSandboxInit();
   if (sandbox_ns_.valid()) {
     KillSandboxNamespace(sandbox_ns_.get(), sig);
   } else if (pid_ > 0) {
@@ -428,7 +429,6 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
         reason = ProcessStatus::kTimeout;
       if (reason) {
         if (stop != 0) stop_signal = stop;
-        AwaitSandboxInit();
         // process_cancel with force: SIGKILL at once, no grace.
         Terminate(stop != 0 ? stop : force_stop_ ? SIGKILL : SIGTERM);
         continue;

@@ -440,8 +440,9 @@ class ConfinedProcess {
   static std::unique_ptr<ConfinedProcess> Prepare(const LaunchPlan& plan, LaunchResources resources,
                                                   const ProcessRequest& req);
   void Terminate(int sig);
-  // Until bwrap has said its sandbox's init (or exited, or 5 s): a cancel as the job launches
-  // must reach the namespace, not only bwrap, whose child may not yet die with it.
+  // Until bwrap has said its sandbox's init (or exited, or 5 s), before every Terminate: a stop
+  // as the process launches must reach the namespace, not only bwrap, whose child may not yet
+  // die with it.
   void AwaitSandboxInit();
   std::shared_ptr<WarmSandbox> warm_;  // set: a warm call (pid_ is 0, pidfd_ its init's)
   Json launch_info_;
