@@ -246,16 +246,28 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
                                       "preflight of bwrap, user namespaces, Landlock, seccomp, "
                                       "cgroups, rg and fd, with the remedy for each missing piece")
                       ->group("Commands");
+  auto policies = std::make_shared<std::vector<std::string>>();
   cmd->add_flag("--json", *json, "print the report as JSON");
+  cmd->add_option("--policy", *policies,
+                  "an extra policy layer (may be repeated): its [sandbox] allow_weaker decides "
+                  "whether a weaker mode may run where the full sandbox cannot");
   cmd->add_flag("--deep", *deep,
                 "also run the checks that take seconds: as root, the scan of /etc, /usr and /opt "
                 "for files only root may read");
   cmd->footer(
       "exits 0 when processes can be confined, the policy has redaction rules and cordon-shim "
       "and the shipped policy are writable by root or you only, 1 when not");
-  ctx.run[cmd] = [json, deep]() -> int {
+  ctx.run[cmd] = [json, deep, policies]() -> int {
     Json report;
-    const bool confines = RunDoctor(&report, "", *deep);
+    bool allow_weaker = false;
+    {
+      std::error_code ec;
+      const std::string here = std::filesystem::current_path(ec).string();
+      PolicySources sources = DefaultPolicySources(ShippedPolicyDir(), ec ? std::string() : here);
+      sources.extra_files = *policies;
+      if (auto policy = LoadPolicy(sources)) allow_weaker = policy->allow_weaker_sandbox;
+    }
+    const bool confines = RunDoctor(&report, "", *deep, allow_weaker);
     report["checks"].push_back(AuditLogCheck());
     report["checks"].push_back(AuditSigningCheck());
     report["checks"].push_back(ReadUrlCheck());

@@ -56,7 +56,11 @@ std::vector<std::string> BuildBwrapArgv(const SandboxLayout& l) {
   };
   // The private /tmp first, so a read path below /tmp is bound on top of it, not hidden by it.
   // Its pages are RAM: sized to the memory limit, it cannot pin more than that.
-  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev"});
+  if (l.host_proc) {
+    a.insert(a.end(), {"--ro-bind", "/proc", "/proc", "--dev", "/dev"});
+  } else {
+    a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev"});
+  }
   if (l.tmp_size_bytes > 0) a.insert(a.end(), {"--size", std::to_string(l.tmp_size_bytes)});
   a.insert(a.end(), {"--tmpfs", "/tmp", "--dir", "/tmp/home"});
   for (const auto& p : l.read) bind("--ro-bind", p);

@@ -27,6 +27,9 @@ struct SandboxLayout {
   std::vector<std::string> pins;        // ancestors of protected paths: bound onto themselves
   std::vector<GitViewMount> git_views;  // after the protected paths (workspace/git_view.h)
   NetworkMode network = NetworkMode::kNone;
+  // The bwrap-host-proc mode: the host's /proc bound read-only where a new one is refused (a
+  // container's masked /proc); Landlock keeps other processes' entries unreadable.
+  bool host_proc = false;
   // The private /tmp's size (bwrap >= 0.8.0 --size); 0 leaves tmpfs's default, half the RAM.
   std::int64_t tmp_size_bytes = 0;
   std::string shim;  // host path of cordon-shim

@@ -23,6 +23,7 @@
 #include "core/unique_fd.h"
 #include "runner/cgroup.h"
 #include "runner/egress_binding.h"
+#include "runner/host_capabilities.h"
 #include "runner/host_probe.h"
 #include "runner/kernel_audit.h"
 #include "runner/landlock.h"
@@ -69,13 +70,15 @@ std::pair<int, std::string> Capture(const std::vector<std::string>& argv) {
 // A wrapped or configured server as docs/clients.md sets it up: `interpreter --version` confined
 // with the server's program files granted (runner/grants.h), under the shipped read paths.
 std::pair<bool, std::string> ConfinedServerProbe(const std::string& shim,
-                                                 const std::string& interpreter) {
+                                                 const std::string& interpreter,
+                                                 bool allow_weaker) {
   const std::string found = FindOnPath(interpreter);
   if (found.empty()) return {false, interpreter + " is not on PATH"};
   std::string tmpl = (std::filesystem::temp_directory_path() / "cordon-doctor-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) return {false, "mkdtemp failed"};
   Policy policy;
   policy.filesystem.read = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt"};
+  policy.allow_weaker_sandbox = allow_weaker;
   auto host = PrepareSandboxHost(policy, shim);
   ProcessRequest req;
   // The interpreter found on cordon's own PATH, which is the one a client's `node` or `python3`
@@ -244,7 +247,7 @@ std::pair<bool, std::string> PresetCachesReport() {
 
 }  // namespace
 
-bool RunDoctor(Json* report, const std::string& shim_path, bool deep) {
+bool RunDoctor(Json* report, const std::string& shim_path, bool deep, bool allow_weaker) {
   Json checks = Json::array();
   bool ok = true;
   auto add = [&](std::string name, bool pass, bool required, std::string detail,
@@ -256,25 +259,54 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep) {
                       {"detail", std::move(detail)},
                       {"remedy", pass ? std::string() : std::move(remedy)}});
   };
-  const std::string bwrap = FindOnPath("bwrap");
+  // The host probe (runner/host_capabilities.h), made now and not read from the cache: each step
+  // the sandbox needs, tried; the one cause when the full sandbox cannot run, and its one remedy.
+  const HostCapabilities caps = ProbeHostNow();
+  const std::string& bwrap = caps.context.bwrap;
   if (bwrap.empty()) {
-    add("bwrap", false, true, "bwrap is not on PATH", "apt-get install bubblewrap");
+    add("bwrap", false, !allow_weaker, "bwrap is not on PATH", "apt-get install bubblewrap");
   } else {
     auto [rc, ver] = Capture({bwrap, "--version"});
     add("bwrap", rc == 0, true, ver + " (" + bwrap + ")", "reinstall bubblewrap");
-    auto [urc, uout] =
-        Capture({bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
-                 "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"});
-    std::string remedy =
-        "unprivileged user namespaces are blocked. On Ubuntu 23.10+: sysctl -w "
-        "kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile for bwrap); "
-        "elsewhere: sysctl -w user.max_user_namespaces=15000 (and "
-        "kernel.unprivileged_userns_clone=1 "
-        "on older Debian kernels). Inside Docker, the default seccomp profile blocks "
-        "unshare/clone: "
-        "run with --security-opt seccomp=unconfined or a profile that allows them";
-    add("user_namespaces", urc == 0, true,
-        urc == 0 ? "bwrap made user, pid and net namespaces" : uout, remedy);
+  }
+  {
+    std::string steps;
+    for (const StepResult& r : caps.steps) {
+      if (!r.tried) continue;
+      steps += (steps.empty() ? "" : ", ") + std::string(Name(kProbeStepNames, r.step)) +
+               (r.ok ? " ok" : " FAILED");
+    }
+    const auto choice = ChooseSandboxMode(caps, allow_weaker);
+    std::string context;
+    if (!caps.context.container.empty())
+      context =
+          "; context: " + caps.context.container + " (" + caps.context.container_evidence + ")";
+    if (caps.context.seccomp_mode == 2)
+      context += "; cordon runs under " + std::to_string(caps.context.seccomp_filters) +
+                 " seccomp filter(s)";
+    if (caps.cause == HostCause::kNone) {
+      add("sandbox_host", true, true,
+          "every step the sandbox needs works here (" + steps + ")" + context, "");
+    } else {
+      // Required unless the policy's allow_weaker lets a weaker mode run.
+      add("sandbox_host", false, !choice,
+          caps.cause_text + " [" + std::string(Name(kHostCauseNames, caps.cause)) +
+              "; steps: " + steps + "]" + context,
+          caps.remedy);
+      if (choice) {
+        std::string losses;
+        for (const auto& l : choice->losses) losses += (losses.empty() ? "" : "; ") + l;
+        add("weaker_mode", false, false,
+            "[sandbox] allow_weaker = true: commands run in mode " +
+                std::string(Name(kSandboxModeNames, choice->mode)) + ", which gives up: " + losses,
+            "the remedy of sandbox_host above restores the full sandbox");
+      }
+    }
+    add("clone3", caps.clone3, false,
+        caps.clone3 ? "clone3 works"
+                    : "clone3 is refused (" + caps.Step(ProbeStep::kClone3)->detail +
+                          "): the warm sandbox's fork server uses clone",
+        "nothing to do: cordon falls back to clone");
   }
   const int abi = LandlockAbi();
   add("landlock", abi >= 1, false,
@@ -413,10 +445,12 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep) {
                            "; each commit installs what the workspace rules allow into " + here
                      : "direct mode (the fallback: a sweep after each process): " + st.reason,
         st.available ? ""
-                     : "put cordon's state directory ($XDG_STATE_HOME or ~/.local/state) on a "
-                       "filesystem with user xattrs (ext4, xfs, btrfs, tmpfs >= 6.6), and allow "
-                       "unprivileged user namespaces; [sandbox] workspace = \"staged\" refuses "
-                       "to run without it");
+        : caps.cause != HostCause::kNone
+            ? "the remedy of sandbox_host above"
+            : "put cordon's state directory ($XDG_STATE_HOME or ~/.local/state) on a "
+              "filesystem with user xattrs (ext4, xfs, btrfs, tmpfs >= 6.6), and allow "
+              "unprivileged user namespaces; [sandbox] workspace = \"staged\" refuses "
+              "to run without it");
   }
   const std::string rg = FindOnPath("rg");
   add("ripgrep", !rg.empty(), false,
@@ -501,6 +535,7 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep) {
       Policy policy;
       policy.filesystem.read = {"/usr", "/bin", "/lib", "/lib64", "/etc"};
       policy.filesystem.write = {"${WORKSPACE}"};
+      policy.allow_weaker_sandbox = allow_weaker;
       auto host = PrepareSandboxHost(policy, shim);
       ProcessRequest req;
       req.argv = {"true"};
@@ -577,7 +612,7 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep) {
     // What docs/clients.md relies on beyond the sandbox: MCP servers run by node or python3,
     // with their own program files readable without --read.
     for (const char* interpreter : {"node", "python3"}) {
-      auto [pass, detail] = ConfinedServerProbe(shim, interpreter);
+      auto [pass, detail] = ConfinedServerProbe(shim, interpreter, allow_weaker);
       add(std::string("mcp_server_") + interpreter, pass, false, detail,
           std::string("install ") + interpreter +
               " where the sandbox can read it (under /usr, or a directory you grant with "

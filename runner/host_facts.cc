@@ -40,25 +40,16 @@ namespace {
 
 using namespace launch_detail;
 
-// cordon's private runtime directory (0700): $XDG_RUNTIME_DIR/cordon or /tmp/cordon-UID.
-std::string RuntimeDir() {
-  std::string dir;
-  if (const char* r = std::getenv("XDG_RUNTIME_DIR"); r != nullptr && r[0] == '/') {
-    dir = std::string(r) + "/cordon";
-  } else {
-    dir = "/tmp/cordon-" + std::to_string(::getuid());
-  }
-  ::mkdir(dir.c_str(), 0700);
-  return dir;
-}
-
 }  // namespace
 
 Json SandboxHost::ToJson() const {
   return {{"bwrap", bwrap.empty() ? Json(nullptr) : Json(bwrap)},
           {"landlock_abi", landlock_abi},
-          {"weaker", weaker},
+          {"mode", std::string(Name(kSandboxModeNames, mode))},
+          {"weaker", mode != SandboxMode::kBwrap},
           {"weaker_reason", weaker_reason},
+          {"losses", losses},
+          {"probe", probe},
           {"cgroup", std::string(Name(kCgroupModeNames, cgroups.mode))},
           {"cgroup_reason", cgroups.reason},
           {"landlock_denials", landlock_denials}};
@@ -89,31 +80,20 @@ Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& 
   if (const char* off = std::getenv("CORDON_TEST_NO_CGROUP"); off != nullptr && off[0] == '1') {
     h.cgroups = {CgroupMode::kNone, "CORDON_TEST_NO_CGROUP=1 is set", ""};
   }
-  h.bwrap = FindOnPath("bwrap");
-  std::string why;
-  if (h.bwrap.empty()) {
-    why = "bwrap is not installed (apt-get install bubblewrap)";
-  } else {
-    std::ifstream userns("/proc/sys/user/max_user_namespaces");
-    long max = 0;
-    if (!(userns >> max) || max <= 0)
-      why = "user namespaces are disabled (sysctl user.max_user_namespaces=0)";
-  }
-  if (!why.empty()) {
-    if (!policy.allow_weaker_sandbox) {
-      return Fail(Code::kSandboxUnavailable,
-                  why +
-                      "; cordon fails closed. Fix it, or set [sandbox] allow_weaker = true in your "
-                      "policy to run with Landlock + seccomp only");
-    }
-    if (h.landlock_abi < 1) {
-      return Fail(Code::kSandboxUnavailable,
-                  why + ", and Landlock is unavailable: no weaker mode is possible");
-    }
-    h.weaker = true;
-    h.weaker_reason = why;
-    h.bwrap.clear();
-  }
+  // The host probe (runner/host_capabilities.h): what was tried, the one cause when the full
+  // sandbox cannot run, and the mode that follows from it and the policy.
+  const HostCapabilities caps = ProbeHost();
+  h.probe = caps.ToJson();
+  h.clone3 = caps.clone3;
+  h.bwrap = caps.context.bwrap;
+  ASSIGN_OR_RETURN(const SandboxChoice choice,
+                   ChooseSandboxMode(caps, policy.allow_weaker_sandbox));
+  h.mode = choice.mode;
+  h.losses = choice.losses;
+  h.weaker_reason = choice.reason;
+  h.weaker = choice.mode == SandboxMode::kLandlockOnly;
+  h.host_proc = choice.mode == SandboxMode::kBwrapHostProc;
+  if (h.weaker) h.bwrap.clear();
   // Landlock denials: read from the kernel's audit stream only where cordon may (root) and the
   // host's audit is on; cordon never switches it on.
   if (auto ka = KernelAudit::Start(h.landlock_abi)) {
@@ -307,7 +287,7 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
     for (const auto& r : roots) f.paths_except[r] = PathsExcept(r, hidden);
     if (host.landlock_abi >= 1) {
       // No private /tmp without a mount namespace: a directory of this call's own.
-      std::string dir = RuntimeDir() + "/tmp-XXXXXX";
+      std::string dir = CordonRuntimeDir() + "/tmp-XXXXXX";
       if (::mkdtemp(dir.data()) == nullptr)
         return SysFail(Code::kSandboxUnavailable, "mkdtemp", dir);
       acquired->private_tmp = OwnedTempDir(dir);

@@ -534,13 +534,18 @@ void ConfinedProcess::Run(const std::atomic<bool>* cancel, RunHooks* hooks) {
       // bwrap's stderr can echo what it was given: the excerpt never ends inside a secret.
       e = Excerpt(err_.Text(), 500, redactor_);
     }
-    o.error = Error{Code::kSandboxUnavailable,
-                    warm_ ? "the warm sandbox's call ended without a report: " + e
-                          : "the sandbox did not start (bwrap exit " +
-                                std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) +
-                                "): " + e,
-                    0,
-                    {}};
+    // The host probe said the sandbox works, and it did not start: the cached probe goes, so that
+    // the next session probes again (and names the cause) instead of trusting it.
+    if (!warm_) ForgetHostProbe();
+    if (e.empty()) e = "bwrap wrote nothing cordon captured";
+    o.error = Error{
+        Code::kSandboxUnavailable,
+        (warm_ ? "the warm sandbox's call ended without a report: " + e
+               : "the sandbox did not start (bwrap exit " +
+                     std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) + "): " + e) +
+            "; run `cordon doctor` to see which step this host refuses",
+        0,
+        {}};
   }
   if (reason) o.status = *reason;
   {

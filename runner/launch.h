@@ -25,6 +25,7 @@
 #include "runner/contain.h"
 #include "runner/egress_binding.h"
 #include "runner/grants.h"
+#include "runner/host_capabilities.h"
 #include "runner/kernel_audit.h"
 #include "runner/limit_hit.h"
 #include "runner/mask.h"
@@ -42,8 +43,15 @@ struct SandboxHost {
   std::string bwrap;  // empty when bwrap is missing
   std::string shim;   // cordon-shim next to the cordon binary
   int landlock_abi = 0;
-  bool weaker = false;  // no bwrap: Landlock + seccomp only (policy allowed it)
+  // The mode the probe chose (runner/host_capabilities.h): bwrap, or a weaker mode the policy
+  // allowed, with why and what it gives up.
+  SandboxMode mode = SandboxMode::kBwrap;
+  bool weaker = false;     // mode kLandlockOnly: no bwrap, Landlock + seccomp only
+  bool host_proc = false;  // mode kBwrapHostProc: bwrap with the host's /proc bound
   std::string weaker_reason;
+  std::vector<std::string> losses;
+  bool clone3 = true;  // false: the shim's fork server uses clone
+  Json probe;          // the host probe, for session_started
   CgroupSupport cgroups;
   // Root-only scans (runner/mask.h), shared by every launch of the session.
   std::shared_ptr<RootOnlyCache> root_only = std::make_shared<RootOnlyCache>();
@@ -210,7 +218,9 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
 struct SessionLaunch {
   std::string bwrap;  // empty: the weaker mode (the shim is exec'd directly)
   std::string shim;
+  SandboxMode mode = SandboxMode::kBwrap;
   std::string weaker_reason;
+  std::vector<std::string> losses;  // what the mode gives up (ModeLosses), in every record
   int landlock_abi = 0;
   std::string workspace;
   bool workspace_writable = true;

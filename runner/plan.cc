@@ -249,7 +249,9 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   s.network = req.network.value_or(policy.NetworkFor(req.tool));
   s.bwrap = host.weaker ? std::string() : host.bwrap;
   s.shim = host.shim;
-  if (host.weaker) s.weaker_reason = host.weaker_reason;
+  s.mode = host.mode;
+  s.losses = host.losses;
+  if (host.mode != SandboxMode::kBwrap) s.weaker_reason = host.weaker_reason;
   s.landlock_abi = host.landlock_abi;
   s.workspace = workspace;
   c.cwd = req.cwd.empty() ? workspace : req.cwd;
@@ -424,11 +426,14 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     }
   }
   const bool cgroup = facts.cgroup != CgroupMode::kNone;
+  const bool shm_limits = !host.weaker && !host.host_proc;
   c.contain.seccomp =
       BuildSeccompRules(policy.seccomp_deny, s.network,
-                        SeccompMemory{.cgroup = cgroup, .own_ipc_namespace = !host.weaker});
-  // bwrap gives the sandbox its own IPC namespace: its SysV shm limits are the memory limit.
-  if (!host.weaker) c.contain.ipc_shm_bytes = static_cast<std::uint64_t>(c.limits.memory_bytes);
+                        SeccompMemory{.cgroup = cgroup, .own_ipc_namespace = shm_limits});
+  // bwrap gives the sandbox its own IPC namespace: its SysV shm limits are the memory limit. With
+  // the host's /proc (read-only) the shim cannot set them there, so shm is refused as without
+  // bwrap.
+  if (shm_limits) c.contain.ipc_shm_bytes = static_cast<std::uint64_t>(c.limits.memory_bytes);
   if (host.weaker) {
     // No pid namespace to end: the command's process group is what the shim kills at the end,
     // so nothing it starts may leave that group.
@@ -465,6 +470,7 @@ std::vector<std::string> LaunchArgv(const LaunchPlan& plan) {
   l.pins = s.pins;
   l.git_views = s.git_views;
   l.network = s.network;
+  l.host_proc = s.mode == SandboxMode::kBwrapHostProc;
   l.tmp_size_bytes = plan.call.limits.memory_bytes;
   l.shim = s.shim;
   l.cwd = plan.call.cwd;
@@ -500,7 +506,7 @@ Json ConfinementJson(const LaunchPlan& plan) {
   const bool weaker = s.weaker();
   Json ns = weaker ? Json::array() : Json{"user", "mount", "pid", "ipc", "uts", "cgroup"};
   if (!weaker && s.network != NetworkMode::kAllow) ns.push_back("net");
-  Json j = {{"mode", weaker ? "weaker: landlock+seccomp only" : "bwrap"},
+  Json j = {{"mode", std::string(Name(kSandboxModeNames, s.mode))},
             {"namespaces", ns},
             {"network", NetworkModeName(s.network)},
             {"landlock_abi", c.contain.landlock ? s.landlock_abi : 0},
@@ -517,7 +523,8 @@ Json ConfinementJson(const LaunchPlan& plan) {
             {"git_views", s.git_views.size()},
             {"masked_own_files", s.own_masked},
             {"masked_root_only", s.root_only_masked}};
-  if (weaker) j["weaker_reason"] = s.weaker_reason;
+  if (s.mode != SandboxMode::kBwrap) j["weaker_reason"] = s.weaker_reason;
+  j["losses"] = s.losses;
   if (!s.workspace_read_only.empty()) j["workspace_read_only_reason"] = s.workspace_read_only;
   if (!c.cgroup_error.empty()) j["cgroup_error"] = c.cgroup_error;
   if (!s.grants.empty()) {

@@ -323,6 +323,7 @@ std::string ProcessHost::ColdReason(const ProcessRequest& req, const SandboxHost
   if (req.kind != ProcessKind::kForeground) return "a long-lived process runs in its own sandbox";
   if (req.inherit_stdio || req.pipe_stdin) return "its stdio is cordon's";
   if (host.weaker) return "the weaker mode";
+  if (host.host_proc) return "the bwrap-host-proc mode (a warm sandbox mounts a /proc per call)";
   if (host.landlock_abi <= 0) return "no Landlock";
   if (req.network.value_or(policy_.NetworkFor(req.tool)) == NetworkMode::kProxy)
     return "network mode proxy";
@@ -648,7 +649,7 @@ namespace {
 // A job's sandbox pid namespace, waited for up to `ms` after its start (bwrap reports its init a
 // few milliseconds in); {0, 0} in the weaker mode, which has none, or when it never came.
 std::pair<std::uint64_t, std::uint64_t> AwaitNamespace(const ConfinedProcess& p, int ms) {
-  const bool bwrap = p.confinement().value("mode", "") == "bwrap";
+  const bool bwrap = p.confinement().value("mode", "") != "landlock-seccomp";
   for (int waited = 0;; waited += 10) {
     const auto ns = p.sandbox_namespace();
     if (ns.second != 0 || !bwrap || p.finished() || waited >= ms) return ns;

@@ -90,5 +90,14 @@ for t in "stop_test:Signals/ServeJobStop.*" \
     CI="${CI:-}" CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" MCP_PEERS_DIR="$peers" \
     "$dest/bin/${t%%:*}" --gtest_filter="${t#*:}" || rc=$?
 done
+# Issue 30's restricted hosts (Docker's seccomp profile, a masked /proc, no user namespaces,
+# clone3 refused), each built by cordon-test-restrict around the ordinary user's cordon.
+cp "$build/tests/host_env_test" "$build/tests/cordon-test-restrict" "$dest/bin/"
+chmod a+rx "$dest/bin/host_env_test" "$dest/bin/cordon-test-restrict"
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
+  TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \
+  CI="${CI:-}" CORDON_TEST_POLICY_DIR="$dest/share/cordon/policies.d" \
+  CORDON_TEST_RESTRICT="$dest/bin/cordon-test-restrict" CORDON_TEST_DATA_DIR="$dest/data" \
+  "$dest/bin/host_env_test" || rc=$?
 rm -rf "$dest"
 exit $rc

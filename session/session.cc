@@ -198,6 +198,17 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
       options.audit_log.empty() ? DefaultAuditLogPath(session_id) : options.audit_log;
   // The one host probe of the session: recorded in session_started, then used for every process.
   auto host = PrepareSandboxHost(s->policy_, options.shim_path);
+  if (host && host->mode != SandboxMode::kBwrap) {
+    // A weaker mode is never chosen silently: once per session, on stderr (MCP's stdout is
+    // untouched), and in every process record's confinement.
+    std::string losses;
+    for (const auto& l : host->losses) losses += "\n  - " + l;
+    std::fprintf(stderr,
+                 "cordon: the full sandbox cannot run here (%s); [sandbox] allow_weaker = true, "
+                 "so commands run in the weaker mode %s, which gives up:%s\n",
+                 host->weaker_reason.c_str(),
+                 std::string(Name(kSandboxModeNames, host->mode)).c_str(), losses.c_str());
+  }
   // --- failclosed: cordon's audit files (log, keys, witness), refused at start when a confined
   // process could reach them.
   const std::string signing_key = options.audit_signing_key.value_or(s->policy_.audit_signing_key);

@@ -262,10 +262,24 @@ std::string StagingRecordPath(const std::string& stage_dir, const std::string& r
   std::string boot;
   if (std::ifstream in("/proc/sys/kernel/random/boot_id"); in) std::getline(in, boot);
   if (boot.empty()) return "";
+  // The namespaces cordon runs in and the seccomp filters on it: a record made on the host is not
+  // believed inside a container's mount namespace or under a filter (docs/adr/0010-host-probe.md).
+  std::string context;
+  for (const char* ns : {"user", "mnt"}) {
+    char buf[64];
+    const ssize_t n = ::readlink((std::string("/proc/self/ns/") + ns).c_str(), buf, sizeof buf);
+    context += (n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?")) + "\n";
+  }
+  if (std::ifstream st("/proc/self/status"); st) {
+    for (std::string line; std::getline(st, line);) {
+      if (line.rfind("Seccomp", 0) == 0) context += line + "\n";
+    }
+  }
   // Not "probe-..." nor a pid: Recover leaves it alone.
   return stage_dir + "/available-" +
          Sha256Hex(boot + "\n" + std::to_string(::geteuid()) + "\n" + std::to_string(sd.st_dev) +
-                   "\n" + std::to_string(rd.st_dev) + "\n" + std::to_string(rd.st_ino))
+                   "\n" + std::to_string(rd.st_dev) + "\n" + std::to_string(rd.st_ino) + "\n" +
+                   context)
              .substr(0, 32);
 }
 

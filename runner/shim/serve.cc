@@ -276,6 +276,7 @@ int Serve(int sock) {
   // shm sysctls of an IPC namespace it owns belong to real root; the calls then share the
   // sandbox's IPC namespace, whose limits they set as a cold sandbox does.
   const bool own_ipc = ::getuid() == 0;
+  bool use_clone3 = true;
   while (true) {
     while (::waitpid(-1, nullptr, WNOHANG | __WALL) > 0) {
     }
@@ -299,14 +300,28 @@ int Serve(int sock) {
     // Anything else is not a call: its descriptors close, and cordon sees its reply socket end.
     if (fds.size() != kCallFds || (msg.msg_flags & MSG_CTRUNC) != 0) continue;
     int pidfd = -1;
-    clone_args args{};
-    args.flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD | (own_ipc ? CLONE_NEWIPC : 0);
-    args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
-    args.exit_signal = SIGCHLD;
-    const long pid = ::syscall(SYS_clone3, &args, sizeof args);
+    const std::uint64_t flags =
+        CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD | (own_ipc ? CLONE_NEWIPC : 0);
+    long pid = -1;
+    if (use_clone3) {
+      clone_args args{};
+      args.flags = flags;
+      args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+      args.exit_signal = SIGCHLD;
+      pid = ::syscall(SYS_clone3, &args, sizeof args);
+      // A container's seccomp profile (Docker's default, without CAP_SYS_ADMIN) answers ENOSYS
+      // to clone3, whose flags it cannot read: clone(2) does the same here, and is used from now.
+      if (pid < 0 && errno == ENOSYS) use_clone3 = false;
+    }
+    if (!use_clone3) {
+      // clone(2) with no new stack forks; CLONE_PIDFD puts the pidfd where parent_tid points.
+      pid = ::syscall(SYS_clone, static_cast<unsigned long>(flags) | SIGCHLD, nullptr, &pidfd,
+                      nullptr, nullptr);
+    }
     if (pid == 0) CallInit(std::move(fds));
     if (pid < 0) {
-      const std::string e = std::string("error: clone3: ") + std::strerror(errno);
+      const std::string e =
+          std::string(use_clone3 ? "error: clone3: " : "error: clone: ") + std::strerror(errno);
       Reply(fds[5].get(), e, -1);
       continue;
     }
