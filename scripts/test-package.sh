@@ -31,6 +31,7 @@ test -x /usr/bin/cordon && test -x /usr/bin/cordon-shim
 test -f /usr/share/cordon/policies.d/00-default.toml
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' /usr/share/cordon/cordon-seccomp.json
 test -f /usr/share/cordon/LICENSE.moby
+grep -q '^profile cordon /usr/bin/cordon flags=(unconfined)' /usr/share/cordon/apparmor/cordon
 test -f /usr/share/bash-completion/completions/cordon
 test -f /usr/share/man/man1/cordon.1
 # The man page renders; the bash completion completes a subcommand.
@@ -74,5 +75,6 @@ echo "== apt-get remove cordon"
 $SUDO apt-get remove -y -qq cordon >/dev/null
 test ! -e /usr/bin/cordon && test ! -e /usr/share/cordon/policies.d
 test ! -e /usr/share/cordon/cordon-seccomp.json
+test ! -e /usr/share/cordon/apparmor/cordon
 trap 'rm -rf "$tmp"' EXIT
 echo "== package test passed in $(( $(date +%s) - start ))s"
