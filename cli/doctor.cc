@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 
@@ -183,12 +184,26 @@ Json InstallCheck() {
   const std::string shim = DefaultShimPath();
   const std::string policies = ShippedPolicyDir();
   std::vector<std::string> problems;
+  // In a user namespace that does not map root (rootless Podman, a user namespace of one's own),
+  // root's files show the overflow uid and gid: an owner outside the namespace, which no one
+  // inside can be, as root's are.
+  bool child_userns = true;
+  if (std::ifstream map("/proc/self/uid_map"); map) {
+    std::string inside, outside, count;
+    map >> inside >> outside >> count;
+    child_userns = !(inside == "0" && outside == "0" && count == "4294967295");
+  }
+  long overflow_uid = 65534, overflow_gid = 65534;
+  if (std::ifstream f("/proc/sys/kernel/overflowuid"); f) f >> overflow_uid;
+  if (std::ifstream f("/proc/sys/kernel/overflowgid"); f) f >> overflow_gid;
   auto owned_safely = [&](const std::string& path, bool leaf) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       problems.push_back(path + ": " + std::strerror(errno));
       return;
     }
+    if (child_userns && static_cast<long>(st.st_uid) == overflow_uid) st.st_uid = 0;
+    if (child_userns && static_cast<long>(st.st_gid) == overflow_gid) st.st_gid = 0;
     const uid_t me = ::geteuid();
     const bool sticky_root_dir =
         !leaf && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;

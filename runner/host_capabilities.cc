@@ -1,4 +1,4 @@
-// The host probe (docs/adr/0011-host-probe.md): each sandbox step tried in a throwaway child,
+// The host probe (docs/adr/0010-host-probe.md): each sandbox step tried in a throwaway child,
 // the context read from /proc and the environment, one cause and one remedy.
 #include "runner/host_capabilities.h"
 
@@ -218,7 +218,13 @@ std::string ErrnoText(int err) {
          std::strerror(err) + ")";
 }
 
-std::string ContainerFlags(const std::string& container) {
+std::string ContainerFlags(const std::string& container, bool gitlab_ci) {
+  // GitLab's docker executor: the job cannot pass flags, the runner's config.toml can.
+  if (container == "docker" && gitlab_ci) {
+    return "in the runner's config.toml, [runners.docker] security_opt = "
+           "[\"seccomp=/usr/share/cordon/cordon-seccomp.json\", \"apparmor=unconfined\", "
+           "\"systempaths=unconfined\"] (docs/environments.md)";
+  }
   if (container == "podman") {
     return "podman run --security-opt seccomp=/usr/share/cordon/cordon-seccomp.json "
            "--security-opt unmask=ALL";
@@ -272,6 +278,7 @@ Json HostContext::ToJson() const {
           {"container", container},
           {"container_evidence", container_evidence},
           {"kubernetes", kubernetes},
+          {"gitlab_ci", gitlab_ci},
           {"gvisor", gvisor},
           {"kernel", kernel},
           {"euid", euid},
@@ -331,6 +338,7 @@ HostContext ReadHostContext() {
       }
     }
   }
+  c.gitlab_ci = std::getenv("GITLAB_CI") != nullptr;
   utsname u{};
   if (::uname(&u) == 0) c.kernel = u.release;
   // gVisor's Sentry reports a fixed Linux 4.4.0 with its own build line, and its dmesg starts
@@ -462,10 +470,12 @@ void Classify(HostCapabilities& c) {
           "AppArmor restricts unprivileged user namespaces "
           "(kernel.apparmor_restrict_unprivileged_userns=1, as on Ubuntu 23.10 and later): " +
           step_text(ProbeStep::kUserNamespace);
-      c.remedy =
-          "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (keep it in "
-          "/etc/sysctl.d/60-cordon.conf), or load cordon's AppArmor profile: sudo "
-          "apparmor_parser -r /usr/share/cordon/apparmor/cordon (docs/environments.md)";
+      c.remedy = x.container.empty()
+                     ? "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (keep it in "
+                       "/etc/sysctl.d/60-cordon.conf), or load cordon's AppArmor profile: sudo "
+                       "apparmor_parser -r /usr/share/cordon/apparmor/cordon (docs/environments.md)"
+                     : "on the host that runs the container: sudo sysctl -w "
+                       "kernel.apparmor_restrict_unprivileged_userns=0 (docs/environments.md)";
       return;
     }
     if (x.seccomp_mode == 2 && (r.err == EPERM || r.err == ENOSYS || r.err == EACCES)) {
@@ -475,7 +485,7 @@ void Classify(HostCapabilities& c) {
                      ") refuses the namespace calls bwrap needs (" +
                      step_text(ProbeStep::kUserNamespace) + ")" + where;
       c.remedy = x.kubernetes ? kKubernetesRemedy
-                 : Engine(x)  ? ContainerFlags(x.container)
+                 : Engine(x)  ? ContainerFlags(x.container, x.gitlab_ci)
                               : "run cordon outside the program that installed that filter, or "
                                 "allow unshare, clone, mount, umount2, pivot_root and setns there "
                                 "(/usr/share/cordon/cordon-seccomp.json lists what cordon needs)";
@@ -494,7 +504,7 @@ void Classify(HostCapabilities& c) {
         "a user namespace works but mounts in it are refused: " + step_text(ProbeStep::kMount) +
         where;
     c.remedy = x.kubernetes ? kKubernetesRemedy
-               : Engine(x)  ? ContainerFlags(x.container)
+               : Engine(x)  ? ContainerFlags(x.container, x.gitlab_ci)
                : x.apparmor_restrict_userns && *x.apparmor_restrict_userns == 1
                    ? "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or load "
                      "cordon's AppArmor profile (sudo apparmor_parser -r "
@@ -508,7 +518,7 @@ void Classify(HostCapabilities& c) {
     c.cause_text =
         "a network namespace cannot be made: " + step_text(ProbeStep::kNetNamespace) + where;
     c.remedy = x.kubernetes ? kKubernetesRemedy
-               : Engine(x)  ? ContainerFlags(x.container)
+               : Engine(x)  ? ContainerFlags(x.container, x.gitlab_ci)
                             : "allow unshare(CLONE_NEWNET) for unprivileged users";
     return;
   }

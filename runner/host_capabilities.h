@@ -58,6 +58,7 @@ struct HostContext {
   std::string container;                         // docker, podman, kubernetes, lxc, or empty
   std::string container_evidence;                // what said so
   bool kubernetes = false;                       // KUBERNETES_SERVICE_HOST
+  bool gitlab_ci = false;                        // GITLAB_CI: a job of GitLab's runner
   bool gvisor = false;
   std::string kernel;  // uname release
   unsigned euid = 0;

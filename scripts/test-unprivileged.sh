@@ -93,6 +93,7 @@ done
 # Issue 30's restricted hosts (Docker's seccomp profile, a masked /proc, no user namespaces,
 # clone3 refused), each built by cordon-test-restrict around the ordinary user's cordon.
 cp "$build/tests/host_env_test" "$build/tests/cordon-test-restrict" "$dest/bin/"
+cp packaging/seccomp/cordon-seccomp.json "$dest/data/" && chmod a+r "$dest/data/cordon-seccomp.json"
 chmod a+rx "$dest/bin/host_env_test" "$dest/bin/cordon-test-restrict"
 runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" \
   TMPDIR=/tmp CORDON_TEST_BIN="$dest/bin/cordon" CORDON_TEST_PROBE="$dest/bin/cordon-probe" \

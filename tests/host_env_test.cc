@@ -26,6 +26,14 @@ std::string MobyProfile() {
   return testing::FromEnv("CORDON_TEST_DATA_DIR", CORDON_SOURCE_DIR "/tests/data") +
          "/moby-seccomp-default.json";
 }
+// The profile the .deb ships (moby's default plus what cordon needs); under the unprivileged CI
+// pass it sits in the copied data directory.
+std::string CordonProfile() {
+  const std::string copied = testing::FromEnv("CORDON_TEST_DATA_DIR", "") + "/cordon-seccomp.json";
+  if (std::getenv("CORDON_TEST_DATA_DIR") != nullptr && ::access(copied.c_str(), R_OK) == 0)
+    return copied;
+  return CORDON_SOURCE_DIR "/packaging/seccomp/cordon-seccomp.json";
+}
 std::string ProbeBin() { return testing::FromEnv("CORDON_TEST_PROBE", CORDON_PROBE); }
 
 // The container cordon detects here (runner/host_capabilities.cc reads the same files): the
@@ -261,10 +269,12 @@ TEST_F(HostEnvTest, WeakerModesRunWhereThePolicyAllowsThem) {
   ExpectWeakerRuns(kMaskedProc);
   ExpectWeakerRuns(kNoUserns);
   ExpectWeakerRuns(kSeccomp);
-  // Doctor with the same policy: the cause is a warning that names the mode, and the confined
-  // `true` runs. (Its install check is not asserted: in the child user namespace that builds
-  // this restriction for an ordinary user, root's files show as the overflow uid.)
+  // Doctor with the same policy passes: the cause is a warning that names the mode, and the
+  // confined `true` runs. (For an ordinary user this restriction is a user namespace mapping only
+  // that user, as rootless Podman's: root's files show the overflow uid, and the install check
+  // takes them for root's.)
   RunResult d = Cordon(Flags(kNoUserns), {"doctor", "--json", "--policy", dir_ / "weaker.toml"});
+  EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
   const Json report = Json::parse(d.out, nullptr, false);
   ASSERT_FALSE(report.is_discarded()) << d.out << d.err;
   const Json host = CheckNamed(report, "sandbox_host");
@@ -274,6 +284,27 @@ TEST_F(HostEnvTest, WeakerModesRunWhereThePolicyAllowsThem) {
             std::string::npos)
       << report.dump(2);
   EXPECT_TRUE(CheckNamed(report, "sandbox_smoke_test").value("ok", false)) << report.dump(2);
+}
+
+TEST_F(HostEnvTest, UnderCordonsSeccompProfileTheFullSandboxRuns) {
+  // Docker's default rules plus cordon-seccomp.json's additions: doctor passes, and exec,
+  // staging and the warm sandbox work with the full sandbox.
+  if (LandlockAbi() < 1) SECURITY_SKIP("Landlock is unavailable: there is no warm sandbox");
+  const std::vector<std::string> f = {"--seccomp-profile", CordonProfile()};
+  const Json report = Doctor(f);
+  for (const char* check :
+       {"sandbox_host", "sandbox_smoke_test", "warm_sandbox", "workspace_staging"}) {
+    EXPECT_TRUE(CheckNamed(report, check).value("ok", false)) << check << "\n" << report.dump(2);
+  }
+  EXPECT_TRUE(report.value("ok", false)) << report.dump(2);
+  RunResult e = Exec(f, {"sh", "-c", "echo staged > made.txt"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_EQ(ReadFile(ws_ + "/made.txt"), "staged\n");
+  const Json conf = Processes().back()["confinement"];
+  EXPECT_EQ(conf.value("mode", ""), "bwrap") << conf.dump(2);
+  EXPECT_EQ(conf.value("workspace_mode", ""), "staged") << conf.dump(2);
+  ExpectRefused(Exec(f, {ws_ + "/probe", "read", "/etc/shadow"}), "/etc/shadow");
+  ExpectRefused(Exec(f, {ws_ + "/probe", "unshare"}), "a user namespace inside");
 }
 
 // The escape cases the namespace-free mode (landlock-seccomp) still promises: the ctest label

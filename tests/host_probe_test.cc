@@ -52,6 +52,8 @@ constexpr Remedy kRemedies[] = {
     {"k8s_seccomp", "type: Localhost"},
     {"runc", "runc instead of runsc"},
     {"bubblewrap", "apt-get install bubblewrap"},
+    {"gitlab", "config.toml"},
+    {"host_of_container", "on the host that runs the container"},
 };
 
 struct Case {
@@ -93,6 +95,25 @@ TEST(HostProbe, EachEnvironmentHasOneCauseAndOnlyItsRemedy) {
        },
        HostCause::kSeccompUserns,
        {"docker_seccomp", "docker_systempaths"},
+       SandboxMode::kLandlockOnly},
+      {"GitLab's docker executor: the runner's config.toml, not docker run",
+       [](HostCapabilities& c) {
+         c.context.seccomp_mode = 2;
+         c.context.container = "docker";
+         c.context.gitlab_ci = true;
+         Fails(c, ProbeStep::kUserNamespace, EPERM, "unshare(CLONE_NEWUSER)");
+       },
+       HostCause::kSeccompUserns,
+       {"gitlab", "docker_systempaths"},
+       SandboxMode::kLandlockOnly},
+      {"AppArmor on an Ubuntu host, inside a container: the host's sysctl",
+       [](HostCapabilities& c) {
+         c.context.apparmor_restrict_userns = 1;
+         c.context.container = "docker";
+         Fails(c, ProbeStep::kUserNamespace, EPERM, "write /proc/self/uid_map");
+       },
+       HostCause::kAppArmorUserns,
+       {"apparmor", "host_of_container"},
        SandboxMode::kLandlockOnly},
       {"Podman's seccomp",
        [](HostCapabilities& c) {
