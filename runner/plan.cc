@@ -249,9 +249,9 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   s.network = req.network.value_or(policy.NetworkFor(req.tool));
   s.bwrap = host.weaker ? std::string() : host.bwrap;
   s.shim = host.shim;
-  s.mode = host.mode;
+  s.mode = host.weaker ? SandboxMode::kLandlockOnly : host.mode;
   s.losses = host.losses;
-  if (host.mode != SandboxMode::kBwrap) s.weaker_reason = host.weaker_reason;
+  if (s.mode != SandboxMode::kBwrap) s.weaker_reason = host.weaker_reason;
   s.landlock_abi = host.landlock_abi;
   s.workspace = workspace;
   c.cwd = req.cwd.empty() ? workspace : req.cwd;

@@ -620,9 +620,10 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
       EXPECT_FALSE(c["remedy"].get<std::string>().empty()) << c.dump();
     }
   }
-  for (const char* n : {"bwrap", "user_namespaces", "landlock", "landlock_denials", "seccomp",
-                        "cgroup", "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log",
-                        "audit_checkpoints", "read_url", "redaction", "pidfd_process_group"}) {
+  for (const char* n :
+       {"bwrap", "sandbox_host", "clone3", "landlock", "landlock_denials", "seccomp", "cgroup",
+        "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log", "audit_checkpoints",
+        "read_url", "redaction", "pidfd_process_group"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   for (const auto& c : j["checks"]) {
