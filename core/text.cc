@@ -2,6 +2,7 @@
 #include "core/text.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -266,6 +267,20 @@ std::string AsciiLower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+std::string UnescapeMountinfoField(std::string_view field) {
+  std::string out;
+  for (std::size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() &&
+        std::isdigit(static_cast<unsigned char>(field[i + 1]))) {
+      out.push_back(static_cast<char>(std::stoi(std::string(field.substr(i + 1, 3)), nullptr, 8)));
+      i += 3;
+    } else {
+      out.push_back(field[i]);
+    }
   }
   return out;
 }

@@ -19,6 +19,8 @@ std::string RepairUtf8(std::string_view in, bool* changed = nullptr);
 // Cuts `line` to at most `max_chars` code points; appends a visible marker naming what was cut.
 // Returns true when it cut.
 bool CutLine(std::string& line, std::size_t max_chars);
+// A field of /proc/self/mountinfo with the kernel's octal escapes (\040 for a space) undone.
+std::string UnescapeMountinfoField(std::string_view field);
 
 // The deepest nesting of arrays/objects in a JSON text, counted without parsing it.
 std::size_t JsonNestingDepth(std::string_view text);

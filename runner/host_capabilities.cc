@@ -56,20 +56,6 @@ std::string NsInode(const char* name) {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?");
 }
 
-// mountinfo's octal escapes (\040 for a space) back to bytes.
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 // Runs argv (no shell), returns its exit status (-1: not run) and its output, bounded.
 std::pair<int, std::string> RunCaptured(const std::vector<std::string>& argv) {
   int fds[2];
@@ -308,7 +294,7 @@ HostContext ReadHostContext() {
       std::istringstream f(line);
       std::string id, parent, devno, root, point;
       if (!(f >> id >> parent >> devno >> root >> point)) continue;
-      point = Unescape(point);
+      point = UnescapeMountinfoField(point);
       if (point.rfind("/proc/", 0) == 0) c.proc_overmounts.push_back(point);
     }
   }
@@ -634,6 +620,15 @@ Result<SandboxChoice> ChooseSandboxMode(const HostCapabilities& caps, bool allow
 
 namespace {
 
+// Records what a step did: tried, its outcome, the errno and what failed.
+void SetStep(HostCapabilities& caps, ProbeStep s, bool ok, int err, std::string detail) {
+  StepResult& r = caps.steps[static_cast<std::size_t>(s)];
+  r.tried = true;
+  r.ok = ok;
+  r.err = err;
+  r.detail = std::move(detail);
+}
+
 // The quick steps (a few forks, no exec): bwrap on PATH, the namespace child's steps and clone3.
 // They run at every session start, cached or not: a cached result whose quick steps differ from
 // now is not believed (two seccomp filters of the same count, a namespace inode reused).
@@ -643,11 +638,7 @@ void QuickSteps(HostCapabilities& caps) {
   for (const auto& e : kProbeStepNames)
     caps.steps.push_back(StepResult{e.value, false, false, 0, ""});
   auto set = [&](ProbeStep s, bool ok, int err, std::string detail) {
-    StepResult& r = caps.steps[static_cast<std::size_t>(s)];
-    r.tried = true;
-    r.ok = ok;
-    r.err = err;
-    r.detail = std::move(detail);
+    SetStep(caps, s, ok, err, std::move(detail));
   };
   set(ProbeStep::kBwrap, !x.bwrap.empty(), x.bwrap.empty() ? ENOENT : 0,
       x.bwrap.empty() ? "bwrap is not on PATH" : x.bwrap);
@@ -707,16 +698,13 @@ HostCapabilities ProbeHostNow() {
   const HostContext& x = caps.context;
   QuickSteps(caps);
   auto set = [&](ProbeStep s, bool ok, int err, std::string detail) {
-    StepResult& r = caps.steps[static_cast<std::size_t>(s)];
-    r.tried = true;
-    r.ok = ok;
-    r.err = err;
-    r.detail = std::move(detail);
+    SetStep(caps, s, ok, err, std::move(detail));
   };
   // bwrap itself, as cordon runs it; with the host's /proc where a new one is refused, so that
   // the bwrap-host-proc mode is known to start.
+  const std::string on_path = FindOnPath("true");
+  const std::string truth = on_path.empty() ? "/bin/true" : on_path;
   if (!x.bwrap.empty() && caps.Ok(ProbeStep::kUserNamespace)) {
-    const std::string truth = FindOnPath("true").empty() ? "/bin/true" : FindOnPath("true");
     const bool host_proc = !caps.Ok(ProbeStep::kProc);
     std::vector<std::string> argv = {x.bwrap,
                                      "--unshare-user",
@@ -740,8 +728,7 @@ HostCapabilities ProbeHostNow() {
                 : "bwrap exit " + std::to_string(rc) + ": " + out.substr(0, 300));
   } else if (!x.bwrap.empty()) {
     // bwrap's own words for the refusal, for the record.
-    auto [rc, out] = RunCaptured({x.bwrap, "--unshare-user", "--ro-bind", "/", "/", "--",
-                                  FindOnPath("true").empty() ? "/bin/true" : FindOnPath("true")});
+    auto [rc, out] = RunCaptured({x.bwrap, "--unshare-user", "--ro-bind", "/", "/", "--", truth});
     set(ProbeStep::kBwrapRun, rc == 0, 0,
         rc == 0 ? "bwrap ran `true`"
                 : "bwrap exit " + std::to_string(rc) + ": " + out.substr(0, 300));

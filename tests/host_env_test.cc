@@ -162,6 +162,20 @@ class HostEnvTest : public ::testing::Test {
     EXPECT_NE(r.out.find("refused"), std::string::npos) << what << ": " << r.out << r.err;
     EXPECT_EQ(r.out.find("ESCAPED"), std::string::npos) << what;
   }
+  // The escape cases every mode keeps: /etc/shadow, a write to a host directory outside every
+  // writable root, TCP under network none, and the privileges the command runs with.
+  void ExpectSandboxHolds(const std::vector<std::string>& f) {
+    ExpectRefused(Exec(f, {ws_ + "/probe", "read", "/etc/shadow"}, true), "/etc/shadow");
+    const std::string outside = "/var/tmp/cordon-hostenv-" + std::to_string(::getpid()) + ".txt";
+    ExpectRefused(Exec(f, {ws_ + "/probe", "write", outside}, true),
+                  "a write outside the workspace");
+    EXPECT_FALSE(testing::Exists(outside));
+    ExpectRefused(Exec(f, {ws_ + "/probe", "connect", "9"}, true),
+                  "a TCP connection under network none");
+    RunResult privs = Exec(f, {ws_ + "/probe", "privs"}, true);
+    EXPECT_EQ(privs.exit_code, 0) << privs.err;
+    EXPECT_EQ(privs.out, "no_new_privs=1 seccomp=2 cap_eff=0,0\n") << privs.err;
+  }
   void ExpectCauseNamed(const Restriction& r, std::vector<std::string> extra_env = {}) {
     SCOPED_TRACE(r.name);
     const std::vector<std::string> want = r.Remedy(!extra_env.empty());
@@ -312,16 +326,7 @@ TEST_F(HostEnvTest, UnderCordonsSeccompProfileTheFullSandboxRuns) {
 TEST_F(HostEnvTest, LandlockSeccompModeKeepsItsEscapeCases) {
   if (LandlockAbi() < 1) SECURITY_SKIP("Landlock is unavailable: there is no weaker mode");
   const auto f = Flags(kNoUserns);
-  RunResult privs = Exec(f, {ws_ + "/probe", "privs"}, true);
-  ASSERT_EQ(privs.exit_code, 0) << privs.err;
-  EXPECT_EQ(privs.out, "no_new_privs=1 seccomp=2 cap_eff=0,0\n");
-  ExpectRefused(Exec(f, {ws_ + "/probe", "read", "/etc/shadow"}, true), "/etc/shadow");
-  // A host directory any user may write, outside every writable root.
-  const std::string outside = "/var/tmp/cordon-hostenv-" + std::to_string(::getpid()) + ".txt";
-  ExpectRefused(Exec(f, {ws_ + "/probe", "write", outside}, true), "a write outside the workspace");
-  EXPECT_FALSE(testing::Exists(outside));
-  ExpectRefused(Exec(f, {ws_ + "/probe", "connect", "9"}, true),
-                "a TCP connection under network none");
+  ExpectSandboxHolds(f);
   ExpectRefused(Exec(f, {ws_ + "/probe", "unshare"}, true), "a user namespace");
   ExpectRefused(Exec(f, {ws_ + "/probe", "read", "/proc/1/environ"}, true), "/proc of the host");
   EXPECT_EQ(Processes().back()["confinement"].value("mode", ""), "landlock-seccomp");
@@ -359,16 +364,9 @@ TEST_F(HostEnvTest, HostProcModeKeepsOtherProcessesEnvironmentsUnreadable) {
   ASSERT_FALSE(procs.empty());
   EXPECT_EQ(procs.back()["confinement"].value("mode", ""), "bwrap-host-proc");
   // The rest of bwrap's sandbox holds.
-  ExpectRefused(Exec(f, {ws_ + "/probe", "read", "/etc/shadow"}, true), "/etc/shadow");
-  const std::string outside = "/var/tmp/cordon-hostenv-" + std::to_string(::getpid()) + ".txt";
-  ExpectRefused(Exec(f, {ws_ + "/probe", "write", outside}, true), "a write outside the workspace");
-  EXPECT_FALSE(testing::Exists(outside));
-  ExpectRefused(Exec(f, {ws_ + "/probe", "connect", "9"}, true),
-                "a TCP connection under network none");
+  ExpectSandboxHolds(f);
   ExpectRefused(Exec(f, {ws_ + "/probe", "kill", std::to_string(other)}, true),
                 "a signal to a host process");
-  RunResult privs = Exec(f, {ws_ + "/probe", "privs"}, true);
-  EXPECT_EQ(privs.out, "no_new_privs=1 seccomp=2 cap_eff=0,0\n") << privs.err;
   RunResult proc_write = Exec(f, {"sh", "-c", "echo 1 > /proc/sys/kernel/shmmax"}, true);
   EXPECT_NE(proc_write.exit_code, 0) << "the host's /proc is writable";
 }

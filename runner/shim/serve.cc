@@ -67,16 +67,7 @@ std::vector<std::string> MountsBelow(const std::string& dir) {
     }
     if (pos == std::string::npos) continue;
     const std::size_t end = line.find(' ', pos);
-    const std::string raw = line.substr(pos, end - pos);
-    std::string mp;
-    for (std::size_t i = 0; i < raw.size(); ++i) {
-      if (raw[i] == '\\' && i + 3 < raw.size()) {
-        mp.push_back(static_cast<char>(std::stoi(raw.substr(i + 1, 3), nullptr, 8)));
-        i += 3;
-      } else {
-        mp.push_back(raw[i]);
-      }
-    }
+    const std::string mp = UnescapeMountinfoField(std::string_view(line).substr(pos, end - pos));
     if (mp.size() > dir.size() + 1 && mp.compare(0, dir.size() + 1, dir + "/") == 0)
       all.push_back(mp);
   }
