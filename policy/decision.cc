@@ -1,0 +1,87 @@
+#include "policy/decision.h"
+
+namespace cordon {
+
+std::string_view VerdictName(Verdict v) { return v == Verdict::kAllow ? "allow" : "deny"; }
+
+Error Decision::ToError() const {
+  if (allowed()) return Error{Code::kInternal, "an allowed decision is not an error", 0, {}};
+  return Error{code, reason, 0, {}};
+}
+
+namespace {
+
+Decision Allow(std::string rule, std::string source) {
+  return Decision{.verdict = Verdict::kAllow, .rule = std::move(rule), .source = std::move(source)};
+}
+
+Decision Deny(std::string rule, std::string source, std::string reason) {
+  return Decision{.verdict = Verdict::kDeny,
+                  .rule = std::move(rule),
+                  .source = std::move(source),
+                  .reason = std::move(reason)};
+}
+
+std::string ProvenanceOf(const Policy& policy, const std::string& key) {
+  auto it = policy.provenance.find(key);
+  return it != policy.provenance.end() ? it->second : "built-in default";
+}
+
+}  // namespace
+
+Decision Decide(const Policy& policy, const CallAsk& ask) {
+  const std::string scope(ask.scope);
+  // A configured server's tool is decided by [servers] trust and pins, not by a policy file's
+  // scope list alone: the source says where the grant would come from only for built-ins.
+  const std::string source = ask.builtin ? ProvenanceOf(policy, "scopes.grant") : "";
+  if (!policy.Grants(scope)) {
+    return Deny(
+        "scopes.grant", source,
+        std::string(ask.tool) + " needs scope " + scope + ", which the policy does not grant");
+  }
+  // The line that granted this very scope, when the policy kept one.
+  if (ask.builtin) {
+    auto entries = policy.entry_provenance.find("scopes.grant");
+    if (entries != policy.entry_provenance.end()) {
+      if (auto it = entries->second.find(scope); it != entries->second.end()) {
+        return Allow("scopes.grant", it->second);
+      }
+    }
+  }
+  return Allow("scopes.grant", source);
+}
+
+Decision Decide(const Policy& policy, const LaunchAsk& ask) {
+  // A launcher that downloads its package as it starts (npx -y, uvx, ...) would hang without
+  // the network it needs: refused at once, with what would let it run.
+  if (ask.fetches_at_start && ask.network != NetworkMode::kAllow &&
+      ask.network != NetworkMode::kProxy) {
+    std::string remedy = ask.preset.empty() ? std::string("--network proxy with --allow-domain")
+                                            : "--allow-preset " + std::string(ask.preset);
+    return Deny("network", ProvenanceOf(policy, "network.mode"),
+                "the server cannot start in this sandbox (network " +
+                    std::string(NetworkModeName(ask.network)) + "): " + *ask.fetches_at_start +
+                    " (" + remedy + ", or --network allow)");
+  }
+  if (ask.argv.empty()) {
+    Decision d = Deny("argv", "", "nothing to run: the command is empty");
+    d.code = Code::kInvalidInput;
+    return d;
+  }
+  return Allow("", "");
+}
+
+ConnectDecision Decide(const EgressPolicy& egress, const ConnectAsk& ask) {
+  NameDecision d = DecideName(egress, ask.host, ask.port);
+  ConnectDecision out;
+  out.verdict = d.allowed ? Verdict::kAllow : Verdict::kDeny;
+  if (d.rule) {
+    out.rule = d.rule->text;
+    out.source = d.rule->source;
+  }
+  if (!d.allowed) out.reason = d.reason;
+  out.pinned = std::move(d.pinned);
+  return out;
+}
+
+}  // namespace cordon
