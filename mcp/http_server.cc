@@ -27,7 +27,6 @@
 #include "mcp/http_gate.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
-#include "tools/registry.h"
 
 namespace cordon::mcp {
 namespace {

@@ -297,23 +297,16 @@ std::optional<Json> McpServer::Dispatch(const Message& m) {
     return MakeResult(m.id, Json::object());
   }
   if (m.method == "tools/list") {
-    Json tools = Json::array();
-    for (const ToolSpec* t : session_.Catalog())
-      tools.push_back(CatalogEntry(*t, CatalogFormat::kMcp));
-    if (session_.external_tools() != nullptr && session_.policy().Grants("mcp:call")) {
-      for (auto& t : session_.external_tools()->Catalog()) tools.push_back(std::move(t));
-    }
-    return MakeResult(m.id, {{"tools", tools}});
+    return MakeResult(m.id, {{"tools", session_.McpToolList()}});
   }
   if (m.method == "tools/call") {
     CallArgs checked = CheckCallParams(m);
     if (!checked.error.is_null()) return std::move(checked.error);
     Json args = std::move(checked.args);
     // Unknown or ungranted tools come back as isError results, as the tool contract says.
-    const ToolSpec* spec = FindTool(p["name"].get_ref<const std::string&>());
     const bool wants_progress = !ProgressToken(p).is_null();
-    const bool quick = spec != nullptr && spec->quick && !wants_progress &&
-                       spec->quick(args, session_.workspace());
+    const bool quick =
+        !wants_progress && session_.IsQuick(p["name"].get_ref<const std::string&>(), args);
     if (send_ && !quick) {
       StartCall(m, std::move(args));
       return std::nullopt;

@@ -17,40 +17,13 @@
 #include "runner/git_identity.h"
 #include "runner/host_probe.h"
 #include "runner/mask.h"
+#include "session/call.h"
 #include "tools/schema.h"
 #include "workspace/secret_files.h"
 
 namespace cordon {
 namespace {
 
-// Summarizes tool arguments for the audit log: file contents never enter a record.
-Json SummarizeArgs(const Json& args) {
-  if (args.is_string()) {
-    const auto& s = args.get_ref<const std::string&>();
-    if (s.size() <= 256) return args;
-    return {{"bytes", s.size()}, {"sha256", Sha256Hex(s)}};
-  }
-  if (args.is_array()) {
-    Json out = Json::array();
-    for (const auto& a : args) out.push_back(SummarizeArgs(a));
-    return out;
-  }
-  if (args.is_object()) {
-    Json out = Json::object();
-    for (const auto& [k, v] : args.items()) {
-      if ((k == "content" || k == "old_string" || k == "new_string") && v.is_string()) {
-        const auto& s = v.get_ref<const std::string&>();
-        out[k] = {{"bytes", s.size()}, {"sha256", Sha256Hex(s)}};
-      } else {
-        out[k] = SummarizeArgs(v);
-      }
-    }
-    return out;
-  }
-  return args;
-}
-
-// The writer's key: the shared reader, plus a minimum length a keyed chain needs.
 Result<std::string> ReadAuditKey(const std::string& path) {
   ASSIGN_OR_RETURN(std::string key, ReadKeyFile(path));
   if (key.size() < 16) {
@@ -146,81 +119,79 @@ std::optional<Json> GitHead(const std::string& workspace) {
 
 }  // namespace
 
-Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, char** envp) {
-  auto s = std::unique_ptr<Session>(new Session());
-  ASSIGN_OR_RETURN(s->workspace_, Workspace::Open(options.workspace));
-  PolicySources sources = DefaultPolicySources(options.shipped_policy_dir, s->workspace_.root());
-  sources.extra_files = options.policy_files;
-  ASSIGN_OR_RETURN(s->policy_, LoadPolicy(sources));
+namespace {
+
+// The policy the session runs under: its layers, then serve --timeout over every tool's.
+Result<Policy> LoadSessionPolicy(const SessionOptions& options, const PolicySources& sources) {
+  ASSIGN_OR_RETURN(Policy policy, LoadPolicy(sources));
   if (options.tool_timeout_secs) {
     // The person running cordon (serve --timeout), as exec --timeout: any value, for every tool.
     const std::string t = std::to_string(*options.tool_timeout_secs);
-    s->policy_.limits.timeout_secs = *options.tool_timeout_secs;
-    for (auto& [name, tool] : s->policy_.tools) tool.limits.erase("timeout_secs");
-    s->policy_.provenance["limits.timeout_secs"] = "--timeout " + t;
-    s->policy_.notes.push_back("--timeout " + t + ": every tool's timeout is " + t +
-                               " s (limits.timeout_secs, in place of [tools.NAME] timeout_secs)");
+    policy.limits.timeout_secs = *options.tool_timeout_secs;
+    for (auto& [name, tool] : policy.tools) tool.limits.erase("timeout_secs");
+    policy.provenance["limits.timeout_secs"] = "--timeout " + t;
+    policy.notes.push_back("--timeout " + t + ": every tool's timeout is " + t +
+                           " s (limits.timeout_secs, in place of [tools.NAME] timeout_secs)");
   }
-  s->tool_process_ = options.tool_process;
-  s->redactor_.SetRules(s->policy_.compiled_redact_rules);
-  s->redactor_.AddSecretEnvironment(envp);
-  for (const auto& v : s->policy_.redact_values) s->redactor_.AddValue("policy", v);
-  for (const auto& [name, value] : s->policy_.env.set) {
-    if (Redactor::IsSecretName(name)) s->redactor_.AddValue("env", value);
+  return policy;
+}
+
+// What the redactor knows before anything is read or run: the policy's rules and values, the
+// secret-looking environment, the named variables, and the workspace's secret files (known by
+// their content, workspace/secret_files.h). Returns session_started's `redaction`.
+Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, const Workspace& workspace,
+                           char** envp) {
+  redactor.SetRules(policy.compiled_redact_rules);
+  redactor.AddSecretEnvironment(envp);
+  for (const auto& v : policy.redact_values) redactor.AddValue("policy", v);
+  for (const auto& [name, value] : policy.env.set) {
+    if (Redactor::IsSecretName(name)) redactor.AddValue("env", value);
   }
-  for (const auto& name : s->policy_.redact_env_names) {
+  for (const auto& name : policy.redact_env_names) {
     for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
       std::string_view entry(*e);
       if (entry.size() > name.size() && entry.substr(0, name.size()) == name &&
           entry[name.size()] == '=') {
-        s->redactor_.AddValue("env", std::string(entry.substr(name.size() + 1)));
+        redactor.AddValue("env", std::string(entry.substr(name.size() + 1)));
       }
     }
   }
-  // The workspace's secret files, known by their content (workspace/secret_files.h): their
-  // secret lines join the redactor before anything is read or run.
   Json redaction_json = {
-      {"rules", s->policy_.compiled_redact_rules ? s->policy_.compiled_redact_rules->size() : 0}};
-  if (s->policy_.redact_scan_files) {
+      {"rules", policy.compiled_redact_rules ? policy.compiled_redact_rules->size() : 0}};
+  if (policy.redact_scan_files) {
     const std::string cache =
-        CordonStateDir() + "/secret-files/" + Sha256Hex(s->workspace_.root()).substr(0, 32) + ".v1";
-    auto scan = ScanSecretFiles(s->workspace_.fd(), s->redactor_, SecretScanLimits{}, cache);
-    if (!scan) return std::unexpected(scan.error());
-    s->redactor_.AddSecretLines(scan->lines);
-    redaction_json["secret_files"] = scan->ToJson();
+        CordonStateDir() + "/secret-files/" + Sha256Hex(workspace.root()).substr(0, 32) + ".v1";
+    ASSIGN_OR_RETURN(SecretScan scan,
+                     ScanSecretFiles(workspace.fd(), redactor, SecretScanLimits{}, cache));
+    redactor.AddSecretLines(scan.lines);
+    redaction_json["secret_files"] = scan.ToJson();
   }
-  std::optional<std::string> key;
-  if (options.audit_key_file) {
-    ASSIGN_OR_RETURN(key, ReadAuditKey(*options.audit_key_file));
-  }
-  const std::string session_id = NewSessionId();
-  const std::string path =
-      options.audit_log.empty() ? DefaultAuditLogPath(session_id) : options.audit_log;
-  // The one host probe of the session: recorded in session_started, then used for every process.
-  auto host = PrepareSandboxHost(s->policy_, options.shim_path);
-  if (host && host->mode != SandboxMode::kBwrap) {
-    // A weaker mode is never chosen silently: once per session, on stderr (MCP's stdout is
-    // untouched), and in every process record's confinement.
-    std::string losses;
-    for (const auto& l : host->losses) losses += "\n  - " + l;
-    std::fprintf(stderr,
-                 "cordon: the full sandbox cannot run here (%s); [sandbox] allow_weaker = true, "
-                 "so commands run in the weaker mode %s, which gives up:%s\n",
-                 host->weaker_reason.c_str(),
-                 std::string(Name(kSandboxModeNames, host->mode)).c_str(), losses.c_str());
-  }
-  // --- failclosed: cordon's audit files (log, keys, witness), refused at start when a confined
-  // process could reach them.
-  const std::string signing_key = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
-  std::vector<std::pair<std::string, std::string>> audit_files = {{"the audit log", path}};
-  if (options.audit_key_file) audit_files.emplace_back("the audit key", *options.audit_key_file);
-  if (!signing_key.empty()) audit_files.emplace_back("the audit signing key", signing_key);
-  if (options.audit_witness && !AuditWitness::FilePath(*options.audit_witness).empty()) {
-    audit_files.emplace_back("the audit witness", *options.audit_witness);
-  }
-  // Masks work by path: a second name (hard link) of one of them could lie inside a writable
-  // root, where no mask covers it: refused before anything is opened. (A key other users can
-  // read is refused by its one reader, ReadKeyFileChecked.)
+  return redaction_json;
+}
+
+// A weaker mode is never chosen silently: once per session, on stderr (MCP's stdout is
+// untouched), and in every process record's confinement.
+void SayWeakerMode(const Result<SandboxHost>& host) {
+  if (!host || host->mode == SandboxMode::kBwrap) return;
+  std::string losses;
+  for (const auto& l : host->losses) losses += "\n  - " + l;
+  std::fprintf(stderr,
+               "cordon: the full sandbox cannot run here (%s); [sandbox] allow_weaker = true, "
+               "so commands run in the weaker mode %s, which gives up:%s\n",
+               host->weaker_reason.c_str(),
+               std::string(Name(kSandboxModeNames, host->mode)).c_str(), losses.c_str());
+}
+
+// --- failclosed: cordon's audit files (log, keys, witness), refused at start when a confined
+// process could reach them. Masks work by path: a second name (hard link) of one of them could
+// lie inside a writable root, where no mask covers it: refused before anything is opened. (A key
+// other users can read is refused by its one reader, ReadKeyFileChecked.) With bwrap, each own
+// file is masked (a bind over it) wherever it lies, and the file tools refuse it. Without bwrap
+// (the weaker mode), Landlock grants a writable root as a whole: an own file under one could be
+// written, so the session does not start.
+Status CheckAuditFiles(const std::vector<std::pair<std::string, std::string>>& audit_files,
+                       const SessionOptions& options, const Policy& policy,
+                       const Workspace& workspace, const Result<SandboxHost>& host) {
   for (const auto& [what, file] : audit_files) {
     struct stat st {};
     if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
@@ -231,41 +202,76 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                       "for it could be reachable from the sandbox; remove the other links");
     }
   }
-  // With bwrap, each own file is masked (a bind over it) wherever it lies, and the file tools
-  // refuse it. Without bwrap (the weaker mode), Landlock grants a writable root as a whole: an
-  // own file under one could be written, so the session does not start.
-  if (host && host->weaker) {
-    const std::vector<std::string> roots =
-        WritableRoots(s->policy_, s->workspace_.root(), HomeDir());
-    std::vector<std::pair<std::string, std::string>> named = audit_files;
-    for (const auto& f : options.own_files) named.emplace_back("cordon's own file", f);
-    for (const auto& [what, file] : named) {
-      if (const std::string* root = UnderAny(CanonicalPath(file), roots)) {
-        return Fail(Code::kDeniedByPolicy,
-                    what + " " + file + " lies under the writable root " + *root +
-                        ", and without bwrap (" + host->weaker_reason +
-                        ") cordon cannot mask it from confined processes, which could write it; "
-                        "put it outside the writable roots");
-      }
+  if (!host || !host->weaker) return {};
+  const std::vector<std::string> roots = WritableRoots(policy, workspace.root(), HomeDir());
+  std::vector<std::pair<std::string, std::string>> named = audit_files;
+  for (const auto& f : options.own_files) named.emplace_back("cordon's own file", f);
+  for (const auto& [what, file] : named) {
+    if (const std::string* root = UnderAny(CanonicalPath(file), roots)) {
+      return Fail(Code::kDeniedByPolicy,
+                  what + " " + file + " lies under the writable root " + *root +
+                      ", and without bwrap (" + host->weaker_reason +
+                      ") cordon cannot mask it from confined processes, which could write it; "
+                      "put it outside the writable roots");
     }
   }
-  // --- checkpoint: the signing key (its PEM text joins the redactor) and the witness ---
+  return {};
+}
+
+// --- checkpoint: the signing key (its PEM text joins the redactor) and the witness ---
+Result<CheckpointConfig> LoadCheckpoints(const Policy& policy, const SessionOptions& options,
+                                         const std::string& signing_key, Redactor& redactor) {
   CheckpointConfig checkpoints;
-  checkpoints.every_records = static_cast<std::uint64_t>(s->policy_.audit_checkpoint_records);
-  checkpoints.every_seconds = s->policy_.audit_checkpoint_seconds;
+  checkpoints.every_records = static_cast<std::uint64_t>(policy.audit_checkpoint_records);
+  checkpoints.every_seconds = policy.audit_checkpoint_seconds;
   if (!signing_key.empty()) {
     std::string pem;
     ASSIGN_OR_RETURN(Ed25519Key k, Ed25519Key::LoadPrivate(signing_key, &pem));
-    s->redactor_.AddValue("audit_signing_key", pem);
+    redactor.AddValue("audit_signing_key", pem);
     std::istringstream lines(pem);
     for (std::string l; std::getline(lines, l);) {
-      if (l.rfind("-----", 0) != 0) s->redactor_.AddValue("audit_signing_key", l);
+      if (l.rfind("-----", 0) != 0) redactor.AddValue("audit_signing_key", l);
     }
     checkpoints.key = std::make_shared<const Ed25519Key>(std::move(k));
   }
   if (options.audit_witness) {
     ASSIGN_OR_RETURN(checkpoints.witness, AuditWitness::Open(*options.audit_witness));
   }
+  return checkpoints;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, char** envp) {
+  auto s = std::unique_ptr<Session>(new Session());
+  s->callers_ = std::make_unique<Callers>(options.tags);
+  ASSIGN_OR_RETURN(s->workspace_, Workspace::Open(options.workspace));
+  PolicySources sources = DefaultPolicySources(options.shipped_policy_dir, s->workspace_.root());
+  sources.extra_files = options.policy_files;
+  ASSIGN_OR_RETURN(s->policy_, LoadSessionPolicy(options, sources));
+  s->tool_process_ = options.tool_process;
+  ASSIGN_OR_RETURN(Json redaction_json,
+                   SetUpRedactor(s->redactor_, s->policy_, s->workspace_, envp));
+  std::optional<std::string> key;
+  if (options.audit_key_file) {
+    ASSIGN_OR_RETURN(key, ReadAuditKey(*options.audit_key_file));
+  }
+  const std::string session_id = NewSessionId();
+  const std::string path =
+      options.audit_log.empty() ? DefaultAuditLogPath(session_id) : options.audit_log;
+  // The one host probe of the session: recorded in session_started, then used for every process.
+  auto host = PrepareSandboxHost(s->policy_, options.shim_path);
+  SayWeakerMode(host);
+  const std::string signing_key = options.audit_signing_key.value_or(s->policy_.audit_signing_key);
+  std::vector<std::pair<std::string, std::string>> audit_files = {{"the audit log", path}};
+  if (options.audit_key_file) audit_files.emplace_back("the audit key", *options.audit_key_file);
+  if (!signing_key.empty()) audit_files.emplace_back("the audit signing key", signing_key);
+  if (options.audit_witness && !AuditWitness::FilePath(*options.audit_witness).empty()) {
+    audit_files.emplace_back("the audit witness", *options.audit_witness);
+  }
+  TRY(CheckAuditFiles(audit_files, options, s->policy_, s->workspace_, host));
+  ASSIGN_OR_RETURN(CheckpointConfig checkpoints,
+                   LoadCheckpoints(s->policy_, options, signing_key, s->redactor_));
   const std::string witness_path = checkpoints.witness ? checkpoints.witness->path() : "";
   ASSIGN_OR_RETURN(AuditWriter writer,
                    AuditWriter::Open(path, session_id, s->policy_.audit_fsync, std::move(key),
@@ -283,67 +289,80 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   own.insert(own.end(), sources.extra_files.begin(), sources.extra_files.end());
   s->policy_.own_paths = CordonOwnPaths(own);
   if (options.allow_dangerous_workspace) s->policy_.allow_dangerous_workspace = true;
+  const GitIdentity git_identity = ReadGitIdentity(envp);
+  TRY(s->WriteStarted(options, std::move(redaction_json), git_identity, host));
+  s->StartProcessHost(std::move(host), envp, git_identity, options.warm, session_id);
+  return s;
+}
+
+// session_started comes before anything the session does (exec runs its command right after):
+// it makes the first reservation, and a log that cannot take it refuses the session.
+Status Session::WriteStarted(const SessionOptions& options, Json redaction,
+                             const GitIdentity& git_identity, const Result<SandboxHost>& host) {
   SessionStartedRecord started{.cordon_version = kCordonVersion,
                                .client = options.client,
-                               .workspace = s->workspace_.root(),
-                               .chain = s->audit_->keyed() ? "hmac-sha256" : "sha256",
-                               .policy_sha256 = s->policy_.Sha256(),
-                               .policy_notes = s->policy_.notes,
-                               .scopes = s->policy_.scopes,
+                               .workspace = workspace_.root(),
+                               .chain = audit_->keyed() ? "hmac-sha256" : "sha256",
+                               .policy_sha256 = policy_.Sha256(),
+                               .policy_notes = policy_.notes,
+                               .scopes = policy_.scopes,
                                .confinement = ConfinementJson(ProbeConfinement())};
-  started.git = GitHead(s->workspace_.root());
-  started.redaction = std::move(redaction_json);
+  started.git = GitHead(workspace_.root());
+  started.redaction = std::move(redaction);
   if (!options.tags.empty()) started.tags = options.tags;
-  s->start_tags_ = options.tags;
-  if (!s->policy_.env.empty()) {
+  if (!policy_.env.empty()) {
     Json set = Json::array();
-    for (const auto& [name, value] : s->policy_.env.set) set.push_back(name);
-    started.env = Json{{"pass", s->policy_.env.pass}, {"deny", s->policy_.env.deny}, {"set", set}};
+    for (const auto& [name, value] : policy_.env.set) set.push_back(name);
+    started.env = Json{{"pass", policy_.env.pass}, {"deny", policy_.env.deny}, {"set", set}};
   }
   // Inside, HOME is the sandbox's: without the user's identity `git commit` fails.
-  const GitIdentity git_identity = ReadGitIdentity(envp);
-  started.git_identity = GitIdentityJson(git_identity, s->policy_.env);
-  for (const auto& f : s->policy_.files) {
+  started.git_identity = GitIdentityJson(git_identity, policy_.env);
+  for (const auto& f : policy_.files) {
     started.policy_files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"layer", f.layer}});
   }
   started.sandbox =
       host ? host->ToJson() : Json{{"available", false}, {"error", host.error().message}};
-  // session_started comes before anything the session does (exec runs its command right after):
-  // it makes the first reservation, and a log that cannot take it refuses the session.
-  if (auto st = s->Audit(started, true, AuditWriter::When::kBeforeAct); !st) {
-    s->finished_ = true;  // no session_finished for a session whose start is not in the log
-    return std::unexpected(st.error());
+  if (auto st = Audit(started, true, AuditWriter::When::kBeforeAct); !st) {
+    finished_ = true;  // no session_finished for a session whose start is not in the log
+    return st;
   }
-  Session* raw = s.get();
-  s->processes_ = std::make_unique<ProcessHost>(
-      s->policy_, s->workspace_, std::move(host), envp,
+  return {};
+}
+
+// The session's processes: their records, redaction, before-images, warm sandboxes, git
+// identity, egress bindings, the workspace guard and staging's refusals.
+void Session::StartProcessHost(Result<SandboxHost> host, char** envp,
+                               const GitIdentity& git_identity, bool warm,
+                               const std::string& session_id) {
+  Session* raw = this;
+  processes_ = std::make_unique<ProcessHost>(
+      policy_, workspace_, std::move(host), envp,
       [raw](const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
             const Json& changes) { raw->RecordProcess(p, job_id, cancel_requested, changes); });
-  s->processes_->SetRedactor(&s->redactor_);  // output cuts never split a secret
-  if (s->policy_.audit_before_images) {
-    s->before_images_ = std::make_shared<BeforeImageStore>(
+  processes_->SetRedactor(&redactor_);  // output cuts never split a secret
+  if (policy_.audit_before_images) {
+    before_images_ = std::make_shared<BeforeImageStore>(
         BeforeImageStore::DefaultDir(),
         BeforeImageLimits{.max_file_bytes = static_cast<std::uint64_t>(
-                              s->policy_.audit_before_images_max_file_bytes),
+                              policy_.audit_before_images_max_file_bytes),
                           .max_session_bytes = static_cast<std::uint64_t>(
-                              s->policy_.audit_before_images_max_session_bytes)});
-    s->processes_->SetBeforeImages(s->before_images_);
+                              policy_.audit_before_images_max_session_bytes)});
+    processes_->SetBeforeImages(before_images_);
   }
-  s->processes_->EnableWarm(options.warm);
-  s->processes_->SetGitIdentity(GitIdentityVariables(git_identity, s->policy_.env));
-  s->network_gate_->session = raw;
-  s->processes_->SetEgress([raw](const EgressPolicy& policy, const ProcessRequest& req) {
+  processes_->EnableWarm(warm);
+  processes_->SetGitIdentity(GitIdentityVariables(git_identity, policy_.env));
+  network_gate_->session = raw;
+  processes_->SetEgress([raw](const EgressPolicy& policy, const ProcessRequest& req) {
     std::string identity = req.egress_identity.empty() ? "tool " + req.tool : req.egress_identity;
     return raw->BindEgress(policy, std::move(identity));
   });
-  s->processes_->SetGuard(std::make_unique<WorkspaceGuard>(
-      WritableRoots(s->policy_, s->workspace_.root(), HomeDir()), GuardOptions::From(s->policy_),
+  processes_->SetGuard(std::make_unique<WorkspaceGuard>(
+      WritableRoots(policy_, workspace_.root(), HomeDir()), GuardOptions::From(policy_),
       CordonStateDir() + "/quarantine/" + session_id,
       [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); }));
   // Staged mode's refusals are recorded the same way (docs/adr/0006-staged-workspace.md).
-  s->processes_->SetStaging(CordonStateDir() + "/quarantine/" + session_id,
-                            [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); });
-  return s;
+  processes_->SetStaging(CordonStateDir() + "/quarantine/" + session_id,
+                         [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); });
 }
 
 Session::~Session() { Finish(); }
@@ -503,21 +522,18 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
   if (!o.io.is_null()) rec.io = o.io;
   if (r.call != 0) rec.call = r.call;
   // An ended MCP session's figures are freed (EndOwner); none is kept for it again.
-  std::unique_lock<std::mutex> usage_lock(usage_mu_, std::defer_lock);
-  if (r.call != 0) usage_lock.lock();
-  // Checked under usage_mu_, where EndOwner marks the owner ended as it erases its figures.
-  if (r.call != 0 && !ended_owners_.contains(r.owner)) {
-    CallUsage& u = usage_[r.owner][r.call];
-    if (u.tool.empty()) u.tool = r.tool;
-    u.AddProcess(o.cpu_ms, o.max_rss_kb, o.io);
-    // The process ended by a limit, or could not be confined: the call may still have
-    // succeeded (a background job), so it is a warning of that call.
-    std::string what = job_id.empty() ? r.tool : "job " + job_id;
-    if (o.limit) u.warnings.push_back(what + " ended by a limit: " + o.limit->Describe());
-    if (o.error)
-      u.warnings.push_back(what + " failed: " + Excerpt(o.error->message, 500, &redactor_));
+  if (r.call != 0) {
+    callers_->Get(r.owner)->UpdateUsage(r.call, [&](CallUsage& u) {
+      if (u.tool.empty()) u.tool = r.tool;
+      u.AddProcess(o.cpu_ms, o.max_rss_kb, o.io);
+      // The process ended by a limit, or could not be confined: the call may still have
+      // succeeded (a background job), so it is a warning of that call.
+      std::string what = job_id.empty() ? r.tool : "job " + job_id;
+      if (o.limit) u.warnings.push_back(what + " ended by a limit: " + o.limit->Describe());
+      if (o.error)
+        u.warnings.push_back(what + " failed: " + Excerpt(o.error->message, 500, &redactor_));
+    });
   }
-  if (usage_lock.owns_lock()) usage_lock.unlock();
   if (!r.owner.empty()) rec.mcp_session = r.owner;
   if (!job_id.empty()) {
     rec.job = job_id;
@@ -556,47 +572,15 @@ void Session::RecordProcess(const ConfinedProcess& p, const std::string& job_id,
 void Session::EndOwner(const std::string& owner) {
   if (owner.empty()) return;
   processes_->EndOwner(owner);  // its jobs' records are written before this returns
-  {
-    std::lock_guard<std::mutex> lock(usage_mu_);
-    ended_owners_.insert(owner);
-    usage_.erase(owner);
-  }
-  std::lock_guard<std::mutex> lock(tags_mu_);
-  tags_.erase(owner);
+  callers_->End(owner);
 }
 
-Result<std::vector<std::string>> Session::SetTag(std::uint64_t call, const std::string& owner,
-                                                 const std::string& tag, bool tagged) {
-  std::lock_guard<std::mutex> lock(tags_mu_);
-  // Under tags_mu_: EndOwner marks the owner ended before it takes the lock to erase.
-  if (processes_->OwnerEnded(owner)) return Fail(Code::kCancelled, "the MCP session ended");
-  auto [it, fresh] = tags_.try_emplace(owner, start_tags_);
-  std::vector<std::string> tags = it->second;
-  auto at = std::find(tags.begin(), tags.end(), tag);
-  // Bounded: every session_tag record carries the whole set, so an unbounded set would grow the
-  // log with the square of the calls.
-  constexpr std::size_t kMaxTags = 32;
-  if (tagged && at == tags.end() && tags.size() >= kMaxTags) {
-    return Fail(Code::kInvalidInput, "a session holds at most " + std::to_string(kMaxTags) +
-                                         " tags; remove one first (tagged: false)");
-  }
-  if (tagged && at == tags.end()) tags.push_back(tag);
-  if (!tagged && at != tags.end()) tags.erase(at);
-  SessionTagRecord rec{.call = call, .tag = tag, .tagged = tagged, .tags = tags};
-  if (!owner.empty()) rec.mcp_session = owner;
-  // The record comes first: a tag the log does not have is not set.
-  TRY(Audit(rec, true));
-  it->second = std::move(tags);
-  return it->second;
+std::shared_ptr<Caller> Session::CallerFor(const std::string& label) {
+  return callers_->Get(label);
 }
 
-Result<Json> Session::OwnDiff(const std::string& owner, std::uint64_t from, std::uint64_t to) {
-  std::set<std::uint64_t> own;
-  {
-    std::lock_guard<std::mutex> lock(usage_mu_);
-    if (auto it = usage_.find(owner); it != usage_.end())
-      for (const auto& [call, u] : it->second) own.insert(call);
-  }
+Result<Json> Session::OwnDiff(const Caller& caller, std::uint64_t from, std::uint64_t to) {
+  const std::set<std::uint64_t> own = caller.CallNumbers();
   AuditDiffOptions opts;
   if (before_images_) opts.store_dir = before_images_->dir();
   opts.redactor = &redactor_;
@@ -620,6 +604,20 @@ Result<Json> Session::OwnDiff(const std::string& owner, std::uint64_t from, std:
 
 std::vector<const ToolSpec*> Session::Catalog() const { return GrantedTools(policy_); }
 
+Json Session::McpToolList() {
+  Json tools = Json::array();
+  for (const ToolSpec* t : Catalog()) tools.push_back(CatalogEntry(*t, CatalogFormat::kMcp));
+  if (external_ != nullptr && policy_.Grants("mcp:call")) {
+    for (auto& t : external_->Catalog()) tools.push_back(std::move(t));
+  }
+  return tools;
+}
+
+bool Session::IsQuick(const std::string& tool, const Json& input) const {
+  const ToolSpec* spec = FindTool(tool);
+  return spec != nullptr && spec->quick && spec->quick(input, workspace_);
+}
+
 Json Session::Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel,
                    const std::string& owner) {
   return Run(tool, &input, 0, cancel, owner);
@@ -636,7 +634,6 @@ Json Session::CallJsonText(const std::string& tool, std::string_view input_text)
 namespace {
 
 const std::string kDroppedMarker = " bytes of output dropped]";
-constexpr std::size_t kBuiltinMarkerRoom = 64 * 1024;
 
 // Cuts `text` at `cap` bytes (never inside a UTF-8 sequence) and says how much went. The text is
 // redacted already (step 5 redacts before it cuts): a redaction marker is never cut in half, the
@@ -695,288 +692,14 @@ bool CapStructuredResult(Json& structured, std::size_t cap) {
   return truncated;
 }
 
-// The one call pipeline, for built-in and external (mcp__server__tool) tools alike:
-//   Lookup -> Validate -> Authorize -> Execute (built-in | external) -> Redact + Cap -> Record.
-// tool_started reaches the log before anything the call does or causes (policy_denied, a file
-// write, a process, a request to a server). A call that causes nothing (invalid input, unknown
-// tool, a quick read) writes tool_started and tool_finished together, in one write.
+// The one call pipeline, for built-in and external (mcp__server__tool) tools alike
+// (session/call.h): Lookup -> Validate -> Authorize -> Execute -> Redact + Cap -> Boundary ->
+// Record. tool_started reaches the log before anything the call does or causes.
 Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                   std::size_t input_bytes, const std::atomic<bool>* cancel,
                   const std::string& owner) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::uint64_t call_id = ++calls_;
-  // --- failclosed: a poisoned session takes no further calls (nothing is run or written).
-  if (std::optional<Error> poison = poisoned()) {
-    ++errors_;
-    return MakeErrorResult(*poison);
-  }
-  ToolStartedRecord started{.call = call_id, .tool = tool};
-  if (!owner.empty()) started.mcp_session = owner;
-  if (input) {
-    started.args = SummarizeArgs(**input);
-  } else {
-    started.input_bytes = input_bytes;
-  }
-  bool started_written = false;
-  bool started_failed = false;  // the record before the act failed: nothing happened
-  // tool_started precedes the act: if it cannot be written (or the reservation for the act's
-  // later records cannot be made), the call fails with audit_unavailable and does nothing.
-  auto write_started = [&]() -> Status {
-    if (started_written) return {};
-    if (auto st = Audit(started, false, AuditWriter::When::kBeforeAct); !st) {
-      started_failed = true;
-      return st;
-    }
-    started_written = true;
-    return {};
-  };
-  const ToolSpec* spec = nullptr;
-  std::optional<ExternalName> external;
-
-  Result<Json> outcome = [&]() -> Result<Json> {
-    if (!input) return std::unexpected(input.error());
-    const Json& args = **input;
-
-    // 1. Lookup: a built-in tool, or a configured server's (no I/O yet).
-    spec = FindTool(tool);
-    if (spec == nullptr && external_ != nullptr) external = external_->Resolve(tool);
-    if (spec == nullptr && !external) {
-      return Fail(Code::kInvalidInput, "unknown tool \"" + tool + "\"");
-    }
-    const std::string scope = spec != nullptr ? spec->scope : "mcp:call";
-    started.scope = scope;
-    started.effect = EffectName(spec != nullptr ? spec->effect : Effect::kProcess);
-
-    // 2. Validate what can be checked without the server.
-    if (!args.is_object()) return Fail(Code::kInvalidInput, "tool input must be a JSON object");
-    if (spec != nullptr) {
-      if (std::string err = ValidateAgainstSchema(spec->input_schema, args); !err.empty()) {
-        return Fail(Code::kInvalidInput, "input does not match the " + tool + " schema: " + err);
-      }
-    }
-
-    // 3. Authorize.
-    if (!policy_.Grants(scope)) {
-      PolicyDeniedRecord denied{
-          .call = call_id, .tool = tool, .scope = scope, .rule = "scopes.grant"};
-      if (spec != nullptr) {
-        auto it = policy_.provenance.find("scopes.grant");
-        denied.decided_by = it != policy_.provenance.end() ? it->second : "built-in default";
-      }
-      TRY(write_started());
-      (void)Audit(denied, true);
-      return Fail(Code::kDeniedByPolicy,
-                  tool + " needs scope " + scope + ", which the policy does not grant");
-    }
-
-    // 4. Execute.
-    if (external) {
-      // An external tool's schema lives on its server: it is fetched only for an authorized
-      // call, and checked before the server sees the call. A schema beyond cordon's validator
-      // is passed through, and tool_started says the input went unchecked and why.
-      ASSIGN_OR_RETURN(Json schema, external_->InputSchema(*external));
-      std::string unsupported;
-      if (schema.is_null()) {
-        started.unvalidated = "the server gives no input schema";
-      } else if (!SchemaIsSupported(schema, &unsupported)) {
-        started.unvalidated = unsupported;
-      } else if (std::string err = ValidateAgainstSchema(schema, args); !err.empty()) {
-        return Fail(Code::kInvalidInput, "input does not match the " + tool + " schema: " + err);
-      }
-      TRY(write_started());
-      try {
-        return external_->Call(*external, args, cancel);
-      } catch (const std::exception& e) {
-        return Fail(Code::kInternal, std::string("internal error in ") + tool + ": " + e.what());
-      }
-    }
-    // A quick call without side effects (read_file_range) keeps tool_started for the one
-    // write at the end: nothing happens in between that a crash could hide.
-    if (spec->effect != Effect::kNone || !spec->quick) TRY(write_started());
-    ToolContext ctx{workspace_,
-                    policy_,
-                    [&](const FileWriteReport& w) {
-                      FileWriteRecord rec{.call = call_id,
-                                          .tool = tool,
-                                          .op = w.op,
-                                          .path = w.path,
-                                          .sha256_before = w.sha256_before,
-                                          .bytes_before = w.bytes_before,
-                                          .status = w.written ? "written" : "failed"};
-                      if (w.written) {
-                        rec.sha256_after = w.written->sha256_after;
-                        rec.bytes_after = w.written->bytes_after;
-                      }
-                      if (w.code) rec.code = std::string(CodeName(*w.code));
-                      if (w.before_image) {
-                        rec.before_image = w.before_image->status;
-                        if (!w.before_image->error.empty()) {
-                          rec.before_image_error = w.before_image->error;
-                        }
-                      }
-                      (void)write_started();  // written before the tool ran
-                      (void)Audit(rec, true);
-                    },
-                    processes_.get(),
-                    cancel,
-                    &redactor_};
-    ctx.process_template = &tool_process_;
-    ctx.before_images = before_images_.get();
-    ctx.owner = owner;
-    ctx.call = call_id;
-    ctx.usage = [this, &owner]() {
-      std::lock_guard<std::mutex> lock(usage_mu_);
-      auto it = usage_.find(owner);
-      return it != usage_.end() ? it->second : std::map<std::uint64_t, CallUsage>{};
-    };
-    ctx.session_diff = [this, &owner](std::uint64_t from, std::uint64_t to) -> Result<Json> {
-      return OwnDiff(owner, from, to);
-    };
-    if (external_ != nullptr) {
-      ctx.server_status = [this](const std::optional<std::string>& name) {
-        return external_->ServerStatus(name);
-      };
-    }
-    ctx.record_network = [this](const NetworkEvent& e) { RecordNetwork(e); };
-    ctx.record_listener_stop = [this, call_id, &owner](const std::string& job,
-                                                       const ListenerStopOutcome& stop) {
-      LocalServerStoppedRecord rec{.call = call_id,
-                                   .job = job,
-                                   .pid = stop.pid,
-                                   .port = stop.port,
-                                   .comm = stop.comm,
-                                   .group_by_number = stop.group_by_number,
-                                   .signals = stop.signals,
-                                   .stopped = stop.stopped,
-                                   .elapsed_ms = stop.elapsed_ms};
-      if (stop.group) rec.pgid = stop.pgid;
-      if (!owner.empty()) rec.mcp_session = owner;
-      // The signals were sent: a log that cannot take the record poisons the session.
-      (void)Audit(rec, true);
-    };
-    ctx.set_tag = [this, call_id, &owner, &write_started](const std::string& tag, bool tagged) {
-      (void)write_started();  // tool_started precedes its session_tag record
-      return SetTag(call_id, owner, tag, tagged);
-    };
-    // A network tool (read_url) reaches the network only through the session's proxy, under its
-    // own rules ([tools.read_url] or [network]), and only in network mode proxy.
-    std::shared_ptr<EgressBinding> egress;
-    if (spec->scope == "net:read" && policy_.NetworkFor(tool) == NetworkMode::kProxy) {
-      ASSIGN_OR_RETURN(egress, ReadUrlEgress());
-      ctx.egress = &egress->policy();
-      ctx.connect_egress = [egress]() { return egress->Connect(); };
-    }
-    try {
-      return spec->run(args, ctx);
-    } catch (const std::exception& e) {
-      return Fail(Code::kInternal, std::string("internal error in ") + tool + ": " + e.what());
-    }
-  }();
-
-  // 5. Redact, then cap (a secret cut in two would escape redaction).
-  const std::size_t cap = static_cast<std::size_t>(policy_.LimitsFor(tool).max_output_bytes);
-  Json result;
-  std::size_t redactions = 0;
-  std::map<std::string, std::size_t> by_rule;
-  bool truncated = false;
-  std::optional<Error> error;
-  if (outcome && external) {
-    // A server's result is read with its types checked: a wrong type is the server's error,
-    // never an exception out of the pipeline.
-    if (outcome->is_object() && outcome->contains("content") &&
-        (!outcome->contains("isError") || (*outcome)["isError"].is_boolean())) {
-      result = std::move(*outcome);
-      redactions = redactor_.RedactJson(result, &by_rule);
-      truncated = CapToolResult(result, cap);
-      if (!result.contains("isError")) result["isError"] = false;
-    } else {
-      error = Error{Code::kServerUnavailable, "the server returned no CallToolResult", 0, {}};
-    }
-  } else if (outcome) {
-    Json structured = std::move(*outcome);
-    redactions = redactor_.RedactJson(structured, &by_rule);
-    // The agent is told: a range read or a search of a secret file returns redacted text.
-    if (redactions > 0 && structured.is_object()) {
-      structured["redactions"] = {{"count", redactions}, {"by_rule", by_rule}};
-    }
-    // A built-in tool cuts its output in its own terms, with its own markers (run_shell keeps
-    // the head, the tail and up to 50 error lines of 400 bytes from what it dropped): the cap
-    // here is the backstop for a tool that did not, with room for those markers.
-    truncated = CapStructuredResult(structured, cap + kBuiltinMarkerRoom);
-    truncated = structured.value("truncated", false) || truncated;
-    result = MakeCallToolResult(std::move(structured), false);
-  } else {
-    error = outcome.error();
-  }
-  if (error) {
-    redactions += redactor_.Redact(error->message, &by_rule);
-    result = MakeErrorResult(*error);
-  }
-  processes_->SyncGitViews();  // a tool-call boundary: long-lived processes' git writes go out
-  // The call's boundary: what a long-lived process made meanwhile is swept before it returns.
-  // A sweep that could not complete fails the call (and the session launches nothing more).
-  if (Status swept = processes_->SweepAtCallBoundary(); !swept) {
-    Error e = swept.error();
-    redactions += redactor_.Redact(e.message, &by_rule);
-    error = e;
-    result = MakeErrorResult(e);
-  }
-  const bool is_error = result["isError"].get<bool>();
-  if (is_error) ++errors_;
-
-  // 6. Record.
-  const auto elapsed =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
-  ToolFinishedRecord finished{.call = call_id,
-                              .tool = tool,
-                              .status = is_error ? "error" : "ok",
-                              .truncated = truncated,
-                              .elapsed_ms = static_cast<double>(elapsed) / 1000.0};
-  if (external) {
-    // What the agent receives from a server is the whole result, not one text item.
-    finished.output_bytes = DumpJson(result).size();
-    finished.server = external->server;
-    finished.server_tool = external->server_tool;
-  } else {
-    finished.output_bytes = result["content"][0]["text"].get_ref<const std::string&>().size();
-  }
-  if (error) {
-    finished.code = std::string(CodeName(error->code));
-    finished.message = error->message;
-  } else if (is_error && result.contains("structuredContent") &&
-             result["structuredContent"].is_object() &&
-             result["structuredContent"].contains("error") &&
-             result["structuredContent"]["error"].is_object()) {
-    finished.code = JsonStringField(result["structuredContent"]["error"], "code");
-  }
-  if (redactions > 0) {
-    finished.output_redactions = redactions;
-    finished.output_redactions_by_rule = by_rule;
-  }
-  std::unique_lock<std::mutex> usage_lock(usage_mu_);
-  if (!started_failed && !ended_owners_.contains(owner)) {
-    CallUsage& u = usage_[owner][call_id];
-    u.tool = tool;
-    u.status = finished.status;
-    u.code = finished.code.value_or("");
-    u.elapsed_ms = finished.elapsed_ms;
-    if (finished.message) u.message = Excerpt(*finished.message, 500, &redactor_);
-    if (truncated) u.warnings.push_back("the result was cut to the output cap");
-    if (redactions > 0)
-      u.warnings.push_back(std::to_string(redactions) + " secret(s) redacted from the result");
-  }
-  usage_lock.unlock();
-  if (started_failed) {
-    // Nothing happened and nothing of the call is in the log: no tool_finished without its
-    // tool_started.
-  } else if (!started_written) {
-    const AuditRecord both[] = {std::move(started), std::move(finished)};
-    (void)AuditAll(both, true);
-  } else {
-    (void)Audit(std::move(finished), true);
-  }
-  return result;
+  cordon::Call call(*this, callers_->Get(owner), tool);
+  return call.Run(input, input_bytes, cancel);
 }
 
 }  // namespace cordon

@@ -14,7 +14,9 @@
 #include "core/fs.h"
 #include "core/redact.h"
 #include "policy/policy.h"
+#include "runner/git_identity.h"
 #include "runner/processes.h"
+#include "session/callers.h"
 #include "tools/registry.h"
 
 namespace cordon {
@@ -96,6 +98,12 @@ class Session {
 
   // The tools whose scopes the policy grants.
   std::vector<const ToolSpec*> Catalog() const;
+  // tools/list's entries: the granted built-in tools, then the configured servers' visible
+  // tools when mcp:call is granted.
+  Json McpToolList();
+  // Whether this call is a few milliseconds of CPU work at most (ToolSpec::quick): cordon serve
+  // runs it on its reading thread. False for any tool that is not built in.
+  bool IsQuick(const std::string& tool, const Json& input) const;
 
   const Policy& policy() const { return policy_; }
   const Workspace& workspace() const { return workspace_; }
@@ -108,6 +116,9 @@ class Session {
   // An MCP session of `serve --http` ended (`owner`, its label): its jobs are cancelled (and
   // none starts any more), and what the session kept for it (usage, traces, tags) is freed.
   void EndOwner(const std::string& owner);
+  // The caller of this label (session/callers.h): what a call made outside Call (cordon wrap's
+  // forwarded requests) is numbered and kept under.
+  std::shared_ptr<Caller> CallerFor(const std::string& label);
   void SetExternalTools(ExternalTools* external) { external_ = external; }
   // Adds a value (e.g. an MCP server's configured header) to redact from output and records.
   void AddRedaction(std::string rule, std::string value) {
@@ -133,6 +144,8 @@ class Session {
                                                     std::string identity);
 
  private:
+  friend class Call;
+  friend class CallServices;
   Session() = default;
 
   Policy policy_;
@@ -163,26 +176,21 @@ class Session {
   std::shared_ptr<BeforeImageStore> before_images_;
   ProcessRequest tool_process_;  // SessionOptions::tool_process
   ExternalTools* external_ = nullptr;
-  // The pipeline for one call: `input` is the parsed input, or why it could not be parsed.
+  // The pipeline for one call (session/call.h): `input` is the parsed input, or why it could
+  // not be parsed.
   Json Run(const std::string& tool, const Result<const Json*>& input, std::size_t input_bytes,
            const std::atomic<bool>* cancel, const std::string& owner);
   void RecordProcess(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
                      const Json& changes);
-  // session_tag: each owner's tags (ToolContext::owner), from options' tags on first use.
-  std::mutex tags_mu_;
-  std::vector<std::string> start_tags_;
-  std::map<std::string, std::vector<std::string>> tags_;
-  Result<std::vector<std::string>> SetTag(std::uint64_t call, const std::string& owner,
-                                          const std::string& tag, bool tagged);
-  // session_usage: each owner's calls (ToolContext::owner) by number, with what they used.
-  std::mutex usage_mu_;
-  std::map<std::string, std::map<std::uint64_t, CallUsage>> usage_;
-  // MCP sessions that ended (EndOwner), under usage_mu_: no usage is kept for them again. The
-  // session's own set, not the process host's: a job's record may come while the host is being
-  // destroyed (processes_ already null).
-  std::set<std::string> ended_owners_;
-  // session_diff: this log's changes made by `owner`'s calls numbered from..to.
-  Result<Json> OwnDiff(const std::string& owner, std::uint64_t from, std::uint64_t to);
+  // Each caller's tags, usage and ended flag (session/callers.h), from options' tags.
+  std::unique_ptr<Callers> callers_;
+  // Start's last steps: session_started, then the process host.
+  Status WriteStarted(const SessionOptions& options, Json redaction, const GitIdentity& identity,
+                      const Result<SandboxHost>& host);
+  void StartProcessHost(Result<SandboxHost> host, char** envp, const GitIdentity& identity,
+                        bool warm, const std::string& session_id);
+  // session_diff: this log's changes made by `caller`'s calls numbered from..to.
+  Result<Json> OwnDiff(const Caller& caller, std::uint64_t from, std::uint64_t to);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
   std::atomic<std::uint64_t> errors_{0};
   bool finished_ = false;

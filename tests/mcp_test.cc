@@ -18,6 +18,7 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
 #include "mcp/worker_pool.h"
+#include "mcp/wrap.h"
 #include "runner/host_probe.h"
 #include "tests/test_util.h"
 
@@ -1567,6 +1568,119 @@ TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {
   EXPECT_EQ(log.find("ghp_abcdef"), std::string::npos);
   EXPECT_EQ(
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "cap.jsonl"})
+          .exit_code,
+      0);
+}
+
+// Issue 31: a wrapped server's calls are calls of the session. Driven in process (this test is
+// the MCP client, server-everything the real server), so the session's own tools can be asked
+// afterwards what they saw: each call has a number in its records, the tool's own cap (not the
+// global one) cuts its result, and session_usage and session_traces list it.
+TEST_F(WrapTest, WrappedCallsAreNumberedCappedByTheirToolAndSeenByTheSessionTools) {
+  WriteFile(dir_ / "policy.toml",
+            "[scopes]\ngrant = [\"diagnostics:read\"]\n[tools.echo]\nmax_output_bytes = 2000\n");
+  SessionOptions o;
+  o.workspace = dir_ / "ws";
+  o.audit_log = dir_ / "wrap.jsonl";
+  o.shipped_policy_dir = cordon::testing::ShippedPolicyDir();
+  o.policy_files = {dir_ / "policy.toml"};
+  o.client = "wrap";
+  auto s = Session::Start(o, environ);
+  ASSERT_TRUE(s) << s.error().message;
+  ProcessRequest req;
+  req.argv = Everything();
+  req.program_files = true;
+  int to_server[2], from_server[2];
+  ASSERT_EQ(::pipe2(to_server, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(from_server, O_CLOEXEC), 0);
+  int rc = -1;
+  std::thread proxy([&] {
+    rc = RunWrap(**s, req, to_server[0], from_server[1]);
+    ::close(from_server[1]);
+  });
+  auto send = [&](const Json& m) {
+    const std::string line = m.dump() + "\n";
+    ASSERT_EQ(::write(to_server[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  };
+  std::string pending;
+  auto answer = [&](int id) -> Json {
+    for (;;) {
+      for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        Json m = Json::parse(pending.substr(0, nl), nullptr, false);
+        pending.erase(0, nl + 1);
+        if (m.is_object() && m.contains("id") && m["id"] == id) return m;
+      }
+      pollfd p{from_server[0], POLLIN, 0};
+      if (::poll(&p, 1, 30000) <= 0) return Json();
+      char buf[65536];
+      const ssize_t n = ::read(from_server[0], buf, sizeof buf);
+      if (n <= 0) return Json();
+      pending.append(buf, static_cast<std::size_t>(n));
+    }
+  };
+  send({{"jsonrpc", "2.0"},
+        {"id", 1},
+        {"method", "initialize"},
+        {"params",
+         {{"protocolVersion", "2025-06-18"},
+          {"capabilities", Json::object()},
+          {"clientInfo", {{"name", "cordon-test"}, {"version", "1"}}}}}});
+  ASSERT_TRUE(answer(1).contains("result"));
+  send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  const std::string long_message(10000, 'x');
+  send({{"jsonrpc", "2.0"},
+        {"id", 2},
+        {"method", "tools/call"},
+        {"params", {{"name", "echo"}, {"arguments", {{"message", long_message}}}}}});
+  const Json echo = answer(2);
+  send({{"jsonrpc", "2.0"},
+        {"id", 3},
+        {"method", "tools/call"},
+        {"params", {{"name", "get-sum"}, {"arguments", {{"a", 2}, {"b", 40}}}}}});
+  const Json sum = answer(3);
+  ::close(to_server[1]);
+  proxy.join();
+  ::close(to_server[0]);
+  ::close(from_server[0]);
+  EXPECT_EQ(rc, 0);
+
+  // What the client received: echo's text cut at [tools.echo]'s 2000 bytes, not the global cap.
+  ASSERT_TRUE(echo.contains("result")) << echo.dump().substr(0, 500);
+  const std::string text = echo["result"]["content"][0]["text"].get<std::string>();
+  EXPECT_LT(text.size(), 2200u);
+  EXPECT_NE(text.find("bytes of output dropped"), std::string::npos) << text.substr(0, 200);
+  EXPECT_NE(sum.dump().find("42"), std::string::npos) << sum.dump();
+
+  // The records: both calls numbered, started and finished under the same number.
+  std::map<std::string, std::uint64_t> started;
+  Json echo_finished;
+  std::istringstream log(cordon::testing::ReadFile(dir_ / "wrap.jsonl"));
+  for (std::string line; std::getline(log, line);) {
+    const Json r = Json::parse(line);
+    if (r["type"] == "tool_started") {
+      ASSERT_TRUE(r.contains("call")) << r.dump();
+      started[r["tool"].get<std::string>()] = r["call"].get<std::uint64_t>();
+    }
+    if (r["type"] == "tool_finished" && r["tool"] == "echo") echo_finished = r;
+  }
+  ASSERT_TRUE(started.contains("echo") && started.contains("get-sum"));
+  EXPECT_NE(started["echo"], started["get-sum"]);
+  EXPECT_EQ(echo_finished["call"], started["echo"]);
+  EXPECT_EQ(echo_finished["truncated"], true);
+
+  // The session's own tools see the wrapped calls.
+  const Json usage = (*s)->Call("session_usage", Json::object());
+  ASSERT_FALSE(usage["isError"].get<bool>()) << usage.dump();
+  const std::string u = usage["structuredContent"].dump();
+  EXPECT_NE(u.find("\"echo\""), std::string::npos) << u;
+  EXPECT_NE(u.find("\"get-sum\""), std::string::npos) << u;
+  const Json traces = (*s)->Call("session_traces", Json::object());
+  ASSERT_FALSE(traces["isError"].get<bool>()) << traces.dump();
+  EXPECT_NE(traces["structuredContent"].dump().find("output cap"), std::string::npos)
+      << traces.dump();
+  (*s)->Finish();
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"})
           .exit_code,
       0);
 }

@@ -177,11 +177,21 @@ class ReadUrlTest : public ::testing::Test {
   }
 
   Result<Json> Read(Json input, bool with_proxy = true) {
-    ToolContext ctx{*ws_, policy_, nullptr, nullptr, nullptr, &redactor_};
+    // The session's part read_url uses, served by this test's own proxy and listener.
+    struct ProxyServices : ToolServices {
+      EgressProxy* proxy = nullptr;
+      std::uint64_t listener = 0;
+      const EgressPolicy* rules = nullptr;
+      const EgressPolicy* EgressRules() override { return rules; }
+      Result<UniqueFd> ConnectEgress() override { return proxy->Connect(listener); }
+    } services;
     if (with_proxy) {
-      ctx.connect_egress = [this] { return proxy_->Connect(listener_id_); };
-      ctx.egress = &rules_;
+      services.proxy = proxy_.get();
+      services.listener = listener_id_;
+      services.rules = &rules_;
     }
+    ToolContext ctx{
+        .workspace = *ws_, .policy = policy_, .services = services, .redactor = &redactor_};
     const ToolSpec* spec = FindTool("read_url");
     if (spec == nullptr) return Fail(Code::kInternal, "read_url is not registered");
     return spec->run(input, ctx);

@@ -88,7 +88,13 @@ TEST_F(ToolsTest, EveryExampleRunsAndMatchesItsOutputSchema) {
     auto s = Session::Start(o, environ);
     ASSERT_TRUE(s);
     if (t.example_setup) {
-      ToolContext ctx{(*s)->workspace(), (*s)->policy(), nullptr, &(*s)->processes(), nullptr};
+      struct HostOnly : ToolServices {
+        ProcessHost* host = nullptr;
+        ProcessHost* Processes() override { return host; }
+      } services;
+      services.host = &(*s)->processes();
+      ToolContext ctx{
+          .workspace = (*s)->workspace(), .policy = (*s)->policy(), .services = services};
       ASSERT_TRUE(t.example_setup(ctx)) << t.name;
     }
     Json r = (*s)->Call(t.name, t.example);

@@ -79,7 +79,7 @@ Json ProbeOne(const std::string& url_text, const LoopbackUrl& url,
     out["error"] = "not probed: the call's 20 s for probes ran out (or it was cancelled)";
     return out;
   }
-  auto sock = ctx.processes->ProbeSocket(ctx.owner, job, url.v6 ? AF_INET6 : AF_INET);
+  auto sock = ctx.services.Processes()->ProbeSocket(ctx.caller, job, url.v6 ? AF_INET6 : AF_INET);
   if (!sock) {
     out["error"] = "not probed: " + sock.error().message;
     return out;
@@ -100,7 +100,7 @@ Json ProbeOne(const std::string& url_text, const LoopbackUrl& url,
     out["body_truncated"] = r.body_bytes > body.size();
   }
   if (!r.error.empty()) out["error"] = r.error;
-  if (ctx.record_network) {
+  {
     NetworkEvent e;
     e.identity = "job " + job;
     e.protocol = "probe";
@@ -115,13 +115,13 @@ Json ProbeOne(const std::string& url_text, const LoopbackUrl& url,
     e.bytes_down = r.bytes_down;
     e.duration_ms = r.elapsed_ms;
     e.status = r.http_status.value_or(0);
-    ctx.record_network(e);
+    ctx.services.RecordNetwork(e);
   }
   return out;
 }
 
 Result<Json> LocalServers(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   std::optional<std::string> job_id;
   if (in.contains("job_id")) job_id = in["job_id"].get<std::string>();
@@ -136,7 +136,7 @@ Result<Json> LocalServers(const Json& in, ToolContext& ctx) {
   }
   // Another MCP session's job is not_found, with the message of one that never existed.
   ASSIGN_OR_RETURN(std::vector<ProcessHost::JobListener> listeners,
-                   ctx.processes->Listeners(ctx.owner, job_id));
+                   ctx.services.Processes()->Listeners(ctx.caller, job_id));
   Json servers = Json::array();
   for (const auto& jl : listeners)
     servers.push_back(ListenerJson(jl.job, jl.listener, ctx.redactor));
@@ -224,18 +224,18 @@ ToolSpec MakeLocalServersTool() {
 }
 
 Result<Json> StopLocalServer(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   const std::string job = in["job_id"].get<std::string>();
   const auto pid = in["pid"].get<std::int64_t>();
   const auto port = in["port"].get<std::int64_t>();
   if (pid < 1 || pid > 4194304) return Fail(Code::kInvalidInput, "pid must be 1-4194304");
   if (port < 1 || port > 65535) return Fail(Code::kInvalidInput, "port must be 1-65535");
-  ASSIGN_OR_RETURN(
-      ListenerStopOutcome stop,
-      ctx.processes->StopListener(ctx.owner, job, static_cast<pid_t>(pid), static_cast<int>(port)));
+  ASSIGN_OR_RETURN(ListenerStopOutcome stop,
+                   ctx.services.Processes()->StopListener(ctx.caller, job, static_cast<pid_t>(pid),
+                                                          static_cast<int>(port)));
   stop.comm = Untrusted(stop.comm, ctx.redactor);
-  if (ctx.record_listener_stop) ctx.record_listener_stop(job, stop);
+  ctx.services.RecordListenerStop(job, stop);
   return Json{{"job_id", job},
               {"pid", stop.pid},
               {"port", stop.port},

@@ -27,8 +27,8 @@ Result<Json> HostResources(const Json&, ToolContext& ctx) {
   std::optional<double> busy;
   std::int64_t busy_window_ms = 0;
   std::string busy_source = "sampled";
-  if (ctx.processes != nullptr) {
-    ResourceMonitor& monitor = ctx.processes->Monitor();
+  if (ctx.services.Processes() != nullptr) {
+    ResourceMonitor& monitor = ctx.services.Processes()->Monitor();
     const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
@@ -78,7 +78,7 @@ Result<std::int64_t> IntArg(const Json& in, const char* name, std::int64_t fallb
 Json OrNull(std::int64_t v) { return v >= 0 ? Json(v) : Json(nullptr); }
 
 Result<Json> ResourceHistory(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   ASSIGN_OR_RETURN(const std::int64_t window, IntArg(in, "window_ms", kDefaultWindowMs));
   if (window < 1000 || window > kHourMs)
@@ -95,13 +95,13 @@ Result<Json> ResourceHistory(const Json& in, ToolContext& ctx) {
     return Fail(Code::kInvalidInput, "max_processes must be between 1 and 50");
   const int count = static_cast<int>((window + bucket - 1) / bucket);
 
-  ResourceMonitor& monitor = ctx.processes->Monitor();
+  ResourceMonitor& monitor = ctx.services.Processes()->Monitor();
   const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
   const std::vector<MonitorSample> samples = monitor.Since(now - bucket * count);
   // Under serve --http an MCP session sees its own calls and jobs, and the session's servers.
-  const std::string& owner = ctx.owner;
+  const std::string& owner = ctx.caller;
   const std::vector<ResourceBucket> buckets =
       BucketSamples(samples, now, bucket, count, static_cast<std::size_t>(top),
                     [&owner](const std::string& kind, const std::string& of) {

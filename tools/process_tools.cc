@@ -64,9 +64,10 @@ Result<std::string> ResolveCwd(const ToolContext& ctx, const Json& in) {
 }
 
 Result<Json> RunShell(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  ProcessRequest req = ctx.process_template != nullptr ? *ctx.process_template : ProcessRequest{};
+  ProcessRequest req = ctx.services.ProcessTemplate() != nullptr ? *ctx.services.ProcessTemplate()
+                                                                 : ProcessRequest{};
   req.argv.push_back(in["program"].get<std::string>());
   for (const auto& a : in.value("args", Json::array())) req.argv.push_back(a.get<std::string>());
   for (const auto& a : req.argv) {
@@ -75,7 +76,7 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   }
   ASSIGN_OR_RETURN(req.cwd, ResolveCwd(ctx, in));
   req.tool = "run_shell";
-  req.owner = ctx.owner;
+  req.owner = ctx.caller;
   req.call = ctx.call;
   req.max_output_bytes =
       static_cast<std::size_t>(ctx.policy.LimitsFor("run_shell").max_output_bytes);
@@ -83,12 +84,12 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   const bool verbose = in.value("verbose", false);
   if (in.value("background", false)) {
     req.kind = ProcessKind::kBackground;
-    ASSIGN_OR_RETURN(Json started, ctx.processes->StartBackground(req));
+    ASSIGN_OR_RETURN(Json started, ctx.services.Processes()->StartBackground(req));
     if (!verbose && started.contains("confinement"))
       started["confinement"] = ConfinementSummary(started["confinement"]);
     return started;
   }
-  ASSIGN_OR_RETURN(auto proc, ctx.processes->RunForeground(req, ctx.cancel));
+  ASSIGN_OR_RETURN(auto proc, ctx.services.Processes()->RunForeground(req, ctx.cancel));
   ProcessOutcome o = proc->outcome();
   if (o.error) return std::unexpected(*o.error);
   std::string tail = proc->Tail(600);
@@ -126,22 +127,23 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
 }
 
 Result<Json> ProcessList(const Json&, ToolContext& ctx) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->List(ctx.owner);
+  return ctx.services.Processes()->List(ctx.caller);
 }
 
 Result<Json> ProcessOutput(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->Output(ctx.owner, in["id"].get<std::string>(),
-                               static_cast<std::size_t>(in.value("max_chars", 16000)));
+  return ctx.services.Processes()->Output(ctx.caller, in["id"].get<std::string>(),
+                                          static_cast<std::size_t>(in.value("max_chars", 16000)));
 }
 
 Result<Json> ProcessCancel(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
-  return ctx.processes->Cancel(ctx.owner, in["id"].get<std::string>(), in.value("force", false));
+  return ctx.services.Processes()->Cancel(ctx.caller, in["id"].get<std::string>(),
+                                          in.value("force", false));
 }
 
 Json IdSchema() {
@@ -262,8 +264,8 @@ ToolSpec MakeProcessOutputTool() {
     req.cwd = ctx.workspace.root();
     req.tool = "run_shell";
     req.kind = ProcessKind::kBackground;
-    req.owner = ctx.owner;
-    TRY(ctx.processes->StartBackground(req));
+    req.owner = ctx.caller;
+    TRY(ctx.services.Processes()->StartBackground(req));
     return {};
   };
   t.run = ProcessOutput;

@@ -101,7 +101,7 @@ Result<UrlParts> ParseUrl(const CurlApi& api, const std::string& url) {
 // connected (curl issue #10626, fixed in 8.0), so the proxy's end of a socketpair cannot be
 // handed to it. curl connects instead to a private listener of this call's own (an abstract
 // Unix socket with a random name, so nothing is left on disk), whose one connection from this
-// process (SO_PEERCRED; anyone else is turned away) is relayed to the socket connect_egress
+// process (SO_PEERCRED; anyone else is turned away) is relayed to the socket ConnectEgress
 // gave. read_url reads at most max_bytes, so the one extra copy costs nothing that matters.
 class Relay {
  public:
@@ -294,7 +294,7 @@ Hop FetchOnce(const CurlApi& api, ToolContext& ctx, const std::string& url, std:
   // Every connection goes to the proxy, plain HTTP too (CONNECT host:80): a refusal is then
   // always the proxy's answer to CONNECT, never confused with a site's own 403. The proxy is
   // an IP literal (no DNS query), NO_PROXY of the environment is overridden (nothing goes
-  // direct), and whatever address curl has, its socket reaches only connect_egress's (Relay).
+  // direct), and whatever address curl has, its socket reaches only ConnectEgress's (Relay).
   api.easy_setopt(c, CURLOPT_PROXY, proxy.c_str());
   api.easy_setopt(c, CURLOPT_NOPROXY, "");
   api.easy_setopt(c, CURLOPT_HTTPPROXYTUNNEL, 1L);
@@ -303,8 +303,8 @@ Hop FetchOnce(const CurlApi& api, ToolContext& ctx, const std::string& url, std:
       c, CURLOPT_OPENSOCKETFUNCTION,
       +[](void* data, curlsocktype, curl_sockaddr* address) -> curl_socket_t {
         auto* tr = static_cast<Transfer*>(data);
-        if (!tr->ctx->connect_egress || tr->relay) return CURL_SOCKET_BAD;
-        Result<UniqueFd> upstream = tr->ctx->connect_egress();
+        if (tr->ctx->services.EgressRules() == nullptr || tr->relay) return CURL_SOCKET_BAD;
+        Result<UniqueFd> upstream = tr->ctx->services.ConnectEgress();
         if (!upstream) {
           tr->hop->socket_error = upstream.error();
           return CURL_SOCKET_BAD;
@@ -478,7 +478,7 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
 
   ASSIGN_OR_RETURN(const CurlApi* api, Curl());
   ASSIGN_OR_RETURN(UrlParts parts, ParseUrl(*api, url));  // bad input first, whatever the policy
-  if (!ctx.connect_egress) {
+  if (ctx.services.EgressRules() == nullptr) {
     return Fail(Code::kDeniedByPolicy,
                 "read_url needs network mode proxy with allow_domains for read_url (see "
                 "docs/policy.md); this session has no egress proxy for it");
@@ -532,14 +532,14 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
                   parts.url + " redirected to " + hop.redirect_url +
                       ", which read_url does not follow: " + next.error().message);
     }
-    if (ctx.egress != nullptr) {
+    if (const EgressPolicy* rules = ctx.services.EgressRules()) {
       auto host = ParseEgressHost(next->host);
       if (!host) {
         return Fail(Code::kDeniedByPolicy,
                     parts.url + " redirected to " + next->host +
                         ", which is not a host name read_url follows: " + host.error().message);
       }
-      NameDecision d = DecideName(*ctx.egress, *host, next->port);
+      NameDecision d = DecideName(*rules, *host, next->port);
       if (!d.allowed) {
         return Fail(Code::kDeniedByPolicy, parts.url + " redirected to " + host->name + ":" +
                                                std::to_string(next->port) +

@@ -43,7 +43,7 @@ bool CutLineBefore(std::string& line, std::size_t max_chars, const Redactor& red
 Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std::string& tool,
                                                      std::vector<std::string> argv,
                                                      RgJsonStream* stream = nullptr) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   ProcessRequest req;
   req.argv = std::move(argv);
@@ -56,10 +56,10 @@ Result<std::unique_ptr<ConfinedProcess>> RunReadOnly(ToolContext& ctx, const std
   if (stream != nullptr) {
     RunHooks hooks;
     hooks.on_stdout = [stream](std::string_view data) { stream->Feed(data); };
-    ASSIGN_OR_RETURN(proc, ctx.processes->RunWithHooks(req, hooks, ctx.cancel, nullptr));
+    ASSIGN_OR_RETURN(proc, ctx.services.Processes()->RunWithHooks(req, hooks, ctx.cancel, nullptr));
     stream->Finish();
   } else {
-    ASSIGN_OR_RETURN(proc, ctx.processes->RunForeground(req, ctx.cancel));
+    ASSIGN_OR_RETURN(proc, ctx.services.Processes()->RunForeground(req, ctx.cancel));
   }
   ProcessOutcome o = proc->outcome();
   if (o.error) return std::unexpected(*o.error);

@@ -9,31 +9,32 @@ namespace cordon {
 namespace {
 
 Result<Json> SessionTag(const Json& in, ToolContext& ctx) {
-  if (!ctx.set_tag) return Fail(Code::kInvalidInput, "this session keeps no tags");
   ASSIGN_OR_RETURN(std::string tag, NormalizeSessionTag(in["tag"].get<std::string>()));
-  ASSIGN_OR_RETURN(std::vector<std::string> tags, ctx.set_tag(tag, in["tagged"].get<bool>()));
+  ASSIGN_OR_RETURN(std::vector<std::string> tags,
+                   ctx.services.SetTag(tag, in["tagged"].get<bool>()));
   return Json{{"tag", tag}, {"tagged", in["tagged"].get<bool>()}, {"tags", tags}};
 }
 
 Result<Json> SessionTraces(const Json&, ToolContext& ctx) {
-  if (!ctx.usage) return Fail(Code::kInvalidInput, "this session keeps no usage");
-  return SessionTracesJson(ctx.usage());
+  auto usage = ctx.services.Usage();
+  if (!usage) return Fail(Code::kInvalidInput, "this session keeps no usage");
+  return SessionTracesJson(*usage);
 }
 
 Result<Json> SessionDiff(const Json& in, ToolContext& ctx) {
-  if (!ctx.session_diff) return Fail(Code::kInvalidInput, "this session has no audit log to read");
   const std::uint64_t from = in.value("from_call", std::uint64_t{1});
   const std::uint64_t to = in.value("to_call", UINT64_MAX);
   if (from > to) {
     return Fail(Code::kInvalidInput,
                 "from_call " + std::to_string(from) + " is after to_call " + std::to_string(to));
   }
-  return ctx.session_diff(from, to);
+  return ctx.services.SessionDiff(from, to);
 }
 
 Result<Json> SessionUsage(const Json&, ToolContext& ctx) {
-  if (!ctx.usage) return Fail(Code::kInvalidInput, "this session keeps no usage");
-  return SessionUsageJson(ctx.usage());
+  auto usage = ctx.services.Usage();
+  if (!usage) return Fail(Code::kInvalidInput, "this session keeps no usage");
+  return SessionUsageJson(*usage);
 }
 
 constexpr const char* kIoKeys[] = {"read_bytes", "write_bytes", "rchar", "wchar"};

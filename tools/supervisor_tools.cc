@@ -15,7 +15,7 @@ constexpr std::size_t kMaxProcesses = 500;
 constexpr std::size_t kCmdlineBytes = 500;
 
 Result<Json> SupervisorProcesses(const Json& in, ToolContext& ctx) {
-  if (ctx.processes == nullptr)
+  if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   const std::int64_t asked = in.value("max_processes", std::int64_t{kDefaultProcesses});
   // The schema says 1..500; checked here too, as the executor's own rule.
@@ -25,7 +25,8 @@ Result<Json> SupervisorProcesses(const Json& in, ToolContext& ctx) {
   const auto max = static_cast<std::size_t>(asked);
   // Enough of each command line for the redactor to see a secret that straddles the cut whole.
   const std::size_t read_bytes = kCmdlineBytes + Redactor::kWindow;
-  const std::vector<ProcessHost::LiveRow> rows = ctx.processes->LiveTable(ctx.owner, read_bytes);
+  const std::vector<ProcessHost::LiveRow> rows =
+      ctx.services.Processes()->LiveTable(ctx.caller, read_bytes);
   Json processes = Json::array();
   for (std::size_t i = 0; i < rows.size() && i < max; ++i) {
     const ProcessHost::LiveRow& r = rows[i];
@@ -70,11 +71,7 @@ std::string UntrustedTail(std::string text, std::size_t max, const Redactor* red
 Result<Json> McpServerStatus(const Json& in, ToolContext& ctx) {
   std::optional<std::string> name;
   if (in.contains("name")) name = in["name"].get<std::string>();
-  if (!ctx.server_status) {
-    if (name) return Fail(Code::kNotFound, "no configured server is named \"" + *name + "\"");
-    return Json{{"servers", Json::array()}};
-  }
-  ASSIGN_OR_RETURN(Json status, ctx.server_status(name));
+  ASSIGN_OR_RETURN(Json status, ctx.services.ServerStatus(name));
   for (Json& server : status["servers"]) {
     if (server["stderr_tail"].is_string()) {
       server["stderr_tail"] =

@@ -40,10 +40,10 @@ Result<Json> Install(ToolContext& ctx, const std::string& rel, std::string_view 
                      std::string_view content, const FileContent* original, std::int64_t edits) {
   const std::string before_sha = original != nullptr ? Sha256Hex(original->data) : "";
   std::optional<BeforeImageOutcome> before_image;
-  if (original != nullptr && ctx.before_images != nullptr) {
+  if (original != nullptr && ctx.services.BeforeImages() != nullptr) {
     // Kept before the write, so a record that says `written` never names an image not yet
     // stored. A store failure is recorded; the write goes on.
-    before_image = ctx.before_images->Put(original->data, before_sha);
+    before_image = ctx.services.BeforeImages()->Put(original->data, before_sha);
   }
   Result<WriteOutcome> w = original == nullptr
                                ? ctx.workspace.CreateExclusive(rel, content)
@@ -58,7 +58,7 @@ Result<Json> Install(ToolContext& ctx, const std::string& rel, std::string_view 
   } else {
     report.code = w.error().code;
   }
-  if (ctx.record_file_write) ctx.record_file_write(report);
+  ctx.services.RecordFileWrite(report);
   if (!w) return std::unexpected(w.error());
   return WriteResult(rel, op, *w, edits);
 }
