@@ -464,7 +464,7 @@ constexpr AuditFieldInfo kSessionStarted[] = {
 };
 
 constexpr AuditFieldInfo kToolStarted[] = {
-    {"call", false, kInt, "call number in the session (absent under cordon wrap)"},
+    {"call", false, kInt, "call number in the session (cordon wrap's forwarded calls too)"},
     {"tool", true, kStr, "tool name; mcp__{server}__{tool} for an MCP server's tool", 1},
     {"scope", false, kStr, "scope the tool needs", 6},
     {"effect", false, kStr, "none, file_write or process"},
@@ -485,7 +485,7 @@ constexpr AuditFieldInfo kToolStarted[] = {
 };
 
 constexpr AuditFieldInfo kToolFinished[] = {
-    {"call", false, kInt, "call number (absent under cordon wrap)"},
+    {"call", false, kInt, "call number in the session"},
     {"tool", true, kStr, "tool name", 1},
     {"status", true, kStr, "ok, error or cancelled", 2},
     {"code", false, kStr, "error code (docs/errors.md)", 3},

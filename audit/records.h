@@ -39,7 +39,7 @@ struct SessionStartedRecord {
 
 struct ToolStartedRecord {
   static constexpr std::string_view kType = "tool_started";
-  std::optional<std::uint64_t> call{};  // absent for calls proxied by `cordon wrap`
+  std::optional<std::uint64_t> call{};  // every call has one, cordon wrap's forwarded ones too
   std::string tool{};
   std::optional<std::string> scope{};
   std::optional<std::string> effect{};

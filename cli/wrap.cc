@@ -6,6 +6,7 @@
 
 #include "cli/common.h"
 #include "core/signals.h"
+#include "policy/decision.h"
 #include "runner/grants.h"
 
 namespace cordon::cli {
@@ -69,22 +70,23 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     // A server that downloads itself as it starts (npx -y, uvx, ...) would hang without the
     // network it needs: said at once instead. Through the proxy it gets what its rules allow
     // (--allow-preset npm), and a refused registry is a quick 403, not a hang.
-    const NetworkMode network = req.network.value_or((*session)->policy().NetworkFor(req.tool));
-    if (network != NetworkMode::kAllow && network != NetworkMode::kProxy) {
-      if (auto why = FetchesPackageAtStart(req.argv, req.cwd)) {
-        const std::string message = "the server cannot start in this sandbox (network " +
-                                    std::string(NetworkModeName(network)) + "): " + *why +
-                                    " (--allow-preset " + LauncherPreset(req.argv) +
-                                    ", or --network allow)";
-        (void)(*session)->Audit(
-            McpDiagnosticRecord{
-                .server = "wrapped", .reason = "server not started", .message = message},
-            true);
-        std::fprintf(stderr, "cordon wrap: %s: %s\n",
-                     std::string(CodeName(Code::kDeniedByPolicy)).c_str(), message.c_str());
-        (*session)->Finish();
-        return kExitCordonFailed;
-      }
+    const std::string preset = LauncherPreset(req.argv);
+    const Decision launch =
+        Decide((*session)->policy(),
+               LaunchAsk{.tool = req.tool,
+                         .argv = req.argv,
+                         .network = req.network.value_or((*session)->policy().NetworkFor(req.tool)),
+                         .fetches_at_start = FetchesPackageAtStart(req.argv, req.cwd),
+                         .preset = preset});
+    if (!launch.allowed()) {
+      (void)(*session)->Audit(
+          McpDiagnosticRecord{
+              .server = "wrapped", .reason = "server not started", .message = launch.reason},
+          true);
+      std::fprintf(stderr, "cordon wrap: %s: %s\n", std::string(CodeName(launch.code)).c_str(),
+                   launch.reason.c_str());
+      (*session)->Finish();
+      return kExitCordonFailed;
     }
     RedactEnvValues(**session, req.extra_env);
     int rc = mcp::RunWrap(**session, req, 0, 1);

@@ -9,13 +9,11 @@ namespace {
 
 // Lock-free atomics are async-signal-safe; the handler does nothing else.
 std::atomic<int> g_signal{0};
-std::atomic<bool> g_requested{false};
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
+static_assert(std::atomic<int>::is_always_lock_free);
 
 void OnTermination(int sig) {
   int none = 0;
   g_signal.compare_exchange_strong(none, sig);
-  g_requested.store(true);
 }
 
 }  // namespace
@@ -37,7 +35,5 @@ void InstallTerminationHandler() {
 }
 
 int TerminationSignal() { return g_signal.load(); }
-
-const std::atomic<bool>* TerminationRequested() { return &g_requested; }
 
 }  // namespace cordon

@@ -17,7 +17,5 @@ void BlockTerminationSignals();
 void InstallTerminationHandler();
 // The first termination signal received since InstallTerminationHandler, or 0.
 int TerminationSignal();
-// True once a termination signal arrived: usable as the `cancel` flag of a run or a call.
-const std::atomic<bool>* TerminationRequested();
 
 }  // namespace cordon

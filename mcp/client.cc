@@ -11,6 +11,7 @@
 #include "mcp/diagnose.h"
 #include "mcp/http_client.h"
 #include "mcp/jsonrpc.h"
+#include "policy/decision.h"
 #include "runner/grants.h"
 #include "runner/mask.h"
 
@@ -117,22 +118,26 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
   // network: refused at once, naming what is missing. Through the proxy it gets what its rules
   // allow, and a refused registry is a quick 403, not a hang.
   const NetworkMode network = req.network.value_or(session.policy().NetworkFor(req.tool));
-  if (network != NetworkMode::kAllow && network != NetworkMode::kProxy) {
-    if (auto why = FetchesPackageAtStart(req.argv, session.workspace().root())) {
-      const std::string message = where + " cannot start in this sandbox (network " +
-                                  std::string(NetworkModeName(network)) + "): " + *why +
-                                  " (sandbox.network = \"proxy\" with sandbox.presets = "
-                                  "[\"" +
-                                  LauncherPreset(req.argv) +
-                                  "\"], or sandbox.network = \"allow\", under [servers." +
-                                  config.name + ".sandbox])";
-      session.Audit(McpDiagnosticRecord{.server = config.name,
-                                        .reason = "server not started",
-                                        .source = config.source,
-                                        .message = message},
-                    true);
-      return Fail(Code::kDeniedByPolicy, message);
-    }
+  const std::string preset = LauncherPreset(req.argv);
+  const std::string remedy = "sandbox.network = \"proxy\" with sandbox.presets = [\"" + preset +
+                             "\"], or sandbox.network = \"allow\", under [servers." + config.name +
+                             ".sandbox]";
+  const Decision launch = Decide(
+      session.policy(),
+      LaunchAsk{.tool = req.tool,
+                .argv = req.argv,
+                .network = network,
+                .fetches_at_start = FetchesPackageAtStart(req.argv, session.workspace().root()),
+                .preset = preset,
+                .who = where,
+                .remedy = remedy});
+  if (!launch.allowed()) {
+    session.Audit(McpDiagnosticRecord{.server = config.name,
+                                      .reason = "server not started",
+                                      .source = config.source,
+                                      .message = launch.reason},
+                  true);
+    return std::unexpected(launch.ToError());
   }
   for (const auto& kv : config.env) req.extra_env.push_back(kv);
   StdioClient* raw = c.get();

@@ -56,12 +56,16 @@ Decision Decide(const Policy& policy, const LaunchAsk& ask) {
   // the network it needs: refused at once, with what would let it run.
   if (ask.fetches_at_start && ask.network != NetworkMode::kAllow &&
       ask.network != NetworkMode::kProxy) {
-    std::string remedy = ask.preset.empty() ? std::string("--network proxy with --allow-domain")
-                                            : "--allow-preset " + std::string(ask.preset);
+    std::string remedy(ask.remedy);
+    if (remedy.empty()) {
+      remedy = (ask.preset.empty() ? std::string("--network proxy with --allow-domain")
+                                   : "--allow-preset " + std::string(ask.preset)) +
+               ", or --network allow";
+    }
     return Deny("network", ProvenanceOf(policy, "network.mode"),
-                "the server cannot start in this sandbox (network " +
+                std::string(ask.who) + " cannot start in this sandbox (network " +
                     std::string(NetworkModeName(ask.network)) + "): " + *ask.fetches_at_start +
-                    " (" + remedy + ", or --network allow)");
+                    " (" + remedy + ")");
   }
   if (ask.argv.empty()) {
     Decision d = Deny("argv", "", "nothing to run: the command is empty");

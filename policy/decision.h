@@ -48,6 +48,9 @@ struct LaunchAsk {
   NetworkMode network = NetworkMode::kNone;
   std::optional<std::string> fetches_at_start{};
   std::string_view preset{};
+  std::string_view who = "the server";  // how the refusal names what would not start
+  // What would let it run, in the caller's terms (a configured server's keys); empty: the flags.
+  std::string_view remedy{};
 };
 Decision Decide(const Policy& policy, const LaunchAsk& ask);
 

@@ -48,7 +48,7 @@ ConfinementProbe ProbeConfinement() {
   return p;
 }
 
-Json ConfinementJson(const ConfinementProbe& probe) {
+Json ProbeConfinementJson(const ConfinementProbe& probe) {
   return {{"file_tools", probe.openat2 ? "openat2 RESOLVE_BENEATH|NO_SYMLINKS" : "unavailable"},
           {"landlock_abi", probe.landlock_abi},
           {"seccomp", probe.seccomp},

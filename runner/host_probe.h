@@ -16,7 +16,7 @@ struct ConfinementProbe {
 };
 
 ConfinementProbe ProbeConfinement();
-Json ConfinementJson(const ConfinementProbe& probe);
+Json ProbeConfinementJson(const ConfinementProbe& probe);
 // Finds an executable on PATH; empty when absent.
 std::string FindOnPath(const std::string& name);
 

@@ -98,7 +98,7 @@ std::unique_ptr<ConfinedProcess> ConfinedProcess::Prepare(const LaunchPlan& plan
   auto proc = std::unique_ptr<ConfinedProcess>(new ConfinedProcess(call.max_output_bytes));
   proc->req_ = req;
   proc->workspace_ = plan.session.workspace;
-  proc->confinement_ = ConfinementJson(plan);
+  proc->confinement_ = PlanConfinementJson(plan);
   proc->env_names_ = PassedEnvNames(call.env);
   proc->timeout_ms_ = call.limits.timeout_secs * 1000;
   proc->timeout_ = call.timeout;

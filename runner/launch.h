@@ -298,7 +298,7 @@ std::vector<std::string> LaunchEnv(const LaunchPlan& plan);
 // What bwrap reads from its --args fd: the command's environment (empty in the weaker mode).
 std::string LaunchEnvArgs(const LaunchPlan& plan);
 std::string LaunchSpec(const LaunchPlan& plan);
-Json ConfinementJson(const LaunchPlan& plan);
+Json PlanConfinementJson(const LaunchPlan& plan);
 // `cordon exec --plan`: the argv, environment and spec hash above, the spec, the confinement.
 Json PlanJson(const LaunchPlan& plan);
 // The warm sandbox's bwrap argv for a call planned as `plan` (docs/adr/0008-warm-sandbox.md):

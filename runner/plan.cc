@@ -500,7 +500,7 @@ std::vector<std::string> LaunchEnv(const LaunchPlan& plan) {
 
 std::string LaunchSpec(const LaunchPlan& plan) { return ContainSpecJson(plan.call.contain).dump(); }
 
-Json ConfinementJson(const LaunchPlan& plan) {
+Json PlanConfinementJson(const LaunchPlan& plan) {
   const SessionLaunch& s = plan.session;
   const CallLaunch& c = plan.call;
   const bool weaker = s.weaker();
@@ -605,7 +605,7 @@ Json PlanJson(const LaunchPlan& plan) {
             {"bwrap_args_fd", PlanEnvArgs(plan)},
             {"spec_sha256", Sha256Hex(LaunchSpec(plan))},
             {"contain", ContainSpecJson(plan.call.contain)},
-            {"confinement", ConfinementJson(plan)},
+            {"confinement", PlanConfinementJson(plan)},
             {"git_dirs", plan.session.git_dirs},
             {"git_views", GitViewsJson(plan.session.git_views)}};
   if (!plan.session.staged.empty()) {

@@ -779,9 +779,4 @@ ResourceMonitor& ProcessHost::Monitor() {
   return *monitor_;
 }
 
-ResourceMonitor* ProcessHost::MonitorIfRunning() {
-  std::lock_guard<std::mutex> lock(monitor_mu_);
-  return monitor_.get();
-}
-
 }  // namespace cordon

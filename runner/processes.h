@@ -148,8 +148,6 @@ class ProcessHost {
   // The resource monitor (resource_history), started at its first use: a diagnostics call or a
   // job. It samples every owner's processes; readers pick what their owner may see.
   ResourceMonitor& Monitor();
-  // The monitor when it runs (host_resources reads its last samples), else null.
-  ResourceMonitor* MonitorIfRunning();
 
  private:
   // What a change record needs from the launch: the before snapshot and the window.

@@ -213,10 +213,4 @@ void WarmPool::Drop(const std::shared_ptr<WarmSandbox>& sandbox) {
   }
 }
 
-void WarmPool::Clear() {
-  std::map<std::string, Entry> gone;
-  std::lock_guard<std::mutex> lock(mu_);
-  gone.swap(entries_);
-}
-
 }  // namespace cordon

@@ -75,7 +75,6 @@ class WarmPool {
   // The sandbox for `key`, started with `start` when there is none usable.
   Result<std::shared_ptr<WarmSandbox>> Get(const std::string& key, const Starter& start);
   void Drop(const std::shared_ptr<WarmSandbox>& sandbox);
-  void Clear();
 
  private:
   struct Entry {

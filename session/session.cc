@@ -306,7 +306,7 @@ Status Session::WriteStarted(const SessionOptions& options, Json redaction,
                                .policy_sha256 = policy_.Sha256(),
                                .policy_notes = policy_.notes,
                                .scopes = policy_.scopes,
-                               .confinement = ConfinementJson(ProbeConfinement())};
+                               .confinement = ProbeConfinementJson(ProbeConfinement())};
   started.git = GitHead(workspace_.root());
   started.redaction = std::move(redaction);
   if (!options.tags.empty()) started.tags = options.tags;

@@ -890,7 +890,7 @@ TEST(PurePlan, FactsDecideEverythingAndTheCgroupFallbackIsInThePlan) {
                        [](const auto& r) { return r.resource == RLIMIT_NPROC; });
   };
   EXPECT_FALSE(has_nproc(plan->call.contain.rlimits)) << "a cgroup limits the pids";
-  Json conf = ConfinementJson(*plan);
+  Json conf = PlanConfinementJson(*plan);
   EXPECT_EQ(conf["cgroup"], "v2");
   EXPECT_FALSE(conf.contains("cgroup_error"));
   // The same facts give the same plan, byte for byte.
@@ -904,7 +904,7 @@ TEST(PurePlan, FactsDecideEverythingAndTheCgroupFallbackIsInThePlan) {
   auto fallback = BuildLaunchPlan(policy, facts, req);
   ASSERT_TRUE(fallback);
   EXPECT_TRUE(has_nproc(fallback->call.contain.rlimits));
-  conf = ConfinementJson(*fallback);
+  conf = PlanConfinementJson(*fallback);
   EXPECT_EQ(conf["cgroup"], "none");
   EXPECT_EQ(conf["cgroup_error"], "mkdir cgroup: Permission denied");
   EXPECT_EQ(conf["rlimits"], RlimitsJson(fallback->call.contain.rlimits));
@@ -1008,7 +1008,7 @@ TEST(PurePlan, OwnFilesRootOnlyFilesAndDangerousWorkspacesComeFromTheFacts) {
   EXPECT_NE(joined.find("--tmpfs /nonexistent-ws/home/.local/state/cordon --remount-ro"),
             std::string::npos)
       << joined;
-  Json conf = ConfinementJson(*plan);
+  Json conf = PlanConfinementJson(*plan);
   EXPECT_EQ(conf["masked_own_files"], 1);
   EXPECT_EQ(conf["masked_root_only"], 1);
 
@@ -1094,7 +1094,7 @@ TEST(PurePlan, WeakerModeTmpdirIsDecidedInThePlan) {
                                                          "3", "--status-fd", "4"}));
   const auto env = LaunchEnv(*plan);
   EXPECT_NE(std::find(env.begin(), env.end(), "TMPDIR=" + facts.private_tmp), env.end());
-  EXPECT_EQ(ConfinementJson(*plan)["weaker_reason"], "bwrap is not installed");
+  EXPECT_EQ(PlanConfinementJson(*plan)["weaker_reason"], "bwrap is not installed");
 }
 
 TEST(ShimHash, MatchesOpenSsl) {
