@@ -9,6 +9,8 @@ pkgs=(
   nlohmann-json3-dev libssl-dev libtomlplusplus-dev libgtest-dev libbenchmark-dev
   libseccomp-dev libcap-ng-dev libcurl4-openssl-dev
   libmicrohttpd-dev libcli11-dev libre2-dev clang-format help2man
+  # the fuzz targets (scripts/fuzz.sh): clang 14 cannot compile libstdc++ 12's std::expected
+  clang-16 libclang-rt-16-dev
   bubblewrap ripgrep fd-find util-linux procps python3 curl
   openssl git python3-pytest python3-jsonschema python3-yaml man-db
   chromium
