@@ -71,12 +71,15 @@ void AddWrapCommand(CLI::App& root, Context& ctx) {
     // network it needs: said at once instead. Through the proxy it gets what its rules allow
     // (--allow-preset npm), and a refused registry is a quick 403, not a hang.
     const std::string preset = LauncherPreset(req.argv);
+    const NetworkMode network = req.network.value_or((*session)->policy().NetworkFor(req.tool));
+    const bool offline = network != NetworkMode::kAllow && network != NetworkMode::kProxy;
     const Decision launch =
         Decide((*session)->policy(),
                LaunchAsk{.tool = req.tool,
                          .argv = req.argv,
-                         .network = req.network.value_or((*session)->policy().NetworkFor(req.tool)),
-                         .fetches_at_start = FetchesPackageAtStart(req.argv, req.cwd),
+                         .network = network,
+                         .fetches_at_start =
+                             offline ? FetchesPackageAtStart(req.argv, req.cwd) : std::nullopt,
                          .preset = preset});
     if (!launch.allowed()) {
       (void)(*session)->Audit(

@@ -122,15 +122,18 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
   const std::string remedy = "sandbox.network = \"proxy\" with sandbox.presets = [\"" + preset +
                              "\"], or sandbox.network = \"allow\", under [servers." + config.name +
                              ".sandbox]";
-  const Decision launch = Decide(
-      session.policy(),
-      LaunchAsk{.tool = req.tool,
-                .argv = req.argv,
-                .network = network,
-                .fetches_at_start = FetchesPackageAtStart(req.argv, session.workspace().root()),
-                .preset = preset,
-                .who = where,
-                .remedy = remedy});
+  const Decision launch =
+      Decide(session.policy(),
+             LaunchAsk{.tool = req.tool,
+                       .argv = req.argv,
+                       .network = network,
+                       .fetches_at_start =
+                           network != NetworkMode::kAllow && network != NetworkMode::kProxy
+                               ? FetchesPackageAtStart(req.argv, session.workspace().root())
+                               : std::nullopt,
+                       .preset = preset,
+                       .who = where,
+                       .remedy = remedy});
   if (!launch.allowed()) {
     session.Audit(McpDiagnosticRecord{.server = config.name,
                                       .reason = "server not started",

@@ -313,46 +313,52 @@ void WrapProxy::FromServerResponse(Message& m, std::string_view line) {
   std::size_t redactions = redactor.RedactJson(m.params) + redactor.RedactJson(m.error) +
                            redactor.RedactJson(m.id) + redactor.Redact(m.method);
   if (!call_result) redactions += redactor.RedactJson(m.result);
-  const bool secret_in_line = !redactor.Find(line).empty();
+  const std::size_t secrets_in_line = redactor.Find(line).size();
+  // A call's result is redacted and cut by its Call. tools/call results are cut at the tool's
+  // cap; resources/read and prompts/get answers are not.
+  const Call::Form form =
+      call_result && it->second.is_read ? Call::Form::kPassThrough : Call::Form::kWrapped;
   // A message that holds an integer beyond 64 bits cannot be re-serialized exactly: refused
-  // when anything in it must change (a secret, or a tool result over the tool's cap).
-  const std::size_t cap =
-      static_cast<std::size_t>(session_.policy()
-                                   .LimitsFor(call_result ? it->second.call->tool() : std::string())
-                                   .max_output_bytes);
-  const bool may_cap = call_result && !it->second.is_read && line.size() > cap;
-  if ((redactions > 0 || secret_in_line || may_cap) && !JsonIntegersExact(line)) {
-    RefuseFromServer(line, m,
-                     "the message holds an integer beyond 64 bits and must be redacted or cut; "
-                     "cordon cannot re-serialize it exactly");
-    return;
+  // when anything in it must change. What the Call would change is tried on a copy first (rare:
+  // only such messages pay for it), so the refusal comes before the call is finished.
+  if (!JsonIntegersExact(line)) {
+    bool must_change = redactions > 0 || secrets_in_line > 0;
+    if (call_result && !must_change) {
+      Json probe = m.result;
+      const std::size_t cap = static_cast<std::size_t>(
+          session_.policy().LimitsFor(it->second.call->tool()).max_output_bytes);
+      must_change =
+          redactor.RedactJson(probe) > 0 ||
+          (form == Call::Form::kWrapped && probe.is_object() && CapToolResult(probe, cap));
+    }
+    if (must_change) {
+      RefuseFromServer(line, m,
+                       "the message holds an integer beyond 64 bits and must be redacted or cut; "
+                       "cordon cannot re-serialize it exactly");
+      return;
+    }
   }
-  bool changed = redactions > 0 || secret_in_line;
-  if (call_result) {
+  bool changed = redactions > 0 || secrets_in_line > 0;
+  if (it != pending_.end()) {
     Call& call = *it->second.call;
     call.finished().output_bytes = line.size();
-    call.NoteRedactions(redactions);
-    // A result without the CallToolResult shape goes through as the server sent it (redacted):
-    // the client, not cordon, judges it.
-    const bool tool_result = m.result.is_object() && m.result.contains("content");
-    const Call::Form form =
-        it->second.is_read || !tool_result ? Call::Form::kPassThrough : Call::Form::kToolResult;
-    Json result = call.Finish(std::move(m.result), form);
-    changed = changed || call.redactions() > redactions || call.truncated();
-    m.result = std::move(result);
+    // A secret in a member cordon does not read is dropped with it (the rewrite below), and
+    // counted.
+    call.NoteRedactions(redactions, secrets_in_line);
+    if (call_result) {
+      Json result = call.Finish(std::move(m.result), form);
+      changed = changed || call.altered();
+      m.result = std::move(result);
+    } else {
+      // The server answered the call with a JSON-RPC error: the call failed, with its message.
+      call.FinishRpcError(JsonStringField(m.error, "message"));
+    }
     if (call.boundary_failed()) cancel_ = true;
     pending_.erase(it);
-  } else if (it != pending_.end()) {
-    // The server answered the call with a JSON-RPC error: the call failed, with its message.
-    it->second.call->finished().output_bytes = line.size();
-    it->second.call->NoteRedactions(redactions);
-    it->second.call->FinishRpcError(JsonStringField(m.error, "message"));
-    if (it->second.call->boundary_failed()) cancel_ = true;
-    pending_.erase(it);
-  } else if (redactions > 0 || secret_in_line) {
+  } else if (changed) {
     // Not a call's response (a notification, a request, another response): the record says the
     // client received it rewritten.
-    const std::size_t n = redactions > 0 ? redactions : redactor.Find(line).size();
+    const std::size_t n = redactions > 0 ? redactions : secrets_in_line;
     Diagnostic("message from the server redacted",
                std::to_string(n) + " secret(s) replaced before the client saw it", line.size(),
                m.method.empty() ? std::nullopt : std::optional(m.method));
@@ -433,6 +439,15 @@ bool WrapProxy::BeginCall(const Message& m, const std::function<void(std::string
   std::string tool = JsonStringField(m.params, m.method == "resources/read" ? "uri" : "name");
   const std::string args =
       is_read ? DumpJson(m.params) : DumpJson(m.params.value("arguments", Json::object()));
+  // An id still waiting for its answer could not be told apart in the answers: refused, as in
+  // a batch.
+  if (pending_.contains(m.id.dump())) {
+    const Json error =
+        MakeError(m.id, kInvalidRequest, "id " + m.id.dump() + " is already waiting for an answer");
+    RefuseClient(error, DumpJson(m.params).size());
+    reply(DumpJson(error));
+    return false;
+  }
   auto call = std::make_unique<Call>(session_, session_.CallerFor(""), tool);
   call->started().server = "wrapped";
   call->started().args_bytes = args.size();
@@ -444,6 +459,7 @@ bool WrapProxy::BeginCall(const Message& m, const std::function<void(std::string
   }
   if (Status begun = call->Begin(CallAsk{.tool = tool, .scope = "mcp:call", .builtin = false});
       !begun) {
+    if (call->boundary_failed()) cancel_ = true;  // nothing more may launch unchecked
     reply(DumpJson(MakeResult(m.id, MakeErrorResult(begun.error()))));
     return false;
   }

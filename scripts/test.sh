@@ -7,4 +7,4 @@ scripts/install-mcp-peers.sh
 scripts/install-egress-clients.sh
 scripts/build.sh -DCORDON_BUILD_TESTS=ON
 cd "${BUILD_DIR:-build}"
-ctest --output-on-failure -j2
+ctest --output-on-failure -j3

@@ -2,6 +2,8 @@
 // (CallServices, the session's ToolServices for one call).
 #include "session/call.h"
 
+#include <algorithm>
+
 #include "core/hash.h"
 #include "runner/listeners.h"
 #include "runner/processes.h"
@@ -289,7 +291,10 @@ Result<Json> Call::ActBuiltin(const ToolSpec& spec, const Json& args,
   }
 }
 
-void Call::NoteRedactions(std::size_t count) { redactions_ += count; }
+void Call::NoteRedactions(std::size_t count, std::size_t at_least) {
+  redactions_ += count;
+  min_redactions_ = std::max(min_redactions_, at_least);
+}
 
 // Redact, then cap (a secret cut in two would escape redaction).
 Json Call::Shape(Result<Json> outcome, Form form, std::optional<Error>& error) {
@@ -297,9 +302,14 @@ Json Call::Shape(Result<Json> outcome, Form form, std::optional<Error>& error) {
   const std::size_t cap =
       static_cast<std::size_t>(session_.policy_.LimitsFor(tool_).max_output_bytes);
   Json result;
-  if (outcome && form == Form::kPassThrough) {
+  if (outcome && (form == Form::kPassThrough || form == Form::kWrapped)) {
+    // A wrapped server's answer goes to its client as the server shaped it: redacted, and a
+    // tools/call result's text items cut at the tool's cap (the client judges the rest).
     result = std::move(*outcome);
-    redactions_ += redactor.RedactJson(result, &by_rule_);
+    const std::size_t n = redactor.RedactJson(result, &by_rule_);
+    redactions_ += n;
+    if (form == Form::kWrapped && result.is_object()) truncated_ = CapToolResult(result, cap);
+    altered_ = n > 0 || truncated_;
   } else if (outcome && form == Form::kToolResult) {
     // A server's result is read with its types checked: a wrong type is the server's error,
     // never an exception out of the pipeline.
@@ -309,6 +319,7 @@ Json Call::Shape(Result<Json> outcome, Form form, std::optional<Error>& error) {
       redactions_ += redactor.RedactJson(result, &by_rule_);
       truncated_ = CapToolResult(result, cap);
       if (!result.contains("isError")) result["isError"] = false;
+      altered_ = true;
     } else {
       error = Error{Code::kServerUnavailable, "the server returned no CallToolResult", 0, {}};
     }
@@ -331,6 +342,7 @@ Json Call::Shape(Result<Json> outcome, Form form, std::optional<Error>& error) {
   if (error) {
     redactions_ += redactor.Redact(error->message, &by_rule_);
     result = MakeErrorResult(*error);
+    altered_ = true;
   }
   return result;
 }
@@ -346,6 +358,7 @@ void Call::Boundary(Json& result, std::optional<Error>& error) {
     error = e;
     result = MakeErrorResult(e);
     boundary_failed_ = true;
+    altered_ = true;
   }
 }
 
@@ -387,7 +400,11 @@ void Call::Cancel(std::optional<std::string> reason) {
 void Call::Record(const Json& result, const std::optional<Error>& error, Form form) {
   if (done_) return;
   done_ = true;
-  const bool is_error = result.is_object() && result.value("isError", false);
+  // A server's isError of another type than boolean counts as an error, as the old proxy read
+  // it; nothing here may throw (the call would never be finished).
+  const bool is_error =
+      result.is_object() && result.contains("isError") && result["isError"] != Json(false);
+  redactions_ = std::max(redactions_, min_redactions_);
   if (finished_.status.empty()) finished_.status = is_error ? "error" : "ok";
   if (finished_.status == "error") ++session_.errors_;
   finished_.truncated = truncated_;

@@ -32,6 +32,7 @@ class Call {
   enum class Form {
     kStructured,   // a built-in tool's structured result: rendered as a CallToolResult
     kToolResult,   // a server's CallToolResult: its type checked, its items capped
+    kWrapped,      // a wrapped server's tools/call result: forwarded as it is, its items capped
     kPassThrough,  // a wrapped server's other answer (resources/read, prompts/get): not capped
   };
 
@@ -67,8 +68,12 @@ class Call {
   // The client gave up (notifications/cancelled): tool_finished says cancelled, with why.
   void Cancel(std::optional<std::string> reason);
   // Secrets the origin replaced in parts of the answer Finish does not see (a wrapped
-  // response's id or error), counted in tool_finished.
-  void NoteRedactions(std::size_t count);
+  // response's id or error), counted in tool_finished; `at_least`: the secrets the answer's
+  // text holds, the count's floor whatever Finish finds in the parts it reads.
+  void NoteRedactions(std::size_t count, std::size_t at_least = 0);
+  // Whether Finish changed what the agent receives (a redaction, a cut, an error in its place):
+  // a proxy that forwards the original bytes otherwise must forward the changed result.
+  bool altered() const { return altered_; }
 
   bool truncated() const { return truncated_; }
   std::size_t redactions() const { return redactions_; }
@@ -101,7 +106,9 @@ class Call {
   bool external_ = false;
   bool truncated_ = false;
   bool boundary_failed_ = false;
+  bool altered_ = false;
   std::size_t redactions_ = 0;
+  std::size_t min_redactions_ = 0;
   std::map<std::string, std::size_t> by_rule_;
 };
 

@@ -1572,6 +1572,79 @@ TEST_F(McpServerTest, WrapCapsAndRedactsToolResults) {
       0);
 }
 
+// Issue 31 (review): a wrapped call's answer in a shape a strict reader would refuse (isError not
+// a boolean, no content, a resources/read answer with a stray isError) and a secret spelled with a
+// JSON escape, so that the raw line does not show it: the client still gets it redacted and cut
+// at the tool's cap, and every call is finished in the log under its number.
+TEST_F(McpServerTest, WrapRedactsCutsAndFinishesAnswersOfEveryShape) {
+  const std::string secret_escaped = "\\u0067hp_abcdefghijklmnopqrstuvwxyz0123456789AB";
+  WriteFile(dir_ / "ws/odd-server.sh",
+            "read line\n"
+            "printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+            "\"2025-06-18\",\"capabilities\":{},\"serverInfo\":{\"name\":\"odd\",\"version\":"
+            "\"1\"}}}'\n"
+            "read line\n"
+            "big=$(head -c 5000 /dev/zero | tr '\\000' a)\n"
+            "printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":"
+            "\"text\",\"text\":\"" +
+                secret_escaped +
+                "\"},{\"type\":\"text\",\"text\":\"'$big'\"}"
+                "],\"isError\":\"no\"}}'\n"
+                "read line\n"
+                "printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"contents\":[{\"uri\":"
+                "\"file:///x\",\"text\":\"" +
+                secret_escaped +
+                "\"}],\"isError\":\"x\"}}'\n"
+                "read line\n"
+                "printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"value\":\"" +
+                secret_escaped +
+                "\"}}'\n"
+                "read line || exit 0\n");
+  WriteFile(dir_ / "cap.toml", "[tools.odd]\nmax_output_bytes = 1000\n");
+  const std::string input =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}})") + "\n" +
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"odd","arguments":{}}})" +
+      "\n" + R"({"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"file:///x"}})" +
+      "\n" +
+      R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"odd","arguments":{}}})" +
+      "\n";
+  auto r = cordon::testing::Run(
+      {cordon::testing::CordonBin(), "wrap", "--workspace", dir_ / "ws", "--policy",
+       dir_ / "cap.toml", "--audit-log", dir_ / "odd.jsonl", "--", "sh", dir_ / "ws/odd-server.sh"},
+      {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<int, Json> answers;
+  for (std::size_t pos = 0, nl; (nl = r.out.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    Json m = Json::parse(r.out.substr(pos, nl - pos));
+    answers[m["id"].get<int>()] = m;
+  }
+  ASSERT_EQ(answers.size(), 4u) << r.out.substr(0, 800);
+  EXPECT_EQ(r.out.find("ghp_abcdef"), std::string::npos) << "a token reached the client";
+  EXPECT_EQ(r.out.find("u0067hp_abcdef"), std::string::npos) << "a token reached the client";
+  // tools/call's answer, cut at [tools.odd]'s 1000 bytes, its odd isError left to the client.
+  const Json& seven = answers[7]["result"];
+  EXPECT_EQ(seven["isError"], "no");
+  EXPECT_LT(seven["content"][1]["text"].get<std::string>().size(), 1200u);
+  // Every call is in the log, started and finished under one number.
+  std::map<std::uint64_t, std::string> started, finished;
+  std::istringstream log(cordon::testing::ReadFile(dir_ / "odd.jsonl"));
+  for (std::string line; std::getline(log, line);) {
+    const Json rec = Json::parse(line);
+    if (rec["type"] == "tool_started") started[rec["call"].get<std::uint64_t>()] = rec["tool"];
+    if (rec["type"] == "tool_finished") {
+      finished[rec["call"].get<std::uint64_t>()] = rec["status"];
+    }
+  }
+  EXPECT_EQ(started.size(), 3u);
+  EXPECT_EQ(finished.size(), 3u);
+  for (const auto& [call, tool] : started) EXPECT_TRUE(finished.contains(call)) << tool;
+  EXPECT_EQ(cordon::testing::ReadFile(dir_ / "odd.jsonl").find("ghp_abcdef"), std::string::npos);
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "odd.jsonl"})
+          .exit_code,
+      0);
+}
+
 // Issue 31: a wrapped server's calls are calls of the session. Driven in process (this test is
 // the MCP client, server-everything the real server), so the session's own tools can be asked
 // afterwards what they saw: each call has a number in its records, the tool's own cap (not the
