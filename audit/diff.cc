@@ -257,13 +257,26 @@ void FromFileWrite(const Json& r, std::uint64_t line, std::vector<Change>& out) 
   out.push_back(std::move(c));
 }
 
-void FromProcess(const Json& r, std::uint64_t line, std::vector<Change>& out) {
+// Where each path stands after the changes a call's record reported (an MCP server's commits,
+// in tool_finished): the server's process record, at its end, repeats them in its total.
+struct Reported {
+  std::optional<std::string> sha_after;
+  bool deleted = false;
+};
+using ReportedByPath = std::map<std::string, Reported>;
+
+// The changes of a process record, or of a tool_finished that carries an MCP server's commits.
+// A process record's entry that a call already reported (the path as it left it) is skipped.
+void FromProcess(const Json& r, std::uint64_t line, std::vector<Change>& out,
+                 ReportedByPath& reported) {
   auto it = r.find("changes");
   if (it == r.end() || !it->is_object() || !it->contains("entries") || !(*it)["entries"].is_array())
     return;
+  const bool per_call = StrOr(r, "type") == "tool_finished";
   std::string argv0;
   if (r.contains("argv") && r["argv"].is_array() && !r["argv"].empty() && r["argv"][0].is_string())
     argv0 = r["argv"][0].get<std::string>();
+  if (per_call) argv0 = StrOr(r, "server");
   for (const Json& e : (*it)["entries"]) {
     if (!e.is_object() || StrOr(e, "type") != "file") continue;
     const std::string kind = StrOr(e, "kind");
@@ -290,6 +303,13 @@ void FromProcess(const Json& r, std::uint64_t line, std::vector<Change>& out) {
     c.created = kind == "created";
     c.deleted = kind == "deleted";
     c.escaped = e.contains("path_escaped") && e["path_escaped"] == Json(true);
+    if (per_call) {
+      reported[c.path] = {c.sha_after, c.deleted};
+    } else if (auto at = reported.find(c.path); at != reported.end() &&
+                                                at->second.deleted == c.deleted &&
+                                                at->second.sha_after == c.sha_after) {
+      continue;
+    }
     out.push_back(std::move(c));
   }
 }
@@ -350,6 +370,7 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
   const std::string id = *matches.begin();
   std::string workspace, head;
   std::vector<Change> changes;
+  ReportedByPath reported;
   for (const auto& [line, r] : records) {
     const std::string type = StrOr(r, "type");
     if (type == "session_started") {
@@ -357,8 +378,8 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
       if (r.contains("git") && r["git"].is_object()) head = StrOr(r["git"], "head");
     } else if (type == "file_write") {
       FromFileWrite(r, line, changes);
-    } else if (type == "process") {
-      FromProcess(r, line, changes);
+    } else if (type == "process" || type == "tool_finished") {
+      FromProcess(r, line, changes, reported);
     }
   }
   if (!IsHexId(head)) head.clear();

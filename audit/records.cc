@@ -63,6 +63,7 @@ Json ToolFinishedRecord::ToJson() const {
   Put(j, "output_redactions_by_rule", output_redactions_by_rule);
   Put(j, "reason", reason);
   Put(j, "method", method);
+  Put(j, "changes", changes);
   return j;
 }
 
@@ -499,6 +500,11 @@ constexpr AuditFieldInfo kToolFinished[] = {
     {"output_redactions_by_rule", false, kObj, "{rule id: count} of output_redactions"},
     {"reason", false, kStr, "why the client cancelled (cordon wrap)", 7},
     {"method", false, kStr, "cordon wrap: as in tool_started"},
+    {"changes", false, ObjectOf(kChangesShape),
+     "staged mode: what MCP servers (the wrapped server, a configured one) committed to the host "
+     "since the previous call's boundary, in the shape of process.changes; the server's process "
+     "record repeats it in its total, and `audit diff` and session_diff count it once, under "
+     "this call"},
 };
 
 constexpr AuditFieldInfo kPolicyDenied[] = {

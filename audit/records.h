@@ -75,6 +75,9 @@ struct ToolFinishedRecord {
   std::optional<Json> output_redactions_by_rule{};
   std::optional<std::string> reason{};  // why the client cancelled (cordon wrap)
   std::optional<std::string> method{};  // cordon wrap: as in tool_started
+  // What MCP servers' staged commits brought to the host since the last call's boundary (the
+  // shape of process.changes): a wrapped or configured server's changes, by the call it answered.
+  std::optional<Json> changes{};
   Json ToJson() const;
 };
 

@@ -312,7 +312,9 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::LaunchStaged(const Process
   (*proc)->SetRedactor(redactor_);
   // A long-lived process is committed at every call boundary and by the timer, not only at its
   // end (docs/adr/0006-staged-workspace.md, decision 2).
-  if (req.kind != ProcessKind::kForeground) staging_->Watch(watch->stage);
+  // An MCP server's commits also go to the call at whose boundary they happen (session_diff).
+  if (req.kind != ProcessKind::kForeground)
+    staging_->Watch(watch->stage, req.kind == ProcessKind::kMcpServer);
   return proc;
 }
 

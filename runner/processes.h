@@ -79,9 +79,10 @@ class ProcessHost {
   }
   // A call boundary: long-lived processes' staged changes are committed (staged mode), and what
   // they made meanwhile is swept (direct mode). Fails (sandbox_unavailable) when the sweep could
-  // not complete: the call fails with it.
-  Status SweepAtCallBoundary() {
-    if (StagedWorkspace* s = staging_ready_.load()) s->CommitLive();
+  // not complete: the call fails with it. `call_changes`: receives what MCP servers' stages
+  // committed since the last boundary (the changes of the call that ends here).
+  Status SweepAtCallBoundary(std::vector<FileChange>* call_changes = nullptr) {
+    if (StagedWorkspace* s = staging_ready_.load()) s->CommitLive(call_changes);
     return guard_ ? guard_->AtCallBoundary() : Status{};
   }
   // serve: foreground processes run in warm sandboxes where they can

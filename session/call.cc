@@ -10,6 +10,7 @@
 #include "session/session.h"
 #include "tools/registry.h"
 #include "tools/schema.h"
+#include "workspace/stage.h"
 
 namespace cordon {
 namespace {
@@ -352,7 +353,16 @@ Json Call::Shape(Result<Json> outcome, Form form, std::optional<Error>& error) {
 // launches nothing more).
 void Call::Boundary(Json& result, std::optional<Error>& error) {
   session_.processes_->SyncGitViews();
-  if (Status swept = session_.processes_->SweepAtCallBoundary(); !swept) {
+  // What an MCP server (wrapped or configured) committed since the last boundary is this call's:
+  // tool_finished carries it, and session_diff and `audit diff` attribute it to this call.
+  std::vector<FileChange> changes;
+  Status swept = session_.processes_->SweepAtCallBoundary(&changes);
+  if (!changes.empty()) {
+    CommitOutcome committed;
+    committed.changes = std::move(changes);
+    finished_.changes = StagedChangesJson(committed, 200);
+  }
+  if (!swept) {
     Error e = swept.error();
     redactions_ += session_.redactor_.Redact(e.message, &by_rule_);
     error = e;

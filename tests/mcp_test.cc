@@ -1649,6 +1649,74 @@ TEST_F(McpServerTest, WrapRedactsCutsAndFinishesAnswersOfEveryShape) {
 // the MCP client, server-everything the real server), so the session's own tools can be asked
 // afterwards what they saw: each call has a number in its records, the tool's own cap (not the
 // global one) cuts its result, and session_usage and session_traces list it.
+// cordon wrap in this process: RunWrap on a thread over pipes, the test as its client.
+class InProcessWrap {
+ public:
+  InProcessWrap(Session& session, const ProcessRequest& req) {
+    if (::pipe2(to_server_, O_CLOEXEC) != 0 || ::pipe2(from_server_, O_CLOEXEC) != 0) return;
+    proxy_ = std::thread([this, &session, req] {
+      rc_ = RunWrap(session, req, to_server_[0], from_server_[1]);
+      ::close(from_server_[1]);
+    });
+  }
+  ~InProcessWrap() { Close(); }
+  void Send(const Json& m) {
+    const std::string line = m.dump() + "\n";
+    EXPECT_EQ(::write(to_server_[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  }
+  // The answer under `id` (null after 30 s without one, or at the end of the output).
+  Json Answer(int id) {
+    for (;;) {
+      for (std::size_t nl; (nl = pending_.find('\n')) != std::string::npos;) {
+        Json m = Json::parse(pending_.substr(0, nl), nullptr, false);
+        pending_.erase(0, nl + 1);
+        if (m.is_object() && m.contains("id") && m["id"] == id) return m;
+      }
+      pollfd p{from_server_[0], POLLIN, 0};
+      if (::poll(&p, 1, 30000) <= 0) return Json();
+      char buf[65536];
+      const ssize_t n = ::read(from_server_[0], buf, sizeof buf);
+      if (n <= 0) return Json();
+      pending_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  bool Initialize() {
+    Send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "initialize"},
+          {"params",
+           {{"protocolVersion", "2025-06-18"},
+            {"capabilities", Json::object()},
+            {"clientInfo", {{"name", "cordon-test"}, {"version", "1"}}}}}});
+    if (!Answer(1).contains("result")) return false;
+    Send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    return true;
+  }
+  Json CallTool(int id, const std::string& name, const Json& arguments) {
+    Send({{"jsonrpc", "2.0"},
+          {"id", id},
+          {"method", "tools/call"},
+          {"params", {{"name", name}, {"arguments", arguments}}}});
+    return Answer(id);
+  }
+  // Ends the client's side, waits for wrap; its exit code.
+  int Close() {
+    if (proxy_.joinable()) {
+      ::close(to_server_[1]);
+      proxy_.join();
+      ::close(to_server_[0]);
+      ::close(from_server_[0]);
+    }
+    return rc_;
+  }
+
+ private:
+  int to_server_[2] = {-1, -1}, from_server_[2] = {-1, -1};
+  int rc_ = -1;
+  std::thread proxy_;
+  std::string pending_;
+};
+
 TEST_F(WrapTest, WrappedCallsAreNumberedCappedByTheirToolAndSeenByTheSessionTools) {
   WriteFile(dir_ / "policy.toml",
             "[scopes]\ngrant = [\"diagnostics:read\"]\n[tools.echo]\nmax_output_bytes = 2000\n");
@@ -1663,59 +1731,12 @@ TEST_F(WrapTest, WrappedCallsAreNumberedCappedByTheirToolAndSeenByTheSessionTool
   ProcessRequest req;
   req.argv = Everything();
   req.program_files = true;
-  int to_server[2], from_server[2];
-  ASSERT_EQ(::pipe2(to_server, O_CLOEXEC), 0);
-  ASSERT_EQ(::pipe2(from_server, O_CLOEXEC), 0);
-  int rc = -1;
-  std::thread proxy([&] {
-    rc = RunWrap(**s, req, to_server[0], from_server[1]);
-    ::close(from_server[1]);
-  });
-  auto send = [&](const Json& m) {
-    const std::string line = m.dump() + "\n";
-    ASSERT_EQ(::write(to_server[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
-  };
-  std::string pending;
-  auto answer = [&](int id) -> Json {
-    for (;;) {
-      for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
-        Json m = Json::parse(pending.substr(0, nl), nullptr, false);
-        pending.erase(0, nl + 1);
-        if (m.is_object() && m.contains("id") && m["id"] == id) return m;
-      }
-      pollfd p{from_server[0], POLLIN, 0};
-      if (::poll(&p, 1, 30000) <= 0) return Json();
-      char buf[65536];
-      const ssize_t n = ::read(from_server[0], buf, sizeof buf);
-      if (n <= 0) return Json();
-      pending.append(buf, static_cast<std::size_t>(n));
-    }
-  };
-  send({{"jsonrpc", "2.0"},
-        {"id", 1},
-        {"method", "initialize"},
-        {"params",
-         {{"protocolVersion", "2025-06-18"},
-          {"capabilities", Json::object()},
-          {"clientInfo", {{"name", "cordon-test"}, {"version", "1"}}}}}});
-  ASSERT_TRUE(answer(1).contains("result"));
-  send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  InProcessWrap wrap(**s, req);
+  ASSERT_TRUE(wrap.Initialize());
   const std::string long_message(10000, 'x');
-  send({{"jsonrpc", "2.0"},
-        {"id", 2},
-        {"method", "tools/call"},
-        {"params", {{"name", "echo"}, {"arguments", {{"message", long_message}}}}}});
-  const Json echo = answer(2);
-  send({{"jsonrpc", "2.0"},
-        {"id", 3},
-        {"method", "tools/call"},
-        {"params", {{"name", "get-sum"}, {"arguments", {{"a", 2}, {"b", 40}}}}}});
-  const Json sum = answer(3);
-  ::close(to_server[1]);
-  proxy.join();
-  ::close(to_server[0]);
-  ::close(from_server[0]);
-  EXPECT_EQ(rc, 0);
+  const Json echo = wrap.CallTool(2, "echo", {{"message", long_message}});
+  const Json sum = wrap.CallTool(3, "get-sum", {{"a", 2}, {"b", 40}});
+  EXPECT_EQ(wrap.Close(), 0);
 
   // What the client received: echo's text cut at [tools.echo]'s 2000 bytes, not the global cap.
   ASSERT_TRUE(echo.contains("result")) << echo.dump().substr(0, 500);
@@ -1756,6 +1777,74 @@ TEST_F(WrapTest, WrappedCallsAreNumberedCappedByTheirToolAndSeenByTheSessionTool
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "wrap.jsonl"})
           .exit_code,
       0);
+}
+
+// A wrapped server's writes are its calls': each tools/call's tool_finished carries what the
+// server committed to the host during it, and session_diff and `cordon audit diff` list each file
+// once, under the call that wrote it (the server's process record repeats them in its total).
+TEST_F(WrapTest, AWrappedServersChangesBelongToTheCallThatMadeThem) {
+  SessionOptions o;
+  o.workspace = dir_ / "ws";
+  o.audit_log = dir_ / "wrap.jsonl";
+  o.shipped_policy_dir = cordon::testing::ShippedPolicyDir();
+  o.client = "wrap";
+  auto s = Session::Start(o, environ);
+  ASSERT_TRUE(s) << s.error().message;
+  ProcessRequest req;
+  req.argv = Filesystem();
+  req.argv.back() = dir_ / "ws";
+  req.kind = ProcessKind::kMcpServer;
+  req.program_files = true;
+  InProcessWrap wrap(**s, req);
+  ASSERT_TRUE(wrap.Initialize());
+  const Json first = wrap.CallTool(
+      2, "write_file", {{"path", dir_ / "ws/first.txt"}, {"content", "written by call one\n"}});
+  const Json read = wrap.CallTool(3, "list_directory", {{"path", dir_ / "ws"}});
+  const Json second = wrap.CallTool(
+      4, "write_file", {{"path", dir_ / "ws/second.txt"}, {"content", "written by call three\n"}});
+  EXPECT_EQ(wrap.Close(), 0);
+  ASSERT_TRUE(first.contains("result") && !first["result"].value("isError", false)) << first;
+  ASSERT_TRUE(second.contains("result") && !second["result"].value("isError", false)) << second;
+  EXPECT_FALSE(read["result"].value("isError", false)) << read;
+  EXPECT_EQ(cordon::testing::ReadFile(dir_ / "ws/first.txt"), "written by call one\n");
+
+  // The records: which call's tool_finished names which file.
+  std::map<std::string, std::uint64_t> call_of;  // path -> call number
+  std::vector<std::uint64_t> write_calls;
+  std::string mode, session;
+  std::istringstream log(cordon::testing::ReadFile(dir_ / "wrap.jsonl"));
+  for (std::string line; std::getline(log, line);) {
+    const Json r = Json::parse(line);
+    session = r.value("session", session);
+    if (r["type"] == "process" && r.contains("changes"))
+      mode = r["changes"].value("workspace_mode", "");
+    if (r["type"] == "tool_finished" && r["tool"] == "write_file") write_calls.push_back(r["call"]);
+    if (r["type"] != "tool_finished" || !r.contains("changes")) continue;
+    for (const Json& e : r["changes"]["entries"]) call_of[e["path"]] = r["call"];
+  }
+  if (mode != "staged") GTEST_SKIP() << "the workspace was not staged here (mode " << mode << ")";
+  ASSERT_EQ(write_calls.size(), 2u);
+  EXPECT_EQ(call_of["first.txt"], write_calls[0]);
+  EXPECT_EQ(call_of["second.txt"], write_calls[1]);
+
+  // session_diff: each file once, under its call.
+  const Json diff = (*s)->Call("session_diff", Json::object());
+  ASSERT_FALSE(diff["isError"].get<bool>()) << diff.dump();
+  std::map<std::string, std::vector<std::uint64_t>> listed;
+  for (const Json& f : diff["structuredContent"]["files"]) listed[f["path"]].push_back(f["call"]);
+  EXPECT_EQ(listed["first.txt"], std::vector<std::uint64_t>{write_calls[0]}) << diff.dump();
+  EXPECT_EQ(listed["second.txt"], std::vector<std::uint64_t>{write_calls[1]}) << diff.dump();
+  (*s)->Finish();
+
+  // cordon audit diff: the same, from the log alone.
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "audit", "diff", dir_ / "wrap.jsonl",
+                                 "--session", session, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json all = Json::parse(r.out);
+  std::map<std::string, std::vector<Json>> in_log;
+  for (const Json& f : all["files"]) in_log[f["path"]].push_back(f.value("call", Json()));
+  EXPECT_EQ(in_log["first.txt"], std::vector<Json>{Json(write_calls[0])}) << r.out;
+  EXPECT_EQ(in_log["second.txt"], std::vector<Json>{Json(write_calls[1])}) << r.out;
 }
 
 }  // namespace

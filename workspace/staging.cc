@@ -20,6 +20,7 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "core/fs.h"
 #include "core/hash.h"
@@ -570,7 +571,13 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
     merged.not_done.clear();
   }
   Merge(total_, merged);
+  if (per_call_) MergeChanges(unreported_, merged.changes);
   return all;
+}
+
+std::vector<FileChange> Stage::TakeUnreported() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(unreported_, {});
 }
 
 // --- StagedWorkspace ---
@@ -650,7 +657,11 @@ Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::
 
 Status StagedWorkspace::EnsureDir() { return MakeDirs(dir_, 0700); }
 
-void StagedWorkspace::Watch(std::shared_ptr<Stage> stage) {
+void StagedWorkspace::Watch(std::shared_ptr<Stage> stage, bool per_call) {
+  {
+    std::lock_guard<std::mutex> stage_lock(stage->mu_);
+    stage->per_call_ = per_call;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   live_.push_back(std::move(stage));
 }
@@ -660,7 +671,7 @@ void StagedWorkspace::Forget(const std::shared_ptr<Stage>& stage) {
   live_.erase(std::remove(live_.begin(), live_.end(), stage), live_.end());
 }
 
-void StagedWorkspace::CommitLive() {
+void StagedWorkspace::CommitLive(std::vector<FileChange>* per_call) {
   std::vector<std::shared_ptr<Stage>> live;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -673,6 +684,7 @@ void StagedWorkspace::CommitLive() {
     CommitOutcome o = s->Commit(rules_, false);
     o.error.reset();
     Report(o, *s, "commit");
+    if (per_call != nullptr) MergeChanges(*per_call, s->TakeUnreported());
   }
 }
 

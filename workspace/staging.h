@@ -90,6 +90,9 @@ class Stage {
   // recovery. Called once, before the process starts.
   void SetMasked(std::vector<std::string> paths);
   CommitOutcome total() const;
+  // The changes committed since the last call of this (merged per path, as total() is), kept
+  // only for a stage watched per call (StagedWorkspace::Watch): a call's boundary takes them.
+  std::vector<FileChange> TakeUnreported();
   bool failed() const;
   const std::string& dir() const { return dir_; }
 
@@ -110,6 +113,8 @@ class Stage {
   std::shared_ptr<BeforeImageStore> before_images_;  // [audit] before_images; null: off
   mutable std::mutex mu_;
   CommitOutcome total_;
+  bool per_call_ = false;
+  std::vector<FileChange> unreported_;
   std::uint64_t commits_ = 0;
 };
 
@@ -135,11 +140,15 @@ class StagedWorkspace {
   const std::string& dir() const { return dir_; }
   Status EnsureDir();
   Result<std::shared_ptr<Stage>> NewStage(const std::vector<std::string>& roots);
-  // A long-lived process's stage: committed at each CommitLive until Forget.
-  void Watch(std::shared_ptr<Stage> stage);
+  // A long-lived process's stage: committed at each CommitLive until Forget. `per_call`: what
+  // it commits is also kept for the call boundary that takes it (an MCP server's changes belong
+  // to the calls it answers; a background job's only to its own process record).
+  void Watch(std::shared_ptr<Stage> stage, bool per_call = false);
   void Forget(const std::shared_ptr<Stage>& stage);
-  // A commit point for every long-lived process (a call boundary, the timer).
-  void CommitLive();
+  // A commit point for every long-lived process (a call boundary, the timer). `per_call`, given
+  // at a call boundary: receives the changes the stages watched per call committed since the
+  // last boundary (this one's and the timer's), merged per path.
+  void CommitLive(std::vector<FileChange>* per_call = nullptr);
   // The final commit of an ended process; its refusals are reported to the sink.
   CommitOutcome CommitFinal(Stage& stage);
   // A stage whose final commit is done: removed (~Stage) by the session's reaper thread, after
