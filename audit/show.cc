@@ -27,11 +27,6 @@ void ForEachLine(const std::string& data, Fn fn) {
   }
 }
 
-std::string Str(const Json& rec, const char* key) {
-  auto it = rec.find(key);
-  return it != rec.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 bool Glob(const std::string& pattern, const std::string& path) {
   return ::fnmatch(pattern.c_str(), path.c_str(), 0) == 0;
 }
@@ -40,21 +35,23 @@ bool Glob(const std::string& pattern, const std::string& path) {
 // arguments' `path`.
 std::vector<std::string> PathsOf(const Json& rec) {
   std::vector<std::string> out;
-  if (auto p = Str(rec, "path"); !p.empty()) out.push_back(p);
+  if (auto p = JsonStringField(rec, "path"); !p.empty()) out.push_back(p);
   if (auto c = rec.find("changes"); c != rec.end() && c->is_object()) {
     for (const auto& e : c->value("entries", Json::array())) {
       if (!e.is_object()) continue;
-      if (auto p = Str(e, "path"); !p.empty()) out.push_back(p);
-      if (auto p = Str(e, "from"); !p.empty()) out.push_back(p);
+      if (auto p = JsonStringField(e, "path"); !p.empty()) out.push_back(p);
+      if (auto p = JsonStringField(e, "from"); !p.empty()) out.push_back(p);
     }
   }
   if (auto d = rec.find("denials"); d != rec.end() && d->is_array()) {
     for (const auto& e : *d) {
-      if (e.is_object() && !Str(e, "path").empty()) out.push_back(Str(e, "path"));
+      if (e.is_object() && !JsonStringField(e, "path").empty())
+        out.push_back(JsonStringField(e, "path"));
     }
   }
-  if (auto a = rec.find("args"); a != rec.end() && a->is_object() && !Str(*a, "path").empty()) {
-    out.push_back(Str(*a, "path"));
+  if (auto a = rec.find("args");
+      a != rec.end() && a->is_object() && !JsonStringField(*a, "path").empty()) {
+    out.push_back(JsonStringField(*a, "path"));
   }
   return out;
 }
@@ -73,7 +70,7 @@ bool HasChanges(const Json& rec) {
 
 // ts as ms since the epoch, or nullopt.
 std::optional<std::int64_t> TsOf(const Json& rec) {
-  auto t = ParseRfc3339(Str(rec, "ts"));
+  auto t = ParseRfc3339(JsonStringField(rec, "ts"));
   if (!t) return std::nullopt;
   return *t;
 }
@@ -147,7 +144,8 @@ void Columns(std::ostringstream& out, const std::string& type, const Json& rec) 
   }
   if (type == "network") {
     Col(out, rec, "identity");
-    out << "  to=" << DumpJson(Json(Str(rec, "host") + ":" + rec.value("port", Json(0)).dump()));
+    out << "  to="
+        << DumpJson(Json(JsonStringField(rec, "host") + ":" + rec.value("port", Json(0)).dump()));
     for (const char* k : {"decision", "rule", "reason", "error", "bytes_down"}) Col(out, rec, k);
     return;
   }
@@ -181,24 +179,26 @@ Result<std::set<std::string>> SessionsTagged(const std::string& path, const std:
   for (std::string line; std::getline(in, line);) {
     const Json rec = Json::parse(line, nullptr, false);
     if (!rec.is_object()) continue;
-    const std::string type = Str(rec, "type");
+    const std::string type = JsonStringField(rec, "type");
     bool carries = false;
     if (type == "session_started" && rec.contains("tags") && rec["tags"].is_array()) {
       for (const Json& t : rec["tags"]) carries = carries || (t.is_string() && t == tag);
     }
-    if (type == "session_tag" && Str(rec, "tag") == tag && rec.value("tagged", false) == true)
+    if (type == "session_tag" && JsonStringField(rec, "tag") == tag &&
+        rec.value("tagged", false) == true)
       carries = true;
-    if (carries) out.insert(Str(rec, "session"));
+    if (carries) out.insert(JsonStringField(rec, "session"));
   }
   return out;
 }
 
 bool ShowFilter::Matches(const Json& rec) const {
-  const std::string type = Str(rec, "type");
-  if (!session.empty() && Str(rec, "session").rfind(session, 0) != 0) return false;
-  if (!tag.empty() && !tagged_sessions.contains(Str(rec, "session"))) return false;
+  const std::string type = JsonStringField(rec, "type");
+  if (!session.empty() && JsonStringField(rec, "session").rfind(session, 0) != 0) return false;
+  if (!tag.empty() && !tagged_sessions.contains(JsonStringField(rec, "session"))) return false;
   if (!types.empty() && !types.contains(type)) return false;
-  if (!tool.empty() && Str(rec, "tool") != tool && Str(rec, "identity") != "tool " + tool) {
+  if (!tool.empty() && JsonStringField(rec, "tool") != tool &&
+      JsonStringField(rec, "identity") != "tool " + tool) {
     return false;
   }
   if (!path_glob.empty()) {
@@ -217,8 +217,8 @@ bool ShowFilter::Matches(const Json& rec) const {
 }
 
 RecordKinds KindsOf(const Json& rec) {
-  const std::string type = Str(rec, "type");
-  const std::string status = Str(rec, "status");
+  const std::string type = JsonStringField(rec, "type");
+  const std::string status = JsonStringField(rec, "status");
   RecordKinds k;
   k.failed =
       (type == "tool_finished" && status != "ok") ||
@@ -227,7 +227,7 @@ RecordKinds KindsOf(const Json& rec) {
       (type == "file_write" && status == "failed") || type == "gap" ||
       ((type == "protected_path_removed" || type == "setuid_stripped") && rec.contains("error"));
   k.refused = type == "policy_denied" || type == "access_denied" ||
-              (type == "network" && Str(rec, "decision") == "denied");
+              (type == "network" && JsonStringField(rec, "decision") == "denied");
   k.changed = (type == "file_write" && status == "written") ||
               (type == "process" && HasChanges(rec)) || type == "protected_path_removed" ||
               type == "setuid_stripped";
@@ -399,9 +399,10 @@ Result<std::string> ShowAuditLog(const std::string& path, const VerifyReport& re
       return;
     }
     if (!filter.Matches(rec)) return;
-    const std::string type = Str(rec, "type");
-    out << mark << n << "  " << Str(rec, "ts") << "  " << Str(rec, "session").substr(0, 8) << "  #"
-        << rec.value("seq", Json(0)).dump() << "  " << type;
+    const std::string type = JsonStringField(rec, "type");
+    out << mark << n << "  " << JsonStringField(rec, "ts") << "  "
+        << JsonStringField(rec, "session").substr(0, 8) << "  #" << rec.value("seq", Json(0)).dump()
+        << "  " << type;
     Columns(out, type, rec);
     out << "\n";
   });
@@ -443,9 +444,9 @@ Result<std::string> ShowAuditLog(const std::string& path) {
       out << "line " << n << ": (not a record, " << line.size() << " bytes)\n";
       return;
     }
-    const std::string type = Str(rec, "type");
-    out << Str(rec, "ts") << "  " << Str(rec, "session").substr(0, 8) << "  #"
-        << rec.value("seq", Json(0)).dump() << "  " << type;
+    const std::string type = JsonStringField(rec, "type");
+    out << JsonStringField(rec, "ts") << "  " << JsonStringField(rec, "session").substr(0, 8)
+        << "  #" << rec.value("seq", Json(0)).dump() << "  " << type;
     for (std::string_view key : AuditShowKeys()) Col(out, rec, std::string(key).c_str());
     out << "\n";
   });

@@ -11,11 +11,6 @@
 namespace cordon {
 namespace {
 
-std::string Str(const Json& rec, const char* key) {
-  auto it = rec.find(key);
-  return it != rec.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 std::uint64_t Count(const Json& rec, const char* key) {
   auto it = rec.find(key);
   return it != rec.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
@@ -82,17 +77,18 @@ bool FileListed(Pending& p, const SummaryLimits& limits) {
 
 void AddProcess(Pending& p, const SummaryLimits& limits, const Json& rec, std::uint64_t line) {
   SummaryCommand c;
-  c.status = Str(rec, "status");
+  c.status = JsonStringField(rec, "status");
   c.exit_code = Int(rec, "exit_code");
   c.signal = Int(rec, "signal");
-  if (auto e = rec.find("error"); e != rec.end() && e->is_object()) c.error = Str(*e, "code");
+  if (auto e = rec.find("error"); e != rec.end() && e->is_object())
+    c.error = JsonStringField(*e, "code");
   c.failed = c.status != "exited" || c.exit_code.value_or(0) != 0 || !c.error.empty();
   ++p.s.commands_total;
   if (c.failed) ++p.s.commands_failed;
   if (p.s.commands.size() < limits.commands) {
     c.line = line;
-    c.tool = Str(rec, "tool");
-    c.kind = Str(rec, "kind");
+    c.tool = JsonStringField(rec, "tool");
+    c.kind = JsonStringField(rec, "kind");
     std::string argv;
     for (const auto& a : Items(rec, "argv")) {
       if (!argv.empty()) argv += ' ';
@@ -111,8 +107,9 @@ void AddProcess(Pending& p, const SummaryLimits& limits, const Json& rec, std::u
   }
   for (const auto& e : Items(*ch, "entries")) {
     if (!e.is_object() || !FileListed(p, limits)) continue;
-    p.s.files.push_back(SummaryFile{line, Str(e, "path"), Str(e, "kind"), "process",
-                                    Str(rec, "tool"), Str(e, "from"), ""});
+    p.s.files.push_back(SummaryFile{line, JsonStringField(e, "path"), JsonStringField(e, "kind"),
+                                    "process", JsonStringField(rec, "tool"),
+                                    JsonStringField(e, "from"), ""});
   }
   // The changes beyond those listed are counted, never named.
   p.s.files_total += Count(*ch, "omitted");
@@ -120,8 +117,8 @@ void AddProcess(Pending& p, const SummaryLimits& limits, const Json& rec, std::u
 }
 
 void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::uint64_t line) {
-  const std::string type = Str(rec, "type");
-  const std::string ts = Str(rec, "ts");
+  const std::string type = JsonStringField(rec, "type");
+  const std::string ts = JsonStringField(rec, "ts");
   if (p.s.first_line == 0) p.s.first_line = line;
   p.s.last_line = line;
   ++p.s.records;
@@ -135,11 +132,11 @@ void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::ui
 
   if (type == "session_started") {
     p.s.started = true;
-    p.s.client = Str(rec, "client");
-    p.s.workspace = Str(rec, "workspace");
-    p.s.policy_sha256 = Str(rec, "policy_sha256");
-    p.s.cordon_version = Str(rec, "cordon_version");
-    p.s.chain = Str(rec, "chain");
+    p.s.client = JsonStringField(rec, "client");
+    p.s.workspace = JsonStringField(rec, "workspace");
+    p.s.policy_sha256 = JsonStringField(rec, "policy_sha256");
+    p.s.cordon_version = JsonStringField(rec, "cordon_version");
+    p.s.chain = JsonStringField(rec, "chain");
   } else if (type == "mcp_client") {
     const auto info = rec.find("clientInfo");
     if (info != rec.end() && p.s.client_info.is_null()) p.s.client_info = *info;
@@ -156,9 +153,9 @@ void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::ui
     p.s.finished_calls = Int(rec, "calls");
     p.s.finished_errors = Int(rec, "errors");
   } else if (type == "tool_started") {
-    ++p.started[Str(rec, "tool")];
+    ++p.started[JsonStringField(rec, "tool")];
   } else if (type == "tool_finished") {
-    ++p.s.calls[Str(rec, "tool")][Str(rec, "status")];
+    ++p.s.calls[JsonStringField(rec, "tool")][JsonStringField(rec, "status")];
     ++p.s.calls_total;
     p.s.output_redactions += Count(rec, "output_redactions");
     if (auto it = rec.find("output_redactions_by_rule"); it != rec.end() && it->is_object()) {
@@ -170,18 +167,21 @@ void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::ui
     AddProcess(p, limits, rec, line);
   } else if (type == "file_write") {
     // Counted in process.changes' kinds: a created file is created whichever way it came.
-    const std::string op = Str(rec, "op");
-    const std::string kind =
-        Str(rec, "status") != "written" ? "failed" : (op == "create" ? "created" : "modified");
+    const std::string op = JsonStringField(rec, "op");
+    const std::string kind = JsonStringField(rec, "status") != "written"
+                                 ? "failed"
+                                 : (op == "create" ? "created" : "modified");
     ++p.s.file_counts[kind];
     if (FileListed(p, limits)) {
-      p.s.files.push_back(
-          SummaryFile{line, Str(rec, "path"), kind, "file_write", Str(rec, "tool"), "", op});
+      p.s.files.push_back(SummaryFile{line, JsonStringField(rec, "path"), kind, "file_write",
+                                      JsonStringField(rec, "tool"), "", op});
     }
   } else if (type == "policy_denied") {
-    AddDenial(p, limits, type, Str(rec, "rule"), Str(rec, "tool") + " " + Str(rec, "scope"));
+    AddDenial(p, limits, type, JsonStringField(rec, "rule"),
+              JsonStringField(rec, "tool") + " " + JsonStringField(rec, "scope"));
   } else if (type == "network") {
-    const std::string host = Str(rec, "host"), decision = Str(rec, "decision");
+    const std::string host = JsonStringField(rec, "host"),
+                      decision = JsonStringField(rec, "decision");
     const std::int64_t port = Int(rec, "port").value_or(0);
     SummaryNetwork& n = p.network[{host, decision}];
     n.host = host;
@@ -193,28 +193,30 @@ void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::ui
     if (rec.contains("error")) ++n.errors;
     if (decision != "allowed") {
       // A refusal names its rule when one decided (a deny rule); none means nothing allowed it.
-      std::string rule = Str(rec, "rule");
+      std::string rule = JsonStringField(rec, "rule");
       AddDenial(p, limits, type, rule.empty() ? "not allowed" : rule,
                 host + ":" + std::to_string(port));
     }
   } else if (type == "access_denied") {
     for (const auto& d : Items(rec, "denials")) {
       if (!d.is_object()) continue;
-      std::string what = Str(d, "path");
-      if (what.empty()) what = Str(d, "address");
-      if (what.empty()) what = Str(d, "object");
+      std::string what = JsonStringField(d, "path");
+      if (what.empty()) what = JsonStringField(d, "address");
+      if (what.empty()) what = JsonStringField(d, "object");
       const std::uint64_t n = std::max<std::uint64_t>(Count(d, "count"), 1);
-      AddDenial(p, limits, type, Str(rec, "layer") + " " + Str(d, "blockers"), what, n);
+      AddDenial(p, limits, type,
+                JsonStringField(rec, "layer") + " " + JsonStringField(d, "blockers"), what, n);
     }
     // Denials beyond the listed ones are counted under the layer.
     if (const std::uint64_t omitted = Count(rec, "omitted"); omitted > 0) {
-      AddDenial(p, limits, type, Str(rec, "layer") + " (not listed)", "", omitted);
+      AddDenial(p, limits, type, JsonStringField(rec, "layer") + " (not listed)", "", omitted);
     }
   } else if (type == "protected_path_removed") {
-    std::string rule = Str(rec, "reason");
-    AddDenial(p, limits, type, rule.empty() ? "protected_path" : rule, Str(rec, "path"));
+    std::string rule = JsonStringField(rec, "reason");
+    AddDenial(p, limits, type, rule.empty() ? "protected_path" : rule,
+              JsonStringField(rec, "path"));
   } else if (type == "setuid_stripped") {
-    AddDenial(p, limits, type, "setid_bits", Str(rec, "path"));
+    AddDenial(p, limits, type, "setid_bits", JsonStringField(rec, "path"));
   } else if (type == "gap") {
     ++p.s.gaps;
     p.s.lost_records += Count(rec, "lost");
@@ -358,7 +360,7 @@ LogSummary SummarizeAuditLines(const std::string& path, std::string_view data,
       out.unreadable_lines.push_back(n);
       continue;
     }
-    const std::string id = Str(rec, "session");
+    const std::string id = JsonStringField(rec, "session");
     if (!id.starts_with(session_prefix)) continue;
     auto it = at.find(id);
     if (it == at.end()) {

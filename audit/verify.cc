@@ -14,7 +14,7 @@
 namespace cordon {
 namespace {
 
-const std::string kZeroHash(64, '0');
+const std::string kChainStart(64, '0');
 
 }  // namespace
 
@@ -132,7 +132,7 @@ Result<VerifyReport> VerifyLines(const std::string& path, const VerifyOptions& o
     return r;
   };
   r.mode = hmac_key ? "hmac-sha256" : "sha256";
-  std::string expected_prev = kZeroHash;
+  std::string expected_prev = kChainStart;
   // --- checkpoint: per whole line, its end offset and chain hash (for the witness) ---
   std::vector<std::pair<std::uint64_t, std::string>> line_ends;
   bool any_checkpoint = false, has_log_started = false, warned_unchecked = false;
@@ -256,7 +256,7 @@ Result<VerifyReport> VerifyLines(const std::string& path, const VerifyOptions& o
       if (!link_id.empty() && link_id == r.log_id && type == "log_detached") {
         // The same file, cut or copied under the writer: its own prefix must be what it wrote.
         const bool holds =
-            lines <= line_ends.size() && (lines == 0 ? bytes == 0 && head == kZeroHash
+            lines <= line_ends.size() && (lines == 0 ? bytes == 0 && head == kChainStart
                                                      : line_ends[lines - 1].first == bytes &&
                                                            line_ends[lines - 1].second == head);
         if (!holds && link_cut.empty()) {
@@ -432,7 +432,7 @@ Result<VerifyReport> VerifyLines(const std::string& path, const VerifyOptions& o
                        std::to_string(line_ends.size()) + " whole lines: the log was cut");
       }
       const std::uint64_t at_bytes = lines == 0 ? 0 : line_ends[lines - 1].first;
-      const std::string& at_head = lines == 0 ? kZeroHash : line_ends[lines - 1].second;
+      const std::string& at_head = lines == 0 ? kChainStart : line_ends[lines - 1].second;
       if (at_bytes != bytes || at_head != w.value("head", "")) {
         return set(VerifyReport::Verdict::kCut,
                    "the witness checkpoint at line " + std::to_string(lines + 1) +
@@ -563,7 +563,7 @@ std::string CheckRotationLink(const std::string& older_path, const Json& previou
   }
   const auto nls = static_cast<std::uint64_t>(
       std::count(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(bytes), '\n'));
-  std::string at_head = kZeroHash;
+  std::string at_head = kChainStart;
   if (bytes > 0) {
     const std::size_t start = bytes < 2 ? std::string::npos : data.rfind('\n', bytes - 2);
     const std::size_t from = start == std::string::npos ? 0 : start + 1;

@@ -158,7 +158,7 @@ Result<Written> ReplaceConfig(const ConfigFile& f, const std::string& text, bool
   return w;
 }
 
-struct Flags {
+struct SetupFlags {
   std::string client;
   std::string project;
   bool user = false;
@@ -183,7 +183,7 @@ struct Flags {
 // serve's flags for cordon's entry, or wrap's for a wrapped server: checked as serve and wrap check
 // them (a contradiction, a grant they would refuse, a bad name), and written as they read them, in
 // one order, paths absolute (the client starts cordon in a directory of its own choosing).
-Result<std::vector<std::string>> ServeFlags(const Flags& f, std::vector<std::string>& notes) {
+Result<std::vector<std::string>> ServeFlags(const SetupFlags& f, std::vector<std::string>& notes) {
   const ProcessFlags& p = f.process;
   std::vector<std::string> out;
   if (!p.network.empty()) out.insert(out.end(), {"--network", p.network});
@@ -236,7 +236,7 @@ int Refuse(const Error& e) {
   return kExitToolError;
 }
 
-int CmdSetup(const CLI::App& cmd, const Flags& f) {
+int CmdSetup(const CLI::App& cmd, const SetupFlags& f) {
   const mcp::Client client = *mcp::ParseClient(f.client);
   const std::string client_name(mcp::ClientName(client));
   const bool has_project = client != mcp::Client::kClaudeDesktop && client != mcp::Client::kCodex;
@@ -336,7 +336,7 @@ int CmdSetup(const CLI::App& cmd, const Flags& f) {
 }  // namespace
 
 void AddSetupCommand(CLI::App& root, Context& ctx) {
-  auto f = std::make_shared<Flags>();
+  auto f = std::make_shared<SetupFlags>();
   CLI::App* cmd = root.add_subcommand("setup",
                                       "add cordon to an MCP client's configuration, or wrap one "
                                       "of its servers with cordon wrap")

@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 
+// The one instantiation of nlohmann::json's members (core/text.h declares it extern).
+template class nlohmann::basic_json<>;
+
 namespace cordon {
 namespace {
 

@@ -57,7 +57,7 @@ bool IsServe(std::string_view command, const std::vector<std::string>& args) {
 }
 // The egress preset a launcher that downloads its server as it starts needs (cordon wrap refuses
 // it at once without network): npx and the like fetch from npm, uvx and pipx run from PyPI.
-std::string LauncherPreset(const std::string& command, const std::vector<std::string>& args) {
+std::string SetupLauncherPreset(const std::string& command, const std::vector<std::string>& args) {
   const std::string_view tool = Basename(command);
   auto arg = [&](std::size_t i) { return i < args.size() ? args[i] : std::string(); };
   if (tool == "npx" || tool == "bunx" || (tool == "npm" && (arg(0) == "exec" || arg(0) == "x")) ||
@@ -84,7 +84,7 @@ std::vector<std::string> WrapArgs(const SetupRequest& r, const std::string& comm
                                   const std::vector<std::string>& args,
                                   std::vector<std::string>& notes) {
   std::vector<std::string> out = {"wrap", "--workspace", r.workspace};
-  if (const std::string preset = LauncherPreset(command, args); !preset.empty()) {
+  if (const std::string preset = SetupLauncherPreset(command, args); !preset.empty()) {
     const std::string launcher(Basename(command));
     if (!HasFlag(r.flags, "--network") && !HasFlag(r.flags, "--allow-preset", preset)) {
       out.insert(out.end(), {"--allow-preset", preset});
@@ -195,7 +195,7 @@ Result<std::vector<std::string>> StringArray(const OJson& v, const std::string& 
   return out;
 }
 
-Result<OJson> ParseJsonFile(std::string_view text, const std::string& source) {
+Result<OJson> ParseOrderedJsonFile(std::string_view text, const std::string& source) {
   if (Blank(text)) return OJson::object();
   OJson doc = OJson::parse(text, nullptr, false);
   if (!doc.is_discarded()) {
@@ -223,7 +223,7 @@ Result<OJson> ParseJsonFile(std::string_view text, const std::string& source) {
 
 Result<SetupEdit> EditJson(Client client, std::string_view text, const std::string& source,
                            const SetupRequest& r) {
-  ASSIGN_OR_RETURN(OJson doc, ParseJsonFile(text, source));
+  ASSIGN_OR_RETURN(OJson doc, ParseOrderedJsonFile(text, source));
   const std::string key = client == Client::kVsCode ? "servers" : "mcpServers";
   if (doc.contains(key) && !doc[key].is_object())
     return Fail(Code::kInvalidInput,

@@ -308,7 +308,7 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep, bool allow
                           "): the warm sandbox's fork server uses clone",
         "nothing to do: cordon falls back to clone");
   }
-  const int abi = LandlockAbi();
+  const int abi = ForcedByTestSwitch("CORDON_TEST_NO_LANDLOCK") ? 0 : LandlockAbi();
   add("landlock", abi >= 1, false,
       abi >= 1 ? "ABI " + std::to_string(abi) + (abi >= 4 ? " (filesystem + TCP" : " (filesystem") +
                      (abi >= 6 ? " + scoping)" : ")")
@@ -438,7 +438,12 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep, bool allow
     // directory, mounted for real in a child that exits at once; nothing is written to the tree.
     char cwd[4096];
     const std::string here = ::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/";
-    const StagingSupport st = ProbeStaging(StagedWorkspace::StageRoot(), here);
+    StagingSupport st;
+    if (ForcedByTestSwitch("CORDON_TEST_NO_OVERLAY")) {
+      st.reason = "CORDON_TEST_NO_OVERLAY=1 is set";
+    } else {
+      st = ProbeStaging(StagedWorkspace::StageRoot(), here);
+    }
     add("workspace_staging", st.available, false,
         st.available ? "staged: the sandbox writes an overlay's upper layer in " +
                            StagedWorkspace::StageRoot() +

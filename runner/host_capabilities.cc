@@ -230,6 +230,11 @@ constexpr const char* kKubernetesRemedy =
 
 }  // namespace
 
+bool ForcedByTestSwitch(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] == '1' && v[1] == '\0';
+}
+
 std::string CordonRuntimeDir() {
   std::string dir;
   if (const char* r = std::getenv("XDG_RUNTIME_DIR"); r != nullptr && r[0] == '/') {
@@ -271,6 +276,7 @@ Json HostContext::ToJson() const {
           {"namespaces", namespaces},
           {"bwrap", bwrap},
           {"bwrap_identity", bwrap_identity},
+          {"test_switches", test_switches},
           {"cordon", kCordonVersion}};
 }
 
@@ -335,7 +341,10 @@ HostContext ReadHostContext() {
   c.euid = ::geteuid();
   c.namespaces = NsInode("user") + " " + NsInode("mnt") + " " + NsInode("pid") + " " +
                  NsInode("net") + " boot " + ReadSmallFile("/proc/sys/kernel/random/boot_id", 64);
-  c.bwrap = FindOnPath("bwrap");
+  for (const char* sw :
+       {"CORDON_TEST_NO_BWRAP", "CORDON_TEST_NO_LANDLOCK", "CORDON_TEST_NO_OVERLAY"})
+    if (ForcedByTestSwitch(sw)) c.test_switches.push_back(std::string(sw) + "=1");
+  c.bwrap = ForcedByTestSwitch("CORDON_TEST_NO_BWRAP") ? "" : FindOnPath("bwrap");
   if (struct stat st{}; !c.bwrap.empty() && ::stat(c.bwrap.c_str(), &st) == 0) {
     c.bwrap_identity = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
                        std::to_string(st.st_mtim.tv_sec) + ":" + std::to_string(st.st_mode);
@@ -736,12 +745,19 @@ HostCapabilities ProbeHostNow() {
   if (caps.Ok(ProbeStep::kMount)) {
     const std::string root = CordonRuntimeDir() + "/overlay-probe";
     ::mkdir(root.c_str(), 0700);
-    const StagingSupport st = ProbeStaging(StagedWorkspace::StageRoot(), root);
+    StagingSupport st;
+    if (ForcedByTestSwitch("CORDON_TEST_NO_OVERLAY")) {
+      st.reason = "CORDON_TEST_NO_OVERLAY=1 is set";
+    } else {
+      st = ProbeStaging(StagedWorkspace::StageRoot(), root);
+    }
     set(ProbeStep::kOverlay, st.available, 0, st.available ? "" : st.reason);
   }
-  caps.landlock_abi = LandlockAbi();
+  const bool no_landlock = ForcedByTestSwitch("CORDON_TEST_NO_LANDLOCK");
+  caps.landlock_abi = no_landlock ? 0 : LandlockAbi();
   set(ProbeStep::kLandlock, caps.landlock_abi >= 1, caps.landlock_abi >= 1 ? 0 : ENOSYS,
       caps.landlock_abi >= 1 ? "ABI " + std::to_string(caps.landlock_abi)
+      : no_landlock          ? "Landlock is unavailable (CORDON_TEST_NO_LANDLOCK=1 is set)"
                              : "Landlock is unavailable");
   const bool seccomp = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
   set(ProbeStep::kSeccomp, seccomp, seccomp ? 0 : errno, "");

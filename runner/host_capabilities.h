@@ -48,6 +48,19 @@ struct StepResult {
 };
 
 // Facts that explain a refusal, read without side effects. Also the cache key.
+// Test switches: each makes this cordon act as on a host without one facility, so that the
+// escape tests run against each fallback (tests/CMakeLists.txt: escape_test_no_bwrap,
+// escape_test_no_landlock, escape_test_no_overlay; SECURITY.md, "Test switches"). They are read
+// from the environment of whoever starts cordon, never from a policy or from inside the sandbox
+// (a sandboxed command cannot change its supervisor's environment); each only takes a layer
+// away, the probe (context.test_switches) and each confinement record show it, and without bwrap
+// cordon still fails closed unless the policy allows the weaker mode.
+//   CORDON_TEST_NO_BWRAP=1     bwrap counts as not installed: mode landlock-seccomp
+//   CORDON_TEST_NO_LANDLOCK=1  Landlock counts as unavailable: bwrap's namespaces alone
+//   CORDON_TEST_NO_OVERLAY=1   the staged workspace counts as unavailable: the direct mode
+// Like CORDON_TEST_NO_CGROUP (runner/host_facts.cc), a switch is on when its value is "1".
+bool ForcedByTestSwitch(const char* name);
+
 struct HostContext {
   std::optional<int> apparmor_restrict_userns;   // kernel.apparmor_restrict_unprivileged_userns
   std::optional<long> max_user_namespaces;       // user.max_user_namespaces; nullopt: no file
@@ -62,9 +75,10 @@ struct HostContext {
   bool gvisor = false;
   std::string kernel;  // uname release
   unsigned euid = 0;
-  std::string namespaces;      // user, mnt, pid and net namespace inodes
-  std::string bwrap;           // its path, empty when missing
-  std::string bwrap_identity;  // its inode and mtime
+  std::string namespaces;                  // user, mnt, pid and net namespace inodes
+  std::string bwrap;                       // its path, empty when missing
+  std::string bwrap_identity;              // its inode and mtime
+  std::vector<std::string> test_switches;  // the CORDON_TEST_NO_* set (ForcedByTestSwitch)
   // The masked /proc entries that block a new /proc (not the empty-directory mounts, such as
   // binfmt_misc, that the kernel lets through).
   std::vector<std::string> MaskedProc() const;

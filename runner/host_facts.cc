@@ -26,6 +26,7 @@
 #include "core/redact.h"
 #include "core/signals.h"
 #include "runner/environment.h"
+#include "runner/host_capabilities.h"
 #include "runner/host_probe.h"
 #include "runner/interpreter.h"
 #include "runner/launch.h"
@@ -72,7 +73,7 @@ Result<SandboxHost> PrepareSandboxHost(const Policy& policy, const std::string& 
   if (h.shim.empty() || ::access(h.shim.c_str(), X_OK) != 0) {
     return Fail(Code::kSandboxUnavailable, "cordon-shim not found next to cordon (" + h.shim + ")");
   }
-  h.landlock_abi = LandlockAbi();
+  h.landlock_abi = ForcedByTestSwitch("CORDON_TEST_NO_LANDLOCK") ? 0 : LandlockAbi();
   h.cgroups = ProbeCgroups();
   // For tests, and for a person who wants to see the fallback: no per-call cgroup, as on a host
   // without a delegated one. Memory and pids then fall back to rlimits, the sized /tmp, the

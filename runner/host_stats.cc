@@ -8,12 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
 #include "runner/proc_usage.h"
 
 namespace cordon {
 namespace {
 
-std::vector<std::string_view> Fields(std::string_view line) {
+std::vector<std::string_view> SpaceFields(std::string_view line) {
   std::vector<std::string_view> f;
   while (!line.empty()) {
     const std::size_t b = line.find_first_not_of(" \t");
@@ -26,12 +27,6 @@ std::vector<std::string_view> Fields(std::string_view line) {
   return f;
 }
 
-template <typename T>
-bool ParseNumber(std::string_view s, T& out) {
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
 }  // namespace
 
 std::optional<HostCpuTimes> ParseHostCpuTimes(std::string_view text) {
@@ -41,7 +36,7 @@ std::optional<HostCpuTimes> ParseHostCpuTimes(std::string_view text) {
     const std::size_t nl = std::min(text.find('\n'), text.size());
     const std::string_view line = text.substr(0, nl);
     text.remove_prefix(std::min(nl + 1, text.size()));
-    const std::vector<std::string_view> f = Fields(line);
+    const std::vector<std::string_view> f = SpaceFields(line);
     if (f.empty() || f[0].substr(0, 3) != "cpu") continue;
     if (f[0] != "cpu") {
       ++t.cpus;
@@ -52,7 +47,7 @@ std::optional<HostCpuTimes> ParseHostCpuTimes(std::string_view text) {
     if (f.size() < 5) return std::nullopt;
     std::uint64_t v[8] = {};
     for (std::size_t i = 1; i < f.size() && i <= 8; ++i) {
-      if (!ParseNumber(f[i], v[i - 1])) return std::nullopt;
+      if (!ParseWholeNumber(f[i], v[i - 1])) return std::nullopt;
     }
     for (std::uint64_t x : v) t.total += x;
     t.idle = v[3] + v[4];
@@ -71,10 +66,10 @@ std::optional<double> BusyPercent(const HostCpuTimes& before, const HostCpuTimes
 }
 
 std::optional<LoadAverages> ParseLoadAverages(std::string_view text) {
-  const std::vector<std::string_view> f = Fields(text.substr(0, text.find('\n')));
+  const std::vector<std::string_view> f = SpaceFields(text.substr(0, text.find('\n')));
   LoadAverages l;
-  if (f.size() < 3 || !ParseNumber(f[0], l.one) || !ParseNumber(f[1], l.five) ||
-      !ParseNumber(f[2], l.fifteen)) {
+  if (f.size() < 3 || !ParseWholeNumber(f[0], l.one) || !ParseWholeNumber(f[1], l.five) ||
+      !ParseWholeNumber(f[2], l.fifteen)) {
     return std::nullopt;
   }
   return l;

@@ -18,16 +18,16 @@
 namespace cordon {
 namespace {
 
-std::string Parent(const std::string& p) {
+std::string ParentDir(const std::string& p) {
   const auto slash = p.find_last_of('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : p.substr(0, slash);
 }
-std::string Base(const std::string& p) {
+std::string BaseName(const std::string& p) {
   const auto slash = p.find_last_of('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
-bool IsDir(const std::string& p) {
+bool IsDirectory(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
@@ -150,7 +150,7 @@ std::vector<VersionManager> VersionManagers(const ManagerDirs& d) {
 
 std::optional<VersionManager> ShimManager(const std::string& exe,
                                           const std::vector<VersionManager>& managers) {
-  const std::string dir = Parent(exe), name = Base(exe);
+  const std::string dir = ParentDir(exe), name = BaseName(exe);
   for (const auto& m : managers) {
     if (dir != m.shims_dir) continue;
     if (std::find(m.not_shims.begin(), m.not_shims.end(), name) != m.not_shims.end()) continue;
@@ -160,13 +160,13 @@ std::optional<VersionManager> ShimManager(const std::string& exe,
 }
 
 std::optional<std::string> InterpreterPrefix(const std::string& real) {
-  const std::string name = Base(real), bin = Parent(real);
+  const std::string name = BaseName(real), bin = ParentDir(real);
   const bool interpreter = name.starts_with("python") || name.starts_with("pypy") ||
                            name == "node" || name == "nodejs" || name == "bun";
-  if (!interpreter || Base(bin) != "bin") return std::nullopt;
-  const std::string prefix = Parent(bin);
+  if (!interpreter || BaseName(bin) != "bin") return std::nullopt;
+  const std::string prefix = ParentDir(bin);
   if (prefix == "/" || prefix == "/usr" || prefix == "/usr/local") return std::nullopt;
-  if (!IsDir(prefix + "/lib")) return std::nullopt;
+  if (!IsDirectory(prefix + "/lib")) return std::nullopt;
   return prefix;
 }
 
@@ -180,7 +180,7 @@ Result<std::optional<ResolvedProgram>> ResolveShim(const std::string& argv0, con
   if (dirs.home.empty()) return std::nullopt;
   const auto manager = ShimManager(exe, VersionManagers(dirs));
   if (!manager) return std::nullopt;
-  const std::string name = Base(exe);
+  const std::string name = BaseName(exe);
   const std::string what = argv0 + " is a " + manager->name + " shim (" + exe + ")";
   std::string command = OnPath(manager->name, cwd, path_env);
   for (const auto& c : manager->commands) {

@@ -19,7 +19,7 @@
 namespace cordon {
 namespace {
 
-std::string EnvValue(char** env, std::string_view name) {
+std::string HostEnvValue(char** env, std::string_view name) {
   for (char** e = env; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
     if (entry.size() > name.size() && entry.substr(0, name.size()) == name &&
@@ -34,7 +34,7 @@ std::string EnvValue(char** env, std::string_view name) {
 
 std::vector<std::string> HostPackageCachePaths(const std::string& home, char** host_env) {
   std::vector<std::string> raw;
-  std::string xdg = EnvValue(host_env, "XDG_CACHE_HOME");
+  std::string xdg = HostEnvValue(host_env, "XDG_CACHE_HOME");
   if (xdg.empty() || xdg[0] != '/') xdg = home.empty() ? std::string() : home + "/.cache";
   if (!home.empty()) {
     for (const char* rel : {"/.npm", "/.yarn", "/.cargo"}) raw.push_back(home + rel);
@@ -45,7 +45,7 @@ std::vector<std::string> HostPackageCachePaths(const std::string& home, char** h
   // The variables the presets set inside, as the caller set them for the host's own tools.
   for (const char* name : {"npm_config_cache", "NPM_CONFIG_CACHE", "YARN_CACHE_FOLDER",
                            "PIP_CACHE_DIR", "UV_CACHE_DIR", "CARGO_HOME"}) {
-    std::string v = EnvValue(host_env, name);
+    std::string v = HostEnvValue(host_env, name);
     if (!v.empty() && v[0] == '/') raw.push_back(std::move(v));
   }
   std::vector<std::string> out;

@@ -32,12 +32,6 @@ std::optional<std::string> ReadProcFile(const std::string& path, std::size_t max
 
 namespace {
 
-template <typename T>
-bool ParseNumber(std::string_view s, T& out) {
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
 double TicksToMs(std::uint64_t ticks) {
   static const long hz = ::sysconf(_SC_CLK_TCK);
   return hz > 0 ? static_cast<double>(ticks) * 1000.0 / static_cast<double>(hz) : 0;
@@ -55,7 +49,7 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
   ProcStat st;
   std::string_view pid = text.substr(0, open);
   while (!pid.empty() && pid.back() == ' ') pid.remove_suffix(1);
-  if (!ParseNumber(pid, st.pid)) return std::nullopt;
+  if (!ParseWholeNumber(pid, st.pid)) return std::nullopt;
   st.comm = std::string(text.substr(open + 1, close - open - 1));
   // The fields after comm, numbered from 3 (state) as proc(5) numbers them.
   std::vector<std::string_view> f;
@@ -71,10 +65,10 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
   auto field = [&](std::size_t n) { return f[n - 3]; };
   if (f.size() < 24 - 2 || field(3).size() != 1) return std::nullopt;
   st.state = field(3)[0];
-  if (!ParseNumber(field(4), st.ppid) || !ParseNumber(field(5), st.pgrp) ||
-      !ParseNumber(field(14), st.utime) || !ParseNumber(field(15), st.stime) ||
-      !ParseNumber(field(16), st.cutime) || !ParseNumber(field(17), st.cstime) ||
-      !ParseNumber(field(22), st.starttime) || !ParseNumber(field(24), st.rss_pages)) {
+  if (!ParseWholeNumber(field(4), st.ppid) || !ParseWholeNumber(field(5), st.pgrp) ||
+      !ParseWholeNumber(field(14), st.utime) || !ParseWholeNumber(field(15), st.stime) ||
+      !ParseWholeNumber(field(16), st.cutime) || !ParseWholeNumber(field(17), st.cstime) ||
+      !ParseWholeNumber(field(22), st.starttime) || !ParseWholeNumber(field(24), st.rss_pages)) {
     return std::nullopt;
   }
   return st;
@@ -94,7 +88,7 @@ std::optional<std::int64_t> StatusKb(std::string_view status, std::string_view k
     line.remove_prefix(b);
     const std::size_t e = line.find(' ');
     std::int64_t kb = 0;
-    if (!ParseNumber(line.substr(0, e), kb)) return std::nullopt;
+    if (!ParseWholeNumber(line.substr(0, e), kb)) return std::nullopt;
     return kb;
   }
   return std::nullopt;
@@ -157,7 +151,7 @@ std::vector<LiveProcess> NamespaceProcessesIn(std::uint64_t ns_dev, std::uint64_
   const pid_t self = ::getpid();
   while (dirent* e = d.Next()) {
     pid_t pid = 0;
-    if (!ParseNumber(std::string_view(e->d_name), pid) || pid == self) continue;
+    if (!ParseWholeNumber(std::string_view(e->d_name), pid) || pid == self) continue;
     const std::string dir = std::string("/proc/") + e->d_name;
     struct stat st {};
     if (::stat((dir + "/ns/pid").c_str(), &st) != 0 || st.st_ino != ns_ino || st.st_dev != ns_dev) {

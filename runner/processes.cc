@@ -12,6 +12,7 @@
 #include <thread>
 #include <tuple>
 
+#include "runner/host_capabilities.h"
 #include "runner/preset_cache.h"
 
 namespace cordon {
@@ -132,6 +133,10 @@ Json CommitSummary(const CommitOutcome& o) {
 
 StagingSupport ProcessHost::Staging() {
   std::lock_guard<std::mutex> lock(staging_mu_);
+  if (!staging_support_ && ForcedByTestSwitch("CORDON_TEST_NO_OVERLAY")) {
+    staging_support_ = StagingSupport{};
+    staging_support_->reason = "CORDON_TEST_NO_OVERLAY=1 is set";
+  }
   if (!staging_support_) {
     staging_support_ = ProbeStaging(StagedWorkspace::StageRoot(), workspace_.root());
   }

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -35,6 +36,13 @@ std::string ProbeBin() { return testing::FromEnv("CORDON_TEST_PROBE", CORDON_PRO
 
 // How many processes on the host run `sleep SECONDS` (cmdline "sleep", NUL, SECONDS, NUL,
 // spelled out so no octal escape can swallow the digits).
+// A sleep's length that only this test process uses ("313.4711": 313 s, with this pid after the
+// point): several escape_test processes run at once under ctest (the forced-fallback runs, the
+// one under cordon's seccomp profile), and CountSleeps looks at every process of the host.
+std::string OwnSleep(int seconds) {
+  return std::to_string(seconds) + "." + std::to_string(::getpid());
+}
+
 int CountSleeps(const std::string& seconds) {
   const std::string wanted = std::string("sleep") + '\0' + seconds + '\0';
   int n = 0;
@@ -91,6 +99,14 @@ class EscapeTest : public ::testing::Test {
     std::filesystem::copy_file(ProbeBin(), ws_ + "/probe");
     ::chmod((ws_ + "/probe").c_str(), 0755);
     env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state")};
+    // The escape suite again without bwrap (ctest's escape_test_no_bwrap sets
+    // CORDON_TEST_NO_BWRAP=1, runner/host_capabilities.h): cordon fails closed there unless the
+    // policy allows the weaker mode, as a user on such a host would allow it.
+    if (const char* v = std::getenv("CORDON_TEST_NO_BWRAP"); v != nullptr && v[0] == '1') {
+      std::filesystem::create_directories(dir_ / "config/cordon/policies.d");
+      WriteFile(dir_ / "config/cordon/policies.d/30-weaker.toml",
+                "[sandbox]\nallow_weaker = true\n");
+    }
   }
   // The direct mode (docs/adr/0006-staged-workspace.md, the fallback): the tests of its read-only
   // binds, git views, pins and sweep run with it; the staged mode's are tests/staged_test.cc.
@@ -226,6 +242,37 @@ class EscapeTest : public ::testing::Test {
   std::string ws_;
   std::vector<std::string> env_;
 };
+
+// The fallback that a switch of ctest's escape_test_no_bwrap, _no_landlock and _no_overlay runs
+// (tests/CMakeLists.txt; runner/host_capabilities.h) is the one in force, as the record's
+// confinement says; without a switch, the full sandbox's bwrap with this host's Landlock.
+TEST_F(EscapeTest, ForcedFallbackIsTheOneInForce) {
+  auto on = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && v[0] == '1';
+  };
+  auto r = Exec({"true"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json conf;
+  std::istringstream log(ReadFile(dir_ / "audit.jsonl"));
+  std::function<void(const Json&)> find = [&](const Json& j) {
+    if (!j.is_object()) return;
+    if (j.contains("confinement") && j["confinement"].is_object()) conf = j["confinement"];
+    for (const auto& [k, v] : j.items()) find(v);
+  };
+  for (std::string line; std::getline(log, line);) find(Json::parse(line, nullptr, false));
+  ASSERT_TRUE(conf.is_object()) << "no confinement in the record";
+  const bool no_bwrap = on("CORDON_TEST_NO_BWRAP");
+  EXPECT_EQ(conf.value("mode", ""), no_bwrap ? "landlock-seccomp" : "bwrap") << conf.dump();
+  if (on("CORDON_TEST_NO_LANDLOCK")) {
+    EXPECT_EQ(conf.value("landlock_abi", -1), 0) << conf.dump();
+  } else if (LandlockAbi() >= 1) {
+    EXPECT_GE(conf.value("landlock_abi", 0), 1) << conf.dump();
+  }
+  if (no_bwrap || on("CORDON_TEST_NO_OVERLAY")) {
+    EXPECT_EQ(conf.value("workspace_mode", ""), "direct") << conf.dump();
+  }
+}
 
 TEST_F(EscapeTest, ShadowAndHostHomeAreUnreadable) {
   ExpectRefused(Probe({"read", "/etc/shadow"}), "/etc/shadow");
@@ -795,18 +842,19 @@ class PlaceholderTest : public EscapeTest {
 
 TEST_F(PlaceholderTest, NothingAppearsInTheWorkspaceWhenExecIsSignalled) {
   int n = 81;
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGKILL}) RunAndSignal(false, sig, std::to_string(n++));
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGKILL}) RunAndSignal(false, sig, OwnSleep(n++));
 }
 
 TEST_F(PlaceholderTest, NothingAppearsInTheWorkspaceWhenServeWithABackgroundJobIsSignalled) {
   int n = 91;
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGKILL}) RunAndSignal(true, sig, std::to_string(n++));
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGKILL}) RunAndSignal(true, sig, OwnSleep(n++));
 }
 
 TEST_F(PlaceholderTest, ABackgroundJobsProtectedNameIsSweptAtTheNextCallBoundary) {
   DirectMode();  // what the sweep and the direct binds promise
   // While a long-lived process runs, the sweep runs at each tool-call boundary: a .vscode/ a
   // background job made is gone after the next call, while the job still runs.
+  const std::string s77 = OwnSleep(77);
   int in = -1;
   pid_t pid = Spawn(
       {testing::CordonBin(), "serve", "--workspace", repo_, "--audit-log", dir_ / "boundary.jsonl"},
@@ -817,10 +865,12 @@ TEST_F(PlaceholderTest, ABackgroundJobsProtectedNameIsSweptAtTheNextCallBoundary
       "\n"
       R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
       "\n"
-      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sh","args":["-c","mkdir -p .vscode && echo x > .vscode/tasks.json && exec sleep 77"],"background":true}}})"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell","arguments":{"program":"sh","args":["-c","mkdir -p .vscode && echo x > .vscode/tasks.json && exec sleep )" +
+      s77 +
+      R"("],"background":true}}})"
       "\n";
   ASSERT_EQ(::write(in, first.data(), first.size()), static_cast<ssize_t>(first.size()));
-  ASSERT_TRUE(WaitForSleeps("77", true));
+  ASSERT_TRUE(WaitForSleeps(s77, true));
   ASSERT_TRUE(testing::Exists(repo_ + "/.vscode/tasks.json")) << "the window: it exists meanwhile";
   const std::string second =
       R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file_range","arguments":{"path":"src/main.c"}}})"
@@ -832,11 +882,11 @@ TEST_F(PlaceholderTest, ABackgroundJobsProtectedNameIsSweptAtTheNextCallBoundary
     gone = !testing::Exists(repo_ + "/.vscode");
   }
   EXPECT_TRUE(gone) << ".vscode/ outlived the next call boundary";
-  EXPECT_GT(CountSleeps("77"), 0) << "the job should still run";
+  EXPECT_GT(CountSleeps(s77), 0) << "the job should still run";
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
   ::close(in);
-  EXPECT_TRUE(WaitForSleeps("77", false));
+  EXPECT_TRUE(WaitForSleeps(s77, false));
   const std::string log = ReadFile(dir_ / "boundary.jsonl");
   EXPECT_NE(log.find("\"when\":\"call_boundary\""), std::string::npos) << log;
 }
@@ -982,8 +1032,9 @@ TEST_F(EscapeTest, ForkFloodIsStoppedByThePidsLimitAndTheHostIsUnharmed) {
 TEST_F(EscapeTest, KillingCordonWhileItLaunchesLeavesNoSandboxBehind) {
   // kill -9 at any moment of a launch, including before bwrap has armed --die-with-parent:
   // no confined process outlives cordon.
+  const std::string s67 = OwnSleep(67);
   for (int delay_us : {0, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 15000}) {
-    pid_t pid = SpawnSleepingExec(dir_ / "early.jsonl", "67");
+    pid_t pid = SpawnSleepingExec(dir_ / "early.jsonl", s67);
     ASSERT_GE(pid, 0);
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
     ::kill(pid, SIGKILL);
@@ -992,10 +1043,10 @@ TEST_F(EscapeTest, KillingCordonWhileItLaunchesLeavesNoSandboxBehind) {
   // A launch cut short may still reach its command a moment later: wait, then look for
   // survivors, giving the kernel time to deliver what ends them.
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  int survivors = CountSleeps("67");
+  int survivors = CountSleeps(s67);
   for (int i = 0; i < 100 && survivors > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    survivors = CountSleeps("67");
+    survivors = CountSleeps(s67);
   }
   EXPECT_EQ(survivors, 0) << "a sandboxed sleep outlived a killed cordon";
 }
@@ -1094,11 +1145,13 @@ TEST_F(EscapeTest, WeakerModeKeepsLandlockSeccompAndKeepsTheHostOut) {
   // No pid namespace: the command's process group ends with it, and it cannot leave the group.
   std::filesystem::create_symlink(FindOnPath("sleep"), bin + "/sleep");
   std::filesystem::create_symlink(FindOnPath("setsid"), bin + "/setsid");
-  auto bg =
-      Exec({"sh", "-c", "sleep 271 & setsid sleep 272 & sleep 0.3; echo done"}, weaker, {path});
+  auto bg = Exec(
+      {"sh", "-c",
+       "sleep " + OwnSleep(271) + " & setsid sleep " + OwnSleep(272) + " & sleep 0.3; echo done"},
+      weaker, {path});
   EXPECT_NE(bg.out.find("done"), std::string::npos) << bg.out << bg.err;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  for (const char* n : {"271", "272"})
+  for (const std::string& n : {OwnSleep(271), OwnSleep(272)})
     EXPECT_EQ(CountSleeps(n), 0) << "sleep " << n << " survived the call";
   ExpectRefused(Exec({ws_ + "/probe", "read", "/etc/shadow"}, weaker, {path}),
                 "/etc/shadow in the weaker mode");
@@ -1139,12 +1192,15 @@ TEST_F(EscapeTest, OutputFloodIsCappedAndCordonMemoryStaysBounded) {
 }
 
 TEST_F(EscapeTest, TimeoutLeavesNoProcessBehind) {
-  auto r = Call("run_shell", {{"program", "sh"},
-                              {"args", {"-c", "sleep 313 & sleep 313 & (sleep 313 &) ; sleep 313"}},
-                              {"timeout_secs", 1}});
+  const std::string s = OwnSleep(313);
+  auto r = Call(
+      "run_shell",
+      {{"program", "sh"},
+       {"args", {"-c", "sleep " + s + " & sleep " + s + " & (sleep " + s + " &) ; sleep " + s}},
+       {"timeout_secs", 1}});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("\"code\":\"timeout\""), std::string::npos) << r.out;
-  EXPECT_EQ(CountSleeps("313"), 0);
+  EXPECT_EQ(CountSleeps(s), 0);
 }
 
 TEST_F(EscapeTest, HostEnvironmentSecretsAreAbsentInside) {

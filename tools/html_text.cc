@@ -222,7 +222,8 @@ class TextOut {
     if (out_.size() + t.size() > cap_) {
       // Cut on a code point boundary: half a character would come back as U+FFFD.
       std::size_t take = cap_ - out_.size();
-      while (take > 0 && (static_cast<unsigned char>(t[take]) & 0xc0) == 0x80) --take;
+      while (take > 0 && take < t.size() && (static_cast<unsigned char>(t[take]) & 0xc0) == 0x80)
+        --take;
       out_.append(t.substr(0, take));
       full_ = true;
       return;

@@ -32,8 +32,8 @@ namespace {
 
 constexpr std::int64_t kDefaultMaxBytes = 1 << 20;
 constexpr int kMaxRedirects = 5;
-constexpr std::size_t kMaxUrlBytes = 8192;
-constexpr std::size_t kBinarySniffBytes = 1024;
+constexpr std::size_t kMaxReadUrlBytes = 8192;
+constexpr std::size_t kUrlSniffBytes = 1024;
 constexpr std::size_t kMaxProxyHeadBytes = 8192;
 
 std::string_view Trim(std::string_view s) {
@@ -55,9 +55,9 @@ struct UrlParts {
 };
 
 Result<UrlParts> ParseUrl(const CurlApi& api, const std::string& url) {
-  if (url.size() > kMaxUrlBytes) {
+  if (url.size() > kMaxReadUrlBytes) {
     return Fail(Code::kInvalidInput, "the URL is " + std::to_string(url.size()) +
-                                         " bytes; at most " + std::to_string(kMaxUrlBytes) +
+                                         " bytes; at most " + std::to_string(kMaxReadUrlBytes) +
                                          " are taken");
   }
   if (url.find_first_of(std::string_view("\0\r\n\t ", 5)) != std::string::npos) {
@@ -454,7 +454,7 @@ std::string DecidedBy(const Policy& policy, const std::string& key) {
   return it == policy.provenance.end() ? "built-in default" : it->second;
 }
 
-Result<Json> Run(const Json& in, ToolContext& ctx) {
+Result<Json> RunReadUrl(const Json& in, ToolContext& ctx) {
   const Limits lim = ctx.policy.LimitsFor("read_url");
   const std::string url = in["url"].get<std::string>();
 
@@ -568,9 +568,9 @@ Result<Json> Run(const Json& in, ToolContext& ctx) {
                                        " is not text; read_url returns only text, HTML, "
                                        "JSON, XML and JavaScript");
   }
-  if (std::memchr(hop.body.data(), '\0', std::min(hop.body.size(), kBinarySniffBytes)) != nullptr) {
+  if (std::memchr(hop.body.data(), '\0', std::min(hop.body.size(), kUrlSniffBytes)) != nullptr) {
     return Fail(Code::kBinaryFile, what + " looks binary (a NUL byte in its first " +
-                                       std::to_string(kBinarySniffBytes) +
+                                       std::to_string(kUrlSniffBytes) +
                                        " bytes); it is not returned as text");
   }
   const std::size_t received = hop.body.size();
@@ -619,7 +619,7 @@ ToolSpec MakeReadUrlTool() {
        {{"url",
          {{"type", "string"},
           {"minLength", 8},
-          {"maxLength", static_cast<std::int64_t>(kMaxUrlBytes)},
+          {"maxLength", static_cast<std::int64_t>(kMaxReadUrlBytes)},
           {"description", "An absolute http:// or https:// URL, without credentials."}}},
         {"max_bytes",
          {{"type", "integer"},
@@ -652,7 +652,7 @@ ToolSpec MakeReadUrlTool() {
   // net:read and an allowlist are the user's to grant: under the shipped policy the example
   // is refused, and says how to allow it.
   t.example_code = Code::kDeniedByPolicy;
-  t.run = Run;
+  t.run = RunReadUrl;
   return t;
 }
 

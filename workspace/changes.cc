@@ -64,15 +64,6 @@ bool SameInode(const SnapEntry& x, const SnapEntry& y) {
          (x.btime_ns == 0 || y.btime_ns == 0 || x.btime_ns == y.btime_ns);
 }
 
-// Path order with '/' lowest, so that everything below a directory follows it directly.
-bool PathLess(const FileChange& x, const FileChange& y) {
-  return std::lexicographical_compare(
-      x.path.begin(), x.path.end(), y.path.begin(), y.path.end(), [](char p, char q) {
-        const auto rank = [](char c) { return c == '/' ? 0 : static_cast<unsigned char>(c) + 1; };
-        return rank(p) < rank(q);
-      });
-}
-
 bool ContentChanged(const SnapEntry& b, const SnapEntry& a) {
   // A directory's mtime is its entries': what changed in it is listed by name instead.
   if (S_ISDIR(a.mode)) return false;
@@ -161,12 +152,6 @@ UniqueFd OpenBelow(const std::string& root, const std::string& rel) {
       static_cast<int>(::syscall(SYS_openat2, root_fd.get(), rel.c_str(), &how, sizeof how)));
 }
 
-std::string Octal(std::uint32_t mode) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%o", static_cast<unsigned>(mode));
-  return buf;
-}
-
 }  // namespace
 
 bool SnapshotAdd(std::vector<SnapEntry>& out, int dir_fd, const char* name, std::string rel,
@@ -239,6 +224,20 @@ std::string EscapeName(std::string_view name) {
     }
   }
   return out;
+}
+
+bool ChangePathLess(const FileChange& x, const FileChange& y) {
+  return std::lexicographical_compare(
+      x.path.begin(), x.path.end(), y.path.begin(), y.path.end(), [](char p, char q) {
+        const auto rank = [](char c) { return c == '/' ? 0 : static_cast<unsigned char>(c) + 1; };
+        return rank(p) < rank(q);
+      });
+}
+
+std::string OctalMode(std::uint32_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%o", static_cast<unsigned>(mode));
+  return buf;
 }
 
 std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot& after) {
@@ -469,7 +468,7 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
     deleted.push_back(Change("deleted", &e, nullptr));
   }
   // A deleted directory carries what went with it.
-  std::stable_sort(deleted.begin(), deleted.end(), PathLess);
+  std::stable_sort(deleted.begin(), deleted.end(), ChangePathLess);
   for (std::size_t i = 0; i < deleted.size();) {
     FileChange d = std::move(deleted[i]);
     std::size_t j = i + 1;
@@ -500,7 +499,7 @@ std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot&
       out.push_back(Change("created", nullptr, &n));
     }
   }
-  std::stable_sort(out.begin(), out.end(), PathLess);
+  std::stable_sort(out.begin(), out.end(), ChangePathLess);
   return out;
 }
 
@@ -772,8 +771,8 @@ Json ChangeRecorder::Record(const TreeSnapshot& before, const TreeSnapshot& afte
       if (c.bytes_before) j["bytes_before"] = *c.bytes_before;
       if (c.bytes_after) j["bytes_after"] = *c.bytes_after;
       if (c.mode_before) {
-        j["mode_before"] = Octal(*c.mode_before);
-        j["mode_after"] = Octal(*c.mode_after);
+        j["mode_before"] = OctalMode(*c.mode_before);
+        j["mode_after"] = OctalMode(*c.mode_after);
       }
       if (c.below > 0) j["below"] = c.below;
       if (c.kind == "renamed" && c.type == "file") j["content_changed"] = c.content;

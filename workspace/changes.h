@@ -147,6 +147,13 @@ struct FileChange {
 // folds what was below it into `below`.
 std::vector<FileChange> DiffRoot(const RootSnapshot& before, const RootSnapshot& after);
 
+// Path order with '/' lowest, so that everything below a directory follows it directly (the
+// order of the change records).
+bool ChangePathLess(const FileChange& x, const FileChange& y);
+
+// A file mode as the records show it: octal digits, no prefix ("100644").
+std::string OctalMode(std::uint32_t mode);
+
 // A path as a change record shows it, byte-exact and reversible: valid UTF-8 is kept, a
 // backslash is written `\\`, and each byte that is not part of valid UTF-8 is written `\xHH`
 // (two lower-case hex digits). Two names never collapse into one, as they would if the invalid

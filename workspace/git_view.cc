@@ -101,7 +101,7 @@ GitViewMount ListGitDir(const std::string& git_dir) {
   return m;
 }
 
-std::string RandomHex() {
+std::string SyncRandomHex() {
   unsigned char b[6] = {};
   if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) {
     static std::atomic<unsigned> n{0};
@@ -129,7 +129,7 @@ bool CopyAt(int from, int to, const std::string& name, bool git_lock = false) {
   if (!src.valid() || ::fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   const std::string tmp =
       git_lock ? name + ".lock"
-               : ".cordon-sync-" + std::to_string(::getpid()) + "-" + RandomHex() + "-" + name;
+               : ".cordon-sync-" + std::to_string(::getpid()) + "-" + SyncRandomHex() + "-" + name;
   const mode_t mode = (st.st_mode & 0666) | 0600;
   UniqueFd dst;
   for (int tries = 0; tries < 100; ++tries) {
@@ -217,7 +217,7 @@ Json GitViewsJson(const std::vector<GitViewMount>& views) {
 GitViews::GitViews() {
   const std::string views = CordonStateDir() + "/views";
   RemoveStale(views);
-  root_ = views + "/" + std::to_string(::getpid()) + "-" + RandomHex();
+  root_ = views + "/" + std::to_string(::getpid()) + "-" + SyncRandomHex();
 }
 
 GitViews::~GitViews() {

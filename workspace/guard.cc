@@ -117,13 +117,13 @@ Status ChmodFd(int fd, mode_t mode, const std::string& shown) {
   return SysFail(Code::kSandboxUnavailable, "fchmodat2 (through a descriptor)", shown, err);
 }
 
-struct Identity {
+struct DirIdentity {
   dev_t dev = 0;
   ino_t ino = 0;
-  bool operator==(const Identity&) const = default;
+  bool operator==(const DirIdentity&) const = default;
 };
 
-Identity IdentityOf(const struct stat& st) { return {st.st_dev, st.st_ino}; }
+DirIdentity IdentityOf(const struct stat& st) { return {st.st_dev, st.st_ino}; }
 
 // A sweep's hands: moves a protected name that appeared into the quarantine and strips set-id
 // bits, each through the directory fd its walk holds (never by path, so no length limit and no
@@ -163,12 +163,12 @@ class Sweeper {
   const WorkspaceGuard::Sink& sink_;
 };
 
-class Walker {
+class GuardWalker {
  public:
   // `sweep`: a sweep's walk, which acts on what it finds through the directory fds it holds
   // (Sweeper, below).
-  Walker(const std::string& root, const GuardOptions& opts, bool read_modes, bool scan_mode,
-         bool snapshot = false, Sweeper* sweep = nullptr)
+  GuardWalker(const std::string& root, const GuardOptions& opts, bool read_modes, bool scan_mode,
+              bool snapshot = false, Sweeper* sweep = nullptr)
       : root_(root),
         opts_(opts),
         read_modes_(read_modes),
@@ -378,7 +378,7 @@ class Walker {
     // getdents that is still reading the directory could make it skip others.
     std::vector<Listed> listed;
     struct ListingScope {
-      Walker* w;
+      GuardWalker* w;
       ~ListingScope() { w->listing_ = nullptr; }
     } scope{this};
     listing_ = &listed;
@@ -787,7 +787,7 @@ GuardOptions GuardOptions::From(const Policy& policy) {
 
 Result<WorkspaceWalk> WalkWritableRoot(const std::string& root, const GuardOptions& opts,
                                        bool read_modes, bool snapshot) {
-  return Walker(root, opts, read_modes, false, snapshot).Run();
+  return GuardWalker(root, opts, read_modes, false, snapshot).Run();
 }
 
 Result<ProtectedScan> ScanProtectedPaths(const std::vector<std::string>& roots,
@@ -797,7 +797,7 @@ Result<ProtectedScan> ScanProtectedPaths(const std::vector<std::string>& roots,
   std::shared_ptr<TreeSnapshot> snapshot;
   if (opts.snapshot) snapshot = std::make_shared<TreeSnapshot>();
   for (const auto& root : roots) {
-    ASSIGN_OR_RETURN(WorkspaceWalk w, Walker(root, opts, false, true, opts.snapshot).Run());
+    ASSIGN_OR_RETURN(WorkspaceWalk w, GuardWalker(root, opts, false, true, opts.snapshot).Run());
     TRY(FindRepoExecuted(root, w, nullptr, true));
     scan.scanned += w.entries;
     if (snapshot) snapshot->roots.push_back({root, std::move(w.snapshot), std::move(w.deferred)});
@@ -949,7 +949,7 @@ Status WorkspaceGuard::Sweep(const std::string& when, TreeSnapshot* after) {
       failures.push_back(qbase + ": the quarantine cannot be opened: " + std::strerror(errno));
     }
     Sweeper sweeper(root, qbase, qfd.get(), baseline, when, sink_);
-    auto walk = Walker(root, opts_, true, false, after != nullptr, &sweeper).Run();
+    auto walk = GuardWalker(root, opts_, true, false, after != nullptr, &sweeper).Run();
     failures.insert(failures.end(), sweeper.failures.begin(), sweeper.failures.end());
     if (!walk) {
       // Never a partial sweep: a walk that stopped (the entry cap, an unreadable directory)

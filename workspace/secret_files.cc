@@ -77,10 +77,10 @@ void KeyBodyLines(std::string_view block, std::vector<std::string>& out) {
   });
 }
 
-struct Identity {
+struct ScanIdentity {
   std::string key;  // "dev:ino:size:mtime:ctime"
-  static Identity Of(const struct stat& st) {
-    Identity id;
+  static ScanIdentity Of(const struct stat& st) {
+    ScanIdentity id;
     id.key = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
              std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
              std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
@@ -167,9 +167,9 @@ std::string RulesFingerprint(const Redactor& shapes) {
   return Sha256Hex(all);
 }
 
-class Walker {
+class SecretWalker {
  public:
-  Walker(const Redactor& shapes, const SecretScanLimits& limits, const Cache* cache)
+  SecretWalker(const Redactor& shapes, const SecretScanLimits& limits, const Cache* cache)
       : shapes_(shapes), limits_(limits), cache_(cache) {}
 
   void Walk(int dir_fd, const std::string& rel, int depth) {
@@ -235,7 +235,7 @@ class Walker {
     if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       return;
     }
-    const Identity id = Identity::Of(st);
+    const ScanIdentity id = ScanIdentity::Of(st);
     // The path as JSON can hold it (the cache's key, the record's paths): a name that is not
     // UTF-8 (a byte 0xff) would make the JSON writer throw; escaped, two names stay apart.
     const std::string key = EscapeName(rel);
@@ -290,7 +290,7 @@ class Walker {
   }
 
   void Add(const std::string& rel, const std::vector<SecretLines::Entry>& entries,
-           const Identity& id) {
+           const ScanIdentity& id) {
     new_cache_[rel] = CachedFile{id.key, entries};
     if (entries.empty()) return;
     scan_.files.push_back(rel);
@@ -427,7 +427,7 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
       if (!have_cache) cache.clear();  // another version's or a torn cache: scan afresh
     }
   }
-  Walker w(shapes, limits, have_cache ? &cache : nullptr);
+  SecretWalker w(shapes, limits, have_cache ? &cache : nullptr);
   w.Walk(root_fd, "", 0);
   Cache new_cache;
   bool changed = false;

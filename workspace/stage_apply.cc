@@ -90,15 +90,6 @@ class GitFileLock {
   bool held_ = false;
 };
 
-// Path order with '/' lowest, as the change records sort (workspace/changes.cc).
-bool PathLess(const FileChange& x, const FileChange& y) {
-  return std::lexicographical_compare(
-      x.path.begin(), x.path.end(), y.path.begin(), y.path.end(), [](char p, char q) {
-        const auto rank = [](char c) { return c == '/' ? 0 : static_cast<unsigned char>(c) + 1; };
-        return rank(p) < rank(q);
-      });
-}
-
 // SHA-256 of a regular file's first `size` bytes, read from offset 0; nullopt past the cap.
 Result<std::optional<std::string>> HashFd(int fd, std::uint64_t size, std::uint64_t cap,
                                           const std::string& where) {
@@ -361,7 +352,7 @@ CommitOutcome Committer::Run(std::span<const CommitDecision> decisions) {
   if (opts_.fsync && ::syncfs(root_fd_) != 0 && !out_.error) {
     out_.error = SysFail(WriteErrorCode(errno), "syncfs", ".").error();
   }
-  std::stable_sort(out_.changes.begin(), out_.changes.end(), PathLess);
+  std::stable_sort(out_.changes.begin(), out_.changes.end(), ChangePathLess);
   return std::move(out_);
 }
 

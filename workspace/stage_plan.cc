@@ -184,12 +184,6 @@ bool ValidUtf8(std::string_view s) {
   return true;
 }
 
-std::string Octal(std::uint32_t mode) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%o", static_cast<unsigned>(mode));
-  return buf;
-}
-
 // Sets `key` to the path as shown, and path_escaped when it had to be escaped.
 void PutPath(Json& j, const char* key, const std::string& path) {
   bool escaped = false;
@@ -291,8 +285,8 @@ Json StagedChangesJson(const CommitOutcome& outcome, std::size_t max_entries,
     if (c.bytes_before) j["bytes_before"] = *c.bytes_before;
     if (c.bytes_after) j["bytes_after"] = *c.bytes_after;
     if (c.mode_before && c.mode_after) {
-      j["mode_before"] = Octal(*c.mode_before);
-      j["mode_after"] = Octal(*c.mode_after);
+      j["mode_before"] = OctalMode(*c.mode_before);
+      j["mode_after"] = OctalMode(*c.mode_after);
     }
     if (c.below > 0) j["below"] = c.below;
     if (c.sha256_before) j["sha256_before"] = *c.sha256_before;
