@@ -287,6 +287,54 @@ TEST_F(EscapeTest, ShadowAndHostHomeAreUnreadable) {
   ExpectRefused(r, "host home file");
 }
 
+// The user's credential stores (issue 32) stay unreadable when the tools' directories are granted
+// (`--read ~/.cargo`, `--read ~/.config`, ...; the home itself is never granted): every store's
+// path is on the shipped deny list.
+TEST_F(EscapeTest, CredentialStoresStayUnreadableUnderGrantsOfTheToolsDirectories) {
+  const std::string home = dir_ / "home";
+  const std::vector<std::string> stores = {".pgpass",
+                                           ".my.cnf",
+                                           ".git-credentials",
+                                           ".npmrc",
+                                           ".pypirc",
+                                           ".netrc",
+                                           ".vault-token",
+                                           ".aws/credentials",
+                                           ".aws/config",
+                                           ".docker/config.json",
+                                           ".kube/config",
+                                           ".config/gh/hosts.yml",
+                                           ".config/gcloud/application_default_credentials.json",
+                                           ".azure/msal_token_cache.json",
+                                           ".terraform.d/credentials.tfrc.json",
+                                           ".cargo/credentials.toml",
+                                           ".cargo/credentials",
+                                           ".gem/credentials",
+                                           ".m2/settings.xml",
+                                           ".nuget/NuGet/NuGet.Config",
+                                           ".ssh/id_ed25519"};
+  std::string cat;
+  for (std::size_t i = 0; i < stores.size(); ++i) {
+    std::filesystem::create_directories(
+        std::filesystem::path(home + "/" + stores[i]).parent_path());
+    WriteFile(home + "/" + stores[i], "store-value-" + std::to_string(i) + "-Zq9\n");
+    cat += " '" + home + "/" + stores[i] + "'";
+  }
+  WriteFile(home + "/.config/ordinary.txt", "an ordinary file of the home\n");
+  std::vector<std::string> grants;
+  for (const char* d : {".cargo", ".config", ".m2", ".gem", ".nuget", ".terraform.d", ".azure"})
+    grants.insert(grants.end(), {"--read", home + "/" + d});
+  auto r = Exec(
+      {"/bin/sh", "-c", "cat '" + home + "/.config/ordinary.txt'" + cat + " 2>/dev/null; true"},
+      grants, {"HOME=" + home});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("an ordinary file of the home"), std::string::npos)
+      << "the grant of the home must hold: " << r.out << r.err;
+  for (std::size_t i = 0; i < stores.size(); ++i)
+    EXPECT_EQ(r.out.find("store-value-" + std::to_string(i) + "-"), std::string::npos)
+        << stores[i] << " was readable under --read " << home;
+}
+
 TEST_F(EscapeTest, WritesOutsideTheWritableRootsFailAndTheHostIsUnchanged) {
   TempDir outside;
   WriteFile(outside / "victim.txt", "original\n");
