@@ -678,7 +678,8 @@ TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   EXPECT_TRUE(p->notes.empty()) << ::testing::PrintToString(p->notes);
   EXPECT_EQ(p->filesystem.write, std::vector<std::string>{"${WORKSPACE}"});
   EXPECT_EQ(p->filesystem.read.front(), "/usr");
-  EXPECT_EQ(p->filesystem.deny.size(), 16u);
+  // Issue 32: the 15 credential stores joined the 16 entries of before.
+  EXPECT_EQ(p->filesystem.deny.size(), 31u);
   EXPECT_EQ(p->seccomp_deny.front(), "ptrace");
   EXPECT_EQ(p->audit_fsync, FsyncMode::kPerCall);
   // Issue 21: run_shell gets 10 minutes, and the CPU to match.
@@ -688,8 +689,8 @@ TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   // The sha256 of the effective policy: the one recorded before lists merged, changed only by
   // the limit added since (limits.max_pending_output_bytes, issue 19) and run_shell's time
   // (tools.run_shell.timeout_secs and limits.cpu_secs, issue 21), and the scope session:operate
-  // (granted, issue 23).
-  EXPECT_EQ(p->Sha256(), "13d887bb483e2f6ad4d4eefc8e39d265bdca84d02d8d4d0812aa9d48a519a255");
+  // (granted, issue 23), and the credential stores on the deny list (issue 32).
+  EXPECT_EQ(p->Sha256(), "5eaa92a99ddabbf9b292a0a3138d33befa90706ff6916ffba34304794c69f245");
 }
 
 template <typename E, std::size_t N>
