@@ -54,9 +54,14 @@ def main():
     for t in tests:
         cmd = list(t["command"])
         env = []
+        disabled = False
         for p in t.get("properties", []):
             if p["name"] == "ENVIRONMENT":
                 env = list(p["value"])
+            if p["name"] == "DISABLED" and p["value"]:
+                disabled = True
+        if disabled:  # ctest does not run it either ("Not Run (Disabled)")
+            continue
         case = None
         # A discovered GoogleTest case: PROGRAM --gtest_filter=Suite.Name [--gtest_also_run...].
         if len(cmd) >= 2 and cmd[1].startswith("--gtest_filter=") and not cmd[1].startswith(
