@@ -18,6 +18,7 @@
 #include <functional>
 
 #include "core/hash.h"
+#include "core/walk.h"
 
 namespace cordon {
 namespace {
@@ -459,33 +460,24 @@ constexpr std::size_t kMaxAgentsDirEntries = 20000;
 
 std::vector<std::string> FindAgentsFiles(const Workspace& ws) {
   std::vector<std::string> found;
-  std::size_t entries = 0;
-  std::function<void(UniqueFd, const std::string&, int)> walk =
-      [&](UniqueFd dirfd, const std::string& rel, int depth) {
-        UniqueDir d = UniqueDir::FromFd(std::move(dirfd));
-        if (!d.valid()) return;
-        std::vector<std::string> subdirs;
-        while (dirent* e = d.Next()) {
-          if (++entries > kMaxAgentsDirEntries) break;
-          std::string name = e->d_name;
-          if (name == "." || name == "..") continue;
-          if (e->d_type == DT_REG && name == "AGENTS.md")
-            found.push_back(rel.empty() ? name : rel + "/" + name);
-          if (e->d_type == DT_DIR && name[0] != '.' && name != "node_modules" &&
-              depth < kMaxAgentsDepth) {
-            subdirs.push_back(name);
-          }
-        }
-        std::sort(subdirs.begin(), subdirs.end());
-        for (const auto& sub : subdirs) {
-          if (found.size() >= kMaxAgentsFiles || entries > kMaxAgentsDirEntries) break;
-          UniqueFd fd(::openat(::dirfd(d.get()), sub.c_str(),
-                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-          if (fd.valid()) walk(std::move(fd), rel.empty() ? sub : rel + "/" + sub, depth + 1);
-        }
-      };
-  UniqueFd root(::openat(ws.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root.valid()) walk(std::move(root), "", 0);
+  WalkOptions opts;
+  opts.max_depth = kMaxAgentsDepth;
+  opts.too_deep = TooDeep::kSkip;
+  opts.max_entries = kMaxAgentsDirEntries;
+  opts.too_many = TooDeep::kSkip;
+  opts.sorted = true;
+  opts.what = "the workspace";
+  WalkHooks hooks;
+  hooks.visit = [&](const WalkEntry& e) -> Result<Visit> {
+    if (found.size() >= kMaxAgentsFiles) return Visit::kStop;
+    const std::string_view name = e.name;
+    if (e.type == DT_REG && name == "AGENTS.md") found.push_back(*e.rel);
+    if (e.type == DT_DIR && name[0] != '.' && name != "node_modules") return Visit::kDescend;
+    return Visit::kNext;
+  };
+  // A directory that cannot be read is left out: these files are guidance, not a check.
+  hooks.unopenable = [](const WalkEntry&, int) -> Result<UniqueFd> { return UniqueFd(); };
+  (void)WalkTree(ws.fd(), opts, hooks);
   // Root first (it is found first at depth 0 only if present; make it explicit), then by path.
   std::stable_sort(found.begin(), found.end(), [](const std::string& x, const std::string& y) {
     const bool xr = x == "AGENTS.md", yr = y == "AGENTS.md";

@@ -17,6 +17,7 @@
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "core/fsync_mode.h"
+#include "core/network_mode.h"
 #include "core/redact.h"
 
 namespace cordon {
@@ -53,15 +54,6 @@ inline constexpr EnumName<WorkspaceMode> kWorkspaceModeNames[] = {
     {WorkspaceMode::kStaged, "staged"},
     {WorkspaceMode::kDirect, "direct"}};
 
-// kProxy: the sandbox's own network namespace (loopback only), and the names that the egress
-// rules allow through cordon's proxy (docs/adr/0005-egress-proxy.md, policy/egress.h).
-enum class NetworkMode { kNone, kLoopback, kProxy, kAllow };
-inline constexpr EnumName<NetworkMode> kNetworkModeNames[] = {
-    {NetworkMode::kNone, "none"},
-    {NetworkMode::kLoopback, "loopback"},
-    {NetworkMode::kProxy, "proxy"},
-    {NetworkMode::kAllow, "allow"},
-};
 std::string_view NetworkModeName(NetworkMode mode);
 Result<NetworkMode> ParseNetworkMode(std::string_view name);
 // Higher is stricter: none > loopback > proxy > allow.

@@ -18,14 +18,18 @@ struct ContainSpec {
   std::vector<SeccompRule> seccomp;
   // CompileSeccomp(seccomp), filled by the plan: the filter the shim loads (it compiles nothing).
   std::string seccomp_program;
-  std::uint64_t ipc_shm_bytes = 0;
+  std::uint64_t ipc_shm_bytes = 0;  // SysV shm limits of the sandbox's own IPC namespace; 0: none
   // Network mode proxy: the shim listens on 127.0.0.1:proxy_port inside the sandbox's network
   // namespace and sends the listener to cordon (kProxyListenerLine); 0: no proxy.
-  int proxy_port = 0;  // SysV shm limits of the sandbox's own IPC namespace; 0: none
+  int proxy_port = 0;
   std::vector<std::string> argv;
   std::string cwd;
 };
 
+// The line the shim's child writes on its status socket before it enforces Landlock; cordon
+// takes the writer's pid from the message's SCM_CREDENTIALS (the pid the kernel's Landlock audit
+// records name, runner/kernel_audit.h).
+inline constexpr std::string_view kConfiningLine = "{\"confining\":true}\n";
 // The status line that carries the proxy listener (SCM_RIGHTS) from the shim to cordon.
 inline constexpr std::string_view kProxyListenerLine = "cordon-proxy-listener\n";
 // local_servers' probes (issue 23): cordon writes one byte on the status socket, '4' or '6', and

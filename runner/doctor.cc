@@ -507,6 +507,13 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep, bool allow
         if (std::filesystem::is_directory(r)) roots.emplace_back(r);
       }
       const RootOnlyScan scan = ScanRootOnly(roots, roots);
+      if (scan.incomplete) {
+        add("root_only_files", false, false,
+            "cordon runs as root and could not finish the search for root-only files (" +
+                scan.incomplete->ToString() +
+                "): a session whose read binds hold that directory is refused",
+            "deny that directory in a policy file ([filesystem] deny) or remove it");
+      }
       std::string root_list, in_usr;
       for (const auto& r : roots) root_list += " " + r;
       std::size_t usr_count = 0;

@@ -1,5 +1,7 @@
 // Launch step 1 (docs/adr/0002-launch-plan.md): the host, read once per session
 // (PrepareSandboxHost) and per launch (GatherHostFacts); the only host reads before the plan.
+#include "runner/host_facts.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -29,7 +31,6 @@
 #include "runner/host_capabilities.h"
 #include "runner/host_probe.h"
 #include "runner/interpreter.h"
-#include "runner/launch.h"
 #include "runner/launch_internal.h"
 
 #ifndef CORDON_BUILD_SHIM

@@ -28,10 +28,6 @@
 
 namespace cordon {
 
-// The line the shim's child writes on its status socket before it enforces Landlock; cordon
-// takes the writer's pid from the message's SCM_CREDENTIALS.
-inline constexpr std::string_view kConfiningLine = "{\"confining\":true}\n";
-
 // Record types from linux/audit.h (6.15+), spelled here so that older headers build.
 inline constexpr std::uint16_t kAuditLandlockAccess = 1423;
 inline constexpr std::uint16_t kAuditLandlockDomain = 1424;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/network_mode.h"
 #include "core/text.h"
-#include "policy/policy.h"
 
 namespace cordon {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/launch.h"
+#include "runner/plan.h"
 
 namespace cordon::launch_detail {
 

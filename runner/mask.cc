@@ -17,6 +17,7 @@
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
+#include "core/walk.h"
 
 namespace cordon {
 namespace {
@@ -140,6 +141,8 @@ Error DangerousWorkspaceError(const std::string& workspace, const std::string& r
 
 namespace {
 
+constexpr std::size_t kRootOnlyMaxDepth = 256;
+
 bool RootOnlyMode(mode_t mode) {
   if (S_ISLNK(mode)) return false;  // its target is what counts, and is scanned where it lies
   if (S_ISDIR(mode)) return (mode & S_IROTH) == 0 || (mode & S_IXOTH) == 0;
@@ -172,44 +175,49 @@ RootOnlyScan ScanRootOnly(const std::vector<std::string>& roots,
   auto listed = [](const std::vector<std::string>& list, const std::string& p) {
     return std::find(list.begin(), list.end(), p) != list.end();
   };
-  // One getdents64 buffer per depth and one fstatat per entry (none for a symlink, which is
-  // never masked): /usr holds ~160k entries, so the walk allocates nothing per entry.
-  std::function<void(int, std::string&)> walk = [&](int dirfd, std::string& path) {
-    alignas(8) char buf[32768];
-    const std::size_t base = path.size();
-    while (true) {
-      const long n = ::syscall(SYS_getdents64, dirfd, buf, sizeof buf);
-      if (n <= 0) break;
-      for (long off = 0; off < n;) {
-        const auto* d = reinterpret_cast<const linux_dirent64*>(buf + off);
-        off += d->d_reclen;
-        const char* name = d->d_name;
-        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
-        ++scan.scanned;
-        if (d->d_type == DT_LNK) continue;
-        struct stat st {};
-        if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-        const bool dir_entry = S_ISDIR(st.st_mode);
-        if (!dir_entry && !RootOnlyMode(st.st_mode)) continue;  // the common case, no string
-        path.resize(base);
-        if (base != 1) path += '/';
-        path += name;
-        if (ReplacedInSandbox(path) || listed(named, path) || listed(roots, path)) continue;
-        if (RootOnlyMode(st.st_mode) && !above_named(path)) {
-          scan.masked.push_back({path, KindOf(st.st_mode), {}});
-          continue;
-        }
-        if (!dir_entry) continue;
-        UniqueFd child(::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (child.valid()) walk(child.get(), path);
-      }
+  // One fstatat per entry (none for a symlink, which is never masked): /usr holds ~160k
+  // entries, and the common entry (world-readable, not a directory) costs no string.
+  WalkOptions opts;
+  opts.max_depth = kRootOnlyMaxDepth;
+  opts.too_deep = TooDeep::kFail;
+  WalkHooks hooks;
+  std::string root_path;
+  hooks.visit = [&](const WalkEntry& e) -> Result<Visit> {
+    ++scan.scanned;
+    if (e.type == DT_LNK) return Visit::kNext;
+    struct stat st {};
+    if (::fstatat(e.dir_fd, e.name, &st, AT_SYMLINK_NOFOLLOW) != 0) return Visit::kNext;
+    const bool dir_entry = S_ISDIR(st.st_mode);
+    if (!dir_entry && !RootOnlyMode(st.st_mode)) return Visit::kNext;
+    const std::string path = root_path == "/" ? "/" + *e.rel : root_path + "/" + *e.rel;
+    if (ReplacedInSandbox(path) || listed(named, path) || listed(roots, path)) return Visit::kNext;
+    if (RootOnlyMode(st.st_mode) && !above_named(path)) {
+      scan.masked.push_back({path, KindOf(st.st_mode), {}});
+      return Visit::kNext;
     }
-    path.resize(base);
+    return dir_entry ? Visit::kDescend : Visit::kNext;
+  };
+  // Gone or not a directory meanwhile is skipped by the walk. A directory root cannot open
+  // (root-squashed NFS, FUSE) the sandbox's uid 0, with fewer capabilities, cannot open either;
+  // any other error fails closed.
+  hooks.unopenable = [](const WalkEntry& e, int err) -> Result<UniqueFd> {
+    if (err == EACCES || err == EPERM) return UniqueFd();
+    errno = err;
+    return SysFail(Code::kSandboxUnavailable, "open", *e.rel);
   };
   for (const auto& root : roots) {
     UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    std::string path = root;
-    if (fd.valid()) walk(fd.get(), path);
+    if (!fd.valid()) continue;
+    root_path = root;
+    opts.what = root;
+    auto walked = WalkTree(fd.get(), opts, hooks);
+    if (!walked) {
+      Error err = std::move(walked).error();
+      if (!err.where.empty() && err.where[0] != '/')
+        err.where = root == "/" ? "/" + err.where : root + "/" + err.where;
+      scan.incomplete = std::move(err);
+      break;
+    }
   }
   std::sort(scan.masked.begin(), scan.masked.end(),
             [](const HostPath& a, const HostPath& b) { return a.path < b.path; });

@@ -48,8 +48,11 @@ Error DangerousWorkspaceError(const std::string& workspace, const std::string& r
 // directory without o+r or o+x), each masked whole (nothing below it is listed). `named` are
 // paths the policy names (the workspace, read and write paths): one of them is never masked,
 // and an entry above one is descended into rather than masked.
+// The walk (core/walk.h) goes 256 directories deep and fails closed past that: `incomplete`
+// says why, and a launch that needs the scan is refused (runner/plan.cc).
 struct RootOnlyScan {
   std::vector<HostPath> masked;
+  std::optional<Error> incomplete;
   std::size_t scanned = 0;
   double ms = 0;
 };

@@ -1,5 +1,7 @@
 // Launch step 2 (docs/adr/0002-launch-plan.md): policy + host facts + request -> a frozen plan,
 // with no system call; and the plan as bwrap argv, shim spec and JSON (`exec --plan`).
+#include "runner/plan.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -27,7 +29,6 @@
 #include "core/signals.h"
 #include "runner/environment.h"
 #include "runner/host_probe.h"
-#include "runner/launch.h"
 #include "runner/launch_internal.h"
 #include "runner/shim/serve.h"
 #include "runner/warm.h"
@@ -205,6 +206,17 @@ Status PlanMasks(const HostFacts& facts, SessionLaunch& s) {
     ++s.own_masked;
   }
   if (facts.root_only) {
+    // A scan that could not finish (a tree deeper than it walks, descriptors exhausted) would
+    // leave root-only files below that point readable by the sandbox's uid 0: fail closed.
+    if (facts.root_only->incomplete) {
+      Error e = *facts.root_only->incomplete;
+      e.code = Code::kSandboxUnavailable;
+      e.message =
+          "cordon runs as root and looks for the files only root may read, to mask them; "
+          "the search could not finish: " +
+          e.message + ". Deny that directory ([filesystem] deny) or remove it";
+      return std::unexpected(std::move(e));
+    }
     for (const auto& r : facts.root_only->masked) {
       if (already(r.path)) continue;
       s.deny.push_back(r);
@@ -447,7 +459,7 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   ASSIGN_OR_RETURN(c.contain.seccomp_program, CompileSeccomp(c.contain.seccomp));
   c.cgroup = facts.cgroup;
   c.cgroup_error = facts.cgroup_error;
-  c.contain.rlimits = BuildRlimits(c.limits, cgroup, cgroup);
+  c.contain.rlimits = BuildRlimits(RlimitValuesOf(c.limits), cgroup, cgroup);
   c.contain.argv = req.argv;
   if (!facts.program_path.empty()) c.contain.argv[0] = facts.program_path;
   c.contain.cwd = c.cwd;
@@ -499,6 +511,14 @@ std::vector<std::string> LaunchEnv(const LaunchPlan& plan) {
 }
 
 std::string LaunchSpec(const LaunchPlan& plan) { return ContainSpecJson(plan.call.contain).dump(); }
+
+RlimitValues RlimitValuesOf(const Limits& l) {
+  return {.open_files = l.open_files,
+          .file_size_bytes = l.file_size_bytes,
+          .cpu_secs = l.cpu_secs,
+          .memory_bytes = l.memory_bytes,
+          .pids = l.pids};
+}
 
 Json PlanConfinementJson(const LaunchPlan& plan) {
   const SessionLaunch& s = plan.session;

@@ -187,11 +187,17 @@ Result<std::vector<std::string>> ProcessHost::StagingRoots(const ProcessRequest&
 
 Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResources* acquired,
                                      std::shared_ptr<TreeSnapshot>* before,
-                                     std::shared_ptr<Stage>* stage) {
+                                     std::shared_ptr<Stage>* stage,
+                                     const std::vector<std::string>* stage_roots) {
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
   ASSIGN_OR_RETURN(ProcessRequest req, WithPresetCaches(policy_, request, workspace_.root(), envp_,
                                                         acquired != nullptr));
-  ASSIGN_OR_RETURN(std::vector<std::string> roots, StagingRoots(req, *host));
+  std::vector<std::string> roots;
+  if (stage_roots != nullptr) {
+    roots = *stage_roots;  // preset caches' grants, added above, are never stage roots
+  } else {
+    ASSIGN_OR_RETURN(roots, StagingRoots(req, *host));
+  }
   req.staged = !roots.empty();
   LaunchResources dropped;
   ASSIGN_OR_RETURN(HostFacts facts, GatherHostFacts(*host, policy_, workspace_.root(), req, envp_,
@@ -229,7 +235,6 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResour
 
 Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessRequest& req,
                                                              ChangeWatch* watch) {
-  LaunchResources resources;
   if (StagedWorkspace* s = staging_ready_.load()) {
     // A commit that could not complete stops the session (fail closed).
     if (auto poisoned = s->poisoned()) return std::unexpected(*poisoned);
@@ -237,11 +242,18 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
   // The direct mode's sweep runs before the plan's scan (what it moves must not be bound).
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
   ASSIGN_OR_RETURN(std::vector<std::string> staged_roots, StagingRoots(req, *host));
+  return LaunchWithRoots(req, watch, std::move(staged_roots));
+}
+
+Result<std::unique_ptr<ConfinedProcess>> ProcessHost::LaunchWithRoots(
+    const ProcessRequest& req, ChangeWatch* watch, std::vector<std::string> staged_roots) {
+  LaunchResources resources;
+  ASSIGN_OR_RETURN(const SandboxHost* host, Host());
   const std::string cold_reason = ColdReason(req, *host, staged_roots);
   if (cold_reason.empty() && !req.warm) {
     ProcessRequest warm_req = req;
     warm_req.warm = true;
-    return Launch(warm_req, watch);
+    return LaunchWithRoots(warm_req, watch, std::move(staged_roots));
   }
   std::uint64_t token = 0;
   bool guarded = false;
@@ -249,7 +261,8 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
     ASSIGN_OR_RETURN(token, guard_->BeforeLaunch());  // refused while a sweep is unfinished
     guarded = true;
   }
-  ASSIGN_OR_RETURN(LaunchPlan plan, Plan(req, &resources, &watch->before, &watch->stage));
+  ASSIGN_OR_RETURN(LaunchPlan plan,
+                   Plan(req, &resources, &watch->before, &watch->stage, &staged_roots));
   if (!plan.session.staged.empty())
     return LaunchStaged(req, plan, std::move(resources), watch, cold_reason);
   if (req.warm && plan.session.workspace_writable) {

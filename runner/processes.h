@@ -41,9 +41,12 @@ class ProcessHost {
   // or is released on return when it is null (`cordon exec --plan`).
   // `before` receives the launch walk's metadata snapshot, when it made one.
   // `stage` receives the launch's stage (staged mode, a real launch only).
+  // `stage_roots`: the launch's StagingRoots when its caller computed them (once per launch);
+  // null: Plan computes them.
   Result<LaunchPlan> Plan(const ProcessRequest& req, LaunchResources* acquired = nullptr,
                           std::shared_ptr<TreeSnapshot>* before = nullptr,
-                          std::shared_ptr<Stage>* stage = nullptr);
+                          std::shared_ptr<Stage>* stage = nullptr,
+                          const std::vector<std::string>* stage_roots = nullptr);
 
   // Runs to completion (or timeout/cancel) and writes the process record.
   Result<std::unique_ptr<ConfinedProcess>> RunForeground(const ProcessRequest& req,
@@ -174,6 +177,10 @@ class ProcessHost {
     }
   };
   Result<std::unique_ptr<ConfinedProcess>> Launch(const ProcessRequest& req, ChangeWatch* watch);
+  // Launch, with the stage roots computed once by its first step (a warm retry reuses them).
+  Result<std::unique_ptr<ConfinedProcess>> LaunchWithRoots(const ProcessRequest& req,
+                                                           ChangeWatch* watch,
+                                                           std::vector<std::string> staged_roots);
   // Why `req` runs cold (empty: it may run warm), decided before its plan.
   std::string ColdReason(const ProcessRequest& req, const SandboxHost& host,
                          const std::vector<std::string>& staged_roots);

@@ -13,7 +13,7 @@
 
 namespace cordon {
 
-std::vector<RlimitSpec> BuildRlimits(const Limits& l, bool cgroup_memory, bool cgroup_pids) {
+std::vector<RlimitSpec> BuildRlimits(const RlimitValues& l, bool cgroup_memory, bool cgroup_pids) {
   std::vector<RlimitSpec> out = {
       {"RLIMIT_CORE", RLIMIT_CORE, 0, std::nullopt},
       {"RLIMIT_NOFILE", RLIMIT_NOFILE, static_cast<std::uint64_t>(l.open_files), std::nullopt},

@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "core/text.h"
-#include "policy/policy.h"
 
 namespace cordon {
 
@@ -30,7 +29,17 @@ inline constexpr std::uint64_t kDefaultStackSoft = 8ull << 20;
 // reserve address space (V8's WebAssembly memories, Go and Java heaps) still start; the stack,
 // which RLIMIT_DATA does not count, gets the same hard limit. RLIMIT_CPU's soft limit is one
 // second under the hard one, so the kernel's SIGXCPU names the limit before SIGKILL.
-std::vector<RlimitSpec> BuildRlimits(const Limits& limits, bool cgroup_memory, bool cgroup_pids);
+// The policy's process limits ([limits] in a policy file), as plain numbers: the plan fills it
+// (RlimitValuesOf, runner/launch.h), so that this applier depends on core/ alone.
+struct RlimitValues {
+  std::int64_t open_files = 0;
+  std::int64_t file_size_bytes = 0;
+  std::int64_t cpu_secs = 0;
+  std::int64_t memory_bytes = 0;
+  std::int64_t pids = 0;
+};
+std::vector<RlimitSpec> BuildRlimits(const RlimitValues& limits, bool cgroup_memory,
+                                     bool cgroup_pids);
 Json RlimitsJson(const std::vector<RlimitSpec>& specs);
 Result<std::vector<RlimitSpec>> RlimitsFromJson(const Json& j);
 Status ApplyRlimits(const std::vector<RlimitSpec>& specs);

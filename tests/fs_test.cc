@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <filesystem>
 
+#include "core/walk.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -192,6 +194,110 @@ TEST_F(WorkspaceTest, ParentThatIsAFileIsNotFound) {
   auto r = ws_.CreateExclusive("a.txt/child", "x");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Code::kNotFound);
+}
+
+// core/walk.h: the one bounded descriptor walk. Its promises, whatever the caller: a symlink
+// is never followed, a depth past the bound fails or is reported (never a crash, never silent),
+// the entry bound likewise, and a directory can be removed on the way back up.
+UniqueFd MakeDeep(const std::string& root, int levels) {
+  UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  for (int i = 0; i < levels && fd.valid(); ++i) {
+    if (::mkdirat(fd.get(), "d", 0755) != 0) return UniqueFd();
+    fd = UniqueFd(::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  }
+  return fd;
+}
+
+WalkHooks DescendAll(std::vector<std::string>* seen) {
+  WalkHooks h;
+  h.visit = [seen](const WalkEntry& e) -> Result<Visit> {
+    if (seen != nullptr) seen->push_back(*e.rel);
+    return Visit::kDescend;  // asked of every entry: the walk itself refuses what is no directory
+  };
+  return h;
+}
+
+TEST(WalkTree, NeverFollowsASymlinkEvenWhenAskedTo) {
+  TempDir dir, outside;
+  WriteFile(outside / "secret", "s");
+  WriteFile(dir / "a/file", "f");
+  std::filesystem::create_directory_symlink(outside.path(), dir / "a/link");
+  std::filesystem::create_directory_symlink(outside.path(), dir / "link-at-root");
+  UniqueFd root(::open(dir.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  std::vector<std::string> seen;
+  auto r = WalkTree(root.get(), {.sorted = true}, DescendAll(&seen));
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "a/file", "a/link", "link-at-root"}));
+  EXPECT_EQ(r->directories, 2u);
+  EXPECT_FALSE(r->truncated);
+}
+
+TEST(WalkTree, ADeepTreeFailsOrIsReportedAndNeverCrashes) {
+  TempDir dir;
+  // Deeper than a recursive walk with a getdents buffer per level could go on an 8 MiB stack.
+  ASSERT_TRUE(MakeDeep(dir.path(), 600).valid());
+  UniqueFd root(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  WalkOptions fail{.max_depth = 300, .what = "the test tree"};
+  auto r = WalkTree(root.get(), fail, DescendAll(nullptr));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kTooLarge);
+  EXPECT_NE(r.error().message.find("300 directories deep in the test tree"), std::string::npos)
+      << r.error().message;
+  WalkOptions skip{.max_depth = 300, .too_deep = TooDeep::kSkip};
+  std::vector<std::string> seen;
+  r = WalkTree(root.get(), skip, DescendAll(&seen));
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_TRUE(r->truncated);
+  // Directories 1..300 are listed: their entries (and the root's) are seen, the 301st's not.
+  EXPECT_EQ(seen.size(), 301u) << "every directory down to the bound, none below";
+  EXPECT_EQ(r->directories, 301u);
+  WalkOptions all{.max_depth = 1000};
+  r = WalkTree(root.get(), all, DescendAll(nullptr));
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(r->entries, 600u);
+}
+
+TEST(WalkTree, TheEntryBoundFailsOrStops) {
+  TempDir dir;
+  for (int i = 0; i < 20; ++i) WriteFile(dir / ("f" + std::to_string(i)), "x");
+  UniqueFd root(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  auto r = WalkTree(root.get(), {.max_entries = 10}, DescendAll(nullptr));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kTooLarge);
+  std::vector<std::string> seen;
+  r = WalkTree(root.get(), {.max_entries = 10, .too_many = TooDeep::kSkip}, DescendAll(&seen));
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->truncated);
+  EXPECT_TRUE(seen.empty()) << "the bound holds before the visitor sees the directory";
+}
+
+TEST(WalkTree, LeaveRunsAfterTheContentsSoATreeCanBeRemoved) {
+  TempDir dir;
+  WriteFile(dir / "x/y/z/file", "f");
+  WriteFile(dir / "x/other", "o");
+  ::chmod((dir / "x/y").c_str(), 0500);  // its parent's mode does not stop the removal
+  UniqueFd root(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  WalkHooks h;
+  h.visit = [](const WalkEntry& e) -> Result<Visit> {
+    if (e.type == DT_DIR) return Visit::kDescend;
+    if (::unlinkat(e.dir_fd, e.name, 0) != 0) return SysFail(Code::kInternal, "unlink", *e.rel);
+    return Visit::kNext;
+  };
+  h.enter = [](const WalkEntry&, int fd) -> Status {
+    ::fchmod(fd, 0700);
+    return {};
+  };
+  std::vector<std::string> left;
+  h.leave = [&](const WalkEntry& e) -> Status {
+    left.push_back(*e.rel);
+    if (::unlinkat(e.dir_fd, e.name, AT_REMOVEDIR) != 0)
+      return SysFail(Code::kInternal, "rmdir", *e.rel);
+    return {};
+  };
+  auto r = WalkTree(root.get(), {.sorted = true}, h);
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(left, (std::vector<std::string>{"x/y/z", "x/y", "x"}));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace

@@ -337,8 +337,8 @@ TEST(LandlockPlan, RightsFollowTheAbi) {
 
 TEST(RlimitPlan, CgroupDecidesTheFallbacks) {
   Limits l;
-  auto with = BuildRlimits(l, true, true);
-  auto without = BuildRlimits(l, false, false);
+  auto with = BuildRlimits(RlimitValuesOf(l), true, true);
+  auto without = BuildRlimits(RlimitValuesOf(l), false, false);
   auto has = [](const std::vector<RlimitSpec>& v, int res) {
     return std::any_of(v.begin(), v.end(), [&](const auto& s) { return s.resource == res; });
   };
@@ -362,7 +362,7 @@ TEST(RlimitPlan, MemoryFallbackIsDataNotAddressSpace) {
     return nullptr;
   };
   for (bool cgroup : {false, true}) {
-    auto specs = BuildRlimits(l, cgroup, cgroup);
+    auto specs = BuildRlimits(RlimitValuesOf(l), cgroup, cgroup);
     EXPECT_EQ(find(specs, RLIMIT_AS), nullptr) << "RLIMIT_AS breaks address-space reservations";
     const RlimitSpec* cpu = find(specs, RLIMIT_CPU);
     ASSERT_NE(cpu, nullptr);
@@ -1054,6 +1054,35 @@ TEST(RootOnlyScan, FindsWhatOthersCannotReadAndSparesNamedPaths) {
   ::chmod((dir / "open/later.txt").c_str(), 0600);
   auto b = cache.Get({dir.path()}, {dir.path()});
   EXPECT_EQ(a.get(), b.get()) << "one scan per session: a file made later is not covered";
+}
+
+// A read root holding a tree deeper than the scan walks: the scan says it could not finish (a
+// launch is then refused, runner/plan.cc) instead of leaving what lies below unmasked, and a
+// depth that once cost 32 KiB of stack per level cannot crash cordon.
+TEST(RootOnlyScan, ATreeTooDeepToSearchIsNamedNotSkipped) {
+  testing::TempDir dir;
+  UniqueFd fd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_EQ(::mkdirat(fd.get(), "d", 0755), 0);
+    fd = UniqueFd(::openat(fd.get(), "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+  }
+  const int secret = ::openat(fd.get(), "secret", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(secret, 0);
+  ::close(secret);
+  const auto scan = ScanRootOnly({dir.path()}, {dir.path()});
+  ASSERT_TRUE(scan.incomplete.has_value())
+      << "a root-only file 400 directories down was neither masked nor named";
+  EXPECT_EQ(scan.incomplete->code, Code::kTooLarge);
+  EXPECT_EQ(scan.incomplete->where.rfind(dir.path() + "/d/d/", 0), 0u) << scan.incomplete->where;
+  // A shallow tree beside it is still searched whole.
+  testing::TempDir shallow;
+  testing::WriteFile(shallow / "a/b/c.key", "k");
+  ::chmod((shallow / "a/b/c.key").c_str(), 0600);
+  const auto ok = ScanRootOnly({shallow.path()}, {shallow.path()});
+  EXPECT_FALSE(ok.incomplete.has_value());
+  ASSERT_EQ(ok.masked.size(), 1u);
+  EXPECT_EQ(ok.masked[0].path, shallow / "a/b/c.key");
 }
 
 TEST(OwnPaths, CanonicalPathsAndDangerousWorkspaces) {

@@ -18,6 +18,7 @@
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/unique_fd.h"
+#include "core/walk.h"
 #include "workspace/changes.h"
 
 namespace cordon {
@@ -172,49 +173,38 @@ class SecretWalker {
   SecretWalker(const Redactor& shapes, const SecretScanLimits& limits, const Cache* cache)
       : shapes_(shapes), limits_(limits), cache_(cache) {}
 
-  void Walk(int dir_fd, const std::string& rel, int depth) {
-    if (depth > 64) {
-      scan_.truncated = true;
-      return;
-    }
-    UniqueFd fd(::openat(dir_fd, rel.empty() ? "." : Leaf(rel).c_str(),
-                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  // The whole workspace, sorted, on one filesystem (as find -xdev: another mount under the
+  // workspace, /proc and /sys under a workspace of /, a network share, is not walked, nor its
+  // files read); deeper than 64 directories or past max_entries the scan says `truncated`.
+  void Walk(int root_fd) {
+    UniqueFd fd(::openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd.valid()) return;
-    const int raw = fd.get();
-    // One filesystem, as find -xdev: another mount under the workspace (/proc and /sys under a
-    // workspace of /, a network share) is not walked, nor its files read.
-    struct stat dst {};
-    if (::fstat(raw, &dst) != 0) return;
-    if (depth == 0) {
-      root_dev_ = dst.st_dev;
-    } else if (dst.st_dev != root_dev_) {
-      return;
-    }
-    UniqueDir d = UniqueDir::FromFd(UniqueFd(::dup(raw)));
-    if (!d.valid()) return;
-    std::vector<std::pair<std::string, unsigned char>> names;
-    while (dirent* e = d.Next()) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      if (++scan_.entries > limits_.max_entries) {
-        scan_.truncated = true;
-        return;
-      }
-      names.emplace_back(std::move(n), e->d_type);
-    }
-    std::sort(names.begin(), names.end());
-    for (const auto& [n, type] : names) {
-      const std::string child = rel.empty() ? n : rel + "/" + n;
-      if (type == DT_DIR) {
+    WalkOptions opts;
+    opts.max_depth = 64;
+    opts.too_deep = TooDeep::kSkip;
+    opts.max_entries = limits_.max_entries;
+    opts.too_many = TooDeep::kSkip;
+    opts.xdev = true;
+    opts.sorted = true;
+    opts.what = "the workspace";
+    WalkHooks hooks;
+    hooks.visit = [&](const WalkEntry& e) -> Result<Visit> {
+      const std::string_view n = e.name;
+      if (e.type == DT_DIR) {
         if (n == ".git") {
-          File(raw, ".git/config", child + "/config");
-          continue;
+          File(e.dir_fd, ".git/config", *e.rel + "/config");
+          return Visit::kNext;
         }
-        if (!SkippedDir(n)) Walk(raw, child, depth + 1);
-      } else if (type == DT_REG || type == DT_UNKNOWN) {
-        File(raw, n, child);
+        return SkippedDir(n) ? Visit::kNext : Visit::kDescend;
       }
-    }
+      if (e.type == DT_REG || e.type == DT_UNKNOWN) File(e.dir_fd, e.name, *e.rel);
+      return Visit::kNext;
+    };
+    // What cannot be opened is not read (this uid cannot read it, nor can the sandbox).
+    hooks.unopenable = [](const WalkEntry&, int) -> Result<UniqueFd> { return UniqueFd(); };
+    auto walked = WalkTree(fd.get(), opts, hooks);
+    if (!walked || walked->truncated) scan_.truncated = true;
+    if (walked) scan_.entries = walked->entries;
   }
 
   SecretScan Take(Cache& cache_out, bool& changed) {
@@ -302,7 +292,6 @@ class SecretWalker {
   const Cache* cache_;
   Cache new_cache_;
   bool changed_ = false;
-  dev_t root_dev_ = 0;
   SecretScan scan_;
 };
 
@@ -428,7 +417,7 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
     }
   }
   SecretWalker w(shapes, limits, have_cache ? &cache : nullptr);
-  w.Walk(root_fd, "", 0);
+  w.Walk(root_fd);
   Cache new_cache;
   bool changed = false;
   SecretScan scan = w.Take(new_cache, changed);

@@ -54,9 +54,9 @@ struct UpperEntry {
 
 struct UpperLimits {
   std::size_t max_entries = 1u << 20;  // past this the listing fails: the commit fails closed
-  // The listing recurses once per level (about 2 KiB of stack each in a debug build): 4096
-  // levels overflowed an 8 MiB stack, killing cordon at the commit and at every later start's
-  // recovery. 1024 levels stay far inside any thread's stack, and past any real tree.
+  // The listing (core/walk.h) keeps its own stack, but one descriptor per level is open: when it
+  // recursed, 4096 levels overflowed an 8 MiB stack, killing cordon at the commit and at every
+  // later start's recovery. 1024 levels lie past any real tree.
   std::size_t max_depth = 1024;
 };
 

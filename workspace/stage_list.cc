@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
+#include "core/walk.h"
 #include "workspace/stage.h"
 #include "workspace/stage_fs.h"
 
@@ -156,52 +158,56 @@ bool IsOpaque(int dir_fd, const char* xattr) {
   return n == 1 && buf[0] == 'y';
 }
 
-struct Lister {
-  const UpperLimits& limits;
-  const char* xattr;
-  std::vector<UpperEntry>& out;
-
-  Status List(int dir_fd, const std::string& prefix, std::size_t depth) {
-    if (depth > limits.max_depth) {
+// The upper layer, parents before children, each directory's names in byte order, through
+// descriptors only (a live overlay's writer cannot redirect it): past max_depth or max_entries
+// the listing fails, and so does the commit (fail closed).
+Status ListTree(int upper_fd, const UpperLimits& limits, const char* xattr,
+                std::vector<UpperEntry>& out) {
+  WalkOptions opts;
+  opts.max_depth = limits.max_depth;
+  opts.too_deep = TooDeep::kFail;
+  opts.sorted = true;
+  opts.what = "the upper layer";
+  std::optional<UpperEntry> dir;  // the directory just visited, listed once it is opened
+  WalkHooks hooks;
+  hooks.visit = [&](const WalkEntry& w) -> Result<Visit> {
+    const std::string& rel = *w.rel;
+    ASSIGN_OR_RETURN(auto sx, stage::StatAt(w.dir_fd, w.name, rel));
+    if (!sx) return Visit::kNext;  // removed since the directory was read (a live overlay)
+    if (out.size() >= limits.max_entries) {
       return Fail(Code::kTooLarge,
-                  "the upper layer is deeper than " + std::to_string(limits.max_depth) +
-                      " directories; the commit cannot complete",
-                  0, prefix);
+                  "the upper layer holds more than " + std::to_string(limits.max_entries) +
+                      " entries; the commit cannot complete",
+                  0, rel);
     }
-    ASSIGN_OR_RETURN(std::vector<std::string> names,
-                     stage::ReadNames(dir_fd, prefix.empty() ? "." : prefix));
-    for (const std::string& name : names) {
-      std::string rel = prefix.empty() ? name : prefix + "/" + name;
-      ASSIGN_OR_RETURN(auto sx, stage::StatAt(dir_fd, name, rel));
-      if (!sx) continue;  // removed since the directory was read (a live overlay)
-      if (out.size() >= limits.max_entries) {
-        return Fail(Code::kTooLarge,
-                    "the upper layer holds more than " + std::to_string(limits.max_entries) +
-                        " entries; the commit cannot complete",
-                    0, rel);
-      }
-      UpperEntry e;
-      e.rel = rel;
-      e.kind = KindOf(*sx);
-      e.mode = sx->stx_mode;
-      e.nlink = sx->stx_nlink;
-      e.sig = SigOf(*sx);
-      if (e.kind != UpperKind::kDir) {
-        out.push_back(std::move(e));
-        continue;
-      }
-      auto child = stage::OpenDirBeneath(dir_fd, name, rel);
-      if (!child) {
-        if (child.error().code == Code::kNotFound) continue;  // gone meanwhile
-        return std::unexpected(std::move(child).error());
-      }
-      e.opaque = IsOpaque(child->get(), xattr);
+    UpperEntry e;
+    e.rel = rel;
+    e.kind = KindOf(*sx);
+    e.mode = sx->stx_mode;
+    e.nlink = sx->stx_nlink;
+    e.sig = SigOf(*sx);
+    if (e.kind != UpperKind::kDir) {
       out.push_back(std::move(e));
-      TRY(List(child->get(), rel, depth + 1));
+      return Visit::kNext;
     }
+    dir = std::move(e);
+    return Visit::kDescend;
+  };
+  hooks.enter = [&](const WalkEntry&, int fd) -> Status {
+    dir->opaque = IsOpaque(fd, xattr);
+    out.push_back(std::move(*dir));
+    dir.reset();
     return {};
-  }
-};
+  };
+  hooks.unopenable = [&](const WalkEntry& w, int) -> Result<UniqueFd> {
+    // The error of the resolving open (a symlink swapped in, a name that is no directory).
+    auto fd = stage::OpenDirBeneath(w.dir_fd, w.name, *w.rel);
+    if (!fd && fd.error().code == Code::kNotFound) return UniqueFd();  // gone meanwhile
+    return fd;
+  };
+  TRY(WalkTree(upper_fd, opts, hooks));
+  return {};
+}
 
 HostKind HostKindOf(mode_t m) {
   if (S_ISREG(m)) return HostKind::kFile;
@@ -215,8 +221,7 @@ HostKind HostKindOf(mode_t m) {
 Result<std::vector<UpperEntry>> ListUpper(int upper_fd, const UpperLimits& limits,
                                           const char* opaque_xattr) {
   std::vector<UpperEntry> out;
-  Lister lister{limits, opaque_xattr, out};
-  TRY(lister.List(upper_fd, "", 0));
+  TRY(ListTree(upper_fd, limits, opaque_xattr, out));
   return out;
 }
 

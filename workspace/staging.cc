@@ -25,6 +25,7 @@
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/unique_fd.h"
+#include "core/walk.h"
 #include "workspace/repo_config.h"
 
 namespace cordon {
@@ -98,45 +99,62 @@ std::string RandomSuffix() {
 }
 
 // Removes a tree cordon owns (a stage), whatever modes the process left on it: overlayfs leaves
-// work/work at mode 000, and a process may chmod 000 what it made. Never follows a symlink.
-void RemoveTreeAt(int parent, const char* name, int depth) {
-  if (depth > 4096) return;
-  struct stat st {};
-  if (::fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-  if (!S_ISDIR(st.st_mode)) {
-    ::unlinkat(parent, name, 0);
-    return;
-  }
-  int fd = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && (errno == EACCES || errno == EPERM)) {
-    ::fchmodat(parent, name, 0700, 0);  // a directory (checked above, and nothing runs there now)
-    fd = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  }
-  if (fd >= 0) {
-    ::fchmod(fd, 0700);
-    DIR* d = ::fdopendir(fd);
-    if (d == nullptr) {
-      ::close(fd);
-    } else {
-      std::vector<std::string> names;
-      while (dirent* e = ::readdir(d)) {
-        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-          names.emplace_back(e->d_name);
-      }
-      for (const auto& n : names) RemoveTreeAt(::dirfd(d), n.c_str(), depth + 1);
-      ::closedir(d);
-    }
-  }
-  ::unlinkat(parent, name, AT_REMOVEDIR);
-}
-
+// work/work at mode 000, and a process may chmod 000 what it made. Never follows a symlink; a
+// directory deeper than 4096 levels (or past the descriptors open at once) is left in place.
 void RemoveTree(const std::string& path) {
   const std::size_t slash = path.find_last_of('/');
   if (slash == std::string::npos || slash + 1 >= path.size()) return;
   const std::string parent = slash == 0 ? "/" : path.substr(0, slash);
   UniqueFd pfd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!pfd.valid()) return;
-  RemoveTreeAt(pfd.get(), path.c_str() + slash + 1, 0);
+  const char* top = path.c_str() + slash + 1;
+  // A directory of cordon's own tree (checked by the caller's walk or fstatat here) that cannot
+  // be opened gets u+rwx first: nothing runs there any more.
+  auto open_dir = [](int dir_fd, const char* name) {
+    UniqueFd fd = OpenSubdir(dir_fd, name);
+    if (!fd.valid() && (errno == EACCES || errno == EPERM)) {
+      ::fchmodat(dir_fd, name, 0700, 0);
+      fd = OpenSubdir(dir_fd, name);
+    }
+    if (fd.valid()) ::fchmod(fd.get(), 0700);
+    return fd;
+  };
+  struct stat st {};
+  if (::fstatat(pfd.get(), top, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
+    ::unlinkat(pfd.get(), top, 0);
+    return;
+  }
+  UniqueFd root = open_dir(pfd.get(), top);
+  if (root.valid()) {
+    WalkOptions opts;
+    opts.max_depth = 4096;
+    opts.too_deep = TooDeep::kSkip;
+    opts.what = path;
+    WalkHooks hooks;
+    hooks.visit = [](const WalkEntry& e) -> Result<Visit> {
+      unsigned char type = e.type;
+      struct stat est {};
+      if (type == DT_UNKNOWN && ::fstatat(e.dir_fd, e.name, &est, AT_SYMLINK_NOFOLLOW) == 0)
+        type = S_ISDIR(est.st_mode) ? DT_DIR : DT_REG;
+      if (type == DT_DIR) return Visit::kDescend;
+      ::unlinkat(e.dir_fd, e.name, 0);
+      return Visit::kNext;
+    };
+    hooks.enter = [](const WalkEntry&, int fd) -> Status {
+      ::fchmod(fd, 0700);
+      return {};
+    };
+    hooks.leave = [](const WalkEntry& e) -> Status {
+      ::unlinkat(e.dir_fd, e.name, AT_REMOVEDIR);
+      return {};
+    };
+    hooks.unopenable = [&](const WalkEntry& e, int) -> Result<UniqueFd> {
+      return open_dir(e.dir_fd, e.name);
+    };
+    (void)WalkTree(root.get(), opts, hooks);
+  }
+  ::unlinkat(pfd.get(), top, AT_REMOVEDIR);
 }
 
 Status MakeDir(const std::string& path, mode_t mode) {
@@ -223,30 +241,26 @@ void Merge(CommitOutcome& into, const CommitOutcome& more) {
 // the upper layer gets u+rwx, so that an ordinary user's cordon can list it and rename entries
 // out of it whatever modes the process left (chmod 000 / 555 inside); the modes the process
 // set are kept in `modes` (root-relative path -> st_mode) and applied to the host tree instead.
-void OpenUpUpper(int dir_fd, const std::string& rel, std::map<std::string, std::uint32_t>& modes,
-                 int depth) {
-  if (depth > 1024) return;  // the listing refuses deeper (UpperLimits::max_depth)
-  DIR* d = ::fdopendir(::dup(dir_fd));
-  if (d == nullptr) return;
-  std::vector<std::string> dirs;
-  while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    if (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN) dirs.emplace_back(e->d_name);
-  }
-  ::closedir(d);
-  for (const auto& name : dirs) {
+void OpenUpUpper(int dir_fd, std::map<std::string, std::uint32_t>& modes) {
+  WalkOptions opts;
+  opts.max_depth = 1024;  // the listing refuses deeper (UpperLimits::max_depth)
+  opts.too_deep = TooDeep::kSkip;
+  opts.what = "the upper layer";
+  WalkHooks hooks;
+  hooks.visit = [&](const WalkEntry& e) -> Result<Visit> {
+    if (e.type != DT_DIR && e.type != DT_UNKNOWN) return Visit::kNext;
     struct stat st {};
-    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
-      continue;
-    const std::string child = rel.empty() ? name : rel + "/" + name;
+    if (::fstatat(e.dir_fd, e.name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+      return Visit::kNext;
     if ((st.st_mode & S_IRWXU) != S_IRWXU) {
-      modes[child] = st.st_mode;
+      modes[*e.rel] = st.st_mode;
       // A directory (just checked), in cordon's own tree, and no process runs there any more.
-      ::fchmodat(dir_fd, name.c_str(), (st.st_mode & 07777) | S_IRWXU, 0);
+      ::fchmodat(e.dir_fd, e.name, (st.st_mode & 07777) | S_IRWXU, 0);
     }
-    UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd.valid()) OpenUpUpper(fd.get(), child, modes, depth + 1);
-  }
+    return Visit::kDescend;
+  };
+  hooks.unopenable = [](const WalkEntry&, int) -> Result<UniqueFd> { return UniqueFd(); };
+  (void)WalkTree(dir_fd, opts, hooks);
 }
 
 }  // namespace
@@ -508,7 +522,7 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
         modes[""] = top.st_mode;
         ::fchmod(st.upper_fd.get(), (top.st_mode & 07777) | S_IRWXU);
       }
-      OpenUpUpper(st.upper_fd.get(), "", modes, 0);
+      OpenUpUpper(st.upper_fd.get(), modes);
     }
     auto listing = ListUpper(st.upper_fd.get());
     if (listing) {

@@ -23,7 +23,6 @@
 #include "core/fd_passing.h"
 #include "core/unique_fd.h"
 #include "runner/contain.h"
-#include "runner/kernel_audit.h"
 #include "runner/shim/run.h"
 #include "runner/shim/serve.h"
 #include "runner/shim/sha256.h"

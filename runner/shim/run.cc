@@ -19,7 +19,6 @@
 #include "core/fd_passing.h"
 #include "core/unique_fd.h"
 #include "runner/contain.h"
-#include "runner/kernel_audit.h"
 
 extern char** environ;
 
