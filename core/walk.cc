@@ -79,8 +79,8 @@ Result<WalkReport> WalkTree(int root_fd, const WalkOptions& o, const WalkHooks& 
             return {};
           }
           return Fail(Code::kTooLarge,
-                      o.what + " holds more than " + std::to_string(o.max_entries) + " entries",
-                      0, Shown(o.what, f.rel));
+                      o.what + " holds more than " + std::to_string(o.max_entries) + " entries", 0,
+                      Shown(o.what, f.rel));
         }
         f.names.push_back({nm, d->d_type});
       }
@@ -121,10 +121,10 @@ Result<WalkReport> WalkTree(int root_fd, const WalkOptions& o, const WalkHooks& 
         report.truncated = true;
         continue;
       }
-      return Fail(Code::kTooLarge,
-                  rel + " lies more than " + std::to_string(o.max_depth) + " directories deep in " +
-                      o.what,
-                  0, rel);
+      return Fail(
+          Code::kTooLarge,
+          rel + " lies more than " + std::to_string(o.max_depth) + " directories deep in " + o.what,
+          0, rel);
     }
     UniqueFd sub = OpenSubdir(f.fd.get(), n.name.c_str());
     if (!sub.valid()) {

@@ -30,11 +30,11 @@ namespace cordon {
 enum class TooDeep { kFail, kSkip };
 
 struct WalkEntry {
-  int dir_fd = -1;          // the directory holding the entry, open during the callback
-  const char* name = "";    // one path component
-  const std::string* rel;   // the entry's path relative to the root
-  unsigned char type = 0;   // getdents' d_type (DT_UNKNOWN possible: fstatat the name)
-  std::size_t depth = 0;    // of the directory holding the entry: 0 for the root's entries
+  int dir_fd = -1;         // the directory holding the entry, open during the callback
+  const char* name = "";   // one path component
+  const std::string* rel;  // the entry's path relative to the root
+  unsigned char type = 0;  // getdents' d_type (DT_UNKNOWN possible: fstatat the name)
+  std::size_t depth = 0;   // of the directory holding the entry: 0 for the root's entries
 };
 
 enum class Visit {
