@@ -458,7 +458,9 @@ constexpr AuditFieldInfo kSessionStarted[] = {
      "policy_env (the variables policy [env] sets or denies instead)}"},
     {"redaction", false, kObj,
      "{rules: the redaction rules loaded, secret_files: the workspace scan (files, lines, "
-     "entries, read_files, read_bytes, cached_files, truncated, ms, paths)}"},
+     "entries, read_files, read_bytes, cached_files, truncated, ms, paths), credential_stores: "
+     "the user's credential stores read by value (stores: [{path, state, files, values, "
+     "skipped}], values, ms; never a value)}"},
     {"tags", false, kStrs,
      "the session's tags (--tag on serve, exec, call): trimmed, one line, at most 64 "
      "characters each"},

@@ -19,6 +19,7 @@
 #include "cli/common.h"
 #include "runner/launch.h"
 #include "tools/curl_loader.h"
+#include "workspace/credential_stores.h"
 #include "workspace/secret_files.h"
 
 namespace cordon::cli {
@@ -94,6 +95,56 @@ Json RedactionCheck() {
                    (on_runs.empty() ? std::string("none") : Joined(on_runs)) +
                    "; workspace secret-file scan: " + scan,
                "", true);
+}
+
+// Issue 32: the user's credential stores, read by value at each session start. Says which stores
+// were read and how many values each gave or skipped (never a value), and fails when a store the
+// policy reads is not denied to the sandbox.
+Json CredentialStoresCheck() {
+  std::error_code ec;
+  const std::string here = std::filesystem::current_path(ec).string();
+  auto policy = LoadPolicy(DefaultPolicySources(ShippedPolicyDir(), ec ? std::string() : here));
+  if (!policy) return Check("credential_stores", false, policy.error().message, "fix the policy");
+  if (policy->redact_credential_stores.empty()) {
+    return Check("credential_stores", false,
+                 "[redact] credential_stores is empty: the secrets of the user's credential stores "
+                 "are hidden only where a shape rule finds them",
+                 "reinstall cordon: its list ships in policies.d/00-default.toml");
+  }
+  const char* home = std::getenv("HOME");
+  const CredentialScan scan =
+      ReadCredentialStores(policy->redact_credential_stores, home != nullptr ? home : "");
+  std::vector<std::string> read, absent, problems, undenied;
+  for (const StoreReport& r : scan.stores) {
+    if (r.state == "missing") {
+      absent.push_back(r.path);
+    } else if (r.state == "read") {
+      read.push_back(r.path + " (" + std::to_string(r.values) + " values" +
+                     (r.skipped > 0 ? ", " + std::to_string(r.skipped) + " below the floor" : "") +
+                     ")");
+    } else {
+      problems.push_back(r.path + " (" + r.state + ")");
+    }
+  }
+  const auto& deny = policy->filesystem.deny;
+  for (const auto& s : policy->redact_credential_stores) {
+    if (std::find(deny.begin(), deny.end(), s) == deny.end()) undenied.push_back(s);
+  }
+  std::string detail = std::to_string(scan.values.size()) +
+                       " secret values known by value (\"[REDACTED:credential]\", with their hex, "
+                       "URL-encoded and base64 forms), read in " +
+                       std::to_string(static_cast<long>(scan.ms)) +
+                       " ms; read: " + (read.empty() ? std::string("none") : Joined(read)) +
+                       "; not present: " + std::to_string(absent.size());
+  if (!problems.empty()) detail += "; NOT read: " + Joined(problems);
+  if (!undenied.empty()) {
+    return Check("credential_stores", false,
+                 detail + "; NOT in [filesystem] deny: " + Joined(undenied),
+                 "add them to [filesystem] deny");
+  }
+  return Check("credential_stores", problems.empty(), detail,
+               "make the stores readable by the user running cordon, or remove them from "
+               "[redact] credential_stores");
 }
 
 // Issue 10, fail closed: the default audit log directory takes files, and its filesystem can
@@ -289,6 +340,7 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
     Json install = InstallCheck();
     const bool installed = install["ok"].get<bool>();
     report["checks"].push_back(std::move(install));
+    report["checks"].push_back(CredentialStoresCheck());
     Json redaction = RedactionCheck();
     const bool redacts = redaction["ok"].get<bool>();
     report["checks"].push_back(std::move(redaction));

@@ -388,6 +388,79 @@ void Redactor::AddValue(std::string rule, std::string value) {
                    [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
 }
 
+namespace {
+
+std::string Base64Of(std::string_view in, bool url) {
+  static constexpr char kStd[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kUrl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const char* table = url ? kUrl : kStd;
+  std::string out;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char c : in) {
+    acc = (acc << 8) | c;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(table[(acc >> bits) & 63]);
+    }
+  }
+  if (bits > 0) out.push_back(table[(acc << (6 - bits)) & 63]);
+  return out;  // unpadded: a prefix of the padded form
+}
+
+}  // namespace
+
+void Redactor::AddCredential(std::string_view value) {
+  if (value.size() < 8) return;
+  ++credential_count_;
+  std::vector<std::string> forms = {std::string(value)};
+  static constexpr char kLowerHex[] = "0123456789abcdef", kUpperHex[] = "0123456789ABCDEF";
+  std::string lower, upper, url, json;
+  for (unsigned char c : value) {
+    lower += kLowerHex[c >> 4];
+    lower += kLowerHex[c & 15];
+    upper += kUpperHex[c >> 4];
+    upper += kUpperHex[c & 15];
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      url += static_cast<char>(c);
+    } else {
+      url += '%';
+      url += kUpperHex[c >> 4];
+      url += kUpperHex[c & 15];
+    }
+    if (c == '"' || c == '\\') json += '\\';
+    if (c == '\n') {
+      json += "\\n";
+    } else {
+      json += static_cast<char>(c);
+    }
+  }
+  forms.push_back(std::move(lower));
+  forms.push_back(std::move(upper));
+  forms.push_back(std::move(url));
+  forms.push_back(std::move(json));
+  // Inside a longer base64 text the value starts at one of three bit offsets: the characters
+  // that only its own bytes decide are the same wherever it lies (k filler bytes before it;
+  // the first ceil(8k/6) characters and the last partial one depend on its neighbours).
+  for (bool url_safe : {false, true}) {
+    for (std::size_t k = 0; k < 3; ++k) {
+      const std::string enc = Base64Of(std::string(k, '\0') + std::string(value), url_safe);
+      const std::size_t first = (8 * k + 5) / 6;
+      const std::size_t last = 8 * (k + value.size()) / 6;  // one past the last whole character
+      if (last > first) forms.push_back(enc.substr(first, last - first));
+      if (k == 0) forms.push_back(enc);  // standalone: with its partial last character
+    }
+  }
+  for (std::string& f : forms) {
+    if (f.size() >= SecretLines::kMinLine) {
+      credentials_.Add(f);
+    } else {
+      AddValue("credential", std::move(f));
+    }
+  }
+}
+
 void Redactor::AddSecretEnvironment(char** envp) {
   for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
@@ -633,6 +706,7 @@ void Redactor::FindBase64(std::string_view s, const std::vector<TokenRun>& runs,
     FindRuleSpans(decoded, inner);
     bool hit = !inner.empty();
     if (!hit) lines_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
+    if (!hit) credentials_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
     if (hit) out.push_back(Span{run.begin, end, run.begin, end, "base64"});
   }
 }
@@ -655,6 +729,9 @@ std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
   }
   lines_.ForEach(s, [&](std::size_t b, std::size_t e) {
     first.push_back(Span{b, e, b, e, "secret_file"});
+  });
+  credentials_.ForEach(s, [&](std::size_t b, std::size_t e) {
+    first.push_back(Span{b, e, b, e, "credential"});
   });
   std::vector<Span> out;
   if (!first.empty()) TakeDisjoint(first, out);

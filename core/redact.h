@@ -135,6 +135,12 @@ class Redactor {
   static bool IsSecretName(std::string_view name);
   // Lines a secret file of the workspace holds: found as "[REDACTED:secret_file]".
   void AddSecretLines(const SecretLines& lines) { lines_ = lines; }
+  // A value the user's credential stores hold (workspace/credential_stores.h), whatever its
+  // shape: found as "[REDACTED:credential]", and so are its hex (either case), URL-encoded,
+  // JSON-escaped and base64 forms (standard and URL-safe, at each of the three alignments it
+  // can have inside a longer base64 text). A value under 8 bytes is ignored.
+  void AddCredential(std::string_view value);
+  std::size_t credentials() const { return credential_count_; }
   const SecretLines& secret_lines() const { return lines_; }
 
   // The secrets in `text`, ordered by hidden range, not overlapping there: exact values first,
@@ -167,6 +173,8 @@ class Redactor {
                   std::vector<Span>& out) const;
   std::shared_ptr<const RedactRules> rules_;
   SecretLines lines_;
+  SecretLines credentials_;  // the forms of 12 bytes or more; shorter ones are in values_
+  std::size_t credential_count_ = 0;
   std::vector<std::pair<std::string, std::string>> values_;  // rule, value; longest first
 };
 

@@ -364,6 +364,10 @@ const ListKey kListKeys[] = {
     {"redact", "env_names", ListPolarity::kDenies, false, false,
      [](const Policy& p) { return p.redact_env_names; },
      [](Policy& p, std::vector<std::string> v) { p.redact_env_names = std::move(v); }, AnyEntry},
+    {"redact", "credential_stores", ListPolarity::kDenies, false, false,
+     [](const Policy& p) { return p.redact_credential_stores; },
+     [](Policy& p, std::vector<std::string> v) { p.redact_credential_stores = std::move(v); },
+     PathEntry},
     {"filesystem", "protected_names", ListPolarity::kDenies, false, false,
      [](const Policy& p) { return p.filesystem.protected_names; },
      [](Policy& p, std::vector<std::string> v) { p.filesystem.protected_names = std::move(v); },
@@ -437,6 +441,8 @@ std::string Policy::CanonicalJson() const {
   j["scopes"] = scopes;
   j["redact"]["values_count"] = redact_values.size();
   j["redact"]["env_names"] = redact_env_names;
+  if (!redact_credential_stores.empty())
+    j["redact"]["credential_stores"] = redact_credential_stores;
   j["audit"]["fsync"] = Name(kFsyncModeNames, audit_fsync);
   // Only when set: the policies recorded before these keys existed keep their hash.
   if (!audit_signing_key.empty()) j["audit"]["signing_key"] = audit_signing_key;
@@ -1182,6 +1188,22 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
   for (const auto& f : sources.extra_files) TRY(LoadFile(policy, f, PolicyLayer::kCli, true));
   if (sources.project_file)
     TRY(LoadFile(policy, *sources.project_file, PolicyLayer::kProject, false));
+  // A credential store cordon reads for its values is one no sandbox may read: it joins the deny
+  // list unless an entry there covers it already (~/.kube/config below ~/.kube).
+  for (const auto& store : policy.redact_credential_stores) {
+    auto& deny = policy.filesystem.deny;
+    if (std::any_of(deny.begin(), deny.end(), [&](const std::string& d) {
+          return d == store || (store.size() > d.size() && store.rfind(d, 0) == 0 &&
+                                (d.back() == '/' || store[d.size()] == '/'));
+        })) {
+      continue;
+    }
+    deny.push_back(store);
+    const auto& from = policy.entry_provenance["redact.credential_stores"];
+    const auto it = from.find(store);
+    policy.entry_provenance["filesystem.deny"][store] =
+        "redact.credential_stores" + (it != from.end() ? " (" + it->second + ")" : std::string());
+  }
   // A rule set this binary checked before is not checked again: its patterns are compiled on
   // first use (core/redact.h).
   ASSIGN_OR_RETURN(policy.compiled_redact_rules,

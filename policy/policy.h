@@ -136,6 +136,10 @@ struct Policy {
   std::set<std::string> scopes;
   std::vector<std::string> redact_values;
   std::vector<std::string> redact_env_names;
+  // [redact] credential_stores: the user's credential stores (~/.aws, ~/.netrc, ...), read at
+  // session start for the secret values they hold (workspace/credential_stores.h). A project
+  // may only add; every store also joins [filesystem] deny.
+  std::vector<std::string> redact_credential_stores;
   // [[redact.rules]]: the secret detectors (policies.d/10-secrets.toml and any layer's own),
   // compiled and their examples checked once every layer is read. A later layer's rule with
   // the same id replaces the earlier one; a project file may only add new ids.

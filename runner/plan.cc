@@ -352,6 +352,19 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
     HostPath hp = described(d);
     if (Masked(hp)) s.deny.push_back(hp);
   }
+  // A deny entry at or below a denied directory (~/.aws/credentials beside ~/.aws) needs no mask
+  // of its own, and could not have one: bwrap cannot make its mount point in the read-only tmpfs
+  // that masks the directory, and every launch would fail.
+  std::vector<HostPath> outer;
+  for (const auto& hp : s.deny) {
+    const bool covered = std::any_of(s.deny.begin(), s.deny.end(), [&](const HostPath& d) {
+      return d.kind == PathKind::kDir && d.path != hp.path && PathUnder(hp.path, d.path);
+    });
+    const bool twice = std::any_of(outer.begin(), outer.end(),
+                                   [&](const HostPath& o) { return o.path == hp.path; });
+    if (!covered && !twice) outer.push_back(hp);
+  }
+  s.deny = std::move(outer);
   TRY(PlanMasks(facts, s));
   // The command is found on the caller's PATH as far as the sandbox can see it, unless the
   // policy or the request set PATH itself.

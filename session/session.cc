@@ -19,6 +19,7 @@
 #include "runner/mask.h"
 #include "session/call.h"
 #include "tools/schema.h"
+#include "workspace/credential_stores.h"
 #include "workspace/secret_files.h"
 
 namespace cordon {
@@ -158,6 +159,11 @@ Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, const Works
   }
   Json redaction_json = {
       {"rules", policy.compiled_redact_rules ? policy.compiled_redact_rules->size() : 0}};
+  if (!policy.redact_credential_stores.empty()) {
+    const CredentialScan stores = ReadCredentialStores(policy.redact_credential_stores, HomeDir());
+    for (const auto& v : stores.values) redactor.AddCredential(v);
+    redaction_json["credential_stores"] = stores.ToJson();
+  }
   if (policy.redact_scan_files) {
     const std::string cache =
         CordonStateDir() + "/secret-files/" + Sha256Hex(workspace.root()).substr(0, 32) + ".v1";

@@ -335,6 +335,30 @@ TEST_F(EscapeTest, CredentialStoresStayUnreadableUnderGrantsOfTheToolsDirectorie
         << stores[i] << " was readable under --read " << home;
 }
 
+// A deny entry inside a denied directory (a user's "~/.aws/credentials" beside the shipped
+// "~/.aws"; a credential store the redactor reads inside a denied directory) neither fails the
+// launch (bwrap cannot make a mount point in the tmpfs that masks the directory: before, every
+// launch failed with "Can't create file ... Read-only file system") nor shows the file.
+TEST_F(EscapeTest, DenyEntriesInsideADeniedDirectoryNeitherFailTheLaunchNorShowTheFile) {
+  const std::string home = dir_ / "home";
+  WriteFile(home + "/.aws/credentials", "nested-deny-value-Qz7\n");
+  WriteFile(home + "/work/keys/inner.key", "inner-deny-value-Wx4\n");
+  WriteFile(home + "/work/notes.txt", "visible notes\n");
+  WriteFile(dir_ / "nested.toml",
+            "[filesystem]\ndeny = [\"~/.aws/credentials\", \"~/work/keys/inner.key\", "
+            "\"~/work/keys\", \"~/work/keys\"]\n");
+  auto r =
+      Exec({"/bin/sh", "-c",
+            "cat '" + home + "/.aws/credentials' '" + home + "/work/keys/inner.key' '" + home +
+                "/work/notes.txt' 2>/dev/null; true"},
+           {"--policy", dir_ / "nested.toml", "--read", home + "/.aws", "--read", home + "/work"},
+           {"HOME=" + home});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("visible notes"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.out.find("nested-deny-value"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("inner-deny-value"), std::string::npos) << r.out;
+}
+
 TEST_F(EscapeTest, WritesOutsideTheWritableRootsFailAndTheHostIsUnchanged) {
   TempDir outside;
   WriteFile(outside / "victim.txt", "original\n");

@@ -368,6 +368,7 @@ TEST(PolicyLists, EveryListKeyIsReachableFromAFile) {
     const std::string entry = k.Name() == "scopes.grant"                 ? "fs:read"
                               : k.Name() == "filesystem.protected_names" ? ".x"
                               : k.section == "filesystem"                ? "/x"
+                              : k.Name() == "redact.credential_stores"   ? "~/.x"
                               : k.Name() == "network.presets"            ? "npm"
                               : k.Name() == "network.resolve"            ? "x.test=127.0.0.1"
                               : k.section == "network"                   ? "x.test"
@@ -689,8 +690,10 @@ TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   // The sha256 of the effective policy: the one recorded before lists merged, changed only by
   // the limit added since (limits.max_pending_output_bytes, issue 19) and run_shell's time
   // (tools.run_shell.timeout_secs and limits.cpu_secs, issue 21), and the scope session:operate
-  // (granted, issue 23), and the credential stores on the deny list (issue 32).
-  EXPECT_EQ(p->Sha256(), "5eaa92a99ddabbf9b292a0a3138d33befa90706ff6916ffba34304794c69f245");
+  // (granted, issue 23), and the credential stores on the deny list and read by value
+  // ([redact] credential_stores, issue 32).
+  EXPECT_EQ(p->redact_credential_stores.size(), 21u);
+  EXPECT_EQ(p->Sha256(), "3c12997507715d6a772dae78e653941a880ee1a2f7e6721a6d74294136876432");
 }
 
 template <typename E, std::size_t N>

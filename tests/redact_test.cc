@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <sstream>
 
 #include "core/unique_fd.h"
 #include "runner/capture.h"
@@ -544,6 +545,91 @@ TEST_F(RedactEndToEnd, SecretKeysInToolArgumentsNeverReachTheLog) {
   ExpectNoPartOf(audit, kEnvSecret, "env secret as a key");
   ExpectNoPartOf(audit, "sk-proj-AbCdEf0123456789GhIjKlMnOpQr", "sk- key as a key");
   EXPECT_NE(audit.find("[REDACTED:env]"), std::string::npos) << audit;
+  EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
+}
+
+// Issue 32, part 1: the user's credential stores are known by value. Each value, in a shape no
+// rule knows and without the key that named it, reaches neither the agent nor the log through
+// a file read, a search, a command's output or its argv; session_started says which stores gave
+// how many values, and never a value.
+TEST_F(RedactEndToEnd, TheUsersCredentialStoresAreHiddenByValueInEveryChannel) {
+  const std::string home = dir_ / "home";
+  const std::vector<std::pair<std::string, std::string>> secrets = {
+      {".netrc", "Tr0ub4dor&3-horse"},
+      {".pgpass", "s3cr:et-Pg-2024x"},
+      {".my.cnf", "My-Sql_Pw.9931x"},
+      {".vault-token", "hvs.CAESIJ9xk2LmQp7RtYw3Zv5Nb8Hc"},
+      {".aws/credentials", "wJ8rXUtnFEMI/K7MDENG/bPxRfiCYq9Zk2LmN3oP"},
+      {".git-credentials", "gIt-pw-88Zq7Lm"},
+      {".kube/config", "kube-tok-8Hq2Lm4Np6Rs8Tv0Xz"},
+  };
+  testing::WriteFile(home + "/.netrc",
+                     "machine api.example.test login bob password " + secrets[0].second + "\n");
+  testing::WriteFile(home + "/.pgpass",
+                     "localhost:5432:app:app:s3cr\\:et-Pg-2024x\n"
+                     "*:*:*:postgres:postgres\n");
+  testing::WriteFile(home + "/.my.cnf", "[client]\npassword=" + secrets[2].second + "\n");
+  testing::WriteFile(home + "/.vault-token", secrets[3].second + "\n");
+  testing::WriteFile(home + "/.aws/credentials",
+                     "[default]\naws_secret_access_key = " + secrets[4].second + "\n");
+  testing::WriteFile(home + "/.git-credentials",
+                     "https://bob:" + secrets[5].second + "@git.example.test\n");
+  testing::WriteFile(home + "/.kube/config",
+                     "users:\n- user:\n    token: " + secrets[6].second + "\n");
+  std::string notes, hexed;
+  for (const auto& [store, v] : secrets) notes += "from " + store + ": " + v + " (end)\n";
+  for (unsigned char c : secrets[0].second) {
+    static constexpr char h[] = "0123456789abcdef";
+    hexed += h[c >> 4];
+    hexed += h[c & 15];
+  }
+  notes += "hex " + hexed + "\n";
+  testing::WriteFile(dir_ / "ws/notes.txt", notes);
+  env_.push_back("HOME=" + home);
+  std::vector<testing::RunResult> runs;
+  runs.push_back(Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log",
+                         log(), "--json", Json{{"path", "notes.txt"}}.dump()}));
+  runs.push_back(Cordon({"call", "search_text", "--workspace", dir_ / "ws", "--audit-log", log(),
+                         "--json", Json{{"pattern", "from"}}.dump()}));
+  Json argv = Json::array(
+      {"-c", "cat notes.txt; for a; do echo \"arg $a\"; echo \"err $a\" >&2; done", "sh"});
+  for (const auto& [store, v] : secrets) argv.push_back(v);
+  runs.push_back(Cordon({"call", "run_shell", "--workspace", dir_ / "ws", "--audit-log", log(),
+                         "--json", Json{{"program", "sh"}, {"args", argv}}.dump()}));
+  const std::string audit = testing::ReadFile(log());
+  for (const auto& r : runs) {
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("[REDACTED:credential]"), std::string::npos) << r.out;
+  }
+  for (const auto& [store, v] : secrets) {
+    for (const auto& r : runs) {
+      EXPECT_EQ(r.out.find(v), std::string::npos) << store << " reached the agent: " << r.out;
+      EXPECT_EQ(r.err.find(v), std::string::npos) << store << " reached stderr: " << r.err;
+    }
+    EXPECT_EQ(audit.find(v), std::string::npos) << store << " reached the log";
+  }
+  EXPECT_EQ(runs[0].out.find(hexed), std::string::npos) << "its hex form reached the agent";
+  // session_started names the stores and their counts (the .pgpass's "postgres" is below the
+  // floor: skipped, counted).
+  Json started;
+  std::istringstream lines(audit);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    Json rec = Json::parse(line);
+    if (rec.value("type", "") == "session_started") started = rec;
+  }
+  const Json stores = started["redaction"]["credential_stores"]["stores"];
+  ASSERT_TRUE(stores.is_array()) << started.dump();
+  bool saw_pgpass = false;
+  for (const auto& st : stores) {
+    if (st["path"] == "~/.pgpass") {
+      saw_pgpass = true;
+      EXPECT_EQ(st["state"], "read");
+      EXPECT_EQ(st.value("values", 0), 1);
+      EXPECT_EQ(st.value("skipped", 0), 1);
+    }
+  }
+  EXPECT_TRUE(saw_pgpass) << stores.dump();
   EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
 }
 
