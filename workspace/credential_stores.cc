@@ -26,14 +26,14 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-std::string_view Trim(std::string_view s) {
+std::string_view TrimSpace(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
 }
 
 std::string_view Unquote(std::string_view s) {
-  s = Trim(s);
+  s = TrimSpace(s);
   if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front()) {
     s = s.substr(1, s.size() - 2);
   }
@@ -139,7 +139,7 @@ class Collector {
       while (line_start < body.size()) {
         std::size_t nl = body.find('\n', line_start);
         if (nl == std::string_view::npos) nl = body.size();
-        const std::string_view line = Trim(body.substr(line_start, nl - line_start));
+        const std::string_view line = TrimSpace(body.substr(line_start, nl - line_start));
         line_start = nl + 1;
         if (line.empty() || Contains(line, ":")) continue;  // Proc-Type:, DEK-Info: headers
         joined += line;
@@ -251,7 +251,7 @@ class Collector {
     std::size_t block_indent = 0;
     ForLines(text, [&](std::string_view raw) {
       const std::size_t indent = raw.find_first_not_of(" \t");
-      std::string_view line = Trim(raw);
+      std::string_view line = TrimSpace(raw);
       if (!block_key.empty()) {
         if (!line.empty() && indent != std::string_view::npos && indent > block_indent) {
           Secret(line);
@@ -260,8 +260,8 @@ class Collector {
         block_key = {};
       }
       if (line.empty() || line[0] == '#' || line[0] == ';' || line[0] == '[') return;
-      if (line.rfind("- ", 0) == 0) line = Trim(line.substr(2));
-      if (line.rfind("export ", 0) == 0) line = Trim(line.substr(7));
+      if (line.rfind("- ", 0) == 0) line = TrimSpace(line.substr(2));
+      if (line.rfind("export ", 0) == 0) line = TrimSpace(line.substr(7));
       UrlPassword(line);
       // `key = value` (INI, TOML, properties, .npmrc's "//host/:_authToken=v"), else
       // `key: value` (YAML, a gem's ":rubygems_api_key: v").
@@ -273,8 +273,8 @@ class Collector {
         sep = body.find(':');
       }
       if (sep == std::string_view::npos || sep == 0) return;
-      const std::string_view key = Trim(body.substr(0, sep));
-      const std::string_view value = Trim(body.substr(sep + 1));
+      const std::string_view key = TrimSpace(body.substr(0, sep));
+      const std::string_view value = TrimSpace(body.substr(sep + 1));
       if (!SecretNamingKey(key)) return;
       if (value == "|" || value == ">" || value == "|-" || value == ">-") {
         block_key = key;
@@ -303,7 +303,7 @@ class Collector {
   }
 
   static std::string XmlUnescape(std::string_view s) {
-    std::string out(Trim(s));
+    std::string out(TrimSpace(s));
     static constexpr std::array<std::pair<std::string_view, char>, 5> kEntities = {
         {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}}};
     for (const auto& [entity, c] : kEntities) {
@@ -320,7 +320,7 @@ class Collector {
     while (i < attrs.size()) {
       const std::size_t eq = attrs.find('=', i);
       if (eq == std::string_view::npos) break;
-      const std::string_view name = Trim(attrs.substr(i, eq - i));
+      const std::string_view name = TrimSpace(attrs.substr(i, eq - i));
       std::size_t q = eq + 1;
       while (q < attrs.size() && std::isspace(static_cast<unsigned char>(attrs[q]))) ++q;
       if (q >= attrs.size() || (attrs[q] != '"' && attrs[q] != '\'')) break;
@@ -417,7 +417,7 @@ StoreValues CredentialValuesOf(std::string_view file_name, std::string_view cont
     return all;
   }
   const std::string name = Lower(file_name);
-  const std::string_view t = Trim(content);
+  const std::string_view t = TrimSpace(content);
   if (Contains(content, "PRIVATE KEY") && !(t.empty() || t[0] == '{')) {
     c.Pem(content);
     return c.Take();
