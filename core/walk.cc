@@ -129,8 +129,8 @@ Result<WalkReport> WalkTree(int root_fd, const WalkOptions& o, const WalkHooks& 
     UniqueFd sub = OpenSubdir(f.fd.get(), n.name.c_str());
     if (!sub.valid()) {
       const int err = errno;
-      if (err == ENOENT || err == ENOTDIR || err == ELOOP) continue;  // changed meanwhile
       if (!hooks.unopenable) {
+        if (err == ENOENT || err == ENOTDIR || err == ELOOP) continue;  // changed meanwhile
         errno = err;
         return SysFail(err == EMFILE || err == ENFILE ? Code::kTooLarge : Code::kInternal,
                        "open (a directory in " + o.what + ")", rel);

@@ -10,9 +10,10 @@
 // - entries: past `max_entries` entries in all, the walk fails (kFail, too_large) or stops
 //   (kSkip, `truncated`).
 // - xdev: a directory on another filesystem than the root's is not entered (as `find -xdev`).
-// - open: a directory that cannot be opened is skipped when it vanished or became a
-//   non-directory meanwhile (ENOENT, ENOTDIR, ELOOP); for other errors `unopenable` decides
-//   (default: fail with the errno).
+// - open: a directory that cannot be opened goes to `unopenable`, which decides for every errno
+//   (a listing that must fail closed when a directory is swapped for a symlink meanwhile sees
+//   ELOOP/ENOTDIR there). Without the hook, one that vanished or became a non-directory
+//   (ENOENT, ENOTDIR, ELOOP) is skipped, and any other error fails the walk.
 // At most one descriptor per level is open, plus the root's (which the caller keeps).
 #pragma once
 
@@ -70,8 +71,8 @@ struct WalkHooks {
   // After all of a directory's entries were walked (post-order), with its parent's fd open:
   // where a directory can be removed once it is empty.
   std::function<Status(const WalkEntry& e)> leave;
-  // A directory that could not be opened (errno in `err`, not a vanished entry): return a fd
-  // opened another way, an invalid fd to skip it, or an error to end the walk. Unset: fail.
+  // A directory that could not be opened (errno in `err`, whatever it is): return a fd opened
+  // another way, an invalid fd to skip it, or an error to end the walk. Unset: see "open" above.
   std::function<Result<UniqueFd>(const WalkEntry& e, int err)> unopenable;
 };
 

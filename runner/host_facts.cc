@@ -248,7 +248,7 @@ Result<HostFacts> GatherHostFacts(const SandboxHost& host, const Policy& policy,
       }
     }
     named.insert(named.end(), pp.write.begin(), pp.write.end());
-    f.root_only = host.root_only->Get(roots, named);
+    f.root_only = host.root_only->Get(roots, named, pp.deny);
   }
   if (pp.workspace_in_write && req.workspace_writable) {
     const int rc = ::faccessat(AT_FDCWD, workspace.c_str(), W_OK, AT_EACCESS);

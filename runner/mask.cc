@@ -163,7 +163,8 @@ bool ReplacedInSandbox(const std::string& p) {
 }  // namespace
 
 RootOnlyScan ScanRootOnly(const std::vector<std::string>& roots,
-                          const std::vector<std::string>& named) {
+                          const std::vector<std::string>& named,
+                          const std::vector<std::string>& denied) {
   const auto t0 = std::chrono::steady_clock::now();
   RootOnlyScan scan;
   auto above_named = [&](const std::string& p) {
@@ -190,7 +191,10 @@ RootOnlyScan ScanRootOnly(const std::vector<std::string>& roots,
     const bool dir_entry = S_ISDIR(st.st_mode);
     if (!dir_entry && !RootOnlyMode(st.st_mode)) return Visit::kNext;
     const std::string path = root_path == "/" ? "/" + *e.rel : root_path + "/" + *e.rel;
-    if (ReplacedInSandbox(path) || listed(named, path) || listed(roots, path)) return Visit::kNext;
+    if (ReplacedInSandbox(path) || listed(named, path) || listed(roots, path) ||
+        listed(denied, path)) {
+      return Visit::kNext;
+    }
     if (RootOnlyMode(st.st_mode) && !above_named(path)) {
       scan.masked.push_back({path, KindOf(st.st_mode), {}});
       return Visit::kNext;
@@ -202,6 +206,7 @@ RootOnlyScan ScanRootOnly(const std::vector<std::string>& roots,
   // any other error fails closed.
   hooks.unopenable = [](const WalkEntry& e, int err) -> Result<UniqueFd> {
     if (err == EACCES || err == EPERM) return UniqueFd();
+    if (err == ENOENT || err == ENOTDIR || err == ELOOP) return UniqueFd();  // changed meanwhile
     errno = err;
     return SysFail(Code::kSandboxUnavailable, "open", *e.rel);
   };
@@ -227,14 +232,17 @@ RootOnlyScan ScanRootOnly(const std::vector<std::string>& roots,
 }
 
 std::shared_ptr<const RootOnlyScan> RootOnlyCache::Get(const std::vector<std::string>& roots,
-                                                       const std::vector<std::string>& named) {
+                                                       const std::vector<std::string>& named,
+                                                       const std::vector<std::string>& denied) {
   std::string key;
   for (const auto& r : roots) key += r + '\n';
   key += '\0';
   for (const auto& n : named) key += n + '\n';
+  key += '\0';
+  for (const auto& d : denied) key += d + '\n';
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = scans_[key];
-  if (!slot) slot = std::make_shared<const RootOnlyScan>(ScanRootOnly(roots, named));
+  if (!slot) slot = std::make_shared<const RootOnlyScan>(ScanRootOnly(roots, named, denied));
   return slot;
 }
 

@@ -56,14 +56,18 @@ struct RootOnlyScan {
   std::size_t scanned = 0;
   double ms = 0;
 };
+// `denied`: paths the deny list masks whole; the scan does not enter them (nothing below one is
+// shown), so a tree too deep to search can be denied rather than removed.
 RootOnlyScan ScanRootOnly(const std::vector<std::string>& roots,
-                          const std::vector<std::string>& named);
+                          const std::vector<std::string>& named,
+                          const std::vector<std::string>& denied = {});
 
 // The scan, once per session for each (roots, named) pair: the session's host facts share it.
 class RootOnlyCache {
  public:
   std::shared_ptr<const RootOnlyScan> Get(const std::vector<std::string>& roots,
-                                          const std::vector<std::string>& named);
+                                          const std::vector<std::string>& named,
+                                          const std::vector<std::string>& denied = {});
 
  private:
   std::mutex mu_;

@@ -230,6 +230,17 @@ TEST(WalkTree, NeverFollowsASymlinkEvenWhenAskedTo) {
   EXPECT_EQ(seen, (std::vector<std::string>{"a", "a/file", "a/link", "link-at-root"}));
   EXPECT_EQ(r->directories, 2u);
   EXPECT_FALSE(r->truncated);
+  // With an `unopenable` hook the caller decides every refusal, a symlink's included (a
+  // listing that must fail closed when a directory is swapped for a link sees it).
+  WalkHooks h = DescendAll(nullptr);
+  std::vector<int> errs;
+  h.unopenable = [&](const WalkEntry&, int err) -> Result<UniqueFd> {
+    errs.push_back(err);
+    return UniqueFd();
+  };
+  ASSERT_TRUE(WalkTree(root.get(), {.sorted = true}, h));
+  EXPECT_EQ(errs.size(), 3u) << "a/file, a/link and link-at-root";
+  for (int e : errs) EXPECT_TRUE(e == ELOOP || e == ENOTDIR) << e;
 }
 
 TEST(WalkTree, ADeepTreeFailsOrIsReportedAndNeverCrashes) {

@@ -1075,6 +1075,9 @@ TEST(RootOnlyScan, ATreeTooDeepToSearchIsNamedNotSkipped) {
       << "a root-only file 400 directories down was neither masked nor named";
   EXPECT_EQ(scan.incomplete->code, Code::kTooLarge);
   EXPECT_EQ(scan.incomplete->where.rfind(dir.path() + "/d/d/", 0), 0u) << scan.incomplete->where;
+  // The remedy the refusal names works: a denied directory is masked whole, not searched.
+  const auto denied = ScanRootOnly({dir.path()}, {dir.path()}, {dir / "d/d/d"});
+  EXPECT_FALSE(denied.incomplete.has_value()) << denied.incomplete->ToString();
   // A shallow tree beside it is still searched whole.
   testing::TempDir shallow;
   testing::WriteFile(shallow / "a/b/c.key", "k");
