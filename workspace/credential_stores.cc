@@ -20,12 +20,6 @@ namespace cordon {
 
 namespace {
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string_view TrimSpace(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -327,7 +321,7 @@ class Collector {
       const std::size_t close = attrs.find(attrs[q], q + 1);
       if (close == std::string_view::npos) break;
       const std::string_view value = attrs.substr(q + 1, close - q - 1);
-      const std::string lname = Lower(name);
+      const std::string lname = AsciiLower(name);
       if (lname == "key" || lname == "name") {
         named_key = value;
       } else if (lname == "value" && !named_key.empty() && SecretNamingKey(named_key)) {
@@ -349,7 +343,7 @@ bool LooksBinary(std::string_view content) {
 }  // namespace
 
 bool SecretNamingKey(std::string_view key) {
-  const std::string k = Lower(key);
+  const std::string k = AsciiLower(key);
   // What a key names beside a secret: a file or command that holds or makes one, where to
   // send it, when it expires, what kind it is. Their values are not secrets.
   static constexpr std::string_view kNotSecret[] = {
@@ -380,7 +374,7 @@ bool UsableCredential(std::string_view v) {
       v.rfind("~/", 0) == 0) {
     return false;
   }
-  const std::string l = Lower(v);
+  const std::string l = AsciiLower(v);
   static constexpr std::string_view kCommon[] = {
       "password",     "password1",     "passw0rd",      "changeme",   "changeit",    "postgres",
       "example",      "12345678",      "123456789",     "1234567890", "qwertyuiop",  "letmein",
@@ -416,7 +410,7 @@ StoreValues CredentialValuesOf(std::string_view file_name, std::string_view cont
     }
     return all;
   }
-  const std::string name = Lower(file_name);
+  const std::string name = AsciiLower(file_name);
   const std::string_view t = TrimSpace(content);
   if (Contains(content, "PRIVATE KEY") && !(t.empty() || t[0] == '{')) {
     c.Pem(content);
