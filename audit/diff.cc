@@ -371,9 +371,11 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
   std::string workspace, head;
   std::vector<Change> changes;
   ReportedByPath reported;
+  Json started = Json::object();
   for (const auto& [line, r] : records) {
     const std::string type = StrOr(r, "type");
     if (type == "session_started") {
+      started = r;
       workspace = StrOr(r, "workspace");
       if (r.contains("git") && r["git"].is_object()) head = StrOr(r["git"], "head");
     } else if (type == "file_write") {
@@ -383,6 +385,18 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
     }
   }
   if (!IsHexId(head)) head.clear();
+  const Redactor* redactor = options.redactor;
+  Json about;
+  std::string withheld;
+  if (options.redactor_for) {
+    auto r = options.redactor_for(started, about);
+    if (r) {
+      redactor = *r;
+    } else {
+      redactor = nullptr;
+      withheld = r.error().message;
+    }
+  }
 
   // The before side from the store first; what it cannot give, from HEAD.
   std::vector<std::optional<std::string>> before(changes.size()), after(changes.size());
@@ -507,7 +521,9 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
     if (!c.from.empty()) f["from"] = c.from;
     if (c.bytes_before) f["bytes_before"] = *c.bytes_before;
     if (c.bytes_after) f["bytes_after"] = *c.bytes_after;
-    if (before[i] && after[i]) {
+    if (!withheld.empty()) {
+      f["withheld"] = true;
+    } else if (before[i] && after[i]) {
       if (before[i]->find('\0') != std::string::npos || after[i]->find('\0') != std::string::npos) {
         f["binary"] = true;
       } else {
@@ -519,12 +535,12 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
         // redacted again for what only its form shows.
         std::string a_text = *before[i], b_text = *after[i];
         std::size_t redactions = 0;
-        if (options.redactor != nullptr) {
-          redactions += options.redactor->Redact(a_text);
-          redactions += options.redactor->Redact(b_text);
+        if (redactor != nullptr) {
+          redactions += redactor->Redact(a_text);
+          redactions += redactor->Redact(b_text);
         }
         std::string d = UnifiedDiff(a_text, b_text, a_label, b_label, {.context = options.context});
-        if (options.redactor != nullptr) redactions += options.redactor->Redact(d);
+        if (redactor != nullptr) redactions += redactor->Redact(d);
         f["diff"] = std::move(d);
         if (redactions > 0) f["redactions"] = redactions;
         ++diffs;
@@ -537,6 +553,8 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
               {"git_head", head.empty() ? Json(nullptr) : Json(head)},
               {"files", std::move(files)},
               {"counts", {{"files", changes.size()}, {"diffs", diffs}, {"before", counts_before}}}};
+  if (!about.is_null()) out["redaction"] = std::move(about);
+  if (!withheld.empty()) out["withheld"] = withheld;
   return out;
 }
 
@@ -586,6 +604,15 @@ std::string AuditSessionDiffText(const Json& diff) {
          ", HEAD unverified " + std::to_string(b.value("git_head_unverified", 0)) + ", new files " +
          std::to_string(b.value("new_file", 0)) + ", hashes only " +
          std::to_string(b.value("none", 0)) + "\n";
+  if (diff.contains("redaction") && diff["redaction"].is_object()) {
+    for (const auto& [what, said] : diff["redaction"].items()) {
+      out += "# redaction, " + what + ": " +
+             Printable(said.is_string() ? said.get<std::string>() : said.dump()) + "\n";
+    }
+  }
+  if (diff.contains("withheld")) {
+    out += "# NO DIFF SHOWN: " + Printable(diff.value("withheld", "")) + "\n";
+  }
   for (const Json& f : diff["files"]) {
     auto hash = [&f](const char* key) {
       return f[key].is_string() ? f[key].get<std::string>() : std::string("none");
@@ -600,6 +627,8 @@ std::string AuditSessionDiffText(const Json& diff) {
            ")\n";
     if (f.contains("diff")) {
       out += Printable(f["diff"].get<std::string>());
+    } else if (f.value("withheld", false)) {
+      out += "   diff withheld (see above)\n";
     } else if (f.value("binary", false)) {
       out += "   binary files differ\n";
     } else {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/error.h"
@@ -22,6 +23,11 @@ struct AuditDiffOptions {
   std::string git_path = "/usr/local/bin:/usr/bin:/bin";
   // Every diff is redacted with it before it is returned. Null: not redacted (tests only).
   const Redactor* redactor = nullptr;
+  // When set, called with the session's session_started record (an empty object when the log
+  // has none) before any diff is made; takes the place of `redactor`. It returns the redactor
+  // for this session's diffs, or an error that withholds every diff (the files and hashes are
+  // still listed; `withheld` says why). What it puts in `about` is the output's `redaction`.
+  std::function<Result<const Redactor*>(const Json& started, Json& about)> redactor_for;
   std::uint64_t max_file_bytes = 16u << 20;  // a larger side is not read: hashes only
   std::size_t context = 3;
 };
@@ -32,7 +38,8 @@ struct AuditDiffOptions {
 // {session, workspace, git_head, files: [{line, record, tool, call?, op, path, from?,
 //   sha256_before, sha256_after, bytes_before?, bytes_after?, before: {source, verified, note?},
 //   after: {source, verified, note?}, diff?, binary?, redactions?}],
-//  counts: {files, diffs, before: {store, git_head, git_head_unverified, new_file, none}}}
+//  counts: {files, diffs, before: {store, git_head, git_head_unverified, new_file, none}},
+//  redaction?: what redactor_for said, withheld?: why no diff is shown}
 // before.source: store, git_head, new_file or none (hashes only); after.source: store, disk,
 // deleted or none. A `note` says why a source was not used.
 Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& session,

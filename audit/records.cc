@@ -460,7 +460,8 @@ constexpr AuditFieldInfo kSessionStarted[] = {
      "{rules: the redaction rules loaded, secret_files: the workspace scan (files, lines, "
      "entries, read_files, read_bytes, cached_files, truncated, ms, paths), credential_stores: "
      "the user's credential stores read by value (stores: [{path, state, files, values, "
-     "skipped}], values, ms; never a value)}"},
+     "skipped}], values, ms; never a value), knowledge: the session's redaction knowledge, "
+     "hashes only, that audit diff redacts with (sha256, hashes, rules_sha256; or error)}"},
     {"tags", false, kStrs,
      "the session's tags (--tag on serve, exec, call): trimmed, one line, at most 64 "
      "characters each"},

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "audit/diff.h"
+#include "audit/knowledge.h"
 #include "audit/report.h"
 #include "cli/common.h"
 #include "core/before_images.h"
@@ -711,18 +712,47 @@ int Rotate(const std::string& log, const std::string& key_file, const std::strin
 // --- audit diff: one session's changed files, with their diffs (audit/diff.h) ---
 struct DiffFlags {
   std::string log, session, key_file, store;
-  bool json = false, no_git = false;
+  bool json = false, no_git = false, rules_only = false;
 };
 
-// The redaction rules of the layers the user controls (shipped, system, user; never a project
-// file), their values, and the secrets in this environment: the diff is redacted as it is made.
-Result<Redactor> DiffRedactor(char** envp) {
+// The session's redactor: the redaction rules of the layers the user controls (shipped,
+// system, user; never a project file), their values, the secrets in this environment, and what
+// the session knew by value (its redaction knowledge, audit/knowledge.h: the secrets of its
+// environment, its workspace's secret files and the user's credential stores as they were).
+// Without that knowledge the diffs are withheld, unless --rules-only. `about` says what was used.
+Result<const Redactor*> DiffRedactor(const DiffFlags& f, char** envp, const Json& started,
+                                     Json& about, std::optional<Redactor>& held) {
   ASSIGN_OR_RETURN(Policy policy, LoadPolicy(DefaultPolicySources(ShippedPolicyDir(), "")));
-  Redactor r;
+  Redactor& r = held.emplace();
   r.SetRules(policy.compiled_redact_rules);
   for (const auto& v : policy.redact_values) r.AddValue("policy", v);
   r.AddSecretEnvironment(envp);
-  return r;
+  const Json redaction = started.value("redaction", Json::object());
+  const Json named = redaction.is_object() ? redaction.value("knowledge", Json()) : Json();
+  about = Json::object();
+  if (Status loaded = LoadRedactionKnowledge(named, RedactionKnowledgeDir(), r); !loaded) {
+    if (!f.rules_only) {
+      return Fail(loaded.error().code,
+                  loaded.error().message +
+                      ": without it a secret the session hid by value could show; --rules-only "
+                      "shows the diffs redacted by the rules and this environment only");
+    }
+    about["knowledge"] = "not used (--rules-only): " + loaded.error().message;
+  } else {
+    about["knowledge"] = named["sha256"].get<std::string>() + ", " +
+                         std::to_string(named.value("hashes", 0)) + " hashes";
+  }
+  const Json session_rules = named.is_object() ? named.value("rules_sha256", Json()) : Json();
+  const std::string now =
+      policy.compiled_redact_rules ? policy.compiled_redact_rules->digest() : std::string();
+  if (session_rules.is_string() && session_rules.get<std::string>() != now) {
+    about["rules"] =
+        "differ from the session's (its project's rules, or changed since): a shape only the "
+        "session's rules know may show";
+  } else if (session_rules.is_string()) {
+    about["rules"] = "the session's";
+  }
+  return &r;
 }
 
 // The log verified (its verdict heads the output and is the exit code, as for show), then the
@@ -735,12 +765,13 @@ int Diff(const DiffFlags& f, char** envp) {
   auto report = VerifyAuditLog(f.log, *options);
   if (!report) return Failed(f.json, report.error(), kExitStart);
   const VerifyOutcome verified = Outcome(*report);
-  auto redactor = DiffRedactor(envp);
-  if (!redactor) return Failed(f.json, redactor.error(), kExitStart);
   AuditDiffOptions o;
   o.store_dir = f.store.empty() ? BeforeImageStore::DefaultDir() : f.store;
   if (f.no_git) o.git_path.clear();
-  o.redactor = &*redactor;
+  std::optional<Redactor> held;
+  o.redactor_for = [&](const Json& started, Json& about) {
+    return DiffRedactor(f, envp, started, about, held);
+  };
   auto diff = AuditSessionDiff(f.log, f.session, o);
   if (!diff) {
     const int code = diff.error().code == Code::kNotFound && !diff.error().where.empty()
@@ -788,12 +819,16 @@ void AddAuditDiffCommand(CLI::App* audit, Context& ctx) {
                    "<state>/before-images)")
       ->type_name("DIR");
   diff->add_flag("--no-git", df->no_git, "never read the before content from git HEAD");
+  diff->add_flag("--rules-only", df->rules_only,
+                 "show the diffs even when the session's redaction knowledge is gone, redacted "
+                 "by the rules and this environment only");
   diff->add_flag("--json", df->json, "print the files, sources and diffs as JSON");
   diff->footer(
       "before content: the store (verified by its hash), else the blob at the session's git "
       "HEAD when it hashes to sha256_before (without one: marked HEAD, unverified), else hashes "
       "only. after content: the store or the file on disk, only when it hashes to sha256_after. "
-      "Diffs are redacted. exit codes: as audit verify's for the log (0 intact, 1 broken, ...); "
+      "Diffs are redacted with what the session knew (its redaction knowledge); without it "
+      "they are withheld. exit codes: as audit verify's for the log (0 intact, 1 broken, ...); "
       "2 a session that matches none or several; 3 unreadable log");
   ctx.run[diff] = [df, &ctx] { return Diff(*df, ctx.envp); };
 }

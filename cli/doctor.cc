@@ -16,6 +16,7 @@
 
 #include "audit/audit.h"
 #include "audit/checkpoint.h"
+#include "audit/knowledge.h"
 #include "cli/common.h"
 #include "runner/launch.h"
 #include "tools/curl_loader.h"
@@ -97,6 +98,28 @@ Json RedactionCheck() {
                "", true);
 }
 
+// Issue 32: the session's redaction knowledge (audit/knowledge.h). A session that cannot store
+// it starts, but `audit diff` then withholds its diffs: said here, with what the store holds.
+Json RedactionKnowledgeCheck() {
+  const std::string dir = RedactionKnowledgeDir();
+  auto stored = StoreRedactionKnowledge(Redactor(), dir);
+  if (!stored) {
+    return Check("redaction_knowledge", false, stored.error().message,
+                 "make " + dir + " a directory this user owns and can write (0700)");
+  }
+  std::size_t files = 0;
+  std::uintmax_t bytes = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    ++files;
+    bytes += e.file_size(ec);
+  }
+  return Check("redaction_knowledge", true,
+               dir + " takes each session's redaction knowledge (hashes only, for audit diff): " +
+                   std::to_string(files) + " file(s), " + std::to_string(bytes) + " bytes",
+               "");
+}
+
 // Issue 32: the user's credential stores, read by value at each session start. Says which stores
 // were read and how many values each gave or skipped (never a value), and fails when a store the
 // policy reads is not denied to the sandbox.
@@ -128,7 +151,7 @@ Json CredentialStoresCheck() {
   }
   const auto& deny = policy->filesystem.deny;
   for (const auto& s : policy->redact_credential_stores) {
-    if (std::find(deny.begin(), deny.end(), s) == deny.end()) undenied.push_back(s);
+    if (!DenyCovers(deny, s)) undenied.push_back(s);
   }
   std::string detail = std::to_string(scan.values.size()) +
                        " secret values known by value (\"[REDACTED:credential]\", with their hex, "
@@ -341,6 +364,7 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
     const bool installed = install["ok"].get<bool>();
     report["checks"].push_back(std::move(install));
     report["checks"].push_back(CredentialStoresCheck());
+    report["checks"].push_back(RedactionKnowledgeCheck());
     Json redaction = RedactionCheck();
     const bool redacts = redaction["ok"].get<bool>();
     report["checks"].push_back(std::move(redaction));

@@ -12,8 +12,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string_view>
 
 #include "core/hash.h"
@@ -129,12 +131,8 @@ const RedactRules::Impl::Programs& RedactRules::Impl::Get(std::size_t r) const {
 
 namespace {
 
-// What a check's verdict depends on: every field of every rule but its file:line, and this very
-// binary (its RE2 and its matching code), named by its file's identity. "" when that cannot be
-// read: the set is then checked as if new.
-std::string CheckFingerprint(const std::vector<RedactRule>& rules) {
-  struct stat exe {};
-  if (::stat("/proc/self/exe", &exe) != 0) return "";
+// Every field of every rule but its file:line (RedactRules::digest).
+std::string RulesDigest(const std::vector<RedactRule>& rules) {
   std::string all = "redact-checked-v1\n";
   auto field = [&all](std::string_view v) {
     all += std::to_string(v.size());
@@ -158,7 +156,15 @@ std::string CheckFingerprint(const std::vector<RedactRule>& rules) {
     field(std::to_string(r.not_match.size()));
     for (const auto& m : r.not_match) field(m);
   }
-  std::string rules_hash = Sha256Hex(all);
+  return Sha256Hex(all);
+}
+
+// What a check's verdict depends on: the rules' digest, and this very binary (its RE2
+// and its matching code), named by its file's identity. "" when that cannot be read: the set
+// is then checked as if new.
+std::string CheckFingerprint(const std::string& rules_hash) {
+  struct stat exe {};
+  if (::stat("/proc/self/exe", &exe) != 0) return "";
   const std::string exe_id = std::to_string(exe.st_dev) + " " + std::to_string(exe.st_ino) + " " +
                              std::to_string(exe.st_size) + " " +
                              std::to_string(exe.st_mtim.tv_sec) + "." +
@@ -272,7 +278,8 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
   impl->rules = std::move(rules);
   std::shared_ptr<RedactRules> set(new RedactRules());
   set->impl_ = std::move(impl);
-  const std::string fingerprint = checked_dir.empty() ? "" : CheckFingerprint(set->impl_->rules);
+  set->digest_ = RulesDigest(set->impl_->rules);
+  const std::string fingerprint = checked_dir.empty() ? "" : CheckFingerprint(set->digest_);
   if (!fingerprint.empty() && CheckedBefore(checked_dir, fingerprint)) {
     set->checked_before_ = true;
     return std::shared_ptr<const RedactRules>(std::move(set));
@@ -367,6 +374,16 @@ void SecretLines::Add(const Entry& e) {
   ++count_;
 }
 
+std::vector<SecretLines::Entry> SecretLines::Entries() const {
+  std::vector<Entry> out;
+  out.reserve(count_);
+  for (const auto& [prefix, list] : by_prefix_) {
+    for (const auto& [len, h] : list) out.push_back(Entry{prefix, h, len});
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // --- the redactor ---
 
 bool Redactor::IsSecretName(std::string_view name) {
@@ -457,6 +474,117 @@ void Redactor::AddCredential(std::string_view value) {
       credentials_.Add(f);
     } else {
       AddValue("credential", std::move(f));
+    }
+  }
+}
+
+namespace {
+
+std::string Hex16(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string KnowledgeEntry(const SecretLines::Entry& e) {
+  return std::to_string(e.length) + ":" + Hex16(e.prefix) + ":" + Hex16(e.hash);
+}
+
+bool ParseHex16(std::string_view s, std::uint64_t& v) {
+  if (s.size() != 16) return false;
+  v = 0;
+  for (char c : s) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<unsigned>(d);
+  }
+  return true;
+}
+
+// "LEN:PREFIX:HASH" (Knowledge's form); false when it is not one.
+bool ParseKnowledgeEntry(std::string_view s, SecretLines::Entry& e) {
+  const std::size_t a = s.find(':');
+  const std::size_t b = a == npos_sv ? npos_sv : s.find(':', a + 1);
+  if (a == npos_sv || b == npos_sv || a == 0 || a > 9) return false;
+  std::uint32_t len = 0;
+  for (char c : s.substr(0, a)) {
+    if (c < '0' || c > '9') return false;
+    len = len * 10 + static_cast<std::uint32_t>(c - '0');
+  }
+  e.length = len;
+  return len >= Redactor::kMinExactValue && ParseHex16(s.substr(a + 1, b - a - 1), e.prefix) &&
+         ParseHex16(s.substr(b + 1), e.hash);
+}
+
+}  // namespace
+
+Json Redactor::Knowledge() const {
+  std::map<std::string, std::set<std::string>> by_rule;
+  for (const auto& [rule, value] : values_)
+    by_rule[rule].insert(KnowledgeEntry(SecretLines::Hash(value)));
+  for (const auto& e : lines_.Entries()) by_rule["secret_file"].insert(KnowledgeEntry(e));
+  for (const auto& e : credentials_.Entries()) by_rule["credential"].insert(KnowledgeEntry(e));
+  for (const auto& [rule, lines] : hashed_) {
+    for (const auto& e : lines.Entries()) by_rule[rule].insert(KnowledgeEntry(e));
+  }
+  for (const auto& [len, set] : short_hashed_) {
+    for (const auto& [h, rule] : set) {
+      by_rule[rule].insert(KnowledgeEntry(SecretLines::Entry{0, h, len}));
+    }
+  }
+  Json hashes = Json::object();
+  for (const auto& [rule, entries] : by_rule) hashes[rule] = entries;
+  return Json{{"version", 1},
+              {"rules_sha256", rules_ ? Json(rules_->digest()) : Json(nullptr)},
+              {"hashes", std::move(hashes)}};
+}
+
+std::size_t Redactor::KnowledgeSize() const {
+  std::size_t n = 0;
+  for (const auto& [rule, entries] : Knowledge()["hashes"].items()) n += entries.size();
+  return n;
+}
+
+Status Redactor::AddKnowledge(const Json& k) {
+  if (!k.is_object() || k.value("version", 0) != 1 || !k.contains("hashes") ||
+      !k["hashes"].is_object()) {
+    return Fail(Code::kInvalidInput, "not a redaction knowledge object of version 1");
+  }
+  std::vector<std::pair<std::string, SecretLines::Entry>> parsed;
+  for (const auto& [rule, entries] : k["hashes"].items()) {
+    if (rule.empty() || rule.size() > 64 || !entries.is_array()) {
+      return Fail(Code::kInvalidInput, "knowledge: a rule's hashes must be an array");
+    }
+    for (const auto& e : entries) {
+      SecretLines::Entry entry;
+      if (!e.is_string() || !ParseKnowledgeEntry(e.get<std::string>(), entry)) {
+        return Fail(Code::kInvalidInput, "knowledge: malformed hash under " + rule);
+      }
+      parsed.emplace_back(rule, entry);
+    }
+  }
+  for (const auto& [rule, e] : parsed) {
+    if (e.length >= SecretLines::kMinLine) {
+      auto it = hashed_.find(rule);
+      if (it == hashed_.end()) it = hashed_.emplace(rule, SecretLines()).first;
+      it->second.Add(e);
+    } else {
+      short_hashed_[e.length].emplace(e.hash, rule);
+    }
+  }
+  return {};
+}
+
+// The values known only by hash, each occurrence (overlaps are settled by the caller).
+void Redactor::FindHashed(std::string_view s, std::vector<Span>& out) const {
+  for (const auto& [rule, lines] : hashed_) {
+    lines.ForEach(s, [&](std::size_t b, std::size_t e) { out.push_back(Span{b, e, b, e, rule}); });
+  }
+  for (const auto& [len, set] : short_hashed_) {
+    for (std::size_t i = 0; i + len <= s.size(); ++i) {
+      if (auto it = set.find(SecretLineHash(s.substr(i, len))); it != set.end()) {
+        out.push_back(Span{i, i + len, i, i + len, it->second});
+      }
     }
   }
 }
@@ -707,6 +835,14 @@ void Redactor::FindBase64(std::string_view s, const std::vector<TokenRun>& runs,
     bool hit = !inner.empty();
     if (!hit) lines_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
     if (!hit) credentials_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
+    for (std::size_t v = 0; !hit && v < values_.size(); ++v) {
+      hit = decoded.find(values_[v].second) != std::string::npos;
+    }
+    if (!hit) {
+      std::vector<Span> hashed;
+      FindHashed(decoded, hashed);
+      hit = !hashed.empty();
+    }
     if (hit) out.push_back(Span{run.begin, end, run.begin, end, "base64"});
   }
 }
@@ -733,6 +869,7 @@ std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
   credentials_.ForEach(s, [&](std::size_t b, std::size_t e) {
     first.push_back(Span{b, e, b, e, "credential"});
   });
+  FindHashed(s, first);
   std::vector<Span> out;
   if (!first.empty()) TakeDisjoint(first, out);
   std::vector<Span> shapes;

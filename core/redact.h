@@ -63,6 +63,9 @@ class RedactRules {
                                                             const std::string& checked_dir = "");
   // Whether Compile found this set recorded as checked (and so skipped the checks).
   bool checked_before() const { return checked_before_; }
+  // SHA-256 (hex) over every field of every rule but its file:line: two sets with the same
+  // digest find the same shapes.
+  const std::string& digest() const { return digest_; }
   std::size_t size() const;
   const std::vector<RedactRule>& rules() const;
   struct Impl;
@@ -72,6 +75,7 @@ class RedactRules {
   RedactRules() = default;
   std::unique_ptr<Impl> impl_;
   bool checked_before_ = false;
+  std::string digest_;
 };
 
 // Lines known to be secret, as hashes: a line of at least kMinLine bytes is found wherever it
@@ -94,6 +98,7 @@ class SecretLines {
     if (line.size() >= kMinLine) Add(Hash(line));
   }
   std::size_t size() const { return count_; }
+  std::vector<Entry> Entries() const;  // sorted
   // Calls f(begin, end) for each occurrence, left to right, not overlapping.
   template <typename F>
   void ForEach(std::string_view text, F&& f) const;
@@ -143,6 +148,19 @@ class Redactor {
   std::size_t credentials() const { return credential_count_; }
   const SecretLines& secret_lines() const { return lines_; }
 
+  // What this redactor knows by value, as hashes only (never a secret's text): every exact
+  // value, secret line and credential form under its rule, and the rules' digest:
+  // {"version": 1, "rules_sha256": HEX|null, "hashes": {RULE: ["LEN:PREFIX:HASH", ...]}}
+  // (hex, sorted). A later reader of what the session saw (audit diff) gives it to
+  // AddKnowledge and hides what the session hid. The hashes are 64-bit and not keyed: whoever
+  // reads them can test guesses of a short value against them (SECURITY.md).
+  Json Knowledge() const;
+  // Adds a Knowledge()'s hashes: each is found as its rule's marker, wherever it occurs (as
+  // exact values are). Malformed: invalid_input, nothing added.
+  Status AddKnowledge(const Json& knowledge);
+  // The hashes a Knowledge() would hold.
+  std::size_t KnowledgeSize() const;
+
   // The secrets in `text`, ordered by hidden range, not overlapping there: exact values first,
   // then secret lines, then the rules' shapes in the gaps.
   std::vector<Span> Find(std::string_view text) const;
@@ -176,6 +194,11 @@ class Redactor {
   SecretLines credentials_;  // the forms of 12 bytes or more; shorter ones are in values_
   std::size_t credential_count_ = 0;
   std::vector<std::pair<std::string, std::string>> values_;  // rule, value; longest first
+  // Values known only by hash (AddKnowledge): by rule, those of kMinLine bytes or more; the
+  // shorter ones by length, then hash.
+  std::map<std::string, SecretLines, std::less<>> hashed_;
+  std::map<std::uint32_t, std::unordered_map<std::uint64_t, std::string>> short_hashed_;
+  void FindHashed(std::string_view text, std::vector<Span>& out) const;
 };
 
 // --- SecretLines::ForEach: a rolling look at every 8-byte window, a bitmap probe, and a full

@@ -1155,6 +1155,13 @@ Status LoadFile(Policy& policy, const std::string& path, PolicyLayer layer, bool
 
 }  // namespace
 
+bool DenyCovers(const std::vector<std::string>& deny, const std::string& path) {
+  return std::any_of(deny.begin(), deny.end(), [&](const std::string& d) {
+    return !d.empty() && (d == path || (path.size() > d.size() && path.rfind(d, 0) == 0 &&
+                                        (d.back() == '/' || path[d.size()] == '/')));
+  });
+}
+
 Result<Policy> LoadPolicy(const PolicySources& sources) {
   Policy policy;
   // Built-in defaults: everything a coding agent needs, nothing else.
@@ -1191,14 +1198,8 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
   // A credential store cordon reads for its values is one no sandbox may read: it joins the deny
   // list unless an entry there covers it already (~/.kube/config below ~/.kube).
   for (const auto& store : policy.redact_credential_stores) {
-    auto& deny = policy.filesystem.deny;
-    if (std::any_of(deny.begin(), deny.end(), [&](const std::string& d) {
-          return d == store || (store.size() > d.size() && store.rfind(d, 0) == 0 &&
-                                (d.back() == '/' || store[d.size()] == '/'));
-        })) {
-      continue;
-    }
-    deny.push_back(store);
+    if (DenyCovers(policy.filesystem.deny, store)) continue;
+    policy.filesystem.deny.push_back(store);
     const auto& from = policy.entry_provenance["redact.credential_stores"];
     const auto it = from.find(store);
     policy.entry_provenance["filesystem.deny"][store] =

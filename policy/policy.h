@@ -251,6 +251,9 @@ struct PolicySources {
 // The default sources: the shipped dir, /etc/cordon/policies.d, $XDG_CONFIG_HOME/cordon/policies.d.
 PolicySources DefaultPolicySources(const std::string& shipped_dir, const std::string& workspace);
 
+// Whether an entry of `deny` (as written: "~/.kube") is `path` or a directory above it.
+bool DenyCovers(const std::vector<std::string>& deny, const std::string& path);
+
 Result<Policy> LoadPolicy(const PolicySources& sources);
 
 // Applies one TOML text as a layer. `tighten_only` is the project rule. Exposed for tests.

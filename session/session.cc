@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "audit/diff.h"
+#include "audit/knowledge.h"
 #include "core/hash.h"
 #include "core/version.h"
 #include "runner/capture.h"
@@ -278,6 +279,15 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   TRY(CheckAuditFiles(audit_files, options, s->policy_, s->workspace_, host));
   ASSIGN_OR_RETURN(CheckpointConfig checkpoints,
                    LoadCheckpoints(s->policy_, options, signing_key, s->redactor_));
+  // What the redactor now knows by value, kept (as hashes) for the readers that show file
+  // content after the session (audit diff): they hide what it hid.
+  if (auto known = StoreRedactionKnowledge(s->redactor_, RedactionKnowledgeDir())) {
+    redaction_json["knowledge"] = std::move(*known);
+  } else {
+    redaction_json["knowledge"] = Json{{"error", known.error().message}};
+    std::fprintf(stderr, "cordon: %s; `cordon audit diff` will withhold this session's diffs\n",
+                 known.error().message.c_str());
+  }
   const std::string witness_path = checkpoints.witness ? checkpoints.witness->path() : "";
   ASSIGN_OR_RETURN(AuditWriter writer,
                    AuditWriter::Open(path, session_id, s->policy_.audit_fsync, std::move(key),

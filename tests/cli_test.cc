@@ -657,6 +657,44 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
 // without that file would start every session with no rules and say nothing; doctor fails
 // instead. With the rules it says how many, which run on every text, and whether the workspace's
 // secret files are scanned.
+// doctor's issue 32 checks: the shipped credential stores are all hidden from the sandbox (an
+// entry under a denied directory counts), and the session's redaction knowledge can be stored;
+// a state directory that cannot take it is named.
+TEST_F(CliTest, DoctorSaysTheCredentialStoresAreDeniedAndTheKnowledgeCanBeKept) {
+  auto check_named = [](const testing::RunResult& r, const std::string& name) {
+    const Json j = Json::parse(r.out, nullptr, false);
+    if (j.is_object()) {
+      for (const auto& c : j["checks"]) {
+        if (c["name"] == name) return c;
+      }
+    }
+    return Json();
+  };
+  WriteFile(dir_ / "home/.kube/config",
+            "users:\n- user:\n    token: kube-tok-8Hq2Lm4Np6Rs8Tv0Xz\n");
+  env_.push_back("HOME=" + (dir_ / "home"));
+  auto r = Cordon({"doctor", "--json"});
+  const Json stores = check_named(r, "credential_stores");
+  ASSERT_TRUE(stores.is_object()) << r.out << r.err;
+  EXPECT_TRUE(stores["ok"].get<bool>()) << stores.dump();
+  EXPECT_NE(stores["detail"].get<std::string>().find("~/.kube/config (1 values)"),
+            std::string::npos)
+      << stores.dump();
+  const Json knowledge = check_named(r, "redaction_knowledge");
+  ASSERT_TRUE(knowledge.is_object()) << r.out;
+  EXPECT_TRUE(knowledge["ok"].get<bool>()) << knowledge.dump();
+  // A state directory that is a file: the knowledge cannot be kept, and doctor says where.
+  WriteFile(dir_ / "state-file", "x");
+  env_[1] = "XDG_STATE_HOME=" + (dir_ / "state-file");
+  r = Cordon({"doctor", "--json"});
+  const Json broken = check_named(r, "redaction_knowledge");
+  ASSERT_TRUE(broken.is_object()) << r.out;
+  EXPECT_FALSE(broken["ok"].get<bool>()) << broken.dump();
+  EXPECT_NE(broken["remedy"].get<std::string>().find("state-file/cordon/redaction-knowledge"),
+            std::string::npos)
+      << broken.dump();
+}
+
 TEST_F(CliTest, DoctorFailsWhenThePolicyHasNoRedactionRules) {
   auto redaction_check = [](const testing::RunResult& r) {
     const Json j = Json::parse(r.out, nullptr, false);

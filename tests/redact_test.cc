@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <sstream>
 
@@ -63,6 +64,52 @@ TEST(Redactor, ExactValuesAndEnvironment) {
   std::string s = "a hunter2-very-secret b correct-horse c /usr/bin d project-codename-zebra abc";
   EXPECT_EQ(r.Redact(s), 3u);
   EXPECT_EQ(s, "a [REDACTED:env] b [REDACTED:env] c /usr/bin d [REDACTED:policy] abc");
+}
+
+// What a session knew, carried as hashes to a later reader: the reader hides the same text
+// under the same markers, without ever holding a secret's text.
+TEST(Redactor, KnowledgeCarriesEveryValueAsHashesOnly) {
+  Redactor session;
+  session.AddValue("env", "short1");                            // 6 bytes: the floor
+  session.AddValue("policy", "a-policy-value-of-some-length");  // 12 or more
+  session.AddCredential("cred-pw-x81q");                        // and its forms
+  SecretLines lines;
+  lines.Add("LINE_FROM_A_SECRET_FILE=zzqq1199");
+  session.AddSecretLines(lines);
+  const Json k = session.Knowledge();
+  const std::string dumped = k.dump();
+  for (const char* secret : {"short1", "a-policy-value", "cred-pw-x81q", "LINE_FROM"}) {
+    EXPECT_EQ(dumped.find(secret), std::string::npos) << secret << " kept as text";
+  }
+  Redactor reader;
+  ASSERT_TRUE(reader.AddKnowledge(k));
+  EXPECT_EQ(reader.KnowledgeSize(), session.KnowledgeSize());
+  std::string text =
+      "a short1 b a-policy-value-of-some-length c cred-pw-x81q d 637265642d70772d78383171 e "
+      "LINE_FROM_A_SECRET_FILE=zzqq1199 f shorter1";
+  std::string expected = text;
+  session.Redact(expected);
+  reader.Redact(text);
+  EXPECT_EQ(text, expected);
+  EXPECT_EQ(text,
+            "a [REDACTED:env] b [REDACTED:policy] c [REDACTED:credential] d "
+            "[REDACTED:credential] e [REDACTED:secret_file] f shorter1");
+  // Bad knowledge is refused whole.
+  Redactor bad;
+  EXPECT_FALSE(bad.AddKnowledge(Json{{"version", 2}, {"hashes", Json::object()}}));
+  EXPECT_FALSE(bad.AddKnowledge(Json{{"version", 1}, {"hashes", {{"env", {"12:zz:00"}}}}}));
+  EXPECT_FALSE(bad.AddKnowledge(
+      Json{{"version", 1}, {"hashes", {{"env", {"3:0000000000000000:0000000000000000"}}}}}));
+  EXPECT_EQ(bad.KnowledgeSize(), 0u);
+}
+
+// A value hidden whole is hidden inside base64 too (an env secret in a basic-auth header).
+TEST(Redactor, AnExactValueInsideBase64IsHidden) {
+  Redactor r;
+  r.AddValue("env", "Pa55-w0rd-in-env");
+  std::string text = "Authorization: Basic dXNlcjpQYTU1LXcwcmQtaW4tZW52";  // user:Pa55-w0rd-in-env
+  r.Redact(text);
+  EXPECT_EQ(text.find("dXNlcjpQYTU1"), std::string::npos) << text;
 }
 
 TEST(Redactor, SecretNames) {
@@ -901,6 +948,70 @@ TEST(SecretFiles, TheScanIsBoundedAndSkipsDependencyDirectories) {
   ASSERT_TRUE(cut);
   EXPECT_TRUE(cut->truncated);
   EXPECT_LE(cut->read_bytes, 16u);
+}
+
+// audit diff runs after the session, when the secrets' sources may have changed or gone (a
+// rotated token, a deleted .env, another environment): it hides what the session hid, from the
+// knowledge the session kept, and withholds the diffs when that knowledge is gone.
+TEST_F(RedactEndToEnd, AuditDiffHidesWhatTheSessionHidAfterItsSourcesAreGone) {
+  const std::string home = dir_ / "home";
+  const std::string netrc_pw = "Gq7-pl4inW0rd-nrc";    // a credential store's, no shape
+  const std::string dotenv_pw = "Hx2-env-file-pw-99";  // a workspace secret file's
+  const std::string short_env = "Qz7x9w";              // an environment secret of 6 bytes
+  testing::WriteFile(home + "/.netrc",
+                     "machine h.example.test login u password " + netrc_pw + "\n");
+  testing::WriteFile(dir_ / "ws/.env", "SERVICE_PASSWORD=" + dotenv_pw + "\n");
+  env_.push_back("HOME=" + home);
+  env_.push_back("MY_SECRET=" + short_env);
+  const std::string all = netrc_pw + " " + dotenv_pw + " " + kEnvSecret + " " + short_env;
+  auto created =
+      Cordon({"call", "create_file", "--workspace", dir_ / "ws", "--audit-log", log(), "--json",
+              Json{{"path", "made.txt"}, {"content", "x " + all + "\n"}}.dump()});
+  ASSERT_EQ(created.exit_code, 0) << created.out << created.err;
+  auto shell = Cordon(
+      {"call", "run_shell", "--workspace", dir_ / "ws", "--audit-log", log(), "--json",
+       Json{{"program", "sh"}, {"args", {"-c", "printf '%s\\n' \"$1\" > shell.txt", "sh", all}}}
+           .dump()});
+  ASSERT_EQ(shell.exit_code, 0) << shell.out << shell.err;
+  std::vector<std::string> sessions;
+  {
+    std::istringstream lines(testing::ReadFile(log()));
+    for (std::string line; std::getline(lines, line);) {
+      const Json rec = Json::parse(line);
+      if (rec.value("type", "") == "session_started") sessions.push_back(rec["session"]);
+    }
+  }
+  ASSERT_EQ(sessions.size(), 2u);
+  // The sources gone: the store rotated, the .env deleted, another environment.
+  testing::WriteFile(home + "/.netrc", "machine h.example.test login u password rotated-pw-0\n");
+  std::filesystem::remove(dir_ / "ws/.env");
+  env_ = {"XDG_CONFIG_HOME=" + (dir_ / "config"), "XDG_STATE_HOME=" + (dir_ / "state"),
+          "HOME=" + home};
+  for (const auto& id : sessions) {
+    auto d = Cordon({"audit", "diff", log(), "--session", id});
+    EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
+    EXPECT_NE(
+        d.out.find("[REDACTED:credential] [REDACTED:secret_file] [REDACTED:env] [REDACTED:env]"),
+        std::string::npos)
+        << d.out;
+    for (const auto& s : {netrc_pw, dotenv_pw, kEnvSecret, short_env}) {
+      EXPECT_EQ(d.out.find(s), std::string::npos) << s << " shown by audit diff:\n" << d.out;
+      EXPECT_EQ(d.err.find(s), std::string::npos) << s << " on audit diff's stderr";
+    }
+  }
+  // The knowledge gone: no diff is shown, and the output says why; --rules-only shows them.
+  std::filesystem::remove_all(dir_ / "state/cordon/redaction-knowledge");
+  auto withheld = Cordon({"audit", "diff", log(), "--session", sessions[0]});
+  EXPECT_EQ(withheld.exit_code, 0) << withheld.err;
+  EXPECT_NE(withheld.out.find("NO DIFF SHOWN"), std::string::npos) << withheld.out;
+  EXPECT_NE(withheld.out.find("made.txt"), std::string::npos) << withheld.out;
+  for (const auto& s : {netrc_pw, dotenv_pw, kEnvSecret, short_env}) {
+    EXPECT_EQ(withheld.out.find(s), std::string::npos) << s << " shown:\n" << withheld.out;
+  }
+  auto rules_only = Cordon({"audit", "diff", log(), "--session", sessions[0], "--rules-only"});
+  EXPECT_EQ(rules_only.exit_code, 0) << rules_only.err;
+  EXPECT_NE(rules_only.out.find("+x "), std::string::npos) << rules_only.out;
+  EXPECT_NE(rules_only.out.find("not used (--rules-only)"), std::string::npos) << rules_only.out;
 }
 
 }  // namespace
