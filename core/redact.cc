@@ -220,6 +220,63 @@ void RecordChecked(const std::string& dir, const std::string& fingerprint) {
 
 }  // namespace
 
+Status ExpandSecretWords(std::vector<RedactRule>& rules, const std::vector<std::string>& words) {
+  static constexpr std::string_view kPlaceholder = "{secret_words}";
+  std::string alternation;
+  std::vector<std::string> spellings;
+  for (const std::string& w : words) {
+    const bool valid = !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (!valid || w.front() == '_' || w.back() == '_') {
+      return Fail(Code::kInvalidInput, "redact.secret_words: \"" + w +
+                                           "\" is not a word of a-z, 0-9 and inner _");
+    }
+    if (!alternation.empty()) alternation += '|';
+    std::string joined[4];  // "_", "-", ".", "" between the word's parts
+    for (char c : w) {
+      if (c == '_') {
+        alternation += "[_.-]?";
+        joined[0] += '_';
+        joined[1] += '-';
+        joined[2] += '.';
+      } else {
+        alternation += c;
+        for (auto& j : joined) j += c;
+      }
+    }
+    for (auto& j : joined) {
+      if (j.size() >= 2 && std::find(spellings.begin(), spellings.end(), j) == spellings.end())
+        spellings.push_back(j);
+    }
+  }
+  for (RedactRule& r : rules) {
+    const bool in_pattern = r.pattern.find(kPlaceholder) != std::string::npos;
+    const bool in_keywords =
+        std::find(r.keywords.begin(), r.keywords.end(), kPlaceholder) != r.keywords.end();
+    if (!in_pattern && !in_keywords) continue;
+    if (words.empty()) {
+      return Fail(Code::kInvalidInput,
+                  (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" + r.id +
+                      "\" names {secret_words}, and [redact] secret_words is empty");
+    }
+    for (std::size_t p = r.pattern.find(kPlaceholder); p != std::string::npos;
+         p = r.pattern.find(kPlaceholder, p + alternation.size() + 4)) {
+      r.pattern.replace(p, kPlaceholder.size(), "(?:" + alternation + ")");
+    }
+    std::vector<std::string> keywords;
+    for (const std::string& k : r.keywords) {
+      if (k == kPlaceholder) {
+        keywords.insert(keywords.end(), spellings.begin(), spellings.end());
+      } else {
+        keywords.push_back(k);
+      }
+    }
+    r.keywords = std::move(keywords);
+  }
+  return {};
+}
+
 Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<RedactRule> rules,
                                                                 const std::string& checked_dir) {
   auto impl = std::make_unique<Impl>();
@@ -619,6 +676,46 @@ constexpr auto kLower = [] {
   return t;
 }();
 
+// A hidden YAML block indicator ("|", ">-", "|2+") at [b, e) stands for the block scalar under
+// it: the lines after its own that are blank or indented deeper than the key's line. Returns
+// the block's text from its first to its last non-blank character, or {npos, npos} when the
+// indicator does not end its line or no block follows.
+std::pair<std::size_t, std::size_t> YamlBlock(std::string_view s, std::size_t b, std::size_t e) {
+  constexpr std::pair<std::size_t, std::size_t> none{npos_sv, npos_sv};
+  const std::string_view ind = s.substr(b, e - b);
+  if (ind.empty() || (ind[0] != '|' && ind[0] != '>') || ind.size() > 3) return none;
+  for (char c : ind.substr(1)) {
+    if (c != '-' && c != '+' && (c < '1' || c > '9')) return none;
+  }
+  std::size_t i = e;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  if (i < s.size() && s[i] == '#') i = std::min(s.size(), s.find('\n', i));
+  if (i < s.size() && s[i] == '\r') ++i;
+  if (i >= s.size() || s[i] != '\n') return none;
+  std::size_t line = b;
+  while (line > 0 && s[line - 1] != '\n') --line;
+  std::size_t key_indent = 0;
+  while (line + key_indent < b && (s[line + key_indent] == ' ' || s[line + key_indent] == '\t'))
+    ++key_indent;
+  std::size_t first = npos_sv, last = npos_sv;
+  for (std::size_t l = i + 1; l < s.size();) {
+    std::size_t eol = s.find('\n', l);
+    if (eol == npos_sv) eol = s.size();
+    std::size_t k = l;
+    while (k < eol && (s[k] == ' ' || s[k] == '\t' || s[k] == '\r')) ++k;
+    if (k < eol) {  // not blank
+      if (k - l <= key_indent) break;
+      if (first == npos_sv) first = k;
+      last = eol;
+      while (last > k && (s[last - 1] == '\r' || s[last - 1] == ' ' || s[last - 1] == '\t'))
+        --last;
+    }
+    l = eol + 1;
+  }
+  if (first == npos_sv) return none;
+  return {first, last};
+}
+
 // One rule's pattern over [from, to) of s (s is the context for ^, $ and \b).
 void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, std::size_t from,
                std::size_t to, std::vector<Redactor::Span>& out) {
@@ -642,15 +739,23 @@ void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, s
     const std::size_t mb = static_cast<std::size_t>(m.data() - s.data());
     const std::size_t me = mb + m.size();
     pos = std::max(me, mb + 1);
-    const re2::StringPiece h = groups[static_cast<std::size_t>(rule.group)];
+    re2::StringPiece h = groups[static_cast<std::size_t>(rule.group)];
     if (h.data() == nullptr || h.empty()) continue;
+    std::size_t span_end = me;
+    if (h[0] == '|' || h[0] == '>') {  // a YAML block scalar's indicator: its block is hidden
+      const std::size_t ib = static_cast<std::size_t>(h.data() - s.data());
+      const auto [bb, be] = YamlBlock(s, ib, ib + h.size());
+      if (bb == npos_sv) continue;
+      h = re2::StringPiece(s.data() + bb, be - bb);
+      span_end = std::max(span_end, be);
+    }
     const std::string_view hidden(h.data(), h.size());
     if (hidden.size() < rule.min_length) continue;
     if ((ClassMask(hidden) & im.require_mask[r]) != im.require_mask[r]) continue;
     if (rule.entropy > 0 && Entropy(hidden) < rule.entropy) continue;
     if (programs.ignore && RE2::FullMatch(h, *programs.ignore)) continue;
     const std::size_t hb = static_cast<std::size_t>(h.data() - s.data());
-    out.push_back(Redactor::Span{mb, me, hb, hb + hidden.size(), rule.id});
+    out.push_back(Redactor::Span{mb, span_end, hb, hb + hidden.size(), rule.id});
   }
 }
 
@@ -818,11 +923,36 @@ static void TokenRuns(std::string_view s, std::vector<TokenRun>& out) {
   }
 }
 
+bool Redactor::HoldsSecret(std::string_view decoded, int depth) const {
+  std::vector<Span> inner;
+  std::vector<TokenRun> runs;
+  TokenRuns(decoded, runs);
+  if (rules_) RuleSpans(rules_->impl(), decoded, inner, npos_sv, &runs);
+  if (!inner.empty()) return true;
+  bool hit = false;
+  lines_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
+  if (!hit) credentials_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
+  for (std::size_t v = 0; !hit && v < values_.size(); ++v) {
+    hit = decoded.find(values_[v].second) != std::string::npos;
+  }
+  if (!hit) {
+    FindHashed(decoded, inner);
+    hit = !inner.empty();
+  }
+  // Two levels: base64 of base64, hex of base64, base64 of hex.
+  if (!hit && depth == 0 && !runs.empty()) {
+    FindBase64(decoded, runs, inner, depth + 1);
+    if (inner.empty()) FindHex(decoded, runs, inner, depth + 1);
+    hit = !inner.empty();
+  }
+  return hit;
+}
+
 // Base64 of a secret (an "auth" value, an encoded token, a token echoed through base64): a run
 // of base64 characters, at least kMinB64 long, of upper, lower and digits, that decodes to text
 // holding a secret a rule or a secret line finds is hidden whole as [REDACTED:base64].
 void Redactor::FindBase64(std::string_view s, const std::vector<TokenRun>& runs,
-                          std::vector<Span>& out) const {
+                          std::vector<Span>& out, int depth) const {
   constexpr std::size_t kMinB64 = 24;
   for (const TokenRun& run : runs) {
     if (run.end - run.begin < kMinB64 || (run.mask & 7) != 7) continue;
@@ -830,20 +960,135 @@ void Redactor::FindBase64(std::string_view s, const std::vector<TokenRun>& runs,
     while (end < s.size() && end - run.end < 2 && s[end] == '=') ++end;
     const std::string decoded = DecodeTextual(s.substr(run.begin, run.end - run.begin));
     if (decoded.empty()) continue;
+    if (HoldsSecret(decoded, depth)) out.push_back(Span{run.begin, end, run.begin, end, "base64"});
+  }
+}
+
+// Hex of a secret (xxd -p, a hex dump of a buffer, a value printed as bytes): a run of 16 or
+// more hex digits of one case (after an optional 0x), of even length, that decodes to mostly
+// printable text holding a secret is hidden whole as [REDACTED:hex]. A hash (sha256sum, a git
+// commit) decodes to bytes that are not text and is left alone.
+void Redactor::FindHex(std::string_view s, const std::vector<TokenRun>& runs,
+                       std::vector<Span>& out, int depth) const {
+  constexpr std::size_t kMinHex = 16;
+  for (const TokenRun& run : runs) {
+    if ((run.mask & 4) == 0 || (run.mask & 8) != 0) continue;  // text's hex has digits
+    std::size_t b = run.begin;
+    if (run.end - b > 2 && s[b] == '0' && (s[b + 1] == 'x' || s[b + 1] == 'X')) b += 2;
+    const std::size_t n = run.end - b;
+    if (n < kMinHex || n % 2 != 0) continue;
+    std::string decoded;
+    decoded.reserve(n / 2);
+    std::size_t printable = 0;
+    bool hex = true;
+    for (std::size_t i = b; i < run.end && hex; i += 2) {
+      int v[2];
+      for (int k = 0; k < 2; ++k) {
+        const unsigned char c = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+        v[k] = c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                      : -1;
+      }
+      hex = v[0] >= 0 && v[1] >= 0;
+      const char byte = static_cast<char>(v[0] << 4 | v[1]);
+      decoded.push_back(byte);
+      if ((byte >= 0x20 && byte < 0x7f) || byte == '\n' || byte == '\t' || byte == '\r')
+        ++printable;
+    }
+    if (!hex || printable * 10 < decoded.size() * 9) continue;
+    if (HoldsSecret(decoded, depth))
+      out.push_back(Span{run.begin, run.end, run.begin, run.end, "hex"});
+  }
+}
+
+namespace {
+
+// Characters of a folded block: base64 (both alphabets), '=' padding and the dots of a JWT.
+constexpr auto kFoldClass = [] {
+  std::array<unsigned char, 256> t{};
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = 1;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = 1;
+  for (int c = '0'; c <= '9'; ++c) t[c] = 1;
+  for (unsigned char c : std::string_view("+/-_.=")) t[c] = 1;
+  return t;
+}();
+
+// The length of the fold at s[i] (a line break and the next line's indentation, or JSON's
+// escaped "\n" / "\r\n"), 0 when there is none.
+std::size_t FoldAt(std::string_view s, std::size_t i) {
+  std::size_t j = i;
+  if (j < s.size() && s[j] == '\r') ++j;
+  if (j < s.size() && s[j] == '\n') {
+    ++j;
+  } else if (s.substr(i, 4) == "\\r\\n") {
+    j = i + 4;
+  } else if (s.substr(i, 2) == "\\n") {
+    j = i + 2;
+  } else {
+    return 0;
+  }
+  while (j < s.size() && (s[j] == ' ' || s[j] == '\t')) ++j;
+  return j - i;
+}
+
+}  // namespace
+
+void Redactor::FindFolded(std::string_view s, std::vector<Span>& out) const {
+  constexpr std::size_t kMinPiece = 16;  // every piece of a block but its last
+  const auto* u = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  std::string joined;
+  std::vector<std::size_t> folds;  // offsets in `joined` where a fold was
+  while (i < n) {
+    while (i < n && kFoldClass[u[i]] == 0) ++i;
+    const std::size_t block_begin = i;
+    joined.clear();
+    folds.clear();
+    std::size_t piece = 0, block_end = i;
+    while (i < n) {
+      if (kFoldClass[u[i]] != 0) {
+        joined.push_back(s[i++]);
+        ++piece;
+        continue;
+      }
+      if (s[i] == '\\' && i + 1 < n && s[i + 1] == '/') {  // JSON's escaped "/"
+        joined.push_back('/');
+        i += 2;
+        ++piece;
+        continue;
+      }
+      const std::size_t fold = piece >= kMinPiece ? FoldAt(s, i) : 0;
+      if (fold == 0 || i + fold >= n || kFoldClass[u[i + fold]] == 0) break;
+      block_end = i;
+      folds.push_back(joined.size());
+      i += fold;
+      piece = 0;
+    }
+    if (folds.empty()) continue;
+    // The last piece joins the block whatever its length (the tail of a wrapped body).
+    block_end = i;
     std::vector<Span> inner;
-    FindRuleSpans(decoded, inner);
-    bool hit = !inner.empty();
-    if (!hit) lines_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
-    if (!hit) credentials_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
-    for (std::size_t v = 0; !hit && v < values_.size(); ++v) {
-      hit = decoded.find(values_[v].second) != std::string::npos;
+    std::vector<TokenRun> runs;
+    TokenRuns(joined, runs);
+    if (rules_) RuleSpans(rules_->impl(), joined, inner, npos_sv, &runs);
+    auto crosses = [&](std::size_t b, std::size_t e) {
+      return std::any_of(folds.begin(), folds.end(),
+                         [&](std::size_t f) { return b < f && f < e; });
+    };
+    std::string_view rule;
+    for (const Span& sp : inner) {
+      if (crosses(sp.hide_begin, sp.hide_end)) rule = sp.rule;
     }
-    if (!hit) {
-      std::vector<Span> hashed;
-      FindHashed(decoded, hashed);
-      hit = !hashed.empty();
-    }
-    if (hit) out.push_back(Span{run.begin, end, run.begin, end, "base64"});
+    auto take = [&](std::string_view id) {
+      return [&, id](std::size_t b, std::size_t e) {
+        if (rule.empty() && crosses(b, e)) rule = id;
+      };
+    };
+    if (rule.empty()) lines_.ForEach(joined, take("secret_file"));
+    if (rule.empty()) credentials_.ForEach(joined, take("credential"));
+    if (!rule.empty()) out.push_back(Span{block_begin, block_end, block_begin, block_end, rule});
   }
 }
 
@@ -857,6 +1102,7 @@ std::vector<Redactor::Span> Redactor::FindShapes(std::string_view s) const {
 
 std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
   std::vector<Span> first;  // exact values and secret lines: they take precedence
+  std::vector<Span> shapes_early;  // folded blocks a rule found
   for (const auto& [rule, value] : values_) {
     for (std::size_t pos = s.find(value); pos != std::string_view::npos;
          pos = s.find(value, pos + value.size())) {
@@ -870,13 +1116,21 @@ std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
     first.push_back(Span{b, e, b, e, "credential"});
   });
   FindHashed(s, first);
+  // A known line or credential folded over lines is known too: its block takes precedence
+  // over the pieces of it that lie whole inside one line.
+  std::vector<Span> folded;
+  FindFolded(s, folded);
+  for (const Span& sp : folded) {
+    (sp.rule == "secret_file" || sp.rule == "credential" ? first : shapes_early).push_back(sp);
+  }
   std::vector<Span> out;
   if (!first.empty()) TakeDisjoint(first, out);
-  std::vector<Span> shapes;
+  std::vector<Span> shapes = std::move(shapes_early);
   std::vector<TokenRun> token_runs;
   TokenRuns(s, token_runs);
   if (rules_) RuleSpans(rules_->impl(), s, shapes, npos_sv, &token_runs);
   FindBase64(s, token_runs, shapes);
+  FindHex(s, token_runs, shapes);
   if (out.empty()) {
     TakeDisjoint(shapes, out);
     return out;

@@ -368,6 +368,9 @@ const ListKey kListKeys[] = {
      [](const Policy& p) { return p.redact_credential_stores; },
      [](Policy& p, std::vector<std::string> v) { p.redact_credential_stores = std::move(v); },
      PathEntry},
+    {"redact", "secret_words", ListPolarity::kDenies, false, false,
+     [](const Policy& p) { return p.redact_secret_words; },
+     [](Policy& p, std::vector<std::string> v) { p.redact_secret_words = std::move(v); }, AnyEntry},
     {"filesystem", "protected_names", ListPolarity::kDenies, false, false,
      [](const Policy& p) { return p.filesystem.protected_names; },
      [](Policy& p, std::vector<std::string> v) { p.filesystem.protected_names = std::move(v); },
@@ -441,6 +444,7 @@ std::string Policy::CanonicalJson() const {
   j["scopes"] = scopes;
   j["redact"]["values_count"] = redact_values.size();
   j["redact"]["env_names"] = redact_env_names;
+  j["redact"]["secret_words"] = redact_secret_words;
   if (!redact_credential_stores.empty())
     j["redact"]["credential_stores"] = redact_credential_stores;
   j["audit"]["fsync"] = Name(kFsyncModeNames, audit_fsync);
@@ -1207,6 +1211,7 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
   }
   // A rule set this binary checked before is not checked again: its patterns are compiled on
   // first use (core/redact.h).
+  TRY(ExpandSecretWords(policy.redact_rules, policy.redact_secret_words));
   ASSIGN_OR_RETURN(policy.compiled_redact_rules,
                    RedactRules::Compile(policy.redact_rules, CordonStateDir() + "/redact-checked"));
   return policy;

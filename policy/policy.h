@@ -140,6 +140,9 @@ struct Policy {
   // session start for the secret values they hold (workspace/credential_stores.h). A project
   // may only add; every store also joins [filesystem] deny.
   std::vector<std::string> redact_credential_stores;
+  // [redact] secret_words: the words that name a secret (password, token, api_key, ...), written
+  // into every rule that says "{secret_words}" (ExpandSecretWords). A project may only add.
+  std::vector<std::string> redact_secret_words;
   // [[redact.rules]]: the secret detectors (policies.d/10-secrets.toml and any layer's own),
   // compiled and their examples checked once every layer is read. A later layer's rule with
   // the same id replaces the earlier one; a project file may only add new ids.
