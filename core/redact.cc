@@ -229,8 +229,8 @@ Status ExpandSecretWords(std::vector<RedactRule>& rules, const std::vector<std::
       return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
     });
     if (!valid || w.front() == '_' || w.back() == '_') {
-      return Fail(Code::kInvalidInput, "redact.secret_words: \"" + w +
-                                           "\" is not a word of a-z, 0-9 and inner _");
+      return Fail(Code::kInvalidInput,
+                  "redact.secret_words: \"" + w + "\" is not a word of a-z, 0-9 and inner _");
     }
     if (!alternation.empty()) alternation += '|';
     std::string joined[4];  // "_", "-", ".", "" between the word's parts
@@ -252,8 +252,9 @@ Status ExpandSecretWords(std::vector<RedactRule>& rules, const std::vector<std::
   }
   for (RedactRule& r : rules) {
     const bool in_pattern = r.pattern.find(kPlaceholder) != std::string::npos;
-    const bool in_keywords =
-        std::find(r.keywords.begin(), r.keywords.end(), kPlaceholder) != r.keywords.end();
+    const bool in_keywords = std::any_of(r.keywords.begin(), r.keywords.end(), [](const auto& k) {
+      return k.find(kPlaceholder) != std::string::npos;
+    });
     if (!in_pattern && !in_keywords) continue;
     if (words.empty()) {
       return Fail(Code::kInvalidInput,
@@ -266,10 +267,13 @@ Status ExpandSecretWords(std::vector<RedactRule>& rules, const std::vector<std::
     }
     std::vector<std::string> keywords;
     for (const std::string& k : r.keywords) {
-      if (k == kPlaceholder) {
-        keywords.insert(keywords.end(), spellings.begin(), spellings.end());
-      } else {
+      const std::size_t at = k.find(kPlaceholder);
+      if (at == std::string::npos) {
         keywords.push_back(k);
+        continue;
+      }
+      for (const std::string& w : spellings) {  // "-{secret_words}": "-password", "-token", ...
+        keywords.push_back(k.substr(0, at) + w + k.substr(at + kPlaceholder.size()));
       }
     }
     r.keywords = std::move(keywords);
@@ -676,17 +680,20 @@ constexpr auto kLower = [] {
   return t;
 }();
 
+// Whether a hidden part is a YAML block scalar's indicator: "|" or ">", then "-", "+" or an
+// indentation digit.
+bool IsBlockIndicator(std::string_view h) {
+  if (h.empty() || (h[0] != '|' && h[0] != '>') || h.size() > 3) return false;
+  return std::all_of(h.begin() + 1, h.end(),
+                     [](char c) { return c == '-' || c == '+' || (c >= '1' && c <= '9'); });
+}
+
 // A hidden YAML block indicator ("|", ">-", "|2+") at [b, e) stands for the block scalar under
 // it: the lines after its own that are blank or indented deeper than the key's line. Returns
 // the block's text from its first to its last non-blank character, or {npos, npos} when the
 // indicator does not end its line or no block follows.
 std::pair<std::size_t, std::size_t> YamlBlock(std::string_view s, std::size_t b, std::size_t e) {
   constexpr std::pair<std::size_t, std::size_t> none{npos_sv, npos_sv};
-  const std::string_view ind = s.substr(b, e - b);
-  if (ind.empty() || (ind[0] != '|' && ind[0] != '>') || ind.size() > 3) return none;
-  for (char c : ind.substr(1)) {
-    if (c != '-' && c != '+' && (c < '1' || c > '9')) return none;
-  }
   std::size_t i = e;
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
   if (i < s.size() && s[i] == '#') i = std::min(s.size(), s.find('\n', i));
@@ -707,8 +714,7 @@ std::pair<std::size_t, std::size_t> YamlBlock(std::string_view s, std::size_t b,
       if (k - l <= key_indent) break;
       if (first == npos_sv) first = k;
       last = eol;
-      while (last > k && (s[last - 1] == '\r' || s[last - 1] == ' ' || s[last - 1] == '\t'))
-        --last;
+      while (last > k && (s[last - 1] == '\r' || s[last - 1] == ' ' || s[last - 1] == '\t')) --last;
     }
     l = eol + 1;
   }
@@ -742,7 +748,7 @@ void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, s
     re2::StringPiece h = groups[static_cast<std::size_t>(rule.group)];
     if (h.data() == nullptr || h.empty()) continue;
     std::size_t span_end = me;
-    if (h[0] == '|' || h[0] == '>') {  // a YAML block scalar's indicator: its block is hidden
+    if (IsBlockIndicator(std::string_view(h.data(), h.size()))) {  // its block is hidden
       const std::size_t ib = static_cast<std::size_t>(h.data() - s.data());
       const auto [bb, be] = YamlBlock(s, ib, ib + h.size());
       if (bb == npos_sv) continue;
@@ -965,7 +971,7 @@ void Redactor::FindBase64(std::string_view s, const std::vector<TokenRun>& runs,
 }
 
 // Hex of a secret (xxd -p, a hex dump of a buffer, a value printed as bytes): a run of 16 or
-// more hex digits of one case (after an optional 0x), of even length, that decodes to mostly
+// more hex digits (after an optional 0x), of even length, that decodes to mostly
 // printable text holding a secret is hidden whole as [REDACTED:hex]. A hash (sha256sum, a git
 // commit) decodes to bytes that are not text and is left alone.
 void Redactor::FindHex(std::string_view s, const std::vector<TokenRun>& runs,
@@ -1004,15 +1010,9 @@ void Redactor::FindHex(std::string_view s, const std::vector<TokenRun>& runs,
 
 namespace {
 
-// Characters of a folded block: base64 (both alphabets), '=' padding and the dots of a JWT.
-constexpr auto kFoldClass = [] {
-  std::array<unsigned char, 256> t{};
-  for (int c = 'A'; c <= 'Z'; ++c) t[c] = 1;
-  for (int c = 'a'; c <= 'z'; ++c) t[c] = 1;
-  for (int c = '0'; c <= '9'; ++c) t[c] = 1;
-  for (unsigned char c : std::string_view("+/-_.=")) t[c] = 1;
-  return t;
-}();
+// Characters of a folded block: token characters (base64, both alphabets), '=' padding and the
+// dots of a JWT.
+inline bool IsFoldChar(unsigned char c) { return kTokenClass[c] != 0 || c == '.' || c == '='; }
 
 // The length of the fold at s[i] (a line break and the next line's indentation, or JSON's
 // escaped "\n" / "\r\n"), 0 when there is none.
@@ -1038,17 +1038,17 @@ void Redactor::FindFolded(std::string_view s, std::vector<Span>& out) const {
   constexpr std::size_t kMinPiece = 16;  // every piece of a block but its last
   const auto* u = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();
-  std::size_t i = 0;
   std::string joined;
   std::vector<std::size_t> folds;  // offsets in `joined` where a fold was
-  while (i < n) {
-    while (i < n && kFoldClass[u[i]] == 0) ++i;
+  // The block from `i` (the start of a run of fold characters): its pieces and folds, and what
+  // its joined text holds. Returns where it ends.
+  auto block = [&](std::size_t i) {
     const std::size_t block_begin = i;
     joined.clear();
     folds.clear();
-    std::size_t piece = 0, block_end = i;
+    std::size_t piece = 0;
     while (i < n) {
-      if (kFoldClass[u[i]] != 0) {
+      if (IsFoldChar(u[i])) {
         joined.push_back(s[i++]);
         ++piece;
         continue;
@@ -1060,22 +1060,25 @@ void Redactor::FindFolded(std::string_view s, std::vector<Span>& out) const {
         continue;
       }
       const std::size_t fold = piece >= kMinPiece ? FoldAt(s, i) : 0;
-      if (fold == 0 || i + fold >= n || kFoldClass[u[i + fold]] == 0) break;
-      block_end = i;
+      if (fold == 0 || i + fold >= n || !IsFoldChar(u[i + fold])) break;
       folds.push_back(joined.size());
       i += fold;
       piece = 0;
     }
-    if (folds.empty()) continue;
-    // The last piece joins the block whatever its length (the tail of a wrapped body).
-    block_end = i;
+    if (folds.empty()) return i;
+    // Wrapped text has one width: the pieces between the first and the last are equally long,
+    // and the first no longer (a listing of names, one a line, is not a block). A JWT may be
+    // folded anywhere (at its dots).
+    bool wrapped = folds.size() < 2 || folds[0] <= folds[1] - folds[0];
+    for (std::size_t f = 2; wrapped && f < folds.size(); ++f)
+      wrapped = folds[f] - folds[f - 1] == folds[1] - folds[0];
+    if (!wrapped && joined.find("eyJ") == std::string::npos) return i;
     std::vector<Span> inner;
     std::vector<TokenRun> runs;
     TokenRuns(joined, runs);
     if (rules_) RuleSpans(rules_->impl(), joined, inner, npos_sv, &runs);
     auto crosses = [&](std::size_t b, std::size_t e) {
-      return std::any_of(folds.begin(), folds.end(),
-                         [&](std::size_t f) { return b < f && f < e; });
+      return std::any_of(folds.begin(), folds.end(), [&](std::size_t f) { return b < f && f < e; });
     };
     std::string_view rule;
     for (const Span& sp : inner) {
@@ -1088,7 +1091,49 @@ void Redactor::FindFolded(std::string_view s, std::vector<Span>& out) const {
     };
     if (rule.empty()) lines_.ForEach(joined, take("secret_file"));
     if (rule.empty()) credentials_.ForEach(joined, take("credential"));
-    if (!rule.empty()) out.push_back(Span{block_begin, block_end, block_begin, block_end, rule});
+    // The last piece joins the block whatever its length (the tail of a wrapped body).
+    if (!rule.empty()) out.push_back(Span{block_begin, i, block_begin, i, rule});
+    return i;
+  };
+  // Only where a fold can be: a line break or JSON's "\n" after kMinPiece fold characters
+  // (found by memchr; almost every line of ordinary text ends otherwise).
+  std::size_t done = 0;                        // the text before this is scanned
+  auto find = [&](char c, std::size_t from) {  // n: none
+    const void* f = std::memchr(s.data() + from, c, n - from);
+    return f == nullptr ? n : static_cast<std::size_t>(static_cast<const char*>(f) - s.data());
+  };
+  std::size_t next_nl = find('\n', 0), next_bs = find('\\', 0);
+  for (std::size_t p = 0; p < n;) {
+    if (next_nl < p) next_nl = find('\n', p);
+    if (next_bs < p) next_bs = find('\\', p);
+    const std::size_t at = std::min(next_nl, next_bs);
+    if (at >= n) break;
+    p = at + 1;
+    if (s[at] == '\\' && (at + 1 >= n || (s[at + 1] != 'n' && s[at + 1] != 'r'))) continue;
+    std::size_t fold_at = at > 0 && s[at] == '\n' && s[at - 1] == '\r' ? at - 1 : at;
+    if (fold_at < done + kMinPiece || !IsFoldChar(u[fold_at - 1])) continue;
+    // A block goes on after the fold (most lines are followed by one that starts otherwise).
+    const std::size_t fold = FoldAt(s, fold_at);
+    if (fold == 0 || fold_at + fold >= n || !IsFoldChar(u[fold_at + fold])) continue;
+    // Back over the piece before it ("\/" counts as one character), to the block's start.
+    std::size_t k = fold_at, count = 0;
+    unsigned mask = 0;
+    while (k > done) {
+      if (IsFoldChar(u[k - 1])) {
+        mask |= kTokenClass[u[--k]];
+        ++count;
+      } else if (u[k - 1] == '\\' && u[k] == '/' && count > 0) {
+        --k;
+      } else {
+        break;
+      }
+    }
+    // A piece of base64 or of a JWT holds upper case, lower case and digits; a path, a word or
+    // a version at a line's end (most lines that end in these characters) does not.
+    if (count < kMinPiece || (mask & 7) != 7) continue;
+    if (!IsFoldChar(u[k])) ++k;  // not a block start: a "\" before "/"
+    done = block(k);
+    p = std::max(p, done);
   }
 }
 
@@ -1101,7 +1146,7 @@ std::vector<Redactor::Span> Redactor::FindShapes(std::string_view s) const {
 }
 
 std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
-  std::vector<Span> first;  // exact values and secret lines: they take precedence
+  std::vector<Span> first;         // exact values and secret lines: they take precedence
   std::vector<Span> shapes_early;  // folded blocks a rule found
   for (const auto& [rule, value] : values_) {
     for (std::size_t pos = s.find(value); pos != std::string_view::npos;

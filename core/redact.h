@@ -53,7 +53,8 @@ struct RedactRule {
 // The secret-naming words ([redact] secret_words: password, token, api_key, ...) written into
 // the rules that name them: "{secret_words}" in a pattern becomes an alternation of the words
 // (each "_" in a word matching "_", "-", "." or nothing: api_key, api-key, apikey), and a
-// keyword "{secret_words}" becomes each word's spellings. A word must be [a-z0-9_]+; a rule that
+// keyword that holds "{secret_words}" becomes one keyword per spelling ("-{secret_words}":
+// "-password", "-api-key", ...). A word must be [a-z0-9_]+; a rule that
 // names the list while it is empty is an error naming the rule. Called before Compile.
 Status ExpandSecretWords(std::vector<RedactRule>& rules, const std::vector<std::string>& words);
 
@@ -194,14 +195,14 @@ class Redactor {
 
  private:
   void FindRuleSpans(std::string_view text, std::vector<Span>& out) const;
-  void FindBase64(std::string_view text, const std::vector<TokenRun>& runs,
-                  std::vector<Span>& out, int depth = 0) const;
-  // Runs of hex digits (one case) that decode to text holding a secret: [REDACTED:hex].
-  void FindHex(std::string_view text, const std::vector<TokenRun>& runs,
-               std::vector<Span>& out, int depth = 0) const;
-  // Base64 (and JWTs) folded over lines, or over JSON's "\n": the lines joined hold a secret
-  // that crosses a fold (a known key body line re-wrapped, a key body without its armour, a
-  // JWT): the whole block is hidden.
+  void FindBase64(std::string_view text, const std::vector<TokenRun>& runs, std::vector<Span>& out,
+                  int depth = 0) const;
+  // Runs of hex digits that decode to text holding a secret: [REDACTED:hex].
+  void FindHex(std::string_view text, const std::vector<TokenRun>& runs, std::vector<Span>& out,
+               int depth = 0) const;
+  // Base64 folded over lines at one width (a JWT: anywhere), or over JSON's "\n": the lines
+  // joined hold a secret that crosses a fold (a known key body line re-wrapped, a key body
+  // without its armour, a JWT): the whole block is hidden.
   void FindFolded(std::string_view text, std::vector<Span>& out) const;
   // Whether decoded text (base64, hex) holds a secret: a rule's shape, a secret line, a
   // credential, an exact value, a known hash; at depth 0 its own encodings too (two levels).

@@ -691,9 +691,11 @@ TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   // the limit added since (limits.max_pending_output_bytes, issue 19) and run_shell's time
   // (tools.run_shell.timeout_secs and limits.cpu_secs, issue 21), and the scope session:operate
   // (granted, issue 23), and the credential stores on the deny list and read by value
-  // ([redact] credential_stores, issue 32).
+  // ([redact] credential_stores, issue 32), and the words the context rules name ([redact]
+  // secret_words, issue 32 part 2).
   EXPECT_EQ(p->redact_credential_stores.size(), 21u);
-  EXPECT_EQ(p->Sha256(), "3c12997507715d6a772dae78e653941a880ee1a2f7e6721a6d74294136876432");
+  EXPECT_EQ(p->redact_secret_words.size(), 12u);
+  EXPECT_EQ(p->Sha256(), "cd4091a28a29a8edf3aa6b9dea890118df03fc3871eb0257a9e30e0f3f60509a");
 }
 
 template <typename E, std::size_t N>

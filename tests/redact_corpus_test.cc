@@ -42,7 +42,8 @@ class Gen {
   // A password as a person or a generator makes one: letters, digits and punctuation.
   std::string Password(std::size_t n) {
     for (;;) {
-      std::string s = From("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789!%*+-._~^@", n);
+      std::string s =
+          From("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789!%*+-._~^@", n);
       if (Has(s, 'A', 'Z') && Has(s, 'a', 'z') && Has(s, '0', '9') && std::isalnum(s[0]) &&
           std::isalnum(s.back()))
         return s;
@@ -128,8 +129,8 @@ std::string Replace(std::string s, std::string_view from, std::string_view to) {
 // --- the secret corpus ---
 
 struct Secret {
-  std::string cls;     // context, encoding, vendor
-  std::string text;    // what a tool shows
+  std::string cls;                 // context, encoding, vendor
+  std::string text;                // what a tool shows
   std::vector<std::string> parts;  // what must not survive
 };
 
@@ -164,6 +165,7 @@ const Context kContexts[] = {
     {"settings = {'access_token': '{V}'}", "tph"},
     {"SECRET = \"{V}\"", "tph"},
     {"private_key_passphrase: '{V}'", "tph"},
+    {"db_password = \"|{V}\"", "tp"},  // "|" starts a value here, not a YAML block
     // CLI flags
     {"mysql -u root -p{V} app", "tph"},
     {"mysqldump -uroot -p'{V}' shop > shop.sql", "tph"},
@@ -296,10 +298,10 @@ std::vector<Secret> SecretCorpus() {
   }
   // JWTs folded across lines.
   for (int i = 0; i < 4; ++i) {
-    const std::string jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." +
-                            Base64("{\"sub\":\"" + g.Token(12) + "\",\"iat\":1700000000}", true,
-                                   false) +
-                            "." + Base64(g.Bytes(32), true, false);
+    const std::string jwt =
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." +
+        Base64("{\"sub\":\"" + g.Token(12) + "\",\"iat\":1700000000}", true, false) + "." +
+        Base64(g.Bytes(32), true, false);
     const std::string sig = jwt.substr(jwt.rfind('.') + 1);
     add("token:\n" + Wrap(jwt, 40) + "\n", {sig.substr(0, 16), sig.substr(sig.size() - 16)});
     std::string split = jwt;
@@ -392,16 +394,16 @@ std::vector<Secret> SecretCorpus() {
     vendor("bot.run('" + t + "')", t);
   }
   for (int i = 0; i < 2; ++i) {
-    const std::string u = g.Hex(8) + "-" + g.Hex(4) + "-" + g.Hex(4) + "-" + g.Hex(4) + "-" +
-                          g.Hex(12);
+    const std::string u =
+        g.Hex(8) + "-" + g.Hex(4) + "-" + g.Hex(4) + "-" + g.Hex(4) + "-" + g.Hex(12);
     vendor("HEROKU_API_KEY=" + u, u);
     const std::string t = "HRKU-" + g.From(std::string(Gen::kAlnum) + "_-", 60);
     vendor("heroku: " + t, t);
   }
   for (int i = 0; i < 3; ++i) {
-    const std::string t = "eyJhbGciOiJSUzI1NiJ9." + Base64("{\"sub\":\"" + g.Token(10) + "\"}",
-                                                            true, false) +
-                          "." + Base64(g.Bytes(40), true, false);
+    const std::string t = "eyJhbGciOiJSUzI1NiJ9." +
+                          Base64("{\"sub\":\"" + g.Token(10) + "\"}", true, false) + "." +
+                          Base64(g.Bytes(40), true, false);
     vendor("id_token=" + t, t);
   }
   for (const char* p : {"sk-proj-", "sk-ant-api03-", "sk-svcacct-", "sk-"}) {
@@ -410,7 +412,8 @@ std::vector<Secret> SecretCorpus() {
   }
   for (int i = 0; i < 3; ++i) {
     const std::string t = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA" +
-                          Base64(g.Bytes(300)).substr(0, 300) + "\n-----END OPENSSH PRIVATE KEY-----";
+                          Base64(g.Bytes(300)).substr(0, 300) +
+                          "\n-----END OPENSSH PRIVATE KEY-----";
     vendor(t, t.substr(40, 60));
   }
   for (int i = 0; i < 2; ++i) {
@@ -487,8 +490,46 @@ TEST(RedactCorpus, KnownValuesAndLinesSurviveNoEncoding) {
       ADD_FAILURE() << "leaked:\n" << text << "\n -> " << out;
     }
   }
-  std::printf("redact corpus: known values in encodings: %d of %zu leaked\n", leaked,
-              cases.size());
+  std::printf("redact corpus: known values in encodings: %d of %zu leaked\n", leaked, cases.size());
+}
+
+// The secret words are data: a project file adds one (and every rule that names the list then
+// finds it), and cannot remove one; a rule that names the list with none is refused.
+TEST(SecretWords, AProjectAddsWordsAndCannotRemoveOne) {
+  testing::TempDir d;
+  testing::WriteFile(d / "project.toml",
+                     "[redact]\nsecret_words = [\"pin_code\", \"!password\"]\n");
+  PolicySources sources;
+  sources.dirs = {CORDON_POLICY_DIR};
+  sources.project_file = d / "project.toml";
+  auto p = LoadPolicy(sources);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_NE(std::find(p->redact_secret_words.begin(), p->redact_secret_words.end(), "pin_code"),
+            p->redact_secret_words.end());
+  EXPECT_NE(std::find(p->redact_secret_words.begin(), p->redact_secret_words.end(), "password"),
+            p->redact_secret_words.end());
+  Redactor with(p->compiled_redact_rules), without(testing::ShippedRedactRules());
+  for (const std::string text : {"PIN_CODE=Xk9mP2vL7qRw", "--pin-code Xk9mP2vL7qRw",
+                                 "<pinCode>Xk9mP2vL7qRw</pinCode>", "password: Xk9mP2vL7qRw"}) {
+    std::string a = text, b = text;
+    with.Redact(a);
+    without.Redact(b);
+    EXPECT_EQ(a.find("Xk9mP2vL7qRw"), std::string::npos) << text << " -> " << a;
+    if (text.rfind("password", 0) != 0) {
+      EXPECT_EQ(b, text) << "the shipped words alone do not name it";
+    }
+  }
+  std::vector<RedactRule> rules(1);
+  rules[0].id = "r";
+  rules[0].where = "f.toml:3";
+  rules[0].pattern = "{secret_words}=(x+)";
+  EXPECT_FALSE(ExpandSecretWords(rules, {}));
+  EXPECT_FALSE(ExpandSecretWords(rules, {"Bad Word"}));
+  rules[0].keywords = {"{secret_words}"};
+  ASSERT_TRUE(ExpandSecretWords(rules, {"api_key"}));
+  EXPECT_EQ(rules[0].pattern, "(?:api[_.-]?key)=(x+)");
+  EXPECT_EQ(rules[0].keywords,
+            (std::vector<std::string>{"api_key", "api-key", "api.key", "apikey"}));
 }
 
 // --- the ordinary corpus ---
@@ -521,18 +562,19 @@ std::vector<Ordinary> OrdinaryCorpus() {
   auto add = [&](std::string cls, std::string text) {
     out.push_back({std::move(cls), std::move(text)});
   };
-  const char* pkgs[] = {"left-pad", "lodash",  "react",   "express", "chalk", "debug",
-                        "semver",   "ms",      "yargs",   "zod",     "ajv",   "commander",
-                        "uuid",     "glob",    "minimist", "qs",     "tslib", "rxjs",
-                        "axios",    "dotenv"};
+  const char* pkgs[] = {"left-pad", "lodash", "react", "express", "chalk",     "debug", "semver",
+                        "ms",       "yargs",  "zod",   "ajv",     "commander", "uuid",  "glob",
+                        "minimist", "qs",     "tslib", "rxjs",    "axios",     "dotenv"};
   for (int i = 0; i < 20; ++i) {
     const std::string n = std::to_string(i);
     const std::string sha1 = Sha256Hex("commit " + n).substr(0, 40);
     const std::string sha256 = Sha256Hex("blob " + n);
     const std::string sha512_b64 = Base64(Bytes(Sha256Hex("a" + n) + Sha256Hex("b" + n)));
-    const std::string sha384_b64 = Base64(Bytes(Sha256Hex("c" + n) + Sha256Hex("d" + n).substr(0, 32)));
+    const std::string sha384_b64 =
+        Base64(Bytes(Sha256Hex("c" + n) + Sha256Hex("d" + n).substr(0, 32)));
     const std::string pkg = pkgs[i];
-    const std::string ver = std::to_string(i % 5) + "." + std::to_string(i) + "." + std::to_string(i * 3 % 7);
+    const std::string ver =
+        std::to_string(i % 5) + "." + std::to_string(i) + "." + std::to_string(i * 3 % 7);
     // git
     add("git", "commit " + sha1);
     add("git", sha1.substr(0, 7) + " Fix the parser's handling of empty input (#" + n + ")");
@@ -543,21 +585,28 @@ std::vector<Ordinary> OrdinaryCorpus() {
     add("uuid", "\"id\": \"" + Uuid(g) + "\",");
     // lockfiles
     add("package-lock", "      \"integrity\": \"sha512-" + sha512_b64 + "\",");
-    add("package-lock", "      \"resolved\": \"https://registry.npmjs.org/" + pkg + "/-/" + pkg + "-" + ver + ".tgz\",");
-    add("yarn.lock", "  resolved \"https://registry.yarnpkg.com/" + pkg + "/-/" + pkg + "-" + ver + ".tgz#" + sha1 + "\"");
+    add("package-lock", "      \"resolved\": \"https://registry.npmjs.org/" + pkg + "/-/" + pkg +
+                            "-" + ver + ".tgz\",");
+    add("yarn.lock", "  resolved \"https://registry.yarnpkg.com/" + pkg + "/-/" + pkg + "-" + ver +
+                         ".tgz#" + sha1 + "\"");
     add("yarn.lock", "  integrity sha512-" + sha512_b64);
     add("yarn.lock", "  checksum: " + Sha256Hex("y" + n) + Sha256Hex("z" + n));
     add("pnpm-lock", "    resolution: {integrity: sha512-" + sha512_b64 + "}");
     add("Cargo.lock", "checksum = \"" + sha256 + "\"");
-    add("poetry.lock", "    {file = \"" + pkg + "-" + ver + "-py3-none-any.whl\", hash = \"sha256:" + sha256 + "\"},");
+    add("poetry.lock", "    {file = \"" + pkg + "-" + ver +
+                           "-py3-none-any.whl\", hash = \"sha256:" + sha256 + "\"},");
     add("Gemfile.lock", "  " + pkg + " (" + ver + ") sha256=" + sha256);
     add("go.sum", "github.com/example/" + pkg + " v" + ver + " h1:" + Base64(Bytes(sha256)));
-    add("go.sum", "github.com/example/" + pkg + " v" + ver + "/go.mod h1:" + Base64(Bytes(Sha256Hex("m" + n))));
+    add("go.sum", "github.com/example/" + pkg + " v" + ver +
+                      "/go.mod h1:" + Base64(Bytes(Sha256Hex("m" + n))));
     add("composer.lock", "                \"reference\": \"" + sha1 + "\"");
-    add("composer.lock", "                \"url\": \"https://api.github.com/repos/example/" + pkg + "/zipball/" + sha1 + "\",");
-    add("composer.lock", "            \"content-hash\": \"" + Sha256Hex("h" + n).substr(0, 32) + "\",");
+    add("composer.lock", "                \"url\": \"https://api.github.com/repos/example/" + pkg +
+                             "/zipball/" + sha1 + "\",");
+    add("composer.lock",
+        "            \"content-hash\": \"" + Sha256Hex("h" + n).substr(0, 32) + "\",");
     // SRI and image digests
-    add("sri", "<script src=\"https://cdn.example.org/" + pkg + ".min.js\" integrity=\"sha384-" + sha384_b64 + "\" crossorigin=\"anonymous\"></script>");
+    add("sri", "<script src=\"https://cdn.example.org/" + pkg + ".min.js\" integrity=\"sha384-" +
+                   sha384_b64 + "\" crossorigin=\"anonymous\"></script>");
     add("digest", "image: docker.io/library/" + pkg + "@sha256:" + sha256);
     add("digest", "Digest: sha256:" + sha256);
     add("digest", "FROM python:3.12-slim@sha256:" + Sha256Hex("f" + n));
@@ -566,39 +615,56 @@ std::vector<Ordinary> OrdinaryCorpus() {
   for (int i = 0; i < 10; ++i) {
     const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + g.Bytes(60 + 30 * i);
     add("image", "<img src=\"data:image/png;base64," + Base64(png) + "\">");
-    add("image", "background: url(data:image/gif;base64," + Base64("GIF89a" + g.Bytes(40 + i)) + ");");
+    add("image",
+        "background: url(data:image/gif;base64," + Base64("GIF89a" + g.Bytes(40 + i)) + ");");
   }
   // minified JS and CSS, source maps
   const char* js[] = {
-      "!function(e,t){\"object\"==typeof exports?module.exports=t():e.lib=t()}(this,function(){return{a:1}});",
-      "var n=function(e){return e&&e.__esModule?e:{default:e}};exports.token=n(require(\"./token\"));",
-      "const o=(e,t)=>e.split(\",\").map(r=>r.trim()).filter(Boolean).join(t);export{o as joinList};",
-      "function a(t){var e=t.headers.authorization;if(!e)throw new Error(\"missing\");return e.slice(7)}",
-      "e.exports={password:function(t){return t.length>=8},token:function(t){return/^[a-z]+$/.test(t)}};",
-      ".btn{color:#fff;background:#1a73e8}.btn:hover{background:#1765cc}@media(max-width:600px){.btn{width:100%}}",
-      ":root{--primary:#3b82f6;--radius:4px}.card{border-radius:var(--radius);box-shadow:0 1px 2px rgba(0,0,0,.1)}",
+      "!function(e,t){\"object\"==typeof "
+      "exports?module.exports=t():e.lib=t()}(this,function(){return{a:1}});",
+      "var n=function(e){return "
+      "e&&e.__esModule?e:{default:e}};exports.token=n(require(\"./token\"));",
+      "const o=(e,t)=>e.split(\",\").map(r=>r.trim()).filter(Boolean).join(t);export{o as "
+      "joinList};",
+      "function a(t){var e=t.headers.authorization;if(!e)throw new Error(\"missing\");return "
+      "e.slice(7)}",
+      "e.exports={password:function(t){return "
+      "t.length>=8},token:function(t){return/^[a-z]+$/.test(t)}};",
+      ".btn{color:#fff;background:#1a73e8}.btn:hover{background:#1765cc}@media(max-width:600px){."
+      "btn{width:100%}}",
+      ":root{--primary:#3b82f6;--radius:4px}.card{border-radius:var(--radius);box-shadow:0 1px 2px "
+      "rgba(0,0,0,.1)}",
       "input[type=password]{letter-spacing:.2em}.token-list>li{display:inline-block;margin:0 4px}",
-      "{\"version\":3,\"file\":\"app.min.js\",\"sources\":[\"../src/app.ts\"],\"names\":[\"token\",\"secret\"],\"mappings\":\"AAAA,SAASA,EAAMC,GACb,OAAOA,EAAEC,MAAM\"}",
+      "{\"version\":3,\"file\":\"app.min.js\",\"sources\":[\"../src/"
+      "app.ts\"],\"names\":[\"token\",\"secret\"],\"mappings\":\"AAAA,SAASA,EAAMC,GACb,OAAOA,EAAEC,"
+      "MAAM\"}",
       "//# sourceMappingURL=app.min.js.map",
   };
   for (const char* s : js) add("minified", s);
   for (int i = 0; i < 10; ++i) {
     const std::string map = "{\"version\":3,\"sources\":[\"src/m" + std::to_string(i) +
-                            ".ts\"],\"mappings\":\"AAAA,SAAS" + g.From("ABCDEFGIKMOQSUWYacegikmoqsuwy", 40) + "\"}";
-    add("sourcemap", "//# sourceMappingURL=data:application/json;charset=utf-8;base64," + Base64(map));
+                            ".ts\"],\"mappings\":\"AAAA,SAAS" +
+                            g.From("ABCDEFGIKMOQSUWYacegikmoqsuwy", 40) + "\"}";
+    add("sourcemap",
+        "//# sourceMappingURL=data:application/json;charset=utf-8;base64," + Base64(map));
   }
   // certificates and public keys
   for (int i = 0; i < 6; ++i) {
     const std::string der = "MIID" + Base64(g.Bytes(700)).substr(0, 900);
-    add("certificate", "-----BEGIN CERTIFICATE-----\n" + Wrap(der, 64) + "\n-----END CERTIFICATE-----");
+    add("certificate",
+        "-----BEGIN CERTIFICATE-----\n" + Wrap(der, 64) + "\n-----END CERTIFICATE-----");
     add("public_key", "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA" +
-                          Wrap(Base64(g.Bytes(270)).substr(0, 320), 64) + "\n-----END PUBLIC KEY-----");
+                          Wrap(Base64(g.Bytes(270)).substr(0, 320), 64) +
+                          "\n-----END PUBLIC KEY-----");
     add("public_key", "ssh-ed25519 " + Base64(SshString("ssh-ed25519") + SshString(g.Bytes(32))) +
                           " dev" + std::to_string(i) + "@laptop");
-    add("public_key", "ssh-rsa " + Base64(SshString("ssh-rsa") + SshString("\x01\x00\x01") +
-                                          SshString(std::string(1, '\0') + g.Bytes(256))) +
+    add("public_key", "ssh-rsa " +
+                          Base64(SshString("ssh-rsa") + SshString("\x01\x00\x01") +
+                                 SshString(std::string(1, '\0') + g.Bytes(256))) +
                           " ci@build");
-    add("public_key", "ecdsa-sha2-nistp256 " + Base64(SshString("ecdsa-sha2-nistp256") + SshString("nistp256") + SshString("\x04" + g.Bytes(64))));
+    add("public_key",
+        "ecdsa-sha2-nistp256 " + Base64(SshString("ecdsa-sha2-nistp256") + SshString("nistp256") +
+                                        SshString("\x04" + g.Bytes(64))));
   }
   // shell expansions and placeholders in every context syntax
   const char* refs[] = {
@@ -682,7 +748,8 @@ std::vector<Ordinary> OrdinaryCorpus() {
   for (int i = 0; i < 10; ++i) {
     add("hex", "sha256sum: " + Sha256Hex("file" + std::to_string(i)) + "  dist/app.tar.gz");
     add("hex", "0x" + HexOf("Hello, world number " + std::to_string(i)));
-    add("base64", "content: " + Base64("The quick brown fox jumps over the lazy dog " + std::to_string(i)));
+    add("base64",
+        "content: " + Base64("The quick brown fox jumps over the lazy dog " + std::to_string(i)));
     add("base64", "etag: \"" + Base64(g.Bytes(24)) + "\"");
   }
   return out;
@@ -703,8 +770,7 @@ TEST(RedactCorpus, OrdinaryStringsAreUnchanged) {
     if (out == o.text) continue;
     ++by_class[o.cls].first;
     ++changed;
-    if (std::find(named_in_readme.begin(), named_in_readme.end(), o.text) ==
-        named_in_readme.end())
+    if (std::find(named_in_readme.begin(), named_in_readme.end(), o.text) == named_in_readme.end())
       ADD_FAILURE() << "[" << o.cls << "] changed:\n" << o.text << "\n -> " << out;
   }
   EXPECT_LE(changed, 1);
@@ -718,9 +784,9 @@ TEST(RedactCorpus, OrdinaryStringsAreUnchanged) {
 TEST(RedactCorpus, RealLockfilesAndHeadersAreUnchanged) {
   namespace fs = std::filesystem;
   std::vector<fs::path> files;
-  for (const char* p : {"/tmp/mcp-peers/package-lock.json", "/usr/include/stdio.h",
-                        "/usr/include/unistd.h", "/usr/include/openssl/evp.h",
-                        "/usr/include/openssl/ssl.h"}) {
+  for (const char* p :
+       {"/tmp/mcp-peers/package-lock.json", "/usr/include/stdio.h", "/usr/include/unistd.h",
+        "/usr/include/openssl/evp.h", "/usr/include/openssl/ssl.h"}) {
     if (fs::exists(p)) files.emplace_back(p);
   }
   if (files.empty()) GTEST_SKIP() << "SKIPPED: no lockfile or header of this machine to read";
