@@ -450,6 +450,7 @@ std::string Policy::CanonicalJson() const {
   if (audit_checkpoint_seconds != 60) j["audit"]["checkpoint_seconds"] = audit_checkpoint_seconds;
   // Only when off: the policies recorded before the key existed keep their hash.
   if (!audit_file_changes) j["audit"]["file_changes"] = false;
+  if (audit_arguments_hashed) j["audit"]["arguments"] = "hashed";
   // Only when on: the policies recorded before the keys existed keep their hash.
   if (audit_before_images) {
     j["audit"]["before_images"] = true;
@@ -749,6 +750,21 @@ Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
       return {};
     }
     policy.audit_file_changes = *v;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
+  if (in.key == "arguments") {
+    const auto v = in.node.value<std::string>();
+    if (!in.node.is_string() || (*v != "redacted" && *v != "hashed")) {
+      return Fail(Code::kInvalidInput,
+                  in.where + ": " + in.name + " must be \"redacted\" or \"hashed\"");
+    }
+    if (in.tighten_only && *v == "redacted" && policy.audit_arguments_hashed) {
+      policy.notes.push_back(in.where + ": a project file cannot set " + in.name +
+                             " back to \"redacted\"");
+      return {};
+    }
+    policy.audit_arguments_hashed = *v == "hashed";
     policy.provenance[in.name] = in.where;
     return {};
   }

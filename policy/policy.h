@@ -156,6 +156,10 @@ struct Policy {
   // [audit] file_changes: each process record lists what it changed in the writable roots
   // (docs/adr/0004-change-records.md). A project file cannot turn it off.
   bool audit_file_changes = true;
+  // [audit] arguments = "redacted" (default) | "hashed": with hashed, tool_started.args and
+  // process.argv keep each argument's SHA-256, length and shape, never its text
+  // (audit/arguments.h). A project file may choose hashed, never go back to redacted.
+  bool audit_arguments_hashed = false;
   // [audit] before_images, before_images_max_file_bytes, before_images_max_session_bytes: the
   // file tools and the staged commit keep what a file held before they replace or delete it, in
   // cordon's state directory, for `cordon audit diff` (core/before_images.h). Only a layer the

@@ -279,6 +279,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   TRY(CheckAuditFiles(audit_files, options, s->policy_, s->workspace_, host));
   ASSIGN_OR_RETURN(CheckpointConfig checkpoints,
                    LoadCheckpoints(s->policy_, options, signing_key, s->redactor_));
+  // [audit] arguments: whether this session's log keeps argument text (redacted) or not.
+  redaction_json["arguments"] = s->policy_.audit_arguments_hashed ? "hashed" : "redacted";
   // What the redactor now knows by value, kept (as hashes) for the readers that show file
   // content after the session (audit diff): they hide what it hid.
   if (auto known = StoreRedactionKnowledge(s->redactor_, RedactionKnowledgeDir())) {
@@ -293,6 +295,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                    AuditWriter::Open(path, session_id, s->policy_.audit_fsync, std::move(key),
                                      &s->redactor_, std::move(checkpoints)));
   s->audit_.emplace(std::move(writer));
+  if (s->policy_.audit_arguments_hashed) s->audit_->HashArguments();
   // cordon's own files, masked from every confined process and refused by the file tools:
   // the policy layers it read (the shipped ones excepted: they are part of the installation),
   // the audit log and its key, and whatever else the caller names.

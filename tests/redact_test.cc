@@ -13,6 +13,7 @@
 #include <functional>
 #include <sstream>
 
+#include "core/hash.h"
 #include "core/unique_fd.h"
 #include "runner/capture.h"
 #include "session/session.h"
@@ -258,6 +259,55 @@ TEST(SecretFiles, ANameThatIsNotUtf8IsEscapedInTheScanAndItsCache) {
     std::string out = "3:" + key_body + "\n";
     EXPECT_EQ(r.Redact(out), 1u);
     EXPECT_EQ(out, "3:[REDACTED:secret_file]\n");
+  }
+}
+
+// Files in a credential store's format are secret files by their name, wherever they are in
+// the workspace, and each value their format holds is hidden whatever its shape.
+TEST(SecretFiles, FilesInACredentialStoresFormatAreSecretFilesByName) {
+  testing::TempDir dir;
+  const std::string ws = dir / "ws";
+  struct Case {
+    std::string path, content, value;
+  };
+  const std::vector<Case> cases = {
+      {"db/.pgpass", "db.internal:5432:app:svc:Lq7-pgpass\\:value-01\n", "Lq7-pgpass:value-01"},
+      {"conf/.my.cnf", "[client]\nuser=svc\npassword=Rt4-mycnf-value-02\n", "Rt4-mycnf-value-02"},
+      {"ci/settings.xml",
+       "<settings><servers><server><id>r</id><username>u</username>"
+       "<password>Wb9.maven.value.03</password></server></servers></settings>\n",
+       "Wb9.maven.value.03"},
+      {"src/NuGet.Config",
+       "<configuration><packageSourceCredentials><feed>"
+       "<add key=\"Username\" value=\"u\" />"
+       "<add key=\"ClearTextPassword\" value=\"Hn3_nuget_value_04\" />"
+       "</feed></packageSourceCredentials></configuration>\n",
+       "Hn3_nuget_value_04"},
+      {"web/.htpasswd", "admin:$apr1$Xy7kQ2$Zp0wq9eRtY1uI3oP5aS7d.\n",
+       "$apr1$Xy7kQ2$Zp0wq9eRtY1uI3oP5aS7d."},
+      {"deploy/redis.conf", "port 6379\nrequirepass Kd5~redis~value~05\n", "Kd5~redis~value~05"},
+      {"tf/credentials.tfrc.json",
+       "{\"credentials\": {\"app.terraform.io\": {\"token\": \"Pm2 tfrc value 0006\"}}}\n",
+       "Pm2 tfrc value 0006"},
+      {"ops/.vault-token", "Vt8.vault.value.0007\n", "Vt8.vault.value.0007"},
+  };
+  for (const auto& c : cases) testing::WriteFile(ws + "/" + c.path, c.content);
+  UniqueFd root(::open(ws.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  Redactor shapes(testing::ShippedRedactRules());
+  for (int round = 0; round < 2; ++round) {  // the second is served from the cache
+    SecretScanLimits limits;
+    limits.cache_from_entries = 0;
+    auto scan = ScanSecretFiles(root.get(), shapes, limits, dir / "state/cache");
+    ASSERT_TRUE(scan) << scan.error().message;
+    EXPECT_EQ(scan->files.size(), cases.size()) << scan->ToJson().dump();
+    Redactor r(testing::ShippedRedactRules());
+    r.AddSecretLines(scan->lines);
+    for (const auto& c : cases) {
+      std::string out = "seen: " + c.value + " (end)";
+      r.Redact(out);
+      EXPECT_EQ(out.find(c.value), std::string::npos) << c.path << ": " << out;
+    }
   }
 }
 
@@ -1012,6 +1062,63 @@ TEST_F(RedactEndToEnd, AuditDiffHidesWhatTheSessionHidAfterItsSourcesAreGone) {
   EXPECT_EQ(rules_only.exit_code, 0) << rules_only.err;
   EXPECT_NE(rules_only.out.find("+x "), std::string::npos) << rules_only.out;
   EXPECT_NE(rules_only.out.find("not used (--rules-only)"), std::string::npos) << rules_only.out;
+}
+
+// [audit] arguments = "hashed": the log keeps each argument's SHA-256, length and shape, and no
+// argument's text anywhere: not in tool_started.args, process.argv, an error message that
+// echoes one, nor a search's rg command line. A project file cannot turn it back.
+TEST_F(RedactEndToEnd, HashedArgumentsLeaveNoArgumentTextInTheLog) {
+  testing::WriteFile(dir_ / "hashed.toml", "[audit]\narguments = \"hashed\"\n");
+  testing::WriteFile(dir_ / "ws/.cordon/policy.toml", "[audit]\narguments = \"redacted\"\n");
+  // Arguments no rule knows the shape of.
+  const std::string shell_arg = "Zq8 unknown shape argument 4471";
+  const std::string missing = "no-such-program-Kx83q";
+  const std::string needle = "Pw-needle-5512v";
+  const std::string flag = "--db-pass=Mv72lrTq0";
+  const std::string policy = dir_ / "hashed.toml";
+  auto run = [&](const std::string& tool, const Json& in) {
+    return Cordon({"call", tool, "--workspace", dir_ / "ws", "--policy", policy, "--audit-log",
+                   log(), "--json", in.dump()});
+  };
+  auto shell = run("run_shell", {{"program", "sh"},
+                                 {"args", {"-c", "echo \"$1\"; exit 3", "sh", shell_arg, flag}}});
+  EXPECT_NE(shell.out.find(shell_arg), std::string::npos) << "the agent sees its output";
+  auto absent = run("run_shell", {{"program", missing}});
+  EXPECT_NE(absent.out.find(missing), std::string::npos) << "the agent's error names it";
+  auto search = run("search_text", {{"pattern", needle}});
+  EXPECT_EQ(search.exit_code, 0) << search.out << search.err;
+  const std::string text = testing::ReadFile(log());
+  for (const auto& s :
+       {shell_arg, missing, needle, flag, std::string("Mv72lrTq0"), std::string("unknown shape")}) {
+    EXPECT_EQ(text.find(s), std::string::npos) << s << " in the log:\n" << text;
+  }
+  // What stays: the digest, length and shape of each argument.
+  bool saw_started = false, saw_argv = false, saw_mode = false;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const Json rec = Json::parse(line);
+    const std::string type = rec.value("type", "");
+    if (type == "session_started") {
+      saw_mode = rec["redaction"].value("arguments", "") == "hashed";
+    } else if (type == "tool_started" && rec.value("tool", "") == "run_shell" &&
+               rec["args"].contains("args")) {
+      const Json& a = rec["args"]["args"][3];
+      EXPECT_EQ(a.value("sha256", ""), Sha256Hex(shell_arg)) << rec.dump();
+      EXPECT_EQ(a.value("bytes", 0u), shell_arg.size()) << rec.dump();
+      EXPECT_EQ(a.value("shape", ""), "text") << rec.dump();
+      EXPECT_EQ(rec["args"]["args"][4].value("shape", ""), "flag") << rec.dump();
+      saw_started = true;
+    } else if (type == "process" && rec.value("tool", "") == "run_shell" &&
+               rec["argv"].size() == 6) {  // sh -c SCRIPT sh ARG FLAG
+      EXPECT_EQ(rec["argv"][4].value("sha256", ""), Sha256Hex(shell_arg)) << rec.dump();
+      saw_argv = true;
+    }
+  }
+  EXPECT_TRUE(saw_started && saw_argv && saw_mode) << text;
+  EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
+  auto shown = Cordon({"audit", "show", log()});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(shown.out.find(shell_arg), std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "core/unique_fd.h"
 #include "core/walk.h"
 #include "workspace/changes.h"
+#include "workspace/credential_stores.h"
 
 namespace cordon {
 namespace {
@@ -156,7 +158,9 @@ std::string WriteCache(const Cache& cache, const std::string& fingerprint) {
 }
 
 std::string RulesFingerprint(const Redactor& shapes) {
-  std::string all = "secret-files-v1\n";
+  // v2: the names in a credential store's format joined (IsStoreFormatFileName); a cache of v1
+  // said such a file held nothing.
+  std::string all = "secret-files-v2\n";
   if (shapes.rules() != nullptr) {
     for (const auto& r : shapes.rules()->rules()) {
       all += r.id + "\n" + r.pattern + "\n" + std::to_string(r.group) + "\n" + r.ignore + "\n" +
@@ -306,9 +310,19 @@ bool IsSecretFileName(std::string_view name) {
   for (std::string_view ext : {".pem", ".key", ".p8", ".ppk", ".asc", ".gpg-key"}) {
     if (name.ends_with(ext)) return true;
   }
+  if (IsStoreFormatFileName(name)) return true;
   return name == "credentials" || name == ".netrc" || name == ".npmrc" || name == ".pypirc" ||
          name == ".git-credentials" || name == "credentials.json" ||
          (name.find("service") != std::string_view::npos && name.ends_with(".json"));
+}
+
+bool IsStoreFormatFileName(std::string_view name) {
+  const std::string lower = AsciiLower(name);
+  static constexpr std::string_view kNames[] = {
+      ".pgpass",   "pgpass",    ".my.cnf",    "settings.xml",          "nuget.config",
+      "htpasswd",  ".htpasswd", "redis.conf", "credentials.tfrc.json", ".vault-token",
+      "master.key"};
+  return std::find(std::begin(kNames), std::end(kNames), lower) != std::end(kNames);
 }
 
 std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view content,
@@ -326,6 +340,15 @@ std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view c
     }
   }
   if (!IsSecretFileName(name)) return out;
+  // A file in a credential store's format (.pgpass, .my.cnf, settings.xml, NuGet.Config,
+  // htpasswd, redis.conf, credentials.tfrc.json, .vault-token): the values its format holds,
+  // read as the store reader reads them (workspace/credential_stores.h).
+  if (IsStoreFormatFileName(name)) {
+    for (auto& v : CredentialValuesOf(name, content).values) {
+      if (v.size() >= SecretLines::kMinLine) out.push_back(std::move(v));
+    }
+    return out;
+  }
   const bool env_like = name.find(".env") != std::string_view::npos || name == "credentials" ||
                         name == ".netrc" || name == ".npmrc" || name == ".pypirc";
   const bool key_like =

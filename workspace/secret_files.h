@@ -52,5 +52,9 @@ std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view c
 
 // Whether a file name is one of the usual secret files' names.
 bool IsSecretFileName(std::string_view name);
+// Whether it names a file in a credential store's format (.pgpass, .my.cnf, settings.xml,
+// NuGet.Config, htpasswd, .htpasswd, redis.conf, credentials.tfrc.json, .vault-token,
+// master.key; any case): its values are read as the store reader reads them.
+bool IsStoreFormatFileName(std::string_view name);
 
 }  // namespace cordon
