@@ -120,6 +120,37 @@ Json RedactionKnowledgeCheck() {
                "");
 }
 
+// Issue 32, part 5: the session-start scan of the current directory as a workspace (its cache
+// warmed as a session would): how long it takes and whether a limit stopped it, since what lies
+// past the limit is not known to the redactor.
+Json SecretFileScanCheck() {
+  std::error_code ec;
+  const std::string here = std::filesystem::current_path(ec).string();
+  if (ec) return Check("secret_file_scan", false, "cannot tell the current directory", "");
+  auto policy = LoadPolicy(DefaultPolicySources(ShippedPolicyDir(), here));
+  if (!policy) return Check("secret_file_scan", false, policy.error().message, "fix the policy");
+  if (!policy->redact_scan_files) {
+    return Check("secret_file_scan", true, "[redact] scan_files = false: no scan", "");
+  }
+  UniqueFd root(::open(here.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return Check("secret_file_scan", false, "cannot open " + here, "");
+  Redactor shapes(policy->compiled_redact_rules);
+  auto scan = ScanSecretFiles(root.get(), shapes, SecretScanLimits{}, SecretScanCacheFile(here));
+  if (!scan) return Check("secret_file_scan", false, scan.error().message, "");
+  const std::string detail = "a session in " + here + " scans " + std::to_string(scan->entries) +
+                             " entries in " + std::to_string(static_cast<long>(scan->ms)) +
+                             " ms (" + std::to_string(scan->cached_files) +
+                             " files from the cache, " + std::to_string(scan->read_files) +
+                             " read); " + std::to_string(scan->files.size()) + " secret file(s)";
+  if (scan->truncated) {
+    return Check("secret_file_scan", false,
+                 detail + "; STOPPED at a limit: secret files past it are not known",
+                 "deny or move the large trees under this directory (SECURITY.md, \"Files the "
+                 "scan does not reach\")");
+  }
+  return Check("secret_file_scan", true, detail, "");
+}
+
 // Issue 32: the user's credential stores, read by value at each session start. Says which stores
 // were read and how many values each gave or skipped (never a value), and fails when a store the
 // policy reads is not denied to the sandbox.
@@ -365,6 +396,7 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
     report["checks"].push_back(std::move(install));
     report["checks"].push_back(CredentialStoresCheck());
     report["checks"].push_back(RedactionKnowledgeCheck());
+    report["checks"].push_back(SecretFileScanCheck());
     Json redaction = RedactionCheck();
     const bool redacts = redaction["ok"].get<bool>();
     report["checks"].push_back(std::move(redaction));

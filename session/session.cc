@@ -166,11 +166,18 @@ Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, const Works
     redaction_json["credential_stores"] = stores.ToJson();
   }
   if (policy.redact_scan_files) {
-    const std::string cache =
-        CordonStateDir() + "/secret-files/" + Sha256Hex(workspace.root()).substr(0, 32) + ".v1";
-    ASSIGN_OR_RETURN(SecretScan scan,
-                     ScanSecretFiles(workspace.fd(), redactor, SecretScanLimits{}, cache));
+    ASSIGN_OR_RETURN(SecretScan scan, ScanSecretFiles(workspace.fd(), redactor, SecretScanLimits{},
+                                                      SecretScanCacheFile(workspace.root())));
     redactor.AddSecretLines(scan.lines);
+    // Nothing past the cap silently unknown: the record says `truncated`, and so does stderr.
+    if (scan.truncated) {
+      std::fprintf(stderr,
+                   "cordon: the secret-file scan of %s stopped at a limit (%zu entries, %zu bytes "
+                   "read): lines of the secret files beyond it are hidden only where a rule finds "
+                   "them; deny or move the large trees it walked (SECURITY.md, \"Files the scan "
+                   "does not reach\")\n",
+                   workspace.root().c_str(), scan.entries, scan.read_bytes);
+    }
     redaction_json["secret_files"] = scan.ToJson();
   }
   return redaction_json;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <sstream>
 
@@ -309,6 +310,56 @@ TEST(SecretFiles, FilesInACredentialStoresFormatAreSecretFilesByName) {
       EXPECT_EQ(out.find(c.value), std::string::npos) << c.path << ": " << out;
     }
   }
+}
+
+// The cache never answers for a file that changed: a file edited in place (its directory
+// unchanged) is read again, a secret file deleted is no longer reported, and a file renamed over
+// another is read as the new file.
+TEST(SecretFiles, TheCacheNeverAnswersForAFileThatChanged) {
+  testing::TempDir dir;
+  const std::string ws = dir / "ws";
+  for (int i = 0; i < 300; ++i)
+    testing::WriteFile(ws + "/src/f" + std::to_string(i) + ".txt", "x\n");
+  testing::WriteFile(ws + "/conf/.env", "API_TOKEN=Qm4-deleted-secret-77\n");
+  UniqueFd root(::open(ws.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  Redactor shapes(testing::ShippedRedactRules());
+  const std::string cache = dir / "state/cache";
+  auto scan = [&] {
+    auto s = ScanSecretFiles(root.get(), shapes, SecretScanLimits{}, cache);
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? std::move(*s) : SecretScan{};
+  };
+  auto hides = [&](const SecretScan& s, const std::string& value) {
+    Redactor r(testing::ShippedRedactRules());
+    r.AddSecretLines(s.lines);
+    std::string out = "> " + value + " <";
+    r.Redact(out);
+    return out.find(value) == std::string::npos;
+  };
+  const SecretScan first = scan();
+  EXPECT_EQ(first.files, std::vector<std::string>{"conf/.env"});
+  const SecretScan warm = scan();
+  EXPECT_GE(warm.cached_files, 300u);
+  EXPECT_EQ(warm.read_files, 0u);
+  // In place: same inode, same directory; its content now holds a key block.
+  const std::string body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7";
+  {
+    std::ofstream f(ws + "/src/f7.txt", std::ios::trunc);
+    f << "-----BEGIN PRIVATE KEY-----\n" << body << "\n-----END PRIVATE KEY-----\n";
+  }
+  ::unlink((ws + "/conf/.env").c_str());
+  const SecretScan after = scan();
+  EXPECT_EQ(after.files, std::vector<std::string>{"src/f7.txt"});
+  EXPECT_TRUE(hides(after, body));
+  EXPECT_FALSE(hides(after, "Qm4-deleted-secret-77"));
+  // Renamed over another file: the new file's content, not the cached one's.
+  testing::WriteFile(ws + "/tmp.txt", "PASSWORD=Zr8-renamed-secret-31\n");
+  ASSERT_EQ(::rename((ws + "/tmp.txt").c_str(), (ws + "/src/f8.txt").c_str()), 0);
+  testing::WriteFile(ws + "/src/.env", "PASSWORD=Zr8-renamed-secret-31\n");
+  const SecretScan renamed = scan();
+  EXPECT_TRUE(hides(renamed, "Zr8-renamed-secret-31"));
+  EXPECT_TRUE(hides(renamed, body));
 }
 
 // A cache another user could have written (group- or world-writable: the /tmp fallback state

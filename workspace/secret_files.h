@@ -46,6 +46,9 @@ struct SecretScan {
 Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
                                    const SecretScanLimits& limits, const std::string& cache_file);
 
+// Where the scan of the workspace at `root` keeps its cache (<state>/secret-files/).
+std::string SecretScanCacheFile(const std::string& root);
+
 // The secret lines of one file's content; `name` is its file name. Exposed for tests.
 std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view content,
                                        const Redactor& shapes);
