@@ -656,6 +656,33 @@ void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, s
 
 }  // namespace
 
+// RuleSpans' per-rule state, reused across calls on one thread: the windows' vectors keep
+// their capacity, so a call allocates only when a rule gets more windows than ever before.
+struct WindowScratch {
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> windows;
+  std::vector<char> seen_whole;
+  bool busy = false;
+};
+
+// Marks a scratch in use for one call and leaves it empty (capacity kept) for the next.
+class ScratchHold {
+ public:
+  ScratchHold(WindowScratch& s, std::size_t nrules) : s_(s) {
+    s_.busy = true;
+    if (s_.windows.size() < nrules) s_.windows.resize(nrules);
+    s_.seen_whole.assign(nrules, 0);
+  }
+  ~ScratchHold() {
+    for (auto& w : s_.windows) w.clear();
+    s_.busy = false;
+  }
+  ScratchHold(const ScratchHold&) = delete;
+  ScratchHold& operator=(const ScratchHold&) = delete;
+
+ private:
+  WindowScratch& s_;
+};
+
 // The spans of every rule (or of rule `only`) in `s`, unordered, overlapping. A rule runs only
 // where one of its keywords occurs: on that line (at most 4 KiB each side of the keyword), or,
 // for a rule that spans lines, from that line to the end. Rules without keywords run on all.
@@ -668,24 +695,30 @@ void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Reda
   }
   const std::size_t n = s.size();
   const auto* u = reinterpret_cast<const unsigned char*>(s.data());
-  // Per rule: the windows still to run, merged as they are found (hits come in order).
+  // Per rule: the windows still to run, merged as they are found (hits come in order), and
+  // whether a keyword of a rule that spans lines was seen. Kept per thread and reused: a
+  // stream is redacted piece by piece, and most pieces trigger few rules.
   constexpr std::size_t kReach = 4096;
-  std::vector<std::pair<std::size_t, std::size_t>> windows[64];
-  const std::size_t nrules = std::min<std::size_t>(im.rules.size(), 64);
-  std::uint64_t seen_whole = 0;
+  const std::size_t nrules = im.rules.size();
+  thread_local WindowScratch scratch_of_thread;
+  WindowScratch local;  // when this thread's is in use (a caller up the stack holds it)
+  WindowScratch& scratch = scratch_of_thread.busy ? local : scratch_of_thread;
+  const ScratchHold hold(scratch, nrules);
+  auto& windows = scratch.windows;
+  auto& seen_whole = scratch.seen_whole;
   const std::uint64_t* triples = im.triples.data();
   for (std::size_t i = 0; i + 1 < n; ++i) {
     const std::size_t t = KeywordTriple(u[i], u[i + 1], i + 2 < n ? u[i + 2] : 0);
     if ((triples[t >> 6] >> (t & 63) & 1) == 0) continue;
     const std::size_t pair = KeywordPair(u[i], u[i + 1]);
     for (const auto& [kw, r] : im.by_pair[pair]) {
-      if (r >= nrules || n - i < kw.size()) continue;
+      if (n - i < kw.size()) continue;
       bool eq = true;
       for (std::size_t k = 2; k < kw.size() && eq; ++k)
         eq = kLower[u[i + k]] == static_cast<unsigned char>(kw[k]);
       if (!eq) continue;
       if (im.whole[r]) {
-        seen_whole |= std::uint64_t{1} << r;
+        seen_whole[r] = 1;
         continue;
       }
       auto& w = windows[r];
@@ -725,8 +758,7 @@ void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Reda
       }
       continue;
     }
-    // Past 64 rules the windows are not kept: those rules run over the whole text.
-    if (r >= nrules || im.rules[r].keywords.empty() || (seen_whole >> r & 1) != 0) {
+    if (im.rules[r].keywords.empty() || seen_whole[r] != 0) {
       MatchRule(im, r, s, 0, n, out);
       continue;
     }
