@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -88,9 +89,24 @@ Json RedactionCheck() {
           : "OFF (redact.scan_files = false, " + policy->provenance["redact.scan_files"] +
                 "): the lines of the workspace's secret files are hidden only where a rule finds "
                 "them";
+  // [redact] rule_files: what each gave, and how many of its rules were skipped (the notes of
+  // `cordon policy show` say which and why).
+  std::vector<std::string> rule_files;
+  for (const auto& f : policy->redact_rule_file_counts) {
+    rule_files.push_back(f.path + ": " + std::to_string(f.loaded) + " loaded, " +
+                         std::to_string(f.skipped) + " skipped");
+  }
+  const std::string from_files =
+      rule_files.empty() ? std::string()
+                         : "; rule files (gitleaks format): " + Joined(rule_files) +
+                               (std::any_of(policy->redact_rule_file_counts.begin(),
+                                            policy->redact_rule_file_counts.end(),
+                                            [](const auto& f) { return f.skipped > 0; })
+                                    ? " (`cordon policy show` names each skipped rule and why)"
+                                    : "");
   return Check("redaction", true,
                std::to_string(rules->size()) + " redaction rules from " + Joined(from) +
-                   "; without keywords (run on every text): " +
+                   from_files + "; without keywords (run on every text): " +
                    (always.empty() ? std::string("none") : Joined(always)) +
                    "; on runs of token characters only: " +
                    (on_runs.empty() ? std::string("none") : Joined(on_runs)) +

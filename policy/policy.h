@@ -144,6 +144,16 @@ struct Policy {
   // compiled and their examples checked once every layer is read. A later layer's rule with
   // the same id replaces the earlier one; a project file may only add new ids.
   std::vector<RedactRule> redact_rules;
+  // [redact] rule_files: rule files in the gitleaks format (policy/gitleaks.h), absolute or `~`
+  // (a relative entry is resolved against the policy file that names it). A project may only
+  // add. Their rules join redact_rules when every layer is read; an id a rule already has is
+  // taken as "gitleaks:<id>".
+  std::vector<std::string> redact_rule_files;
+  struct RuleFileCount {
+    std::string path;  // as read (~ expanded)
+    std::size_t loaded = 0, skipped = 0;
+  };
+  std::vector<RuleFileCount> redact_rule_file_counts;  // one per rule file, in order
   std::shared_ptr<const RedactRules> compiled_redact_rules;
   // [redact] scan_files: find the workspace's secret files at session start
   // (workspace/secret_files.h). Only a layer the user controls may turn it off.

@@ -666,7 +666,7 @@ const std::string kDroppedMarker = " bytes of output dropped]";
 // cut moves back to its start.
 void CutText(std::string& text, std::size_t cap) {
   constexpr std::string_view kMarker = "[REDACTED:";
-  constexpr std::size_t kLongestMarker = 64;
+  constexpr std::size_t kLongestMarker = 10 + 64 + 1;  // "[REDACTED:", a 64-byte id, "]"
   if (cap > 0) {
     std::size_t open = text.rfind(kMarker, cap - 1);
     if (open != std::string::npos && cap - open < kLongestMarker) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <sstream>
 
 #include "core/hash.h"
@@ -696,6 +697,23 @@ TEST_F(RedactEndToEnd, SecretKeysInToolArgumentsNeverReachTheLog) {
   EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
 }
 
+// Issue 32 part 2: a secret only a team's gitleaks-format rule file knows is hidden from the
+// agent and the log when the real binary runs a command that prints it.
+TEST_F(RedactEndToEnd, ASecretOnlyAGitleaksRuleFileKnowsIsHidden) {
+  const std::string secret = "TKT-7Q2M9X4K8V3N6B1Z";
+  testing::WriteFile(dir_ / "rules/team.gitleaks.toml",
+                     "[[rules]]\nid = \"intranet-ticket\"\nregex = '''TKT-[A-Z0-9]{16}'''\n"
+                     "keywords = [\"tkt-\"]\n");
+  testing::WriteFile(dir_ / "team.toml", "[redact]\nrule_files = [\"rules/team.gitleaks.toml\"]\n");
+  const Json input = {{"program", "sh"}, {"args", {"-c", "echo \"ticket: $1\"", "sh", secret}}};
+  auto r = Cordon({"call", "run_shell", "--workspace", dir_ / "ws", "--policy", dir_ / "team.toml",
+                   "--audit-log", log(), "--json", input.dump()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ticket: [REDACTED:intranet-ticket]"), std::string::npos) << r.out;
+  ExpectNoPartOf(r.out, secret, "gitleaks rule, run_shell");
+  ExpectNoPartOf(testing::ReadFile(log()), secret, "gitleaks rule, audit log");
+}
+
 // Issue 32, part 1: the user's credential stores are known by value. Each value, in a shape no
 // rule knows and without the key that named it, reaches neither the agent nor the log through
 // a file read, a search, a command's output or its argv; session_started says which stores gave
@@ -977,6 +995,193 @@ TEST(RedactRules, LaterLayersReplaceByIdAndAProjectFileOnlyAddsIds) {
   EXPECT_EQ(text, "[REDACTED:jwt] [REDACTED:api_key] [REDACTED:project_token]");
 }
 
+// --- Issue 32 part 2: gitleaks-format rule files ([redact] rule_files) -----------------------
+
+// Each text, redacted by `r`, is its expected result.
+struct RedactCase {
+  std::string in, out;
+};
+void ExpectRedactedAs(const Redactor& r, std::span<const RedactCase> cases) {
+  for (const auto& c : cases) {
+    std::string text = c.in;
+    r.Redact(text);
+    EXPECT_EQ(text, c.out) << c.in;
+  }
+}
+
+// A team's rule file in the gitleaks format (written here, not gitleaks' own): what cordon can
+// honour loads (secretGroup, entropy, keywords, a rule's and the file's allowlists), and what
+// it cannot is skipped with a note naming the file, the line and the id.
+constexpr std::string_view kTeamGitleaks = R"(title = "team rules"
+
+[allowlist]
+description = "test fixtures, for every rule of this file"
+stopwords = ["fixture"]
+
+[[rules]]
+id = "acme-deploy-key"
+description = "Acme deploy key, hidden after its name"
+regex = '''acme_deploy\s*[:=]\s*["']?([A-Za-z0-9]{24,40})'''
+secretGroup = 1
+entropy = 3.5
+keywords = ["acme_deploy"]
+
+[[rules]]
+id = "zeta-token"
+regex = '''zt-[a-z0-9]{20}'''
+keywords = ["zt-"]
+tags = ["zeta"]
+
+[[rules]]
+id = "orbit-secret"
+regex = '''orbit_ref=([A-Za-z0-9_]{16,})'''
+keywords = ["orbit_ref"]
+[rules.allowlist]
+regexes = ['''^EXAMPLE''']
+stopwords = ["placeholder"]
+
+[[rules]]
+id = "pem-file"
+path = '''\.pem$'''
+
+[[rules]]
+id = "repeat-token"
+regex = '''rt_([a-z]{4})\1'''
+keywords = ["rt_"]
+
+[[rules]]
+id = "jwt"
+regex = '''jw_[0-9]{12}'''
+keywords = ["jw_"]
+)";
+
+TEST(RedactRuleFiles, AGitleaksFileLoadsWhatCordonHonoursAndNamesWhatItSkips) {
+  testing::TempDir d;
+  const std::string file = d / "team/.gitleaks.toml";
+  testing::WriteFile(file, std::string(kTeamGitleaks));
+  // Named relative to the policy file that names it.
+  testing::WriteFile(d / "user/50-team.toml",
+                     "[redact]\nrule_files = [\"../team/.gitleaks.toml\"]\n");
+  PolicySources sources;
+  sources.dirs = {CORDON_POLICY_DIR, d / "user"};
+  auto p = LoadPolicy(sources);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->redact_rule_files, std::vector<std::string>{file});
+  ASSERT_EQ(p->redact_rule_file_counts.size(), 1u);
+  EXPECT_EQ(p->redact_rule_file_counts[0].path, file);
+  EXPECT_EQ(p->redact_rule_file_counts[0].loaded, 4u);
+  EXPECT_EQ(p->redact_rule_file_counts[0].skipped, 2u);
+  std::string notes;
+  for (const auto& n : p->notes) notes += n + "\n";
+  EXPECT_NE(notes.find(file + ":29: gitleaks rule \"pem-file\" skipped: it tests a file's path"),
+            std::string::npos)
+      << notes;
+  // RE2 has no backreferences: the rule is named with its file, line and id, and RE2's reason.
+  EXPECT_NE(notes.find(file + ":33: gitleaks rule \"repeat-token\" skipped: pattern: invalid "
+                              "escape sequence: \\1"),
+            std::string::npos)
+      << notes;
+  // An id a shipped rule has is taken with a prefix: the file adds, it never replaces.
+  EXPECT_NE(notes.find(file + ":38: gitleaks rule \"jwt\": that id is taken, so its marker is "
+                              "[REDACTED:gitleaks:jwt]"),
+            std::string::npos)
+      << notes;
+  std::map<std::string, std::string> where;
+  for (const auto& r : p->compiled_redact_rules->rules()) where[r.id] = r.where;
+  EXPECT_EQ(where["acme-deploy-key"], file + ":7");
+  EXPECT_EQ(where["gitleaks:jwt"], file + ":38");
+  EXPECT_EQ(where["jwt"].find(std::string(CORDON_POLICY_DIR)), 0u) << where["jwt"];
+  EXPECT_EQ(where.count("pem-file") + where.count("repeat-token"), 0u);
+
+  const RedactCase cases[] = {
+      // secretGroup: only the group is hidden; entropy: a value below 3.5 bits is not a secret.
+      {"acme_deploy = \"Xy7pQ2mK9vL4nB8cR3tW6zA1\"",
+       "acme_deploy = \"[REDACTED:acme-deploy-key]\""},
+      {"acme_deploy = aaaaaaaaaabbbbbbbbbbcccc", "acme_deploy = aaaaaaaaaabbbbbbbbbbcccc"},
+      // keywords: found in any case, then the regex decides; no group: the whole match.
+      {"got ZT-abcdefghij0123456789 back", "got ZT-abcdefghij0123456789 back"},
+      {"got zt-abcdefghij0123456789 back", "got [REDACTED:zeta-token] back"},
+      // The rule's allowlist (a regex on the secret, a stopword in it) and the file's stopword.
+      {"orbit_ref=Q8wE4rT6yU2iO0pA", "orbit_ref=[REDACTED:orbit-secret]"},
+      {"orbit_ref=EXAMPLEq8wE4rT6yU2", "orbit_ref=EXAMPLEq8wE4rT6yU2"},
+      {"orbit_ref=my_PLACEHOLDER_value1", "orbit_ref=my_PLACEHOLDER_value1"},
+      {"orbit_ref=a_fixture_Q8wE4rT6y", "orbit_ref=a_fixture_Q8wE4rT6y"},
+      // The skipped rule hides nothing; the renamed one has its own marker.
+      {"rt_abcdabcd", "rt_abcdabcd"},
+      {"id jw_123456789012 end", "id [REDACTED:gitleaks:jwt] end"},
+  };
+  ExpectRedactedAs(Redactor(p->compiled_redact_rules), cases);
+}
+
+// A project file (written by the agent) may add a rule file inside its workspace, and cannot
+// remove one a user layer named, nor name one outside its workspace.
+TEST(RedactRuleFiles, AProjectFileOnlyAddsRuleFilesOfItsWorkspace) {
+  testing::TempDir d;
+  const std::string team = d / "team.toml";
+  testing::WriteFile(team, std::string(kTeamGitleaks));
+  testing::WriteFile(d / "ws/.gitleaks.toml",
+                     "[[rules]]\nid = \"ws-token\"\nregex = '''wst_[0-9]{10}'''\n"
+                     "keywords = [\"wst_\"]\n");
+  testing::WriteFile(d / "outside.toml", "[[rules]]\nid = \"o\"\nregex = 'o_[0-9]{10}'\n");
+  testing::WriteFile(d / "user/50-team.toml", "[redact]\nrule_files = [\"" + team + "\"]\n");
+  testing::WriteFile(d / "ws/.cordon/policy.toml", "[redact]\nrule_files = [\"!" + team +
+                                                       "\", \"../.gitleaks.toml\", \"" +
+                                                       (d / "outside.toml") + "\"]\n");
+  PolicySources sources;
+  sources.dirs = {CORDON_POLICY_DIR, d / "user"};
+  sources.project_file = d / "ws/.cordon/policy.toml";
+  auto p = LoadPolicy(sources);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->redact_rule_files, (std::vector<std::string>{team, d / "ws/.gitleaks.toml"}));
+  std::string notes;
+  for (const auto& n : p->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("a project file cannot remove \"" + team + "\" from redact.rule_files"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("a project file names rule files inside its workspace only; \"" +
+                       (d / "outside.toml") + "\" ignored"),
+            std::string::npos)
+      << notes;
+  Redactor r(p->compiled_redact_rules);
+  std::string text = "zt-abcdefghij0123456789 wst_0123456789 o_0123456789";
+  r.Redact(text);
+  EXPECT_EQ(text, "[REDACTED:zeta-token] [REDACTED:ws-token] o_0123456789");
+}
+
+// What cannot be read as a rule file fails the load, naming the file (and the rule's line and
+// id where there is one), as a bad policy file does: a rule file that is named and silently
+// missing would leave its secrets shown.
+TEST(RedactRuleFiles, ABadRuleFileFailsTheLoadNamingItAndTheRule) {
+  struct Case {
+    std::string name, text, needle;
+  };
+  const Case cases[] = {
+      {"missing.toml", "", "cannot read redact rule file {F} (redact.rule_files, {P}:2)"},
+      {"not.toml", "this is = not [toml", "{F}:1: "},
+      {"no-regex.toml", "[[rules]]\nid = \"lonely\"\nkeywords = [\"x\"]\n",
+       "{F}:1: gitleaks rule \"lonely\" has neither regex nor path"},
+      {"no-id.toml", "[[rules]]\nregex = 'x_[0-9]+'\n", "{F}:1: a [[rules]] entry needs an id"},
+      {"bad-group.toml", "[[rules]]\nid = \"g\"\nregex = 'x_[0-9]+'\nsecretGroup = \"one\"\n",
+       "{F}:1: gitleaks rule \"g\": secretGroup must be an integer"},
+  };
+  for (const auto& c : cases) {
+    testing::TempDir d;
+    const std::string file = d / c.name;
+    if (!c.text.empty()) testing::WriteFile(file, c.text);
+    const std::string policy = d / "user/50-rules.toml";
+    testing::WriteFile(policy, "[redact]\nrule_files = [\"" + file + "\"]\n");
+    PolicySources sources;
+    sources.dirs = {CORDON_POLICY_DIR, d / "user"};
+    auto p = LoadPolicy(sources);
+    ASSERT_FALSE(p) << c.name;
+    std::string want = c.needle;
+    want.replace(want.find("{F}"), 3, file);
+    if (auto at = want.find("{P}"); at != std::string::npos) want.replace(at, 3, policy);
+    EXPECT_NE(p.error().message.find(want), std::string::npos)
+        << c.name << "\n -> " << p.error().message << "\n want " << want;
+  }
+}
+
 // A secret file's lines are found inside longer lines (prefixes of grep -n, cat -n, diff), from
 // 12 bytes; base64 of text that holds a secret is hidden whole.
 TEST(Redactor, SecretLinesAndBase64Runs) {
@@ -985,10 +1190,7 @@ TEST(Redactor, SecretLinesAndBase64Runs) {
   lines.Add(std::string_view("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"));
   lines.Add(std::string_view("short-line1"));  // 11 bytes: not kept
   r.AddSecretLines(lines);
-  struct Case {
-    std::string in, out;
-  };
-  const Case cases[] = {
+  const RedactCase cases[] = {
       {"3:MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "3:[REDACTED:secret_file]"},
       {"     3\tMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n", "     3\t[REDACTED:secret_file]\n"},
       {"+MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "+[REDACTED:secret_file]"},
@@ -1000,11 +1202,7 @@ TEST(Redactor, SecretLinesAndBase64Runs) {
       // base64 that decodes to ordinary text stays.
       {"aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ==", "aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ=="},
   };
-  for (const auto& c : cases) {
-    std::string s = c.in;
-    r.Redact(s);
-    EXPECT_EQ(s, c.out) << c.in;
-  }
+  ExpectRedactedAs(r, cases);
 }
 
 // The session-start scan: bounded in entries and bytes, skips dependency and cache directories
