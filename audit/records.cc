@@ -461,7 +461,8 @@ constexpr AuditFieldInfo kSessionStarted[] = {
      "entries, read_files, read_bytes, cached_files, truncated, ms, paths), credential_stores: "
      "the user's credential stores read by value (stores: [{path, state, files, values, "
      "skipped}], values, ms; never a value), knowledge: the session's redaction knowledge, "
-     "hashes only, that audit diff redacts with (sha256, hashes, rules_sha256; or error)}"},
+     "hashes only, that audit diff redacts with (sha256, hashes, rules_sha256; or error), "
+     "arguments: \"redacted\" or \"hashed\" ([audit] arguments)}"},
     {"tags", false, kStrs,
      "the session's tags (--tag on serve, exec, call): trimmed, one line, at most 64 "
      "characters each"},
@@ -472,7 +473,9 @@ constexpr AuditFieldInfo kToolStarted[] = {
     {"tool", true, kStr, "tool name; mcp__{server}__{tool} for an MCP server's tool", 1},
     {"scope", false, kStr, "scope the tool needs", 6},
     {"effect", false, kStr, "none, file_write or process"},
-    {"args", false, kAnyValue, "the input, with file contents replaced by {bytes, sha256}"},
+    {"args", false, kAnyValue,
+     "the input, with file contents replaced by {bytes, sha256}; with [audit] arguments = "
+     "\"hashed\", every string replaced by {sha256, bytes, shape}"},
     {"input_bytes", false, kInt, "size of an input that was not valid JSON"},
     {"unvalidated", false, kStr,
      "present when the input was passed on unchecked: the tool's schema uses what cordon's "
@@ -536,7 +539,9 @@ constexpr AuditFieldInfo kFileWrite[] = {
 };
 
 constexpr AuditFieldInfo kProcess[] = {
-    {"argv", true, kStrs, "the command"},
+    {"argv", true, AuditType{AuditKind::kArray, AuditKind::kAny},
+     "the command: strings, or with [audit] arguments = \"hashed\" a {sha256, bytes, shape} "
+     "object per argument"},
     {"cwd", true, kStr, "its working directory"},
     {"kind", true, kStr, "run_command, job, mcp_server, exec, ..."},
     {"tool", true, kStr, "the tool that ran it", 1},

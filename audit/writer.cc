@@ -615,6 +615,7 @@ Status AuditWriter::AppendAll(std::span<const AuditRecord> records, bool durable
   if (had_gap) text += gap_line();
   for (const AuditRecord& r : records) {
     Json fields = RecordFields(r);
+    if (arguments_) arguments_->Apply(RecordType(r), fields);
     std::size_t redactions = redactor_ != nullptr ? redactor_->RedactJson(fields) : 0;
     std::string line = RecordLine(RecordType(r), fields, redactions, ts);
     prev_hash_ = ChainHash(line);

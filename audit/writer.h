@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "audit/arguments.h"
 #include "audit/checkpoint.h"
 #include "audit/records.h"
 #include "core/error.h"
@@ -100,6 +101,10 @@ class AuditWriter {
   // failed background fdatasync.
   Status Flush();
 
+  // [audit] arguments = "hashed" (audit/arguments.h): from now on tool_started.args and
+  // process.argv keep each argument's SHA-256, length and shape, never its text.
+  void HashArguments() { arguments_ = std::make_shared<ArgumentHasher>(); }
+
   const std::string& path() const { return path_; }
   const std::string& session() const { return session_; }
   bool keyed() const { return key_.has_value(); }
@@ -146,6 +151,7 @@ class AuditWriter {
   FsyncMode fsync_ = FsyncMode::kPerCall;
   std::optional<std::string> key_;
   const Redactor* redactor_ = nullptr;
+  std::shared_ptr<ArgumentHasher> arguments_;  // null: arguments are redacted, not hashed
   UniqueFd fd_;
   std::string prev_hash_;
   std::uint64_t seq_ = 0;

@@ -3,7 +3,11 @@
 // output, in 64 KiB pieces as a stream is redacted; then the false positives of the rule set on
 // real code (every file under the given directories: none of them holds a secret).
 //
-//   redact_bench [--mb N] [--fp DIR ...] [--samples N]
+//   redact_bench [--mb N] [--policy-dir DIR] [--policy FILE ...] [--each] [--fp DIR ...]
+//                [--samples N]
+//
+// --policy adds a policy file after the policy directory's (as `cordon --policy FILE` does):
+// more rules, e.g. bench/synthetic_rules.py's keyworded rules, to see how the rule count scales.
 //
 // CPU time of this thread (CLOCK_THREAD_CPUTIME_ID), the best of 3 runs of each.
 #include <dirent.h>
@@ -120,6 +124,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> fp_dirs;
   bool each = false;
   std::string policy_dir = CORDON_POLICY_DIR;
+  std::vector<std::string> extra_policies;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--mb" && i + 1 < argc) {
@@ -128,19 +133,22 @@ int main(int argc, char** argv) {
       fp_dirs.push_back(argv[++i]);
     } else if (a == "--policy-dir" && i + 1 < argc) {
       policy_dir = argv[++i];
+    } else if (a == "--policy" && i + 1 < argc) {
+      extra_policies.push_back(argv[++i]);
     } else if (a == "--each") {
       each = true;
     } else if (a == "--samples" && i + 1 < argc) {
       samples = std::stoul(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: redact_bench [--mb N] [--policy-dir DIR] [--each] [--fp DIR ...] "
-                   "[--samples N]\n");
+                   "usage: redact_bench [--mb N] [--policy-dir DIR] [--policy FILE ...] [--each] "
+                   "[--fp DIR ...] [--samples N]\n");
       return 2;
     }
   }
   cordon::PolicySources sources;
   sources.dirs = {policy_dir};
+  sources.extra_files = extra_policies;
   auto policy = cordon::LoadPolicy(sources);
   if (!policy) {
     std::fprintf(stderr, "policy: %s\n", policy.error().message.c_str());

@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -88,9 +89,24 @@ Json RedactionCheck() {
           : "OFF (redact.scan_files = false, " + policy->provenance["redact.scan_files"] +
                 "): the lines of the workspace's secret files are hidden only where a rule finds "
                 "them";
+  // [redact] rule_files: what each gave, and how many of its rules were skipped (the notes of
+  // `cordon policy show` say which and why).
+  std::vector<std::string> rule_files;
+  for (const auto& f : policy->redact_rule_file_counts) {
+    rule_files.push_back(f.path + ": " + std::to_string(f.loaded) + " loaded, " +
+                         std::to_string(f.skipped) + " skipped");
+  }
+  const std::string from_files =
+      rule_files.empty() ? std::string()
+                         : "; rule files (gitleaks format): " + Joined(rule_files) +
+                               (std::any_of(policy->redact_rule_file_counts.begin(),
+                                            policy->redact_rule_file_counts.end(),
+                                            [](const auto& f) { return f.skipped > 0; })
+                                    ? " (`cordon policy show` names each skipped rule and why)"
+                                    : "");
   return Check("redaction", true,
                std::to_string(rules->size()) + " redaction rules from " + Joined(from) +
-                   "; without keywords (run on every text): " +
+                   from_files + "; without keywords (run on every text): " +
                    (always.empty() ? std::string("none") : Joined(always)) +
                    "; on runs of token characters only: " +
                    (on_runs.empty() ? std::string("none") : Joined(on_runs)) +
@@ -118,6 +134,37 @@ Json RedactionKnowledgeCheck() {
                dir + " takes each session's redaction knowledge (hashes only, for audit diff): " +
                    std::to_string(files) + " file(s), " + std::to_string(bytes) + " bytes",
                "");
+}
+
+// Issue 32, part 5: the session-start scan of the current directory as a workspace (its cache
+// warmed as a session would): how long it takes and whether a limit stopped it, since what lies
+// past the limit is not known to the redactor.
+Json SecretFileScanCheck() {
+  std::error_code ec;
+  const std::string here = std::filesystem::current_path(ec).string();
+  if (ec) return Check("secret_file_scan", false, "cannot tell the current directory", "");
+  auto policy = LoadPolicy(DefaultPolicySources(ShippedPolicyDir(), here));
+  if (!policy) return Check("secret_file_scan", false, policy.error().message, "fix the policy");
+  if (!policy->redact_scan_files) {
+    return Check("secret_file_scan", true, "[redact] scan_files = false: no scan", "");
+  }
+  UniqueFd root(::open(here.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return Check("secret_file_scan", false, "cannot open " + here, "");
+  Redactor shapes(policy->compiled_redact_rules);
+  auto scan = ScanSecretFiles(root.get(), shapes, SecretScanLimits{}, SecretScanCacheFile(here));
+  if (!scan) return Check("secret_file_scan", false, scan.error().message, "");
+  const std::string detail = "a session in " + here + " scans " + std::to_string(scan->entries) +
+                             " entries in " + std::to_string(static_cast<long>(scan->ms)) +
+                             " ms (" + std::to_string(scan->cached_files) +
+                             " files from the cache, " + std::to_string(scan->read_files) +
+                             " read); " + std::to_string(scan->files.size()) + " secret file(s)";
+  if (scan->truncated) {
+    return Check("secret_file_scan", false,
+                 detail + "; STOPPED at a limit: secret files past it are not known",
+                 "deny or move the large trees under this directory (SECURITY.md, \"Files the "
+                 "scan does not reach\")");
+  }
+  return Check("secret_file_scan", true, detail, "");
 }
 
 // Issue 32: the user's credential stores, read by value at each session start. Says which stores
@@ -365,6 +412,7 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
     report["checks"].push_back(std::move(install));
     report["checks"].push_back(CredentialStoresCheck());
     report["checks"].push_back(RedactionKnowledgeCheck());
+    report["checks"].push_back(SecretFileScanCheck());
     Json redaction = RedactionCheck();
     const bool redacts = redaction["ok"].get<bool>();
     report["checks"].push_back(std::move(redaction));

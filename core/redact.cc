@@ -44,6 +44,7 @@ struct RedactRules::Impl {
   struct Programs {
     std::unique_ptr<RE2> pattern;
     std::unique_ptr<RE2> ignore;  // null: none
+    std::vector<std::unique_ptr<RE2>> allow;
   };
   mutable std::unique_ptr<std::once_flag[]> built;
   mutable std::vector<Programs> programs;
@@ -111,21 +112,84 @@ inline std::size_t KeywordTriple(unsigned a, unsigned b, unsigned c) {
   return (v * 0x9E3779B1u) >> 16;
 }
 
+// A marker's name: nothing a reader of "[REDACTED:<id>]" could take for its end or a space.
 bool ValidId(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' ||
+           c == ':';
   });
+}
+
+void BuildPrograms(const RedactRule& rule, RedactRules::Impl::Programs& p) {
+  p.pattern = std::make_unique<RE2>(rule.pattern, ByteOptions());
+  if (!rule.ignore.empty()) p.ignore = std::make_unique<RE2>(rule.ignore, ByteOptions());
+  for (const auto& a : rule.allow) p.allow.push_back(std::make_unique<RE2>(a, ByteOptions()));
+}
+
+std::string RuleAt(const RedactRule& r) {
+  return (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" + r.id + "\": ";
+}
+
+// The checks of one rule that need no program; lower-cases its keywords and stopwords.
+Status CheckFields(RedactRule& r, unsigned& mask) {
+  const std::string at = RuleAt(r);
+  if (!ValidId(r.id)) {
+    return Fail(Code::kInvalidInput, at + "id must be 1 to 64 characters of a-z, 0-9, _, -, . "
+                                          "and : (it names the marker)");
+  }
+  mask = 0;
+  for (const auto& c : r.require) {
+    if (c == "upper")
+      mask |= 1;
+    else if (c == "lower")
+      mask |= 2;
+    else if (c == "digit")
+      mask |= 4;
+    else
+      return Fail(Code::kInvalidInput,
+                  at + "require: \"" + c + "\" is not one of upper, lower, digit");
+  }
+  if (r.entropy < 0 || r.entropy > 8) {
+    return Fail(Code::kInvalidInput, at + "entropy must be between 0 and 8 bits per byte");
+  }
+  for (auto& k : r.keywords) {
+    if (k.size() < 2) {
+      return Fail(Code::kInvalidInput, at + "a keyword must be at least 2 bytes: \"" + k + "\"");
+    }
+    for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  for (auto& w : r.stopwords) {
+    if (w.empty()) return Fail(Code::kInvalidInput, at + "a stopword must not be empty");
+    for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return {};
+}
+
+// The checks of one rule's compiled programs.
+Status CheckPrograms(const RedactRule& r, const RedactRules::Impl::Programs& p) {
+  const std::string at = RuleAt(r);
+  if (!p.pattern->ok()) return Fail(Code::kInvalidInput, at + "pattern: " + p.pattern->error());
+  if (r.group < -1 || r.group > p.pattern->NumberOfCapturingGroups()) {
+    return Fail(Code::kInvalidInput, at + "group " + std::to_string(r.group) +
+                                         " is not a capture group of the pattern (it has " +
+                                         std::to_string(p.pattern->NumberOfCapturingGroups()) +
+                                         ")");
+  }
+  if (p.ignore && !p.ignore->ok())
+    return Fail(Code::kInvalidInput, at + "ignore: " + p.ignore->error());
+  for (std::size_t a = 0; a < p.allow.size(); ++a) {
+    if (!p.allow[a]->ok()) {
+      return Fail(Code::kInvalidInput, at + "allow \"" + r.allow[a] + "\": " + p.allow[a]->error());
+    }
+  }
+  return {};
 }
 
 }  // namespace
 
 const RedactRules::Impl::Programs& RedactRules::Impl::Get(std::size_t r) const {
-  std::call_once(built[r], [&] {
-    programs[r].pattern = std::make_unique<RE2>(rules[r].pattern, ByteOptions());
-    if (!rules[r].ignore.empty())
-      programs[r].ignore = std::make_unique<RE2>(rules[r].ignore, ByteOptions());
-  });
+  std::call_once(built[r], [&] { BuildPrograms(rules[r], programs[r]); });
   return programs[r];
 }
 
@@ -155,6 +219,14 @@ std::string RulesDigest(const std::vector<RedactRule>& rules) {
     for (const auto& m : r.match) field(m);
     field(std::to_string(r.not_match.size()));
     for (const auto& m : r.not_match) field(m);
+    // Fields added later count only where set: a set without them keeps its digest.
+    if (!r.allow.empty() || !r.stopwords.empty()) {
+      field("allow");
+      field(std::to_string(r.allow.size()));
+      for (const auto& a : r.allow) field(a);
+      field(std::to_string(r.stopwords.size()));
+      for (const auto& w : r.stopwords) field(w);
+    }
   }
   return Sha256Hex(all);
 }
@@ -286,38 +358,16 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
   auto impl = std::make_unique<Impl>();
   for (std::size_t i = 0; i < rules.size(); ++i) {
     RedactRule& r = rules[i];
-    const std::string at =
-        (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" + r.id + "\": ";
-    if (!ValidId(r.id)) {
-      return Fail(Code::kInvalidInput,
-                  at + "id must be 1 to 64 characters of a-z, 0-9 and _ (it names the marker)");
-    }
+    const std::string at = RuleAt(r);
+    unsigned mask = 0;
+    TRY(CheckFields(r, mask));
     for (std::size_t j = 0; j < i; ++j) {
       if (rules[j].id == r.id) {
         return Fail(Code::kInvalidInput,
                     at + "id is already used by the rule at " + rules[j].where);
       }
     }
-    unsigned mask = 0;
-    for (const auto& c : r.require) {
-      if (c == "upper")
-        mask |= 1;
-      else if (c == "lower")
-        mask |= 2;
-      else if (c == "digit")
-        mask |= 4;
-      else
-        return Fail(Code::kInvalidInput,
-                    at + "require: \"" + c + "\" is not one of upper, lower, digit");
-    }
-    if (r.entropy < 0 || r.entropy > 8) {
-      return Fail(Code::kInvalidInput, at + "entropy must be between 0 and 8 bits per byte");
-    }
-    for (auto& k : r.keywords) {
-      if (k.size() < 2) {
-        return Fail(Code::kInvalidInput, at + "a keyword must be at least 2 bytes: \"" + k + "\"");
-      }
-      for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const auto& k : r.keywords) {
       const std::size_t pair =
           KeywordPair(static_cast<unsigned char>(k[0]), static_cast<unsigned char>(k[1]));
       for (unsigned c = 0; c < 256; ++c) {
@@ -346,25 +396,12 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
     return std::shared_ptr<const RedactRules>(std::move(set));
   }
   for (std::size_t i = 0; i < set->impl_->rules.size(); ++i) {
-    const RedactRule& r = set->impl_->rules[i];
-    const std::string at =
-        (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" + r.id + "\": ";
-    const Impl::Programs& p = set->impl_->Get(i);
-    if (!p.pattern->ok()) return Fail(Code::kInvalidInput, at + "pattern: " + p.pattern->error());
-    if (r.group < 0 || r.group > p.pattern->NumberOfCapturingGroups()) {
-      return Fail(Code::kInvalidInput, at + "group " + std::to_string(r.group) +
-                                           " is not a capture group of the pattern (it has " +
-                                           std::to_string(p.pattern->NumberOfCapturingGroups()) +
-                                           ")");
-    }
-    if (p.ignore && !p.ignore->ok())
-      return Fail(Code::kInvalidInput, at + "ignore: " + p.ignore->error());
+    TRY(CheckPrograms(set->impl_->rules[i], set->impl_->Get(i)));
   }
   // The examples: each rule alone, so that one rule's example is not taken by another rule.
   for (std::size_t i = 0; i < set->impl_->rules.size(); ++i) {
     const RedactRule& r = set->impl_->rules[i];
-    const std::string at =
-        (r.where.empty() ? std::string("rule") : r.where) + ": redact rule \"" + r.id + "\": ";
+    const std::string at = RuleAt(r);
     for (const auto& ex : r.match) {
       std::vector<Redactor::Span> spans;
       RuleSpans(*set->impl_, ex, spans, i);
@@ -384,6 +421,15 @@ Result<std::shared_ptr<const RedactRules>> RedactRules::Compile(std::vector<Reda
   }
   if (!fingerprint.empty()) RecordChecked(checked_dir, fingerprint);
   return std::shared_ptr<const RedactRules>(std::move(set));
+}
+
+Status RedactRules::Check(const RedactRule& rule) {
+  RedactRule r = rule;
+  unsigned mask = 0;
+  TRY(CheckFields(r, mask));
+  Impl::Programs p;
+  BuildPrograms(r, p);
+  return CheckPrograms(r, p);
 }
 
 // --- secret lines ---
@@ -722,6 +768,20 @@ std::pair<std::size_t, std::size_t> YamlBlock(std::string_view s, std::size_t b,
   return {first, last};
 }
 
+// Whether a rule's allow patterns or stopwords say its hidden part is not a secret.
+bool Allowed(const RedactRule& rule, const RedactRules::Impl::Programs& programs,
+             std::string_view hidden) {
+  const re2::StringPiece h(hidden.data(), hidden.size());
+  for (const auto& a : programs.allow) {
+    if (RE2::PartialMatch(h, *a)) return true;
+  }
+  if (rule.stopwords.empty()) return false;
+  std::string lower(hidden);
+  for (char& c : lower) c = static_cast<char>(kLower[static_cast<unsigned char>(c)]);
+  return std::any_of(rule.stopwords.begin(), rule.stopwords.end(),
+                     [&](const std::string& w) { return lower.find(w) != std::string::npos; });
+}
+
 // One rule's pattern over [from, to) of s (s is the context for ^, $ and \b).
 void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, std::size_t from,
                std::size_t to, std::vector<Redactor::Span>& out) {
@@ -730,22 +790,31 @@ void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, s
   const RE2& re = *programs.pattern;
   const re2::StringPiece text(s.data(), s.size());
   std::array<re2::StringPiece, 10> groups;
-  const int ngroups = std::min(static_cast<int>(groups.size()), rule.group + 1);
   // Only a set recorded as checked is compiled here first; should its record have lied (a
   // pattern that does not compile, or lacks the group), the rule hides all it was run over:
   // fail closed.
-  if (!re.ok() || rule.group < 0 || rule.group > re.NumberOfCapturingGroups() ||
-      (programs.ignore && !programs.ignore->ok())) {
+  if (!re.ok() || rule.group < -1 || rule.group > re.NumberOfCapturingGroups() ||
+      (programs.ignore && !programs.ignore->ok()) ||
+      std::any_of(programs.allow.begin(), programs.allow.end(),
+                  [](const auto& a) { return !a->ok(); })) {
     out.push_back(Redactor::Span{from, to, from, to, rule.id});
     return;
   }
+  const int ngroups = std::min(static_cast<int>(groups.size()),
+                               (rule.group < 0 ? re.NumberOfCapturingGroups() : rule.group) + 1);
   std::size_t pos = from;
   while (pos < to && re.Match(text, pos, to, RE2::UNANCHORED, groups.data(), ngroups)) {
     const re2::StringPiece m = groups[0];
     const std::size_t mb = static_cast<std::size_t>(m.data() - s.data());
     const std::size_t me = mb + m.size();
     pos = std::max(me, mb + 1);
-    re2::StringPiece h = groups[static_cast<std::size_t>(rule.group)];
+    re2::StringPiece h = groups[static_cast<std::size_t>(std::max(rule.group, 0))];
+    for (int g = 1; rule.group < 0 && g < ngroups; ++g) {
+      if (!groups[static_cast<std::size_t>(g)].empty()) {
+        h = groups[static_cast<std::size_t>(g)];
+        break;
+      }
+    }
     if (h.data() == nullptr || h.empty()) continue;
     std::size_t span_end = me;
     if (IsBlockIndicator(std::string_view(h.data(), h.size()))) {  // its block is hidden
@@ -760,12 +829,40 @@ void MatchRule(const RedactRules::Impl& im, std::size_t r, std::string_view s, s
     if ((ClassMask(hidden) & im.require_mask[r]) != im.require_mask[r]) continue;
     if (rule.entropy > 0 && Entropy(hidden) < rule.entropy) continue;
     if (programs.ignore && RE2::FullMatch(h, *programs.ignore)) continue;
+    if (Allowed(rule, programs, hidden)) continue;
     const std::size_t hb = static_cast<std::size_t>(h.data() - s.data());
     out.push_back(Redactor::Span{mb, span_end, hb, hb + hidden.size(), rule.id});
   }
 }
 
 }  // namespace
+
+// RuleSpans' per-rule state, reused across calls on one thread: the windows' vectors keep
+// their capacity, so a call allocates only when a rule gets more windows than ever before.
+struct WindowScratch {
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> windows;
+  std::vector<char> seen_whole;
+  bool busy = false;
+};
+
+// Marks a scratch in use for one call and leaves it empty (capacity kept) for the next.
+class ScratchHold {
+ public:
+  ScratchHold(WindowScratch& s, std::size_t nrules) : s_(s) {
+    s_.busy = true;
+    if (s_.windows.size() < nrules) s_.windows.resize(nrules);
+    s_.seen_whole.assign(nrules, 0);
+  }
+  ~ScratchHold() {
+    for (auto& w : s_.windows) w.clear();
+    s_.busy = false;
+  }
+  ScratchHold(const ScratchHold&) = delete;
+  ScratchHold& operator=(const ScratchHold&) = delete;
+
+ private:
+  WindowScratch& s_;
+};
 
 // The spans of every rule (or of rule `only`) in `s`, unordered, overlapping. A rule runs only
 // where one of its keywords occurs: on that line (at most 4 KiB each side of the keyword), or,
@@ -779,24 +876,30 @@ void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Reda
   }
   const std::size_t n = s.size();
   const auto* u = reinterpret_cast<const unsigned char*>(s.data());
-  // Per rule: the windows still to run, merged as they are found (hits come in order).
+  // Per rule: the windows still to run, merged as they are found (hits come in order), and
+  // whether a keyword of a rule that spans lines was seen. Kept per thread and reused: a
+  // stream is redacted piece by piece, and most pieces trigger few rules.
   constexpr std::size_t kReach = 4096;
-  std::vector<std::pair<std::size_t, std::size_t>> windows[64];
-  const std::size_t nrules = std::min<std::size_t>(im.rules.size(), 64);
-  std::uint64_t seen_whole = 0;
+  const std::size_t nrules = im.rules.size();
+  thread_local WindowScratch scratch_of_thread;
+  WindowScratch local;  // when this thread's is in use (a caller up the stack holds it)
+  WindowScratch& scratch = scratch_of_thread.busy ? local : scratch_of_thread;
+  const ScratchHold hold(scratch, nrules);
+  auto& windows = scratch.windows;
+  auto& seen_whole = scratch.seen_whole;
   const std::uint64_t* triples = im.triples.data();
   for (std::size_t i = 0; i + 1 < n; ++i) {
     const std::size_t t = KeywordTriple(u[i], u[i + 1], i + 2 < n ? u[i + 2] : 0);
     if ((triples[t >> 6] >> (t & 63) & 1) == 0) continue;
     const std::size_t pair = KeywordPair(u[i], u[i + 1]);
     for (const auto& [kw, r] : im.by_pair[pair]) {
-      if (r >= nrules || n - i < kw.size()) continue;
+      if (n - i < kw.size()) continue;
       bool eq = true;
       for (std::size_t k = 2; k < kw.size() && eq; ++k)
         eq = kLower[u[i + k]] == static_cast<unsigned char>(kw[k]);
       if (!eq) continue;
       if (im.whole[r]) {
-        seen_whole |= std::uint64_t{1} << r;
+        seen_whole[r] = 1;
         continue;
       }
       auto& w = windows[r];
@@ -836,8 +939,7 @@ void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Reda
       }
       continue;
     }
-    // Past 64 rules the windows are not kept: those rules run over the whole text.
-    if (r >= nrules || im.rules[r].keywords.empty() || (seen_whole >> r & 1) != 0) {
+    if (im.rules[r].keywords.empty() || seen_whole[r] != 0) {
       MatchRule(im, r, s, 0, n, out);
       continue;
     }

@@ -29,17 +29,25 @@ struct TokenRun;  // a run of token characters (core/redact.cc)
 
 // One detector, as a policy file writes it. Loaded by policy/, compiled here.
 struct RedactRule {
-  std::string id;       // the marker's name: [REDACTED:<id>]; [a-z0-9_]+
+  std::string id;       // the marker's name: [REDACTED:<id>]; [a-z0-9_.:-]+
   std::string pattern;  // RE2, matched over bytes (Latin-1): '.' and classes take any byte
   // Lower-case literals, one of which must occur (any case) before the pattern is tried. Empty:
   // the pattern runs on every text (slow: the loader's caller reports it).
   std::vector<std::string> keywords;
-  int group = 0;               // the capture group that is hidden; 0: the whole match
+  // The capture group that is hidden; 0: the whole match; -1: the first group that matched
+  // something, else the whole match (a gitleaks rule without secretGroup).
+  int group = 0;
   double entropy = 0;          // minimum Shannon entropy (bits per byte) of the hidden part
   std::size_t min_length = 0;  // minimum length of the hidden part
   // Character classes the hidden part must hold each of: "upper", "lower", "digit".
   std::vector<std::string> require;
   std::string ignore;  // RE2: a hidden part it matches whole is not a secret (a variable name)
+  // RE2 patterns: a hidden part one of them finds (anywhere in it) is not a secret (a gitleaks
+  // allowlist's regexes).
+  std::vector<std::string> allow;
+  // Words: a hidden part that holds one (any case) is not a secret (a gitleaks allowlist's
+  // stopwords). Lower-cased by the compiler.
+  std::vector<std::string> stopwords;
   // A rule without keywords runs over the whole text, unless `token_runs`: then only from each
   // run of 20 or more token characters (letters, digits, + / - _) to 96 bytes past it; the
   // match must start in such a run (a token shape with no literal to look for).
@@ -69,6 +77,10 @@ class RedactRules {
   // patterns are compiled one by one on first use, and its examples are not run.
   static Result<std::shared_ptr<const RedactRules>> Compile(std::vector<RedactRule> rules,
                                                             const std::string& checked_dir = "");
+  // The checks Compile makes of one rule on its own (its id's alphabet, fields, and that its
+  // patterns compile and have its group), without its examples: a loader that skips a bad rule
+  // of a foreign rule file (policy/gitleaks.h) asks before it adds the rule.
+  static Status Check(const RedactRule& rule);
   // Whether Compile found this set recorded as checked (and so skipped the checks).
   bool checked_before() const { return checked_before_; }
   // SHA-256 (hex) over every field of every rule but its file:line: two sets with the same

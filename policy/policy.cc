@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "core/fs.h"
 #include "core/hash.h"
 #include "policy/egress.h"
+#include "policy/gitleaks.h"
 #include "policy/toml_parse.h"
 
 namespace cordon {
@@ -56,6 +58,15 @@ std::string AnyEntry(const std::string&, std::string&) { return {}; }
 std::string PathEntry(const std::string& name, std::string& path) {
   if (path.empty() || (path[0] != '/' && path[0] != '~' && path.rfind("${WORKSPACE}", 0) != 0)) {
     return name + " entry \"" + path + "\" must be absolute, start with ~ or ${WORKSPACE}";
+  }
+  return {};
+}
+
+// A rule file: absolute, `~`, or relative to the policy file that names it (ApplyListTo).
+std::string RuleFileEntry(const std::string& name, std::string& path) {
+  if (path.empty() || path.find('\0') != std::string::npos || path.rfind("${", 0) == 0) {
+    return name + " entry \"" + path +
+           "\" must be a path: absolute, starting with ~, or relative to this policy file";
   }
   return {};
 }
@@ -138,9 +149,12 @@ struct ListSpec {
   bool replaced_before;
   bool secret;
   std::string (*check)(const std::string& key_name, std::string& entry);
+  // Entries are paths, and a relative one means: beside the policy file that names it.
+  bool relative_to_file = false;
 };
 ListSpec SpecOf(const ListKey& key) {
-  return {key.Name(), key.polarity, key.replaced_before, key.secret, key.check};
+  return {key.Name(), key.polarity, key.replaced_before,
+          key.secret, key.check,    key.Name() == "redact.rule_files"};
 }
 
 // The one list merge every list key uses. Order is first-seen and entries are unique; an entry
@@ -228,6 +242,20 @@ Status ApplyListTo(Policy& policy, const ListSpec& key, std::vector<std::string>
     }
     if (std::string why = key.check(name, e.value); !why.empty()) {
       return Fail(Code::kInvalidInput, e.where + ": " + why);
+    }
+    if (key.relative_to_file) {
+      // A project file is written by the agent: it names rule files in its workspace only, so
+      // that it cannot have cordon read (and quote, in an error) a file the sandbox hides.
+      const std::filesystem::path dir = std::filesystem::path(source).parent_path();
+      const std::string workspace = dir.parent_path().lexically_normal().string();
+      if (e.value[0] != '/' && e.value[0] != '~')
+        e.value = (dir / e.value).lexically_normal().string();
+      if (tighten_only && !e.remove &&
+          (e.value[0] == '~' || e.value.rfind(workspace + "/", 0) != 0)) {
+        policy.notes.push_back(e.where + ": a project file names rule files inside its " +
+                               "workspace only; \"" + e.value + "\" ignored");
+        continue;
+      }
     }
     edits.push_back(std::move(e));
   }
@@ -371,6 +399,10 @@ const ListKey kListKeys[] = {
     {"redact", "secret_words", ListPolarity::kDenies, false, false,
      [](const Policy& p) { return p.redact_secret_words; },
      [](Policy& p, std::vector<std::string> v) { p.redact_secret_words = std::move(v); }, AnyEntry},
+    {"redact", "rule_files", ListPolarity::kDenies, false, false,
+     [](const Policy& p) { return p.redact_rule_files; },
+     [](Policy& p, std::vector<std::string> v) { p.redact_rule_files = std::move(v); },
+     RuleFileEntry},
     {"filesystem", "protected_names", ListPolarity::kDenies, false, false,
      [](const Policy& p) { return p.filesystem.protected_names; },
      [](Policy& p, std::vector<std::string> v) { p.filesystem.protected_names = std::move(v); },
@@ -447,6 +479,7 @@ std::string Policy::CanonicalJson() const {
   j["redact"]["secret_words"] = redact_secret_words;
   if (!redact_credential_stores.empty())
     j["redact"]["credential_stores"] = redact_credential_stores;
+  if (!redact_rule_files.empty()) j["redact"]["rule_files"] = redact_rule_files;
   j["audit"]["fsync"] = Name(kFsyncModeNames, audit_fsync);
   // Only when set: the policies recorded before these keys existed keep their hash.
   if (!audit_signing_key.empty()) j["audit"]["signing_key"] = audit_signing_key;
@@ -454,6 +487,7 @@ std::string Policy::CanonicalJson() const {
   if (audit_checkpoint_seconds != 60) j["audit"]["checkpoint_seconds"] = audit_checkpoint_seconds;
   // Only when off: the policies recorded before the key existed keep their hash.
   if (!audit_file_changes) j["audit"]["file_changes"] = false;
+  if (audit_arguments_hashed) j["audit"]["arguments"] = "hashed";
   // Only when on: the policies recorded before the keys existed keep their hash.
   if (audit_before_images) {
     j["audit"]["before_images"] = true;
@@ -756,6 +790,21 @@ Status ApplyAuditKey(Policy& policy, const KeyInput& in) {
     policy.provenance[in.name] = in.where;
     return {};
   }
+  if (in.key == "arguments") {
+    const auto v = in.node.value<std::string>();
+    if (!in.node.is_string() || (*v != "redacted" && *v != "hashed")) {
+      return Fail(Code::kInvalidInput,
+                  in.where + ": " + in.name + " must be \"redacted\" or \"hashed\"");
+    }
+    if (in.tighten_only && *v == "redacted" && policy.audit_arguments_hashed) {
+      policy.notes.push_back(in.where + ": a project file cannot set " + in.name +
+                             " back to \"redacted\"");
+      return {};
+    }
+    policy.audit_arguments_hashed = *v == "hashed";
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
   if (in.key == "before_images" || in.key == "before_images_max_file_bytes" ||
       in.key == "before_images_max_session_bytes") {
     return ApplyBeforeImagesKey(policy, in);
@@ -860,8 +909,8 @@ Status ApplyToolSection(Policy& policy, const KeyInput& in) {
       std::vector<std::string>& list = tk.str() == "allow_domains" ? o.allow_domains
                                        : deny                      ? o.deny_domains
                                                                    : o.presets;
-      const ListSpec spec{tkey, deny ? ListPolarity::kDenies : ListPolarity::kGrants, false, false,
-                          tk.str() == "presets" ? PresetEntry : DomainEntry};
+      const ListSpec spec{tkey,  deny ? ListPolarity::kDenies : ListPolarity::kGrants, false,
+                          false, tk.str() == "presets" ? PresetEntry : DomainEntry,    false};
       TRY(ApplyListTo(policy, spec, list, tv, in.source, in.tighten_only));
       continue;
     }
@@ -1157,6 +1206,56 @@ Status LoadFile(Policy& policy, const std::string& path, PolicyLayer layer, bool
   return ApplyPolicyText(policy, text, path, layer == PolicyLayer::kProject);
 }
 
+// [redact] rule_files, once every layer is read: each file's rules join redact_rules. A file
+// that cannot be read or is not TOML fails the load naming it (as a policy file would: a rule
+// file named and silently missing would leave its secrets shown); a rule the file holds that
+// cordon cannot honour is skipped with a note. An id a rule already has becomes
+// "gitleaks:<id>" (then "gitleaks:<id>:2", ...): a rule file never replaces a rule.
+Status LoadRuleFiles(Policy& policy) {
+  const char* home = std::getenv("HOME");
+  const auto& named_at = policy.entry_provenance["redact.rule_files"];
+  for (const std::string& entry : policy.redact_rule_files) {
+    const std::string path = ExpandPath(entry, "", home != nullptr ? home : "");
+    const auto at = named_at.find(entry);
+    const std::string by = at != named_at.end() ? " (redact.rule_files, " + at->second + ")" : "";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      return Fail(Code::kNotFound, "cannot read redact rule file " + path + by, errno, path);
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto parsed = ParseGitleaksRules(ss.str(), path);
+    if (!parsed) return Fail(parsed.error().code, parsed.error().message + by);
+    std::size_t loaded = 0;
+    for (RedactRule& r : parsed->rules) {
+      auto taken = [&](const std::string& id) {
+        return std::any_of(policy.redact_rules.begin(), policy.redact_rules.end(),
+                           [&](const RedactRule& o) { return o.id == id; });
+      };
+      const std::string own = r.id;
+      for (int n = 1; taken(r.id); ++n) {
+        r.id = "gitleaks:" + own + (n == 1 ? std::string() : ":" + std::to_string(n));
+      }
+      if (r.id.size() > 64) {  // the longest marker name (core/redact.h)
+        parsed->notes.push_back(r.where + ": gitleaks rule \"" + own +
+                                "\" skipped: its id is taken, and " + r.id +
+                                " is longer than 64 characters");
+        ++parsed->skipped;
+        continue;
+      }
+      if (r.id != own) {
+        parsed->notes.push_back(r.where + ": gitleaks rule \"" + own +
+                                "\": that id is taken, so its marker is [REDACTED:" + r.id + "]");
+      }
+      ++loaded;
+      policy.redact_rules.push_back(std::move(r));
+    }
+    policy.notes.insert(policy.notes.end(), parsed->notes.begin(), parsed->notes.end());
+    policy.redact_rule_file_counts.push_back({path, loaded, parsed->skipped});
+  }
+  return {};
+}
+
 }  // namespace
 
 bool DenyCovers(const std::vector<std::string>& deny, const std::string& path) {
@@ -1209,6 +1308,7 @@ Result<Policy> LoadPolicy(const PolicySources& sources) {
     policy.entry_provenance["filesystem.deny"][store] =
         "redact.credential_stores" + (it != from.end() ? " (" + it->second + ")" : std::string());
   }
+  TRY(LoadRuleFiles(policy));
   // A rule set this binary checked before is not checked again: its patterns are compiled on
   // first use (core/redact.h).
   TRY(ExpandSecretWords(policy.redact_rules, policy.redact_secret_words));

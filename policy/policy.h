@@ -147,6 +147,16 @@ struct Policy {
   // compiled and their examples checked once every layer is read. A later layer's rule with
   // the same id replaces the earlier one; a project file may only add new ids.
   std::vector<RedactRule> redact_rules;
+  // [redact] rule_files: rule files in the gitleaks format (policy/gitleaks.h), absolute or `~`
+  // (a relative entry is resolved against the policy file that names it). A project may only
+  // add. Their rules join redact_rules when every layer is read; an id a rule already has is
+  // taken as "gitleaks:<id>".
+  std::vector<std::string> redact_rule_files;
+  struct RuleFileCount {
+    std::string path;  // as read (~ expanded)
+    std::size_t loaded = 0, skipped = 0;
+  };
+  std::vector<RuleFileCount> redact_rule_file_counts;  // one per rule file, in order
   std::shared_ptr<const RedactRules> compiled_redact_rules;
   // [redact] scan_files: find the workspace's secret files at session start
   // (workspace/secret_files.h). Only a layer the user controls may turn it off.
@@ -159,6 +169,10 @@ struct Policy {
   // [audit] file_changes: each process record lists what it changed in the writable roots
   // (docs/adr/0004-change-records.md). A project file cannot turn it off.
   bool audit_file_changes = true;
+  // [audit] arguments = "redacted" (default) | "hashed": with hashed, tool_started.args and
+  // process.argv keep each argument's SHA-256, length and shape, never its text
+  // (audit/arguments.h). A project file may choose hashed, never go back to redacted.
+  bool audit_arguments_hashed = false;
   // [audit] before_images, before_images_max_file_bytes, before_images_max_session_bytes: the
   // file tools and the staged commit keep what a file held before they replace or delete it, in
   // cordon's state directory, for `cordon audit diff` (core/before_images.h). Only a layer the

@@ -166,11 +166,18 @@ Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, const Works
     redaction_json["credential_stores"] = stores.ToJson();
   }
   if (policy.redact_scan_files) {
-    const std::string cache =
-        CordonStateDir() + "/secret-files/" + Sha256Hex(workspace.root()).substr(0, 32) + ".v1";
-    ASSIGN_OR_RETURN(SecretScan scan,
-                     ScanSecretFiles(workspace.fd(), redactor, SecretScanLimits{}, cache));
+    ASSIGN_OR_RETURN(SecretScan scan, ScanSecretFiles(workspace.fd(), redactor, SecretScanLimits{},
+                                                      SecretScanCacheFile(workspace.root())));
     redactor.AddSecretLines(scan.lines);
+    // Nothing past the cap silently unknown: the record says `truncated`, and so does stderr.
+    if (scan.truncated) {
+      std::fprintf(stderr,
+                   "cordon: the secret-file scan of %s stopped at a limit (%zu entries, %zu bytes "
+                   "read): lines of the secret files beyond it are hidden only where a rule finds "
+                   "them; deny or move the large trees it walked (SECURITY.md, \"Files the scan "
+                   "does not reach\")\n",
+                   workspace.root().c_str(), scan.entries, scan.read_bytes);
+    }
     redaction_json["secret_files"] = scan.ToJson();
   }
   return redaction_json;
@@ -279,6 +286,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   TRY(CheckAuditFiles(audit_files, options, s->policy_, s->workspace_, host));
   ASSIGN_OR_RETURN(CheckpointConfig checkpoints,
                    LoadCheckpoints(s->policy_, options, signing_key, s->redactor_));
+  // [audit] arguments: whether this session's log keeps argument text (redacted) or not.
+  redaction_json["arguments"] = s->policy_.audit_arguments_hashed ? "hashed" : "redacted";
   // What the redactor now knows by value, kept (as hashes) for the readers that show file
   // content after the session (audit diff): they hide what it hid.
   if (auto known = StoreRedactionKnowledge(s->redactor_, RedactionKnowledgeDir())) {
@@ -293,6 +302,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                    AuditWriter::Open(path, session_id, s->policy_.audit_fsync, std::move(key),
                                      &s->redactor_, std::move(checkpoints)));
   s->audit_.emplace(std::move(writer));
+  if (s->policy_.audit_arguments_hashed) s->audit_->HashArguments();
   // cordon's own files, masked from every confined process and refused by the file tools:
   // the policy layers it read (the shipped ones excepted: they are part of the installation),
   // the audit log and its key, and whatever else the caller names.
@@ -656,7 +666,7 @@ const std::string kDroppedMarker = " bytes of output dropped]";
 // cut moves back to its start.
 void CutText(std::string& text, std::size_t cap) {
   constexpr std::string_view kMarker = "[REDACTED:";
-  constexpr std::size_t kLongestMarker = 64;
+  constexpr std::size_t kLongestMarker = 10 + 64 + 1;  // "[REDACTED:", a 64-byte id, "]"
   if (cap > 0) {
     std::size_t open = text.rfind(kMarker, cap - 1);
     if (open != std::string::npos && cap - open < kLongestMarker) {

@@ -10,9 +10,12 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <span>
 #include <sstream>
 
+#include "core/hash.h"
 #include "core/unique_fd.h"
 #include "runner/capture.h"
 #include "session/session.h"
@@ -259,6 +262,105 @@ TEST(SecretFiles, ANameThatIsNotUtf8IsEscapedInTheScanAndItsCache) {
     EXPECT_EQ(r.Redact(out), 1u);
     EXPECT_EQ(out, "3:[REDACTED:secret_file]\n");
   }
+}
+
+// Files in a credential store's format are secret files by their name, wherever they are in
+// the workspace, and each value their format holds is hidden whatever its shape.
+TEST(SecretFiles, FilesInACredentialStoresFormatAreSecretFilesByName) {
+  testing::TempDir dir;
+  const std::string ws = dir / "ws";
+  struct Case {
+    std::string path, content, value;
+  };
+  const std::vector<Case> cases = {
+      {"db/.pgpass", "db.internal:5432:app:svc:Lq7-pgpass\\:value-01\n", "Lq7-pgpass:value-01"},
+      {"conf/.my.cnf", "[client]\nuser=svc\npassword=Rt4-mycnf-value-02\n", "Rt4-mycnf-value-02"},
+      {"ci/settings.xml",
+       "<settings><servers><server><id>r</id><username>u</username>"
+       "<password>Wb9.maven.value.03</password></server></servers></settings>\n",
+       "Wb9.maven.value.03"},
+      {"src/NuGet.Config",
+       "<configuration><packageSourceCredentials><feed>"
+       "<add key=\"Username\" value=\"u\" />"
+       "<add key=\"ClearTextPassword\" value=\"Hn3_nuget_value_04\" />"
+       "</feed></packageSourceCredentials></configuration>\n",
+       "Hn3_nuget_value_04"},
+      {"web/.htpasswd", "admin:$apr1$Xy7kQ2$Zp0wq9eRtY1uI3oP5aS7d.\n",
+       "$apr1$Xy7kQ2$Zp0wq9eRtY1uI3oP5aS7d."},
+      {"deploy/redis.conf", "port 6379\nrequirepass Kd5~redis~value~05\n", "Kd5~redis~value~05"},
+      {"tf/credentials.tfrc.json",
+       "{\"credentials\": {\"app.terraform.io\": {\"token\": \"Pm2 tfrc value 0006\"}}}\n",
+       "Pm2 tfrc value 0006"},
+      {"ops/.vault-token", "Vt8.vault.value.0007\n", "Vt8.vault.value.0007"},
+  };
+  for (const auto& c : cases) testing::WriteFile(ws + "/" + c.path, c.content);
+  UniqueFd root(::open(ws.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  Redactor shapes(testing::ShippedRedactRules());
+  for (int round = 0; round < 2; ++round) {  // the second is served from the cache
+    SecretScanLimits limits;
+    limits.cache_from_entries = 0;
+    auto scan = ScanSecretFiles(root.get(), shapes, limits, dir / "state/cache");
+    ASSERT_TRUE(scan) << scan.error().message;
+    EXPECT_EQ(scan->files.size(), cases.size()) << scan->ToJson().dump();
+    Redactor r(testing::ShippedRedactRules());
+    r.AddSecretLines(scan->lines);
+    for (const auto& c : cases) {
+      std::string out = "seen: " + c.value + " (end)";
+      r.Redact(out);
+      EXPECT_EQ(out.find(c.value), std::string::npos) << c.path << ": " << out;
+    }
+  }
+}
+
+// The cache never answers for a file that changed: a file edited in place (its directory
+// unchanged) is read again, a secret file deleted is no longer reported, and a file renamed over
+// another is read as the new file.
+TEST(SecretFiles, TheCacheNeverAnswersForAFileThatChanged) {
+  testing::TempDir dir;
+  const std::string ws = dir / "ws";
+  for (int i = 0; i < 300; ++i)
+    testing::WriteFile(ws + "/src/f" + std::to_string(i) + ".txt", "x\n");
+  testing::WriteFile(ws + "/conf/.env", "API_TOKEN=Qm4-deleted-secret-77\n");
+  UniqueFd root(::open(ws.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  Redactor shapes(testing::ShippedRedactRules());
+  const std::string cache = dir / "state/cache";
+  auto scan = [&] {
+    auto s = ScanSecretFiles(root.get(), shapes, SecretScanLimits{}, cache);
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? std::move(*s) : SecretScan{};
+  };
+  auto hides = [&](const SecretScan& s, const std::string& value) {
+    Redactor r(testing::ShippedRedactRules());
+    r.AddSecretLines(s.lines);
+    std::string out = "> " + value + " <";
+    r.Redact(out);
+    return out.find(value) == std::string::npos;
+  };
+  const SecretScan first = scan();
+  EXPECT_EQ(first.files, std::vector<std::string>{"conf/.env"});
+  const SecretScan warm = scan();
+  EXPECT_GE(warm.cached_files, 300u);
+  EXPECT_EQ(warm.read_files, 0u);
+  // In place: same inode, same directory; its content now holds a key block.
+  const std::string body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7";
+  {
+    std::ofstream f(ws + "/src/f7.txt", std::ios::trunc);
+    f << "-----BEGIN PRIVATE KEY-----\n" << body << "\n-----END PRIVATE KEY-----\n";
+  }
+  ::unlink((ws + "/conf/.env").c_str());
+  const SecretScan after = scan();
+  EXPECT_EQ(after.files, std::vector<std::string>{"src/f7.txt"});
+  EXPECT_TRUE(hides(after, body));
+  EXPECT_FALSE(hides(after, "Qm4-deleted-secret-77"));
+  // Renamed over another file: the new file's content, not the cached one's.
+  testing::WriteFile(ws + "/tmp.txt", "PASSWORD=Zr8-renamed-secret-31\n");
+  ASSERT_EQ(::rename((ws + "/tmp.txt").c_str(), (ws + "/src/f8.txt").c_str()), 0);
+  testing::WriteFile(ws + "/src/.env", "PASSWORD=Zr8-renamed-secret-31\n");
+  const SecretScan renamed = scan();
+  EXPECT_TRUE(hides(renamed, "Zr8-renamed-secret-31"));
+  EXPECT_TRUE(hides(renamed, body));
 }
 
 // A cache another user could have written (group- or world-writable: the /tmp fallback state
@@ -595,6 +697,23 @@ TEST_F(RedactEndToEnd, SecretKeysInToolArgumentsNeverReachTheLog) {
   EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
 }
 
+// Issue 32 part 2: a secret only a team's gitleaks-format rule file knows is hidden from the
+// agent and the log when the real binary runs a command that prints it.
+TEST_F(RedactEndToEnd, ASecretOnlyAGitleaksRuleFileKnowsIsHidden) {
+  const std::string secret = "TKT-7Q2M9X4K8V3N6B1Z";
+  testing::WriteFile(dir_ / "rules/team.gitleaks.toml",
+                     "[[rules]]\nid = \"intranet-ticket\"\nregex = '''TKT-[A-Z0-9]{16}'''\n"
+                     "keywords = [\"tkt-\"]\n");
+  testing::WriteFile(dir_ / "team.toml", "[redact]\nrule_files = [\"rules/team.gitleaks.toml\"]\n");
+  const Json input = {{"program", "sh"}, {"args", {"-c", "echo \"ticket: $1\"", "sh", secret}}};
+  auto r = Cordon({"call", "run_shell", "--workspace", dir_ / "ws", "--policy", dir_ / "team.toml",
+                   "--audit-log", log(), "--json", input.dump()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ticket: [REDACTED:intranet-ticket]"), std::string::npos) << r.out;
+  ExpectNoPartOf(r.out, secret, "gitleaks rule, run_shell");
+  ExpectNoPartOf(testing::ReadFile(log()), secret, "gitleaks rule, audit log");
+}
+
 // Issue 32, part 1: the user's credential stores are known by value. Each value, in a shape no
 // rule knows and without the key that named it, reaches neither the agent nor the log through
 // a file read, a search, a command's output or its argv; session_started says which stores gave
@@ -876,6 +995,193 @@ TEST(RedactRules, LaterLayersReplaceByIdAndAProjectFileOnlyAddsIds) {
   EXPECT_EQ(text, "[REDACTED:jwt] [REDACTED:api_key] [REDACTED:project_token]");
 }
 
+// --- Issue 32 part 2: gitleaks-format rule files ([redact] rule_files) -----------------------
+
+// Each text, redacted by `r`, is its expected result.
+struct RedactCase {
+  std::string in, out;
+};
+void ExpectRedactedAs(const Redactor& r, std::span<const RedactCase> cases) {
+  for (const auto& c : cases) {
+    std::string text = c.in;
+    r.Redact(text);
+    EXPECT_EQ(text, c.out) << c.in;
+  }
+}
+
+// A team's rule file in the gitleaks format (written here, not gitleaks' own): what cordon can
+// honour loads (secretGroup, entropy, keywords, a rule's and the file's allowlists), and what
+// it cannot is skipped with a note naming the file, the line and the id.
+constexpr std::string_view kTeamGitleaks = R"(title = "team rules"
+
+[allowlist]
+description = "test fixtures, for every rule of this file"
+stopwords = ["fixture"]
+
+[[rules]]
+id = "acme-deploy-key"
+description = "Acme deploy key, hidden after its name"
+regex = '''acme_deploy\s*[:=]\s*["']?([A-Za-z0-9]{24,40})'''
+secretGroup = 1
+entropy = 3.5
+keywords = ["acme_deploy"]
+
+[[rules]]
+id = "zeta-token"
+regex = '''zt-[a-z0-9]{20}'''
+keywords = ["zt-"]
+tags = ["zeta"]
+
+[[rules]]
+id = "orbit-secret"
+regex = '''orbit_ref=([A-Za-z0-9_]{16,})'''
+keywords = ["orbit_ref"]
+[rules.allowlist]
+regexes = ['''^EXAMPLE''']
+stopwords = ["placeholder"]
+
+[[rules]]
+id = "pem-file"
+path = '''\.pem$'''
+
+[[rules]]
+id = "repeat-token"
+regex = '''rt_([a-z]{4})\1'''
+keywords = ["rt_"]
+
+[[rules]]
+id = "jwt"
+regex = '''jw_[0-9]{12}'''
+keywords = ["jw_"]
+)";
+
+TEST(RedactRuleFiles, AGitleaksFileLoadsWhatCordonHonoursAndNamesWhatItSkips) {
+  testing::TempDir d;
+  const std::string file = d / "team/.gitleaks.toml";
+  testing::WriteFile(file, std::string(kTeamGitleaks));
+  // Named relative to the policy file that names it.
+  testing::WriteFile(d / "user/50-team.toml",
+                     "[redact]\nrule_files = [\"../team/.gitleaks.toml\"]\n");
+  PolicySources sources;
+  sources.dirs = {CORDON_POLICY_DIR, d / "user"};
+  auto p = LoadPolicy(sources);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->redact_rule_files, std::vector<std::string>{file});
+  ASSERT_EQ(p->redact_rule_file_counts.size(), 1u);
+  EXPECT_EQ(p->redact_rule_file_counts[0].path, file);
+  EXPECT_EQ(p->redact_rule_file_counts[0].loaded, 4u);
+  EXPECT_EQ(p->redact_rule_file_counts[0].skipped, 2u);
+  std::string notes;
+  for (const auto& n : p->notes) notes += n + "\n";
+  EXPECT_NE(notes.find(file + ":29: gitleaks rule \"pem-file\" skipped: it tests a file's path"),
+            std::string::npos)
+      << notes;
+  // RE2 has no backreferences: the rule is named with its file, line and id, and RE2's reason.
+  EXPECT_NE(notes.find(file + ":33: gitleaks rule \"repeat-token\" skipped: pattern: invalid "
+                              "escape sequence: \\1"),
+            std::string::npos)
+      << notes;
+  // An id a shipped rule has is taken with a prefix: the file adds, it never replaces.
+  EXPECT_NE(notes.find(file + ":38: gitleaks rule \"jwt\": that id is taken, so its marker is "
+                              "[REDACTED:gitleaks:jwt]"),
+            std::string::npos)
+      << notes;
+  std::map<std::string, std::string> where;
+  for (const auto& r : p->compiled_redact_rules->rules()) where[r.id] = r.where;
+  EXPECT_EQ(where["acme-deploy-key"], file + ":7");
+  EXPECT_EQ(where["gitleaks:jwt"], file + ":38");
+  EXPECT_EQ(where["jwt"].find(std::string(CORDON_POLICY_DIR)), 0u) << where["jwt"];
+  EXPECT_EQ(where.count("pem-file") + where.count("repeat-token"), 0u);
+
+  const RedactCase cases[] = {
+      // secretGroup: only the group is hidden; entropy: a value below 3.5 bits is not a secret.
+      {"acme_deploy = \"Xy7pQ2mK9vL4nB8cR3tW6zA1\"",
+       "acme_deploy = \"[REDACTED:acme-deploy-key]\""},
+      {"acme_deploy = aaaaaaaaaabbbbbbbbbbcccc", "acme_deploy = aaaaaaaaaabbbbbbbbbbcccc"},
+      // keywords: found in any case, then the regex decides; no group: the whole match.
+      {"got ZT-abcdefghij0123456789 back", "got ZT-abcdefghij0123456789 back"},
+      {"got zt-abcdefghij0123456789 back", "got [REDACTED:zeta-token] back"},
+      // The rule's allowlist (a regex on the secret, a stopword in it) and the file's stopword.
+      {"orbit_ref=Q8wE4rT6yU2iO0pA", "orbit_ref=[REDACTED:orbit-secret]"},
+      {"orbit_ref=EXAMPLEq8wE4rT6yU2", "orbit_ref=EXAMPLEq8wE4rT6yU2"},
+      {"orbit_ref=my_PLACEHOLDER_value1", "orbit_ref=my_PLACEHOLDER_value1"},
+      {"orbit_ref=a_fixture_Q8wE4rT6y", "orbit_ref=a_fixture_Q8wE4rT6y"},
+      // The skipped rule hides nothing; the renamed one has its own marker.
+      {"rt_abcdabcd", "rt_abcdabcd"},
+      {"id jw_123456789012 end", "id [REDACTED:gitleaks:jwt] end"},
+  };
+  ExpectRedactedAs(Redactor(p->compiled_redact_rules), cases);
+}
+
+// A project file (written by the agent) may add a rule file inside its workspace, and cannot
+// remove one a user layer named, nor name one outside its workspace.
+TEST(RedactRuleFiles, AProjectFileOnlyAddsRuleFilesOfItsWorkspace) {
+  testing::TempDir d;
+  const std::string team = d / "team.toml";
+  testing::WriteFile(team, std::string(kTeamGitleaks));
+  testing::WriteFile(d / "ws/.gitleaks.toml",
+                     "[[rules]]\nid = \"ws-token\"\nregex = '''wst_[0-9]{10}'''\n"
+                     "keywords = [\"wst_\"]\n");
+  testing::WriteFile(d / "outside.toml", "[[rules]]\nid = \"o\"\nregex = 'o_[0-9]{10}'\n");
+  testing::WriteFile(d / "user/50-team.toml", "[redact]\nrule_files = [\"" + team + "\"]\n");
+  testing::WriteFile(d / "ws/.cordon/policy.toml", "[redact]\nrule_files = [\"!" + team +
+                                                       "\", \"../.gitleaks.toml\", \"" +
+                                                       (d / "outside.toml") + "\"]\n");
+  PolicySources sources;
+  sources.dirs = {CORDON_POLICY_DIR, d / "user"};
+  sources.project_file = d / "ws/.cordon/policy.toml";
+  auto p = LoadPolicy(sources);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->redact_rule_files, (std::vector<std::string>{team, d / "ws/.gitleaks.toml"}));
+  std::string notes;
+  for (const auto& n : p->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("a project file cannot remove \"" + team + "\" from redact.rule_files"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("a project file names rule files inside its workspace only; \"" +
+                       (d / "outside.toml") + "\" ignored"),
+            std::string::npos)
+      << notes;
+  Redactor r(p->compiled_redact_rules);
+  std::string text = "zt-abcdefghij0123456789 wst_0123456789 o_0123456789";
+  r.Redact(text);
+  EXPECT_EQ(text, "[REDACTED:zeta-token] [REDACTED:ws-token] o_0123456789");
+}
+
+// What cannot be read as a rule file fails the load, naming the file (and the rule's line and
+// id where there is one), as a bad policy file does: a rule file that is named and silently
+// missing would leave its secrets shown.
+TEST(RedactRuleFiles, ABadRuleFileFailsTheLoadNamingItAndTheRule) {
+  struct Case {
+    std::string name, text, needle;
+  };
+  const Case cases[] = {
+      {"missing.toml", "", "cannot read redact rule file {F} (redact.rule_files, {P}:2)"},
+      {"not.toml", "this is = not [toml", "{F}:1: "},
+      {"no-regex.toml", "[[rules]]\nid = \"lonely\"\nkeywords = [\"x\"]\n",
+       "{F}:1: gitleaks rule \"lonely\" has neither regex nor path"},
+      {"no-id.toml", "[[rules]]\nregex = 'x_[0-9]+'\n", "{F}:1: a [[rules]] entry needs an id"},
+      {"bad-group.toml", "[[rules]]\nid = \"g\"\nregex = 'x_[0-9]+'\nsecretGroup = \"one\"\n",
+       "{F}:1: gitleaks rule \"g\": secretGroup must be an integer"},
+  };
+  for (const auto& c : cases) {
+    testing::TempDir d;
+    const std::string file = d / c.name;
+    if (!c.text.empty()) testing::WriteFile(file, c.text);
+    const std::string policy = d / "user/50-rules.toml";
+    testing::WriteFile(policy, "[redact]\nrule_files = [\"" + file + "\"]\n");
+    PolicySources sources;
+    sources.dirs = {CORDON_POLICY_DIR, d / "user"};
+    auto p = LoadPolicy(sources);
+    ASSERT_FALSE(p) << c.name;
+    std::string want = c.needle;
+    want.replace(want.find("{F}"), 3, file);
+    if (auto at = want.find("{P}"); at != std::string::npos) want.replace(at, 3, policy);
+    EXPECT_NE(p.error().message.find(want), std::string::npos)
+        << c.name << "\n -> " << p.error().message << "\n want " << want;
+  }
+}
+
 // A secret file's lines are found inside longer lines (prefixes of grep -n, cat -n, diff), from
 // 12 bytes; base64 of text that holds a secret is hidden whole.
 TEST(Redactor, SecretLinesAndBase64Runs) {
@@ -884,10 +1190,7 @@ TEST(Redactor, SecretLinesAndBase64Runs) {
   lines.Add(std::string_view("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"));
   lines.Add(std::string_view("short-line1"));  // 11 bytes: not kept
   r.AddSecretLines(lines);
-  struct Case {
-    std::string in, out;
-  };
-  const Case cases[] = {
+  const RedactCase cases[] = {
       {"3:MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "3:[REDACTED:secret_file]"},
       {"     3\tMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n", "     3\t[REDACTED:secret_file]\n"},
       {"+MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "+[REDACTED:secret_file]"},
@@ -899,11 +1202,7 @@ TEST(Redactor, SecretLinesAndBase64Runs) {
       // base64 that decodes to ordinary text stays.
       {"aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ==", "aGVsbG8gd29ybGQsIHRoaXMgaXMgZmluZQ=="},
   };
-  for (const auto& c : cases) {
-    std::string s = c.in;
-    r.Redact(s);
-    EXPECT_EQ(s, c.out) << c.in;
-  }
+  ExpectRedactedAs(r, cases);
 }
 
 // The session-start scan: bounded in entries and bytes, skips dependency and cache directories
@@ -1012,6 +1311,63 @@ TEST_F(RedactEndToEnd, AuditDiffHidesWhatTheSessionHidAfterItsSourcesAreGone) {
   EXPECT_EQ(rules_only.exit_code, 0) << rules_only.err;
   EXPECT_NE(rules_only.out.find("+x "), std::string::npos) << rules_only.out;
   EXPECT_NE(rules_only.out.find("not used (--rules-only)"), std::string::npos) << rules_only.out;
+}
+
+// [audit] arguments = "hashed": the log keeps each argument's SHA-256, length and shape, and no
+// argument's text anywhere: not in tool_started.args, process.argv, an error message that
+// echoes one, nor a search's rg command line. A project file cannot turn it back.
+TEST_F(RedactEndToEnd, HashedArgumentsLeaveNoArgumentTextInTheLog) {
+  testing::WriteFile(dir_ / "hashed.toml", "[audit]\narguments = \"hashed\"\n");
+  testing::WriteFile(dir_ / "ws/.cordon/policy.toml", "[audit]\narguments = \"redacted\"\n");
+  // Arguments no rule knows the shape of.
+  const std::string shell_arg = "Zq8 unknown shape argument 4471";
+  const std::string missing = "no-such-program-Kx83q";
+  const std::string needle = "Pw-needle-5512v";
+  const std::string flag = "--db-pass=Mv72lrTq0";
+  const std::string policy = dir_ / "hashed.toml";
+  auto run = [&](const std::string& tool, const Json& in) {
+    return Cordon({"call", tool, "--workspace", dir_ / "ws", "--policy", policy, "--audit-log",
+                   log(), "--json", in.dump()});
+  };
+  auto shell = run("run_shell", {{"program", "sh"},
+                                 {"args", {"-c", "echo \"$1\"; exit 3", "sh", shell_arg, flag}}});
+  EXPECT_NE(shell.out.find(shell_arg), std::string::npos) << "the agent sees its output";
+  auto absent = run("run_shell", {{"program", missing}});
+  EXPECT_NE(absent.out.find(missing), std::string::npos) << "the agent's error names it";
+  auto search = run("search_text", {{"pattern", needle}});
+  EXPECT_EQ(search.exit_code, 0) << search.out << search.err;
+  const std::string text = testing::ReadFile(log());
+  for (const auto& s :
+       {shell_arg, missing, needle, flag, std::string("Mv72lrTq0"), std::string("unknown shape")}) {
+    EXPECT_EQ(text.find(s), std::string::npos) << s << " in the log:\n" << text;
+  }
+  // What stays: the digest, length and shape of each argument.
+  bool saw_started = false, saw_argv = false, saw_mode = false;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const Json rec = Json::parse(line);
+    const std::string type = rec.value("type", "");
+    if (type == "session_started") {
+      saw_mode = rec["redaction"].value("arguments", "") == "hashed";
+    } else if (type == "tool_started" && rec.value("tool", "") == "run_shell" &&
+               rec["args"].contains("args")) {
+      const Json& a = rec["args"]["args"][3];
+      EXPECT_EQ(a.value("sha256", ""), Sha256Hex(shell_arg)) << rec.dump();
+      EXPECT_EQ(a.value("bytes", 0u), shell_arg.size()) << rec.dump();
+      EXPECT_EQ(a.value("shape", ""), "text") << rec.dump();
+      EXPECT_EQ(rec["args"]["args"][4].value("shape", ""), "flag") << rec.dump();
+      saw_started = true;
+    } else if (type == "process" && rec.value("tool", "") == "run_shell" &&
+               rec["argv"].size() == 6) {  // sh -c SCRIPT sh ARG FLAG
+      EXPECT_EQ(rec["argv"][4].value("sha256", ""), Sha256Hex(shell_arg)) << rec.dump();
+      saw_argv = true;
+    }
+  }
+  EXPECT_TRUE(saw_started && saw_argv && saw_mode) << text;
+  EXPECT_EQ(Cordon({"audit", "verify", log()}).exit_code, 0);
+  auto shown = Cordon({"audit", "show", log()});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(shown.out.find(shell_arg), std::string::npos);
 }
 
 }  // namespace

@@ -220,6 +220,41 @@ class Collector {
     });
   }
 
+  // user:hash lines (Apache's htpasswd: bcrypt, $apr1$, {SHA}): the hash, which a guess
+  // confirms offline.
+  void Htpasswd(std::string_view text) {
+    ForLines(text, [&](std::string_view line) {
+      line = TrimSpace(line);
+      if (line.empty() || line[0] == '#') return;
+      const std::size_t colon = line.find(':');
+      if (colon != std::string_view::npos) Secret(line.substr(colon + 1));
+    });
+  }
+
+  // redis.conf: `requirepass V`, `masterauth V`, and an ACL line's `>password` words.
+  void RedisConf(std::string_view text) {
+    ForLines(text, [&](std::string_view line) {
+      line = TrimSpace(line);
+      if (line.empty() || line[0] == '#') return;
+      std::vector<std::string_view> words;
+      for (std::size_t i = 0; i < line.size();) {
+        while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+        const std::size_t b = i;
+        while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+        if (i > b) words.push_back(line.substr(b, i - b));
+      }
+      if (words.size() < 2) return;
+      const std::string directive = AsciiLower(words[0]);
+      if (directive == "requirepass" || directive == "masterauth") {
+        Secret(words[1]);
+      } else if (directive == "user") {
+        for (std::size_t w = 2; w < words.size(); ++w) {
+          if (words[w].size() > 1 && words[w][0] == '>') Secret(words[w].substr(1));
+        }
+      }
+    });
+  }
+
   void Xml(std::string_view text) {
     // <password>v</password>, <ns:clientSecret>v</ns:clientSecret>
     for (std::size_t lt = text.find('<'); lt != std::string_view::npos;
@@ -435,6 +470,14 @@ StoreValues CredentialValuesOf(std::string_view file_name, std::string_view cont
   }
   if (Contains(name, "pgpass")) {
     c.Pgpass(content);
+    return c.Take();
+  }
+  if (Contains(name, "htpasswd")) {
+    c.Htpasswd(content);
+    return c.Take();
+  }
+  if (Contains(name, "redis") && name.ends_with(".conf")) {
+    c.RedisConf(content);
     return c.Take();
   }
   // A bare token (~/.vault-token): one line, one word.

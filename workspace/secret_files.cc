@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "core/unique_fd.h"
 #include "core/walk.h"
 #include "workspace/changes.h"
+#include "workspace/credential_stores.h"
 
 namespace cordon {
 namespace {
@@ -78,15 +80,36 @@ void KeyBodyLines(std::string_view block, std::vector<std::string>& out) {
   });
 }
 
+// A file's identity: what changes when its content may have (device, inode, size, mtime, ctime).
 struct ScanIdentity {
-  std::string key;  // "dev:ino:size:mtime:ctime"
+  std::uint64_t dev = 0, ino = 0, size = 0;
+  std::int64_t mtime_s = 0, mtime_ns = 0, ctime_s = 0, ctime_ns = 0;
   static ScanIdentity Of(const struct stat& st) {
-    ScanIdentity id;
-    id.key = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-             std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-             std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
-             std::to_string(st.st_ctim.tv_nsec);
-    return id;
+    return {static_cast<std::uint64_t>(st.st_dev),
+            static_cast<std::uint64_t>(st.st_ino),
+            static_cast<std::uint64_t>(st.st_size),
+            st.st_mtim.tv_sec,
+            st.st_mtim.tv_nsec,
+            st.st_ctim.tv_sec,
+            st.st_ctim.tv_nsec};
+  }
+  bool operator==(const ScanIdentity&) const = default;
+  // "dev:ino:size:mtime.ns:ctime.ns", as the cache writes it.
+  std::string Text() const {
+    return std::to_string(dev) + ":" + std::to_string(ino) + ":" + std::to_string(size) + ":" +
+           std::to_string(mtime_s) + "." + std::to_string(mtime_ns) + ":" +
+           std::to_string(ctime_s) + "." + std::to_string(ctime_ns);
+  }
+  static bool Parse(std::string_view t, ScanIdentity& out) {
+    unsigned long long d = 0, i = 0, z = 0;
+    long long ms = 0, mn = 0, cs = 0, cn = 0;
+    const std::string text(t);
+    if (std::sscanf(text.c_str(), "%llu:%llu:%llu:%lld.%lld:%lld.%lld", &d, &i, &z, &ms, &mn, &cs,
+                    &cn) != 7) {
+      return false;
+    }
+    out = {d, i, z, ms, mn, cs, cn};
+    return true;
   }
 };
 
@@ -99,12 +122,14 @@ std::string Hex64(std::uint64_t v) {
 // The cache: one record per file, "<identity>\t<n>\t<path>\n" then n lines
 // "<prefix hex> <hash hex> <length>\n". Paths hold no newline (a name with one is not cached).
 struct CachedFile {
-  std::string id;
+  ScanIdentity id;
   std::vector<SecretLines::Entry> entries;
+  bool seen = false;  // this scan found the file (an unseen one is dropped from the cache)
 };
 using Cache = std::unordered_map<std::string, CachedFile>;
 
-constexpr std::string_view kCacheMagic = "cordon-secret-files v1 ";
+// v2: identities compared as numbers, paths as their raw bytes.
+constexpr std::string_view kCacheMagic = "cordon-secret-files v2 ";
 
 bool ParseCache(std::string_view text, const std::string& fingerprint, Cache& out) {
   std::size_t pos = 0;
@@ -123,7 +148,7 @@ bool ParseCache(std::string_view text, const std::string& fingerprint, Cache& ou
     const std::size_t t2 = t1 == std::string_view::npos ? t1 : rec->find('\t', t1 + 1);
     if (t2 == std::string_view::npos) return false;
     CachedFile f;
-    f.id = std::string(rec->substr(0, t1));
+    if (!ScanIdentity::Parse(rec->substr(0, t1), f.id)) return false;
     const std::size_t n =
         std::strtoul(std::string(rec->substr(t1 + 1, t2 - t1 - 1)).c_str(), nullptr, 10);
     for (std::size_t k = 0; k < n; ++k) {
@@ -147,7 +172,7 @@ std::string WriteCache(const Cache& cache, const std::string& fingerprint) {
   std::string out = std::string(kCacheMagic) + fingerprint + "\n";
   for (const auto& [path, f] : cache) {
     if (path.find('\n') != std::string::npos) continue;
-    out += f.id + "\t" + std::to_string(f.entries.size()) + "\t" + path + "\n";
+    out += f.id.Text() + "\t" + std::to_string(f.entries.size()) + "\t" + path + "\n";
     for (const auto& e : f.entries) {
       out += Hex64(e.prefix) + " " + Hex64(e.hash) + " " + std::to_string(e.length) + "\n";
     }
@@ -156,7 +181,9 @@ std::string WriteCache(const Cache& cache, const std::string& fingerprint) {
 }
 
 std::string RulesFingerprint(const Redactor& shapes) {
-  std::string all = "secret-files-v1\n";
+  // v2: the names in a credential store's format joined (IsStoreFormatFileName); a cache of v1
+  // said such a file held nothing.
+  std::string all = "secret-files-v2\n";
   if (shapes.rules() != nullptr) {
     for (const auto& r : shapes.rules()->rules()) {
       all += r.id + "\n" + r.pattern + "\n" + std::to_string(r.group) + "\n" + r.ignore + "\n" +
@@ -170,7 +197,9 @@ std::string RulesFingerprint(const Redactor& shapes) {
 
 class SecretWalker {
  public:
-  SecretWalker(const Redactor& shapes, const SecretScanLimits& limits, const Cache* cache)
+  // `cache`: what earlier scans found, by path (updated in place: each file this scan finds is
+  // marked seen, each file it reads replaces its entry).
+  SecretWalker(const Redactor& shapes, const SecretScanLimits& limits, Cache& cache)
       : shapes_(shapes), limits_(limits), cache_(cache) {}
 
   // The whole workspace, sorted, on one filesystem (as find -xdev: another mount under the
@@ -185,7 +214,6 @@ class SecretWalker {
     opts.max_entries = limits_.max_entries;
     opts.too_many = TooDeep::kSkip;
     opts.xdev = true;
-    opts.sorted = true;
     opts.what = "the workspace";
     WalkHooks hooks;
     hooks.visit = [&](const WalkEntry& e) -> Result<Visit> {
@@ -207,9 +235,12 @@ class SecretWalker {
     if (walked) scan_.entries = walked->entries;
   }
 
-  SecretScan Take(Cache& cache_out, bool& changed) {
-    changed = changed_ || cache_ == nullptr || new_cache_.size() != cache_->size();
-    cache_out = std::move(new_cache_);
+  // The scan, its files sorted; `changed` when the cache no longer says what this scan found
+  // (a file read, or one gone: the unseen entries are dropped).
+  SecretScan Take(bool& changed) {
+    changed = changed_ || seen_ != cache_.size();
+    if (changed) std::erase_if(cache_, [](const auto& kv) { return !kv.second.seen; });
+    std::sort(scan_.files.begin(), scan_.files.end());
     return std::move(scan_);
   }
 
@@ -226,16 +257,13 @@ class SecretWalker {
       return;
     }
     const ScanIdentity id = ScanIdentity::Of(st);
-    // The path as JSON can hold it (the cache's key, the record's paths): a name that is not
-    // UTF-8 (a byte 0xff) would make the JSON writer throw; escaped, two names stay apart.
-    const std::string key = EscapeName(rel);
-    if (cache_ != nullptr) {
-      auto it = cache_->find(key);
-      if (it != cache_->end() && it->second.id == id.key) {
-        ++scan_.cached_files;
-        Add(key, it->second.entries, id);
-        return;
-      }
+    const std::string& key = rel;
+    if (auto it = cache_.find(key); it != cache_.end() && it->second.id == id) {
+      ++scan_.cached_files;
+      if (!it->second.seen) ++seen_;
+      it->second.seen = true;
+      Found(key, it->second.entries);
+      return;
     }
     changed_ = true;
     const std::string leaf = Leaf(name);
@@ -276,21 +304,29 @@ class SecretWalker {
     }
     std::sort(entries.begin(), entries.end());
     entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
-    Add(key, entries, id);
+    Add(key, std::move(entries), id);
   }
 
-  void Add(const std::string& rel, const std::vector<SecretLines::Entry>& entries,
+  void Add(const std::string& rel, std::vector<SecretLines::Entry> entries,
            const ScanIdentity& id) {
-    new_cache_[rel] = CachedFile{id.key, entries};
+    CachedFile& f = cache_[rel];
+    if (!f.seen) ++seen_;
+    f = CachedFile{id, std::move(entries), true};
+    Found(rel, f.entries);
+  }
+
+  void Found(const std::string& rel, const std::vector<SecretLines::Entry>& entries) {
     if (entries.empty()) return;
-    scan_.files.push_back(rel);
+    // The path as JSON can hold it (the record's paths): a name that is not UTF-8 (a byte
+    // 0xff) would make the JSON writer throw; escaped, two names stay apart.
+    scan_.files.push_back(EscapeName(rel));
     for (const auto& e : entries) scan_.lines.Add(e);
   }
 
   const Redactor& shapes_;
   const SecretScanLimits& limits_;
-  const Cache* cache_;
-  Cache new_cache_;
+  Cache& cache_;
+  std::size_t seen_ = 0;  // entries of cache_ marked seen
   bool changed_ = false;
   SecretScan scan_;
 };
@@ -306,9 +342,19 @@ bool IsSecretFileName(std::string_view name) {
   for (std::string_view ext : {".pem", ".key", ".p8", ".ppk", ".asc", ".gpg-key"}) {
     if (name.ends_with(ext)) return true;
   }
+  if (IsStoreFormatFileName(name)) return true;
   return name == "credentials" || name == ".netrc" || name == ".npmrc" || name == ".pypirc" ||
          name == ".git-credentials" || name == "credentials.json" ||
          (name.find("service") != std::string_view::npos && name.ends_with(".json"));
+}
+
+bool IsStoreFormatFileName(std::string_view name) {
+  const std::string lower = AsciiLower(name);
+  static constexpr std::string_view kNames[] = {
+      ".pgpass",   "pgpass",    ".my.cnf",    "settings.xml",          "nuget.config",
+      "htpasswd",  ".htpasswd", "redis.conf", "credentials.tfrc.json", ".vault-token",
+      "master.key"};
+  return std::find(std::begin(kNames), std::end(kNames), lower) != std::end(kNames);
 }
 
 std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view content,
@@ -326,6 +372,15 @@ std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view c
     }
   }
   if (!IsSecretFileName(name)) return out;
+  // A file in a credential store's format (.pgpass, .my.cnf, settings.xml, NuGet.Config,
+  // htpasswd, redis.conf, credentials.tfrc.json, .vault-token): the values its format holds,
+  // read as the store reader reads them (workspace/credential_stores.h).
+  if (IsStoreFormatFileName(name)) {
+    for (auto& v : CredentialValuesOf(name, content).values) {
+      if (v.size() >= SecretLines::kMinLine) out.push_back(std::move(v));
+    }
+    return out;
+  }
   const bool env_like = name.find(".env") != std::string_view::npos || name == "credentials" ||
                         name == ".netrc" || name == ".npmrc" || name == ".pypirc";
   const bool key_like =
@@ -390,6 +445,10 @@ void PruneCaches(const std::string& dir, const std::string& keep) {
 
 }  // namespace
 
+std::string SecretScanCacheFile(const std::string& root) {
+  return CordonStateDir() + "/secret-files/" + Sha256Hex(root).substr(0, 32) + ".v1";
+}
+
 Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
                                    const SecretScanLimits& limits, const std::string& cache_file) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -416,11 +475,10 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
       if (!have_cache) cache.clear();  // another version's or a torn cache: scan afresh
     }
   }
-  SecretWalker w(shapes, limits, have_cache ? &cache : nullptr);
+  SecretWalker w(shapes, limits, cache);
   w.Walk(root_fd);
-  Cache new_cache;
   bool changed = false;
-  SecretScan scan = w.Take(new_cache, changed);
+  SecretScan scan = w.Take(changed);
   // A small tree is read again at no cost: no cache file for it (tests and scratch workspaces
   // would leave one each). Writing one prunes the caches of workspaces not seen for 30 days.
   if (!cache_file.empty() && changed && scan.entries >= limits.cache_from_entries) {
@@ -433,7 +491,7 @@ Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
     const std::string tmp = cache_file + ".tmp." + std::to_string(::getpid());
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (fd.valid()) {
-      const std::string text = WriteCache(new_cache, fingerprint);
+      const std::string text = WriteCache(cache, fingerprint);
       if (!WriteAll(fd.get(), text, tmp) || ::rename(tmp.c_str(), cache_file.c_str()) != 0) {
         ::unlink(tmp.c_str());
       }

@@ -46,11 +46,18 @@ struct SecretScan {
 Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
                                    const SecretScanLimits& limits, const std::string& cache_file);
 
+// Where the scan of the workspace at `root` keeps its cache (<state>/secret-files/).
+std::string SecretScanCacheFile(const std::string& root);
+
 // The secret lines of one file's content; `name` is its file name. Exposed for tests.
 std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view content,
                                        const Redactor& shapes);
 
 // Whether a file name is one of the usual secret files' names.
 bool IsSecretFileName(std::string_view name);
+// Whether it names a file in a credential store's format (.pgpass, .my.cnf, settings.xml,
+// NuGet.Config, htpasswd, .htpasswd, redis.conf, credentials.tfrc.json, .vault-token,
+// master.key; any case): its values are read as the store reader reads them.
+bool IsStoreFormatFileName(std::string_view name);
 
 }  // namespace cordon
