@@ -20,6 +20,14 @@ bool IsAlnum(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
+// A key that reads as a schema's property name: a lower-case identifier of at most 32 bytes.
+bool SchemaLikeKey(std::string_view k) {
+  if (k.empty() || k.size() > 32 || !(k[0] >= 'a' && k[0] <= 'z')) return false;
+  return std::all_of(k.begin(), k.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
 // A file content the call pipeline already replaced by its size and digest.
 bool IsContentDigest(const Json& j) {
   if (!j.is_object() || j.size() != 2 || !j.contains("bytes") || !j.contains("sha256"))
@@ -39,7 +47,12 @@ void Collect(const Json& j, std::vector<std::string>& out, std::size_t& bytes) {
       out.push_back(s);
       bytes += s.size();
     }
-  } else if (j.is_structured() && !IsContentDigest(j)) {
+  } else if (j.is_object() && !IsContentDigest(j)) {
+    for (const auto& [k, v] : j.items()) {
+      if (!SchemaLikeKey(k)) Collect(Json(k), out, bytes);
+      Collect(v, out, bytes);
+    }
+  } else if (j.is_array()) {
     for (const auto& v : j) Collect(v, out, bytes);
   }
 }
@@ -132,7 +145,53 @@ Json HashArguments(const Json& args) {
   return args;
 }
 
+namespace {
+
+// The agent chooses the keys too (an unknown field is refused only after tool_started): a key
+// that does not read as a property name is hashed like a value.
+Json HashKeys(const Json& j) {
+  if (j.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : j.items()) {
+      out[SchemaLikeKey(k) ? k : "#" + Sha256Hex(k).substr(0, 12)] = HashKeys(v);
+    }
+    return out;
+  }
+  if (j.is_array()) {
+    Json out = Json::array();
+    for (const auto& v : j) out.push_back(HashKeys(v));
+    return out;
+  }
+  return j;
+}
+
+// Every "message" at any depth: the whole text, hashed.
+void HashMessages(Json& j) {
+  if (j.is_object()) {
+    for (auto& [k, v] : j.items()) {
+      if (k == "message" && v.is_string()) {
+        v = "[MESSAGE:" + Sha256Hex(v.get_ref<const std::string&>()).substr(0, 12) + "]";
+      } else {
+        HashMessages(v);
+      }
+    }
+  } else if (j.is_array()) {
+    for (auto& v : j) HashMessages(v);
+  }
+}
+
+}  // namespace
+
 void ArgumentHasher::Apply(std::string_view type, Json& fields) {
+  HashMessages(fields);
+  if (auto cwd = fields.find("cwd"); type == "process" && cwd != fields.end() && cwd->is_string()) {
+    const std::string c = cwd->get<std::string>();
+    if (c != workspace_) {
+      const bool below = !workspace_.empty() && c.rfind(workspace_ + "/", 0) == 0;
+      *cwd = (below ? workspace_ + "/" : std::string()) +
+             Marker(below ? std::string_view(c).substr(workspace_.size() + 1) : c);
+    }
+  }
   // The call's id (a number in cordon's records, a string in none yet): its JSON text.
   const std::string call =
       fields.contains("call") && !fields["call"].is_null() ? fields["call"].dump() : std::string();
@@ -144,6 +203,7 @@ void ArgumentHasher::Apply(std::string_view type, Json& fields) {
       std::size_t bytes = 0;
       Collect(fields["args"], mine, bytes);
       fields["args"] = HashArguments(fields["args"]);
+      fields["args"] = HashKeys(fields["args"]);
       if (!call.empty()) by_call_[call] = std::move(mine);
       return;
     }

@@ -3,9 +3,12 @@
 // and structure with every string replaced by {sha256, bytes, shape}; `process.argv` becomes a
 // list of those. Any other text of the same call (a tool_finished message, a policy_denied
 // reason, a process's cwd) that holds one of the call's arguments (4 bytes or more) has it
-// replaced by "[ARGUMENT:<first 12 hex of its sha256>]". The paths of what a call changed
-// (file_write.path, changes entries) stay: they are the record of the side effect, and audit
-// diff and the change records read them.
+// replaced by "[ARGUMENT:<first 12 hex of its sha256>]"; every `message` (which may quote an
+// argument changed: a path normalized, a key named) becomes "[MESSAGE:<12 hex>]"; a process's
+// cwd below the workspace is the workspace root and "[ARGUMENT:…]"; the keys of arguments that
+// failed validation (any key, chosen by the agent) are "#<12 hex>". The paths of what a call
+// changed (file_write.path, changes entries) stay: they are the record of the side effect, and
+// audit diff and the change records read them.
 //
 // The digest is plain SHA-256, so an argument short or common enough to guess can be confirmed
 // by whoever reads the log (SECURITY.md, "Redaction").
@@ -41,9 +44,12 @@ Json HashArguments(const Json& args);
 // tool_finished, and replaces them in the call's other records. Thread-safe.
 class ArgumentHasher {
  public:
+  // `workspace`: the session's workspace root, the one cwd kept as text.
+  explicit ArgumentHasher(std::string workspace) : workspace_(std::move(workspace)) {}
   void Apply(std::string_view type, Json& fields);
 
  private:
+  std::string workspace_;
   std::mutex mu_;
   std::map<std::string, std::vector<std::string>> by_call_;  // call id -> its argument strings
 };

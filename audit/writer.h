@@ -103,7 +103,9 @@ class AuditWriter {
 
   // [audit] arguments = "hashed" (audit/arguments.h): from now on tool_started.args and
   // process.argv keep each argument's SHA-256, length and shape, never its text.
-  void HashArguments() { arguments_ = std::make_shared<ArgumentHasher>(); }
+  void HashArguments(std::string workspace) {
+    arguments_ = std::make_shared<ArgumentHasher>(std::move(workspace));
+  }
 
   const std::string& path() const { return path_; }
   const std::string& session() const { return session_; }

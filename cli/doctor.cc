@@ -412,7 +412,8 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
     report["checks"].push_back(std::move(install));
     report["checks"].push_back(CredentialStoresCheck());
     report["checks"].push_back(RedactionKnowledgeCheck());
-    report["checks"].push_back(SecretFileScanCheck());
+    // It reads the tree below the current directory (seconds in a big one): with --deep only.
+    if (*deep) report["checks"].push_back(SecretFileScanCheck());
     Json redaction = RedactionCheck();
     const bool redacts = redaction["ok"].get<bool>();
     report["checks"].push_back(std::move(redaction));

@@ -4,6 +4,9 @@
 #include "policy/policy.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -1193,15 +1196,64 @@ PolicySources DefaultPolicySources(const std::string& shipped_dir, const std::st
 
 namespace {
 
+constexpr std::uint64_t kMaxPolicyFileBytes = 4 << 20;
+
+// A policy or rule file's text. `workspace` non-empty: the file is in the agent's workspace
+// (a project file, a rule file it names) and is read beneath it with no symlink followed, so it
+// cannot be a link to a file the sandbox hides. Only a regular file is read (a FIFO would block
+// the start, /dev/zero would fill memory), of at most 4 MiB. nullopt: it does not exist.
+Result<std::optional<std::string>> ReadConfigText(const std::string& path, const std::string& what,
+                                                  const std::string& workspace) {
+  if (!workspace.empty()) {
+    auto ws = Workspace::Open(workspace);
+    if (!ws)
+      return Fail(ws.error().code, "cannot read " + what + " " + path + ": " + ws.error().message);
+    auto rel = ws->Relative(path);
+    if (!rel)
+      return Fail(Code::kDeniedByPolicy, what + " " + path + " is not inside the workspace");
+    auto content = ws->ReadRegular(*rel, kMaxPolicyFileBytes);
+    if (!content) {
+      if (content.error().code == Code::kNotFound) return std::optional<std::string>();
+      return Fail(content.error().code,
+                  "cannot read " + what + " " + path + ": " + content.error().message);
+    }
+    return std::optional<std::string>(std::move(content->data));
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return Fail(Code::kNotFound, "cannot read " + what + " " + path, errno, path);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Fail(Code::kInvalidInput, what + " " + path + " is not a regular file");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxPolicyFileBytes) {
+    return Fail(Code::kTooLarge, what + " " + path + " is larger than 4 MiB");
+  }
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  return std::optional<std::string>(std::move(text));
+}
+
 Status LoadFile(Policy& policy, const std::string& path, PolicyLayer layer, bool must_exist) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (must_exist) return Fail(Code::kNotFound, "cannot read policy file " + path, errno, path);
+  const std::string workspace =
+      layer == PolicyLayer::kProject
+          ? std::filesystem::path(path).parent_path().parent_path().string()
+          : std::string();
+  ASSIGN_OR_RETURN(std::optional<std::string> read, ReadConfigText(path, "policy file", workspace));
+  if (!read) {
+    if (must_exist) return Fail(Code::kNotFound, "cannot read policy file " + path, ENOENT, path);
     return {};
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::string text = std::move(*read);
   policy.files.push_back({path, Sha256Hex(text), layer});
   return ApplyPolicyText(policy, text, path, layer == PolicyLayer::kProject);
 }
@@ -1218,13 +1270,22 @@ Status LoadRuleFiles(Policy& policy) {
     const std::string path = ExpandPath(entry, "", home != nullptr ? home : "");
     const auto at = named_at.find(entry);
     const std::string by = at != named_at.end() ? " (redact.rule_files, " + at->second + ")" : "";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      return Fail(Code::kNotFound, "cannot read redact rule file " + path + by, errno, path);
+    // A rule file a project file named lies in its workspace (checked where the entry was
+    // read): it is read beneath the workspace, no symlink followed.
+    std::string workspace;
+    if (at != named_at.end()) {
+      const std::string from = at->second.substr(0, at->second.rfind(':'));
+      for (const auto& f : policy.files) {
+        if (f.layer == PolicyLayer::kProject && f.path == from) {
+          workspace = std::filesystem::path(from).parent_path().parent_path().string();
+        }
+      }
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto parsed = ParseGitleaksRules(ss.str(), path);
+    auto read = ReadConfigText(path, "redact rule file", workspace);
+    if (!read) return Fail(read.error().code, read.error().message + by);
+    if (!*read)
+      return Fail(Code::kNotFound, "cannot read redact rule file " + path + by, ENOENT, path);
+    auto parsed = ParseGitleaksRules(**read, path);
     if (!parsed) return Fail(parsed.error().code, parsed.error().message + by);
     std::size_t loaded = 0;
     for (RedactRule& r : parsed->rules) {

@@ -302,7 +302,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                    AuditWriter::Open(path, session_id, s->policy_.audit_fsync, std::move(key),
                                      &s->redactor_, std::move(checkpoints)));
   s->audit_.emplace(std::move(writer));
-  if (s->policy_.audit_arguments_hashed) s->audit_->HashArguments();
+  if (s->policy_.audit_arguments_hashed) s->audit_->HashArguments(s->workspace_.root());
   // cordon's own files, masked from every confined process and refused by the file tools:
   // the policy layers it read (the shipped ones excepted: they are part of the installation),
   // the audit log and its key, and whatever else the caller names.

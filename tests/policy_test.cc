@@ -4,6 +4,7 @@
 #include "policy/policy.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,6 +108,44 @@ TEST(Policy, ProjectFileCanOnlyTighten) {
   EXPECT_GE(p->notes.size(), 4u);
   EXPECT_NE(p->provenance["limits.max_output_bytes"].find(".cordon/policy.toml:3"),
             std::string::npos);
+}
+
+// The project file and the rule files it names are written by the agent: a key of 200,000
+// dotted parts is refused (toml++ would recurse once per part and overflow the stack), and a
+// FIFO (a start that never ends), a symlink to a file outside the workspace (read and quoted in
+// an error) or /dev/zero (memory) is refused without being read.
+TEST(Policy, AnAgentWrittenPolicyCannotCrashHangOrReadOutside) {
+  TempDir d;
+  WriteFile(d / "outside.toml", "outside-secret-Zk41 = 1\n");
+  PolicySources s;
+  s.project_file = d / "ws/.cordon/policy.toml";
+  std::string deep;
+  for (int i = 0; i < 200000; ++i) deep += i == 0 ? "a" : ".a";
+  WriteFile(d / "ws/.cordon/policy.toml", deep + " = 1\n");
+  auto p = LoadPolicy(s);
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.error().message.find("dotted"), std::string::npos) << p.error().message;
+  WriteFile(d / "ws/.cordon/policy.toml", "[redact]\nrule_files = [\"r.toml\"]\n");
+  ASSERT_EQ(::mkfifo((d / "ws/.cordon/r.toml").c_str(), 0600), 0);
+  p = LoadPolicy(s);  // returns at once: a FIFO is never opened for reading
+  ASSERT_FALSE(p);
+  for (const std::string& target : {d / "outside.toml", std::string("/dev/zero")}) {
+    ::unlink((d / "ws/.cordon/r.toml").c_str());
+    ASSERT_EQ(::symlink(target.c_str(), (d / "ws/.cordon/r.toml").c_str()), 0);
+    p = LoadPolicy(s);
+    ASSERT_FALSE(p) << target;
+    EXPECT_EQ(p.error().message.find("outside-secret-Zk41"), std::string::npos)
+        << p.error().message;
+  }
+  // The project file itself as a link to a file outside is not read either.
+  ::unlink((d / "ws/.cordon/policy.toml").c_str());
+  ASSERT_EQ(::symlink((d / "outside.toml").c_str(), (d / "ws/.cordon/policy.toml").c_str()), 0);
+  p = LoadPolicy(s);
+  if (!p) {
+    EXPECT_EQ(p.error().message.find("outside-secret-Zk41"), std::string::npos);
+  } else {
+    EXPECT_EQ(p->files.back().path.find("outside"), std::string::npos);
+  }
 }
 
 TEST(Policy, ProjectFileCanDropScopes) {

@@ -238,6 +238,17 @@ class SecretWalker {
   // The scan, its files sorted; `changed` when the cache no longer says what this scan found
   // (a file read, or one gone: the unseen entries are dropped).
   SecretScan Take(bool& changed) {
+    if (scan_.truncated) {
+      // --- failclosed: a scan a limit stopped (an agent can make one: 100,000 empty files) did
+      // not reach every file. What earlier scans found in the files it did not reach still
+      // counts, and stays cached: a flood never makes a known secret file's lines visible.
+      for (const auto& [path, f] : cache_) {
+        if (!f.seen) Found(path, f.entries);
+      }
+      changed = changed_;
+      std::sort(scan_.files.begin(), scan_.files.end());
+      return std::move(scan_);
+    }
     changed = changed_ || seen_ != cache_.size();
     if (changed) std::erase_if(cache_, [](const auto& kv) { return !kv.second.seen; });
     std::sort(scan_.files.begin(), scan_.files.end());
