@@ -499,6 +499,21 @@ bool Redactor::IsSecretName(std::string_view name) {
   for (const char* word : {"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD"}) {
     if (upper.find(word) != std::string::npos) return true;
   }
+  // Words that name a secret only as a whole part of the name (DB_PASS, MYSQL_PWD, DB_PW,
+  // SESSION_COOKIE, SIGNING_SALT): inside a word they are not (PASSENGER, BYPASS, COMPASS).
+  // PWD and OLDPWD alone are the shell's directories.
+  if (upper == "PWD" || upper == "OLDPWD") return false;
+  std::size_t start = 0;
+  while (start <= upper.size()) {
+    std::size_t end = upper.find_first_of("_-.", start);
+    if (end == std::string::npos) end = upper.size();
+    const std::string_view part = std::string_view(upper).substr(start, end - start);
+    for (std::string_view word : {"PASS", "PWD", "PW", "COOKIE", "SALT", "PASSPHRASE", "CREDENTIAL",
+                                  "CREDENTIALS", "CREDS"}) {
+      if (part == word) return true;
+    }
+    start = end + 1;
+  }
   return false;
 }
 

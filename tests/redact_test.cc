@@ -120,6 +120,15 @@ TEST(Redactor, SecretNames) {
   EXPECT_TRUE(Redactor::IsSecretName("aws_secret_access_key"));
   EXPECT_TRUE(Redactor::IsSecretName("PGPASSWORD"));
   EXPECT_FALSE(Redactor::IsSecretName("HOME"));
+  // Whole parts of a name (issue 32's review: these values showed in a .env and the env).
+  for (const char* name : {"DB_PASS", "MYSQL_PWD", "SMTP_PASS", "DB_PW", "SESSION_COOKIE",
+                           "SIGNING_SALT", "PASS", "db.pass", "GPG_PASSPHRASE", "AZURE_CREDS"}) {
+    EXPECT_TRUE(Redactor::IsSecretName(name)) << name;
+  }
+  for (const char* name : {"PWD", "OLDPWD", "PASSENGER_ROOT", "BYPASS_CACHE", "COMPASS_HOME",
+                           "SALTSTACK_DIR", "PATH", "LANG"}) {
+    EXPECT_FALSE(Redactor::IsSecretName(name)) << name;
+  }
 }
 
 TEST(Redactor, JsonStringsAndDeterminism) {
