@@ -134,7 +134,11 @@ Json HashArguments(const Json& args) {
   if (IsContentDigest(args)) return args;
   if (args.is_object()) {
     Json out = Json::object();
-    for (const auto& [k, v] : args.items()) out[k] = HashArguments(v);
+    // The agent chooses the keys too (an unknown field is refused only after tool_started): a
+    // key that does not read as a property name is hashed like a value.
+    for (const auto& [k, v] : args.items()) {
+      out[SchemaLikeKey(k) ? k : "#" + Sha256Hex(k).substr(0, 12)] = HashArguments(v);
+    }
     return out;
   }
   if (args.is_array()) {
@@ -146,24 +150,6 @@ Json HashArguments(const Json& args) {
 }
 
 namespace {
-
-// The agent chooses the keys too (an unknown field is refused only after tool_started): a key
-// that does not read as a property name is hashed like a value.
-Json HashKeys(const Json& j) {
-  if (j.is_object()) {
-    Json out = Json::object();
-    for (const auto& [k, v] : j.items()) {
-      out[SchemaLikeKey(k) ? k : "#" + Sha256Hex(k).substr(0, 12)] = HashKeys(v);
-    }
-    return out;
-  }
-  if (j.is_array()) {
-    Json out = Json::array();
-    for (const auto& v : j) out.push_back(HashKeys(v));
-    return out;
-  }
-  return j;
-}
 
 // Every "message" at any depth: the whole text, hashed.
 void HashMessages(Json& j) {
@@ -203,7 +189,6 @@ void ArgumentHasher::Apply(std::string_view type, Json& fields) {
       std::size_t bytes = 0;
       Collect(fields["args"], mine, bytes);
       fields["args"] = HashArguments(fields["args"]);
-      fields["args"] = HashKeys(fields["args"]);
       if (!call.empty()) by_call_[call] = std::move(mine);
       return;
     }

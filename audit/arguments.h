@@ -35,8 +35,9 @@ enum class ArgumentsMode : std::uint8_t { kRedacted, kHashed };
 std::string_view ArgumentShape(std::string_view arg);
 // {sha256, bytes, shape} of one argument.
 Json HashedArgument(std::string_view arg);
-// `args` with every string (at any depth) replaced by HashedArgument; keys, numbers, booleans
-// and null stay, and so does a file content already replaced by {bytes, sha256}.
+// `args` with every string (at any depth) replaced by HashedArgument and every key that is not
+// a lower-case identifier of at most 32 bytes by "#<12 hex>"; numbers, booleans and null stay,
+// and so does a file content already replaced by {bytes, sha256}.
 Json HashArguments(const Json& args);
 
 // Applies the mode to each record's fields as the writer writes them (audit/writer.cc): hashes
