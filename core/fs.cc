@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -206,6 +207,24 @@ Status WriteAll(int fd, std::string_view data, const std::string& where) {
     data.remove_prefix(static_cast<std::size_t>(n));
   }
   return {};
+}
+
+std::optional<std::string> ReadSmallFileAt(int dir_fd, const char* name, std::size_t max) {
+  UniqueFd f(::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!f.valid() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  std::string out(max + 1, '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(f.get(), out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got > max) return std::nullopt;
+  out.resize(got);
+  return out;
 }
 
 FileIdentity IdentityOf(const struct stat& st) {

@@ -24,6 +24,11 @@ bool NamesDeadProcess(std::string_view name, std::string_view prefix);
 // too_large).
 Status WriteAll(int fd, std::string_view data, const std::string& where);
 
+// The content of the regular file `name` in `dir_fd` when it holds at most `max` bytes, read
+// without following a symlink or blocking on a FIFO; nullopt when it is missing, not a regular
+// file, unreadable or larger.
+std::optional<std::string> ReadSmallFileAt(int dir_fd, const char* name, std::size_t max);
+
 // --- keyfiles: the one reader of every secret cordon takes from a file (the audit HMAC key, the
 // checkpoint signing key, serve --http's bearer token). The file's mode is read from the open
 // descriptor (no window between the check and the read): one that group or others may access

@@ -96,6 +96,52 @@ bool GitRuleAllowsWrite(std::string_view rel) {
   return true;
 }
 
+bool IsGitDirStructure(std::string_view rel) {
+  const std::vector<std::string_view> parts = Split(rel);
+  if (parts.empty()) return false;
+  const std::string_view leaf = parts.back();
+  const bool structure = leaf == "HEAD" || leaf == "objects" || leaf == "refs";
+  if (!structure) return false;
+  if (parts.size() == 1) return true;
+  // worktrees/NAME/HEAD (a linked worktree's objects and refs are its commondir's)
+  if (parts[0] == "worktrees") return parts.size() == 3 && leaf == "HEAD";
+  // modules/NAME/{HEAD,objects,refs}, NAME may hold slashes: any such leaf below modules/
+  return parts[0] == "modules" && parts.size() >= 3;
+}
+
+bool IsGitRepositoryStructure(std::string_view rel) {
+  const std::vector<std::string_view> parts = Split(rel);
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i] != ".git") continue;
+    std::string sub;
+    for (std::size_t k = i + 1; k < parts.size(); ++k) {
+      if (!sub.empty()) sub += '/';
+      sub += parts[k];
+    }
+    return IsGitDirStructure(sub);
+  }
+  return false;
+}
+
+bool IsGitHeadContent(std::string_view content) {
+  if (content.ends_with('\n')) content.remove_suffix(1);
+  auto hex = [](std::string_view s) {
+    return (s.size() == 40 || s.size() == 64) && std::all_of(s.begin(), s.end(), [](char c) {
+             return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+           });
+  };
+  if (hex(content)) return true;
+  constexpr std::string_view kRef = "ref: refs/";
+  if (!content.starts_with(kRef) || content.size() == kRef.size()) return false;
+  const std::string_view name = content.substr(kRef.size() - 5);  // "refs/..."
+  // A ref name git accepts in HEAD: printable, no "..", no control characters or spaces.
+  return name.find("..") == std::string_view::npos &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return static_cast<unsigned char>(c) > ' ' && c != 0x7f && c != '~' && c != '^' &&
+                  c != ':' && c != '?' && c != '*' && c != '[' && c != '\\';
+         });
+}
+
 }  // namespace cordon
 
 // ---- Paths a repository's git configuration executes ----

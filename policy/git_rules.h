@@ -27,6 +27,17 @@ bool IsGitWritable(std::string_view rel);
 // any depth) and IsGitWritable refuses what follows. A path that only names `.git` itself is
 // left to IsProtectedPath.
 bool GitRuleAllowsWrite(std::string_view rel);
+// `rel` is relative to the workspace: true when it names a part of a repository's minimum
+// structure inside a directory named `.git`: a git directory's HEAD, objects/ or refs/ (the top
+// one's, a submodule's under modules/, a linked worktree's HEAD under worktrees/). Without one,
+// git takes the directory for no repository and falls through to a parent directory's: it is
+// never deleted, and a HEAD is replaced only by one git reads (IsGitHeadContent).
+bool IsGitRepositoryStructure(std::string_view rel);
+// `rel` is relative to a git directory (one not named `.git`, CommitRules::git_dirs): the same.
+bool IsGitDirStructure(std::string_view rel);
+// Whether `content` is a HEAD git reads: "ref: refs/NAME" or an object id (40 or 64 lower-case
+// hex digits), then a newline or the end.
+bool IsGitHeadContent(std::string_view content);
 
 // A path that a repository's configuration makes git execute, or read as more configuration.
 struct GitConfigPath {

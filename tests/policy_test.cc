@@ -872,6 +872,34 @@ TEST(ProtectedPaths, Table) {
 }
 
 // The one definition of what may be written inside a git directory (policy/git_rules.h).
+// A repository's minimum structure and the HEAD git reads (issue 33: rm .git/HEAD made host git
+// fall through to a parent directory's repository).
+TEST(GitRules, TheMinimumStructureAndAHeadGitReads) {
+  for (const char* rel :
+       {".git/HEAD", ".git/objects", ".git/refs", "sub/.git/HEAD", ".git/modules/lib/HEAD",
+        ".git/modules/a/b/refs", ".git/worktrees/wt/HEAD"}) {
+    EXPECT_TRUE(IsGitRepositoryStructure(rel)) << rel;
+  }
+  for (const char* rel :
+       {".git/index", ".git/ORIG_HEAD", ".git/refs/heads/main", ".git/logs/HEAD", ".git/objects/ab",
+        "HEAD", "src/HEAD", ".git", ".git/worktrees/wt/refs", ".git/modules/HEAD"}) {
+    EXPECT_FALSE(IsGitRepositoryStructure(rel)) << rel;
+  }
+  EXPECT_TRUE(IsGitDirStructure("HEAD"));
+  EXPECT_FALSE(IsGitDirStructure("config"));
+  for (const char* head : {"ref: refs/heads/main\n", "ref: refs/heads/feat/x",
+                           "0123456789abcdef0123456789abcdef01234567\n",
+                           "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}) {
+    EXPECT_TRUE(IsGitHeadContent(head)) << head;
+  }
+  for (const char* head :
+       {"", "\n", "pwned\n", "ref: ../../x\n", "ref: refs/\n", "ref: refs/heads/a..b\n",
+        "ref: refs/heads/a b\n", "0123456789ABCDEF0123456789abcdef01234567\n",
+        "ref: refs/heads/x\n\n", "ref:refs/heads/x"}) {
+    EXPECT_FALSE(IsGitHeadContent(head)) << ::testing::PrintToString(std::string(head));
+  }
+}
+
 TEST(GitRules, OnlyWhatACommitNeedsIsWritable) {
   for (const char* p :
        {"HEAD", "index", "index.lock", "HEAD.lock", "packed-refs", "packed-refs.lock", "ORIG_HEAD",

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -154,6 +155,21 @@ inline bool InCi() {
 }
 
 inline std::string CordonBin() { return FromEnv("CORDON_TEST_BIN", CORDON_BIN); }
+// Whether the cordon under test is built with AddressSanitizer: this executable is, or the binary
+// CordonBin() names carries ASan's runtime (CI runs the Release build's escape tests against the
+// sanitized binary, .ci/run). Its RSS and its start under RLIMIT_DATA are ASan's, not cordon's.
+inline bool CordonSanitized() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#else
+  static const bool sanitized = [] {
+    std::ifstream f(CordonBin(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return bytes.find("__asan_init") != std::string::npos;
+  }();
+  return sanitized;
+#endif
+}
 inline std::string ShippedPolicyDir() {
   return FromEnv("CORDON_TEST_POLICY_DIR", CORDON_POLICY_DIR);
 }

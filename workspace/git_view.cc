@@ -158,6 +158,12 @@ bool CopyAt(int from, int to, const std::string& name, bool git_lock = false) {
   return false;
 }
 
+// Whether the view's HEAD (below `view_fd`, never through a symlink) is one git reads.
+bool ReadsAsHead(int view_fd) {
+  const std::optional<std::string> head = ReadSmallFileAt(view_fd, "HEAD", 511);
+  return head && IsGitHeadContent(*head);
+}
+
 }  // namespace
 
 void AppendGitViewArgs(const std::vector<GitViewMount>& views, std::vector<std::string>& a) {
@@ -380,6 +386,9 @@ void GitViews::SyncOutLocked(const std::string& git_dir, View& v) {
     Synced& rec = v.files[n];
     const Sig view_sig = StatSig(view.get(), n);
     if (view_sig.exists && view_sig != rec.view) {
+      // A HEAD git cannot read makes host git take the directory for no repository and fall
+      // through to a parent directory's: it stays in the view, as does a deleted one (below).
+      if (n == "HEAD" && !ReadsAsHead(view.get())) continue;
       struct stat st {};
       if (::fstatat(host.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
         continue;  // the host has something else under this name: it is not replaced
@@ -390,7 +399,7 @@ void GitViews::SyncOutLocked(const std::string& git_dir, View& v) {
     } else if (!view_sig.exists && rec.view.exists) {
       // Deleted in the view (MERGE_HEAD after a commit): deleted on the host only if the
       // host's is still the one last synced.
-      if (rec.host.exists && StatSig(host.get(), n) == rec.host)
+      if (n != "HEAD" && rec.host.exists && StatSig(host.get(), n) == rec.host)
         ::unlinkat(host.get(), n.c_str(), 0);
       rec.view = {};
       rec.host = StatSig(host.get(), n);

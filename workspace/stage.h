@@ -50,6 +50,8 @@ struct UpperEntry {
   // Filled by ReadHostFacts.
   HostKind host = HostKind::kMissing;
   InodeSig host_sig;
+  // Filled by MarkUnreadableHeads: a git directory's HEAD whose content git cannot read.
+  bool unreadable_head = false;
 };
 
 struct UpperLimits {
@@ -96,6 +98,12 @@ struct CommitRules {
 // repository after the commit (host and upper layer together), for CommitRules::git_dirs and
 // new_git_dirs. Looks beneath `root_fd` through descriptors, a few fstatat per distinct ancestor.
 void FindRepositoryDirs(int root_fd, std::span<const UpperEntry> upper, CommitRules& rules);
+
+// Reads (below `upper_fd`, never through a symlink) each regular file of the upper layer that is
+// a git directory's HEAD (IsGitRepositoryStructure, or HEAD of one of rules.git_dirs) and marks
+// the ones git cannot read (IsGitHeadContent): with one, host git would take the directory for no
+// repository and fall through to a parent directory's. One that cannot be read is marked too.
+void MarkUnreadableHeads(int upper_fd, std::vector<UpperEntry>& entries, const CommitRules& rules);
 
 enum class CommitAction {
   kKeepDir,  // a directory only copied up (something below it changed): ensure it exists

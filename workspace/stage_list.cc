@@ -13,7 +13,9 @@
 #include <optional>
 #include <set>
 
+#include "core/fs.h"
 #include "core/walk.h"
+#include "policy/git_rules.h"
 #include "workspace/stage.h"
 #include "workspace/stage_fs.h"
 
@@ -249,6 +251,25 @@ void ReadHostFacts(int root_fd, std::vector<UpperEntry>& entries) {
     if (!sx || !*sx) continue;
     e.host = HostKindOf((*sx)->stx_mode);
     e.host_sig = SigOf(**sx);
+  }
+}
+
+void MarkUnreadableHeads(int upper_fd, std::vector<UpperEntry>& entries, const CommitRules& rules) {
+  stage::DirChain chain(upper_fd);
+  for (UpperEntry& e : entries) {
+    if (e.kind != UpperKind::kFile || stage::LeafOf(e.rel) != "HEAD") continue;
+    bool is_head = IsGitRepositoryStructure(e.rel);
+    for (const auto& g : rules.git_dirs) {
+      is_head = is_head ||
+                (stage::IsBelow(e.rel, g) &&
+                 IsGitDirStructure(std::string_view(e.rel).substr(g.empty() ? 0 : g.size() + 1)));
+    }
+    if (!is_head) continue;
+    e.unreadable_head = true;
+    auto dir = chain.Open(stage::ParentOf(e.rel));
+    if (!dir) continue;
+    const std::optional<std::string> head = ReadSmallFileAt(*dir, "HEAD", 511);
+    e.unreadable_head = !head || !IsGitHeadContent(*head);
   }
 }
 

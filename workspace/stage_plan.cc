@@ -66,6 +66,13 @@ const char* RepositoryDirRule(std::string_view rel, bool dir, const CommitRules&
   return nullptr;
 }
 
+// A part of the minimum structure of a git directory not named `.git` (CommitRules::git_dirs).
+bool InGitDirStructure(std::string_view rel, const CommitRules& rules) {
+  return std::any_of(rules.git_dirs.begin(), rules.git_dirs.end(), [&](const std::string& g) {
+    return IsBelow(rel, g) && IsGitDirStructure(rel.substr(g.empty() ? 0 : g.size() + 1));
+  });
+}
+
 // At or below a masked path (CommitRules::masked).
 bool Masked(std::string_view rel, const CommitRules& rules) {
   return std::any_of(rules.masked.begin(), rules.masked.end(),
@@ -91,6 +98,10 @@ CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rul
     // or .vscode/ would otherwise reach the host as a deletion.
     if (IsProtectedPath(rel, rules.extra_protected)) return Refuse(e, i, "protected_path");
     if (is_git || !GitRuleAllowsWrite(rel)) return Refuse(e, i, "git_metadata");
+    // A repository's HEAD, objects/ or refs/: without one, host git takes the directory for no
+    // repository and falls through to a parent directory's (rm .git/HEAD).
+    if (IsGitRepositoryStructure(rel) || InGitDirStructure(rel, rules))
+      return Refuse(e, i, "git_metadata");
     if (RepoExecutes(rel, rules)) return Refuse(e, i, "repo_executes");
     // Also when the host has nothing there: the decision is the record that the process deleted
     // it; ApplyCommit finds nothing and records no change.
@@ -116,6 +127,10 @@ CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rul
     // An existing directory that was only copied up is not a write; a new one (or the opaque
     // replacement of one) inside a git directory is.
     if ((!host_dir || e.opaque) && !GitAllowsDir(rel)) return Refuse(e, i, "git_metadata");
+    // objects/ or refs/ emptied and made again (rm -rf .git/objects; mkdir .git/objects): no
+    // git command does that; it would lose the repository's history or every branch.
+    if (e.opaque && (IsGitRepositoryStructure(rel) || InGitDirStructure(rel, rules)))
+      return Refuse(e, i, "git_metadata");
     // Set-id and sticky bits on a directory are not installed (ApplyCommit sets mode & 0777):
     // refusing the directory would refuse everything the process wrote below it.
     if (host_dir && !e.opaque) {
@@ -129,7 +144,8 @@ CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rul
     if (!e.opaque) return Refuse(e, i, "not_a_directory");
     return {e.rel, CommitAction::kMkdir, "", true, i};
   }
-  if (!GitRuleAllowsWrite(rel) || PlantsBareRepository(rel)) return Refuse(e, i, "git_metadata");
+  if (!GitRuleAllowsWrite(rel) || PlantsBareRepository(rel) || e.unreadable_head)
+    return Refuse(e, i, "git_metadata");
   // git writes through a symlink in its directory (a reflog is appended with O_APPEND):
   // logs/HEAD -> ../hooks/post-commit would add a line the agent words (a branch name, a commit
   // subject) to a hook. git itself makes none there. (Found by the adversary pass, wt-adv.)

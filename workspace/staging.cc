@@ -548,6 +548,7 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
         root_rules.masked.push_back(m.substr(root == "/" ? 1 : root.size() + 1));
     }
     FindRepositoryDirs(st.root_fd.get(), *listing, root_rules);
+    MarkUnreadableHeads(st.upper_fd.get(), *listing, root_rules);
     {
       // What the host repositories around these paths execute (core.hooksPath, ...): protected
       // like .git/hooks (workspace/repo_config.h).
