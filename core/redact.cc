@@ -943,15 +943,22 @@ void RuleSpans(const RedactRules::Impl& im, std::string_view s, std::vector<Reda
   }
   for (std::size_t r = 0; r < im.rules.size(); ++r) {
     // A token_runs rule runs where a token is: from each run of kMinRun or more token
-    // characters to kRunReach bytes past its end (runs given), else over the whole text.
+    // characters to kRunReach bytes past its end (runs given), else over the whole text. A run
+    // that begins inside the window before it extends that window: each run lies whole in one
+    // window, so a token is never cut at a window's edge (a window that started where the last
+    // one ended missed every token that straddled it: two tokens within kRunReach bytes).
     if (im.rules[r].token_runs && im.rules[r].keywords.empty() && runs != nullptr) {
-      std::size_t covered = 0;
+      std::size_t from = 0, to = 0;
       for (const TokenRun& run : *runs) {
-        const std::size_t from = std::max(run.begin, covered);
-        const std::size_t to = std::min(n, run.end + kRunReach);
-        if (from < to) MatchRule(im, r, s, from, to, out);
-        covered = std::max(covered, to);
+        if (to > from && run.begin <= to) {
+          to = std::max(to, std::min(n, run.end + kRunReach));
+          continue;
+        }
+        if (to > from) MatchRule(im, r, s, from, to, out);
+        from = run.begin;
+        to = std::min(n, run.end + kRunReach);
       }
+      if (to > from) MatchRule(im, r, s, from, to, out);
       continue;
     }
     if (im.rules[r].keywords.empty() || seen_whole[r] != 0) {
@@ -1156,13 +1163,15 @@ void Redactor::FindFolded(std::string_view s, std::vector<Span>& out) const {
   const auto* u = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();
   std::string joined;
-  std::vector<std::size_t> folds;  // offsets in `joined` where a fold was
+  std::vector<std::size_t> folds;     // offsets in `joined` where a fold was
+  std::vector<std::size_t> fold_src;  // ... and in `s`, where each fold began
   // The block from `i` (the start of a run of fold characters): its pieces and folds, and what
   // its joined text holds. Returns where it ends.
   auto block = [&](std::size_t i) {
     const std::size_t block_begin = i;
     joined.clear();
     folds.clear();
+    fold_src.clear();
     std::size_t piece = 0;
     while (i < n) {
       if (IsFoldChar(u[i])) {
@@ -1179,6 +1188,7 @@ void Redactor::FindFolded(std::string_view s, std::vector<Span>& out) const {
       const std::size_t fold = piece >= kMinPiece ? FoldAt(s, i) : 0;
       if (fold == 0 || i + fold >= n || !IsFoldChar(u[i + fold])) break;
       folds.push_back(joined.size());
+      fold_src.push_back(i);
       i += fold;
       piece = 0;
     }
@@ -1189,6 +1199,24 @@ void Redactor::FindFolded(std::string_view s, std::vector<Span>& out) const {
     bool wrapped = folds.size() < 2 || folds[0] <= folds[1] - folds[0];
     for (std::size_t f = 2; wrapped && f < folds.size(); ++f)
       wrapped = folds[f] - folds[f - 1] == folds[1] - folds[0];
+    if (!wrapped) {
+      // A piece shorter than the width ends a wrapped block (its tail): a line after it that
+      // starts with base64's characters is another text's (a key body, then a token). The
+      // block is its pieces up to that one; the outer scan goes on from there.
+      std::size_t k = 1;
+      if (folds[0] <= folds[1] - folds[0]) {
+        k = 2;
+        while (k < folds.size() && folds[k] - folds[k - 1] == folds[1] - folds[0]) ++k;
+      }
+      const std::size_t width = k == 1 ? folds[0] : folds[1] - folds[0];
+      if (k < folds.size() && folds[k] - folds[k - 1] < width) {
+        i = fold_src[k];
+        joined.resize(folds[k]);
+        folds.resize(k);
+        fold_src.resize(k);
+        wrapped = true;
+      }
+    }
     if (!wrapped && joined.find("eyJ") == std::string::npos) return i;
     std::vector<Span> inner;
     std::vector<TokenRun> runs;
