@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <string_view>
 
 #include "core/hash.h"
@@ -640,11 +642,40 @@ bool ParseKnowledgeEntry(std::string_view s, SecretLines::Entry& e) {
 
 }  // namespace
 
+struct Redactor::Learned {
+  std::shared_mutex mu;
+  SecretLines lines;
+  std::atomic<std::size_t> count{0};
+};
+
+std::shared_ptr<Redactor::Learned> Redactor::NewLearned() { return std::make_shared<Learned>(); }
+
+void Redactor::Learn(const std::vector<std::string>& lines) const {
+  if (lines.empty()) return;
+  const std::unique_lock<std::shared_mutex> w(learned_->mu);
+  for (const auto& line : lines) learned_->lines.Add(line);
+  learned_->count.store(learned_->lines.size(), std::memory_order_release);
+}
+
+std::size_t Redactor::learned() const { return learned_->count.load(std::memory_order_acquire); }
+
+template <typename F>
+void Redactor::ForEachLearned(std::string_view text, F&& f) const {
+  if (learned_->count.load(std::memory_order_acquire) == 0) return;
+  const std::shared_lock<std::shared_mutex> r(learned_->mu);
+  learned_->lines.ForEach(text, f);
+}
+
 Json Redactor::Knowledge() const {
   std::map<std::string, std::set<std::string>> by_rule;
   for (const auto& [rule, value] : values_)
     by_rule[rule].insert(KnowledgeEntry(SecretLines::Hash(value)));
   for (const auto& e : lines_.Entries()) by_rule["secret_file"].insert(KnowledgeEntry(e));
+  {
+    const std::shared_lock<std::shared_mutex> r(learned_->mu);
+    for (const auto& e : learned_->lines.Entries())
+      by_rule["secret_file"].insert(KnowledgeEntry(e));
+  }
   for (const auto& e : credentials_.Entries()) by_rule["credential"].insert(KnowledgeEntry(e));
   for (const auto& [rule, lines] : hashed_) {
     for (const auto& e : lines.Entries()) by_rule[rule].insert(KnowledgeEntry(e));
@@ -1061,6 +1092,7 @@ bool Redactor::HoldsSecret(std::string_view decoded, int depth) const {
   if (!inner.empty()) return true;
   bool hit = false;
   lines_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
+  if (!hit) ForEachLearned(decoded, [&](std::size_t, std::size_t) { hit = true; });
   if (!hit) credentials_.ForEach(decoded, [&](std::size_t, std::size_t) { hit = true; });
   for (std::size_t v = 0; !hit && v < values_.size(); ++v) {
     hit = decoded.find(values_[v].second) != std::string::npos;
@@ -1100,13 +1132,31 @@ void Redactor::FindBase64(std::string_view s, const std::vector<TokenRun>& runs,
 // commit) decodes to bytes that are not text and is left alone.
 void Redactor::FindHex(std::string_view s, const std::vector<TokenRun>& runs,
                        std::vector<Span>& out, int depth) const {
-  constexpr std::size_t kMinHex = 16;
+  auto is_hex = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  };
   for (const TokenRun& run : runs) {
-    if ((run.mask & 4) == 0 || (run.mask & 8) != 0) continue;  // text's hex has digits
-    std::size_t b = run.begin;
-    if (run.end - b > 2 && s[b] == '0' && (s[b + 1] == 'x' || s[b + 1] == 'X')) b += 2;
-    const std::size_t n = run.end - b;
-    if (n < kMinHex || n % 2 != 0) continue;
+    if ((run.mask & 4) == 0) continue;  // text's hex has digits
+    // Each stretch of hex digits in the run: a dump's line cut by a prefix ("+0x..." in a diff,
+    // "-" or "/" before it) is one, as is a run that is hex from end to end.
+    for (std::size_t at = run.begin; at < run.end;) {
+      while (at < run.end && !is_hex(s[at])) ++at;
+      const std::size_t b = at;
+      while (at < run.end && is_hex(s[at])) ++at;
+      FindHexIn(s, b, at, out, depth);
+    }
+  }
+}
+
+void Redactor::FindHexIn(std::string_view s, std::size_t b, std::size_t end, std::vector<Span>& out,
+                         int depth) const {
+  constexpr std::size_t kMinHex = 16;
+  {
+    // "0x": the 0 would start the stretch; a stretch that starts "0" before an x is the prefix.
+    const std::size_t begin = b >= 2 && s[b - 1] == 'x' && s[b - 2] == '0' ? b - 2 : b;
+    const std::size_t n = end - b;
+    if (n < kMinHex || n % 2 != 0) return;
+    const TokenRun run{begin, end, 0};
     std::string decoded;
     decoded.reserve(n / 2);
     std::size_t printable = 0;
@@ -1126,7 +1176,7 @@ void Redactor::FindHex(std::string_view s, const std::vector<TokenRun>& runs,
       if ((byte >= 0x20 && byte < 0x7f) || byte == '\n' || byte == '\t' || byte == '\r')
         ++printable;
     }
-    if (!hex || printable * 10 < decoded.size() * 9) continue;
+    if (!hex || printable * 10 < decoded.size() * 9) return;
     if (HoldsSecret(decoded, depth))
       out.push_back(Span{run.begin, run.end, run.begin, run.end, "hex"});
   }
@@ -1235,6 +1285,7 @@ void Redactor::FindFolded(std::string_view s, std::vector<Span>& out) const {
       };
     };
     if (rule.empty()) lines_.ForEach(joined, take("secret_file"));
+    if (rule.empty()) ForEachLearned(joined, take("secret_file"));
     if (rule.empty()) credentials_.ForEach(joined, take("credential"));
     // The last piece joins the block whatever its length (the tail of a wrapped body).
     if (!rule.empty()) out.push_back(Span{block_begin, i, block_begin, i, rule});
@@ -1302,6 +1353,9 @@ std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
   lines_.ForEach(s, [&](std::size_t b, std::size_t e) {
     first.push_back(Span{b, e, b, e, "secret_file"});
   });
+  ForEachLearned(s, [&](std::size_t b, std::size_t e) {
+    first.push_back(Span{b, e, b, e, "secret_file"});
+  });
   credentials_.ForEach(s, [&](std::size_t b, std::size_t e) {
     first.push_back(Span{b, e, b, e, "credential"});
   });
@@ -1313,20 +1367,58 @@ std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
   for (const Span& sp : folded) {
     (sp.rule == "secret_file" || sp.rule == "credential" ? first : shapes_early).push_back(sp);
   }
-  std::vector<Span> out;
-  if (!first.empty()) TakeDisjoint(first, out);
+  std::vector<Span> out = std::move(first);
   std::vector<Span> shapes = std::move(shapes_early);
   std::vector<TokenRun> token_runs;
   TokenRuns(s, token_runs);
   if (rules_) RuleSpans(rules_->impl(), s, shapes, npos_sv, &token_runs);
   FindBase64(s, token_runs, shapes);
   FindHex(s, token_runs, shapes);
-  if (out.empty()) {
-    TakeDisjoint(shapes, out);
-    return out;
+  if (out.empty() && shapes.empty()) return out;
+  // Every hidden range stays hidden: where spans overlap, the hidden range is their union (a
+  // known line inside a key block re-wrapped at another width hid that line only, and the rest
+  // of the block was dropped as overlapping it; so was the part of a later shape past an earlier
+  // one's end). The union keeps the marker of its first span in precedence: exact values and
+  // secret lines before the rules' shapes, then the earliest, then the longest.
+  std::vector<std::pair<Span, std::size_t>> all;  // span, precedence
+  all.reserve(out.size() + shapes.size());
+  std::stable_sort(out.begin(), out.end(), [](const Span& a, const Span& b) {
+    return a.hide_begin != b.hide_begin ? a.hide_begin < b.hide_begin : a.hide_end > b.hide_end;
+  });
+  // Among known values: the exact ones, then the user's credentials, then secret-file lines
+  // (a credential a workspace file also holds keeps its name).
+  for (const Span& sp : out)
+    all.push_back({sp, sp.rule == "secret_file" ? 2u : sp.rule == "credential" ? 1u : 0u});
+  std::stable_sort(shapes.begin(), shapes.end(), [](const Span& a, const Span& b) {
+    return a.hide_begin != b.hide_begin ? a.hide_begin < b.hide_begin : a.hide_end > b.hide_end;
+  });
+  for (const Span& sp : shapes) all.push_back({sp, 3});
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a.first.hide_begin != b.first.hide_begin ? a.first.hide_begin < b.first.hide_begin
+                                                    : a.second < b.second;
+  });
+  std::vector<Span> merged;
+  std::size_t rank = 0;
+  for (const auto& [sp, precedence] : all) {
+    if (sp.hide_end <= sp.hide_begin) continue;
+    if (merged.empty() || sp.hide_begin >= merged.back().hide_end) {
+      merged.push_back(sp);
+      rank = precedence;
+      continue;
+    }
+    Span& m = merged.back();
+    // Hidden already (a shape that finds a known value again): it changes nothing, not even
+    // where a cut may fall.
+    if (sp.hide_end <= m.hide_end) continue;
+    m.begin = std::min(m.begin, sp.begin);
+    m.end = std::max(m.end, sp.end);
+    m.hide_end = std::max(m.hide_end, sp.hide_end);
+    if (precedence < rank) {
+      m.rule = sp.rule;
+      rank = precedence;
+    }
   }
-  TakeDisjoint(shapes, out);  // only the gaps
-  return out;
+  return merged;
 }
 
 std::size_t Redactor::Redact(std::string& text, std::map<std::string, std::size_t>* by_rule) const {

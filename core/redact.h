@@ -167,6 +167,13 @@ class Redactor {
   void AddCredential(std::string_view value);
   std::size_t credentials() const { return credential_count_; }
   const SecretLines& secret_lines() const { return lines_; }
+  // Lines learned during the session: the secret lines of a file the agent writes through the
+  // file tools (workspace/secret_files.h SecretLinesOf), found as "[REDACTED:secret_file]" from
+  // then on, wherever they occur (a line view of the file: read_file_range, grep -n, cat -n,
+  // diff). Shared by the copies of this redactor; safe beside concurrent redaction; the set only
+  // grows. Lines under SecretLines::kMinLine bytes are skipped.
+  void Learn(const std::vector<std::string>& lines) const;
+  std::size_t learned() const;
 
   // What this redactor knows by value, as hashes only (never a secret's text): every exact
   // value, secret line and credential form under its rule, and the rules' digest:
@@ -212,6 +219,9 @@ class Redactor {
   // Runs of hex digits that decode to text holding a secret: [REDACTED:hex].
   void FindHex(std::string_view text, const std::vector<TokenRun>& runs, std::vector<Span>& out,
                int depth = 0) const;
+  // One stretch [begin, end) of hex digits (a "0x" before it joins the span).
+  void FindHexIn(std::string_view text, std::size_t begin, std::size_t end, std::vector<Span>& out,
+                 int depth) const;
   // Base64 folded over lines at one width (a JWT: anywhere), or over JSON's "\n": the lines
   // joined hold a secret that crosses a fold (a known key body line re-wrapped, a key body
   // without its armour, a JWT): the whole block is hidden.
@@ -219,8 +229,14 @@ class Redactor {
   // Whether decoded text (base64, hex) holds a secret: a rule's shape, a secret line, a
   // credential, an exact value, a known hash; at depth 0 its own encodings too (two levels).
   bool HoldsSecret(std::string_view decoded, int depth) const;
+  // Calls f(begin, end) for each learned line in `text` (none learned: no lock, no scan).
+  template <typename F>
+  void ForEachLearned(std::string_view text, F&& f) const;
   std::shared_ptr<const RedactRules> rules_;
   SecretLines lines_;
+  struct Learned;
+  static std::shared_ptr<Learned> NewLearned();
+  std::shared_ptr<Learned> learned_ = NewLearned();
   SecretLines credentials_;  // the forms of 12 bytes or more; shorter ones are in values_
   std::size_t credential_count_ = 0;
   std::vector<std::pair<std::string, std::string>> values_;  // rule, value; longest first

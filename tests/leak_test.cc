@@ -62,6 +62,7 @@
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "runner/host_probe.h"
+#include "tests/redact_corpus.h"
 #include "tests/test_util.h"
 
 namespace cordon {
@@ -534,6 +535,17 @@ class LeakTest : public ::testing::Test {
     broken_.push_back(std::string(kChannelNames[c]) + ": " + what + ": " + Diagnosis(r));
   }
 
+  // dir_/net.toml: read_url may reach docs.example.test:PORT, resolved to 127.0.0.1 (the test's
+  // server). Returns that host:port.
+  std::string ReadUrlPolicy(int port) {
+    const std::string host = "docs.example.test:" + std::to_string(port);
+    WriteFile(dir_ / "net.toml",
+              "[scopes]\ngrant = [\"net:read\"]\n[tools.read_url]\nnetwork = "
+              "\"proxy\"\nallow_domains = [\"" +
+                  host + "\"]\n[network]\nresolve = [\"docs.example.test=127.0.0.1\"]\n");
+    return host;
+  }
+
   std::string ws_;
   TempDir dir_;
   std::vector<std::string> env_;
@@ -566,11 +578,7 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
   std::filesystem::create_directories(ws_ + "/names");
   std::filesystem::create_directories(ws_ + "/created");
   TextServer http(bodies);
-  const std::string host = "docs.example.test:" + std::to_string(http.port());
-  WriteFile(dir_ / "net.toml",
-            "[scopes]\ngrant = [\"net:read\"]\n[tools.read_url]\nnetwork = "
-            "\"proxy\"\nallow_domains = [\"" +
-                host + "\"]\n[network]\nresolve = [\"docs.example.test=127.0.0.1\"]\n");
+  const std::string host = ReadUrlPolicy(http.port());
   const std::string mcp = peers_ + "/node_modules/@modelcontextprotocol/";
   // (cstderr) Configured servers that print a round of texts on stderr and exit: cordon shows
   // the last 2000 bytes of their stderr, so a round holds at most 1900.
@@ -976,6 +984,135 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
   for (const std::string& x : broken_) b << "  " << x << "\n";
   EXPECT_TRUE(broken_.empty()) << broken_.size() << " calls did not do what the matrix needs:\n"
                                << b.str();
+}
+
+// The redaction corpus (tests/redact_corpus.h: 300+ shapes in every context syntax, encoding and
+// shipped vendor format) through every channel that carries a whole file's text. The agent
+// writes the files after the session started, so that the rules alone (not the secret-file
+// scan, which knows the files planted before) must find each shape. Files of at most 20,000
+// bytes, each ending in a marker line that every channel must show (a channel that cut the text
+// kept nothing back for the right reason). Root here; an ordinary user in
+// scripts/test-unprivileged.sh (the label `escape`).
+TEST_F(LeakTest, NoShapeOfTheRedactionCorpusReachesAnyChannel) {
+  const std::vector<corpus::Secret> secrets = corpus::SecretCorpus();
+  ASSERT_GE(secrets.size(), 300u);
+  std::vector<std::string> files;            // the corpus, cut into files
+  std::vector<std::vector<std::size_t>> in;  // which secrets each file holds
+  for (std::size_t i = 0; i < secrets.size(); ++i) {
+    const std::string entry = secrets[i].text + "\n\n";
+    if (files.empty() || files.back().size() + entry.size() > 20000) {
+      files.emplace_back();
+      in.emplace_back();
+    }
+    files.back() += entry;
+    in.back().push_back(i);
+  }
+  std::map<std::string, std::string> bodies;
+  for (std::size_t k = 0; k < files.size(); ++k) {
+    files[k] += "corpus-end-" + std::to_string(k) + "\n";
+    bodies["/corpus" + std::to_string(k)] = files[k];
+  }
+  TextServer http(bodies);
+  const std::string host = ReadUrlPolicy(http.port());
+  if (peers_ok_) {
+    const std::string mcp = peers_ + "/node_modules/@modelcontextprotocol/";
+    WriteFile(dir_ / "home/.cordon/mcp.toml",
+              "[servers.fs]\ncommand = \"" + node_ + "\"\nargs = [\"" + mcp +
+                  "server-filesystem/dist/index.js\", \"" + ws_ +
+                  "\"]\ntimeout_secs = 60\n[servers.fs.sandbox]\nread = [\"" + peers_ + "\"]\n");
+  } else {
+    if (testing::InCi())
+      ADD_FAILURE() << "LEAK CHANNELS CANNOT RUN under CI=true: node or the MCP peers in " << peers_
+                    << " are missing";
+    std::cout << "SKIPPED LEAK CHANNEL: mcpfs (node or the MCP peers are missing)\n";
+  }
+  Peer serve({testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log",
+              dir_ / "serve.jsonl", "--policy", dir_ / "net.toml"},
+             env_, dir_ / "serve.err");
+  Json init = serve.Initialize();
+  ASSERT_TRUE(init.contains("serverInfo")) << init.dump() << ReadFile(dir_ / "serve.err");
+
+  auto sh = [](const std::string& program, std::vector<std::string> args) {
+    return Json{{"program", program}, {"args", args}};
+  };
+  // channel name -> what it showed, per file
+  std::map<std::string, std::vector<std::string>> shown;
+  std::vector<std::string> broken;
+  for (std::size_t k = 0; k < files.size(); ++k) {
+    const std::string name = "corpus" + std::to_string(k) + ".txt";
+    const Json made = serve.Call("create_file", {{"path", name}, {"content", files[k]}});
+    ASSERT_FALSE(IsError(made)) << Diagnosis(made);
+    std::vector<std::string> texts;
+    for (std::size_t i : in[k]) texts.push_back(secrets[i].text);
+    texts.push_back("corpus-end-" + std::to_string(k));
+    std::vector<std::string> printf_args = {"%s\\n"};
+    printf_args.insert(printf_args.end(), texts.begin(), texts.end());
+    std::vector<std::pair<std::string, std::pair<std::string, Json>>> calls = {
+        {"read", {"read_file_range", {{"path", name}, {"start_line", 1}}}},
+        {"cat", {"run_shell", sh("cat", {name})}},
+        {"grepv", {"run_shell", sh("grep", {"-v", "PRIVATE", name})}},
+        {"catn", {"run_shell", sh("cat", {"-n", name})}},
+        {"grepn", {"run_shell", sh("grep", {"-n", "", name})}},
+        {"diff", {"run_shell", sh("diff", {"-u", "/dev/null", name})}},
+        {"search", {"search_text", {{"pattern", ".+"}, {"glob", name}, {"include_hidden", true}}}},
+        {"argv", {"run_shell", sh("printf", printf_args)}},
+        {"url", {"read_url", {{"url", "http://" + host + "/corpus" + std::to_string(k)}}}},
+        {"job", {"run_shell", {{"program", "cat"}, {"args", {name}}, {"background", true}}}}};
+    if (peers_ok_)
+      calls.push_back({"mcpfs", {"mcp__fs__read_text_file", {{"path", ws_ + "/" + name}}}});
+    std::vector<std::pair<std::string, Json>> sent;
+    for (const auto& c : calls) sent.push_back(c.second);
+    const std::vector<Json> got = serve.CallMany(sent);
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      const std::string& channel = calls[c].first;
+      if (channel == "job") {
+        // The job's output once it ended.
+        const std::string id = Sc(got[c]).value("id", "");
+        Json out;
+        for (int tries = 0; tries < 100 && !id.empty(); ++tries) {
+          out = serve.Call("process_output", {{"id", id}});
+          if (Str(Sc(out), "state") != "running") break;
+          std::this_thread::sleep_for(100ms);
+        }
+        shown["procout"].push_back(Visible(out));
+        if (Visible(out).find(texts.back()) == std::string::npos)
+          broken.push_back("procout: file " + std::to_string(k) + ": " + Diagnosis(out));
+        continue;
+      }
+      shown[channel].push_back(Visible(got[c]));
+      if (IsError(got[c]) || Visible(got[c]).find(texts.back()) == std::string::npos)
+        broken.push_back(channel + ": file " + std::to_string(k) + ": " + Diagnosis(got[c]));
+    }
+  }
+  EXPECT_EQ(serve.Finish(), 0) << ReadFile(dir_ / "serve.err");
+  shown["log"].push_back(ReadFile(dir_ / "serve.jsonl"));
+  shown["serr"].push_back(ReadFile(dir_ / "serve.err"));
+
+  // Each secret part, in every channel's text.
+  std::map<std::string, std::map<std::string, int>> leaks;  // channel -> class -> count
+  std::ostringstream first;
+  int total = 0;
+  for (const auto& [channel, texts] : shown) {
+    for (const corpus::Secret& s : secrets) {
+      bool leaked = false;
+      for (const std::string& t : texts)
+        for (const std::string& part : s.parts) leaked = leaked || corpus::Survives(t, part);
+      if (!leaked) continue;
+      ++leaks[channel][s.cls];
+      if (++total <= 20) first << "  [" << channel << ", " << s.cls << "] " << s.text << "\n";
+    }
+  }
+  std::ostringstream m;
+  m << "redaction corpus: " << secrets.size() << " shapes in " << files.size() << " files through "
+    << shown.size() << " channels: " << total << " leaks";
+  for (const auto& [channel, by] : leaks)
+    for (const auto& [cls, n] : by) m << "; " << channel << "/" << cls << "=" << n;
+  std::cout << m.str() << "\n";
+  EXPECT_EQ(total, 0) << m.str() << "\n" << first.str();
+  std::ostringstream b;
+  for (const std::string& x : broken) b << "  " << x << "\n";
+  EXPECT_TRUE(broken.empty()) << broken.size() << " calls did not carry their file whole:\n"
+                              << b.str();
 }
 
 }  // namespace

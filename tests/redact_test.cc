@@ -540,7 +540,7 @@ TEST(RedactCut, CaptureErrorLineCutSweepsEveryOffset) {
       const std::string line = "error: " + std::string(p - 7 - at, 'x') + c.text + " tail";
       const std::string text = Filler(3000, 'a') + "\n" + line + "\n" + Filler(40000, 'b');
       const std::string out = Captured(text, 1000, r, 4093);
-      ASSERT_NE(out.find("  error: "), std::string::npos) << out;
+      ASSERT_NE(out.find("  error: "), std::string::npos) << c.name << " at " << p << ":\n" << out;
       ExpectNoPartOf(out, c.secret, c.name + " error line, secret at " + std::to_string(p));
       if (::testing::Test::HasFailure()) return;
     }

@@ -6,6 +6,7 @@
 
 #include "core/hash.h"
 #include "tools/registry.h"
+#include "workspace/secret_files.h"
 
 namespace cordon {
 namespace {
@@ -39,6 +40,14 @@ Json WriteResult(const std::string& rel, std::string_view op, const WriteOutcome
 Result<Json> Install(ToolContext& ctx, const std::string& rel, std::string_view op,
                      std::string_view content, const FileContent* original, std::int64_t edits) {
   const std::string before_sha = original != nullptr ? Sha256Hex(original->data) : "";
+  // The secret lines of what the agent writes (a key body, a block scalar's value, a .env's
+  // values) are known from now on, before the file exists: a line view of it (read_file_range,
+  // grep -n, cat -n, diff) shows them apart from what made a rule find them.
+  if (ctx.redactor != nullptr) {
+    const std::size_t slash = rel.find_last_of('/');
+    ctx.redactor->Learn(SecretLinesOf(slash == std::string::npos ? rel : rel.substr(slash + 1),
+                                      content, *ctx.redactor));
+  }
   std::optional<BeforeImageOutcome> before_image;
   if (original != nullptr && ctx.services.BeforeImages() != nullptr) {
     // Kept before the write, so a record that says `written` never names an image not yet

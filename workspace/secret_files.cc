@@ -182,8 +182,9 @@ std::string WriteCache(const Cache& cache, const std::string& fingerprint) {
 
 std::string RulesFingerprint(const Redactor& shapes) {
   // v2: the names in a credential store's format joined (IsStoreFormatFileName); a cache of v1
-  // said such a file held nothing.
-  std::string all = "secret-files-v2\n";
+  // said such a file held nothing. v3: a file's lines are those of every span Redactor::Find
+  // gives (folded blocks, base64, hex), not the rules' matches alone.
+  std::string all = "secret-files-v3\n";
   if (shapes.rules() != nullptr) {
     for (const auto& r : shapes.rules()->rules()) {
       all += r.id + "\n" + r.pattern + "\n" + std::to_string(r.group) + "\n" + r.ignore + "\n" +
@@ -371,7 +372,10 @@ bool IsStoreFormatFileName(std::string_view name) {
 std::vector<std::string> SecretLinesOf(std::string_view name, std::string_view content,
                                        const Redactor& shapes) {
   std::vector<std::string> out;
-  for (const auto& sp : shapes.FindShapes(content)) {
+  // Everything the redactor hides in the file, not only its rules' matches: a key body without
+  // its armour or a JWT folded over lines (a folded block), a secret's base64 or hex. A line view
+  // of the file shows each of its lines apart from what made it found.
+  for (const auto& sp : shapes.Find(content)) {
     std::string_view hidden = content.substr(sp.hide_begin, sp.hide_end - sp.hide_begin);
     if (sp.rule == "private_key") {
       KeyBodyLines(hidden, out);
