@@ -351,41 +351,6 @@ Result<std::string> ReadAuditLogFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-std::string TerminalSafe(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  auto escape = [&out](unsigned cp) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "\\u{%04X}", cp);
-    out += buf;
-  };
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const auto at = [&](std::size_t k) {
-      return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u;
-    };
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-      escape(c);
-    } else if (c == 0xC2 && at(1) >= 0x80 && at(1) <= 0x9F) {  // C1: U+0080-U+009F
-      escape(at(1));
-      i += 1;
-    } else if (c == 0xD8 && at(1) == 0x9C) {  // U+061C
-      escape(0x061C);
-      i += 1;
-    } else if (c == 0xE2 && at(1) == 0x80 &&
-               (at(2) == 0x8E || at(2) == 0x8F || (at(2) >= 0xAA && at(2) <= 0xAE))) {
-      escape(0x2000 + (at(2) - 0x80));
-      i += 2;
-    } else if (c == 0xE2 && at(1) == 0x81 && at(2) >= 0xA6 && at(2) <= 0xA9) {
-      escape(0x2040 + (at(2) - 0x80));
-      i += 2;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 Result<std::string> ShowAuditLog(const std::string& path, const VerifyReport& report,
                                  const ShowFilter& filter) {
   ASSIGN_OR_RETURN(std::string data, ReadAuditLogFile(path));

@@ -48,11 +48,7 @@ std::vector<std::string> RecordPaths(const Json& rec);
 // A log file's bytes, whole (show, report); not_found naming it when it cannot be opened.
 Result<std::string> ReadAuditLogFile(const std::string& path);
 
-// Text for a terminal, from values an agent (or whoever edited the log) chose: control characters
-// but newline and tab (C0, DEL, and C1 as UTF-8), and the bidirectional marks, overrides and
-// isolates (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069, which reorder what a reviewer
-// reads), written as \u{XXXX}; everything else as it is.
-std::string TerminalSafe(std::string_view text);
+// TerminalSafe (core/text.h) writes what these print.
 // The ids of the sessions in the log at `path` that carry `tag`: session_started.tags holds it,
 // or a session_tag record added it (tagged: true; under serve --http, any MCP session's). A line
 // that is not a record is skipped; an unreadable file is an error.

@@ -5,6 +5,7 @@
 
 #include "cli/common.h"
 #include "core/signals.h"
+#include "core/text.h"
 #include "runner/bwrap.h"
 #include "runner/contain.h"
 #include "runner/host_probe.h"
@@ -86,7 +87,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       std::string not_done;
       for (const auto& p : w.value("not_done", Json::array())) {
         if (not_done.size() > 2000) break;
-        not_done += "\n  " + p.get<std::string>();
+        not_done += "\n  " + TerminalSafe(p.get<std::string>(), true);
       }
       std::fprintf(stderr,
                    "cordon: the command ran but its changes could not all be installed: %s%s\n",
@@ -98,12 +99,28 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
     // the command's exit code is its own, but what it made is not all in the tree.
     if (const Json w = (*proc)->workspace_commit();
         w.is_object() && w.contains("refused") && !w["refused"].empty()) {
+      // Each name as the agent wrote it, made safe for the terminal and kept to its own line
+      // (an escape sequence, a bidi override or a newline in a name would reach the user's
+      // screen and could forge cordon's own lines); the most telling first, the entries below a
+      // refused directory folded into it, and a count of the rest.
       std::string kept;
+      std::size_t total = w.value("refused_omitted", std::size_t{0}), rest = total;
+      for (const auto& r : w["refused"]) total += 1 + r.value("below", std::size_t{0});
       for (const auto& r : w["refused"]) {
-        if (kept.size() > 2000) break;
-        kept += "\n  " + r.value("path", "") + " (" + r.value("reason", "") + ")";
+        const std::size_t under = r.value("below", std::size_t{0});
+        if (kept.size() > 2000) {
+          rest += 1 + under;
+          continue;
+        }
+        kept += "\n  " + TerminalSafe(r.value("path", ""), true) + " (" +
+                TerminalSafe(r.value("reason", ""), true) +
+                (under > 0 ? ", and " + std::to_string(under) +
+                                 (under == 1 ? " entry" : " entries") + " below it"
+                           : "") +
+                ")";
       }
-      const std::size_t n = w["refused"].size() + w.value("refused_omitted", std::size_t{0});
+      if (rest > 0) kept += "\n  and " + std::to_string(rest) + " more";
+      const std::size_t n = total;
       std::fprintf(stderr,
                    "cordon: %zu %s the workspace rules refuse %s kept out of the tree, in "
                    "cordon's quarantine (SECURITY.md, \"The staged workspace\"):%s\n",

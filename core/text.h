@@ -77,4 +77,12 @@ bool ParseWholeNumber(std::string_view s, T& out) {
   return ec == std::errc() && end == s.data() + s.size();
 }
 
+// Text for a terminal, from values an agent, a server or whoever edited a log chose: control
+// characters but newline and tab (C0, DEL, and C1 as UTF-8), and the bidirectional marks,
+// overrides and isolates (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069, which reorder
+// what a reviewer reads), written as \u{XXXX}; everything else as it is. `one_line` (a name, a
+// path, an argv element printed one a line): newline and tab escaped too, so no name can start a
+// line that looks like cordon's own.
+std::string TerminalSafe(std::string_view text, bool one_line = false);
+
 }  // namespace cordon

@@ -21,6 +21,7 @@
 
 #include "core/fs.h"
 #include "core/hash.h"
+#include "core/text.h"
 #include "mcp/diagnose.h"
 #include "mcp/jsonrpc.h"
 #include "runner/grants.h"
@@ -661,7 +662,7 @@ void WrapProxy::WatchInitialize() {
     message += "; " + busy;
     if (!tail.empty()) message += FailureDetail(tail, why_ctx_);
   }
-  std::fprintf(stderr, "cordon wrap: %s\n", message.c_str());
+  std::fprintf(stderr, "cordon wrap: %s\n", TerminalSafe(message).c_str());
   (void)session_.Audit(
       McpDiagnosticRecord{.server = "wrapped",
                           .reason = "no answer to initialize",
@@ -715,7 +716,9 @@ int WrapProxy::Ended(const Result<std::unique_ptr<ConfinedProcess>>& result) {
   const std::string tail = StderrTail((*result)->StderrText(), session_.redactor(), 8192);
   const bool failed = o.error || o.signal || o.exit_code.value_or(0) != 0 || !answered;
   if (!failed) {
-    if (!tail.empty()) (void)WriteAll(2, tail + "\n", "stderr");
+    // The server's words, for a terminal or a client's log: no escape sequence or bidi
+    // control of its choosing reaches either (core/text.h).
+    if (!tail.empty()) (void)WriteAll(2, TerminalSafe(tail) + "\n", "stderr");
   } else if (o.status != ProcessStatus::kCancelled || !answered) {
     const std::string how =
         o.error    ? o.error->message
@@ -723,7 +726,7 @@ int WrapProxy::Ended(const Result<std::unique_ptr<ConfinedProcess>>& result) {
                    : "the server exited with code " + std::to_string(o.exit_code.value_or(0));
     const std::string when = answered ? "" : " before it answered initialize";
     const std::string message = how + when + FailureDetail(tail, why_ctx_);
-    std::fprintf(stderr, "cordon wrap: %s\n", message.c_str());
+    std::fprintf(stderr, "cordon wrap: %s\n", TerminalSafe(message).c_str());
     (void)session_.Audit(McpDiagnosticRecord{.server = "wrapped",
                                              .reason = "server exited" + when,
                                              .message = how,

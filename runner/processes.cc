@@ -5,10 +5,15 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -102,18 +107,64 @@ std::vector<std::string> StageRoots(const Policy& policy, const std::string& wor
 
 // What a staged commit tells the caller, beside the record: refusals and conflicts the agent
 // should know of, and the failure that fails the call.
-Json CommitSummary(const CommitOutcome& o) {
-  Json refused = Json::array(), conflicts = Json::array();
-  for (std::size_t i = 0; i < o.refused.size() && i < 50; ++i) {
-    refused.push_back({{"path", o.refused[i].rel}, {"reason", o.refused[i].reason}});
+// How much a refusal says about the tree: a protected name or a path the repository executes
+// first, then git's metadata, then the rest (a special file, a set-id bit, ...).
+int RefusalRank(std::string_view reason) {
+  if (reason == "protected_path" || reason == "repo_executes") return 0;
+  if (reason == "git_metadata" || reason == "new_git_dir" || reason == "masked_path") return 1;
+  return 2;
+}
+
+// The refused entries as the result and exec show them: an entry below a refused directory is
+// folded into it (`below` counts them), the most telling first (RefusalRank, then by path), at
+// most 50 (the rest, with what is folded into it, counted in refused_omitted).
+Json RefusedList(const CommitOutcome& o, std::size_t& omitted) {
+  std::set<std::string_view> paths;
+  for (const auto& r : o.refused) paths.insert(r.rel);
+  std::map<std::string_view, std::size_t> below;  // refused directory -> entries folded in
+  std::vector<const RefusedEntry*> shown;
+  for (const auto& r : o.refused) {
+    std::string_view up = r.rel;
+    bool folded = false;
+    for (std::size_t slash = up.rfind('/'); slash != std::string_view::npos && !folded;
+         slash = up.rfind('/')) {
+      up = up.substr(0, slash);
+      if (paths.contains(up)) {
+        ++below[up];
+        folded = true;
+      }
+    }
+    if (!folded) shown.push_back(&r);
   }
+  std::stable_sort(shown.begin(), shown.end(), [](const RefusedEntry* a, const RefusedEntry* b) {
+    const int ra = RefusalRank(a->reason), rb = RefusalRank(b->reason);
+    return ra != rb ? ra < rb : a->rel < b->rel;
+  });
+  Json out = Json::array();
+  for (std::size_t i = 0; i < shown.size() && i < 50; ++i) {
+    Json e = {{"path", shown[i]->rel}, {"reason", shown[i]->reason}};
+    if (auto it = below.find(shown[i]->rel); it != below.end()) e["below"] = it->second;
+    out.push_back(std::move(e));
+  }
+  omitted = 0;  // the entries not listed, with those folded into them
+  for (std::size_t i = 50; i < shown.size(); ++i) {
+    const auto it = below.find(shown[i]->rel);
+    omitted += 1 + (it != below.end() ? it->second : 0);
+  }
+  return out;
+}
+
+Json CommitSummary(const CommitOutcome& o) {
+  Json conflicts = Json::array();
+  std::size_t refused_omitted = 0;
+  Json refused = RefusedList(o, refused_omitted);
   for (std::size_t i = 0; i < o.conflicts.size() && i < 50; ++i)
     conflicts.push_back(o.conflicts[i]);
   Json j = {{"mode", "staged"},
             {"changed", o.changes.size()},
             {"refused", std::move(refused)},
             {"conflicts", std::move(conflicts)}};
-  if (o.refused.size() > 50) j["refused_omitted"] = o.refused.size() - 50;
+  if (refused_omitted > 0) j["refused_omitted"] = refused_omitted;
   if (o.conflicts.size() > 50) j["conflicts_omitted"] = o.conflicts.size() - 50;
   if (!o.refused.empty()) {
     j["note"] =
@@ -172,6 +223,21 @@ Result<std::vector<std::string>> ProcessHost::StagingRoots(const ProcessRequest&
         roots.clear();
         why = support.reason;
       }
+    }
+  }
+  if (roots.empty() && policy_.workspace_mode != WorkspaceMode::kStaged &&
+      why.find("holds cordon's stage directory") != std::string::npos) {
+    // `auto` falls back to the direct mode, where the sandbox writes the host tree itself, when
+    // the workspace holds cordon's state (--workspace ~/.local): never silently (once per
+    // cordon, on stderr; each process record says workspace_mode "direct"). A host that cannot
+    // stage at all is doctor's `workspace_staging` line.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      std::fprintf(stderr,
+                   "cordon: the workspace is not staged (%s): commands write it directly, and "
+                   "what the rules refuse is swept after each one (SECURITY.md, \"Workspace "
+                   "guard\"); [sandbox] workspace = \"staged\" refuses to run instead\n",
+                   why.c_str());
     }
   }
   if (roots.empty() && !why.empty() && policy_.workspace_mode == WorkspaceMode::kStaged) {

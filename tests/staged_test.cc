@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -169,7 +170,100 @@ TEST_F(StagedTest, PlantsBehindAFloodOfEntriesNeverReachTheHost) {
   // The caller of `cordon exec` is told, not only the record: the exit code is the command's.
   EXPECT_NE(r.err.find("the workspace rules refuse were kept out of the tree"), std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("sub/.git (new_git_dir)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sub/.git (new_git_dir, and 1 entry below it)"), std::string::npos) << r.err;
+}
+
+// A hard link made inside landed as a false conflict (issue 33): installing d/x over the host
+// file that y was a link of dropped y's link count, so y's ctime moved, and the conflict rule
+// read the commit's own step as a host edit: y stayed old, quarantined, and the quarantine held
+// a link to the installed d/x with mode 0600. cargo does exactly this (target/debug/NAME is a
+// hard link of deps/NAME-HASH). Both names land new, as one inode, with the process's mode.
+TEST_F(StagedTest, HardLinksLandAsOneInodeWithoutAFalseConflict) {
+  std::filesystem::create_directories(ws_ + "/d");
+  WriteFile(ws_ + "/d/x", "old\n");
+  ASSERT_EQ(::link((ws_ + "/d/x").c_str(), (ws_ + "/y").c_str()), 0);
+  for (int round = 0; round < 2; ++round) {
+    const std::string text = round == 0 ? "new" : "newer";
+    auto r = Exec("rm -f d/x y && echo " + text +
+                  " > d/x && chmod 640 d/x && ln d/x y && "
+                  "mkdir -p deps && cp d/x deps/bin-0123 && ln -f deps/bin-0123 bin");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(ReadFile(ws_ + "/d/x"), text + "\n");
+    EXPECT_EQ(ReadFile(ws_ + "/y"), text + "\n") << "the second name stayed old";
+    struct stat a {
+    }, b{}, c{}, d{};
+    ASSERT_EQ(::stat((ws_ + "/d/x").c_str(), &a), 0);
+    ASSERT_EQ(::stat((ws_ + "/y").c_str(), &b), 0);
+    ASSERT_EQ(::stat((ws_ + "/deps/bin-0123").c_str(), &c), 0);
+    ASSERT_EQ(::stat((ws_ + "/bin").c_str(), &d), 0);
+    EXPECT_EQ(a.st_ino, b.st_ino) << "d/x and y are no longer one file";
+    EXPECT_EQ(c.st_ino, d.st_ino) << "deps/bin-0123 and bin are no longer one file";
+    EXPECT_EQ(a.st_nlink, 2u) << "something else holds a link to the installed file";
+    EXPECT_EQ(a.st_mode & 07777, 0640u) << "the process's mode";
+    for (const auto& j : Refused())
+      ADD_FAILURE() << "refused: " << j.value("reason", "") << " " << j.value("path", "");
+    EXPECT_EQ(r.err.find("conflict"), std::string::npos) << r.err;
+  }
+}
+
+// A user.* extended attribute of a file the process made reached the host with it (issue 33):
+// its words, for the host's tools to read. The file lands; the attribute does not.
+TEST_F(StagedTest, AFilesExtendedAttributesStayInTheSandbox) {
+  auto r = Exec(
+      "echo made > made.txt && python3 -c \"import os; os.setxattr('made.txt', 'user.x', "
+      "b'evil'); os.setxattr('made.txt', 'user.xdg.origin.url', b'http://x'); "
+      "print(os.getxattr('made.txt', 'user.x').decode())\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "evil\n") << "set inside: " << r.err;
+  EXPECT_EQ(ReadFile(ws_ + "/made.txt"), "made\n");
+  char value[64];
+  for (const char* name : {"user.x", "user.xdg.origin.url"}) {
+    errno = 0;
+    EXPECT_LT(::getxattr((ws_ + "/made.txt").c_str(), name, value, sizeof value), 0) << name;
+    EXPECT_EQ(errno, ENODATA) << name;
+  }
+}
+
+// --workspace holding cordon's state directory (e.g. ~/.local) ran the direct mode under `auto`
+// without a word (issue 33): said on stderr now.
+TEST_F(StagedTest, AWorkspaceHoldingCordonsStateSaysItIsNotStaged) {
+  auto r = testing::Run({testing::CordonBin(), "exec", "--workspace", dir_.path(), "--audit-log",
+                         Log(), "--", "/bin/true"},
+                        env_);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("the workspace is not staged ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("holds cordon's stage directory"), std::string::npos) << r.err;
+  EXPECT_EQ(LastProcess()["confinement"]["workspace_mode"], "direct") << LastProcess().dump();
+}
+
+// The refused list printed names raw (issue 33): an escape sequence retitled the terminal, a
+// newline forged cordon's own line, and the 36 shown of 52 hid the one that mattered, with no
+// count. Names are written out visibly, one a line; protected names first, a refused
+// directory's entries folded into it, the rest counted.
+TEST_F(StagedTest, RefusedNamesArePrintedSafelyMostTellingFirstAndCounted) {
+  auto r = Exec(
+      "i=0; while [ $i -lt 60 ]; do mkfifo fifo$i; i=$((i+1)); done; "
+      "mkfifo \"$(printf 'a\\033]0;retitled\\007b')\" "
+      "\"$(printf 'b\\ncordon: all changes were committed')\"; "
+      "mkdir -p .vscode && : > .vscode/a.json && : > .vscode/b.json && "
+      "echo 'touch /tmp/pwned' > .envrc");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find('\033'), std::string::npos) << "a raw escape reached the terminal";
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_NE(line.rfind("cordon: all changes", 0), 0u) << "a name forged a line: " << r.err;
+  // The protected names come before the 62 special files, the directory with its count.
+  const std::size_t envrc = r.err.find("  .envrc (protected_path)");
+  const std::size_t vscode = r.err.find("  .vscode (protected_path, and 2 entries below it)");
+  const std::size_t fifo = r.err.find("  fifo");
+  ASSERT_NE(envrc, std::string::npos) << r.err;
+  ASSERT_NE(vscode, std::string::npos) << r.err;
+  ASSERT_NE(fifo, std::string::npos) << r.err;
+  EXPECT_LT(envrc, fifo);
+  EXPECT_LT(vscode, fifo);
+  EXPECT_NE(r.err.find("66 entries the workspace rules refuse"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("b\\u{000A}cordon: all changes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" more\n"), std::string::npos) << "the rest is counted: " << r.err;
 }
 
 // chmod 555 made the sweep's rename fail as an ordinary user; the staged commit never needs to

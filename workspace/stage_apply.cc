@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -108,17 +109,40 @@ Result<std::optional<std::string>> HashFd(int fd, std::uint64_t size, std::uint6
   return std::optional<std::string>(h.FinishHex());
 }
 
-// The overlay's own marks (origin, impure, opaque...) have no meaning outside it.
-void StripOverlayXattrs(int fd) {
-  char names[4096];
-  const ssize_t n = ::flistxattr(fd, names, sizeof names);
-  for (ssize_t at = 0; n > 0 && at < n;) {
-    const std::string_view name(names + at);
-    if (name.starts_with("user.overlay.") || name.starts_with("trusted.overlay.")) {
-      (void)::fremovexattr(fd, std::string(name).c_str());
+// Extended attributes of a file the process made stay in the sandbox (issue 33): the overlay's
+// own marks (origin, impure, opaque) mean nothing outside it; `user.*` ones are the process's
+// words, which the host's tools read (a desktop's metadata, a build tool's cache keys); and
+// `trusted.*` and file capabilities (`security.capability`) are never the process's to give.
+// ACLs (`system.*`, which a chmod could equal) and the security modules' labels (the kernel's)
+// are kept. The list is read whole, however long the process made it: one that cannot be read
+// fails the install.
+Status StripXattrs(int fd, const std::string& where) {
+  std::string names;
+  bool read = false;
+  for (int tries = 0; tries < 8 && !read; ++tries) {
+    const ssize_t want = ::flistxattr(fd, nullptr, 0);
+    if (want < 0 && errno == ENOTSUP) return {};  // a filesystem without them
+    if (want < 0) return SysFail(Code::kInternal, "flistxattr", where);
+    if (want == 0) return {};
+    names.resize(static_cast<std::size_t>(want));
+    const ssize_t n = ::flistxattr(fd, names.data(), names.size());
+    if (n < 0 && errno != ERANGE) return SysFail(Code::kInternal, "flistxattr", where);
+    if (n >= 0) {
+      names.resize(static_cast<std::size_t>(n));
+      read = true;  // (ERANGE: it grew meanwhile, the size is read again)
     }
-    at += static_cast<ssize_t>(name.size()) + 1;
   }
+  if (!read) return Fail(Code::kInternal, "its extended attributes kept changing", 0, where);
+  for (std::size_t at = 0; at < names.size();) {
+    const std::string name(names.c_str() + at);
+    at += name.size() + 1;
+    if (!name.starts_with("user.") && !name.starts_with("trusted.") &&
+        name != "security.capability")
+      continue;
+    if (::fremovexattr(fd, name.c_str()) != 0 && errno != ENODATA)
+      return SysFail(Code::kInternal, "fremovexattr " + name, where);
+  }
+  return {};
 }
 
 // Opens an upper-layer file for reading. A process may leave its own file unreadable (chmod 000),
@@ -213,7 +237,8 @@ class Committer {
         opts_(opts),
         ledger_(ledger),
         host_(root_fd),
-        up_(upper_fd) {}
+        up_(upper_fd),
+        links_(root_fd) {}
 
   CommitOutcome Run(std::span<const CommitDecision> decisions);
 
@@ -235,6 +260,11 @@ class Committer {
     c.before_image = o.status;
     c.before_image_error = o.error;
   }
+  // Links the host file installed at `first` (still the inode `sig`) as `leaf` in `dir_fd`, by a
+  // temporary name and a rename; false (nothing changed) when it is no longer that inode or a
+  // step fails: the caller copies instead.
+  Result<bool> LinkToInstalled(const std::string& first, const InodeSig& sig, int dir_fd,
+                               const std::string& leaf);
   Status Delete(const UpperEntry& e);
   Status Refuse(const UpperEntry& e, const std::string& reason);
   Result<std::string> Keep(const UpperEntry& e);
@@ -252,11 +282,30 @@ class Committer {
   Status DeleteTree(int dir_fd, const std::string& rel);
 
   // The host entry changed since the process started (or since this commit left it): the
-  // process worked on a version the host no longer has.
-  bool HostChanged(const std::string& rel, const struct statx& st) const {
+  // process worked on a version the host no longer has. Judged on the host as it was when the
+  // commit was planned (e.host_sig, read before its first step): the commit's own steps move
+  // other entries' ctimes (installing d/x over a host file that y is a hard link of drops y's
+  // link count), which is no host edit. Since the plan, only another inode, size, mtime or mode
+  // is an edit (made while the commit ran).
+  bool HostChanged(const UpperEntry& e, const struct statx& st) const {
+    const std::string& rel = e.rel;
     // Inside a git directory the last writer wins, as git's own lock-and-rename does: host git
     // refreshes the index on every `git status`, which must not make the agent's commit a
     // conflict (and leave the host's index behind the objects and refs the commit installed).
+    if (rel.rfind(".git/", 0) == 0 || rel.find("/.git/") != std::string::npos) return false;
+    const InodeSig now = SigOf(st), &planned = e.host_sig;
+    if (e.host == HostKind::kMissing || now.dev != planned.dev || now.ino != planned.ino ||
+        now.size != planned.size || now.mtime_ns != planned.mtime_ns || now.mode != planned.mode)
+      return true;
+    if (ledger_ != nullptr) {
+      auto it = ledger_->find(rel);
+      if (it != ledger_->end()) return !(planned == it->second.host);
+    }
+    return opts_.window_start_ns > 0 && planned.ctime_ns >= opts_.window_start_ns;
+  }
+  // The same for a host entry the upper layer does not list (below a directory the commit
+  // deletes or clears), which has no planned state: judged as it is now.
+  bool HostChanged(const std::string& rel, const struct statx& st) const {
     if (rel.rfind(".git/", 0) == 0 || rel.find("/.git/") != std::string::npos) return false;
     if (ledger_ != nullptr) {
       auto it = ledger_->find(rel);
@@ -296,6 +345,9 @@ class Committer {
   std::optional<stage::DirChain> quarantine_;
   UniqueFd quarantine_root_;
   std::set<std::string, std::less<>> refused_dirs_;
+  // Upper inodes with several links that this commit copied to the host: where, and as what.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::pair<std::string, InodeSig>> copied_links_;
+  stage::DirChain links_;  // the first name's directory, opened apart from host_'s chain
   std::string block_reason_ = "protected_path";  // why the last RemoveHost removed nothing
   // Directory modes that would keep the commit from writing into them (no u+wx): set last,
   // deepest first.
@@ -506,7 +558,7 @@ Status Committer::Install(const UpperEntry& e) {
   if (e.kind == UpperKind::kFile && InGitDir(e.rel) && e.rel.find("/objects/") == std::string::npos)
     git_lock.emplace(hp, leaf);
   ASSIGN_OR_RETURN(auto st, StatAt(hp, leaf, e.rel));
-  if (st && HostChanged(e.rel, *st)) return Refuse(e, "conflict");
+  if (st && HostChanged(e, *st)) return Refuse(e, "conflict");
   ASSIGN_OR_RETURN(int up, up_.Open(parent));
   // The upper's version, as it is now. In a live overlay the process may have changed or
   // removed it since the listing: the next commit sees what it did.
@@ -582,7 +634,7 @@ Status Committer::Install(const UpperEntry& e) {
     c.bytes_after = size;
     bool moved = false;
     if (opts_.rename_from_upper) {
-      StripOverlayXattrs(src.get());
+      TRY(StripXattrs(src.get(), e.rel));
       if (::fchmod(src.get(), mode) != 0) return SysFail(Code::kInternal, "fchmod", e.rel);
       ASSIGN_OR_RETURN(c.sha256_after, HashFd(src.get(), size, opts_.hash_cap, e.rel));
       if (::renameat(up, leaf.c_str(), hp, leaf.c_str()) == 0) {
@@ -591,9 +643,25 @@ Status Committer::Install(const UpperEntry& e) {
         return SysFail(Code::kInternal, "renameat", e.rel);
       }
     }
+    // A file with other links in the upper layer, one of which this commit installed by copy
+    // (a live overlay's commit, another filesystem): linked to that copy, so the names stay one
+    // file on the host as they were inside.
+    const std::pair<std::uint64_t, std::uint64_t> inode{e.sig.dev, e.sig.ino};
+    if (!moved && e.nlink > 1) {
+      if (auto it = copied_links_.find(inode); it != copied_links_.end()) {
+        ASSIGN_OR_RETURN(moved, LinkToInstalled(it->second.first, it->second.second, hp, leaf));
+        if (moved) {
+          ASSIGN_OR_RETURN(c.sha256_after, HashFd(src.get(), size, opts_.hash_cap, e.rel));
+        }
+      }
+    }
     if (!moved) {
       ASSIGN_OR_RETURN(c.sha256_after, CopyFileInto(src.get(), size, hp, leaf, mode, opts_.fsync,
                                                     opts_.hash_cap, e.rel));
+      if (e.nlink > 1) {
+        ASSIGN_OR_RETURN(auto copied, StatAt(hp, leaf, e.rel));
+        if (copied) copied_links_[inode] = {e.rel, SigOf(*copied)};
+      }
       // Across filesystems the upper's copy goes once the host has its own.
       if (opts_.rename_from_upper && ::unlinkat(up, leaf.c_str(), 0) != 0 && errno != ENOENT) {
         return SysFail(Code::kInternal, "unlinkat", e.rel);
@@ -623,13 +691,32 @@ Status Committer::Install(const UpperEntry& e) {
   return {};
 }
 
+Result<bool> Committer::LinkToInstalled(const std::string& first, const InodeSig& sig, int dir_fd,
+                                        const std::string& leaf) {
+  links_.Reset();  // the commit's steps may have replaced a directory it held
+  auto fp = links_.Open(ParentOf(first));
+  if (!fp) return false;
+  const std::string first_leaf(LeafOf(first));
+  ASSIGN_OR_RETURN(auto st, StatAt(*fp, first_leaf, first));
+  if (!st || !(SigOf(*st).dev == sig.dev && SigOf(*st).ino == sig.ino)) return false;
+  const std::string tmp = TempName();
+  if (::linkat(*fp, first_leaf.c_str(), dir_fd, tmp.c_str(), 0) != 0) return false;
+  ASSIGN_OR_RETURN(auto linked, StatAt(dir_fd, tmp, first));
+  if (!linked || SigOf(*linked).ino != sig.ino ||
+      ::renameat(dir_fd, tmp.c_str(), dir_fd, leaf.c_str()) != 0) {
+    (void)::unlinkat(dir_fd, tmp.c_str(), 0);
+    return false;
+  }
+  return true;
+}
+
 Status Committer::Delete(const UpperEntry& e) {
   if (UnchangedSinceLastCommit(e)) return {};
   const std::string leaf(LeafOf(e.rel));
   ASSIGN_OR_RETURN(int hp, host_.Open(ParentOf(e.rel)));
   ASSIGN_OR_RETURN(auto st, StatAt(hp, leaf, e.rel));
   if (st) {
-    if (HostChanged(e.rel, *st)) return Refuse(e, "conflict");
+    if (HostChanged(e, *st)) return Refuse(e, "conflict");
     ASSIGN_OR_RETURN(bool removed, RemoveHost(hp, leaf, e.rel, *st));
     if (!removed) return Refuse(e, block_reason_);
   }
@@ -762,7 +849,10 @@ Result<std::string> Committer::Keep(const UpperEntry& e) {
     return SysFail(Code::kInternal, "open", e.rel);
   }
   const mode_t mode = st.st_mode & 0700;  // the owner's, never set-id
-  if (opts_.rename_from_upper) {
+  // A file with other links (a hard link the commit installed, or one beside it in the upper
+  // layer) is copied: renamed, the quarantine would hold a link to a host file, and its fchmod
+  // would change that file's mode.
+  if (opts_.rename_from_upper && st.st_nlink == 1) {
     if (::fchmod(src.get(), mode) != 0) return SysFail(Code::kInternal, "fchmod", e.rel);
     if (::renameat(up, leaf.c_str(), q, leaf.c_str()) == 0) return QuarantinePath(e.rel);
     if (errno != EXDEV) return SysFail(Code::kInternal, "renameat", e.rel);
