@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "core/text.h"
 #include "mcp/client.h"
 #include "mcp/hub.h"
 
@@ -69,9 +70,10 @@ int List(const McpFlags& f, Session&, mcp::McpHub& hub) {
     std::cout << DumpJson(out, 2) << std::endl;
   } else {
     for (const auto& s : out) {
-      std::cout << s["name"].get<std::string>() << "  enabled  "
-                << s["transport"].get<std::string>() << "  " << s["source"].get<std::string>()
-                << "  " << s["trust"].get<std::string>() << "\n";
+      std::cout << TerminalSafe(s["name"].get<std::string>(), true) << "  enabled  "
+                << s["transport"].get<std::string>() << "  "
+                << TerminalSafe(s["source"].get<std::string>(), true) << "  "
+                << s["trust"].get<std::string>() << "\n";
     }
   }
   return kExitOk;
@@ -82,7 +84,8 @@ int Test(const McpFlags& f, Session&, mcp::McpHub& hub) {
   if (s == nullptr) return kExitToolError;
   auto tools = hub.Tools(*s);
   if (!tools) {
-    std::fprintf(stderr, "cordon: %s: %s\n", s->name.c_str(), tools.error().ToString().c_str());
+    std::fprintf(stderr, "cordon: %s: %s\n", TerminalSafe(s->name, true).c_str(),
+                 TerminalSafe(tools.error().ToString()).c_str());
     return kExitToolError;
   }
   auto client = hub.Client(*s);
@@ -91,10 +94,10 @@ int Test(const McpFlags& f, Session&, mcp::McpHub& hub) {
             {"protocolVersion", JsonStringField((*client)->initialize_result(), "protocolVersion")},
             {"tools", tools->first.size()},
             {"hidden_tools", tools->second.size()}};
-  std::cout << (f.json_output
-                    ? DumpJson(r, 2)
-                    : s->name + ": ready, protocol " + r["protocolVersion"].get<std::string>() +
-                          ", " + std::to_string(tools->first.size()) + " tools")
+  std::cout << (f.json_output ? DumpJson(r, 2)
+                              : TerminalSafe(s->name, true) + ": ready, protocol " +
+                                    TerminalSafe(r["protocolVersion"].get<std::string>(), true) +
+                                    ", " + std::to_string(tools->first.size()) + " tools")
             << std::endl;
   return kExitOk;
 }
@@ -104,12 +107,20 @@ int Tools(const McpFlags& f, Session&, mcp::McpHub& hub) {
   if (s == nullptr) return kExitToolError;
   auto tools = hub.Tools(*s);
   if (!tools) {
-    std::fprintf(stderr, "cordon: %s: %s\n", s->name.c_str(), tools.error().ToString().c_str());
+    std::fprintf(stderr, "cordon: %s: %s\n", TerminalSafe(s->name, true).c_str(),
+                 TerminalSafe(tools.error().ToString()).c_str());
     return kExitToolError;
   }
+  // A tool's name and description are the server's words: written out visibly (no escape
+  // sequence or bidi control reaches the terminal), and a description's later lines indented,
+  // so that none can pass for another tool's line.
   for (const auto& t : tools->first) {
-    std::cout << "mcp__" << s->name << "__" << t.value("name", "") << "  "
-              << t.value("description", "") << "\n";
+    std::string description = TerminalSafe(JsonStringField(t, "description"));
+    for (std::size_t at = description.find('\n'); at != std::string::npos;
+         at = description.find('\n', at + 5))
+      description.insert(at + 1, "    ");
+    std::cout << "mcp__" << TerminalSafe(s->name, true) << "__"
+              << TerminalSafe(JsonStringField(t, "name"), true) << "  " << description << "\n";
   }
   return kExitOk;
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "mcp/config.h"
@@ -146,6 +147,26 @@ TEST_F(McpClientTest, MalformedConfigFilesAreNamedWithLineAndColumn) {
       << trust.out << trust.err;
   EXPECT_EQ(ReadFile(store), "{\"/elsewhere\": {\"x\": {}},\n  oops}\n")
       << "the store was replaced";
+}
+
+// A server's tool names and descriptions reached the terminal raw through `cordon mcp tools`
+// (issue 33): an escape sequence retitled the window, a newline started a line that passed for
+// another tool. Written out visibly now, a description's later lines indented.
+TEST_F(McpClientTest, AServersWordsReachTheTerminalVisiblyAndIndented) {
+  if (FindOnPath("python3").empty())
+    GTEST_SKIP() << "SKIPPED: python3 is needed for the test server";
+  WritePyServer(
+      "Upper-cases\x1b]0;retitled\x07 text.\nmcp__py__forged  a tool that is not there\u202e");
+  ASSERT_EQ(Cordon({"mcp", "trust", "py"}).exit_code, 0);
+  auto tools = Cordon({"mcp", "tools", "py"});
+  ASSERT_EQ(tools.exit_code, 0) << tools.err;
+  EXPECT_EQ(tools.out.find('\x1b'), std::string::npos) << tools.out;
+  EXPECT_EQ(tools.out.find("\xe2\x80\xae"), std::string::npos) << "a bidi override: " << tools.out;
+  EXPECT_NE(tools.out.find("\\u{001B}]0;retitled"), std::string::npos) << tools.out;
+  std::istringstream lines(tools.out);
+  int tool_lines = 0;
+  for (std::string line; std::getline(lines, line);) tool_lines += line.rfind("mcp__", 0) == 0;
+  EXPECT_EQ(tool_lines, 1) << tools.out;
 }
 
 TEST_F(McpClientTest, ProjectServerNeedsTrustAndChangedToolsAreHidden) {
