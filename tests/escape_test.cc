@@ -431,13 +431,17 @@ TEST_F(EscapeTest, ARepositoryKeepsItsHeadObjectsAndRefs) {
     bool direct;  // tried in the direct mode too
   };
   const std::string g = ws_ + "/.git";
-  const std::vector<Case> cases = {{"rm " + g + "/HEAD", true},
-                                   {"printf 'not a head' > " + g + "/HEAD", true},
-                                   {"printf 'ref: ../../x\\n' > " + g + "/HEAD", true},
-                                   {"rm " + g + "/HEAD && mkdir " + g + "/HEAD", true},
-                                   {"rm -rf " + g + "/refs", false},
-                                   {"rm -rf " + g + "/refs && mkdir " + g + "/refs", false},
-                                   {"rm -rf " + g + "/objects && mkdir " + g + "/objects", false}};
+  const std::vector<Case> cases = {
+      {"rm " + g + "/HEAD", true},
+      {"printf 'not a head' > " + g + "/HEAD", true},
+      {"printf 'ref: ../../x\\n' > " + g + "/HEAD", true},
+      {"rm " + g + "/HEAD && mkdir " + g + "/HEAD", true},
+      {"rm -rf " + g + "/refs", false},
+      {"rm -rf " + g + "/refs && mkdir " + g + "/refs", false},
+      {"rm -rf " + g + "/objects && mkdir " + g + "/objects", false},
+      // Found by the adversarial pass: what an ordinary user's git cannot read or search.
+      {"chmod 000 " + g + "/objects " + g + "/refs", false},
+      {"chmod 000 " + g + "/HEAD; chmod 0 " + g, false}};
   // Which mode the first pass runs in: staged where this host (and the run's forced fallback,
   // escape_test_no_overlay) allows it. Only the staged mode keeps objects/ and refs/.
   Exec({"/bin/true"});
@@ -462,6 +466,34 @@ TEST_F(EscapeTest, ARepositoryKeepsItsHeadObjectsAndRefs) {
       EXPECT_EQ(ReadFile(g + "/HEAD"), head) << what;
       auto log = HostGit(ws_, {"log", "-1", "--format=%s"});
       EXPECT_EQ(log.out, "base\n") << what << ": " << log.err;
+      // What its owner's git needs (root's reads past any mode): the directories searchable,
+      // HEAD readable.
+      for (const std::string& d : {g, g + "/objects", g + "/refs"}) {
+        struct stat st {};
+        EXPECT_EQ(::stat(d.c_str(), &st), 0) << d;
+        EXPECT_EQ(st.st_mode & 0700, 0700u) << what << ": " << d;
+      }
+      struct stat hs {};
+      EXPECT_EQ(::stat((g + "/HEAD").c_str(), &hs), 0);
+      EXPECT_NE(hs.st_mode & 0400, 0u) << what << ": HEAD unreadable";
+    }
+  }
+  // A hard link between a workspace name and git's own file lands as two files: a later write
+  // through the workspace name (an editor, the direct mode) never reaches .git/HEAD.
+  if (first_mode == "staged") {
+    std::filesystem::remove(dir_ / "config/cordon/policies.d/40-direct.toml");
+    Exec({"/bin/sh", "-c", "ln " + g + "/HEAD " + ws_ + "/h && ln " + g + "/index " + ws_ + "/i"});
+    struct stat head_st {
+    }, h_st{};
+    ASSERT_EQ(::stat((g + "/HEAD").c_str(), &head_st), 0);
+    if (::stat((ws_ + "/h").c_str(), &h_st) == 0) {
+      EXPECT_NE(head_st.st_ino, h_st.st_ino) << "h is .git/HEAD on the host";
+    }
+    struct stat i_st {
+    }, index_st{};
+    if (::stat((ws_ + "/i").c_str(), &i_st) == 0 &&
+        ::stat((g + "/index").c_str(), &index_st) == 0) {
+      EXPECT_NE(i_st.st_ino, index_st.st_ino) << "i is .git/index on the host";
     }
   }
   // A HEAD git reads still lands: a branch switch.

@@ -986,6 +986,28 @@ TEST_F(LeakTest, NoSecretShapeReachesAnAgentOrTheLogThroughAnyChannel) {
                                << b.str();
 }
 
+// Learning takes only lines that look like a secret's: a .env the agent writes with prose or a
+// rule of dashes as "values" must not black out a traceback, or the command the auditor reads
+// (found by the adversarial pass of issue 32's learning).
+TEST_F(LeakTest, WhatTheAgentWritesCannotBlackOutOrdinaryText) {
+  Peer serve(
+      {testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log", dir_ / "serve.jsonl"},
+      env_, dir_ / "serve.err");
+  ASSERT_TRUE(serve.Initialize().contains("serverInfo")) << ReadFile(dir_ / "serve.err");
+  const Json made =
+      serve.Call("create_file", {{"path", "app.env"},
+                                 {"content",
+                                  "API_TOKEN=Traceback (most\nPASSWORD=--------------\n"
+                                  "SECRET_KEY=nc 127.0.0.1 4444\n"}});
+  ASSERT_FALSE(IsError(made)) << Diagnosis(made);
+  const std::string text =
+      "Traceback (most recent call last):\n--------------\nnc 127.0.0.1 4444\n";
+  const Json shown = serve.Call("run_shell", {{"program", "printf"}, {"args", {"%s", text}}});
+  EXPECT_EQ(Str(Sc(shown), "stdout"), text) << Diagnosis(shown);
+  EXPECT_EQ(serve.Finish(), 0);
+  EXPECT_EQ(ReadFile(dir_ / "serve.jsonl").find("REDACTED:secret_file"), std::string::npos);
+}
+
 // The redaction corpus (tests/redact_corpus.h: 300+ shapes in every context syntax, encoding and
 // shipped vendor format) through every channel that carries a whole file's text. The agent
 // writes the files after the session started, so that the rules alone (not the secret-file

@@ -43,10 +43,25 @@ Result<Json> Install(ToolContext& ctx, const std::string& rel, std::string_view 
   // The secret lines of what the agent writes (a key body, a block scalar's value, a .env's
   // values) are known from now on, before the file exists: a line view of it (read_file_range,
   // grep -n, cat -n, diff) shows them apart from what made a rule find them.
+  // Only lines that look like a secret's (no blank, eight or more distinct bytes) are learned:
+  // the agent chooses what it writes, and a learned line is hidden wherever it occurs, in the
+  // audit log too, so `API_TOKEN=Traceback (most` in a .env must not black out a traceback or
+  // a command the auditor needs to read.
   if (ctx.redactor != nullptr) {
     const std::size_t slash = rel.find_last_of('/');
-    ctx.redactor->Learn(SecretLinesOf(slash == std::string::npos ? rel : rel.substr(slash + 1),
-                                      content, *ctx.redactor));
+    std::vector<std::string> lines = SecretLinesOf(
+        slash == std::string::npos ? rel : rel.substr(slash + 1), content, *ctx.redactor);
+    std::erase_if(lines, [](const std::string& l) {
+      bool seen[256] = {};
+      int distinct = 0;
+      for (unsigned char c : l) {
+        if (c == ' ' || c == '\t') return true;
+        distinct += seen[c] ? 0 : 1;
+        seen[c] = true;
+      }
+      return distinct < 8;
+    });
+    ctx.redactor->Learn(lines);
   }
   std::optional<BeforeImageOutcome> before_image;
   if (original != nullptr && ctx.services.BeforeImages() != nullptr) {

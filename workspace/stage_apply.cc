@@ -260,6 +260,21 @@ class Committer {
     c.before_image = o.status;
     c.before_image_error = o.error;
   }
+  // Whether the upper layer names e's inode both inside and outside a `.git` directory.
+  bool CrossesGit(const UpperEntry& e) {
+    if (!link_sides_) {
+      link_sides_.emplace();
+      for (const UpperEntry& u : upper_) {
+        if (u.kind != UpperKind::kFile || u.nlink < 2) continue;
+        auto& sides = (*link_sides_)[{u.sig.dev, u.sig.ino}];
+        (InGitDir(u.rel) ? sides.first : sides.second) = true;
+      }
+    }
+    const auto it = link_sides_->find({e.sig.dev, e.sig.ino});
+    return it != link_sides_->end() && it->second.first && it->second.second;
+  }
+  std::optional<std::map<std::pair<std::uint64_t, std::uint64_t>, std::pair<bool, bool>>>
+      link_sides_;
   // Links the host file installed at `first` (still the inode `sig`) as `leaf` in `dir_fd`, by a
   // temporary name and a rename; false (nothing changed) when it is no longer that inode or a
   // step fails: the caller copies instead.
@@ -633,11 +648,14 @@ Status Committer::Install(const UpperEntry& e) {
     const auto size = static_cast<std::uint64_t>(sst.st_size);
     c.bytes_after = size;
     bool moved = false;
+    const bool crosses_git = e.nlink > 1 && CrossesGit(e);
     if (opts_.rename_from_upper) {
       TRY(StripXattrs(src.get(), e.rel));
       if (::fchmod(src.get(), mode) != 0) return SysFail(Code::kInternal, "fchmod", e.rel);
       ASSIGN_OR_RETURN(c.sha256_after, HashFd(src.get(), size, opts_.hash_cap, e.rel));
-      if (::renameat(up, leaf.c_str(), hp, leaf.c_str()) == 0) {
+      if (crosses_git) {
+        // copied below, as across filesystems: the host gets a file of its own
+      } else if (::renameat(up, leaf.c_str(), hp, leaf.c_str()) == 0) {
         moved = true;
       } else if (errno != EXDEV) {
         return SysFail(Code::kInternal, "renameat", e.rel);
@@ -647,7 +665,9 @@ Status Committer::Install(const UpperEntry& e) {
     // (a live overlay's commit, another filesystem): linked to that copy, so the names stay one
     // file on the host as they were inside.
     const std::pair<std::uint64_t, std::uint64_t> inode{e.sig.dev, e.sig.ino};
-    if (!moved && e.nlink > 1) {
+    // Names of one inode on both sides of a `.git` (ln .git/HEAD h) never become one file on the
+    // host: a write through the workspace name would change git's file past every git rule.
+    if (!moved && e.nlink > 1 && !crosses_git) {
       if (auto it = copied_links_.find(inode); it != copied_links_.end()) {
         ASSIGN_OR_RETURN(moved, LinkToInstalled(it->second.first, it->second.second, hp, leaf));
         if (moved) {

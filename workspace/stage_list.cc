@@ -266,6 +266,7 @@ void MarkUnreadableHeads(int upper_fd, std::vector<UpperEntry>& entries, const C
     }
     if (!is_head) continue;
     e.unreadable_head = true;
+    if ((e.mode & S_IRUSR) == 0) continue;  // chmod 000 .git/HEAD: no git of its owner reads it
     auto dir = chain.Open(stage::ParentOf(e.rel));
     if (!dir) continue;
     const std::optional<std::string> head = ReadSmallFileAt(*dir, "HEAD", 511);

@@ -135,6 +135,12 @@ CommitDecision Decide(const UpperEntry& e, std::size_t i, const CommitRules& rul
     // refusing the directory would refuse everything the process wrote below it.
     if (host_dir && !e.opaque) {
       const bool chmod = (e.mode & 0777) != (e.host_sig.mode & 0777);
+      // A git directory, or its objects/ or refs/, that its owner can no longer read or search
+      // (chmod 000 .git/objects): an ordinary user's git takes the directory for no repository
+      // and falls through to a parent directory's.
+      if (chmod && (e.mode & 0700) != 0700 &&
+          (is_git || IsGitRepositoryStructure(rel) || InGitDirStructure(rel, rules)))
+        return Refuse(e, i, "git_metadata");
       return {e.rel, chmod ? CommitAction::kChmod : CommitAction::kKeepDir, "", false, i};
     }
     if (e.host == HostKind::kMissing) return {e.rel, CommitAction::kMkdir, "", e.opaque, i};
