@@ -289,6 +289,19 @@ std::string UnescapeMountinfoField(std::string_view field) {
   return out;
 }
 
+namespace {
+
+// Code points a terminal does not show as themselves: C1 controls (0x9B is CSI), and the
+// invisible and reordering format characters (zero-width ones, line and paragraph separators,
+// bidirectional marks, overrides and isolates, the byte-order mark).
+bool Invisible(unsigned cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || (cp >= 0x200B && cp <= 0x200F) ||
+         (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x2064) ||
+         (cp >= 0x2066 && cp <= 0x206F) || cp == 0xFEFF || (cp >= 0xFFF9 && cp <= 0xFFFB);
+}
+
+}  // namespace
+
 std::string TerminalSafe(std::string_view s, bool one_line) {
   std::string out;
   out.reserve(s.size());
@@ -299,27 +312,50 @@ std::string TerminalSafe(std::string_view s, bool one_line) {
   };
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const auto at = [&](std::size_t k) {
-      return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u;
-    };
-    if ((c < 0x20 && (one_line || (c != '\n' && c != '\t'))) || c == 0x7f) {
-      escape(c);
-    } else if (c == 0xC2 && at(1) >= 0x80 && at(1) <= 0x9F) {  // C1: U+0080-U+009F
-      escape(at(1));
-      i += 1;
-    } else if (c == 0xD8 && at(1) == 0x9C) {  // U+061C
-      escape(0x061C);
-      i += 1;
-    } else if (c == 0xE2 && at(1) == 0x80 &&
-               (at(2) == 0x8E || at(2) == 0x8F || (at(2) >= 0xAA && at(2) <= 0xAE))) {
-      escape(0x2000 + (at(2) - 0x80));
-      i += 2;
-    } else if (c == 0xE2 && at(1) == 0x81 && at(2) >= 0xA6 && at(2) <= 0xA9) {
-      escape(0x2040 + (at(2) - 0x80));
-      i += 2;
-    } else {
-      out += static_cast<char>(c);
+    if (c < 0x80) {
+      if ((c < 0x20 && (one_line || (c != '\n' && c != '\t'))) || c == 0x7f) {
+        escape(c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      continue;
     }
+    // A well-formed UTF-8 sequence (no overlong form, no surrogate, at most U+10FFFF) is
+    // decoded; any other byte (a lone 0x9B, which some terminals take for CSI, a cut or
+    // overlong sequence) is written as \x{HH}.
+    std::size_t n = 0;
+    unsigned cp = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 2;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 3;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 4;
+      cp = c & 0x07;
+    }
+    bool ok = n > 0 && i + n <= s.size();
+    for (std::size_t k = 1; ok && k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      ok = (b & 0xC0) == 0x80;
+      cp = cp << 6 | (b & 0x3F);
+    }
+    if (ok && ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+               (cp >= 0xD800 && cp <= 0xDFFF)))
+      ok = false;
+    if (!ok) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "\\x{%02X}", static_cast<unsigned>(c));
+      out += buf;
+      continue;
+    }
+    if (Invisible(cp)) {
+      escape(cp);
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n - 1;
   }
   return out;
 }

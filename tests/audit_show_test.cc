@@ -337,7 +337,17 @@ TEST(TerminalSafe, ControlsAndBidiOverridesAreWrittenOutVisibly) {
   EXPECT_EQ(TerminalSafe("\xe2\x80\x8f\xd8\x9c\x7f"), "\\u{200F}\\u{061C}\\u{007F}");
   EXPECT_EQ(TerminalSafe("caf\xc3\xa9 \xe2\x80\x94 \xe2\x82\xac"),
             "caf\xc3\xa9 \xe2\x80\x94 \xe2\x82\xac");
-  EXPECT_EQ(TerminalSafe("cut\xc2"), "cut\xc2");  // a cut sequence is left as it is
+  // Bytes that are not UTF-8 (a lone 0x9B is CSI to a terminal taking 8-bit controls, a cut or
+  // overlong sequence) and the invisible format characters are written out too (found by the
+  // adversarial pass of issue 33).
+  EXPECT_EQ(TerminalSafe("cut\xc2"), "cut\\x{C2}");
+  EXPECT_EQ(TerminalSafe("a\x9b[31mRED"), "a\\x{9B}[31mRED");
+  EXPECT_EQ(TerminalSafe("\xc0\x9b\xe0\x80\x9b"), "\\x{C0}\\x{9B}\\x{E0}\\x{80}\\x{9B}");
+  EXPECT_EQ(TerminalSafe("z\xe2\x80\xa8w\xef\xbb\xbfq\xe2\x81\xaa\xe2\x80\x8b"),
+            "z\\u{2028}w\\u{FEFF}q\\u{206A}\\u{200B}");
+  EXPECT_EQ(TerminalSafe("\xed\xa0\x80\xf4\x90\x80\x80"),
+            "\\x{ED}\\x{A0}\\x{80}\\x{F4}\\x{90}\\x{80}\\x{80}");   // a surrogate, past U+10FFFF
+  EXPECT_EQ(TerminalSafe("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // an emoji stays
 }
 
 }  // namespace cordon
