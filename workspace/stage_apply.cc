@@ -296,6 +296,12 @@ class Committer {
                                               FileChange& count);
   Status DeleteTree(int dir_fd, const std::string& rel);
 
+  // Inside a git directory the last writer wins, as git's own lock-and-rename does: host git
+  // refreshes the index on every `git status`, which must not make the agent's commit a
+  // conflict (and leave the host's index behind the objects and refs the commit installed).
+  static bool LastWriterWins(std::string_view rel) {
+    return rel.starts_with(".git/") || rel.find("/.git/") != std::string_view::npos;
+  }
   // The host entry changed since the process started (or since this commit left it): the
   // process worked on a version the host no longer has. Judged on the host as it was when the
   // commit was planned (e.host_sig, read before its first step): the commit's own steps move
@@ -304,10 +310,7 @@ class Committer {
   // is an edit (made while the commit ran).
   bool HostChanged(const UpperEntry& e, const struct statx& st) const {
     const std::string& rel = e.rel;
-    // Inside a git directory the last writer wins, as git's own lock-and-rename does: host git
-    // refreshes the index on every `git status`, which must not make the agent's commit a
-    // conflict (and leave the host's index behind the objects and refs the commit installed).
-    if (rel.rfind(".git/", 0) == 0 || rel.find("/.git/") != std::string::npos) return false;
+    if (LastWriterWins(rel)) return false;
     const InodeSig now = SigOf(st), &planned = e.host_sig;
     if (e.host == HostKind::kMissing || now.dev != planned.dev || now.ino != planned.ino ||
         now.size != planned.size || now.mtime_ns != planned.mtime_ns || now.mode != planned.mode)
@@ -321,7 +324,7 @@ class Committer {
   // The same for a host entry the upper layer does not list (below a directory the commit
   // deletes or clears), which has no planned state: judged as it is now.
   bool HostChanged(const std::string& rel, const struct statx& st) const {
-    if (rel.rfind(".git/", 0) == 0 || rel.find("/.git/") != std::string::npos) return false;
+    if (LastWriterWins(rel)) return false;
     if (ledger_ != nullptr) {
       auto it = ledger_->find(rel);
       if (it != ledger_->end()) return !(SigOf(st) == it->second.host);
