@@ -166,7 +166,9 @@ Json SecretFileScanCheck() {
                              " entries in " + std::to_string(static_cast<long>(scan->ms)) +
                              " ms (" + std::to_string(scan->cached_files) +
                              " files from the cache, " + std::to_string(scan->read_files) +
-                             " read); " + std::to_string(scan->files.size()) + " secret file(s)";
+                             " read), beside the session's start: the first output waits for "
+                             "it, never passes without it; " +
+                             std::to_string(scan->files.size()) + " secret file(s)";
   if (scan->truncated) {
     return Check("secret_file_scan", false,
                  detail + "; STOPPED at a limit: secret files past it are not known",

@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -520,6 +521,21 @@ bool Redactor::IsSecretName(std::string_view name) {
 }
 
 void Redactor::AddValue(std::string rule, std::string value) {
+  const std::unique_lock<std::shared_mutex> w(*data_mu_);
+  AddValueLocked(std::move(rule), std::move(value));
+}
+
+void Redactor::AddSecretLines(const SecretLines& lines) {
+  const std::unique_lock<std::shared_mutex> w(*data_mu_);
+  lines_ = lines;
+}
+
+std::size_t Redactor::credentials() const {
+  const std::shared_lock<std::shared_mutex> r(*data_mu_);
+  return credential_count_;
+}
+
+void Redactor::AddValueLocked(std::string rule, std::string value) {
   if (value.size() < kMinExactValue) return;
   for (const auto& existing : values_) {
     if (existing.second == value) return;
@@ -554,6 +570,7 @@ std::string Base64Of(std::string_view in, bool url) {
 
 void Redactor::AddCredential(std::string_view value) {
   if (value.size() < 8) return;
+  const std::unique_lock<std::shared_mutex> w(*data_mu_);
   ++credential_count_;
   std::vector<std::string> forms = {std::string(value)};
   static constexpr char kLowerHex[] = "0123456789abcdef", kUpperHex[] = "0123456789ABCDEF";
@@ -597,7 +614,7 @@ void Redactor::AddCredential(std::string_view value) {
     if (f.size() >= SecretLines::kMinLine) {
       credentials_.Add(f);
     } else {
-      AddValue("credential", std::move(f));
+      AddValueLocked("credential", std::move(f));
     }
   }
 }
@@ -646,6 +663,11 @@ struct Redactor::Learned {
   std::shared_mutex mu;
   SecretLines lines;
   std::atomic<std::size_t> count{0};
+  // The scan's gate: kOpen, kHeld or kFailed; waiters sleep on gate_cv.
+  enum Gate : int { kOpen = 0, kHeld = 1, kFailed = 2 };
+  std::atomic<int> gate{kOpen};
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
 };
 
 std::shared_ptr<Redactor::Learned> Redactor::NewLearned() { return std::make_shared<Learned>(); }
@@ -659,6 +681,42 @@ void Redactor::Learn(const std::vector<std::string>& lines) const {
 
 std::size_t Redactor::learned() const { return learned_->count.load(std::memory_order_acquire); }
 
+void Redactor::Hold() const {
+  const std::lock_guard<std::mutex> g(learned_->gate_mu);
+  int open = Learned::kOpen;
+  learned_->gate.compare_exchange_strong(open, Learned::kHeld);
+}
+
+void Redactor::Release(const SecretLines& lines) const {
+  {
+    const std::unique_lock<std::shared_mutex> w(learned_->mu);
+    for (const auto& e : lines.Entries()) learned_->lines.Add(e);
+    learned_->count.store(learned_->lines.size(), std::memory_order_release);
+  }
+  const std::lock_guard<std::mutex> g(learned_->gate_mu);
+  int held = Learned::kHeld;
+  learned_->gate.compare_exchange_strong(held, Learned::kOpen);
+  learned_->gate_cv.notify_all();
+}
+
+void Redactor::ReleaseFailed() const {
+  const std::lock_guard<std::mutex> g(learned_->gate_mu);
+  learned_->gate.store(Learned::kFailed);
+  learned_->gate_cv.notify_all();
+}
+
+bool Redactor::held() const { return learned_->gate.load() == Learned::kHeld; }
+
+bool Redactor::AwaitGate() const {
+  int g = learned_->gate.load(std::memory_order_acquire);
+  if (g == Learned::kHeld) {
+    std::unique_lock<std::mutex> lock(learned_->gate_mu);
+    learned_->gate_cv.wait(lock, [&] { return learned_->gate.load() != Learned::kHeld; });
+    g = learned_->gate.load();
+  }
+  return g != Learned::kFailed;
+}
+
 template <typename F>
 void Redactor::ForEachLearned(std::string_view text, F&& f) const {
   if (learned_->count.load(std::memory_order_acquire) == 0) return;
@@ -667,6 +725,8 @@ void Redactor::ForEachLearned(std::string_view text, F&& f) const {
 }
 
 Json Redactor::Knowledge() const {
+  (void)AwaitGate();  // the scan's lines are part of it (a failed scan adds none)
+  const std::shared_lock<std::shared_mutex> data(*data_mu_);
   std::map<std::string, std::set<std::string>> by_rule;
   for (const auto& [rule, value] : values_)
     by_rule[rule].insert(KnowledgeEntry(SecretLines::Hash(value)));
@@ -716,6 +776,7 @@ Status Redactor::AddKnowledge(const Json& k) {
       parsed.emplace_back(rule, entry);
     }
   }
+  const std::unique_lock<std::shared_mutex> w(*data_mu_);
   for (const auto& [rule, e] : parsed) {
     if (e.length >= SecretLines::kMinLine) {
       auto it = hashed_.find(rule);
@@ -1342,6 +1403,11 @@ std::vector<Redactor::Span> Redactor::FindShapes(std::string_view s) const {
 }
 
 std::vector<Redactor::Span> Redactor::Find(std::string_view s) const {
+  if (!AwaitGate()) {
+    if (s.empty()) return {};
+    return {Span{0, s.size(), 0, s.size(), "secret_scan_failed"}};
+  }
+  const std::shared_lock<std::shared_mutex> data(*data_mu_);
   std::vector<Span> first;         // exact values and secret lines: they take precedence
   std::vector<Span> shapes_early;  // folded blocks a rule found
   for (const auto& [rule, value] : values_) {

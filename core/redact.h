@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -159,13 +160,13 @@ class Redactor {
   void AddSecretEnvironment(char** envp);
   static bool IsSecretName(std::string_view name);
   // Lines a secret file of the workspace holds: found as "[REDACTED:secret_file]".
-  void AddSecretLines(const SecretLines& lines) { lines_ = lines; }
+  void AddSecretLines(const SecretLines& lines);
   // A value the user's credential stores hold (workspace/credential_stores.h), whatever its
   // shape: found as "[REDACTED:credential]", and so are its hex (either case), URL-encoded,
   // JSON-escaped and base64 forms (standard and URL-safe, at each of the three alignments it
   // can have inside a longer base64 text). A value under 8 bytes is ignored.
   void AddCredential(std::string_view value);
-  std::size_t credentials() const { return credential_count_; }
+  std::size_t credentials() const;
   const SecretLines& secret_lines() const { return lines_; }
   // Lines learned during the session: the secret lines of a file the agent writes through the
   // file tools (workspace/secret_files.h SecretLinesOf), found as "[REDACTED:secret_file]" from
@@ -174,6 +175,19 @@ class Redactor {
   // grows. Lines under SecretLines::kMinLine bytes are skipped.
   void Learn(const std::vector<std::string>& lines) const;
   std::size_t learned() const;
+
+  // --- failclosed: the secret-file scan run beside the session (session/session.cc). Hold()
+  // closes a gate that every copy of this redactor shares: from then on each call that reads
+  // what the redactor knows (Find and all that uses it: Redact, RedactJson, the cuts;
+  // Knowledge) waits until Release() adds the scan's lines, which are found as
+  // "[REDACTED:secret_file]" as learned lines are. After ReleaseFailed() (the scan could not
+  // complete) every text is hidden whole as "[REDACTED:secret_scan_failed]": nothing passes
+  // that the scan might have known.
+  void Hold() const;
+  void Release(const SecretLines& lines) const;
+  void ReleaseFailed() const;
+  // Whether the gate is closed now (a call would wait).
+  bool held() const;
 
   // What this redactor knows by value, as hashes only (never a secret's text): every exact
   // value, secret line and credential form under its rule, and the rules' digest:
@@ -232,6 +246,14 @@ class Redactor {
   // Calls f(begin, end) for each learned line in `text` (none learned: no lock, no scan).
   template <typename F>
   void ForEachLearned(std::string_view text, F&& f) const;
+  // Waits while the gate is held; false when the scan failed.
+  bool AwaitGate() const;
+  void AddValueLocked(std::string rule, std::string value);
+  // What the Add* calls change (values_, lines_, credentials_, hashed_, short_hashed_): shared
+  // by the public readers (Find, Knowledge), exclusive for the writers, so a value added while
+  // another thread redacts (a server's header at a session's start, beside the scan's thread
+  // writing session_started) is safe. Copies share it.
+  std::shared_ptr<std::shared_mutex> data_mu_ = std::make_shared<std::shared_mutex>();
   std::shared_ptr<const RedactRules> rules_;
   SecretLines lines_;
   struct Learned;

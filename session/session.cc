@@ -139,10 +139,10 @@ Result<Policy> LoadSessionPolicy(const SessionOptions& options, const PolicySour
 }
 
 // What the redactor knows before anything is read or run: the policy's rules and values, the
-// secret-looking environment, the named variables, and the workspace's secret files (known by
-// their content, workspace/secret_files.h). Returns session_started's `redaction`.
-Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, const Workspace& workspace,
-                           char** envp) {
+// secret-looking environment, the named variables, the user's credential stores. (The
+// workspace's secret files are scanned beside the session: Session::StartSecretScan.) Returns
+// session_started's `redaction`.
+Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, char** envp) {
   redactor.SetRules(policy.compiled_redact_rules);
   redactor.AddSecretEnvironment(envp);
   for (const auto& v : policy.redact_values) redactor.AddValue("policy", v);
@@ -164,21 +164,6 @@ Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, const Works
     const CredentialScan stores = ReadCredentialStores(policy.redact_credential_stores, HomeDir());
     for (const auto& v : stores.values) redactor.AddCredential(v);
     redaction_json["credential_stores"] = stores.ToJson();
-  }
-  if (policy.redact_scan_files) {
-    ASSIGN_OR_RETURN(SecretScan scan, ScanSecretFiles(workspace.fd(), redactor, SecretScanLimits{},
-                                                      SecretScanCacheFile(workspace.root())));
-    redactor.AddSecretLines(scan.lines);
-    // Nothing past the cap silently unknown: the record says `truncated`, and so does stderr.
-    if (scan.truncated) {
-      std::fprintf(stderr,
-                   "cordon: the secret-file scan of %s stopped at a limit (%zu entries, %zu bytes "
-                   "read): lines of the secret files beyond it are hidden only where a rule finds "
-                   "them; deny or move the large trees it walked (SECURITY.md, \"Files the scan "
-                   "does not reach\")\n",
-                   workspace.root().c_str(), scan.entries, scan.read_bytes);
-    }
-    redaction_json["secret_files"] = scan.ToJson();
   }
   return redaction_json;
 }
@@ -264,8 +249,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   sources.extra_files = options.policy_files;
   ASSIGN_OR_RETURN(s->policy_, LoadSessionPolicy(options, sources));
   s->tool_process_ = options.tool_process;
-  ASSIGN_OR_RETURN(Json redaction_json,
-                   SetUpRedactor(s->redactor_, s->policy_, s->workspace_, envp));
+  ASSIGN_OR_RETURN(Json redaction_json, SetUpRedactor(s->redactor_, s->policy_, envp));
+  if (s->policy_.redact_scan_files) s->StartSecretScan();
   std::optional<std::string> key;
   if (options.audit_key_file) {
     ASSIGN_OR_RETURN(key, ReadAuditKey(*options.audit_key_file));
@@ -288,15 +273,6 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
                    LoadCheckpoints(s->policy_, options, signing_key, s->redactor_));
   // [audit] arguments: whether this session's log keeps argument text (redacted) or not.
   redaction_json["arguments"] = s->policy_.audit_arguments_hashed ? "hashed" : "redacted";
-  // What the redactor now knows by value, kept (as hashes) for the readers that show file
-  // content after the session (audit diff): they hide what it hid.
-  if (auto known = StoreRedactionKnowledge(s->redactor_, RedactionKnowledgeDir())) {
-    redaction_json["knowledge"] = std::move(*known);
-  } else {
-    redaction_json["knowledge"] = Json{{"error", known.error().message}};
-    std::fprintf(stderr, "cordon: %s; `cordon audit diff` will withhold this session's diffs\n",
-                 known.error().message.c_str());
-  }
   const std::string witness_path = checkpoints.witness ? checkpoints.witness->path() : "";
   ASSIGN_OR_RETURN(AuditWriter writer,
                    AuditWriter::Open(path, session_id, s->policy_.audit_fsync, std::move(key),
@@ -316,14 +292,113 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   s->policy_.own_paths = CordonOwnPaths(own);
   if (options.allow_dangerous_workspace) s->policy_.allow_dangerous_workspace = true;
   const GitIdentity git_identity = ReadGitIdentity(envp);
-  TRY(s->WriteStarted(options, std::move(redaction_json), git_identity, host));
+  s->PrepareStarted(options, std::move(redaction_json), git_identity, host);
+  // Once the scan is known (now, without a scan beside the session), session_started is
+  // written: a log that cannot take it then refuses the session here.
+  {
+    std::lock_guard<std::mutex> lock(s->started_mu_);
+    s->prepared_ = true;
+    if (s->scan_done_) TRY(s->WriteStartedLocked());
+  }
   s->StartProcessHost(std::move(host), envp, git_identity, options.warm, session_id);
   return s;
 }
 
+// --- failclosed: the workspace's secret files are scanned beside the session (issue 32,
+// docs/adr/0012-secret-scan-beside-the-session.md). The redactor is held: anything it would
+// show waits for the scan's lines (core/redact.h Redactor::Hold), and so does every record
+// after session_started, which is written once the scan is known (EnsureStarted). The scan
+// reads with its own redactor of the same rules: the session's is held.
+void Session::StartSecretScan() {
+  redactor_.Hold();
+  auto scan = [this, shapes = Redactor(policy_.compiled_redact_rules)] {
+    Result<SecretScan> r = Fail(Code::kInternal, "the scan gave no result");
+    try {
+      r = ScanSecretFiles(workspace_.fd(), shapes, SecretScanLimits{},
+                          SecretScanCacheFile(workspace_.root()), &scan_stop_);
+    } catch (const std::exception& e) {
+      r = Fail(Code::kInternal, e.what());
+    }
+    if (r) {
+      redactor_.Release(r->lines);
+    } else {
+      redactor_.ReleaseFailed();
+    }
+    // session_started (and the records waiting for it) as soon as both the scan and the start
+    // are done: by this thread when the start finished first, else by the start.
+    std::lock_guard<std::mutex> lock(started_mu_);
+    scan_result_ = std::move(r);
+    scan_done_ = true;
+    started_cv_.notify_all();
+    if (prepared_ && !started_written_.load()) (void)WriteStartedLocked();
+  };
+  scan_done_ = false;
+  try {
+    scan_thread_ = std::thread(scan);
+  } catch (const std::system_error&) {
+    scan();  // no thread to spare: the start waits for the scan, as it did before
+  }
+}
+
+Status Session::EnsureStarted() {
+  if (started_written_.load(std::memory_order_acquire)) return started_status_;
+  std::unique_lock<std::mutex> lock(started_mu_);
+  started_cv_.wait(lock, [&] { return scan_done_ && prepared_; });
+  if (started_written_.load(std::memory_order_relaxed)) return started_status_;
+  return WriteStartedLocked();
+}
+
+// session_started, once, with what the scan found and the redaction knowledge it completes;
+// then the records that waited for it. started_mu_ is held.
+Status Session::WriteStartedLocked() {
+  Json& redaction = *pending_started_.redaction;
+  std::optional<Error> scan_failed;
+  if (scan_result_ && *scan_result_) {
+    const SecretScan& scan = **scan_result_;
+    // Nothing past the cap silently unknown: the record says `truncated`, and so does stderr.
+    if (scan.truncated) {
+      std::fprintf(stderr,
+                   "cordon: the secret-file scan of %s stopped at a limit (%zu entries, %zu bytes "
+                   "read): lines of the secret files beyond it are hidden only where a rule finds "
+                   "them; deny or move the large trees it walked (SECURITY.md, \"Files the scan "
+                   "does not reach\")\n",
+                   workspace_.root().c_str(), scan.entries, scan.read_bytes);
+    }
+    redaction["secret_files"] = scan.ToJson();
+  } else if (scan_result_) {
+    scan_failed =
+        Error{Code::kInternal,
+              "the secret-file scan of " + workspace_.root() + " failed (" +
+                  scan_result_->error().message + "): every output of this session is withheld",
+              0, workspace_.root()};
+    redaction["secret_files"] = Json{{"error", scan_failed->message}};
+    std::fprintf(stderr, "cordon: %s\n", scan_failed->message.c_str());
+  }
+  // What the redactor now knows by value, kept (as hashes) for the readers that show file
+  // content after the session (audit diff): they hide what it hid.
+  if (auto known = StoreRedactionKnowledge(redactor_, RedactionKnowledgeDir())) {
+    redaction["knowledge"] = std::move(*known);
+  } else {
+    redaction["knowledge"] = Json{{"error", known.error().message}};
+    std::fprintf(stderr, "cordon: %s; `cordon audit diff` will withhold this session's diffs\n",
+                 known.error().message.c_str());
+  }
+  pending_started_.git = GitHead(workspace_.root());
+  const AuditRecord record = pending_started_;
+  Status st = Append(std::span<const AuditRecord>(&record, 1), true, AuditWriter::When::kBeforeAct);
+  started_in_log_ = st.has_value();
+  if (st && !queued_.empty()) st = Append(queued_, false, AuditWriter::When::kAfterAct);
+  queued_.clear();
+  scan_failed_ = scan_failed;
+  started_status_ = st;
+  started_written_.store(true, std::memory_order_release);
+  return st;
+}
+
 // session_started comes before anything the session does (exec runs its command right after):
-// it makes the first reservation, and a log that cannot take it refuses the session.
-Status Session::WriteStarted(const SessionOptions& options, Json redaction,
+// it makes the first reservation, and a log that cannot take it refuses the session. Built
+// here; written by EnsureStarted.
+void Session::PrepareStarted(const SessionOptions& options, Json redaction,
                              const GitIdentity& git_identity, const Result<SandboxHost>& host) {
   SessionStartedRecord started{.cordon_version = kCordonVersion,
                                .client = options.client,
@@ -333,7 +408,6 @@ Status Session::WriteStarted(const SessionOptions& options, Json redaction,
                                .policy_notes = policy_.notes,
                                .scopes = policy_.scopes,
                                .confinement = ProbeConfinementJson(ProbeConfinement())};
-  started.git = GitHead(workspace_.root());
   started.redaction = std::move(redaction);
   if (!options.tags.empty()) started.tags = options.tags;
   if (!policy_.env.empty()) {
@@ -348,11 +422,7 @@ Status Session::WriteStarted(const SessionOptions& options, Json redaction,
   }
   started.sandbox =
       host ? host->ToJson() : Json{{"available", false}, {"error", host.error().message}};
-  if (auto st = Audit(started, true, AuditWriter::When::kBeforeAct); !st) {
-    finished_ = true;  // no session_finished for a session whose start is not in the log
-    return st;
-  }
-  return {};
+  pending_started_ = std::move(started);
 }
 
 // The session's processes: their records, redaction, before-images, warm sandboxes, git
@@ -391,11 +461,17 @@ void Session::StartProcessHost(Result<SandboxHost> host, char** envp,
                          [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); });
 }
 
-Session::~Session() { Finish(); }
+Session::~Session() {
+  scan_stop_ = !prepared_;  // a session that never started (Start failed) stops its scan
+  Finish();
+  if (scan_thread_.joinable()) scan_thread_.join();
+}
 
 void Session::Finish() {
-  if (finished_ || !audit_) return;
+  if (finished_ || !audit_ || !prepared_) return;
   finished_ = true;
+  // No session_finished for a session whose start is not in the log.
+  if (Status st = EnsureStarted(); !st && !started_in_log_) return;
   processes_.reset();  // cancels and reaps background jobs; their records come first
   {
     // The proxy's last connections (read_url's) end now, and nothing is recorded after this.
@@ -430,6 +506,26 @@ Status Session::Audit(const AuditRecord& record, bool durable, AuditWriter::When
 Status Session::AuditAll(std::span<const AuditRecord> records, bool durable,
                          AuditWriter::When when) {
   if (!audit_) return {};
+  if (!started_written_.load(std::memory_order_acquire)) {
+    // Before session_started is written (the scan beside the session runs): a record of no act
+    // that may be lost in a crash anyway (not durable: the MCP handshake's mcp_client) waits
+    // in memory and is written right after it; any other waits for it here.
+    std::unique_lock<std::mutex> lock(started_mu_);
+    if (!started_written_.load(std::memory_order_relaxed) && !durable &&
+        when == AuditWriter::When::kAfterAct) {
+      queued_.insert(queued_.end(), records.begin(), records.end());
+      return {};
+    }
+    lock.unlock();
+    TRY(EnsureStarted());
+  }
+  TRY(started_status_);
+  // --- failclosed: after a failed scan no act starts (every output would be withheld anyway).
+  if (scan_failed_ && when == AuditWriter::When::kBeforeAct) return std::unexpected(*scan_failed_);
+  return Append(records, durable, when);
+}
+
+Status Session::Append(std::span<const AuditRecord> records, bool durable, AuditWriter::When when) {
   std::lock_guard<std::mutex> lock(audit_mu_);
   auto st = audit_->AppendAll(records, durable, when);
   if (st) {

@@ -2,12 +2,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "audit/audit.h"
@@ -18,6 +20,7 @@
 #include "runner/processes.h"
 #include "session/callers.h"
 #include "tools/registry.h"
+#include "workspace/secret_files.h"
 
 namespace cordon {
 
@@ -184,9 +187,19 @@ class Session {
                      const Json& changes);
   // Each caller's tags, usage and ended flag (session/callers.h), from options' tags.
   std::unique_ptr<Callers> callers_;
-  // Start's last steps: session_started, then the process host.
-  Status WriteStarted(const SessionOptions& options, Json redaction, const GitIdentity& identity,
+  // Start's last steps: session_started (built, then written by EnsureStarted), then the
+  // process host.
+  void PrepareStarted(const SessionOptions& options, Json redaction, const GitIdentity& identity,
                       const Result<SandboxHost>& host);
+  // The workspace's secret-file scan, on its own thread beside the session: the redactor is
+  // held until it ends (docs/adr/0012-secret-scan-beside-the-session.md).
+  void StartSecretScan();
+  // Writes session_started once the scan is known (waiting for it); every record comes after.
+  // The error of that write, or of the scan, for every record the session would write.
+  Status EnsureStarted();
+  Status WriteStartedLocked();
+  // AuditAll's write, without EnsureStarted.
+  Status Append(std::span<const AuditRecord> records, bool durable, AuditWriter::When when);
   void StartProcessHost(Result<SandboxHost> host, char** envp, const GitIdentity& identity,
                         bool warm, const std::string& session_id);
   // session_diff: this log's changes made by `caller`'s calls numbered from..to.
@@ -194,6 +207,21 @@ class Session {
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)
   std::atomic<std::uint64_t> errors_{0};
   bool finished_ = false;
+  // After workspace_ and policy_, which the scan's thread reads; joined by EnsureStarted, or by
+  // the destructor (a Start that failed: scan_stop_ ends it early).
+  SessionStartedRecord pending_started_;
+  std::mutex started_mu_;  // guards what follows, up to scan_result_
+  std::condition_variable started_cv_;
+  bool prepared_ = false;            // Start built session_started
+  bool scan_done_ = true;            // no scan, or it ended
+  std::vector<AuditRecord> queued_;  // records that wait for session_started (AuditAll)
+  std::atomic<bool> started_written_{false};
+  Status started_status_;             // set before started_written_
+  std::optional<Error> scan_failed_;  // likewise
+  bool started_in_log_ = false;
+  std::atomic<bool> scan_stop_{false};
+  std::optional<Result<SecretScan>> scan_result_;  // written by the scan's thread
+  std::thread scan_thread_;
 };
 
 }  // namespace cordon

@@ -14,6 +14,7 @@
 #include <functional>
 #include <span>
 #include <sstream>
+#include <thread>
 
 #include "core/hash.h"
 #include "core/unique_fd.h"
@@ -104,6 +105,67 @@ TEST(Redactor, KnowledgeCarriesEveryValueAsHashesOnly) {
   EXPECT_FALSE(bad.AddKnowledge(
       Json{{"version", 1}, {"hashes", {{"env", {"3:0000000000000000:0000000000000000"}}}}}));
   EXPECT_EQ(bad.KnowledgeSize(), 0u);
+}
+
+// The scan beside the session (Redactor::Hold): while it runs, nothing the redactor would show
+// passes, in any copy of it (the copies a session hands out are made before the scan ends);
+// once released, the scan's lines are hidden everywhere; a failed scan hides every text whole.
+TEST(Redactor, AHeldRedactorShowsNothingUntilTheScanReleasesIt) {
+  const std::string line = "DEPLOY_PASSPHRASE=vq83-kk2m-a1za";
+  for (const bool fails : {false, true}) {
+    Redactor session;
+    session.AddValue("env", "an-env-secret-991");
+    const Redactor copy = session;
+    session.Hold();
+    EXPECT_TRUE(copy.held());
+    std::atomic<int> done{0};
+    std::string outs[3];
+    std::thread readers[3] = {
+        std::thread([&] {
+          outs[0] = "cat: " + line + "\n";
+          copy.Redact(outs[0]);
+          ++done;
+        }),
+        std::thread([&] {
+          Json j = {{"text", line}};
+          session.RedactJson(j);
+          outs[1] = j.begin().value().get<std::string>();  // its key is redacted too
+          ++done;
+        }),
+        std::thread([&] {
+          outs[2] = session.Knowledge().dump();
+          ++done;
+        })};
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(done.load(), 0) << "a reader passed the held gate";
+    if (fails) {
+      session.ReleaseFailed();
+    } else {
+      SecretLines scanned;
+      scanned.Add(line);
+      session.Release(scanned);
+    }
+    for (auto& t : readers) t.join();
+    EXPECT_FALSE(copy.held());
+    if (fails) {
+      EXPECT_EQ(outs[0], "[REDACTED:secret_scan_failed]");
+      EXPECT_EQ(outs[1], "[REDACTED:secret_scan_failed]");
+    } else {
+      EXPECT_EQ(outs[0], "cat: [REDACTED:secret_file]\n");
+      EXPECT_EQ(outs[1], "[REDACTED:secret_file]");
+      // The knowledge (audit diff's) holds the scan's line: a reader of it hides the line too.
+      Redactor reader;
+      ASSERT_TRUE(reader.AddKnowledge(Json::parse(outs[2])));
+      std::string later = "diff: +" + line;
+      reader.Redact(later);
+      EXPECT_EQ(later, "diff: +[REDACTED:secret_file]");
+    }
+    // A redactor never held is never stopped.
+    Redactor plain;
+    std::string t = "plain text";
+    plain.Redact(t);
+    EXPECT_EQ(t, "plain text");
+  }
 }
 
 // A value hidden whole is hidden inside base64 too (an env secret in a basic-auth header).
@@ -1353,6 +1415,86 @@ TEST_F(RedactEndToEnd, AuditDiffHidesWhatTheSessionHidAfterItsSourcesAreGone) {
 // [audit] arguments = "hashed": the log keeps each argument's SHA-256, length and shape, and no
 // argument's text anywhere: not in tool_started.args, process.argv, an error message that
 // echoes one, nor a search's rg command line. A project file cannot turn it back.
+// The secret-file scan runs beside the session (docs/adr/0012): serve answers the handshake
+// while it walks, and the first call that would show what it finds waits for it. A key file at
+// the far end of a 20,000-file tree, whose body lines no rule can tell from other base64, is read
+// by line range (the BEGIN line left out) in calls sent right after initialize: no body line
+// reaches the agent or the log, and session_started, first in the log, names the file.
+TEST_F(RedactEndToEnd, TheFirstCallsWaitForTheScanBesideTheSession) {
+  const std::string ws = dir_ / "big";
+  for (int d = 0; d < 400; ++d) {
+    for (int f = 0; f < 50; ++f) {
+      testing::WriteFile(ws + "/aa/d" + std::to_string(d) + "/f" + std::to_string(f) + ".txt",
+                         "line " + std::to_string(d * 50 + f) + "\n");
+    }
+  }
+  std::string body_lines[3];
+  std::string key = "-----BEGIN PRIVATE KEY-----\n";
+  for (int i = 0; i < 3; ++i) {
+    std::string l;
+    for (int k = 0; l.size() < 64; ++k)
+      l += Sha256Hex("scan-beside-" + std::to_string(i * 100 + k));
+    // base64's alphabet, no shape a rule knows: only the scan can know these lines
+    for (char& c : l) c = c == 'a' ? 'Q' : c == '0' ? '+' : c;
+    body_lines[i] = l.substr(0, 64);
+    key += body_lines[i] + "\n";
+  }
+  key += "-----END PRIVATE KEY-----\n";
+  testing::WriteFile(ws + "/zz/keys/deploy.pem", key);
+  testing::LinePeer serve({testing::CordonBin(), "serve", "--workspace", ws, "--audit-log", log()},
+                          env_);
+  auto request = [&](int id, const std::string& method, const Json& params) {
+    serve.Send(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}.dump());
+    for (std::string line = serve.Line(120); !line.empty(); line = serve.Line(120)) {
+      Json j = Json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("id", Json()) == Json(id)) return j;
+    }
+    return Json();
+  };
+  ASSERT_TRUE(request(1, "initialize",
+                      {{"protocolVersion", "2025-06-18"},
+                       {"capabilities", Json::object()},
+                       {"clientInfo", {{"name", "scan-beside"}, {"version", "1"}}}})
+                  .is_object());
+  serve.Send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  std::vector<Json> answers;
+  for (int id = 2; id < 5; ++id) {
+    answers.push_back(
+        request(id, "tools/call",
+                {{"name", "read_file_range"},
+                 {"arguments", {{"path", "zz/keys/deploy.pem"}, {"start_line", id}}}}));
+  }
+  serve.CloseInput();
+  EXPECT_EQ(serve.Wait(), 0);
+  for (const Json& a : answers) {
+    ASSERT_TRUE(a.is_object());
+    const std::string text = a.dump();
+    EXPECT_NE(text.find("[REDACTED:secret_file]"), std::string::npos) << text;
+    for (const auto& l : body_lines) EXPECT_EQ(text.find(l), std::string::npos) << text;
+  }
+  const std::string written = testing::ReadFile(log());
+  for (const auto& l : body_lines) EXPECT_EQ(written.find(l), std::string::npos);
+  std::vector<Json> records;
+  std::istringstream lines(written);
+  for (std::string l; std::getline(lines, l);) records.push_back(Json::parse(l));
+  // session_started comes first (after the log's own log_started), then the rest.
+  std::size_t at = 0;
+  while (at < records.size() && records[at].value("type", "") == "log_started") ++at;
+  ASSERT_LT(at, records.size());
+  ASSERT_EQ(records[at].value("type", ""), "session_started");
+  const Json scan = records[at]["redaction"]["secret_files"];
+  EXPECT_FALSE(scan.value("truncated", true)) << scan.dump();
+  EXPECT_EQ(scan.value("paths", Json::array()), Json::array({"zz/keys/deploy.pem"})) << scan.dump();
+  std::size_t tool_started = 0, mcp_client = 0;
+  for (const Json& r : records) {
+    tool_started += r.value("type", "") == "tool_started";
+    mcp_client += r.value("type", "") == "mcp_client";
+    EXPECT_FALSE(r.value("type", "") == "session_started" && &r != &records[at]);
+  }
+  EXPECT_EQ(tool_started, 3u);
+  EXPECT_EQ(mcp_client, 1u);  // the handshake's record waited for session_started, not lost
+}
+
 TEST_F(RedactEndToEnd, HashedArgumentsLeaveNoArgumentTextInTheLog) {
   testing::WriteFile(dir_ / "hashed.toml", "[audit]\narguments = \"hashed\"\n");
   testing::WriteFile(dir_ / "ws/.cordon/policy.toml", "[audit]\narguments = \"redacted\"\n");

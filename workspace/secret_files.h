@@ -10,6 +10,7 @@
 // fingerprint in cordon's state directory, so a later session reads only what changed.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -43,8 +44,11 @@ struct SecretScan {
 
 // Scans the tree under the directory `root_fd` (the workspace). `shapes` supplies the rules
 // (its exact values and lines are not used). `cache_file` ("" for none) is read and rewritten.
+// `stop`, when given and set, ends the walk early (the session ended first): the scan is then
+// `truncated`.
 Result<SecretScan> ScanSecretFiles(int root_fd, const Redactor& shapes,
-                                   const SecretScanLimits& limits, const std::string& cache_file);
+                                   const SecretScanLimits& limits, const std::string& cache_file,
+                                   const std::atomic<bool>* stop = nullptr);
 
 // Where the scan of the workspace at `root` keeps its cache (<state>/secret-files/).
 std::string SecretScanCacheFile(const std::string& root);
