@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -204,6 +205,56 @@ TEST_F(StagedTest, HardLinksLandAsOneInodeWithoutAFalseConflict) {
       ADD_FAILURE() << "refused: " << j.value("reason", "") << " " << j.value("path", "");
     EXPECT_EQ(r.err.find("conflict"), std::string::npos) << r.err;
   }
+}
+
+// cargo hard-links target/debug/NAME to target/debug/deps/NAME-HASH (issue 33, part 3): before
+// hard links landed whole, a build inside after an edit left the deps binary old, and host cargo
+// then called the build fresh, so the user ran stale code with no error. Two builds inside, an
+// edit between them: both names hold the new program, as one file. Needs cargo (rustup's or
+// Debian's); skipped loudly without it.
+TEST_F(StagedTest, ACargoBuildInsideLeavesBothOfItsBinariesNew) {
+  std::string cargo = FindOnPath("cargo");
+  const char* home = std::getenv("HOME");
+  const std::string rustup_cargo =
+      std::string(home != nullptr ? home : "/nonexistent") + "/.cargo/bin/cargo";
+  if (cargo.empty() && ::access(rustup_cargo.c_str(), X_OK) == 0) cargo = rustup_cargo;
+  if (cargo.empty()) GTEST_SKIP() << "SKIPPED LOUDLY: cargo is not installed (rustup or Debian's)";
+  std::vector<std::string> opts = {
+      "--env", "PATH=" + std::filesystem::path(cargo).parent_path().string() + ":/usr/bin:/bin",
+      "--env", "CARGO_HOME=" + ws_ + "/.cargo-home"};
+  const std::string rustup_home = std::string(home != nullptr ? home : "") + "/.rustup";
+  if (home != nullptr && Exists(rustup_home)) {
+    // rustup's cargo is a proxy that reads its toolchains there
+    for (const std::string& dir : {rustup_home, std::string(home) + "/.cargo"}) {
+      opts.insert(opts.end(), {"--read", dir});
+    }
+    opts.insert(opts.end(), {"--env", "RUSTUP_HOME=" + rustup_home});
+  }
+  WriteFile(ws_ + "/Cargo.toml",
+            "[package]\nname = \"hl\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+  for (const std::string version : {"one", "two"}) {
+    WriteFile(ws_ + "/src/main.rs", "fn main() { println!(\"" + version + "\"); }\n");
+    auto r = Exec("cargo build --offline", opts);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(r.err.find("conflict"), std::string::npos) << r.err;
+    std::string deps;
+    for (const auto& e : std::filesystem::directory_iterator(ws_ + "/target/debug/deps")) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("hl-", 0) == 0 && name.find('.') == std::string::npos) deps = e.path();
+    }
+    ASSERT_FALSE(deps.empty()) << "no target/debug/deps/hl-HASH";
+    for (const std::string& bin : {ws_ + "/target/debug/hl", deps}) {
+      auto ran = testing::Run({bin});
+      EXPECT_EQ(ran.out, version + "\n") << bin << " is stale";
+    }
+    struct stat a {
+    }, b{};
+    ASSERT_EQ(::stat((ws_ + "/target/debug/hl").c_str(), &a), 0);
+    ASSERT_EQ(::stat(deps.c_str(), &b), 0);
+    EXPECT_EQ(a.st_ino, b.st_ino) << "cargo's two names of the binary are no longer one file";
+  }
+  for (const auto& j : Refused())
+    ADD_FAILURE() << "refused: " << j.value("reason", "") << " " << j.value("path", "");
 }
 
 // A user.* extended attribute of a file the process made reached the host with it (issue 33):
