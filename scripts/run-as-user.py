@@ -80,7 +80,7 @@ def main():
                 f"CORDON_TEST_BIN={dest}/bin/cordon", f"CORDON_TEST_PROBE={dest}/bin/cordon-probe",
                 f"CORDON_TEST_POLICY_DIR={dest}/share/cordon/policies.d"]
     for name in ("MCP_PEERS_DIR", "CORDON_EGRESS_CLIENTS_DIR", "CORDON_TEST_DATA_DIR",
-                 "CORDON_TEST_RESTRICT"):
+                 "CORDON_TEST_RESTRICT", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
         if os.environ.get(name):
             base_env.append(f"{name}={os.environ[name]}")
 

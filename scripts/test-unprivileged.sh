@@ -22,7 +22,10 @@ id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/sh "$user"
 dest=$(mktemp -d /tmp/cordon-unpriv-XXXXXX)
 trap 'rm -rf "$dest"' EXIT
 mkdir -p "$dest/bin" "$dest/share/cordon"
-cp "$build/cordon" "$build/cordon-shim" "$build/tests/cordon-probe" \
+# CORDON_UNPRIV_BIN_DIR: where cordon and its shim come from (CI: the sanitized build, so that
+# this run is also the escape tier under ASan+UBSan); the tests are always $build's.
+bins=${CORDON_UNPRIV_BIN_DIR:-$build}
+cp "$bins/cordon" "$bins/cordon-shim" "$build/tests/cordon-probe" \
   "$build/tests/cordon-test-restrict" "$dest/bin/"
 cp -r policies.d "$dest/share/cordon/policies.d"
 # The leak matrix's secrets and the restricted hosts' seccomp profile.
@@ -38,4 +41,4 @@ peers=${MCP_PEERS_DIR:-/tmp/mcp-peers}
 CORDON_EGRESS_CLIENTS_DIR="$clients" MCP_PEERS_DIR="$peers" CORDON_TEST_DATA_DIR="$dest/data" \
   CORDON_TEST_RESTRICT="$dest/bin/cordon-test-restrict" \
   python3 scripts/run-as-user.py "$build" "$dest" "$user" -L escape \
-  -E '^escape_test_under_cordon_seccomp$' "$@"
+  -E "${CORDON_UNPRIV_EXCLUDE:-^escape_test_under_cordon_seccomp\$}" "$@"
