@@ -371,9 +371,10 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
   std::string workspace, head;
   std::vector<Change> changes;
   ReportedByPath reported;
-  Json started = Json::object();
+  Json started = Json::object(), finished = Json::object();
   for (const auto& [line, r] : records) {
     const std::string type = StrOr(r, "type");
+    if (type == "session_finished") finished = r;
     if (type == "session_started") {
       started = r;
       workspace = StrOr(r, "workspace");
@@ -389,7 +390,7 @@ Result<Json> AuditSessionDiff(const std::string& log_path, const std::string& se
   Json about;
   std::string withheld;
   if (options.redactor_for) {
-    auto r = options.redactor_for(started, about);
+    auto r = options.redactor_for(started, finished, about);
     if (r) {
       redactor = *r;
     } else {

@@ -23,11 +23,13 @@ struct AuditDiffOptions {
   std::string git_path = "/usr/local/bin:/usr/bin:/bin";
   // Every diff is redacted with it before it is returned. Null: not redacted (tests only).
   const Redactor* redactor = nullptr;
-  // When set, called with the session's session_started record (an empty object when the log
-  // has none) before any diff is made; takes the place of `redactor`. It returns the redactor
-  // for this session's diffs, or an error that withholds every diff (the files and hashes are
-  // still listed; `withheld` says why). What it puts in `about` is the output's `redaction`.
-  std::function<Result<const Redactor*>(const Json& started, Json& about)> redactor_for;
+  // When set, called with the session's session_started and session_finished records (an
+  // empty object for one the log lacks) before any diff is made; takes the place of
+  // `redactor`. It returns the redactor for this session's diffs, or an error that withholds
+  // every diff (the files and hashes are still listed; `withheld` says why). What it puts in
+  // `about` is the output's `redaction`.
+  std::function<Result<const Redactor*>(const Json& started, const Json& finished, Json& about)>
+      redactor_for;
   std::uint64_t max_file_bytes = 16u << 20;  // a larger side is not read: hashes only
   std::size_t context = 3;
 };

@@ -174,6 +174,7 @@ Json InstructionsRecord::ToJson() const {
 Json SessionFinishedRecord::ToJson() const {
   Json j = {{"calls", calls}, {"errors", errors}};
   Put(j, "git", git);
+  Put(j, "knowledge", knowledge);
   return j;
 }
 
@@ -639,6 +640,10 @@ constexpr AuditFieldInfo kSessionFinished[] = {
     {"errors", true, kInt, "calls that ended in an error"},
     {"git", false, ObjectOf(kGitShape),
      "{head, branch} of the workspace's git repository at the end"},
+    {"knowledge", false, kObj,
+     "the redaction knowledge at the end, when the session learned secret lines after "
+     "session_started (what the agent wrote through the file tools): {sha256, hashes, "
+     "rules_sha256} or {error}; audit diff loads it with session_started's"},
 };
 
 constexpr AuditFieldInfo kLogRecovered[] = {

@@ -196,6 +196,9 @@ struct SessionFinishedRecord {
   std::uint64_t calls = 0;
   std::uint64_t errors = 0;
   std::optional<Json> git{};  // {head, branch} at the session's end (checkpoint helper)
+  // The redaction knowledge at the end, when the session learned lines after session_started
+  // (audit/knowledge.h): {sha256, hashes, rules_sha256} or {error}.
+  std::optional<Json> knowledge{};
   Json ToJson() const;
 };
 

@@ -721,7 +721,8 @@ struct DiffFlags {
 // environment, its workspace's secret files and the user's credential stores as they were).
 // Without that knowledge the diffs are withheld, unless --rules-only. `about` says what was used.
 Result<const Redactor*> DiffRedactor(const DiffFlags& f, char** envp, const Json& started,
-                                     Json& about, std::optional<Redactor>& held) {
+                                     const Json& finished, Json& about,
+                                     std::optional<Redactor>& held) {
   ASSIGN_OR_RETURN(Policy policy, LoadPolicy(DefaultPolicySources(ShippedPolicyDir(), "")));
   Redactor& r = held.emplace();
   r.SetRules(policy.compiled_redact_rules);
@@ -730,17 +731,30 @@ Result<const Redactor*> DiffRedactor(const DiffFlags& f, char** envp, const Json
   const Json redaction = started.value("redaction", Json::object());
   const Json named = redaction.is_object() ? redaction.value("knowledge", Json()) : Json();
   about = Json::object();
-  if (Status loaded = LoadRedactionKnowledge(named, RedactionKnowledgeDir(), r); !loaded) {
-    if (!f.rules_only) {
-      return Fail(loaded.error().code,
-                  loaded.error().message +
-                      ": without it a secret the session hid by value could show; --rules-only "
-                      "shows the diffs redacted by the rules and this environment only");
+  // Loads one knowledge the log names into `r`; `key` is its line in `about`.
+  auto load = [&](const Json& knowledge, const std::string& key,
+                  const std::string& what) -> Status {
+    if (Status loaded = LoadRedactionKnowledge(knowledge, RedactionKnowledgeDir(), r); !loaded) {
+      if (!f.rules_only) {
+        return Fail(loaded.error().code,
+                    loaded.error().message + ": without it " + what +
+                        " could show; --rules-only shows the diffs redacted by the rules and "
+                        "this environment only");
+      }
+      about[key] = "not used (--rules-only): " + loaded.error().message;
+    } else {
+      about[key] = knowledge["sha256"].get<std::string>() + ", " +
+                   std::to_string(knowledge.value("hashes", 0)) + " hashes";
     }
-    about["knowledge"] = "not used (--rules-only): " + loaded.error().message;
-  } else {
-    about["knowledge"] = named["sha256"].get<std::string>() + ", " +
-                         std::to_string(named.value("hashes", 0)) + " hashes";
+    return {};
+  };
+  TRY(load(named, "knowledge", "a secret the session hid by value"));
+  // What the session learned after it started (the lines of secrets the agent wrote through
+  // the file tools), kept at its end: session_finished.knowledge. A session that learned
+  // nothing names none; one that names a knowledge now gone withholds the diffs as above.
+  const Json at_end = finished.is_object() ? finished.value("knowledge", Json()) : Json();
+  if (!at_end.is_null()) {
+    TRY(load(at_end, "knowledge_at_end", "a secret the agent wrote (what the session learned)"));
   }
   const Json session_rules = named.is_object() ? named.value("rules_sha256", Json()) : Json();
   const std::string now =
@@ -769,8 +783,8 @@ int Diff(const DiffFlags& f, char** envp) {
   o.store_dir = f.store.empty() ? BeforeImageStore::DefaultDir() : f.store;
   if (f.no_git) o.git_path.clear();
   std::optional<Redactor> held;
-  o.redactor_for = [&](const Json& started, Json& about) {
-    return DiffRedactor(f, envp, started, about, held);
+  o.redactor_for = [&](const Json& started, const Json& finished, Json& about) {
+    return DiffRedactor(f, envp, started, finished, about, held);
   };
   auto diff = AuditSessionDiff(f.log, f.session, o);
   if (!diff) {

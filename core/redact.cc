@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <shared_mutex>
@@ -471,25 +472,28 @@ SecretLines::Entry SecretLines::Hash(std::string_view line) {
 
 void SecretLines::Add(const Entry& e) {
   if (e.length < kMinLine) return;
+  if (!full_.insert(Key(e.prefix, e.length, e.hash)).second) return;  // known already
   if (bitmap_.empty()) bitmap_.assign((std::size_t{1} << kBits) / 64, 0);
-  auto& list = by_prefix_[e.prefix];
-  for (const auto& [len, h] : list) {
-    if (len == e.length && h == e.hash) return;
+  entries_.push_back(e);
+  ++count_;
+  Bucket& b = by_prefix_[e.prefix];
+  b.longest = std::max(b.longest, e.length);
+  if (!b.overfull && std::find(b.lengths.begin(), b.lengths.end(), e.length) == b.lengths.end()) {
+    if (b.bytes + e.length > kBucketBytes) {
+      b.overfull = true;
+    } else {
+      b.lengths.insert(std::upper_bound(b.lengths.begin(), b.lengths.end(), e.length,
+                                        std::greater<std::uint32_t>()),
+                       e.length);
+      b.bytes += e.length;
+    }
   }
-  list.emplace_back(e.length, e.hash);
-  std::sort(list.begin(), list.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
   const std::uint64_t bit = e.prefix >> (64 - kBits);
   bitmap_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
-  ++count_;
 }
 
 std::vector<SecretLines::Entry> SecretLines::Entries() const {
-  std::vector<Entry> out;
-  out.reserve(count_);
-  for (const auto& [prefix, list] : by_prefix_) {
-    for (const auto& [len, h] : list) out.push_back(Entry{prefix, h, len});
-  }
+  std::vector<Entry> out = entries_;
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -9,6 +9,7 @@
 //     RE2 patterns behind a keyword prefilter.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -18,6 +19,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -125,9 +127,27 @@ class SecretLines {
   void ForEach(std::string_view text, F&& f) const;
 
  private:
+  // --- failclosed: what one position of a text may cost. The lines that share an 8-byte
+  // prefix are looked up by length: a hash of each distinct length, longest first. The agent
+  // chooses lines (Redactor::Learn): thousands sharing a prefix, each of its own length, made
+  // every position that starts with it hash them all (100 KB of output took 53.7 s). A prefix
+  // keeps distinct lengths up to kBucketBytes in all (a longer line makes it so at once); past
+  // that it is `overfull`, and a position with that prefix whose tracked lengths do not match
+  // is hidden to the end of its line (at most its longest line): more is hidden, never less.
+  static constexpr std::size_t kBucketBytes = 16384;
+  struct Bucket {
+    std::vector<std::uint32_t> lengths;  // distinct, longest first
+    std::size_t bytes = 0;               // their sum
+    std::uint32_t longest = 0;           // of every line with this prefix
+    bool overfull = false;
+  };
+  static std::uint64_t Key(std::uint64_t prefix, std::uint32_t length, std::uint64_t hash) {
+    return hash ^ (prefix * 0x9e3779b97f4a7c15ULL) ^ (std::uint64_t{length} << 40);
+  }
   std::vector<std::uint64_t> bitmap_;  // 1 << kBits bits over the prefix hash
-  std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, std::uint64_t>>>
-      by_prefix_;
+  std::unordered_map<std::uint64_t, Bucket> by_prefix_;
+  std::unordered_set<std::uint64_t> full_;  // Key() of every line
+  std::vector<Entry> entries_;              // every line, as added
   std::size_t count_ = 0;
   static constexpr unsigned kBits = 16;
 };
@@ -289,11 +309,18 @@ void SecretLines::ForEach(std::string_view text, F&& f) const {
     }
     std::size_t found = 0;
     if (auto it = by_prefix_.find(h); it != by_prefix_.end()) {
-      for (const auto& [len, full] : it->second) {  // longest first
-        if (i + len <= n && SecretLineHash(text.substr(i, len)) == full) {
+      const Bucket& b = it->second;
+      for (const std::uint32_t len : b.lengths) {  // longest first
+        if (i + len <= n && full_.count(Key(h, len, SecretLineHash(text.substr(i, len)))) != 0) {
           found = len;
           break;
         }
+      }
+      if (found == 0 && b.overfull) {
+        std::size_t end = std::min(n, i + b.longest);
+        const std::size_t nl = text.find('\n', i);
+        if (nl != std::string_view::npos && nl < end) end = nl;
+        found = std::max<std::size_t>(end - i, 8);
       }
     }
     if (found == 0) {

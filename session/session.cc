@@ -377,6 +377,7 @@ Status Session::WriteStartedLocked() {
   // What the redactor now knows by value, kept (as hashes) for the readers that show file
   // content after the session (audit diff): they hide what it hid.
   if (auto known = StoreRedactionKnowledge(redactor_, RedactionKnowledgeDir())) {
+    started_knowledge_ = (*known)["sha256"].get<std::string>();
     redaction["knowledge"] = std::move(*known);
   } else {
     redaction["knowledge"] = Json{{"error", known.error().message}};
@@ -484,10 +485,18 @@ void Session::Finish() {
     std::lock_guard<std::mutex> lock(network_gate_->mu);
     network_gate_->session = nullptr;
   }
-  (void)Audit(
-      SessionFinishedRecord{
-          .calls = calls_.load(), .errors = errors_.load(), .git = GitHead(workspace_.root())},
-      true);
+  SessionFinishedRecord finished{
+      .calls = calls_.load(), .errors = errors_.load(), .git = GitHead(workspace_.root())};
+  // What the redactor learned after session_started (the secrets the agent wrote through the
+  // file tools, a server's header values), kept for audit diff as session_started's was.
+  if (auto known = StoreRedactionKnowledge(redactor_, RedactionKnowledgeDir())) {
+    if ((*known)["sha256"].get<std::string>() != started_knowledge_) finished.knowledge = *known;
+  } else {
+    finished.knowledge = Json{{"error", known.error().message}};
+    std::fprintf(stderr, "cordon: %s; `cordon audit diff` will withhold this session's diffs\n",
+                 known.error().message.c_str());
+  }
+  (void)Audit(finished, true);
   // --- checkpoint: every session's end is signed ---
   {
     std::lock_guard<std::mutex> lock(audit_mu_);

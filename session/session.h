@@ -219,6 +219,7 @@ class Session {
   Status started_status_;             // set before started_written_
   std::optional<Error> scan_failed_;  // likewise
   bool started_in_log_ = false;
+  std::string started_knowledge_;  // the SHA-256 session_started names
   std::atomic<bool> scan_stop_{false};
   std::optional<Result<SecretScan>> scan_result_;  // written by the scan's thread
   std::thread scan_thread_;

@@ -282,7 +282,7 @@ std::vector<AuditRecord> FullRecords() {
       McpTrustRecord{.server = "s"},
       McpClientRecord{.client_info = Json::object(), .mcp_session = "mcp-1"},
       InstructionsRecord{.path = "AGENTS.md", .sha256 = "h"},
-      SessionFinishedRecord{.git = Json::object()},
+      SessionFinishedRecord{.git = Json::object(), .knowledge = Json::object()},
       LogRecoveredRecord{},
       ProtectedPathRemovedRecord{.path = "/ws/.envrc",
                                  .kind = "file",

@@ -275,6 +275,38 @@ TEST(Redactor, ShapesScanInLinearTime) {
   EXPECT_EQ(copy, text);
 }
 
+// The agent chooses the lines the redactor learns (Redactor::Learn): thousands sharing their
+// first 8 bytes, each of its own length, made every position of an output that starts with them
+// hash them all (100 KB took 53.7 s in an adversarial review). Now a position costs at most
+// SecretLines::kBucketBytes of hashing; past that the prefix hides more, never less: every
+// learned line is still hidden, tracked or not, and other text is untouched.
+TEST(Redactor, LinesSharingAPrefixCannotSlowItDownOrShowOne) {
+  Redactor r;
+  std::vector<std::string> learned;
+  for (int len = 20; len < 3020; ++len) {
+    std::string l = "TOKENPRE" + std::to_string(len) + "-";  // no line begins another
+    for (int k = 0; static_cast<int>(l.size()) < len; ++k)
+      l += static_cast<char>('a' + (len * 7 + k * 13) % 26);
+    learned.push_back(l);
+  }
+  r.Learn(learned);
+  std::string text;
+  while (text.size() < 300000) text += "TOKENPRE-not-a-learned-line-but-close\n";
+  const std::string plain = "(plain output that starts otherwise)\n";
+  text += plain + learned[3] + "\n" + learned[2990] + "\n" + plain;
+  const auto t0 = std::chrono::steady_clock::now();
+  r.Redact(text);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 5.0) << "300 KB of output took " << secs << " s";
+  EXPECT_EQ(text.find(learned[3]), std::string::npos);
+  EXPECT_EQ(text.find(learned[2990]), std::string::npos);
+  EXPECT_EQ(text.find(learned[2990].substr(0, 40)), std::string::npos);
+  // Other text is untouched.
+  EXPECT_NE(text.find(plain + "[REDACTED:secret_file]\n[REDACTED:secret_file]\n" + plain),
+            std::string::npos)
+      << text.substr(text.size() > 300 ? text.size() - 300 : 0);
+}
+
 TEST(Redactor, JsonKeysAreRedactedAndNeverCollide) {
   Redactor r(testing::ShippedRedactRules());
   r.AddValue("env", "hunter2-very-secret");
@@ -1493,6 +1525,77 @@ TEST_F(RedactEndToEnd, TheFirstCallsWaitForTheScanBesideTheSession) {
   }
   EXPECT_EQ(tool_started, 3u);
   EXPECT_EQ(mcp_client, 1u);  // the handshake's record waited for session_started, not lost
+}
+
+// What the session learned after it started is kept at its end (session_finished.knowledge),
+// and audit diff hides it too. The agent writes a YAML block scalar under a secret key (its
+// lines are learned), then copies the value's lines alone into another file in the same
+// session: the diff shows them without the key, which no rule and no scan knows.
+TEST_F(RedactEndToEnd, AuditDiffHidesWhatTheSessionLearnedAfterItStarted) {
+  const std::string lines[3] = {"Wq81vbn4mmc7plk2Rs9x", "Pt63hjd8kkw2zmq5Lv7c",
+                                "Yb40fgs1nnq9xwe3Jm2d"};
+  std::string yaml = "db_password: |\n";
+  for (const auto& l : lines) yaml += "  " + l + "\n";
+  yaml += "other: 1\n";
+  testing::LinePeer serve(
+      {testing::CordonBin(), "serve", "--workspace", dir_ / "ws", "--audit-log", log()}, env_);
+  int next_id = 1;
+  auto call = [&](const std::string& tool, const Json& args) {
+    const int id = next_id++;
+    serve.Send(Json{{"jsonrpc", "2.0"},
+                    {"id", id},
+                    {"method", "tools/call"},
+                    {"params", {{"name", tool}, {"arguments", args}}}}
+                   .dump());
+    for (std::string line = serve.Line(120); !line.empty(); line = serve.Line(120)) {
+      Json j = Json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("id", Json()) == Json(id)) return j;
+    }
+    return Json();
+  };
+  serve.Send(Json{{"jsonrpc", "2.0"},
+                  {"id", 0},
+                  {"method", "initialize"},
+                  {"params",
+                   {{"protocolVersion", "2025-06-18"},
+                    {"capabilities", Json::object()},
+                    {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}}
+                 .dump());
+  ASSERT_FALSE(serve.Line(120).empty());
+  serve.Send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  const Json made = call("create_file", {{"path", "conf/app.yml"}, {"content", yaml}});
+  ASSERT_FALSE(made.value("result", Json::object()).value("isError", true)) << made.dump();
+  std::string copied = "values:\n";
+  for (const auto& l : lines) copied += "  " + l + "\n";
+  const Json copy = call("create_file", {{"path", "notes.txt"}, {"content", copied}});
+  ASSERT_FALSE(copy.value("result", Json::object()).value("isError", true)) << copy.dump();
+  // The session hides them in a line view of the copy.
+  const std::string seen = call("read_file_range", {{"path", "notes.txt"}}).dump();
+  for (const auto& l : lines) EXPECT_EQ(seen.find(l), std::string::npos) << seen;
+  serve.CloseInput();
+  ASSERT_EQ(serve.Wait(), 0);
+  Json finished;
+  for (const auto& rec : [&] {
+         std::vector<Json> v;
+         std::istringstream in(testing::ReadFile(log()));
+         for (std::string l; std::getline(in, l);) v.push_back(Json::parse(l));
+         return v;
+       }()) {
+    if (rec.value("type", "") == "session_finished") finished = rec;
+  }
+  const std::string session = finished.value("session", "");
+  auto d = Cordon({"audit", "diff", log(), "--session", session});
+  EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
+  EXPECT_NE(d.out.find("notes.txt"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("+values:"), std::string::npos) << d.out;
+  for (const auto& l : lines) {
+    EXPECT_EQ(d.out.find(l), std::string::npos) << l << " shown by audit diff:\n" << d.out;
+  }
+  // That knowledge gone, the diffs are withheld, not shown without it.
+  std::filesystem::remove_all(dir_ / "state/cordon/redaction-knowledge");
+  auto withheld = Cordon({"audit", "diff", log(), "--session", session});
+  EXPECT_NE(withheld.out.find("NO DIFF SHOWN"), std::string::npos) << withheld.out;
+  for (const auto& l : lines) EXPECT_EQ(withheld.out.find(l), std::string::npos) << withheld.out;
 }
 
 TEST_F(RedactEndToEnd, HashedArgumentsLeaveNoArgumentTextInTheLog) {
