@@ -53,4 +53,24 @@ inline std::vector<UniqueFd> TakePassedFds(msghdr& msg) {
   return fds;
 }
 
+// Receives one message on `sock` and returns the first descriptor it carried (invalid when it
+// carried none, or at end of file: the sender went away without sending).
+inline UniqueFd ReceiveOneFd(int sock) {
+  char data[64];
+  iovec iov{data, sizeof data};
+  alignas(cmsghdr) char control[CMSG_SPACE(kMaxPassedFds * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n <= 0) return {};
+  std::vector<UniqueFd> fds = TakePassedFds(msg);
+  if (fds.empty()) return {};
+  return std::move(fds.front());
+}
+
 }  // namespace cordon

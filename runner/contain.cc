@@ -42,6 +42,7 @@ Json ContainSpecJson(const ContainSpec& s) {
           {"landlock", s.landlock ? LandlockSpecJson(*s.landlock) : Json(nullptr)},
           {"seccomp", SeccompRulesJson(s.seccomp)},
           {"seccomp_program", HexOf(s.seccomp_program)},
+          {"rename_notify_program", HexOf(s.rename_notify_program)},
           {"ipc_shm_bytes", s.ipc_shm_bytes},
           {"proxy_port", s.proxy_port},
           {"argv", s.argv},
@@ -60,6 +61,12 @@ Result<ContainSpec> ContainSpecFromJson(const Json& j) {
     if (!j["seccomp_program"].is_string())
       return Fail(Code::kSandboxUnavailable, "seccomp_program is not a string");
     ASSIGN_OR_RETURN(s.seccomp_program, BytesOfHex(j["seccomp_program"].get<std::string>()));
+  }
+  if (j.contains("rename_notify_program")) {
+    if (!j["rename_notify_program"].is_string())
+      return Fail(Code::kSandboxUnavailable, "rename_notify_program is not a string");
+    ASSIGN_OR_RETURN(s.rename_notify_program,
+                     BytesOfHex(j["rename_notify_program"].get<std::string>()));
   }
   try {
     s.argv = j.at("argv").get<std::vector<std::string>>();

@@ -18,6 +18,10 @@ struct ContainSpec {
   std::vector<SeccompRule> seccomp;
   // CompileSeccomp(seccomp), filled by the plan: the filter the shim loads (it compiles nothing).
   std::string seccomp_program;
+  // The staged workspace's rename filter (CompileRenameNotifyFilter, runner/rename_supervisor.h),
+  // loaded by the command after seccomp_program; its listener is answered by the shim. Empty:
+  // no supervisor (the direct mode, or no Landlock to restrict the supervisor with).
+  std::string rename_notify_program;
   std::uint64_t ipc_shm_bytes = 0;  // SysV shm limits of the sandbox's own IPC namespace; 0: none
   // Network mode proxy: the shim listens on 127.0.0.1:proxy_port inside the sandbox's network
   // namespace and sends the listener to cordon (kProxyListenerLine); 0: no proxy.

@@ -3,10 +3,12 @@
 #include "runner/doctor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/fd_passing.h"
 #include "core/unique_fd.h"
 #include "runner/cgroup.h"
 #include "runner/egress_binding.h"
@@ -30,6 +33,7 @@
 #include "runner/launch.h"
 #include "runner/mask.h"
 #include "runner/preset_cache.h"
+#include "runner/rename_supervisor.h"
 #include "runner/warm.h"
 #include "workspace/changes.h"
 #include "workspace/staging.h"
@@ -247,6 +251,66 @@ std::pair<bool, std::string> PresetCachesReport() {
 
 }  // namespace
 
+// The staged workspace's rename supervisor (runner/rename_supervisor.h), tried as the shim uses
+// it: a child sets no_new_privs, loads the rename filter with a listener, passes the listener
+// here and renames a directory of a scratch directory; this process answers the call (reading
+// the child's memory and its working directory) and the child checks that the rename happened.
+std::pair<bool, std::string> RenameSupervisorProbe() {
+  auto program = CompileRenameNotifyFilter();
+  if (!program) return {false, program.error().message};
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp != nullptr && *tmp != 0 ? tmp : "/tmp") +
+                    "/cordon-doctor-rename-" + std::to_string(::getpid());
+  if (::mkdir(dir.c_str(), 0700) != 0 || ::mkdir((dir + "/a").c_str(), 0700) != 0)
+    return {false, "cannot make " + dir + ": " + std::strerror(errno)};
+  int pair[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    return {false, std::string("socketpair: ") + std::strerror(errno)};
+  UniqueFd here(pair[0]), there(pair[1]);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    here.Reset();
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::chdir(dir.c_str()) != 0) _exit(10);
+    auto listener = LoadSeccompListener(*program);
+    if (!listener) _exit(11);
+    const int fd = listener->get();
+    if (SendWithFds(there.get(), "l", std::span<const int>(&fd, 1)) != 1) _exit(12);
+    listener->Reset();
+    if (::rename("a", "b") != 0) _exit(13);
+    struct stat st {};
+    _exit(::stat("b", &st) == 0 && S_ISDIR(st.st_mode) ? 0 : 14);
+  }
+  there.Reset();
+  RenameCounts counts;
+  if (pid > 0) {
+    const UniqueFd listener = ReceiveOneFd(here.get());
+    if (listener.valid()) {
+      pollfd p{listener.get(), POLLIN, 0};
+      // One call to answer; a child that never makes it is not waited for past 5 s.
+      if (::poll(&p, 1, 5000) > 0 && (p.revents & POLLIN) != 0)
+        (void)AnswerRenameNotification(listener.get(), counts);
+    }
+  }
+  int status = -1;
+  if (pid > 0) {
+    if (counts.renames == 0) ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ::rmdir((dir + "/a").c_str());
+  ::rmdir((dir + "/b").c_str());
+  ::rmdir(dir.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 0 && counts.renames == 1)
+    return {true, "renames in the sandbox are answered by cordon-shim (seccomp user notification)"};
+  if (code == 11)
+    return {false, "the kernel refuses a seccomp listener (SECCOMP_FILTER_FLAG_NEW_LISTENER)"};
+  if (counts.let_through > 0)
+    return {false,
+            "cordon-shim cannot read a confined process's memory or working directory "
+            "(Yama ptrace_scope >= 2, or no /proc)"};
+  return {false, "the probe child ended with status " + std::to_string(code)};
+}
+
 bool RunDoctor(Json* report, const std::string& shim_path, bool deep, bool allow_weaker) {
   Json checks = Json::array();
   bool ok = true;
@@ -456,6 +520,17 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep, bool allow
               "filesystem with user xattrs (ext4, xfs, btrfs, tmpfs >= 6.6), and allow "
               "unprivileged user namespaces; [sandbox] workspace = \"staged\" refuses "
               "to run without it");
+  }
+  {
+    const auto [works, detail] = RenameSupervisorProbe();
+    add("staged_renames", works, false,
+        works ? detail +
+                    ": a directory that existed before the call can be renamed (git mv, "
+                    "os.rename, fs.renameSync)"
+              : detail +
+                    ": in the staged workspace, renaming a directory that existed before "
+                    "the call fails with EXDEV (only mv, which copies, works)",
+        "a kernel >= 5.5 with seccomp user notification; Yama's ptrace_scope at 0 or 1");
   }
   const std::string rg = FindOnPath("rg");
   add("ripgrep", !rg.empty(), false,

@@ -30,6 +30,7 @@
 #include "runner/environment.h"
 #include "runner/host_probe.h"
 #include "runner/launch_internal.h"
+#include "runner/rename_supervisor.h"
 #include "runner/shim/serve.h"
 #include "runner/warm.h"
 
@@ -470,6 +471,11 @@ Result<LaunchPlan> BuildLaunchPlan(const Policy& policy, const HostFacts& facts,
   // Compiled here, once, so that the shim only loads it. libseccomp compiles in memory; its only
   // system calls are its probes of the kernel's seccomp features and the memfd it exports to.
   ASSIGN_OR_RETURN(c.contain.seccomp_program, CompileSeccomp(c.contain.seccomp));
+  // The staged workspace answers renames of lower directories (docs/adr/0013): only where the
+  // shim can restrict itself as the command is (Landlock) before it answers for it.
+  if (!s.staged.empty() && c.contain.landlock && !host.weaker) {
+    ASSIGN_OR_RETURN(c.contain.rename_notify_program, CompileRenameNotifyFilter());
+  }
   c.cgroup = facts.cgroup;
   c.cgroup_error = facts.cgroup_error;
   c.contain.rlimits = BuildRlimits(RlimitValuesOf(c.limits), cgroup, cgroup);

@@ -240,6 +240,10 @@ Result<std::string> CompileSeccomp(const std::vector<SeccompRule>& rules) {
                   r.syscall);
     }
   }
+  return ExportSeccompBpf(ctx);
+}
+
+Result<std::string> ExportSeccompBpf(void* ctx) {
   // libseccomp 2.5 exports only to a descriptor.
   UniqueFd fd(::memfd_create("cordon-seccomp", MFD_CLOEXEC));
   if (!fd.valid()) return SysFail(Code::kSandboxUnavailable, "memfd_create", "seccomp program");

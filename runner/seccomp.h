@@ -51,6 +51,8 @@ Result<std::vector<SeccompRule>> SeccompRulesFromJson(const Json& j);
 // cordon compiles it once per launch (runner/plan.cc) and the shim only loads it: libseccomp's
 // compile and its kernel probes were ~1.4 ms of the shim's CPU per launch.
 Result<std::string> CompileSeccomp(const std::vector<SeccompRule>& rules);
+// The BPF program of a libseccomp filter context (a scmp_filter_ctx), as CompileSeccomp returns it.
+Result<std::string> ExportSeccompBpf(void* ctx);
 // Installs a compiled filter with seccomp(SECCOMP_SET_MODE_FILTER, 0), as libseccomp's
 // seccomp_load does with its default attributes; no_new_privs must already be set.
 Status LoadSeccompProgram(std::string_view program);

@@ -5,7 +5,7 @@ core <- policy <- workspace <- runner <- tools <- session <- mcp <- cli, and aud
 A folder may include itself and the folders it depends on; tests/ and bench/ may include all.
 
 The shim is its own wing: cordon-shim (runner/shim/) and the appliers it runs before execve
-(runner/contain, landlock, rlimits, seccomp) include core/ and each other only, never the
+(runner/contain, landlock, rename_supervisor, rlimits, seccomp) include core/ and each other only, never the
 policy or the rest of runner/: the static shim stays small and its inputs are plain specs.
 """
 import pathlib
@@ -25,7 +25,9 @@ ALLOWED = {
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)/[^"]+"', re.M)
 WHOLE_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-SHIM_APPLIERS = {"runner/contain", "runner/landlock", "runner/rlimits", "runner/seccomp"}
+SHIM_APPLIERS = {
+    "runner/contain", "runner/landlock", "runner/rename_supervisor", "runner/rlimits",
+    "runner/seccomp"}
 
 
 def shim_wing(rel: str) -> bool:

@@ -207,6 +207,99 @@ TEST_F(StagedTest, HardLinksLandAsOneInodeWithoutAFalseConflict) {
   }
 }
 
+// Renaming a directory that existed before the call failed in the staged workspace (issue 33,
+// part 2): overlayfs without redirect_dir answers EXDEV, so `git mv src lib` exited 128 and
+// Python's os.rename and Node's fs.renameSync threw; only `mv`, which copies, worked. Each
+// program renames a directory of the host's tree in a call of its own; the host then shows the
+// move with everything the tree held: contents, modes, times, a symlink, and two names of one
+// file still one file.
+TEST_F(StagedTest, ADirectoryThatExistedBeforeTheCallRenamesForEveryProgram) {
+  std::filesystem::create_directories(ws_ + "/src/deep/er");
+  WriteFile(ws_ + "/src/deep/er/leaf.txt", "leaf\n");
+  WriteFile(ws_ + "/src/run.sh", "#!/bin/sh\necho run\n");
+  ASSERT_EQ(::chmod((ws_ + "/src/run.sh").c_str(), 0750), 0);
+  ASSERT_EQ(::chmod((ws_ + "/src/deep").c_str(), 0751), 0);
+  ASSERT_EQ(::symlink("deep/er/leaf.txt", (ws_ + "/src/leaf-link").c_str()), 0);
+  ASSERT_EQ(::link((ws_ + "/src/main.c").c_str(), (ws_ + "/src/main-again.c").c_str()), 0);
+  const timespec old_time[2] = {{1000000000, 0}, {1000000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (ws_ + "/src/deep/er/leaf.txt").c_str(), old_time, 0), 0);
+  auto git = [&](const std::string& args) {
+    return testing::Run({"/bin/sh", "-c", "cd '" + ws_ + "' && git " + args});
+  };
+  ASSERT_EQ(
+      git("init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm i").exit_code,
+      0);
+
+  auto r = Exec("git mv src lib");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(Exists(ws_ + "/src"));
+  EXPECT_EQ(ReadFile(ws_ + "/lib/deep/er/leaf.txt"), "leaf\n");
+  const std::string staged_names = git("diff --cached --name-status -M").out;
+  EXPECT_NE(staged_names.find("R100\tsrc/deep/er/leaf.txt\tlib/deep/er/leaf.txt"),
+            std::string::npos)
+      << "the index on the host does not hold git mv's rename:\n"
+      << staged_names;
+
+  r = Exec("python3 -c 'import os; os.rename(\"lib\", \"py\")'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::string last = "py";
+  if (!FindOnPath("node").empty()) {
+    r = Exec("node -e 'require(\"fs\").renameSync(\"py\", \"js\")'");
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    last = "js";
+  } else {
+    std::cerr << "SKIPPED LOUDLY: node is not installed; fs.renameSync was not tried\n";
+  }
+  for (const char* gone : {"/src", "/lib", last == "js" ? "/py" : "/js"})
+    EXPECT_FALSE(Exists(ws_ + gone)) << gone << " is still on the host";
+  const std::string d = ws_ + "/" + last;
+  EXPECT_EQ(ReadFile(d + "/deep/er/leaf.txt"), "leaf\n");
+  EXPECT_EQ(ReadFile(d + "/main.c"), "int main(void) { return 0; }\n");
+  struct stat run {
+  }, deep{}, leaf{}, a{}, b{};
+  ASSERT_EQ(::stat((d + "/run.sh").c_str(), &run), 0);
+  ASSERT_EQ(::stat((d + "/deep").c_str(), &deep), 0);
+  ASSERT_EQ(::stat((d + "/deep/er/leaf.txt").c_str(), &leaf), 0);
+  ASSERT_EQ(::stat((d + "/main.c").c_str(), &a), 0);
+  ASSERT_EQ(::stat((d + "/main-again.c").c_str(), &b), 0);
+  EXPECT_EQ(run.st_mode & 07777, 0750u);
+  EXPECT_EQ(deep.st_mode & 07777, 0751u);
+  EXPECT_EQ(leaf.st_mtim.tv_sec, 1000000000) << "the file's time was not kept";
+  EXPECT_EQ(a.st_ino, b.st_ino) << "two names of one file became two files";
+  char target[64] = {};
+  ASSERT_GT(::readlink((d + "/leaf-link").c_str(), target, sizeof target - 1), 0);
+  EXPECT_STREQ(target, "deep/er/leaf.txt");
+  for (const auto& j : Refused())
+    ADD_FAILURE() << "refused: " << j.value("reason", "") << " " << j.value("path", "");
+}
+
+// What the supervisor moves for a program is still what the workspace rules judge at the commit,
+// and it moves nothing the program could not: a directory moved into the repository's hooks
+// never lands there, and a move to another mount stays EXDEV, as the kernel answers it.
+TEST_F(StagedTest, ADirectoryMovedForAProgramIsStillJudgedByTheRules) {
+  ASSERT_EQ(testing::Run({"/bin/sh", "-c", "cd '" + ws_ + "' && git init -q"}).exit_code, 0);
+  std::filesystem::create_directories(ws_ + "/payload");
+  WriteFile(ws_ + "/payload/pre-commit", "#!/bin/sh\ntouch /tmp/pwned\n");
+  ASSERT_EQ(::chmod((ws_ + "/payload/pre-commit").c_str(), 0755), 0);
+  const std::string hooks_before = testing::Run({"/bin/ls", "-A", ws_ + "/.git/hooks"}).out;
+  auto r = Exec(
+      "rm -rf .git/hooks && python3 -c 'import os; os.rename(\"payload\", \".git/hooks\")' && "
+      "test -x .git/hooks/pre-commit && "
+      "python3 -c '\nimport errno, os\ntry:\n    os.rename(\"src\", \"/tmp/src\")\n"
+      "except OSError as e:\n    raise SystemExit(0 if e.errno == errno.EXDEV else 3)\n"
+      "raise SystemExit(4)'");
+  EXPECT_NE(r.exit_code, 4) << "a move to another mount was made" << r.err;
+  EXPECT_NE(r.exit_code, 3) << "a move to another mount did not say EXDEV" << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(Exists(ws_ + "/.git/hooks/pre-commit")) << "the moved hook landed";
+  EXPECT_EQ(testing::Run({"/bin/ls", "-A", ws_ + "/.git/hooks"}).out, hooks_before);
+  EXPECT_TRUE(Exists(ws_ + "/src/main.c"));
+  bool refused = false;
+  for (const auto& j : Refused())
+    refused = refused || j.value("path", "").find(".git/hooks") != std::string::npos;
+  EXPECT_TRUE(refused) << "no record names the refused hooks";
+}
+
 // cargo hard-links target/debug/NAME to target/debug/deps/NAME-HASH (issue 33, part 3): before
 // hard links landed whole, a build inside after an edit left the deps binary old, and host cargo
 // then called the build fresh, so the user ran stale code with no error. Two builds inside, an

@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -19,6 +20,7 @@
 #include "core/fd_passing.h"
 #include "core/unique_fd.h"
 #include "runner/contain.h"
+#include "runner/rename_supervisor.h"
 
 extern char** environ;
 
@@ -55,25 +57,48 @@ void ReapOthers(pid_t keep) {
 }
 
 // This process's /proc/self/io: its own I/O plus that of every child it (and they, down the
-// tree) reaped, as the kernel adds a reaped child's counts to its parent's. nullopt when the
-// file is missing (no CONFIG_TASK_IO_ACCOUNTING) or unreadable.
-std::optional<IoCounts> ReadSelfIo() {
-  std::FILE* f = std::fopen("/proc/self/io", "re");
-  if (f == nullptr) return std::nullopt;
+// tree) reaped, as the kernel adds a reaped child's counts to its parent's. Read from a
+// descriptor opened before this process restricted itself (a seq file: each read from offset 0
+// is current). nullopt when the file is missing (no CONFIG_TASK_IO_ACCOUNTING) or unreadable.
+std::optional<IoCounts> ReadSelfIo(int fd) {
+  if (fd < 0) return std::nullopt;
+  char text[1024];
+  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  if (n <= 0) return std::nullopt;
+  text[n] = 0;
   IoCounts c;
   int found = 0;
-  char key[64];
-  unsigned long long v = 0;
-  while (std::fscanf(f, "%63[^:]: %llu ", key, &v) == 2) {
-    const std::string k = key;
-    if (k == "rchar") c.rchar = v, ++found;
-    if (k == "wchar") c.wchar = v, ++found;
-    if (k == "read_bytes") c.read_bytes = v, ++found;
-    if (k == "write_bytes") c.write_bytes = v, ++found;
+  for (const char* line = text; line != nullptr && *line != 0;) {
+    char key[64];
+    unsigned long long v = 0;
+    if (std::sscanf(line, "%63[^:]: %llu", key, &v) == 2) {
+      const std::string k = key;
+      if (k == "rchar") c.rchar = v, ++found;
+      if (k == "wchar") c.wchar = v, ++found;
+      if (k == "read_bytes") c.read_bytes = v, ++found;
+      if (k == "write_bytes") c.write_bytes = v, ++found;
+    }
+    line = std::strchr(line, '\n');
+    if (line != nullptr) ++line;
   }
-  std::fclose(f);
   if (found != 4) return std::nullopt;
   return c;
+}
+
+// The staged workspace's rename supervisor (runner/rename_supervisor.h): before the fork this
+// process takes the command's Landlock ruleset and no_new_privs (so the command's domain is
+// nested in its own, and it may read the command's memory), and sets the sandbox's SysV shm
+// limits the command would have set (Landlock then keeps /proc/sys from both). A step that
+// fails is reported and ends the call, as it would in the command.
+void RestrictAsTheCommand(ContainSpec& spec, const StatusChannel& status) {
+  if (spec.ipc_shm_bytes > 0) {
+    if (auto st = ApplyIpcShmLimits(spec.ipc_shm_bytes); !st) status.Die("ipc_limits", st.error());
+    spec.ipc_shm_bytes = 0;  // done for the namespace both share
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    status.Die("no_new_privs",
+               {Code::kSandboxUnavailable, "prctl(PR_SET_NO_NEW_PRIVS)", errno, {}});
+  if (auto st = ApplyLandlock(*spec.landlock); !st) status.Die("landlock", st.error());
 }
 
 }  // namespace
@@ -107,9 +132,22 @@ void RunCommand(ContainSpec& spec, const StatusChannel& status, const RunOptions
   // the command's real status and resource use, and to end what it leaves behind.
   // What this process itself read and wrote so far (the spec, the status line) is not the
   // command's: the report gives the difference across the command's life.
-  const std::optional<IoCounts> io_before = ReadSelfIo();
+  const UniqueFd self_io(::open("/proc/self/io", O_RDONLY | O_CLOEXEC));
+  const std::optional<IoCounts> io_before = ReadSelfIo(self_io.get());
   Pipe exec_pipe = MakePipe();
   if (!exec_pipe.valid()) status.Die("pipe", {Code::kInternal, "pipe2 failed", errno, {}});
+  // The staged workspace's renames (runner/rename_supervisor.h): the command sends its listener
+  // on this pair before it execs.
+  const bool supervise_renames = !spec.rename_notify_program.empty() && spec.landlock;
+  UniqueFd listener_here, listener_there;
+  if (supervise_renames) {
+    int pair[2] = {-1, -1};
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+      status.Die("socketpair", {Code::kInternal, std::strerror(errno), errno, {}});
+    listener_here.Reset(pair[0]);
+    listener_there.Reset(pair[1]);
+    RestrictAsTheCommand(spec, status);
+  }
   pid_t child = ::fork();
   if (child < 0) status.Die("fork", {Code::kInternal, std::strerror(errno), errno, {}});
   if (child == 0) {
@@ -138,6 +176,16 @@ void RunCommand(ContainSpec& spec, const StatusChannel& status, const RunOptions
       (void)n;
       status.Die(failure->step, failure->error);
     }
+    if (supervise_renames) {
+      // After cordon's filter, so that its refusals come first. Where the kernel refuses a
+      // listener, renames behave as they do without one (EXDEV for a lower directory).
+      auto listener = LoadSeccompListener(spec.rename_notify_program);
+      const int fd = listener ? listener->get() : -1;
+      const std::string_view line = listener ? "listener" : "none";
+      (void)SendWithFds(listener_there.get(), line,
+                        listener ? std::span<const int>(&fd, 1) : std::span<const int>());
+      listener_there.Reset();
+    }
     std::vector<char*> args;
     for (auto& a : spec.argv) args.push_back(a.data());
     args.push_back(nullptr);
@@ -154,22 +202,56 @@ void RunCommand(ContainSpec& spec, const StatusChannel& status, const RunOptions
   ::signal(SIGTERM, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGHUP, SIG_IGN);
+  UniqueFd listener;
+  RenameCounts renames;
+  if (supervise_renames) {
+    listener_there.Reset();
+    // The command's side sends its listener (or "none") before it execs; an end of file means it
+    // failed before that (and reports why on the exec pipe).
+    listener = ReceiveOneFd(listener_here.get());
+    listener_here.Reset();
+    // The copies this process makes for the command are bounded as its own writes are, and
+    // it holds no capability the command does not.
+    for (const RlimitSpec& r : spec.rlimits) {
+      if (r.resource != RLIMIT_FSIZE) continue;
+      const rlimit rl{r.soft.value_or(r.value), r.value};
+      (void)::setrlimit(RLIMIT_FSIZE, &rl);
+    }
+    ::signal(SIGXFSZ, SIG_IGN);  // a copy past the limit fails with EFBIG, as the command's would
+    if (auto st = DropAllCapabilities(); !st) {
+      ::kill(child, SIGKILL);
+      status.Die("capabilities", st.error());
+    }
+  }
   int exec_errno = 0;
   bool exec_failed =
       ::read(exec_pipe.read.get(), &exec_errno, sizeof exec_errno) == sizeof exec_errno;
   // While the command runs, watch cordon's end of the status pipe: if cordon is gone (killed,
   // perhaps before bwrap's --die-with-parent was armed), nobody supervises this call any more,
   // so the command's group is killed and this process leaves, which ends the pid namespace.
+  // Renames the command hands over are answered as they come.
   const int child_fd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
-  while (child_fd >= 0 && status.fd >= 0) {
-    pollfd fds[2] = {{child_fd, POLLIN, 0}, {status.fd, POLLIN, 0}};
+  // Without pidfds (Linux < 5.3) a command that renames is still answered: the loop then looks
+  // for its end every 100 ms.
+  while ((status.fd >= 0 || listener.valid()) && (child_fd >= 0 || listener.valid())) {
+    pollfd fds[3] = {{child_fd, POLLIN, 0}, {status.fd, POLLIN, 0}, {listener.get(), POLLIN, 0}};
     if (opts.reap_orphans) ReapOthers(child);
-    if (::poll(fds, 2, opts.reap_orphans ? 1000 : -1) < 0) {
+    if (::poll(fds, 3, child_fd < 0 ? 100 : opts.reap_orphans ? 1000 : -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
     if (fds[0].revents != 0) break;  // the command ended
-    bool gone = (fds[1].revents & (POLLERR | POLLHUP)) != 0;
+    siginfo_t ended{};
+    if (child_fd < 0 &&
+        ::waitid(P_PID, static_cast<id_t>(child), &ended, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        ended.si_pid == child)
+      break;
+    if ((fds[2].revents & POLLIN) != 0) {
+      if (!AnswerRenameNotification(listener.get(), renames)) listener.Reset();
+    } else if ((fds[2].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+      listener.Reset();  // nothing uses the filter any more
+    }
+    bool gone = status.fd >= 0 && (fds[1].revents & (POLLERR | POLLHUP)) != 0;
     if (!gone && (fds[1].revents & POLLIN) != 0) gone = !AnswerProbes(status.fd);
     if (gone) {
       ::kill(-child, SIGKILL);
@@ -208,8 +290,14 @@ void RunCommand(ContainSpec& spec, const StatusChannel& status, const RunOptions
                  {"command_max_rss_kb", ru.ru_maxrss}};
   // The command and every process of its tree that was reaped by the command or its
   // descendants. An orphan the sandbox's init reaped (after its parent ended) is not in it.
-  const std::optional<IoCounts> io_after = ReadSelfIo();
+  const std::optional<IoCounts> io_after = ReadSelfIo(self_io.get());
   if (io_before && io_after) report["io"] = IoDelta(*io_before, *io_after);
+  if (supervise_renames) {
+    report["renames"] = {{"done", renames.renames},
+                         {"directories_moved", renames.directory_moves},
+                         {"left_to_the_kernel", renames.let_through},
+                         {"failed", renames.failed}};
+  }
   if (WIFEXITED(wstatus)) {
     report["exit_code"] = WEXITSTATUS(wstatus);
     status.Report(report);
