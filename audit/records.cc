@@ -125,6 +125,7 @@ Json ProtectedPathRemovedRecord::ToJson() const {
   Json j = {{"path", path}, {"kind", kind}, {"quarantine", quarantine}, {"when", when}};
   Put(j, "error", error);
   Put(j, "reason", reason);
+  if (git) j["git"] = *git;
   return j;
 }
 
@@ -358,12 +359,23 @@ constexpr AuditFieldInfo kChangeFields[] = {
 };
 constexpr AuditShape kChangeShape{"change", kChangeFields};
 
+constexpr AuditFieldInfo kGitContentFields[] = {
+    {"ref", true, kStr, "the ref it moves (refs/heads/NAME, packed-refs, HEAD), or index"},
+    {"commit", false, kStr, "the commit (reachable from the ref, from no host ref) that adds it"},
+    {"path", false, kStr, "the path the tree rules refuse (root-relative)"},
+    {"rule", false, kStr, "protected_path, repo_executes, git_dir_in_tree or bare_repository"},
+    {"error", false, kStr, "why the check could not complete (the entry was refused: fail closed)"},
+};
+constexpr AuditShape kGitContentShape{"git_content", kGitContentFields};
+
 constexpr AuditFieldInfo kRefusedFields[] = {
     {"reason", true, kStr, "the rule that kept it out of the tree"},
     {"type", true, kStr, "file, dir, symlink or other"},
     {"path", true, kStr, "workspace-relative path"},
     {"quarantine", true, kStr, "where it went"},
     {"path_escaped", false, kBool, "the path's bytes were escaped"},
+    {"git", false, ArrayOf(kGitContentShape),
+     "reason git_content: what the index or ref would have landed"},
 };
 constexpr AuditShape kRefusedShape{"refused_change", kRefusedFields};
 
@@ -423,7 +435,7 @@ constexpr const AuditShape* kShapes[] = {
     &kGitShape,    &kPolicyEnvShape, &kPolicyFileShape,      &kLaunchShape,
     &kErrorShape,  &kLimitShape,     &kTimeoutShape,         &kChangesShape,
     &kChangeShape, &kRefusedShape,   &kInstructionFileShape, &kLogLinkShape,
-    &kDenialShape, &kIoShape,
+    &kDenialShape, &kIoShape,        &kGitContentShape,
 };
 
 // `show` numbers give `audit show`'s column order; a name keeps one number across types.
@@ -661,8 +673,10 @@ constexpr AuditFieldInfo kProtectedPathRemoved[] = {
     {"reason", false, kStr,
      "staged mode: the rule that kept it out of the tree (protected_path, git_metadata, "
      "new_git_dir, repo_executes, special_file, setid_bits, masked_path, below_refused, "
-     "not_a_directory, "
-     "conflict)"},
+     "not_a_directory, conflict, git_content)"},
+    {"git", false, ArrayOf(kGitContentShape),
+     "reason git_content: what the index or ref would have landed (at most 20 per entry; "
+     "docs/adr/0014-git-content-at-the-commit.md)"},
 };
 
 constexpr AuditFieldInfo kSetuidStripped[] = {

@@ -220,6 +220,9 @@ struct ProtectedPathRemovedRecord {
   std::optional<std::string> error{};
   // Staged mode: the rule that refused it at commit (protected_path, git_metadata, conflict...).
   std::optional<std::string> reason{};
+  // reason git_content: the git content it would have landed, each {ref, commit, path, rule}
+  // (no commit for the index) or {ref, error} when it could not be checked.
+  std::optional<Json> git{};
   Json ToJson() const;
 };
 

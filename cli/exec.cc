@@ -96,7 +96,10 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       return kExitCordonFailed;
     }
     // Entries the workspace rules kept out (a new repository's .git, a hook, a setuid bit):
-    // the command's exit code is its own, but what it made is not all in the tree.
+    // the command's exit code is its own, but what it made is not all in the tree. A refused
+    // index or ref (git_content) is a git command whose outcome did not land: a command that
+    // succeeded exits kExitGitRefused, so that a script does not go on as if it had.
+    bool git_refused = false;
     if (const Json w = (*proc)->workspace_commit();
         w.is_object() && w.contains("refused") && !w["refused"].empty()) {
       // Each name as the agent wrote it, made safe for the terminal and kept to its own line
@@ -107,6 +110,7 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       std::size_t total = w.value("refused_omitted", std::size_t{0}), rest = total;
       for (const auto& r : w["refused"]) total += 1 + r.value("below", std::size_t{0});
       for (const auto& r : w["refused"]) {
+        git_refused = git_refused || r.value("reason", "") == "git_content";
         const std::size_t under = r.value("below", std::size_t{0});
         if (kept.size() > 2000) {
           rest += 1 + under;
@@ -152,7 +156,15 @@ void AddExecCommand(CLI::App& root, Context& ctx) {
       // The command's own exit code passes through; cordon says which limit ended it.
       std::fprintf(stderr, "cordon: the command was ended by %s\n", o.limit->Describe().c_str());
     }
-    return ExitCodeAfterSignal(ExecExitCode(o));
+    const int code = ExitCodeAfterSignal(ExecExitCode(o));
+    if (git_refused && code == kExitOk) {
+      std::fprintf(stderr,
+                   "cordon: the command's git index or ref stayed out of the host repository "
+                   "(git_content above): exit %d\n",
+                   kExitGitRefused);
+      return kExitGitRefused;
+    }
+    return code;
   };
 }
 

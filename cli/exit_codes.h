@@ -19,6 +19,7 @@ enum ExitCode : int {
   kExitGap = 9,           // a `gap` record: records were lost after their act
   // `exec` and `wrap` pass the command's own code through, so cordon's own outcomes take the
   // codes env(1) and timeout(1) use, which a command rarely returns itself.
+  kExitGitRefused = 123,    // the command succeeded, but an index or ref it wrote was refused
   kExitTimeout = 124,       // the time limit passed; the sandbox was terminated
   kExitCordonFailed = 125,  // cordon itself failed (usage errors included)
   kExitNotFound = 127,      // the command does not exist
@@ -45,6 +46,9 @@ inline constexpr ExitCodeDoc kExitCodeDocs[] = {
     {kExitGap, "audit verify: a gap record says records were lost after their act"},
 };
 inline constexpr ExitCodeDoc kExecExitCodeDocs[] = {
+    {kExitGitRefused,
+     "the command succeeded, but git content it made (an index entry, a commit on a ref) names "
+     "a path the workspace rules refuse: the host kept its index and refs"},
     {kExitTimeout, "the time limit passed and the sandbox was terminated"},
     {kExitCordonFailed, "cordon failed: usage error, could not start, sandbox could not be set up"},
     {kExitNotFound, "the command does not exist"},

@@ -104,7 +104,7 @@ Result<LandlockSpec> LandlockSpecFromJson(const Json& j) {
   return s;
 }
 
-Status ApplyLandlock(const LandlockSpec& spec) {
+Result<UniqueFd> MakeLandlockRuleset(const LandlockSpec& spec) {
   if (spec.abi < 1) return Fail(Code::kSandboxUnavailable, "Landlock is not available");
   RulesetAttr attr{spec.handled_fs, spec.handled_net, spec.scoped};
   long rfd = ::syscall(SYS_landlock_create_ruleset, &attr, AttrSizeForAbi(spec.abi), 0);
@@ -132,6 +132,11 @@ Status ApplyLandlock(const LandlockSpec& spec) {
   if (spec.restrict_flags != 0 && spec.abi < 7) {
     return Fail(Code::kSandboxUnavailable, "landlock_restrict_self flags need ABI 7");
   }
+  return ruleset;
+}
+
+Status ApplyLandlock(const LandlockSpec& spec) {
+  ASSIGN_OR_RETURN(UniqueFd ruleset, MakeLandlockRuleset(spec));
   if (::syscall(SYS_landlock_restrict_self, ruleset.get(), spec.restrict_flags) != 0) {
     return SysFail(Code::kSandboxUnavailable, "landlock_restrict_self", "");
   }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/network_mode.h"
 #include "core/text.h"
+#include "core/unique_fd.h"
 
 namespace cordon {
 
@@ -63,6 +64,9 @@ Result<LandlockSpec> LandlockSpecFromJson(const Json& j);
 // Installs the ruleset on the calling thread (inherited by children). Paths that do not exist
 // are skipped. Requires no_new_privs (or CAP_SYS_ADMIN).
 Status ApplyLandlock(const LandlockSpec& spec);
+// ApplyLandlock's first half: the ruleset, ready for landlock_restrict_self (a child after fork
+// then makes that one system call and nothing that allocates).
+Result<UniqueFd> MakeLandlockRuleset(const LandlockSpec& spec);
 int LandlockAbi();
 
 }  // namespace cordon

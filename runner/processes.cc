@@ -17,6 +17,7 @@
 #include <thread>
 #include <tuple>
 
+#include "runner/git_reader.h"
 #include "runner/host_capabilities.h"
 #include "runner/preset_cache.h"
 
@@ -203,6 +204,8 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
         stage_quarantine_.empty() ? CordonStateDir() + "/quarantine/unnamed" : stage_quarantine_,
         std::move(rules), stage_sink_);
     staging_->SetBeforeImages(before_images_);
+    // An index or a moved ref is checked with the host's git, confined (runner/git_reader.h).
+    staging_->SetGitReader(RunGitConfined);
     staging_ready_ = staging_.get();
   }
   return staging_.get();

@@ -57,12 +57,14 @@ AuditRecord GuardRecord(const GuardEvent& e) {
   }
   std::optional<std::string> reason;
   if (!e.reason.empty()) reason = e.reason;
-  return ProtectedPathRemovedRecord{.path = e.path,
-                                    .kind = e.entry_kind,
-                                    .quarantine = e.quarantine,
-                                    .when = e.when,
-                                    .error = error,
-                                    .reason = reason};
+  return ProtectedPathRemovedRecord{
+      .path = e.path,
+      .kind = e.entry_kind,
+      .quarantine = e.quarantine,
+      .when = e.when,
+      .error = error,
+      .reason = reason,
+      .git = e.git.is_null() ? std::nullopt : std::optional<Json>(e.git)};
 }
 
 // --- checkpoint: the workspace repository's HEAD, read from .git without a git binary ---

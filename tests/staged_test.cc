@@ -562,6 +562,90 @@ TEST_F(StagedTest, GitCommitReachesTheHostAndGitConfigurationDoesNot) {
   EXPECT_EQ(status.out, "") << "the host's index and tree agree with the commit";
 }
 
+// What lands through git is checked like the tree (issue 33, part 1): `git add -f .envrc` put
+// .envrc in the host's index, so that the user's next `git checkout -- .` or `reset --hard`
+// wrote it into the tree, and a commit of it (on the branch, on a new branch, packed by `git gc`)
+// moved the host's refs. Now the host keeps its index and refs, the record names the commit, the
+// ref and the path, `exec` exits 123, and what the rules allow still lands in the same call.
+TEST_F(StagedTest, GitContentTheRulesRefuseNeverLandsThroughTheIndexOrARef) {
+  Policy("[filesystem]\nprotected_names = [\".tool-versions\"]\n");
+  const std::vector<std::string> git_env = {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")};
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", ws_});
+    return testing::Run(args, git_env);
+  };
+  ASSERT_EQ(git({"init", "-q", "-b", "main"}).exit_code, 0);
+  ASSERT_EQ(git({"config", "user.email", "t@example.org"}).exit_code, 0);
+  ASSERT_EQ(git({"config", "user.name", "t"}).exit_code, 0);
+  ASSERT_EQ(git({"add", "."}).exit_code, 0);
+  ASSERT_EQ(git({"commit", "-qm", "base"}).exit_code, 0);
+  const std::string base = git({"rev-parse", "HEAD"}).out;
+  const std::string sandbox_git = "export HOME=/tmp GIT_CONFIG_NOSYSTEM=1; ";
+  // Each of the user's everyday commands on its own: what it writes into the tree, it writes
+  // from the host's index and HEAD.
+  auto host_writes_nothing_refused = [&](const std::string& when) {
+    EXPECT_EQ(git({"ls-files", ".envrc", ".tool-versions", "sub/.envrc"}).out, "")
+        << "the host's index names a refused path " << when;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"checkout", "--", "."},
+          std::vector<std::string>{"reset", "-q", "--hard"}}) {
+      (void)git(args);
+      for (const char* name : {"/.envrc", "/.tool-versions", "/sub/.envrc"})
+        EXPECT_FALSE(Exists(ws_ + name))
+            << name << " reached the tree by git " << args[0] << " " << when;
+    }
+  };
+  auto refusals = [&]() {
+    std::vector<Json> out;
+    for (const auto& j : Refused())
+      if (j.value("reason", "") == "git_content") out.push_back(j);
+    return out;
+  };
+
+  // 1. The index alone.
+  auto r = Exec(sandbox_git + "echo 'touch /tmp/pwned' > .envrc && git add -f .envrc");
+  EXPECT_EQ(r.exit_code, 123) << r.out << r.err;
+  host_writes_nothing_refused("after git add -f");
+  std::vector<Json> found = refusals();
+  ASSERT_FALSE(found.empty()) << "no git_content record";
+  EXPECT_NE(found.back().value("path", "").find(".git/index"), std::string::npos);
+  EXPECT_EQ(found.back()["git"][0].value("path", ""), ".envrc") << found.back().dump();
+
+  // 2. A commit on the branch, one on a new branch above it; and, in the same call, a branch of
+  // allowed work that must land.
+  r = Exec(sandbox_git +
+           "mkdir -p sub && echo x > sub/.envrc && echo 'nodejs 1' > .tool-versions && "
+           "git add -f sub/.envrc .tool-versions && git commit -qm planted && "
+           "git checkout -qb also && echo y > y && git add y && git commit -qm more && "
+           "git checkout -q main~1 && git checkout -qb clean && echo ok > ok.txt && "
+           "git add ok.txt && git commit -qm clean");
+  EXPECT_EQ(r.exit_code, 123) << r.out << r.err;
+  host_writes_nothing_refused("after a commit");
+  EXPECT_EQ(git({"rev-parse", "main"}).out, base) << "main moved to the planted commit";
+  EXPECT_NE(git({"rev-parse", "--verify", "-q", "also"}).exit_code, 0)
+      << "the branch above the planted commit reached the host";
+  EXPECT_EQ(git({"log", "--format=%s", "-n", "1", "clean"}).out, "clean\n")
+      << "the allowed branch did not land";
+  bool named = false;
+  for (const auto& j : refusals()) {
+    for (const auto& g : j.value("git", Json::array())) {
+      named = named || (g.value("path", "") == "sub/.envrc" && g.value("commit", "").size() == 40);
+    }
+  }
+  EXPECT_TRUE(named) << "no record names the planted commit and its path";
+
+  // 3. The same planted on main, then `git gc`: the objects go into a pack, the refs into
+  // packed-refs (and the loose ref files are deleted).
+  r = Exec(sandbox_git +
+           "git checkout -q main && echo x > .envrc && git add -f .envrc && "
+           "git commit -qm again && git gc -q --prune=now");
+  EXPECT_EQ(r.exit_code, 123) << r.out << r.err;
+  host_writes_nothing_refused("after git gc");
+  EXPECT_EQ(git({"rev-parse", "main"}).out, base) << "main moved, or was lost, through packed-refs";
+  EXPECT_EQ(git({"log", "--format=%s", "-n", "1", "clean"}).out, "clean\n");
+  EXPECT_EQ(git({"fsck", "--no-dangling"}).exit_code, 0) << git({"fsck"}).err;
+}
+
 // core.hooksPath=.husky (husky, lefthook) and a core.fsmonitor script in the worktree: what
 // the repository's own configuration executes never lands (reason repo_executes).
 TEST_F(StagedTest, PathsTheRepositorysConfigExecutesNeverLand) {

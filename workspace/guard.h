@@ -80,6 +80,7 @@ struct GuardEvent {
   std::string error{};       // non-empty when the move or chmod failed
   std::string when{};        // process_end, call_boundary, launch; staged: commit, recovery
   std::string reason{};      // staged: the rule that refused it (workspace/stage.h)
+  Json git = nullptr;        // reason git_content: what it would have landed (RefusedEntry::git)
 };
 
 // Moves `path` (never following a symlink, through fds opened beneath `root`) to `dest`,

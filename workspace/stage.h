@@ -173,6 +173,8 @@ struct RefusedEntry {
   std::string reason;      // as CommitDecision::reason, or "conflict"
   std::string type;        // file, dir, symlink, whiteout, other
   std::string quarantine;  // where it went (absolute), empty when nothing was kept (a whiteout)
+  // git_content: what it would have landed, [{ref, commit, path, rule}] or [{ref, error}].
+  Json git = nullptr;
 };
 
 struct CommitOutcome {

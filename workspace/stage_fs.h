@@ -23,6 +23,8 @@ std::string_view LeafOf(std::string_view rel);
 // True when `path` lies strictly below `dir` ("" is the root: everything is below it).
 bool IsBelow(std::string_view path, std::string_view dir);
 std::vector<std::string_view> SplitRel(std::string_view rel);
+// Whether one of `rel`'s components is `name`.
+bool HasComponent(std::string_view rel, std::string_view name);
 
 // Opens one directory entry `name` of `parent` as a directory: openat2 RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS with O_NOFOLLOW, so a symlink in its place (or a

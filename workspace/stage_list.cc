@@ -48,6 +48,13 @@ std::vector<std::string_view> SplitRel(std::string_view rel) {
   return parts;
 }
 
+bool HasComponent(std::string_view rel, std::string_view name) {
+  for (std::string_view p : SplitRel(rel)) {
+    if (p == name) return true;
+  }
+  return false;
+}
+
 Result<UniqueFd> OpenDirBeneath(int parent, std::string_view name, const std::string& where) {
   open_how how{};
   how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;

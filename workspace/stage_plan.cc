@@ -13,15 +13,9 @@
 namespace cordon {
 namespace {
 
+using stage::HasComponent;
 using stage::IsBelow;
 using stage::LeafOf;
-
-bool HasComponent(std::string_view rel, std::string_view name) {
-  for (std::string_view p : stage::SplitRel(rel)) {
-    if (p == name) return true;
-  }
-  return false;
-}
 
 bool RepoExecutes(std::string_view rel, const CommitRules& rules) {
   return std::any_of(rules.repo_protected.begin(), rules.repo_protected.end(),
@@ -325,6 +319,7 @@ Json StagedChangesJson(const CommitOutcome& outcome, std::size_t max_entries,
     bool q_escaped = false;
     j["quarantine"] = EscapePathBytes(r.quarantine, &q_escaped);
     if (q_escaped) j["path_escaped"] = true;
+    if (!r.git.is_null()) j["git"] = r.git;
     refused.push_back(std::move(j));
   }
   Json conflicts = Json::array();

@@ -27,6 +27,7 @@
 #include "core/unique_fd.h"
 #include "core/walk.h"
 #include "workspace/repo_config.h"
+#include "workspace/stage_fs.h"
 
 namespace cordon {
 
@@ -557,7 +558,56 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
       for (const auto& e : *listing) rels.push_back(e.rel);
       root_rules.repo_protected = RepoProtectedPaths(st.root_fd.get(), rels);
     }
-    const std::vector<CommitDecision> decisions = PlanCommit(*listing, root_rules);
+    std::vector<CommitDecision> decisions = PlanCommit(*listing, root_rules);
+    // What would land git content (an index, a moved ref) is checked like the tree
+    // (workspace/git_content.h). Only once the process is gone: while it runs, the upper layer
+    // can change between the check and the install, so those entries wait for the final commit.
+    std::map<std::string, Json> git_refusals;
+    if (const std::vector<std::size_t> git = GitContentEntries(*listing, decisions, root_rules);
+        !git.empty()) {
+      if (!final) {
+        std::vector<bool> wait(decisions.size(), false);
+        for (std::size_t k : git) wait[k] = true;
+        std::size_t kept = 0;
+        for (std::size_t k = 0; k < decisions.size(); ++k) {
+          if (!wait[k]) decisions[kept++] = std::move(decisions[k]);
+        }
+        decisions.resize(kept);
+      } else {
+        for (const GitContentFinding& f : CheckGitContent(
+                 roots_[i].root, roots_[i].upper, dir_, decisions, git, root_rules, git_reader_)) {
+          // Names from the sandbox's git content: escaped as record paths are.
+          Json why = {{"ref", EscapePathBytes(f.ref)}};
+          if (!f.error.empty()) {
+            why["error"] = EscapePathBytes(f.error);
+          } else {
+            if (!f.commit.empty()) why["commit"] = f.commit;
+            why["path"] = EscapePathBytes(f.path);
+            why["rule"] = f.rule;
+          }
+          Json& list = git_refusals[f.entry];
+          if (list.size() < 20) list.push_back(std::move(why));
+        }
+        // `git pack-refs` (git gc) moves loose refs into packed-refs and deletes the loose files:
+        // with the packed-refs refused, those deletions would drop the host's refs.
+        for (const auto& [entry, why] : std::map<std::string, Json>(git_refusals)) {
+          if (stage::LeafOf(entry) != "packed-refs") continue;
+          const std::string refs = std::string(stage::ParentOf(entry)) + "/refs/";
+          for (const auto& d : decisions) {
+            if (d.action == CommitAction::kDelete && d.rel.starts_with(refs))
+              git_refusals[d.rel].push_back(
+                  {{"ref", EscapePathBytes(d.rel.substr(refs.size() - 5))},
+                   {"error", "deleted by a pack-refs whose packed-refs was refused"}});
+          }
+        }
+        for (auto& d : decisions) {
+          if (git_refusals.contains(d.rel)) {
+            d.action = CommitAction::kRefuse;
+            d.reason = "git_content";
+          }
+        }
+      }
+    }
     CommitOptions opts;
     opts.rename_from_upper = final && st.same_fs;
     opts.window_start_ns = t0_ns_;
@@ -566,6 +616,9 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
     opts.quarantine_dir = quarantine_ + "/" + dir_.substr(dir_.find_last_of('/') + 1) +
                           (i == 0 ? "" : "/root" + std::to_string(i));
     o = ApplyCommit(st.root_fd.get(), st.upper_fd.get(), *listing, decisions, opts, &st.ledger);
+    for (auto& r : o.refused) {
+      if (auto it = git_refusals.find(r.rel); it != git_refusals.end()) r.git = it->second;
+    }
     if (!prefix.empty()) {
       for (auto& c : o.changes) {
         c.path = prefix + c.path;
@@ -666,6 +719,7 @@ Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::
   {
     std::lock_guard<std::mutex> lock(mu_);
     stage->before_images_ = before_images_;
+    stage->git_reader_ = git_reader_;
   }
   return std::shared_ptr<Stage>(std::move(stage));
 }
@@ -722,6 +776,7 @@ void StagedWorkspace::Report(const CommitOutcome& o, const Stage& stage, const c
     e.quarantine = r.quarantine;
     e.when = when;
     e.reason = r.reason;
+    e.git = r.git;
     if (sink_) sink_(e);
   }
   if (o.error) {

@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/unique_fd.h"
+#include "workspace/git_content.h"
 #include "workspace/guard.h"
 #include "workspace/stage.h"
 
@@ -111,6 +112,7 @@ class Stage {
   std::vector<std::string> masked_;
   std::int64_t t0_ns_ = 0;
   std::shared_ptr<BeforeImageStore> before_images_;  // [audit] before_images; null: off
+  GitReader git_reader_;  // git content's check (workspace/git_content.h); none: fail closed
   mutable std::mutex mu_;
   CommitOutcome total_;
   bool per_call_ = false;
@@ -133,6 +135,12 @@ class StagedWorkspace {
   void SetBeforeImages(std::shared_ptr<BeforeImageStore> store) {
     std::lock_guard<std::mutex> lock(mu_);
     before_images_ = std::move(store);
+  }
+  // How later stages' final commits read the git content they would land
+  // (workspace/git_content.h). Without one, an index or a moved ref is refused (fail closed).
+  void SetGitReader(GitReader reader) {
+    std::lock_guard<std::mutex> lock(mu_);
+    git_reader_ = std::move(reader);
   }
   // <state>/stage, where every session's stages live.
   static std::string StageRoot();
@@ -171,6 +179,7 @@ class StagedWorkspace {
   std::uint64_t next_ = 0;
   std::vector<std::shared_ptr<Stage>> live_;
   std::shared_ptr<BeforeImageStore> before_images_;
+  GitReader git_reader_;
   std::optional<Error> poisoned_;
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;
