@@ -457,9 +457,19 @@ void Session::StartProcessHost(Result<SandboxHost> host, char** envp,
       WritableRoots(policy_, workspace_.root(), HomeDir()), GuardOptions::From(policy_),
       CordonStateDir() + "/quarantine/" + session_id,
       [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); }));
-  // Staged mode's refusals are recorded the same way (docs/adr/0006-staged-workspace.md).
-  processes_->SetStaging(CordonStateDir() + "/quarantine/" + session_id,
-                         [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); });
+  // Staged mode's refusals are recorded the same way (docs/adr/0006-staged-workspace.md). Every
+  // stage carries this session's rules and names it; what a later start recovers of a stage is
+  // recorded in the log of the session that staged it.
+  const std::string quarantine = CordonStateDir() + "/quarantine/" + session_id;
+  processes_->SetStaging(
+      quarantine,
+      StageOrigin{.session = session_id,
+                  .audit_log = audit_ ? audit_->path() : std::string(),
+                  .policy_sha256 = policy_.Sha256()},
+      [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); },
+      [raw, quarantine](std::vector<StageRecovery> done) {
+        raw->RecordRecoveries(std::move(done), quarantine);
+      });
 }
 
 Session::~Session() {
