@@ -851,6 +851,24 @@ TEST_F(StagedTest, ARecoveryThatCannotExtendTheStagingLogIsRecordedInTheRecoveri
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
 }
 
+// The usual case: the next session writes the same log (`--audit-log` given again). The record is
+// written once, with that session's, and the log verifies.
+TEST_F(StagedTest, ARecoveryIntoTheSameLogIsRecordedOnceAndTheLogVerifies) {
+  const std::string stage = KillInTheCommit("echo ok > ok.txt && echo evil > .envrc", "4244");
+  ASSERT_FALSE(stage.empty());
+  auto r = Exec("true");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ReadFile(ws_ + "/ok.txt"), "ok\n");
+  EXPECT_FALSE(Exists(ws_ + "/.envrc"));
+  const std::vector<Json> recs = Recoveries(Log());
+  ASSERT_EQ(recs.size(), 1u) << ReadFile(Log()) << r.err;
+  EXPECT_EQ(recs[0].value("session", ""), recs[0].value("recovered_by", "")) << recs[0].dump(1);
+  EXPECT_NE(recs[0].value("stage_session", ""), recs[0].value("recovered_by", ""));
+  EXPECT_FALSE(recs[0].contains("stage_log_error")) << recs[0].dump(1);
+  auto v = testing::Run({testing::CordonBin(), "audit", "verify", Log()}, env_);
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+}
+
 // A stage that carries no readable rules (made by an older cordon, or its rules file torn) is
 // never installed, whatever its phase: it goes to the quarantine whole, and the record (in the
 // recovering session's log, since whose it was is unknown, and a copy beside the quarantine)
