@@ -129,6 +129,23 @@ Json ProtectedPathRemovedRecord::ToJson() const {
   return j;
 }
 
+Json RecoveryRecord::ToJson() const {
+  Json j = {{"stage", stage}, {"outcome", outcome}, {"recovered_by", recovered_by},
+            {"roots", roots}, {"left", left},       {"left_omitted", left_omitted}};
+  Put(j, "reason", reason);
+  Put(j, "rules_error", rules_error);
+  Put(j, "stage_session", stage_session);
+  Put(j, "stage_log", stage_log);
+  Put(j, "stage_policy_sha256", stage_policy_sha256);
+  Put(j, "quarantine", quarantine);
+  Put(j, "changes", changes);
+  Put(j, "left_escaped", left_escaped);
+  Put(j, "error", error);
+  Put(j, "stage_log_error", stage_log_error);
+  Put(j, "copy", copy);
+  return j;
+}
+
 Json SetuidStrippedRecord::ToJson() const {
   Json j = {
       {"path", path}, {"mode_before", mode_before}, {"mode_after", mode_after}, {"when", when}};
@@ -667,8 +684,8 @@ constexpr AuditFieldInfo kProtectedPathRemoved[] = {
     {"kind", true, kStr, "dir, file, symlink or other"},
     {"quarantine", true, kStr, "where cordon moved it: <state>/quarantine/<session>/..."},
     {"when", true, kStr,
-     "process_end, call_boundary or launch: which sweep found it; commit or recovery: a staged "
-     "commit refused it"},
+     "process_end, call_boundary or launch: which sweep found it; commit: a staged commit "
+     "refused it (a recovery's refusals are in its `recovery` record)"},
     {"error", false, kStr, "why it could not be moved (it is still there)"},
     {"reason", false, kStr,
      "staged mode: the rule that kept it out of the tree (protected_path, git_metadata, "
@@ -778,6 +795,38 @@ constexpr AuditFieldInfo kLocalServerStopped[] = {
     {"mcp_session", false, kStr, "serve --http: the MCP session that asked"},
 };
 
+constexpr AuditFieldInfo kRecovery[] = {
+    {"stage", true, kStr, "the stage directory a killed cordon left (<state>/stage/PID-RANDOM/N)"},
+    {"outcome", true, kStr,
+     "finished (committed by the rules the stage carries), quarantined (whole: nothing of it "
+     "reached the tree) or kept (its commit could not complete; the next start tries again)",
+     21},
+    {"reason", false, kStr,
+     "quarantined: never_committed (it was killed before its commit), recovery_died (a recovery "
+     "of it crashed) or rules_unreadable (its rules file is missing or torn: an older cordon's)",
+     7},
+    {"rules_error", false, kStr, "why the stage's rules file could not be read"},
+    {"stage_session", false, kStr, "the session that staged it (from its rules file)"},
+    {"stage_log", false, kStr, "that session's audit log"},
+    {"stage_policy_sha256", false, kStr, "that session's policy hash (its session_started's)"},
+    {"recovered_by", true, kStr, "the session that recovered it"},
+    {"roots", true, kStrs, "the staged roots, the workspace first"},
+    {"quarantine", false, kStr,
+     "quarantined: where the whole stage went; else the directory of its refused entries"},
+    {"changes", false, ObjectOf(kChangesShape),
+     "finished or kept: what was installed (entries), refused (with the rule) and kept for the "
+     "host (conflicts), as a process record's"},
+    {"left", true, kStrs,
+     "paths neither installed nor refused one by one (a quarantined stage's entries, a kept "
+     "stage's not-done paths): none is in the tree"},
+    {"left_omitted", true, kInt, "paths of `left` beyond the ones listed"},
+    {"left_escaped", false, kBool, "a path of `left` had its bytes escaped"},
+    {"error", false, kStr, "the stage could not be moved, or its commit failed", 19},
+    {"stage_log_error", false, kStr,
+     "written to the recovering session's log: why the stage's log could not take it"},
+    {"copy", false, kStr, "written to the recovering session's log: the record's JSON copy"},
+};
+
 constexpr AuditFieldInfo kNetwork[] = {
     {"identity", true, kStr, "whose sandbox: tool NAME, server NAME, read_url, job ID (a probe)",
      15},
@@ -842,6 +891,11 @@ constexpr AuditRecordInfo kCatalog[] = {
     {LocalServerStoppedRecord::kType,
      "stop_local_server signalled a listener a job started (written after the signals)",
      kLocalServerStopped},
+    // --- recovery (issue 33)
+    {RecoveryRecord::kType,
+     "a start of cordon finished or quarantined a stage a killed cordon left, by that stage's own "
+     "rules",
+     kRecovery},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

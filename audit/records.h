@@ -359,6 +359,34 @@ struct LocalServerStoppedRecord {
   Json ToJson() const;
 };
 
+// A start of cordon finished or quarantined a stage that a killed cordon left (staged mode,
+// docs/adr/0006-staged-workspace.md), by the rules that stage carries. Written to the log of the
+// session that staged it; where that log is gone or cannot be appended to verifiably, to the
+// recovering session's log, with a copy (JSON) in its quarantine.
+struct RecoveryRecord {
+  static constexpr std::string_view kType = "recovery";
+  std::string stage{};                       // the stage directory as it was
+  std::string outcome{};                     // finished | quarantined | kept
+  std::optional<std::string> reason{};       // quarantined: never_committed, recovery_died, ...
+  std::optional<std::string> rules_error{};  // why the stage's rules file could not be read
+  // The session that staged it, from the stage's rules file (absent when it was unreadable).
+  std::optional<std::string> stage_session{};
+  std::optional<std::string> stage_log{};
+  std::optional<std::string> stage_policy_sha256{};
+  std::string recovered_by{};  // the session that recovered it
+  std::vector<std::string> roots{};
+  std::optional<std::string> quarantine{};
+  std::optional<Json> changes{};    // finished or kept: installed, refused and conflicts
+  std::vector<std::string> left{};  // neither installed nor refused one by one: not in the tree
+  std::uint64_t left_omitted = 0;
+  std::optional<bool> left_escaped{};  // a path of `left` had its bytes escaped
+  std::optional<std::string> error{};
+  // Recorded here, not in stage_log: why that log could not take it, and where its copy is.
+  std::optional<std::string> stage_log_error{};
+  std::optional<std::string> copy{};
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
@@ -373,7 +401,9 @@ using AuditRecord =
                  // --- egress
                  NetworkRecord,
                  // --- supervision (issue 23)
-                 SessionTagRecord, LocalServerStoppedRecord>;
+                 SessionTagRecord, LocalServerStoppedRecord,
+                 // --- recovery (issue 33)
+                 RecoveryRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

@@ -200,9 +200,16 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
   if (!staging_) {
     CommitRules rules;
     rules.extra_protected = policy_.filesystem.protected_names;
+    if (auto it = policy_.entry_provenance.find("filesystem.protected_names");
+        it != policy_.entry_provenance.end()) {
+      for (const auto& name : rules.extra_protected) {
+        if (auto w = it->second.find(name); w != it->second.end())
+          rules.protected_from[name] = w->second;
+      }
+    }
     staging_ = std::make_unique<StagedWorkspace>(
         stage_quarantine_.empty() ? CordonStateDir() + "/quarantine/unnamed" : stage_quarantine_,
-        std::move(rules), stage_sink_);
+        std::move(rules), stage_origin_, stage_sink_, stage_recovered_);
     staging_->SetBeforeImages(before_images_);
     // An index or a moved ref is checked with the host's git, confined (runner/git_reader.h).
     staging_->SetGitReader(RunGitConfined);
@@ -297,7 +304,7 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResour
   if (stage != nullptr && *stage) {
     std::vector<std::string> masked;
     for (const auto& d : plan.session.deny) masked.push_back(d.path);
-    (*stage)->SetMasked(std::move(masked));
+    TRY((*stage)->SetMasked(std::move(masked)));
   }
   return plan;
 }

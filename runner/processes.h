@@ -76,9 +76,14 @@ class ProcessHost {
   void SetBeforeImages(std::shared_ptr<BeforeImageStore> store) {
     before_images_ = std::move(store);
   }
-  void SetStaging(std::string quarantine, StagedWorkspace::Sink sink) {
+  // `origin`: this session, as every stage it makes carries it. `recovered`: what the session's
+  // first staged launch recovered of the stages killed cordons left (StagedWorkspace::Recover).
+  void SetStaging(std::string quarantine, StageOrigin origin, StagedWorkspace::Sink sink,
+                  StagedWorkspace::RecoverySink recovered) {
     stage_quarantine_ = std::move(quarantine);
+    stage_origin_ = std::move(origin);
     stage_sink_ = std::move(sink);
+    stage_recovered_ = std::move(recovered);
   }
   // A call boundary: long-lived processes' staged changes are committed (staged mode), and what
   // they made meanwhile is swept (direct mode). Fails (sandbox_unavailable) when the sweep could
@@ -244,6 +249,8 @@ class ProcessHost {
   // Staged mode: probed once, made at the first staged launch.
   std::string stage_quarantine_;
   StagedWorkspace::Sink stage_sink_;
+  StageOrigin stage_origin_;
+  StagedWorkspace::RecoverySink stage_recovered_;
   std::shared_ptr<BeforeImageStore> before_images_;
   std::mutex staging_mu_;
   std::optional<StagingSupport> staging_support_;

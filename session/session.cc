@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -459,9 +460,22 @@ void Session::StartProcessHost(Result<SandboxHost> host, char** envp,
       WritableRoots(policy_, workspace_.root(), HomeDir()), GuardOptions::From(policy_),
       CordonStateDir() + "/quarantine/" + session_id,
       [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); }));
-  // Staged mode's refusals are recorded the same way (docs/adr/0006-staged-workspace.md).
-  processes_->SetStaging(CordonStateDir() + "/quarantine/" + session_id,
-                         [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); });
+  // Staged mode's refusals are recorded the same way (docs/adr/0006-staged-workspace.md). Every
+  // stage carries this session's rules and names it; what a later start recovers of a stage is
+  // recorded in the log of the session that staged it.
+  const std::string quarantine = CordonStateDir() + "/quarantine/" + session_id;
+  // Absolute: the cordon that recovers a stage may run in another directory.
+  std::string audit_log = audit_ ? audit_->path() : std::string();
+  std::error_code ec;
+  if (auto abs = std::filesystem::absolute(audit_log, ec); !ec && !audit_log.empty())
+    audit_log = abs.string();
+  processes_->SetStaging(
+      quarantine,
+      StageOrigin{.session = session_id, .audit_log = audit_log, .policy_sha256 = policy_.Sha256()},
+      [raw](const GuardEvent& e) { (void)raw->Audit(GuardRecord(e), true); },
+      [raw, quarantine](std::vector<StageRecovery> done) {
+        raw->RecordRecoveries(std::move(done), quarantine);
+      });
 }
 
 Session::~Session() {

@@ -202,6 +202,10 @@ class Session {
   Status Append(std::span<const AuditRecord> records, bool durable, AuditWriter::When when);
   void StartProcessHost(Result<SandboxHost> host, char** envp, const GitIdentity& identity,
                         bool warm, const std::string& session_id);
+  // Records what recovery did with each stage killed cordons left (session/stage_recovery.cc):
+  // in the log of the session that staged it, or, where that log cannot take it, in this one
+  // with a copy in `quarantine`; one line on stderr per stage.
+  void RecordRecoveries(std::vector<StageRecovery> done, const std::string& quarantine);
   // session_diff: this log's changes made by `caller`'s calls numbered from..to.
   Result<Json> OwnDiff(const Caller& caller, std::uint64_t from, std::uint64_t to);
   std::atomic<std::uint64_t> calls_{0};  // calls may run concurrently (cordon serve)

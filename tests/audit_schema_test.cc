@@ -255,6 +255,11 @@ TEST_F(AuditSchemaTest, LogsOfRealRunsMatchTheSchemaInBothValidators) {
   WriteFile(ws_ + "/AGENTS.md", "# rules\nBe nice.\n");
   r = Cordon({"mcp", "trust", "echo", "--workspace", ws_, "--audit-log", log});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // A stage a killed cordon left mid-commit, without a rules file (an older cordon's): the next
+  // staged launch (serve's, below) quarantines it whole and records it (recovery).
+  WriteFile(testing::LeaveStage(testing::GoneCordonStages(dir_ / "state"), "1", ws_, "committing") +
+                "/u0/left.txt",
+            "x\n");
   // cordon serve over stdio: initialize, a shell command, a file edit, the server's tool, and a
   // command that makes a protected directory (the staged commit refuses it:
   // protected_path_removed).

@@ -343,6 +343,24 @@ std::vector<AuditRecord> FullRecords() {
                                .stopped = true,
                                .elapsed_ms = 12.5,
                                .mcp_session = "m"},
+      // --- recovery (issue 33)
+      RecoveryRecord{.stage = "/state/stage/1-x/1",
+                     .outcome = "quarantined",
+                     .reason = "rules_unreadable",
+                     .rules_error = "e",
+                     .stage_session = "s",
+                     .stage_log = "/logs/a.jsonl",
+                     .stage_policy_sha256 = "h",
+                     .recovered_by = "r",
+                     .roots = {"/ws"},
+                     .quarantine = "/q/recovered-1-x-1",
+                     .changes = Json::object(),
+                     .left = {"a.txt"},
+                     .left_omitted = 0,
+                     .left_escaped = false,
+                     .error = "e",
+                     .stage_log_error = "e",
+                     .copy = "/q/recovery-1-x-1.json"},
   };
 }
 
@@ -384,10 +402,10 @@ TEST(AuditCatalog, EveryRecordTypeHasOneEntryWithItsFields) {
 
 TEST(AuditCatalog, ShowKeysComeFromTheCatalogInTheirFixedOrder) {
   const std::vector<std::string_view> want = {
-      "tool",         "status",      "code",       "op",           "path",
-      "scope",        "reason",      "elapsed_ms", "output_bytes", "truncated",
-      "bytes_before", "bytes_after", "workspace",  "redactions",   "identity",
-      "decision",     "host",        "port",       "error",        "bytes_down"};
+      "tool",      "status",     "code",         "op",        "path",         "scope",
+      "reason",    "elapsed_ms", "output_bytes", "truncated", "bytes_before", "bytes_after",
+      "workspace", "redactions", "identity",     "decision",  "host",         "port",
+      "error",     "bytes_down", "outcome"};
   EXPECT_EQ(AuditShowKeys(), want);
   TempDir d;
   std::string log = d / "a.jsonl";

@@ -30,6 +30,32 @@ using testing::ReadFile;
 using testing::TempDir;
 using testing::WriteFile;
 
+// A stage carries its rules (recovery decides by them): every field goes out and comes back, the
+// bytes of names that are not UTF-8 included; anything else (torn, another shape) is refused.
+TEST(CommitRulesJson, EveryFieldComesBackExactly) {
+  CommitRules rules;
+  rules.extra_protected = {"deploy.cfg", std::string("bad\xff", 4)};
+  rules.protected_from = {{"deploy.cfg", "/ws/.cordon/policy.toml:2"}};
+  rules.repo_protected = {".husky"};
+  rules.git_dirs = {"fixture.git"};
+  rules.new_git_dirs = {"data"};
+  rules.masked = {"secret/key"};
+  const std::string text = CommitRulesJson(rules).dump();
+  auto back = CommitRulesFromJson(Json::parse(text));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->extra_protected, rules.extra_protected);
+  EXPECT_EQ(back->protected_from, rules.protected_from);
+  EXPECT_EQ(back->repo_protected, rules.repo_protected);
+  EXPECT_EQ(back->git_dirs, rules.git_dirs);
+  EXPECT_EQ(back->new_git_dirs, rules.new_git_dirs);
+  EXPECT_EQ(back->masked, rules.masked);
+  for (const char* bad : {"null", "{}", "[]", R"({"extra_protected": []})",
+                          R"({"extra_protected":[{"hex":"zz"}],"protected_from":[],)"
+                          R"("repo_protected":[],"git_dirs":[],"new_git_dirs":[],"masked":[]})"}) {
+    EXPECT_FALSE(CommitRulesFromJson(Json::parse(bad))) << bad;
+  }
+}
+
 UpperEntry Entry(std::string rel, UpperKind kind, HostKind host = HostKind::kMissing,
                  std::uint32_t mode = 0, bool opaque = false, std::uint32_t host_mode = 0) {
   UpperEntry e;
@@ -758,7 +784,7 @@ TEST(Stage, ALiveCommitPointWithNothingWrittenLeavesThePhaseFileAlone) {
   };
   const auto before = mtime_ns();
   std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past a coarse clock tick
-  const CommitOutcome none = (*stage)->Commit({}, false);
+  const CommitOutcome none = (*stage)->Commit(false);
   EXPECT_FALSE(none.error);
   EXPECT_TRUE(none.changes.empty());
   EXPECT_EQ(mtime_ns(), before);
@@ -766,7 +792,7 @@ TEST(Stage, ALiveCommitPointWithNothingWrittenLeavesThePhaseFileAlone) {
 
   WriteFile(d / "stage/u0/a.txt", "agent");
   std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  const CommitOutcome one = (*stage)->Commit({}, false);
+  const CommitOutcome one = (*stage)->Commit(false);
   ASSERT_FALSE(one.error) << one.error->ToString();
   EXPECT_EQ(ReadFile(root + "/a.txt"), "agent");
   EXPECT_NE(mtime_ns(), before);
@@ -787,7 +813,7 @@ TEST(Stage, AFinalCommitWithNothingWrittenLeavesThePhaseFileAlone) {
   struct stat before {};
   ASSERT_EQ(::stat(phase.c_str(), &before), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past a coarse clock tick
-  const CommitOutcome none = (*stage)->Commit({}, true);
+  const CommitOutcome none = (*stage)->Commit(true);
   EXPECT_FALSE(none.error);
   EXPECT_TRUE(none.changes.empty());
   EXPECT_TRUE(none.refused.empty());

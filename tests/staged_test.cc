@@ -45,16 +45,22 @@ std::vector<Json> Records(const std::string& log) {
   return out;
 }
 
+// Whether a process `sleep SECONDS` runs on the host.
+bool SleepRuns(const std::string& seconds) {
+  const std::string wanted = std::string("sleep") + '\0' + seconds + '\0';
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid[0] >= '0' && pid[0] <= '9' && ReadFile(e.path().string() + "/cmdline") == wanted)
+      return true;
+  }
+  return false;
+}
+
 // Waits (at most 30 s) until a process `sleep SECONDS` runs on the host: the sandbox's command
 // has started (its window is open), whatever a slow build (ASan) makes of the launch.
 bool AwaitSleep(const std::string& seconds) {
-  const std::string wanted = std::string("sleep") + '\0' + seconds + '\0';
   for (int i = 0; i < 1500; ++i) {
-    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-      const std::string pid = e.path().filename().string();
-      if (pid[0] >= '0' && pid[0] <= '9' && ReadFile(e.path().string() + "/cmdline") == wanted)
-        return true;
-    }
+    if (SleepRuns(seconds)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
@@ -116,7 +122,8 @@ class StagedTest : public ::testing::Test {
     return out;
   }
   // Starts `cordon exec` of `script` in the background; returns its pid.
-  pid_t Spawn(const std::string& script, const std::string& out) {
+  pid_t Spawn(const std::string& script, const std::string& out,
+              const std::vector<std::string>& opts = {}) {
     std::vector<std::string> envs = env_;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
@@ -128,17 +135,60 @@ class StagedTest : public ::testing::Test {
     cenv.push_back(nullptr);
     const std::string full = "cd '" + ws_ + "' && " + script;
     const std::string log = Log();
+    std::vector<std::string> args = {"cordon", "exec", "--workspace", ws_, "--audit-log", log};
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.insert(args.end(), {"--", "/bin/sh", "-c", full});
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    const std::string bin = testing::CordonBin();
     pid_t pid = ::fork();
     if (pid == 0) {
       int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
-      ::execle(testing::CordonBin().c_str(), "cordon", "exec", "--workspace", ws_.c_str(),
-               "--audit-log", log.c_str(), "--", "/bin/sh", "-c", full.c_str(),
-               static_cast<char*>(nullptr), cenv.data());
+      ::execve(bin.c_str(), cargs.data(), cenv.data());
       _exit(127);
     }
     return pid;
+  }
+  // Leaves a stage of ws_ as a cordon killed in the middle of its commit would: `cordon exec` of
+  // `script` and then `sleep TAG` is killed -9 while the sleep runs, and the stage's phase file
+  // then says "committing" (its upper layer holds what the command wrote). Returns the stage's
+  // directory ("" after a failure).
+  std::string KillInTheCommit(const std::string& script, const std::string& tag,
+                              const std::vector<std::string>& opts = {}) {
+    const std::string out = dir_ / ("killed-" + tag + ".out");
+    const pid_t a = Spawn(script + " && sleep " + tag, out, opts);
+    const bool ran = AwaitSleep(tag);
+    ::kill(a, SIGKILL);
+    ::waitpid(a, nullptr, 0);
+    if (!ran) {
+      ADD_FAILURE() << "the command never ran: " << ReadFile(out);
+      return "";
+    }
+    // The sandbox dies with its parent.
+    for (int i = 0; i < 500 && SleepRuns(tag); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::string stage;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ / "state/cordon/stage")) {
+      if (e.path().filename().string().rfind(std::to_string(a) + "-", 0) == 0)
+        stage = e.path().string() + "/1";
+    }
+    if (!Exists(stage + "/phase")) {
+      ADD_FAILURE() << "no stage of the killed cordon: " << ReadFile(out);
+      return "";
+    }
+    const std::string phase = ReadFile(stage + "/phase");
+    WriteFile(stage + "/phase", "committing" + phase.substr(phase.find('\n')));
+    return stage;
+  }
+  std::string SessionOf(const std::string& log) {
+    std::string session;
+    for (const auto& j : Records(log)) {
+      if (j.value("type", "") == "session_started") session = j.value("session", "");
+    }
+    return session;
   }
 
   TempDir dir_;
@@ -781,33 +831,169 @@ TEST_F(StagedTest, AHostEditBelowADirectoryTheProcessDeletedIsAConflict) {
   EXPECT_EQ(changes["conflicts"].size(), 2u) << changes.dump(1);
 }
 
-// A stage a killed cordon left in the middle of its commit is finished at the next start; one
-// left before its commit goes to the quarantine. Never half, never lost.
-TEST_F(StagedTest, AStageLeftByAKilledCordonIsFinishedOrQuarantinedAtTheNextStart) {
-  // A dead pid: a child that has exited.
-  pid_t dead = ::fork();
-  if (dead == 0) _exit(0);
-  ::waitpid(dead, nullptr, 0);
-  const std::string session = dir_ / ("state/cordon/stage/" + std::to_string(dead) + "-test");
-  for (const char* n : {"1", "2"}) {
-    std::filesystem::create_directories(session + "/" + n + "/u0/sub");
-    std::filesystem::create_directories(session + "/" + n + "/w0");
-    WriteFile(session + "/" + n + "/roots", ws_ + std::string(1, '\0'));
+// The `recovery` records of a log.
+std::vector<Json> Recoveries(const std::string& log) {
+  std::vector<Json> out;
+  for (auto& j : Records(log)) {
+    if (j.value("type", "") == "recovery") out.push_back(j);
   }
-  WriteFile(session + "/1/phase", "committing\n0\n");
-  WriteFile(session + "/1/u0/sub/finished.txt", "done\n");
-  WriteFile(session + "/1/u0/.envrc", "evil\n");
-  WriteFile(session + "/2/phase", "running\n0\n");
-  WriteFile(session + "/2/u0/never.txt", "never\n");
+  return out;
+}
+
+std::set<std::string> Strings(const Json& list) {
+  std::set<std::string> out;
+  for (const auto& v : list) out.insert(v.is_string() ? v.get<std::string>() : v.dump());
+  return out;
+}
+
+// A stage is committed by the rules of the session that staged it, also when a later cordon,
+// started in another workspace under another policy, finishes it (issue 33): workspace A's
+// project policy refuses deploy.cfg; cordon is killed in A's commit; the next start, in B, whose
+// rules allow that name, must not install it into A. What the recovery did (installed, refused,
+// left) is recorded in A's session log, which `cordon audit verify` still proves.
+TEST_F(StagedTest, ARecoveredStageIsDecidedByTheRulesOfTheSessionThatStagedIt) {
+  std::filesystem::create_directories(ws_ + "/.cordon");
+  WriteFile(ws_ + "/.cordon/policy.toml", "[filesystem]\nprotected_names = [\"deploy.cfg\"]\n");
+  const std::string stage =
+      KillInTheCommit("echo evil > deploy.cfg && mkdir -p sub && echo ok > sub/ok.txt", "4242");
+  ASSERT_FALSE(stage.empty());
+  ASSERT_FALSE(Exists(ws_ + "/sub/ok.txt"));
+
+  const std::string b = dir_ / "wsb";
+  std::filesystem::create_directories(b);
+  const std::string b_log = dir_ / "b.jsonl";
+  auto r = testing::Run({testing::CordonBin(), "exec", "--workspace", b, "--audit-log", b_log, "--",
+                         "/bin/sh", "-c", "echo b > '" + b + "/b.txt'"},
+                        env_);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ReadFile(b + "/b.txt"), "b\n");
+  // What reached the host: A's rules, not B's.
+  EXPECT_FALSE(Exists(ws_ + "/deploy.cfg")) << "A's refused name was installed by B's recovery";
+  EXPECT_EQ(ReadFile(ws_ + "/sub/ok.txt"), "ok\n") << "what A's rules allow was lost";
+  EXPECT_FALSE(Exists(stage));
+  // The record, in A's log.
+  const std::string a_session = SessionOf(Log());
+  const std::vector<Json> recs = Recoveries(Log());
+  ASSERT_EQ(recs.size(), 1u) << ReadFile(Log()) << "\n--- B's log\n"
+                             << ReadFile(b_log) << "\n--- B's stderr\n"
+                             << r.err;
+  const Json& rec = recs[0];
+  EXPECT_EQ(rec.value("outcome", ""), "finished") << rec.dump(1);
+  EXPECT_EQ(rec.value("stage_session", ""), a_session) << rec.dump(1);
+  std::set<std::string> installed, refused;
+  for (const auto& e : rec["changes"]["entries"]) installed.insert(e.value("path", ""));
+  for (const auto& e : rec["changes"]["refused"])
+    refused.insert(e.value("reason", "") + " " + e.value("path", ""));
+  EXPECT_TRUE(installed.contains("sub/ok.txt")) << rec.dump(1);
+  EXPECT_FALSE(installed.contains("deploy.cfg")) << rec.dump(1);
+  EXPECT_TRUE(refused.contains("protected_path deploy.cfg")) << rec.dump(1);
+  EXPECT_TRUE(rec["left"].empty()) << rec.dump(1);
+  EXPECT_TRUE(Recoveries(b_log).empty()) << ReadFile(b_log);
+  // A's log still verifies.
+  auto v = testing::Run({testing::CordonBin(), "audit", "verify", Log()}, env_);
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  // And B's caller is told, in one line.
+  EXPECT_NE(r.err.find("recovered a stage of session " + a_session), std::string::npos) << r.err;
+}
+
+// Where the log of the session that staged cannot be extended so that it still verifies (an
+// HMAC-keyed chain, whose key the recovering session does not have), the record goes to the
+// recovering session's log, naming that session and log, with a copy beside the quarantine; the
+// stage is still decided by its own rules, and the keyed log is left as it was.
+TEST_F(StagedTest, ARecoveryThatCannotExtendTheStagingLogIsRecordedInTheRecoveringOne) {
+  std::filesystem::create_directories(ws_ + "/.cordon");
+  WriteFile(ws_ + "/.cordon/policy.toml", "[filesystem]\nprotected_names = [\"deploy.cfg\"]\n");
+  const std::string key = dir_ / "hmac.key";
+  WriteFile(key, "0123456789abcdef0123456789abcdef\n");
+  ::chmod(key.c_str(), 0600);
+  const std::string stage = KillInTheCommit("echo evil > deploy.cfg && echo ok > ok.txt", "4243",
+                                            {"--audit-key-file", key});
+  ASSERT_FALSE(stage.empty());
+  const std::string a_log = ReadFile(Log());
+  const std::string b = dir_ / "wsb";
+  std::filesystem::create_directories(b);
+  const std::string b_log = dir_ / "b.jsonl";
+  auto r = testing::Run(
+      {testing::CordonBin(), "exec", "--workspace", b, "--audit-log", b_log, "--", "true"}, env_);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(Exists(ws_ + "/deploy.cfg"));
+  EXPECT_EQ(ReadFile(ws_ + "/ok.txt"), "ok\n");
+  EXPECT_EQ(ReadFile(Log()), a_log) << "the keyed log was changed";
+  const std::vector<Json> recs = Recoveries(b_log);
+  ASSERT_EQ(recs.size(), 1u) << ReadFile(b_log) << r.err;
+  const Json& rec = recs[0];
+  EXPECT_EQ(rec.value("stage_session", ""), SessionOf(Log())) << rec.dump(1);
+  EXPECT_EQ(rec.value("stage_log", ""), Log()) << rec.dump(1);
+  EXPECT_FALSE(rec.value("stage_log_error", "").empty()) << rec.dump(1);
+  std::set<std::string> refused;
+  for (const auto& e : rec["changes"]["refused"]) refused.insert(e.value("path", ""));
+  EXPECT_TRUE(refused.contains("deploy.cfg")) << rec.dump(1);
+  const Json copy = Json::parse(ReadFile(rec.value("copy", "")), nullptr, false);
+  EXPECT_EQ(copy.value("type", ""), "recovery") << rec.dump(1);
+  EXPECT_EQ(copy.value("stage_session", ""), rec.value("stage_session", "")) << copy.dump(1);
+  auto v = testing::Run({testing::CordonBin(), "audit", "verify", Log(), "--key-file", key}, env_);
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+}
+
+// The usual case: the next session writes the same log (`--audit-log` given again). The record is
+// written once, with that session's, and the log verifies.
+TEST_F(StagedTest, ARecoveryIntoTheSameLogIsRecordedOnceAndTheLogVerifies) {
+  const std::string stage = KillInTheCommit("echo ok > ok.txt && echo evil > .envrc", "4244");
+  ASSERT_FALSE(stage.empty());
   auto r = Exec("true");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(ReadFile(ws_ + "/sub/finished.txt"), "done\n");
+  EXPECT_EQ(ReadFile(ws_ + "/ok.txt"), "ok\n");
   EXPECT_FALSE(Exists(ws_ + "/.envrc"));
-  EXPECT_FALSE(Exists(ws_ + "/never.txt"));
+  const std::vector<Json> recs = Recoveries(Log());
+  ASSERT_EQ(recs.size(), 1u) << ReadFile(Log()) << r.err;
+  EXPECT_EQ(recs[0].value("session", ""), recs[0].value("recovered_by", "")) << recs[0].dump(1);
+  EXPECT_NE(recs[0].value("stage_session", ""), recs[0].value("recovered_by", ""));
+  EXPECT_FALSE(recs[0].contains("stage_log_error")) << recs[0].dump(1);
+  auto v = testing::Run({testing::CordonBin(), "audit", "verify", Log()}, env_);
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+}
+
+// A stage that carries no readable rules (made by an older cordon, or its rules file torn) is
+// never installed, whatever its phase: it goes to the quarantine whole, and the record (in the
+// recovering session's log, since whose it was is unknown, and a copy beside the quarantine)
+// names every path it held. So does a stage killed before its commit.
+TEST_F(StagedTest, AStageLeftByAKilledCordonWithoutReadableRulesIsQuarantinedWhole) {
+  const std::string session = testing::GoneCordonStages(dir_ / "state");
+  // No rules file (an older cordon's), a torn one, one of another shape, and one killed before
+  // its commit.
+  const std::string no_rules = testing::LeaveStage(session, "1", ws_, "committing");
+  WriteFile(no_rules + "/u0/.envrc", "evil\n");
+  std::filesystem::create_directories(no_rules + "/u0/sub");
+  WriteFile(no_rules + "/u0/sub/finished.txt", "done\n");
+  const std::string torn = testing::LeaveStage(session, "2", ws_, "committing");
+  WriteFile(torn + "/rules.json", "{\"version\":1,\"session\":\"x\",\"rules\":{\"extra_pro");
+  std::filesystem::create_directories(torn + "/u0/sub");
+  WriteFile(torn + "/u0/torn.txt", "torn\n");
+  const std::string odd = testing::LeaveStage(session, "4", ws_, "committing");
+  WriteFile(odd + "/rules.json", "{\"version\":\"one\",\"rules\":[]}\n");
+  WriteFile(odd + "/u0/odd.txt", "odd\n");
+  const std::string running = testing::LeaveStage(session, "3", ws_, "running");
+  std::filesystem::create_directories(running + "/u0/sub");
+  WriteFile(running + "/u0/never.txt", "never\n");
+  auto r = Exec("true");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* p : {"/sub/finished.txt", "/.envrc", "/torn.txt", "/odd.txt", "/never.txt"})
+    EXPECT_FALSE(Exists(ws_ + p)) << p;
   EXPECT_FALSE(Exists(session));
-  int recovered = 0;
-  for (const auto& j : Refused()) recovered += j.value("when", "") == "recovery";
-  EXPECT_GE(recovered, 2) << ReadFile(Log());
+  std::set<std::string> seen;
+  for (const auto& j : Recoveries(Log())) {
+    EXPECT_EQ(j.value("outcome", ""), "quarantined") << j.dump(1);
+    EXPECT_TRUE(Exists(j.value("quarantine", ""))) << j.dump(1);
+    EXPECT_TRUE(Exists(j.value("copy", ""))) << j.dump(1);
+    EXPECT_FALSE(j.value("stage_log_error", "").empty()) << j.dump(1);
+    const std::string left = Joined(Strings(j["left"]));
+    seen.insert(j.value("reason", "") + ": " + left);
+  }
+  EXPECT_TRUE(seen.contains("rules_unreadable: .envrc\nsub\nsub/finished.txt\n")) << Joined(seen);
+  EXPECT_TRUE(seen.contains("rules_unreadable: sub\ntorn.txt\n")) << Joined(seen);
+  EXPECT_TRUE(seen.contains("never_committed: never.txt\nsub\n")) << Joined(seen);
+  EXPECT_TRUE(seen.contains("rules_unreadable: odd.txt\n")) << Joined(seen);
+  EXPECT_NE(r.err.find("quarantined whole (rules_unreadable)"), std::string::npos) << r.err;
 }
 
 // git takes any directory holding HEAD and objects/ + refs/ for a (bare) git directory when it
@@ -848,14 +1034,8 @@ TEST_F(StagedTest, BareRepositoriesInTheTreeKeepTheirConfigAndHooks) {
 // A recovery that died in its commit (a crash: the `recovering` mark it left is still there) is
 // not run again at every start, where it would die again: the stage goes to the quarantine.
 TEST_F(StagedTest, ARecoveryThatDiedIsQuarantinedNotRunAgain) {
-  pid_t dead = ::fork();
-  if (dead == 0) _exit(0);
-  ::waitpid(dead, nullptr, 0);
-  const std::string stage = dir_ / ("state/cordon/stage/" + std::to_string(dead) + "-test/1");
-  std::filesystem::create_directories(stage + "/u0");
-  std::filesystem::create_directories(stage + "/w0");
-  WriteFile(stage + "/roots", ws_ + std::string(1, '\0'));
-  WriteFile(stage + "/phase", "committing\n0\n");
+  const std::string stage =
+      testing::LeaveStage(testing::GoneCordonStages(dir_ / "state"), "1", ws_, "committing");
   WriteFile(stage + "/recovering", "");
   WriteFile(stage + "/u0/half.txt", "half\n");
   auto r = Exec("true");
@@ -863,7 +1043,11 @@ TEST_F(StagedTest, ARecoveryThatDiedIsQuarantinedNotRunAgain) {
   EXPECT_FALSE(Exists(ws_ + "/half.txt"));
   EXPECT_FALSE(Exists(stage));
   bool quarantined = false;
-  for (const auto& j : Refused()) quarantined |= j.value("reason", "") == "recovery_died";
+  for (const auto& j : Recoveries(Log())) {
+    quarantined |= j.value("reason", "") == "recovery_died" &&
+                   j.value("outcome", "") == "quarantined" &&
+                   Strings(j["left"]).contains("half.txt");
+  }
   EXPECT_TRUE(quarantined) << ReadFile(Log());
 }
 

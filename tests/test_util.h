@@ -81,6 +81,28 @@ inline bool Exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+// The directory of a cordon's stages in <state>/cordon/stage as a cordon that is gone left it
+// (workspace/staging.h): PID-test, PID that of a process that has exited.
+inline std::string GoneCordonStages(const std::string& state) {
+  const pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ::waitpid(dead, nullptr, 0);
+  return state + "/cordon/stage/" + std::to_string(dead) + "-test";
+}
+
+// A stage N there of `root`: its upper layer u0 and its phase file (`phase`: "running" or
+// "committing"), and no rules file, as an older cordon left none. Returns the stage's directory;
+// the caller writes what the process wrote into <stage>/u0.
+inline std::string LeaveStage(const std::string& stages, const std::string& n,
+                              const std::string& root, const std::string& phase) {
+  const std::string stage = stages + "/" + n;
+  std::filesystem::create_directories(stage + "/u0");
+  std::filesystem::create_directories(stage + "/w0");
+  WriteFile(stage + "/roots", root + std::string(1, '\0'));
+  WriteFile(stage + "/phase", phase + "\n0\n");
+  return stage;
+}
+
 struct RunResult {
   long max_rss_kb = 0;
   int exit_code = -1;

@@ -78,7 +78,7 @@ struct GuardEvent {
   mode_t mode_before = 0;    // kSetuidStripped
   mode_t mode_after = 0;     // kSetuidStripped
   std::string error{};       // non-empty when the move or chmod failed
-  std::string when{};        // process_end, call_boundary, launch; staged: commit, recovery
+  std::string when{};        // process_end, call_boundary, launch; staged: commit
   std::string reason{};      // staged: the rule that refused it (workspace/stage.h)
   Json git = nullptr;        // reason git_content: what it would have landed (RefusedEntry::git)
 };

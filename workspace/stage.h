@@ -78,6 +78,9 @@ void ReadHostFacts(int root_fd, std::vector<UpperEntry>& entries);
 // GitRuleAllowsWrite, CreatesGitDir, and the paths the host repositories' config executes).
 struct CommitRules {
   std::vector<std::string> extra_protected;  // filesystem.protected_names
+  // Where each of extra_protected came from (policy file:line), when known: a stage carries it,
+  // so that what recovery refuses names the rule of the session that staged.
+  std::map<std::string, std::string> protected_from;
   // Root-relative paths a host repository's configuration executes from or includes
   // (core.hooksPath, core.fsmonitor, include.path, ...): protected like .git/hooks.
   std::vector<std::string> repo_protected;
@@ -93,6 +96,17 @@ struct CommitRules {
   // wall, should a mask ever fail to cover one.
   std::vector<std::string> masked;
 };
+
+// Every field of CommitRules as JSON, and back: a stage carries the rules its commit needs
+// (Stage::Create), and recovery decides by them, never by the recovering session's. Both take
+// the struct apart field by field (a structured binding): a field added to CommitRules does not
+// compile until it is carried. FromJson fails on anything CommitRulesJson does not write (a torn
+// or foreign file): recovery then quarantines the stage whole.
+Json CommitRulesJson(const CommitRules& rules);
+// One name's bytes as JSON, exactly (valid UTF-8 as a string, else {"hex": ...}), and back.
+Json NameJson(const std::string& name);
+Result<std::string> NameFromJson(const Json& j);
+Result<CommitRules> CommitRulesFromJson(const Json& j);
 
 // The directories, among the ancestors of the listed entries, that git would take for a
 // repository after the commit (host and upper layer together), for CommitRules::git_dirs and

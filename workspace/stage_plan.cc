@@ -350,4 +350,93 @@ Json StagedChangesJson(const CommitOutcome& outcome, std::size_t max_entries,
   return out;
 }
 
+Json NameJson(const std::string& name) {
+  bool changed = false;
+  (void)RepairUtf8(name, &changed);
+  if (!changed) return name;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : name) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
+  }
+  return Json{{"hex", hex}};
+}
+
+Result<std::string> NameFromJson(const Json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  const auto bad = [] {
+    return Fail(Code::kInvalidInput, "a name of the commit rules is malformed");
+  };
+  if (!j.is_object() || j.size() != 1 || !j.contains("hex") || !j["hex"].is_string()) return bad();
+  const std::string hex = j["hex"].get<std::string>();
+  if (hex.size() % 2 != 0) return bad();
+  std::string out;
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const auto nibble = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    };
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return bad();
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
+namespace {
+
+Json NamesJson(const std::vector<std::string>& names) {
+  Json out = Json::array();
+  for (const auto& n : names) out.push_back(NameJson(n));
+  return out;
+}
+
+Result<std::vector<std::string>> NamesFromJson(const Json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_array())
+    return Fail(Code::kInvalidInput, std::string("the commit rules lack ") + key);
+  std::vector<std::string> out;
+  for (const Json& n : *it) {
+    ASSIGN_OR_RETURN(std::string name, NameFromJson(n));
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
+}  // namespace
+
+Json CommitRulesJson(const CommitRules& rules) {
+  // Every field, by position: a field added to CommitRules stops this from compiling.
+  const auto& [extra_protected, protected_from, repo_protected, git_dirs, new_git_dirs, masked] =
+      rules;
+  Json from = Json::array();
+  for (const auto& [name, where] : protected_from)
+    from.push_back(Json::array({NameJson(name), NameJson(where)}));
+  return {{"extra_protected", NamesJson(extra_protected)}, {"protected_from", std::move(from)},
+          {"repo_protected", NamesJson(repo_protected)},   {"git_dirs", NamesJson(git_dirs)},
+          {"new_git_dirs", NamesJson(new_git_dirs)},       {"masked", NamesJson(masked)}};
+}
+
+Result<CommitRules> CommitRulesFromJson(const Json& j) {
+  if (!j.is_object() || j.size() != 6)
+    return Fail(Code::kInvalidInput, "the commit rules are not an object of their six fields");
+  CommitRules rules;
+  auto& [extra_protected, protected_from, repo_protected, git_dirs, new_git_dirs, masked] = rules;
+  ASSIGN_OR_RETURN(extra_protected, NamesFromJson(j, "extra_protected"));
+  ASSIGN_OR_RETURN(repo_protected, NamesFromJson(j, "repo_protected"));
+  ASSIGN_OR_RETURN(git_dirs, NamesFromJson(j, "git_dirs"));
+  ASSIGN_OR_RETURN(new_git_dirs, NamesFromJson(j, "new_git_dirs"));
+  ASSIGN_OR_RETURN(masked, NamesFromJson(j, "masked"));
+  const auto from = j.find("protected_from");
+  if (from == j.end() || !from->is_array())
+    return Fail(Code::kInvalidInput, "the commit rules lack protected_from");
+  for (const Json& pair : *from) {
+    if (!pair.is_array() || pair.size() != 2)
+      return Fail(Code::kInvalidInput, "a protected_from entry of the commit rules is malformed");
+    ASSIGN_OR_RETURN(std::string name, NameFromJson(pair[0]));
+    ASSIGN_OR_RETURN(protected_from[name], NameFromJson(pair[1]));
+  }
+  return rules;
+}
+
 }  // namespace cordon

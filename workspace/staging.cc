@@ -182,6 +182,86 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
+// Writes `data` to `path` so that a crash leaves either the old file or the whole new one: a
+// temporary file beside it, fsync, rename over it, fsync of the directory.
+Status WriteDurably(const std::string& path, const std::string& data) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string name = path.substr(slash + 1);
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dfd.valid()) return SysFail(Code::kSandboxUnavailable, "open", dir);
+  const std::string tmp = "." + name + ".tmp-" + RandomSuffix();
+  {
+    UniqueFd fd(::openat(dfd.get(), tmp.c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd.valid()) return SysFail(Code::kSandboxUnavailable, "create", dir + "/" + tmp);
+    Status st = WriteAll(fd.get(), data, path);
+    if (st && ::fsync(fd.get()) != 0) st = SysFail(Code::kSandboxUnavailable, "fsync", path);
+    if (!st) {
+      ::unlinkat(dfd.get(), tmp.c_str(), 0);
+      return st;
+    }
+  }
+  if (::renameat(dfd.get(), tmp.c_str(), dfd.get(), name.c_str()) != 0) {
+    Status st = SysFail(Code::kSandboxUnavailable, "rename", path);
+    ::unlinkat(dfd.get(), tmp.c_str(), 0);
+    return st;
+  }
+  if (::fsync(dfd.get()) != 0) return SysFail(Code::kSandboxUnavailable, "fsync", dir);
+  return {};
+}
+
+// What a stage's rules file holds (StageRulesFile).
+struct StageCarry {
+  CommitRules rules;
+  StageOrigin origin;
+  std::vector<std::string> masked;
+};
+
+constexpr int kRulesVersion = 1;
+
+Result<StageCarry> ReadStageCarry(const std::string& dir) {
+  const std::string path = StageRulesFile(dir);
+  std::string text;
+  {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) return SysFail(Code::kInvalidInput, "open", path);
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
+      if (n < 0) return SysFail(Code::kInvalidInput, "read", path);
+      text.append(buf, static_cast<std::size_t>(n));
+      if (text.size() > (64u << 20)) return Fail(Code::kInvalidInput, path + " is too large");
+    }
+  }
+  const Json j = Json::parse(text, nullptr, false);
+  const auto bad = [&](const std::string& why) {
+    return Fail(Code::kInvalidInput, path + ": " + why);
+  };
+  if (!j.is_object()) return bad("not a JSON object (torn?)");
+  // Never Json::value with a default: a field of another type would throw, at every start.
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<std::int64_t>() != kRulesVersion)
+    return bad("not version " + std::to_string(kRulesVersion));
+  StageCarry c;
+  for (const char* key : {"session", "audit_log", "policy_sha256"}) {
+    if (!j.contains(key) || !j[key].is_string()) return bad(std::string("no ") + key);
+  }
+  c.origin.session = j["session"].get<std::string>();
+  c.origin.audit_log = j["audit_log"].get<std::string>();
+  c.origin.policy_sha256 = j["policy_sha256"].get<std::string>();
+  if (!j.contains("rules")) return bad("no rules");
+  auto rules = CommitRulesFromJson(j["rules"]);
+  if (!rules) return bad(rules.error().message);
+  c.rules = std::move(*rules);
+  if (!j.contains("masked") || !j["masked"].is_array()) return bad("no masked");
+  for (const Json& m : j["masked"]) {
+    auto name = NameFromJson(m);
+    if (!name) return bad(name.error().message);
+    c.masked.push_back(std::move(*name));
+  }
+  return c;
+}
+
 // Merges a later commit's changes of one path into an earlier one's: the first before, the last
 // after (created then deleted is nothing at all).
 void MergeChanges(std::vector<FileChange>& into, const std::vector<FileChange>& more) {
@@ -432,11 +512,16 @@ StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& roo
 
 // --- Stage ---
 
+std::string StageRulesFile(const std::string& stage_dir) { return stage_dir + "/rules.json"; }
+
 Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<std::string>& roots,
-                                             std::string quarantine) {
+                                             std::string quarantine, CommitRules rules,
+                                             StageOrigin origin) {
   std::unique_ptr<Stage> s(new Stage());
   s->dir_ = std::move(dir);
   s->quarantine_ = std::move(quarantine);
+  s->rules_ = std::move(rules);
+  s->origin_ = std::move(origin);
   TRY(MakeDir(s->dir_, 0700));
   for (std::size_t i = 0; i < roots.size(); ++i) {
     StagedRoot r{roots[i], s->dir_ + "/u" + std::to_string(i), s->dir_ + "/w" + std::to_string(i)};
@@ -464,6 +549,17 @@ Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<
   return s;
 }
 
+Status Stage::WriteRules() {
+  Json masked = Json::array();
+  for (const auto& m : masked_) masked.push_back(NameJson(m));
+  const Json j = {{"version", kRulesVersion},         {"session", origin_.session},
+                  {"audit_log", origin_.audit_log},   {"policy_sha256", origin_.policy_sha256},
+                  {"rules", CommitRulesJson(rules_)}, {"masked", std::move(masked)}};
+  TRY(WriteDurably(StageRulesFile(dir_), DumpJson(j) + "\n"));
+  rules_written_ = true;
+  return {};
+}
+
 Stage::~Stage() {
   // A final commit that could not complete leaves its stage ("committing") for the next start
   // to finish: what the rules allow is never dropped.
@@ -483,11 +579,10 @@ std::int64_t Stage::OpenWindow(bool wait) {
   return t0_ns_;
 }
 
-void Stage::SetMasked(std::vector<std::string> paths) {
+Status Stage::SetMasked(std::vector<std::string> paths) {
   std::lock_guard<std::mutex> lock(mu_);
   masked_ = std::move(paths);
-  std::ofstream out(dir_ + "/masked", std::ios::binary | std::ios::trunc);
-  out << JoinNul(masked_);
+  return WriteRules();
 }
 
 CommitOutcome Stage::total() const {
@@ -500,7 +595,7 @@ bool Stage::failed() const {
   return total_.error.has_value();
 }
 
-CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
+CommitOutcome Stage::Commit(bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   CommitOutcome all;
   ++commits_;
@@ -512,6 +607,9 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
   if (std::all_of(state_.begin(), state_.end(),
                   [](const RootState& st) { return DirIsEmpty(st.upper_fd.get()); }))
     return all;
+  // The rules go to disk before the first commit (a launch writes them before its process starts,
+  // SetMasked): one that cannot leaves a stage recovery quarantines whole, never installs.
+  if (!rules_written_) (void)WriteRules();
   WritePhase("committing");
   for (std::size_t i = 0; i < roots_.size(); ++i) {
     RootState& st = state_[i];
@@ -541,7 +639,7 @@ CommitOutcome Stage::Commit(const CommitRules& rules, bool final) {
       continue;
     }
     ReadHostFacts(st.root_fd.get(), *listing);
-    CommitRules root_rules = rules;
+    CommitRules root_rules = rules_;
     for (const auto& m : masked_) {
       const std::string& root = roots_[i].root;
       if (m.size() > root.size() + 1 && m.compare(0, root.size(), root) == 0 &&
@@ -652,11 +750,16 @@ std::vector<FileChange> Stage::TakeUnreported() {
 
 std::string StagedWorkspace::StageRoot() { return CordonStateDir() + "/stage"; }
 
-StagedWorkspace::StagedWorkspace(std::string quarantine, CommitRules rules, Sink sink)
-    : quarantine_(std::move(quarantine)), rules_(std::move(rules)), sink_(std::move(sink)) {
+StagedWorkspace::StagedWorkspace(std::string quarantine, CommitRules rules, StageOrigin origin,
+                                 Sink sink, const RecoverySink& recovered)
+    : quarantine_(std::move(quarantine)),
+      rules_(std::move(rules)),
+      origin_(std::move(origin)),
+      sink_(std::move(sink)) {
   const std::string root = StageRoot();
   (void)MakeDirs(root, 0700);
-  Recover(root, quarantine_, rules_, sink_);
+  std::vector<StageRecovery> done = Recover(root, quarantine_);
+  if (recovered && !done.empty()) recovered(std::move(done));
   dir_ = root + "/" + std::to_string(::getpid()) + "-" + RandomSuffix();
   timer_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(timer_mu_);
@@ -715,7 +818,8 @@ Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::
     n = ++next_;
   }
   TRY(MakeDirs(dir_, 0700));
-  ASSIGN_OR_RETURN(auto stage, Stage::Create(dir_ + "/" + std::to_string(n), roots, quarantine_));
+  ASSIGN_OR_RETURN(auto stage, Stage::Create(dir_ + "/" + std::to_string(n), roots, quarantine_,
+                                             rules_, origin_));
   {
     std::lock_guard<std::mutex> lock(mu_);
     stage->before_images_ = before_images_;
@@ -750,7 +854,7 @@ void StagedWorkspace::CommitLive(std::vector<FileChange>* per_call) {
     // A live commit that cannot complete now (a directory the process made unreadable, a file
     // being replaced) is tried again at the next point; the final commit, with the overlay gone,
     // is the one that fails closed.
-    CommitOutcome o = s->Commit(rules_, false);
+    CommitOutcome o = s->Commit(false);
     o.error.reset();
     Report(o, *s, "commit");
     if (per_call != nullptr) MergeChanges(*per_call, s->TakeUnreported());
@@ -758,7 +862,7 @@ void StagedWorkspace::CommitLive(std::vector<FileChange>* per_call) {
 }
 
 CommitOutcome StagedWorkspace::CommitFinal(Stage& stage) {
-  Report(stage.Commit(rules_, true), stage, "commit");
+  Report(stage.Commit(true), stage, "commit");
   return stage.total();
 }
 
@@ -794,10 +898,39 @@ void StagedWorkspace::Report(const CommitOutcome& o, const Stage& stage, const c
   }
 }
 
-void StagedWorkspace::Recover(const std::string& stage_root, const std::string& quarantine,
-                              const CommitRules& rules, const Sink& sink) {
+namespace {
+
+// The entries of a stage's upper layers, as a commit would name them (the first root's relative,
+// the others' absolute): what recovery leaves out of the tree when it quarantines a stage whole.
+std::vector<std::string> UpperPaths(const std::string& dir, const std::vector<std::string>& roots,
+                                    std::string* error) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < std::max<std::size_t>(roots.size(), 1); ++i) {
+    const std::string upper = dir + "/u" + std::to_string(i);
+    UniqueFd fd(::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) continue;  // a stage made before its upper layers: nothing in it
+    // The upper layer as the process left it: directories it made unreadable are opened up
+    // (the stage is cordon's, and nothing runs there any more).
+    std::map<std::string, std::uint32_t> modes;
+    OpenUpUpper(fd.get(), modes);
+    auto listing = ListUpper(fd.get());
+    if (!listing) {
+      if (error->empty()) *error = "the upper layer " + upper + ": " + listing.error().message;
+      continue;
+    }
+    const std::string prefix = i == 0 || i >= roots.size() ? "" : roots[i] + "/";
+    for (const auto& e : *listing) out.push_back(prefix + e.rel);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_root,
+                                                    const std::string& quarantine) {
+  std::vector<StageRecovery> done;
   DIR* d = ::opendir(stage_root.c_str());
-  if (d == nullptr) return;
+  if (d == nullptr) return done;
   std::vector<std::string> gone;
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
@@ -823,6 +956,7 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
         if (e->d_name[0] != '.') stages.emplace_back(e->d_name);
       }
       if (sd != nullptr) ::closedir(sd);
+      std::sort(stages.begin(), stages.end());
       for (const auto& n : stages) {
         const std::string dir = sdir + "/" + n;
         const std::string phase = ReadAll(dir + "/phase");
@@ -836,17 +970,31 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
           busy = true;
           continue;
         }
+        StageRecovery rec;
+        rec.stage = dir;
+        rec.name = session + "-" + n;
+        rec.roots = roots;
+        // The rules the stage carries, and whose it is: the only rules it is committed by.
+        Result<StageCarry> carry = ReadStageCarry(dir);
+        if (carry) {
+          rec.origin = carry->origin;
+        } else {
+          rec.rules_error = carry.error().message;
+        }
         const bool committing = phase.rfind("committing", 0) == 0 && !marked;
-        if (committing && !roots.empty()) {
+        if (committing && !roots.empty() && carry) {
           if (FILE* mark = std::fopen((dir + "/recovering").c_str(), "w")) {
             std::fprintf(mark, "%d\n", static_cast<int>(::getpid()));
             std::fclose(mark);
           }
-          // Finish it: the decisions are made again from what is left in the upper layers, and
-          // installing is idempotent (docs/adr/0006-staged-workspace.md, decision 4).
+          // Finish it: the decisions are made again, by the stage's own rules, from what is left
+          // in the upper layers, and installing is idempotent
+          // (docs/adr/0006-staged-workspace.md, decision 4).
           std::unique_ptr<Stage> s(new Stage());
           s->dir_ = dir;
-          s->masked_ = SplitNul(ReadAll(dir + "/masked"));
+          s->rules_ = std::move(carry->rules);
+          s->origin_ = carry->origin;
+          s->masked_ = std::move(carry->masked);
           s->quarantine_ = quarantine + "/recovered-" + session;
           const std::size_t nl = phase.find('\n');
           s->t0_ns_ = nl == std::string::npos ? 0 : std::atoll(phase.c_str() + nl + 1);
@@ -865,51 +1013,43 @@ void StagedWorkspace::Recover(const std::string& stage_root, const std::string& 
             s->state_.push_back(std::move(st));
           }
           if (ok) {
-            CommitOutcome o = s->Commit(rules, true);
-            for (const auto& r : o.refused) {
-              GuardEvent ev;
-              ev.path = r.rel.empty() || r.rel[0] != '/' ? roots[0] + "/" + r.rel : r.rel;
-              ev.entry_kind = r.type;
-              ev.quarantine = r.quarantine;
-              ev.when = "recovery";
-              ev.reason = r.reason;
-              if (sink) sink(ev);
-            }
-            if (o.error) {
+            rec.commit = s->Commit(true);
+            rec.quarantine = s->quarantine_ + "/" + n;
+            if (rec.commit.error) {
               // Still cannot finish: kept as it is for the next start, and said.
-              GuardEvent ev;
-              ev.path = dir;
-              ev.entry_kind = "dir";
-              ev.when = "recovery";
-              ev.error = o.error->message;
-              if (sink) sink(ev);
+              rec.outcome = "kept";
+              rec.error = rec.commit.error->message;
               s->dir_.clear();  // not removed
               // It failed, it did not crash: the next start tries again.
               ::unlink((dir + "/recovering").c_str());
-              continue;
+            } else {
+              rec.outcome = "finished";  // ~Stage removes it
             }
-            continue;  // ~Stage removes it
+            done.push_back(std::move(rec));
+            continue;
           }
           s->dir_.clear();
         }
-        // A process that never reached its commit: what it wrote goes to the quarantine whole,
-        // never into the tree.
+        // A process that never reached its commit, a recovery that died, or a stage that does
+        // not carry readable rules (an older cordon's, or a torn file): what it wrote goes to the
+        // quarantine whole, never into the tree.
+        rec.outcome = "quarantined";
+        rec.reason = marked                 ? "recovery_died"
+                     : committing && !carry ? "rules_unreadable"
+                                            : "never_committed";
+        rec.left = UpperPaths(dir, roots, &rec.error);
         const std::string dest = quarantine + "/recovered-" + session + "-" + n;
         (void)MakeDirs(quarantine, 0700);
-        GuardEvent ev;
-        ev.path = roots.empty() ? dir : roots[0];
-        ev.entry_kind = "dir";
-        ev.quarantine = dest;
-        ev.when = "recovery";
-        ev.reason = marked ? "recovery_died" : "never_committed";
+        rec.quarantine = dest;
         if (::rename(dir.c_str(), dest.c_str()) != 0) {
-          ev.error = std::string("rename: ") + std::strerror(errno);
+          rec.error = std::string("rename: ") + std::strerror(errno);
         }
-        if (sink) sink(ev);
+        done.push_back(std::move(rec));
       }
     }
     if (!busy) RemoveTree(sdir);
   }
+  return done;
 }
 
 }  // namespace cordon

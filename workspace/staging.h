@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -65,14 +66,46 @@ struct StagingSupport {
 StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& root);
 std::string StagingRecordPath(const std::string& stage_dir, const std::string& root);
 
+// Whose a stage is: the session that staged it. Written into the stage with its rules
+// (Stage::Create), so that recovery records what it did in that session's log.
+struct StageOrigin {
+  std::string session;        // the session id
+  std::string audit_log;      // its audit log
+  std::string policy_sha256;  // its effective policy's hash (session_started.policy_sha256)
+};
+
+// What recovery did with one stage a killed cordon left (StagedWorkspace::Recover).
+struct StageRecovery {
+  std::string stage;  // the stage directory as it was
+  std::string name;   // "<session dir>-<n>": unique among the stages of <state>/stage
+  // From the stage's rules file; absent when it could not be read (the stage is quarantined).
+  std::optional<StageOrigin> origin;
+  std::vector<std::string> roots;
+  // finished (committed by its own rules), quarantined (whole, never installed), kept (its
+  // commit could not complete: left for the next start).
+  std::string outcome;
+  // quarantined: never_committed, recovery_died, rules_unreadable (and rules_error says why).
+  std::string reason, rules_error;
+  std::string quarantine;  // quarantined: where the stage went; finished: its refusals' directory
+  CommitOutcome commit;    // finished or kept: what was installed, refused, and not done
+  // quarantined: the entries of its upper layers (paths as the commit's: the first root's
+  // relative, the others' absolute), none of which reached the tree.
+  std::vector<std::string> left;
+  std::string error;  // the stage could not be moved, or its commit failed
+};
+
 // The stage of one confined process. Thread-safe: a long-lived process is committed from the
 // call boundaries, its timer and its own end.
 class Stage {
  public:
-  // Makes <dir>/u<i> and <dir>/w<i> (0700) for each root and the phase file ("running").
+  // Makes <dir>/u<i> and <dir>/w<i> (0700) for each root and the phase file ("running"). Every
+  // commit of this stage, recovery's included, decides by `rules`; they and `origin` go into its
+  // rules file (StageRulesFile) durably, with the masked paths (SetMasked, before the process
+  // starts) or, at the latest, before the first commit.
   static Result<std::unique_ptr<Stage>> Create(std::string dir,
                                                const std::vector<std::string>& roots,
-                                               std::string quarantine);
+                                               std::string quarantine, CommitRules rules = {},
+                                               StageOrigin origin = {});
   ~Stage();  // removes the stage directory (what is left in it was committed or quarantined)
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
@@ -86,10 +119,11 @@ class Stage {
   // A commit point. `final`: the process and its overlay are gone, so entries are renamed out of
   // the upper layer; otherwise they are copied and the ledger remembers them. The outcome of
   // this commit; it is also merged into total().
-  CommitOutcome Commit(const CommitRules& rules, bool final);
-  // The absolute paths the launch masks (CommitRules::masked), kept in <dir>/masked for
-  // recovery. Called once, before the process starts.
-  void SetMasked(std::vector<std::string> paths);
+  CommitOutcome Commit(bool final);
+  // The absolute paths the launch masks (CommitRules::masked); writes the rules file (durably)
+  // with them. Called once, before the process starts; fails when the file cannot be written (the
+  // launch fails: a stage whose rules are not on disk would be quarantined whole at recovery).
+  Status SetMasked(std::vector<std::string> paths);
   CommitOutcome total() const;
   // The changes committed since the last call of this (merged per path, as total() is), kept
   // only for a stage watched per call (StagedWorkspace::Watch): a call's boundary takes them.
@@ -106,7 +140,11 @@ class Stage {
   };
   Stage() = default;
   void WritePhase(const char* phase);
+  Status WriteRules();  // mu_ held
+  bool rules_written_ = false;
   std::string dir_, quarantine_;
+  CommitRules rules_;
+  StageOrigin origin_;
   std::vector<StagedRoot> roots_;
   std::vector<RootState> state_;
   std::vector<std::string> masked_;
@@ -120,13 +158,23 @@ class Stage {
   std::uint64_t commits_ = 0;
 };
 
+// A stage's rules file, <dir>/rules.json: {version, session, audit_log, policy_sha256, rules
+// (CommitRulesJson), masked (absolute paths)}, written by a temporary file, fsync, rename and
+// fsync of the directory.
+std::string StageRulesFile(const std::string& stage_dir);
+
 // The session's staging: its own directory under <state>/stage, the stages of its processes,
 // the live ones (committed at every call boundary and by a one-second timer), and the recovery
 // of what a killed cordon left in <state>/stage.
 class StagedWorkspace {
  public:
   using Sink = std::function<void(const GuardEvent&)>;
-  StagedWorkspace(std::string quarantine, CommitRules rules, Sink sink);
+  // Receives what recovery did with the stages killed cordons left (one entry per stage), once,
+  // from the constructor: the session records each in the log of the session that staged it.
+  using RecoverySink = std::function<void(std::vector<StageRecovery>)>;
+  // `rules` and `origin` go into every stage this session makes (Stage::Create).
+  StagedWorkspace(std::string quarantine, CommitRules rules, StageOrigin origin, Sink sink,
+                  const RecoverySink& recovered = {});
   ~StagedWorkspace();
   StagedWorkspace(const StagedWorkspace&) = delete;
   StagedWorkspace& operator=(const StagedWorkspace&) = delete;
@@ -165,15 +213,18 @@ class StagedWorkspace {
   void Retire(std::shared_ptr<Stage> stage);
   // The first commit failure stops the session's launches (fail closed), with this message.
   std::optional<Error> poisoned() const;
-  // Finishes or quarantines the stages of cordon processes that are gone (phase file), reporting
-  // each to `sink`. Called once per session, before its first stage.
-  static void Recover(const std::string& stage_root, const std::string& quarantine,
-                      const CommitRules& rules, const Sink& sink);
+  // Finishes or quarantines the stages of cordon processes that are gone (phase file), each by
+  // the rules it carries (StageRulesFile), never the caller's: a stage whose rules file is
+  // missing or unreadable goes to the quarantine whole. What it did, one entry per stage.
+  // Called once per session, before its first stage.
+  static std::vector<StageRecovery> Recover(const std::string& stage_root,
+                                            const std::string& quarantine);
 
  private:
   void Report(const CommitOutcome& o, const Stage& stage, const char* when);
   std::string dir_, quarantine_;
   CommitRules rules_;
+  StageOrigin origin_;
   Sink sink_;
   mutable std::mutex mu_;
   std::uint64_t next_ = 0;
