@@ -22,6 +22,7 @@
 #include "cli/common.h"
 #include "core/before_images.h"
 #include "core/fs.h"
+#include "core/text.h"
 #include "core/unique_fd.h"
 #include "tools/registry.h"
 
@@ -272,7 +273,7 @@ int VerifyMany(const VerifyFlags& f, VerifyOptions& options,
     worse(o.code);
     o.json["path"] = path;
     all["files"].push_back(std::move(o.json));
-    if (!f.json) std::cout << path << ": " << o.verdict_line << "\n";
+    if (!f.json) std::cout << TerminalSafe(path + ": " + o.verdict_line, true) << "\n";
   }
   for (const auto& [file, prev] : previous) {
     const std::string old_id =
@@ -351,10 +352,11 @@ int Verify(const VerifyFlags& f) {
     std::cout << o.json.dump(2) << "\n";
     return o.code;
   }
-  for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
-  if (r.previous) std::cout << "continues: " << *r.previous << "\n";
+  // What a log holds is whoever wrote it's: written out visibly, one line each.
+  for (const auto& w : r.warnings) std::cout << "warning: " << TerminalSafe(w, true) << "\n";
+  if (r.previous) std::cout << "continues: " << TerminalSafe(*r.previous, true) << "\n";
   for (const auto& s : r.unfinished_sessions) {
-    std::cout << "unfinished: session " << s << " has no session_finished\n";
+    std::cout << "unfinished: session " << TerminalSafe(s, true) << " has no session_finished\n";
   }
   if (r.checkpoints > 0) {
     std::cout << "checkpoints: " << r.checkpoints << (r.signed_checked ? " signed" : "")
@@ -362,7 +364,7 @@ int Verify(const VerifyFlags& f) {
     if (r.witness_checkpoints > 0) std::cout << ", " << r.witness_checkpoints << " witnessed";
     std::cout << "\n";
   }
-  std::cout << o.verdict_line << "\n";
+  std::cout << TerminalSafe(o.verdict_line, true) << "\n";
   return o.code;
 }
 
@@ -643,8 +645,9 @@ int Summary(const SummaryFlags& f) {
       logs.push_back(std::move(j));
       continue;
     }
-    std::cout << "# " << path << ": " << o.verdict_line << "\n";
-    for (const auto& w : report->warnings) std::cout << "# warning: " << w << "\n";
+    std::cout << "# " << TerminalSafe(path + ": " + o.verdict_line, true) << "\n";
+    for (const auto& w : report->warnings)
+      std::cout << "# warning: " << TerminalSafe(w, true) << "\n";
     std::cout << "# " << summary->sessions.size() << " session(s)";
     if (!summary->unfinished.empty()) {
       std::cout << ", " << summary->unfinished.size() << " unfinished:";

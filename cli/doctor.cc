@@ -19,6 +19,7 @@
 #include "audit/checkpoint.h"
 #include "audit/knowledge.h"
 #include "cli/common.h"
+#include "core/text.h"
 #include "runner/launch.h"
 #include "tools/curl_loader.h"
 #include "workspace/credential_stores.h"
@@ -436,8 +437,11 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
       for (const auto& c : report["checks"]) {
         const bool pass = c["ok"].get<bool>();
         std::cout << (pass ? "ok    " : (c["required"].get<bool>() ? "FAIL  " : "warn  "))
-                  << c["name"].get<std::string>() << ": " << c["detail"].get<std::string>() << "\n";
-        if (!pass) std::cout << "      remedy: " << c["remedy"].get<std::string>() << "\n";
+                  << c["name"].get<std::string>() << ": "
+                  << TerminalSafe(c["detail"].get<std::string>(), true) << "\n";
+        if (!pass)
+          std::cout << "      remedy: " << TerminalSafe(c["remedy"].get<std::string>(), true)
+                    << "\n";
       }
       std::cout << (!confines    ? "cordon cannot confine processes here: calls fail with "
                                    "sandbox_unavailable\n"

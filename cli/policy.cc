@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "core/text.h"
 #include "policy/policy_show.h"
 
 namespace cordon::cli {
@@ -11,13 +12,14 @@ namespace {
 int CmdPolicyShow(const SessionFlags& session, bool json) {
   auto policy = LoadEffectivePolicy(SessionOptionsFrom(session, "cli"));
   if (!policy) {
-    std::fprintf(stderr, "cordon: policy: %s\n", policy.error().ToString().c_str());
+    std::fprintf(stderr, "cordon: policy: %s\n", TerminalSafe(policy.error().ToString()).c_str());
     return kExitStart;
   }
   if (json) {
     std::cout << DumpJson(PolicyShowJson(*policy), 2) << std::endl;
   } else {
-    std::cout << PolicyShowText(*policy);
+    // A project's policy file is the repository's: its values are written out visibly.
+    std::cout << TerminalSafe(PolicyShowText(*policy));
   }
   return kExitOk;
 }

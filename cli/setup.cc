@@ -14,6 +14,7 @@
 
 #include "cli/common.h"
 #include "core/fs.h"
+#include "core/text.h"
 #include "mcp/client_setup.h"
 #include "policy/policy.h"
 #include "runner/grants.h"
@@ -311,23 +312,27 @@ int CmdSetup(const CLI::App& cmd, const SetupFlags& f) {
   auto edit = mcp::EditClientConfig(client, file->text, file->path, req);
   if (!edit) return Refuse(edit.error());
   if (!edit->changed) {
-    std::fprintf(stderr, "cordon setup: %s\n", edit->summary.c_str());
+    std::fprintf(stderr, "cordon setup: %s\n", TerminalSafe(edit->summary, true).c_str());
     return kExitOk;
   }
   edit->notes.insert(edit->notes.end(), flag_notes.begin(), flag_notes.end());
-  for (const auto& n : edit->notes) std::fprintf(stderr, "cordon setup: note: %s\n", n.c_str());
+  // What is printed comes in part from the client's configuration file (a project's .mcp.json
+  // is the repository's): written out visibly, one line each.
+  for (const auto& n : edit->notes)
+    std::fprintf(stderr, "cordon setup: note: %s\n", TerminalSafe(n, true).c_str());
   if (f.dry_run) {
-    std::cout << mcp::UnifiedDiff(file->exists ? file->text : "", edit->text, file->path);
+    std::cout << TerminalSafe(
+        mcp::UnifiedDiff(file->exists ? file->text : "", edit->text, file->path));
     std::fprintf(stderr, "cordon setup: would have %s (--dry-run: nothing written)\n",
-                 edit->summary.c_str());
+                 TerminalSafe(edit->summary, true).c_str());
     return kExitOk;
   }
   auto written = ReplaceConfig(*file, edit->text, user);
   if (!written) return Refuse(written.error());
-  std::fprintf(stderr, "cordon setup: %s\n", edit->summary.c_str());
+  std::fprintf(stderr, "cordon setup: %s\n", TerminalSafe(edit->summary, true).c_str());
   if (!written->backup.empty())
     std::fprintf(stderr, "cordon setup: the previous file is kept as %s\n",
-                 written->backup.c_str());
+                 TerminalSafe(written->backup, true).c_str());
   std::fprintf(stderr, "cordon setup: restart %s (or reload its MCP servers) to use it\n",
                client_name.c_str());
   return kExitOk;

@@ -184,6 +184,59 @@ TEST_F(CliTest, CatalogInEachProviderFormat) {
   for (const auto& t : ro["tools"]) EXPECT_NE(t["name"], "create_file");
 }
 
+// Names an agent, a repository or a log chose reach the terminal written out visibly on every
+// human channel (issue 33, part 5): `policy show` (a project's policy file is the repository's),
+// `setup --dry-run` (a project's .mcp.json), `doctor` (the directory it runs in) and `audit
+// verify` (a log's name). No escape sequence (which could clear the screen, retitle the window or
+// forge cordon's own lines), no C1 control, no bidi override, and no newline inside a name.
+TEST_F(CliTest, WhatOthersChoseIsWrittenOutVisiblyOnEveryHumanChannel) {
+  const std::string title = "\x1b]0;pwned\x07";
+  const std::string forged = "\ncordon: all changes were committed\n";
+  auto clean = [&](const testing::RunResult& r, const std::string& what) {
+    for (const std::string& text : {r.out, r.err}) {
+      for (const std::string bad : {"\x1b", "\x07", "\xc2\x9b", "\xe2\x80\xae"})
+        EXPECT_EQ(text.find(bad), std::string::npos) << what << " wrote a raw control:\n" << text;
+      EXPECT_EQ(text.find("\ncordon: all changes were committed"), std::string::npos)
+          << what << " let a name start a line of its own:\n"
+          << text;
+    }
+  };
+  // policy show: a project's protected name.
+  WriteFile(dir_ / "ws/.cordon/policy.toml",
+            "[filesystem]\nprotected_names = [\"\\u001b]0;pwned\\u0007\\u202e\", "
+            "\"x\\ncordon: all changes were committed\\n\"]\n");
+  auto shown = Cordon({"policy", "show", "--workspace", dir_ / "ws"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("pwned"), std::string::npos) << "the name is not shown at all";
+  clean(shown, "policy show");
+  // setup --dry-run: a project's .mcp.json with a server named by the repository.
+  std::filesystem::create_directories(dir_ / "home");
+  WriteFile(dir_ / "proj/.mcp.json",
+            "{\"mcpServers\": {\"\\u001b]0;pwned\\u0007\": {\"command\": \"x\\u009b2J\"}}}\n");
+  auto setup = testing::Run(
+      {testing::CordonBin(), "setup", "claude-code", "--project", dir_ / "proj", "--dry-run"},
+      {"HOME=" + (dir_ / "home"), "XDG_CONFIG_HOME=", "CODEX_HOME="});
+  EXPECT_EQ(setup.exit_code, 0) << setup.err;
+  EXPECT_NE(setup.out.find("pwned"), std::string::npos) << setup.out << setup.err;
+  clean(setup, "setup --dry-run");
+  // doctor, run in a directory whose name holds the controls.
+  const std::string odd = dir_ / ("ws" + title + forged);
+  std::filesystem::create_directories(odd);
+  auto doctor = testing::Run(
+      {"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" doctor", "sh", odd, testing::CordonBin()}, env_);
+  EXPECT_NE(doctor.out.find("pwned"), std::string::npos) << doctor.out << doctor.err;
+  clean(doctor, "doctor");
+  // audit verify of a log so named.
+  const std::string log_path = dir_ / ("log" + title + forged + ".jsonl");
+  ASSERT_EQ(Cordon({"call", "read_file_range", "--workspace", dir_ / "ws", "--audit-log", log_path,
+                    "--json", R"({"path":"hello.txt","start_line":1,"end_line":1})"})
+                .exit_code,
+            0);
+  auto verify = Cordon({"audit", "verify", dir_.path()});
+  EXPECT_NE(verify.out.find("pwned"), std::string::npos) << verify.out << verify.err;
+  clean(verify, "audit verify");
+}
+
 TEST_F(CliTest, PolicyShowNamesTheDecidingFile) {
   WriteFile(dir_ / "ws/.cordon/policy.toml", "[limits]\ntimeout_secs = 5\nmax_results = 99999\n");
   auto r = Cordon({"policy", "show", "--workspace", dir_ / "ws", "--json"});
