@@ -117,6 +117,24 @@ void HttpGate::Drop(int fd) {
   conns_.erase(fd);  // closes it
 }
 
+void HttpGate::AnswerUnauthorized(int fd) {
+  // What the request handler answers (mcp/http_server.cc Refusal), in one non-blocking send: a
+  // peer that does not read it loses it, never the gate's time.
+  static const std::string kBody =
+      R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"a bearer token is required"}})";
+  static const std::string kResponse =
+      "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nWWW-Authenticate: "
+      "Bearer\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
+  (void)::send(fd, kResponse.data(), kResponse.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+  // What the peer sent is read and dropped (bounded), so that the close does not reset the
+  // connection under the answer while its request is still unread.
+  char sink[4096];
+  for (int i = 0; i < 16 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
+}
+
 void HttpGate::AcceptAll() {
   // A bounded batch, so that the sockets already waiting are looked at between batches.
   for (int i = 0; i < 512; ++i) {
@@ -179,18 +197,24 @@ void HttpGate::Run() {
           break;
       }
     }
-    // The authenticated client first, then the rest (which get their 401 from the handler).
-    for (const auto* group : {&authed, &others}) {
-      for (int fd : *group) {
-        auto it = conns_.find(fd);
-        if (it == conns_.end()) continue;
-        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
-        pending_.Remove(fd);
-        const sockaddr_in peer = it->second.peer;
-        const int owned = it->second.fd.Release();
-        conns_.erase(it);
-        admit_(owned, peer);
-      }
+    // A request without the token is answered here, and closed: it never takes one of the
+    // daemon's connections (a flood of complete headers holding half-sent bodies did, each until
+    // its body came, and starved the token holder).
+    for (int fd : others) {
+      if (!conns_.contains(fd)) continue;
+      AnswerUnauthorized(fd);
+      Drop(fd);
+    }
+    // The authenticated requests (without a token, every request is one) go to the daemon.
+    for (int fd : authed) {
+      auto it = conns_.find(fd);
+      if (it == conns_.end()) continue;
+      ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+      pending_.Remove(fd);
+      const sockaddr_in peer = it->second.peer;
+      const int owned = it->second.fd.Release();
+      conns_.erase(it);
+      admit_(owned, peer);
     }
     if (accept) AcceptAll();
     for (int fd : pending_.Expired(PendingSockets::Clock::now())) Drop(fd);

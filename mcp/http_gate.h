@@ -79,6 +79,7 @@ class HttpGate {
   ~HttpGate();  // stops the thread and closes what is still pending
 
  private:
+  void AnswerUnauthorized(int fd);
   HttpGate(UniqueFd listener, UniqueFd epoll, std::string token, GateLimits limits, Admit admit)
       : listener_(std::move(listener)),
         epoll_(std::move(epoll)),

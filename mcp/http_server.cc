@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "core/hash.h"
 #include "core/signals.h"
@@ -31,6 +32,8 @@
 namespace cordon::mcp {
 namespace {
 
+// How long MHD_stop_daemon may take at the end before cordon goes on without it.
+constexpr std::chrono::seconds kDaemonStopGrace{3};
 // Connections libmicrohttpd serves at once (each past the gate: its headers were in).
 constexpr unsigned kMaxAdmittedConnections = 256;
 
@@ -54,7 +57,13 @@ struct HttpState {
   // the log.
   std::map<std::string, std::string> labels;
   std::uint64_t next_label = 0;
+  // Set at the stop: a request that comes in on an admitted connection after it is closed
+  // unanswered, so that nothing starts while the calls are drained.
+  bool stopping = false;
 };
+
+// The state of a daemon that did not stop in time (ServeHttp): kept reachable to the end.
+HttpState* g_abandoned_state = nullptr;
 
 // The messages of one tools/call: its progress notifications, then its response. Read as an
 // SSE body (one `event: message` per message) or waited on for a JSON reply.
@@ -205,6 +214,10 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
     return MHD_YES;
   }
   auto* pending = static_cast<Pending*>(*con_cls);
+  if (*upload_size == 0) {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (st->stopping) return MHD_NO;  // closes the connection
+  }
   if (*upload_size > 0) {
     if (pending->too_big) {
       pending->scan.Feed({upload, *upload_size});
@@ -337,7 +350,11 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
     return 3;
   }
   g_mhd = *loaded;
-  HttpState st{&session, options, {}, {}, {}, 0};
+  // On the heap: when the daemon cannot be stopped (below), its threads may still hold it, and it
+  // is left to them.
+  auto* state = new HttpState{&session, options, {}, {}, {}, 0, false};
+  std::unique_ptr<HttpState> owned_state(state);
+  HttpState& st = *state;
   // cordon listens and accepts; libmicrohttpd gets a connection only once its headers are in
   // (mcp/http_gate.h), so idle or slow sockets never hold one of its threads.
   UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -396,11 +413,27 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   std::map<std::string, std::shared_ptr<McpServer>> sessions;
   {
     std::lock_guard<std::mutex> lock(st.mu);
+    st.stopping = true;
     sessions.swap(st.sessions);
   }
   gate.reset();  // nothing new is admitted
   for (auto& [id, server] : sessions) server->Drain(true);
-  g_mhd->stop_daemon(d);
+  // libmicrohttpd 0.9.75 can hang for good in MHD_stop_daemon (thread per connection, sockets
+  // added with MHD_add_connection: its listen thread waited on a mutex it held, after a flood).
+  // The stop gets a bounded time; past it cordon goes on without it, so that the session is
+  // finished and recorded and the process exits (its connection threads end with it).
+  auto stopped = std::make_shared<std::promise<void>>();
+  std::future<void> done = stopped->get_future();
+  std::thread([d, stopped] {
+    g_mhd->stop_daemon(d);
+    stopped->set_value();
+  }).detach();
+  if (done.wait_for(kDaemonStopGrace) != std::future_status::ready) {
+    std::fprintf(stderr, "cordon: the HTTP server did not stop within %lld s; exiting without it\n",
+                 static_cast<long long>(kDaemonStopGrace.count()));
+    // Its threads may still read the state: it stays, reachable, until the process ends.
+    g_abandoned_state = owned_state.release();
+  }
   return 0;
 }
 

@@ -689,6 +689,28 @@ class HttpServeProcess {
     }
   }
   pid_t pid() const { return pid_; }
+  // SIGTERM, then a wait of at most `limit`: its exit code, or -1 when it had not exited (it is
+  // then killed).
+  int Terminate(std::chrono::seconds limit) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    const auto until = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    int code = -1;
+    while (std::chrono::steady_clock::now() < until) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (code < 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+    return code;
+  }
   bool exited_cleanly_ = false;
 
  private:
@@ -858,14 +880,19 @@ TEST_F(McpClientTest, ServeHttpAnswersAnOverDeepRequestUnderItsId) {
 // headers, closes those after 10 s, and hands token-bearing requests to the server first: the
 // authenticated client is served while the flood is open, a token-less request still gets its
 // 401, and every flood socket is closed by the server.
+// Raises this process's soft fd limit to at least `n` (its children inherit it); false when the
+// hard limit is below.
+bool RaiseFdLimit(rlim_t n) {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_max < n) return false;
+  nofile.rlim_cur = std::max(nofile.rlim_cur, n);
+  return ::setrlimit(RLIMIT_NOFILE, &nofile) == 0;
+}
+
 TEST_F(McpClientTest, ServeHttpServesTheAuthenticatedClientThroughATokenlessFlood) {
   if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
   constexpr int kFlood = 1100;
-  rlimit nofile{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &nofile), 0);
-  if (nofile.rlim_max < kFlood + 200) GTEST_SKIP() << "SKIPPED: the fd limit is below the flood";
-  nofile.rlim_cur = std::max<rlim_t>(nofile.rlim_cur, kFlood + 200);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &nofile), 0);
+  if (!RaiseFdLimit(kFlood + 200)) GTEST_SKIP() << "SKIPPED: the fd limit is below the flood";
   const int port = FreeLoopbackPort();
   const std::string host = "127.0.0.1:" + std::to_string(port);
   const std::string url = "http://" + host + "/mcp";
@@ -951,6 +978,127 @@ TEST_F(McpClientTest, ServeHttpServesTheAuthenticatedClientThroughATokenlessFloo
   int status = 0;
   EXPECT_EQ(::waitpid(server->pid(), &status, WNOHANG), 0) << "serve --http must still run";
   server.reset();
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
+          .exit_code,
+      0);
+}
+
+// `n` connections to 127.0.0.1:port, each sending whole headers (with `auth` when set) and 16
+// bytes of a 4,096-byte body, then holding; the server has had 2 s to take them in (it accepts
+// in batches, and a request among the flood is no test of what the flood left behind).
+std::vector<int> HeldBodyFlood(int port, const std::string& auth, int n) {
+  const std::string host = "127.0.0.1:" + std::to_string(port);
+  const std::string held = "POST /mcp HTTP/1.1\r\nHost: " + host +
+                           (auth.empty() ? "" : "\r\nAuthorization: Bearer " + auth) +
+                           "\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n"
+                           "{\"jsonrpc\":\"2.0\"";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<int> flood;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    flood.push_back(fd);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) continue;
+    (void)!::send(fd, held.data(), held.size(), MSG_NOSIGNAL);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  return flood;
+}
+
+// Complete headers without the token, each holding a half-sent body: the token holder is served
+// at once, and SIGTERM afterwards ends serve with its log finished.
+TEST_F(McpClientTest, ServeHttpOutlastsAHalfSentBodyFloodAndStopsOnTermAfterIt) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  constexpr int kFlood = 1100;
+  if (!RaiseFdLimit(kFlood + 200)) GTEST_SKIP() << "SKIPPED: the fd limit is below the flood";
+  const int port = FreeLoopbackPort();
+  const std::string host = "127.0.0.1:" + std::to_string(port);
+  const std::string url = "http://" + host + "/mcp";
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http", host, "--token-file",
+                               dir_ / "token"},
+      env_);
+  const std::string init =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
+  auto post = [&](const std::string& auth) {
+    std::vector<std::string> argv = {FindOnPath("curl"),
+                                     "-s",
+                                     "-m",
+                                     "5",
+                                     "-o",
+                                     "/dev/stderr",
+                                     "-w",
+                                     "%{http_code}",
+                                     "-X",
+                                     "POST",
+                                     url,
+                                     "-H",
+                                     "Content-Type: application/json",
+                                     "-H",
+                                     "Accept: application/json, text/event-stream",
+                                     "-d",
+                                     init};
+    if (!auth.empty()) argv.insert(argv.end(), {"-H", "Authorization: Bearer " + auth});
+    return cordon::testing::Run(argv);
+  };
+  cordon::testing::RunResult first;
+  for (int i = 0; i < 100 && (first = post("")).out != "401"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(first.out, "401") << "serve --http did not come up";
+  const std::string token = ReadFile(dir_ / "token").substr(0, 48);
+  ASSERT_EQ(token.size(), 48u);
+
+  const std::vector<int> flood = HeldBodyFlood(port, "", kFlood);
+  // curl's own bound (-m 5) is the promise: the token holder is answered within 5 s.
+  auto ok = post(token);
+  EXPECT_EQ(ok.out, "200") << "the token holder was not served within 5 s: " << ok.err;
+  EXPECT_NE(ok.err.find("\"protocolVersion\":\"2025-06-18\""), std::string::npos) << ok.err;
+  auto refused = post("");
+  EXPECT_EQ(refused.out, "401") << refused.err;
+
+  // SIGTERM with the flood still connected: serve ends (143) and its log is finished.
+  const int code = server->Terminate(std::chrono::seconds(20));
+  for (int fd : flood) ::close(fd);
+  EXPECT_EQ(code, 143) << "serve --http did not end on SIGTERM (-1: still running after 20 s)";
+  const std::string log = ReadFile(dir_ / "http.jsonl");
+  EXPECT_NE(log.find("\"session_finished\""), std::string::npos) << "no session_finished record";
+  EXPECT_EQ(
+      cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
+          .exit_code,
+      0);
+}
+
+// The token holder's own connections fill the daemon (each holding a half-sent body): SIGTERM
+// still ends serve, with its log finished.
+TEST_F(McpClientTest, ServeHttpStopsOnTermWithEveryDaemonConnectionHeld) {
+  if (FindOnPath("curl").empty()) GTEST_SKIP() << "SKIPPED: curl is not installed";
+  constexpr int kHeld = 300;  // past the daemon's 256
+  if (!RaiseFdLimit(kHeld + 200)) GTEST_SKIP() << "SKIPPED: the fd limit is below the flood";
+  const int port = FreeLoopbackPort();
+  const std::string host = "127.0.0.1:" + std::to_string(port);
+  auto server = std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                               "--audit-log", dir_ / "http.jsonl", "--http", host, "--token-file",
+                               dir_ / "token"},
+      env_);
+  bool up = false;  // a token-less request is answered (401): serve is listening
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = CurlPost("http://" + host + "/mcp", "{}", "", 5).err.find("401") != std::string::npos;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(up) << "serve --http did not come up";
+  const std::string token = ReadFile(dir_ / "token").substr(0, 48);
+  ASSERT_EQ(token.size(), 48u);
+  const std::vector<int> held = HeldBodyFlood(port, token, kHeld);
+  const int code = server->Terminate(std::chrono::seconds(20));
+  for (int fd : held) ::close(fd);
+  EXPECT_EQ(code, 143) << "serve --http did not end on SIGTERM (-1: still running after 20 s)";
+  EXPECT_NE(ReadFile(dir_ / "http.jsonl").find("\"session_finished\""), std::string::npos);
   EXPECT_EQ(
       cordon::testing::Run({cordon::testing::CordonBin(), "audit", "verify", dir_ / "http.jsonl"})
           .exit_code,
