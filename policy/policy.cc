@@ -83,6 +83,31 @@ std::string NameEntry(const std::string& name, std::string& entry) {
   return {};
 }
 
+// An extended attribute a commit may install: a `user.` name, or a `user.` prefix ending in
+// ".*". The other namespaces are never the sandbox's to give (trusted.*, security.capability
+// and the security modules' labels), and the overlay's marks (user.overlay.*) mean nothing
+// outside the stage.
+std::string XattrEntry(const std::string& name, std::string& entry) {
+  std::string_view body = entry;
+  const bool prefix = body.ends_with(".*");
+  if (prefix) body.remove_suffix(1);  // "user.myapp.": the prefix, with its dot
+  if (!body.starts_with("user.")) {
+    return name + " entry \"" + entry +
+           "\" must name user.* attributes: trusted.*, security.* and system.* ones never reach "
+           "the host";
+  }
+  if (body.starts_with("user.overlay.")) {
+    return name + " entry \"" + entry +
+           "\" names the overlay's own marks, which never reach the host";
+  }
+  if ((!prefix && body == "user.") || body.size() > 255 ||
+      body.find_first_of(std::string_view("*\0", 2)) != std::string_view::npos) {
+    return name + " entry \"" + entry +
+           "\" must be an attribute name (user.NAME) or a prefix ending in .* (user.NAME.*)";
+  }
+  return {};
+}
+
 std::string EnvEntry(const std::string& name, std::string& entry) {
   return IsEnvName(entry, true) ? std::string()
                                 : name + " entry \"" + entry +
@@ -410,6 +435,10 @@ const ListKey kListKeys[] = {
      [](const Policy& p) { return p.filesystem.protected_names; },
      [](Policy& p, std::vector<std::string> v) { p.filesystem.protected_names = std::move(v); },
      NameEntry},
+    {"filesystem", "xattr_allow", ListPolarity::kGrants, false, false,
+     [](const Policy& p) { return p.filesystem.xattr_allow; },
+     [](Policy& p, std::vector<std::string> v) { p.filesystem.xattr_allow = std::move(v); },
+     XattrEntry},
     {"env", "pass", ListPolarity::kGrants, false, false, [](const Policy& p) { return p.env.pass; },
      [](Policy& p, std::vector<std::string> v) { p.env.pass = std::move(v); }, EnvEntry},
     {"env", "deny", ListPolarity::kDenies, false, false, [](const Policy& p) { return p.env.deny; },
@@ -459,6 +488,15 @@ bool IsEnvName(std::string_view name, bool allow_prefix) {
   });
 }
 
+bool XattrAllowed(std::string_view name, std::span<const std::string> allow) {
+  if (!name.starts_with("user.") || name.starts_with("user.overlay.")) return false;
+  return std::any_of(allow.begin(), allow.end(), [&](std::string_view entry) {
+    if (!entry.ends_with(".*")) return entry == name;
+    entry.remove_suffix(1);
+    return name.size() > entry.size() && name.starts_with(entry);
+  });
+}
+
 bool EnvEntryMatches(std::string_view entry, std::string_view name) {
   if (!entry.empty() && entry.back() == '*') {
     entry.remove_suffix(1);
@@ -502,6 +540,8 @@ std::string Policy::CanonicalJson() const {
   j["filesystem"]["deny"] = filesystem.deny;
   if (!filesystem.protected_names.empty())
     j["filesystem"]["protected_names"] = filesystem.protected_names;
+  // Only when set: the policies recorded before the key existed keep their hash.
+  if (!filesystem.xattr_allow.empty()) j["filesystem"]["xattr_allow"] = filesystem.xattr_allow;
   // Only when used: the policies recorded before [env] existed keep their hash.
   if (!env.pass.empty()) j["env"]["pass"] = env.pass;
   if (!env.deny.empty()) j["env"]["deny"] = env.deny;

@@ -67,6 +67,11 @@ struct FilesystemPolicy {
   // Names protected in every writable root besides the built-in ones (IsProtectedPath):
   // never written by a file tool, swept out of the workspace when a process creates them.
   std::vector<std::string> protected_names;
+  // `user.*` extended attributes a file the staged workspace made keeps on the host: exact
+  // names, or a prefix ending in ".*" (XattrAllowed). Empty: none. A grant: a project file may
+  // only remove entries. trusted.*, security.* and system.* names are refused when the file
+  // loads.
+  std::vector<std::string> xattr_allow;
 };
 
 // [env]: what a confined process gets of the environment beyond the fixed sandbox variables
@@ -84,6 +89,10 @@ struct EnvPolicy {
 bool IsEnvName(std::string_view name, bool allow_prefix = false);
 // Whether `name` matches an entry of an [env] list: the same name, or a "PREFIX*" entry.
 bool EnvEntryMatches(std::string_view entry, std::string_view name);
+// Whether a commit installs the extended attribute `name` of a file the sandbox made, by
+// `allow` (filesystem.xattr_allow): a `user.` name equal to an entry or under a "PREFIX.*" entry.
+// The overlay's own marks (user.overlay.*) and every other namespace never are.
+bool XattrAllowed(std::string_view name, std::span<const std::string> allow);
 
 // The workspace walk that finds every git directory and protected name refuses a launch
 // past this many entries (sandbox.max_scan_entries raises it).

@@ -142,6 +142,7 @@ Json PolicyShowEffective(const Policy& policy) {
   put("audit", "before_images_max_file_bytes", policy.audit_before_images_max_file_bytes);
   put("audit", "before_images_max_session_bytes", policy.audit_before_images_max_session_bytes);
   put("filesystem", "protected_names", policy.filesystem.protected_names);
+  put("filesystem", "xattr_allow", policy.filesystem.xattr_allow);
   put("sandbox", "max_scan_entries", policy.max_scan_entries);
   put("sandbox", "allow_dangerous_workspace", policy.allow_dangerous_workspace);
   put("sandbox", "workspace", std::string(Name(kWorkspaceModeNames, policy.workspace_mode)));

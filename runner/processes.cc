@@ -200,6 +200,7 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
   if (!staging_) {
     CommitRules rules;
     rules.extra_protected = policy_.filesystem.protected_names;
+    rules.xattr_allow = policy_.filesystem.xattr_allow;
     if (auto it = policy_.entry_provenance.find("filesystem.protected_names");
         it != policy_.entry_provenance.end()) {
       for (const auto& name : rules.extra_protected) {

@@ -85,6 +85,91 @@ TEST(Policy, UnknownKeysAndBadTypesNameFileAndLine) {
   }
 }
 
+// filesystem.xattr_allow (issue 33, part 6): only `user.` names reach the host. Another
+// namespace, a bare "*" or the overlay's marks are errors when the file loads, in every layer.
+TEST(PolicyXattrAllow, OnlyUserNamesAreAccepted) {
+  for (const char* entry : {"trusted.x", "*", "security.capability", "security.*",
+                            "system.posix_acl_access", "trusted.*", "user", "user.",
+                            "user.overlay.opaque", "user.overlay.*", "user.a*", "user.*.x"}) {
+    SCOPED_TRACE(entry);
+    for (bool project : {false, true}) {
+      Policy p;
+      auto st = ApplyPolicyText(p, std::string("[filesystem]\nxattr_allow = [\"") + entry + "\"]\n",
+                                "x.toml", project);
+      ASSERT_FALSE(st);
+      EXPECT_EQ(st.error().code, Code::kInvalidInput);
+      EXPECT_NE(st.error().message.find(std::string("x.toml:2: filesystem.xattr_allow entry \"") +
+                                        entry + "\""),
+                std::string::npos)
+          << st.error().message;
+    }
+  }
+  Policy p;
+  auto st = ApplyPolicyText(p, "[filesystem]\nxattr_allow = [\"trusted.x\"]\n", "x.toml", false);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("trusted.*, security.* and system.* ones never reach the host"),
+            std::string::npos)
+      << st.error().message;
+  ASSERT_TRUE(ApplyPolicyText(
+      p, "[filesystem]\nxattr_allow = [\"user.checksum.sha256\", \"user.myapp.*\"]\n", "u.toml",
+      false));
+  EXPECT_EQ(p.filesystem.xattr_allow,
+            (std::vector<std::string>{"user.checksum.sha256", "user.myapp.*"}));
+  EXPECT_EQ(p.entry_provenance["filesystem.xattr_allow"]["user.myapp.*"], "u.toml:2");
+  EXPECT_NE(p.CanonicalJson().find("\"xattr_allow\":[\"user.checksum.sha256\",\"user.myapp.*\"]"),
+            std::string::npos)
+      << p.CanonicalJson();
+  EXPECT_NE(PolicyShowText(p).find("\"user.myapp.*\",    # u.toml:2"), std::string::npos)
+      << PolicyShowText(p);
+  // A policy that leaves the key out keeps its hash.
+  EXPECT_EQ(Policy().CanonicalJson().find("xattr_allow"), std::string::npos);
+}
+
+TEST(PolicyXattrAllow, NamesMatchExactlyOrUnderADottedPrefix) {
+  const std::vector<std::string> allow = {"user.checksum.sha256", "user.myapp.*"};
+  struct Case {
+    const char* name;
+    bool allowed;
+  };
+  for (const Case& c : std::initializer_list<Case>{{"user.checksum.sha256", true},
+                                                   {"user.checksum.sha2567", false},
+                                                   {"user.checksum", false},
+                                                   {"user.myapp.x", true},
+                                                   {"user.myapp.a.b", true},
+                                                   {"user.myapp.", false},
+                                                   {"user.myapp", false},
+                                                   {"user.myappx", false},
+                                                   {"user.x", false},
+                                                   {"trusted.myapp.x", false},
+                                                   {"security.capability", false}}) {
+    EXPECT_EQ(XattrAllowed(c.name, allow), c.allowed) << c.name;
+  }
+  EXPECT_FALSE(XattrAllowed("user.x", {}));
+  // Even "user.*" leaves the overlay's own marks in the stage.
+  const std::vector<std::string> every = {"user.*"};
+  EXPECT_TRUE(XattrAllowed("user.x", every));
+  EXPECT_FALSE(XattrAllowed("user.overlay.opaque", every));
+  EXPECT_FALSE(XattrAllowed("trusted.x", every));
+}
+
+// The workspace's policy file is the agent's to write: it may drop entries, never add one.
+TEST(PolicyXattrAllow, AProjectFileCannotWidenIt) {
+  Policy p;
+  ASSERT_TRUE(ApplyPolicyText(p, "[filesystem]\nxattr_allow = [\"user.a\", \"user.b.*\"]\n",
+                              "u.toml", false));
+  ASSERT_TRUE(ApplyPolicyText(p, "[filesystem]\nxattr_allow = [\"!user.a\", \"user.c\"]\n",
+                              "project.toml", true));
+  EXPECT_EQ(p.filesystem.xattr_allow, std::vector<std::string>{"user.b.*"});
+  ASSERT_EQ(p.notes.size(), 1u) << ::testing::PrintToString(p.notes);
+  EXPECT_NE(p.notes[0].find("a project file cannot add \"user.c\" to filesystem.xattr_allow"),
+            std::string::npos)
+      << p.notes[0];
+  Policy q;
+  ASSERT_TRUE(
+      ApplyPolicyText(q, "[filesystem]\nxattr_allow = [\"user.*\"]\n", "project.toml", true));
+  EXPECT_TRUE(q.filesystem.xattr_allow.empty());
+}
+
 TEST(Policy, ProjectFileCanOnlyTighten) {
   TempDir d;
   WriteFile(d / "pol/00.toml",
@@ -406,6 +491,7 @@ TEST(PolicyLists, EveryListKeyIsReachableFromAFile) {
     SCOPED_TRACE(k.Name());
     const std::string entry = k.Name() == "scopes.grant"                 ? "fs:read"
                               : k.Name() == "filesystem.protected_names" ? ".x"
+                              : k.Name() == "filesystem.xattr_allow"     ? "user.x"
                               : k.section == "filesystem"                ? "/x"
                               : k.Name() == "redact.credential_stores"   ? "~/.x"
                               : k.Name() == "network.presets"            ? "npm"

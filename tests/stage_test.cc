@@ -11,11 +11,14 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <string_view>
 #include <thread>
 
 #include "core/unique_fd.h"
@@ -40,6 +43,7 @@ TEST(CommitRulesJson, EveryFieldComesBackExactly) {
   rules.git_dirs = {"fixture.git"};
   rules.new_git_dirs = {"data"};
   rules.masked = {"secret/key"};
+  rules.xattr_allow = {"user.checksum.sha256", "user.myapp.*"};
   const std::string text = CommitRulesJson(rules).dump();
   auto back = CommitRulesFromJson(Json::parse(text));
   ASSERT_TRUE(back) << back.error().message;
@@ -49,9 +53,21 @@ TEST(CommitRulesJson, EveryFieldComesBackExactly) {
   EXPECT_EQ(back->git_dirs, rules.git_dirs);
   EXPECT_EQ(back->new_git_dirs, rules.new_git_dirs);
   EXPECT_EQ(back->masked, rules.masked);
+  EXPECT_EQ(back->xattr_allow, rules.xattr_allow);
+  // A stage made before xattr_allow existed is recovered by its six fields: it installs none.
+  const char* six = R"({"extra_protected":[],"protected_from":[],"repo_protected":[],)"
+                    R"("git_dirs":[],"new_git_dirs":[],"masked":["m"]})";
+  auto old = CommitRulesFromJson(Json::parse(six));
+  ASSERT_TRUE(old) << old.error().message;
+  EXPECT_EQ(old->masked, std::vector<std::string>{"m"});
+  EXPECT_TRUE(old->xattr_allow.empty());
   for (const char* bad : {"null", "{}", "[]", R"({"extra_protected": []})",
                           R"({"extra_protected":[{"hex":"zz"}],"protected_from":[],)"
-                          R"("repo_protected":[],"git_dirs":[],"new_git_dirs":[],"masked":[]})"}) {
+                          R"("repo_protected":[],"git_dirs":[],"new_git_dirs":[],"masked":[]})",
+                          R"({"extra_protected":[],"protected_from":[],"repo_protected":[],)"
+                          R"("git_dirs":[],"new_git_dirs":[],"masked":[],"xattr_allow":"x"})",
+                          R"({"extra_protected":[],"protected_from":[],"repo_protected":[],)"
+                          R"("git_dirs":[],"new_git_dirs":[],"masked":[],"other":[]})"}) {
     EXPECT_FALSE(CommitRulesFromJson(Json::parse(bad))) << bad;
   }
 }
@@ -671,6 +687,35 @@ TEST(ApplyCommit, ALiveOverlayIsCopiedWithALedgerAndAHostEditIsAConflict) {
   WriteFile(S + "/go3", "");
   guard.pid = -1;
   EXPECT_EQ(WaitExit(pid), 0) << ReadFile(S + "/stderr");
+}
+
+// filesystem.xattr_allow (issue 33, part 6): renamed out of the upper layer or copied from it,
+// a file the process made keeps the user.* attributes the rules allow and no other.
+TEST(ApplyCommit, OnlyTheAllowedUserXattrsReachTheHostByRenameOrCopy) {
+  for (const bool rename : {true, false}) {
+    SCOPED_TRACE(rename ? "rename" : "copy");
+    Staging s;
+    const int code =
+        RunInOverlay(s,
+                     "echo made > made.txt; python3 -c \"import os\n"
+                     "for n in ('user.keep.a', 'user.x'): os.setxattr('made.txt', n, b'v')\"");
+    SKIP_OR_FAIL_WITHOUT_OVERLAY(code);
+    ASSERT_EQ(code, 0) << ReadFile(s.sig + "/stderr");
+    CommitOptions o = Options(s, rename);
+    o.rules.xattr_allow = {"user.keep.*"};
+    Commit c = RunCommit(s, o);
+    ASSERT_FALSE(c.outcome.error) << c.outcome.error->ToString();
+    const std::string made = s.lower + "/made.txt";
+    EXPECT_EQ(ReadFile(made), "made\n");
+    char names[1024];
+    const ssize_t n = ::listxattr(made.c_str(), names, sizeof names);
+    ASSERT_GE(n, 0) << std::strerror(errno);
+    std::vector<std::string> user;
+    for (ssize_t at = 0; at < n; at += static_cast<ssize_t>(std::strlen(names + at)) + 1) {
+      if (std::string_view(names + at).starts_with("user.")) user.emplace_back(names + at);
+    }
+    EXPECT_EQ(user, std::vector<std::string>{"user.keep.a"});
+  }
 }
 
 // A host directory swapped for a symlink to a directory outside the tree after the plan read

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -414,6 +415,38 @@ TEST_F(StagedTest, AFilesExtendedAttributesStayInTheSandbox) {
   for (const char* name : {"user.x", "user.xdg.origin.url"}) {
     errno = 0;
     EXPECT_LT(::getxattr((ws_ + "/made.txt").c_str(), name, value, sizeof value), 0) << name;
+    EXPECT_EQ(errno, ENODATA) << name;
+  }
+}
+
+// filesystem.xattr_allow (issue 33, part 6): the user's policy names the `user.*` attributes
+// that reach the host with a file the process made; the others stay in the stage, trusted.*
+// ones always, and the workspace's own policy file cannot add a name.
+TEST_F(StagedTest, OnlyTheXattrsTheUserAllowsReachTheHost) {
+  Policy("[filesystem]\nxattr_allow = [\"user.keep.*\"]\n");
+  // (A project file's plain list of a grant narrows it to the names it keeps: user.keep.* stays.)
+  WriteFile(ws_ + "/.cordon/policy.toml",
+            "[filesystem]\nxattr_allow = [\"user.keep.*\", \"user.x\"]\n");
+  auto r = Exec(
+      "echo made > made.txt && python3 -c \"import os\n"
+      "os.setxattr('made.txt', 'user.keep.a', b'kept')\n"
+      "os.setxattr('made.txt', 'user.x', b'evil')\n"
+      "try: os.setxattr('made.txt', 'trusted.t', b'evil')\n"
+      "except OSError: pass\n"
+      "print(sorted(n for n in os.listxattr('made.txt') if not n.startswith('security.')))\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("'user.keep.a', 'user.x'"), std::string::npos) << "set inside: " << r.out;
+  EXPECT_EQ(ReadFile(ws_ + "/made.txt"), "made\n");
+  const std::string made = ws_ + "/made.txt";
+  char value[64] = {};
+  const ssize_t n = ::getxattr(made.c_str(), "user.keep.a", value, sizeof value);
+  EXPECT_EQ(n, 4) << "user.keep.a did not reach the host: " << std::strerror(errno);
+  if (n == 4) {
+    EXPECT_EQ(std::string(value, 4), "kept");
+  }
+  for (const char* name : {"user.x", "trusted.t"}) {
+    errno = 0;
+    EXPECT_LT(::getxattr(made.c_str(), name, value, sizeof value), 0) << name;
     EXPECT_EQ(errno, ENODATA) << name;
   }
 }

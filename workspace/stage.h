@@ -95,6 +95,9 @@ struct CommitRules {
   // of one deleted or replaced. The masks already keep the process from them; this is the second
   // wall, should a mask ever fail to cover one.
   std::vector<std::string> masked;
+  // filesystem.xattr_allow: the `user.*` extended attributes a file the process made keeps on
+  // the host (XattrAllowed); every other one it set stays in the stage.
+  std::vector<std::string> xattr_allow;
 };
 
 // Every field of CommitRules as JSON, and back: a stage carries the rules its commit needs

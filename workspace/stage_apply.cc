@@ -13,9 +13,13 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "core/fs.h"
 #include "core/hash.h"
+#include "policy/policy.h"
 #include "workspace/stage.h"
 #include "workspace/stage_fs.h"
 
@@ -109,21 +113,16 @@ Result<std::optional<std::string>> HashFd(int fd, std::uint64_t size, std::uint6
   return std::optional<std::string>(h.FinishHex());
 }
 
-// Extended attributes of a file the process made stay in the sandbox (issue 33): the overlay's
-// own marks (origin, impure, opaque) mean nothing outside it; `user.*` ones are the process's
-// words, which the host's tools read (a desktop's metadata, a build tool's cache keys); and
-// `trusted.*` and file capabilities (`security.capability`) are never the process's to give.
-// ACLs (`system.*`, which a chmod could equal) and the security modules' labels (the kernel's)
-// are kept. The list is read whole, however long the process made it: one that cannot be read
-// fails the install.
-Status StripXattrs(int fd, const std::string& where) {
+// The names of `fd`'s extended attributes, read whole however long the process made the list:
+// one that cannot be read fails the install. None on a filesystem without them.
+Result<std::vector<std::string>> XattrNames(int fd, const std::string& where) {
   std::string names;
   bool read = false;
   for (int tries = 0; tries < 8 && !read; ++tries) {
     const ssize_t want = ::flistxattr(fd, nullptr, 0);
-    if (want < 0 && errno == ENOTSUP) return {};  // a filesystem without them
+    if (want < 0 && errno == ENOTSUP) return std::vector<std::string>{};
     if (want < 0) return SysFail(Code::kInternal, "flistxattr", where);
-    if (want == 0) return {};
+    if (want == 0) return std::vector<std::string>{};
     names.resize(static_cast<std::size_t>(want));
     const ssize_t n = ::flistxattr(fd, names.data(), names.size());
     if (n < 0 && errno != ERANGE) return SysFail(Code::kInternal, "flistxattr", where);
@@ -133,14 +132,49 @@ Status StripXattrs(int fd, const std::string& where) {
     }
   }
   if (!read) return Fail(Code::kInternal, "its extended attributes kept changing", 0, where);
+  std::vector<std::string> out;
   for (std::size_t at = 0; at < names.size();) {
-    const std::string name(names.c_str() + at);
-    at += name.size() + 1;
-    if (!name.starts_with("user.") && !name.starts_with("trusted.") &&
-        name != "security.capability")
-      continue;
+    out.emplace_back(names.c_str() + at);
+    at += out.back().size() + 1;
+  }
+  return out;
+}
+
+// Extended attributes of a file the process made stay in the sandbox (issue 33): the overlay's
+// own marks (origin, impure, opaque) mean nothing outside it; `user.*` ones are the process's
+// words, which the host's tools read (a desktop's metadata, a build tool's cache keys), so only
+// those `allow` names (filesystem.xattr_allow, XattrAllowed) reach the host; and `trusted.*` and
+// file capabilities (`security.capability`) are never the process's to give. ACLs (`system.*`,
+// which a chmod could equal) and the security modules' labels (the kernel's) are kept.
+Status StripXattrs(int fd, std::span<const std::string> allow, const std::string& where) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> names, XattrNames(fd, where));
+  for (const std::string& name : names) {
+    const bool strip = (name.starts_with("user.") && !XattrAllowed(name, allow)) ||
+                       name.starts_with("trusted.") || name == "security.capability";
+    if (!strip) continue;
     if (::fremovexattr(fd, name.c_str()) != 0 && errno != ENODATA)
       return SysFail(Code::kInternal, "fremovexattr " + name, where);
+  }
+  return {};
+}
+
+// A file installed by copy (a live overlay, another filesystem) gets the `allow` names of the
+// upper's file, as one renamed out of the upper layer keeps them (StripXattrs). A host
+// filesystem without user attributes takes none.
+Status CopyAllowedXattrs(int src, int out, std::span<const std::string> allow,
+                         const std::string& where) {
+  if (allow.empty()) return {};
+  ASSIGN_OR_RETURN(const std::vector<std::string> names, XattrNames(src, where));
+  std::string value(65536, '\0');  // XATTR_SIZE_MAX
+  for (const std::string& name : names) {
+    if (!XattrAllowed(name, allow)) continue;
+    const ssize_t n = ::fgetxattr(src, name.c_str(), value.data(), value.size());
+    if (n < 0 && errno == ENODATA) continue;  // removed meanwhile
+    if (n < 0) return SysFail(Code::kInternal, "fgetxattr " + name, where);
+    if (::fsetxattr(out, name.c_str(), value.data(), static_cast<std::size_t>(n), 0) != 0) {
+      if (errno == ENOTSUP) return {};
+      return SysFail(WriteErrorCode(errno), "fsetxattr " + name, where);
+    }
   }
   return {};
 }
@@ -169,7 +203,9 @@ std::string TempName() { return ".cordon-tmp-" + std::to_string(::getpid()) + "-
 // when it is at most `cap` bytes.
 Result<std::optional<std::string>> CopyFileInto(int src, std::uint64_t size, int dir_fd,
                                                 const std::string& leaf, mode_t mode, bool sync,
-                                                std::uint64_t cap, const std::string& where) {
+                                                std::uint64_t cap,
+                                                std::span<const std::string> xattr_allow,
+                                                const std::string& where) {
   const std::string tmp = TempName();
   UniqueFd out(::openat(dir_fd, tmp.c_str(),
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600));
@@ -192,6 +228,8 @@ Result<std::optional<std::string>> CopyFileInto(int src, std::uint64_t size, int
     if (Status w = WriteAll(out.get(), chunk, where); !w) return fail(std::unexpected(w.error()));
     off += r;
   }
+  if (Status x = CopyAllowedXattrs(src, out.get(), xattr_allow, where); !x)
+    return fail(std::unexpected(x.error()));
   if (::fchmod(out.get(), mode) != 0) return fail(SysFail(Code::kInternal, "fchmod", where));
   if (sync && ::fsync(out.get()) != 0) return fail(SysFail(WriteErrorCode(errno), "fsync", where));
   if (::renameat(dir_fd, tmp.c_str(), dir_fd, leaf.c_str()) != 0) {
@@ -653,7 +691,7 @@ Status Committer::Install(const UpperEntry& e) {
     bool moved = false;
     const bool crosses_git = e.nlink > 1 && CrossesGit(e);
     if (opts_.rename_from_upper) {
-      TRY(StripXattrs(src.get(), e.rel));
+      TRY(StripXattrs(src.get(), opts_.rules.xattr_allow, e.rel));
       if (::fchmod(src.get(), mode) != 0) return SysFail(Code::kInternal, "fchmod", e.rel);
       ASSIGN_OR_RETURN(c.sha256_after, HashFd(src.get(), size, opts_.hash_cap, e.rel));
       if (crosses_git) {
@@ -679,8 +717,9 @@ Status Committer::Install(const UpperEntry& e) {
       }
     }
     if (!moved) {
-      ASSIGN_OR_RETURN(c.sha256_after, CopyFileInto(src.get(), size, hp, leaf, mode, opts_.fsync,
-                                                    opts_.hash_cap, e.rel));
+      ASSIGN_OR_RETURN(c.sha256_after,
+                       CopyFileInto(src.get(), size, hp, leaf, mode, opts_.fsync, opts_.hash_cap,
+                                    opts_.rules.xattr_allow, e.rel));
       if (e.nlink > 1) {
         ASSIGN_OR_RETURN(auto copied, StatAt(hp, leaf, e.rel));
         if (copied) copied_links_[inode] = {e.rel, SigOf(*copied)};
@@ -880,7 +919,7 @@ Result<std::string> Committer::Keep(const UpperEntry& e) {
     if (::renameat(up, leaf.c_str(), q, leaf.c_str()) == 0) return QuarantinePath(e.rel);
     if (errno != EXDEV) return SysFail(Code::kInternal, "renameat", e.rel);
   }
-  TRY(CopyFileInto(src.get(), static_cast<std::uint64_t>(st.st_size), q, leaf, mode, false, 0,
+  TRY(CopyFileInto(src.get(), static_cast<std::uint64_t>(st.st_size), q, leaf, mode, false, 0, {},
                    e.rel));
   if (opts_.rename_from_upper) (void)::unlinkat(up, leaf.c_str(), 0);
   return QuarantinePath(e.rel);

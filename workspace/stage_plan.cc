@@ -407,21 +407,28 @@ Result<std::vector<std::string>> NamesFromJson(const Json& j, const char* key) {
 
 Json CommitRulesJson(const CommitRules& rules) {
   // Every field, by position: a field added to CommitRules stops this from compiling.
-  const auto& [extra_protected, protected_from, repo_protected, git_dirs, new_git_dirs, masked] =
-      rules;
+  const auto& [extra_protected, protected_from, repo_protected, git_dirs, new_git_dirs, masked,
+               xattr_allow] = rules;
   Json from = Json::array();
   for (const auto& [name, where] : protected_from)
     from.push_back(Json::array({NameJson(name), NameJson(where)}));
   return {{"extra_protected", NamesJson(extra_protected)}, {"protected_from", std::move(from)},
           {"repo_protected", NamesJson(repo_protected)},   {"git_dirs", NamesJson(git_dirs)},
-          {"new_git_dirs", NamesJson(new_git_dirs)},       {"masked", NamesJson(masked)}};
+          {"new_git_dirs", NamesJson(new_git_dirs)},       {"masked", NamesJson(masked)},
+          {"xattr_allow", NamesJson(xattr_allow)}};
 }
 
 Result<CommitRules> CommitRulesFromJson(const Json& j) {
-  if (!j.is_object() || j.size() != 6)
-    return Fail(Code::kInvalidInput, "the commit rules are not an object of their six fields");
+  // A stage made before xattr_allow existed has six fields: it installs no extended attribute.
+  const bool has_xattr_allow = j.is_object() && j.contains("xattr_allow");
+  if (!j.is_object() || j.size() != (has_xattr_allow ? 7u : 6u))
+    return Fail(Code::kInvalidInput, "the commit rules are not an object of their seven fields");
   CommitRules rules;
-  auto& [extra_protected, protected_from, repo_protected, git_dirs, new_git_dirs, masked] = rules;
+  auto& [extra_protected, protected_from, repo_protected, git_dirs, new_git_dirs, masked,
+         xattr_allow] = rules;
+  if (has_xattr_allow) {
+    ASSIGN_OR_RETURN(xattr_allow, NamesFromJson(j, "xattr_allow"));
+  }
   ASSIGN_OR_RETURN(extra_protected, NamesFromJson(j, "extra_protected"));
   ASSIGN_OR_RETURN(repo_protected, NamesFromJson(j, "repo_protected"));
   ASSIGN_OR_RETURN(git_dirs, NamesFromJson(j, "git_dirs"));
