@@ -238,20 +238,41 @@ std::string DumpJson(const Json& j, int indent) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
-std::string DumpJsonLeading(const Json& j, std::initializer_list<std::string_view> lead) {
+namespace {
+// Appends j's JSON to `out`, with DumpJson's escaping and its handling of invalid UTF-8.
+void AppendJson(std::string& out, const Json& j) {
+  nlohmann::detail::serializer<Json> s(nlohmann::detail::output_adapter<char, std::string>(out),
+                                       ' ', Json::error_handler_t::replace);
+  s.dump(j, false, false, 0);
+}
+
+// DumpJsonLeading into one string: a nested value is written in place, never dumped on its own
+// and copied into its parent (a megabyte value three levels down was four megabytes at once).
+void AppendJsonLeading(std::string& out, const Json& j,
+                       std::initializer_list<std::string_view> lead) {
   if (j.is_array()) {
-    std::string out = "[";
+    out += '[';
+    bool first = true;
     for (const Json& v : j) {
-      if (out.size() > 1) out += ',';
-      out += DumpJsonLeading(v, lead);
+      if (!first) out += ',';
+      first = false;
+      AppendJsonLeading(out, v, lead);
     }
-    return out + "]";
+    out += ']';
+    return;
   }
-  if (!j.is_object()) return DumpJson(j);
-  std::string out = "{";
+  if (!j.is_object()) {
+    AppendJson(out, j);
+    return;
+  }
+  out += '{';
+  bool first = true;
   auto add = [&](const std::string& key, const Json& value) {
-    if (out.size() > 1) out += ',';
-    out += DumpJson(Json(key)) + ':' + DumpJsonLeading(value, lead);
+    if (!first) out += ',';
+    first = false;
+    AppendJson(out, Json(key));
+    out += ':';
+    AppendJsonLeading(out, value, lead);
   };
   for (std::string_view k : lead) {
     if (auto it = j.find(std::string(k)); it != j.end()) add(it.key(), it.value());
@@ -260,7 +281,14 @@ std::string DumpJsonLeading(const Json& j, std::initializer_list<std::string_vie
     if (std::find(lead.begin(), lead.end(), std::string_view(it.key())) == lead.end())
       add(it.key(), it.value());
   }
-  return out + "}";
+  out += '}';
+}
+}  // namespace
+
+std::string DumpJsonLeading(const Json& j, std::initializer_list<std::string_view> lead) {
+  std::string out;
+  AppendJsonLeading(out, j, lead);
+  return out;
 }
 
 std::string DumpResultJson(const Json& j) {

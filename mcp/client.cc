@@ -44,7 +44,7 @@ Result<std::unique_ptr<StdioClient>> StdioClient::Connect(Session& session,
   auto c = std::unique_ptr<StdioClient>(new StdioClient(session, config));
   ProcessRequest req;
   req.argv.push_back(config.command);
-  req.argv.insert(req.argv.end(), config.args.begin(), config.args.end());
+  req.argv.append(config.args.begin(), config.args.end());
   req.cwd = session.workspace().root();
   req.tool = "mcp__" + config.name;
   req.kind = ProcessKind::kMcpServer;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/argv.h"
 #include "core/enum_names.h"
 #include "core/fs.h"
 #include "core/unique_fd.h"
@@ -66,7 +67,7 @@ inline constexpr EnumName<ProcessKind> kProcessKindNames[] = {
     {ProcessKind::kMcpServer, "mcp_server"}};
 
 struct ProcessRequest {
-  std::vector<std::string> argv;
+  Argv argv;        // shared by the request's copies (core/argv.h)
   std::string cwd;  // absolute, inside the workspace
   // The tool call that started it (its number in the session; 0: none): session_usage adds
   // the process's figures to that call's.

@@ -246,6 +246,43 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::Start(const LaunchPlan
   return proc;
 }
 
+namespace {
+// JSON written to `fd` as it is serialized, 64 KiB at a time: a call frame holds the call's
+// argv, which can be a megabyte, and is never in memory twice over as its text.
+class FdJsonOutput : public nlohmann::detail::output_adapter_protocol<char> {
+ public:
+  explicit FdJsonOutput(int fd) : fd_(fd) {}
+  void write_character(char c) override { write_characters(&c, 1); }
+  void write_characters(const char* s, std::size_t n) override {
+    buf_.append(s, n);
+    if (buf_.size() >= kChunk) Flush();
+  }
+  bool Flush() {
+    for (std::size_t at = 0; ok_ && at < buf_.size();) {
+      const ssize_t n = ::write(fd_, buf_.data() + at, buf_.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) ok_ = false;
+      at += n > 0 ? static_cast<std::size_t>(n) : 0;
+    }
+    buf_.clear();
+    return ok_;
+  }
+
+ private:
+  static constexpr std::size_t kChunk = 64 << 10;
+  int fd_;
+  bool ok_ = true;
+  std::string buf_;
+};
+
+bool WriteJsonTo(int fd, const Json& j) {
+  auto out = std::make_shared<FdJsonOutput>(fd);
+  nlohmann::detail::serializer<Json> s(out, ' ', Json::error_handler_t::strict);
+  s.dump(j, false, false, 0);
+  return out->Flush();
+}
+}  // namespace
+
 Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
     const LaunchPlan& plan, LaunchResources resources, const ProcessRequest& req,
     std::shared_ptr<WarmSandbox> sandbox, const std::string& stage_dir) {
@@ -253,10 +290,8 @@ Result<std::unique_ptr<ConfinedProcess>> ConfinedProcess::StartWarm(
   auto proc = Prepare(plan, std::move(resources), req);
   Json frame_json = WarmCallFrame(plan, stage_dir);
   if (req.window_start_ns > 0) frame_json["window_start_ns"] = req.window_start_ns;
-  const std::string frame = frame_json.dump();
   UniqueFd frame_fd(::memfd_create("cordon-call", MFD_CLOEXEC));
-  if (!frame_fd.valid() ||
-      ::write(frame_fd.get(), frame.data(), frame.size()) != static_cast<ssize_t>(frame.size()) ||
+  if (!frame_fd.valid() || !WriteJsonTo(frame_fd.get(), frame_json) ||
       ::lseek(frame_fd.get(), 0, SEEK_SET) != 0) {
     return SysFail(Code::kSandboxUnavailable, "memfd call frame", "");
   }

@@ -1792,7 +1792,7 @@ TEST_F(WrapTest, AWrappedServersChangesBelongToTheCallThatMadeThem) {
   ASSERT_TRUE(s) << s.error().message;
   ProcessRequest req;
   req.argv = Filesystem();
-  req.argv.back() = dir_ / "ws";
+  req.argv.set(req.argv.size() - 1, dir_ / "ws");
   req.kind = ProcessKind::kMcpServer;
   req.program_files = true;
   InProcessWrap wrap(**s, req);

@@ -116,3 +116,29 @@ TEST(DumpJson, NeverThrowsOnInvalidUtf8) {
 
 }  // namespace
 }  // namespace cordon
+
+namespace cordon {
+namespace {
+
+// The leading keys come first at every level; the rest is what DumpJson writes, key for key,
+// invalid UTF-8 replaced as DumpJson replaces it.
+TEST(DumpJsonLeading, LeadsEveryLevelAndOtherwiseWritesWhatDumpJsonWrites) {
+  const Json j = Json::parse(R"({"a":1,"stdout":"x","nested":[{"z":true,"exit_code":0},[null,2.5]],
+                                 "obj":{"k":"v\"q","stderr":"e"}})");
+  Json with_bad = j;
+  with_bad["bad"] = std::string(
+      "a\xff"
+      "b");
+  const std::string out = DumpJsonLeading(with_bad, {"exit_code", "stdout", "stderr"});
+  EXPECT_EQ(out.rfind(R"({"stdout":"x",)", 0), 0u) << out;
+  EXPECT_NE(out.find(R"({"exit_code":0,"z":true})"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"({"stderr":"e","k":"v\"q"})"), std::string::npos) << out;
+  EXPECT_EQ(Json::parse(out), Json::parse(DumpJson(with_bad))) << out;
+  EXPECT_NE(out.find("a\xef\xbf\xbd"
+                     "b"),
+            std::string::npos)
+      << "invalid UTF-8 replaced: " << out;
+}
+
+}  // namespace
+}  // namespace cordon

@@ -476,6 +476,30 @@ TEST_F(ToolsTest, ScopesFilterTheCatalogAndDenyCalls) {
   EXPECT_NE(log.find("\"decided_by\":\"" + (dir_ / "ro.toml") + ":2\""), std::string::npos);
 }
 
+// A long argument reaches the program whole; the answer names it by its start and its size
+// instead of carrying it back (issue 33: a megabyte of arguments was in every copy of the answer).
+TEST_F(ToolsTest, RunShellRunsALongArgumentWholeAndAnswersWithItsStart) {
+  auto s = Start();
+  const std::string big =
+      std::string(199, 'x') + "\xc3\xa9" + std::string(9800, 'y');  // é: 2 bytes
+  Json r = s->Call("run_shell", {{"program", "sh"},
+                                 {"args", {"-c", "printf %s \"$1\" | wc -c", "sh", big, "short"}}});
+  ASSERT_FALSE(r.value("isError", false)) << r.dump();
+  const Json& sc = r["structuredContent"];
+  EXPECT_EQ(std::stoul(sc["stdout"].get<std::string>()), big.size()) << "the program got it all";
+  const Json& argv = sc["argv"];
+  ASSERT_EQ(argv.size(), 6u) << argv.dump();
+  EXPECT_EQ(argv[0], "sh");
+  EXPECT_EQ(argv[3], "sh");
+  EXPECT_EQ(argv[5], "short");
+  const std::string shown = argv[4].get<std::string>();
+  EXPECT_EQ(shown,
+            big.substr(0, 201) + "... [cordon: " + std::to_string(big.size()) + " bytes in all]")
+      << "200 characters (the 200th is two bytes), then the size";
+  EXPECT_EQ(r["content"][0]["text"].get<std::string>().find(std::string(300, 'y')),
+            std::string::npos);
+}
+
 TEST_F(ToolsTest, AuditRecordsEverySideEffectWithoutContents) {
   auto s = Start();
   const std::string content = "the file body must never reach the log\n";

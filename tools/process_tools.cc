@@ -9,7 +9,12 @@ namespace {
 Json ProcessResultProperties() {
   return {{"status", {{"type", "string"}}},
           {"id", {{"type", "string"}}},
-          {"argv", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+          {"argv",
+           {{"type", "array"},
+            {"items", {{"type", "string"}}},
+            {"description",
+             "The argv as it ran; an argument longer than 256 bytes is shown as its first 200 "
+             "characters and its size."}}},
           {"cwd", {{"type", "string"}}},
           {"exit_code", {{"type", {"integer", "null"}}}},
           {"signal", {{"type", {"integer", "null"}}}},
@@ -63,13 +68,38 @@ Result<std::string> ResolveCwd(const ToolContext& ctx, const Json& in) {
   return rel == "." ? ctx.workspace.root() : ctx.workspace.root() + "/" + rel;
 }
 
+// The argv for the result: the agent wrote it, so a long argument comes back as its start and its
+// size, never whole (a megabyte of arguments would otherwise be in the answer, and in every copy
+// of it on the way out).
+Json EchoArgv(const Argv& argv) {
+  constexpr std::size_t kWhole = 256, kShown = 200;
+  Json out = Json::array();
+  for (const std::string& a : argv) {
+    if (a.size() <= kWhole) {
+      out.push_back(a);
+      continue;
+    }
+    std::size_t at = 0;  // the byte where the character after the first kShown begins
+    for (std::size_t chars = 0; at < a.size(); ++at) {
+      if ((static_cast<unsigned char>(a[at]) & 0xc0) != 0x80 && chars++ == kShown) break;
+    }
+    out.push_back(a.substr(0, at) + "... [cordon: " + std::to_string(a.size()) + " bytes in all]");
+  }
+  return out;
+}
+
 Result<Json> RunShell(const Json& in, ToolContext& ctx) {
   if (ctx.services.Processes() == nullptr)
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   ProcessRequest req = ctx.services.ProcessTemplate() != nullptr ? *ctx.services.ProcessTemplate()
                                                                  : ProcessRequest{};
-  req.argv.push_back(in["program"].get<std::string>());
-  for (const auto& a : in.value("args", Json::array())) req.argv.push_back(a.get<std::string>());
+  // Read in place: the arguments can be a megabyte, and nothing else holds a copy of them.
+  std::vector<std::string> argv{in["program"].get<std::string>()};
+  if (const auto args = in.find("args"); args != in.end()) {
+    argv.reserve(1 + args->size());
+    for (const auto& a : *args) argv.push_back(a.get<std::string>());
+  }
+  req.argv = std::move(argv);
   for (const auto& a : req.argv) {
     if (a.find('\0') != std::string::npos)
       return Fail(Code::kInvalidInput, "argv contains a NUL byte");
@@ -120,7 +150,7 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
                                      out["workspace"]["error"].get<std::string>() +
                                      (not_done.empty() ? "" : "; not done:" + not_done));
   }
-  out["argv"] = req.argv;
+  out["argv"] = EchoArgv(req.argv);
   out["cwd"] = req.cwd;
   out["confinement"] = verbose ? proc->confinement() : ConfinementSummary(proc->confinement());
   return out;
