@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -420,8 +422,8 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   for (auto& [id, server] : sessions) server->Drain(true);
   // libmicrohttpd 0.9.75 can hang for good in MHD_stop_daemon (thread per connection, sockets
   // added with MHD_add_connection: its listen thread waited on a mutex it held, after a flood).
-  // The stop gets a bounded time; past it cordon goes on without it, so that the session is
-  // finished and recorded and the process exits (its connection threads end with it).
+  // The stop gets a bounded time; past it the session is finished and recorded and the process
+  // exits without it (its connection threads end with it).
   auto stopped = std::make_shared<std::promise<void>>();
   std::future<void> done = stopped->get_future();
   std::thread([d, stopped] {
@@ -431,8 +433,13 @@ int ServeHttp(Session& session, const HttpServeOptions& options) {
   if (done.wait_for(kDaemonStopGrace) != std::future_status::ready) {
     std::fprintf(stderr, "cordon: the HTTP server did not stop within %lld s; exiting without it\n",
                  static_cast<long long>(kDaemonStopGrace.count()));
-    // Its threads may still read the state: it stays, reachable, until the process ends.
+    // Its threads may still be inside a request, holding the session, the hub's clients and
+    // the MCP sessions: none of them may be torn down under them. The session is finished here
+    // and the process ends at once, with the signal's exit code (what serve would have returned).
     g_abandoned_state = owned_state.release();
+    session.Finish();
+    std::fflush(nullptr);
+    std::_Exit(128 + TerminationSignal());
   }
   return 0;
 }
