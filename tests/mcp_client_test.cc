@@ -717,6 +717,16 @@ class HttpServeProcess {
   pid_t pid_ = -1;
 };
 
+// `cordon serve --http HOST` with a bearer token (DIR/token), on DIR/ws, logging to DIR/http.jsonl.
+std::unique_ptr<HttpServeProcess> StartTokenServe(const std::string& dir, const std::string& host,
+                                                  const std::vector<std::string>& env) {
+  return std::make_unique<HttpServeProcess>(
+      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir + "/ws",
+                               "--audit-log", dir + "/http.jsonl", "--http", host, "--token-file",
+                               dir + "/token"},
+      env);
+}
+
 TEST_F(McpClientTest, ConfiguredSecretsAreRedactedFromOutputAndRecords) {
   const std::string peers = cordon::testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
   if (FindOnPath("node").empty() ||
@@ -896,11 +906,7 @@ TEST_F(McpClientTest, ServeHttpServesTheAuthenticatedClientThroughATokenlessFloo
   const int port = FreeLoopbackPort();
   const std::string host = "127.0.0.1:" + std::to_string(port);
   const std::string url = "http://" + host + "/mcp";
-  auto server = std::make_unique<HttpServeProcess>(
-      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
-                               "--audit-log", dir_ / "http.jsonl", "--http", host, "--token-file",
-                               dir_ / "token"},
-      env_);
+  auto server = StartTokenServe(dir_.path(), host, env_);
   auto post = [&](const std::string& auth, const std::string& body, const std::string& sid) {
     std::vector<std::string> argv = {FindOnPath("curl"),
                                      "-s",
@@ -1018,11 +1024,7 @@ TEST_F(McpClientTest, ServeHttpOutlastsAHalfSentBodyFloodAndStopsOnTermAfterIt) 
   const int port = FreeLoopbackPort();
   const std::string host = "127.0.0.1:" + std::to_string(port);
   const std::string url = "http://" + host + "/mcp";
-  auto server = std::make_unique<HttpServeProcess>(
-      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
-                               "--audit-log", dir_ / "http.jsonl", "--http", host, "--token-file",
-                               dir_ / "token"},
-      env_);
+  auto server = StartTokenServe(dir_.path(), host, env_);
   const std::string init =
       R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}})";
   auto post = [&](const std::string& auth) {
@@ -1081,11 +1083,7 @@ TEST_F(McpClientTest, ServeHttpStopsOnTermWithEveryDaemonConnectionHeld) {
   if (!RaiseFdLimit(kHeld + 200)) GTEST_SKIP() << "SKIPPED: the fd limit is below the flood";
   const int port = FreeLoopbackPort();
   const std::string host = "127.0.0.1:" + std::to_string(port);
-  auto server = std::make_unique<HttpServeProcess>(
-      std::vector<std::string>{cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
-                               "--audit-log", dir_ / "http.jsonl", "--http", host, "--token-file",
-                               dir_ / "token"},
-      env_);
+  auto server = StartTokenServe(dir_.path(), host, env_);
   bool up = false;  // a token-less request is answered (401): serve is listening
   for (int i = 0; i < 100 && !up; ++i) {
     up = CurlPost("http://" + host + "/mcp", "{}", "", 5).err.find("401") != std::string::npos;
