@@ -230,5 +230,11 @@ int main(int argc, char** argv, char** envp) {
   // per in-flight call for 1 MiB of arguments; 2.52 with two arenas, and the same calls per
   // second in bench/mcp.py). An operator's own MALLOC_ARENA_MAX is kept.
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) ::mallopt(M_ARENA_MAX, 2);
+  // A block of 64 KiB or more is mapped on its own and unmapped when freed. glibc's default
+  // raises that bound up to 32 MiB as large blocks are freed, after which the launch's passing
+  // copies of a call's arguments (the plan's argv, the sandbox's spec) stay resident as free
+  // heap: 30 calls in flight with 1 MiB of arguments each peaked at 62-66 MiB, and 56-57 with the
+  // bound fixed (bench/call_memory.py). An operator's own MALLOC_MMAP_THRESHOLD_ is kept.
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) ::mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   return cordon::cli::Run(argc, argv, envp);
 }

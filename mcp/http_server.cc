@@ -161,6 +161,9 @@ MHD_Result HandleBatchPost(HttpState* st, MHD_Connection* c, const std::string& 
   std::shared_ptr<McpServer> server;
   {
     std::lock_guard<std::mutex> lock(st->mu);
+    // Checked with the lookup, under one lock: a stop that began after the body arrived has
+    // taken the sessions away, and nothing may start in one it is draining.
+    if (st->stopping) return ReplyRpcError(c, 503, kInternalError, "the server is stopping");
     if (sid.empty())
       return ReplyRpcError(c, 400, kInvalidRequest, "Mcp-Session-Id header required");
     auto it = st->sessions.find(sid);
@@ -170,7 +173,8 @@ MHD_Result HandleBatchPost(HttpState* st, MHD_Connection* c, const std::string& 
   }
   auto answer = std::make_shared<std::promise<Json>>();
   auto ready = answer->get_future();
-  server->HandleBatch(*batch, {}, [answer](Json out) { answer->set_value(std::move(out)); });
+  server->HandleBatch(std::move(*batch), {},
+                      [answer](Json out) { answer->set_value(std::move(out)); });
   const Json out = ready.get();
   if (out.is_array() && out.empty()) return Reply(c, 202, "", {{"Mcp-Session-Id", sid}});
   return Reply(c, out.is_array() ? 200 : 400, DumpJson(out), {{"Mcp-Session-Id", sid}});
@@ -269,11 +273,13 @@ MHD_Result Handle(void* cls, MHD_Connection* c, const char* url, const char* met
   }
   auto parsed = ParseMessage(pending->body);
   if (std::holds_alternative<Json>(parsed)) return Reply(c, 400, DumpJson(std::get<Json>(parsed)));
-  const Message& msg = std::get<Message>(parsed);
+  Message& msg = std::get<Message>(parsed);
   std::shared_ptr<McpServer> server;
   std::string session_id = sid;
   {
     std::lock_guard<std::mutex> lock(st->mu);
+    // As for a batch: no session is made, and none found, once the stop has begun.
+    if (st->stopping) return ReplyRpcError(c, 503, kInternalError, "the server is stopping");
     if (msg.kind == Message::Kind::kRequest && msg.method == "initialize") {
       session_id = RandomHex(16);
       const std::string label = "mcp-" + std::to_string(++st->next_label);

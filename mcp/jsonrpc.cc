@@ -62,7 +62,9 @@ std::variant<Message, Json> ParseEnvelope(Json& j) {
       return MakeError(id, kInvalidRequest, "method must be a non-empty string");
     }
     m.method = j["method"].get<std::string>();
-    m.params = j.contains("params") ? j["params"] : Json(nullptr);
+    // Moved, never copied: params can hold a megabyte of a call's arguments. `j` is the
+    // caller's parse, read no further.
+    if (const auto it = j.find("params"); it != j.end()) m.params = std::move(*it);
     if (!m.params.is_null() && !m.params.is_object() && !m.params.is_array()) {
       return MakeError(id, kInvalidRequest, "params must be an object or an array");
     }
@@ -71,8 +73,8 @@ std::variant<Message, Json> ParseEnvelope(Json& j) {
   }
   if (j.contains("result") || j.contains("error")) {
     m.kind = Message::Kind::kResponse;
-    m.result = j.contains("result") ? j["result"] : Json(nullptr);
-    m.error = j.contains("error") ? j["error"] : Json(nullptr);
+    if (const auto it = j.find("result"); it != j.end()) m.result = std::move(*it);
+    if (const auto it = j.find("error"); it != j.end()) m.error = std::move(*it);
     return m;
   }
   return MakeError(id, kInvalidRequest, "not a request, notification or response");

@@ -121,24 +121,26 @@ void McpServer::Drain(bool cancel) {
 }
 
 namespace {
-// A tools/call request's arguments; `error` is set instead when its params are malformed.
+// A tools/call request's arguments, taken out of `m` (they can be a megabyte: never copied);
+// `error` is set instead when its params are malformed.
 struct CallArgs {
   Json args;
   Json error;
 };
-CallArgs CheckCallParams(const Message& m) {
-  const Json& p = m.params;
+CallArgs CheckCallParams(Message& m) {
+  Json& p = m.params;
   if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) {
     return {nullptr, MakeError(m.id, kInvalidParams, "tools/call needs params.name (a string)")};
   }
-  Json args = p.value("arguments", Json::object());
+  Json args = Json::object();
+  if (const auto it = p.find("arguments"); it != p.end()) args = std::move(*it);
   if (!args.is_object())
     return {nullptr, MakeError(m.id, kInvalidParams, "params.arguments must be an object")};
   return {std::move(args), nullptr};
 }
 }  // namespace
 
-void McpServer::CallWithSink(const Message& m, std::function<void(const Json&)> sink,
+void McpServer::CallWithSink(Message& m, std::function<void(const Json&)> sink,
                              std::function<void()> done) {
   CallArgs checked = CheckCallParams(m);
   if (!checked.error.is_null()) {
@@ -199,13 +201,30 @@ void McpServer::StartCall(const Message& m, Json args, std::function<void(const 
     if (on_end) on_end();
     return;
   }
-  pool_.Submit([this, raw, key = std::move(key), id = m.id,
-                name = m.params["name"].get<std::string>(), args = std::move(args),
-                token = std::move(token)] { RunCall(raw, key, id, name, args, token); });
+  const bool taken =
+      pool_.Submit([this, raw, key, id = m.id, name = m.params["name"].get<std::string>(),
+                    args = std::move(args), token = std::move(token)]() mutable {
+        RunCall(raw, key, id, name, std::move(args), token);
+      });
+  if (taken) return;
+  // The server is being drained (serve is stopping): the call never starts, and its client
+  // is answered rather than left waiting on a job nobody runs.
+  std::function<void(const Json&)> out;
+  std::function<void()> end;
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    out = raw->sink ? std::move(raw->sink) : send_;
+    end = std::move(raw->on_end);
+    pending_output_ -= raw->reserved;
+    calls_.erase(key);
+  }
+  calls_cv_.notify_all();
+  if (out) out(MakeError(m.id, kInternalError, "the server is stopping; the call was not started"));
+  if (end) end();
 }
 
 void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id,
-                        const std::string& name, const Json& args, const Json& token) {
+                        const std::string& name, Json args, const Json& token) {
   const std::function<void(const Json&)> out = call->sink ? call->sink : send_;
   std::function<void()> on_end = std::move(call->on_end);
   std::thread ticker;
@@ -223,7 +242,7 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
       }
     });
   }
-  Json result = session_.Call(name, args, &call->cancel, owner_);
+  Json result = session_.Call(name, std::move(args), &call->cancel, owner_);
   call->done = true;
   if (ticker.joinable()) ticker.join();
   bool cancelled = false;
@@ -258,7 +277,7 @@ void McpServer::RunCall(ActiveCall* call, const std::string& key, const Json& id
   if (on_end) on_end();
 }
 
-std::optional<Json> McpServer::Handle(const Message& m) {
+std::optional<Json> McpServer::Handle(Message& m) {
   // nlohmann throws when a field has another type than the one read; that is the client's
   // error, answered under its id, and the server goes on with the next message.
   try {
@@ -269,7 +288,7 @@ std::optional<Json> McpServer::Handle(const Message& m) {
   }
 }
 
-std::optional<Json> McpServer::Dispatch(const Message& m) {
+std::optional<Json> McpServer::Dispatch(Message& m) {
   if (m.kind == Message::Kind::kResponse) return std::nullopt;  // cordon sends no requests yet
   if (m.kind == Message::Kind::kNotification) {
     if (m.method == "notifications/initialized") initialized_ = true;
@@ -311,7 +330,8 @@ std::optional<Json> McpServer::Dispatch(const Message& m) {
       StartCall(m, std::move(args));
       return std::nullopt;
     }
-    return MakeResult(m.id, session_.Call(p["name"].get<std::string>(), args, nullptr, owner_));
+    return MakeResult(
+        m.id, session_.Call(p["name"].get<std::string>(), std::move(args), nullptr, owner_));
   }
   return MakeError(m.id, kMethodNotFound, "method not found: " + m.method);
 }
@@ -343,7 +363,7 @@ struct BatchState {
 };
 }  // namespace
 
-void McpServer::HandleBatch(const Json& batch, std::function<void(const Json&)> notify,
+void McpServer::HandleBatch(Json batch, std::function<void(const Json&)> notify,
                             std::function<void(Json)> deliver) {
   const std::string version = this->version();
   if (!VersionHasBatches(version)) {
@@ -359,13 +379,13 @@ void McpServer::HandleBatch(const Json& batch, std::function<void(const Json&)> 
   }
   auto state = std::make_shared<BatchState>();
   state->deliver = std::move(deliver);
-  for (const Json& element : batch) {
-    auto parsed = ParseMessageJson(element);
+  for (Json& element : batch) {
+    auto parsed = ParseMessageJson(std::move(element));
     if (std::holds_alternative<Json>(parsed)) {
       state->Add(std::get<Json>(std::move(parsed)));
       continue;
     }
-    const Message& m = std::get<Message>(parsed);
+    Message& m = std::get<Message>(parsed);
     if (m.kind == Message::Kind::kRequest && m.method == "initialize") {
       state->Add(MakeError(m.id, kInvalidRequest, "initialize must not be part of a batch"));
       continue;
@@ -413,7 +433,7 @@ std::vector<Json> McpServer::HandleLine(std::string_view line) {
           std::optional<Json> early;
         };
         auto d = std::make_shared<Delivery>();
-        HandleBatch(*batch, send_, [this, d](Json out) {
+        HandleBatch(std::move(*batch), send_, [this, d](Json out) {
           std::lock_guard<std::mutex> lock(d->mu);
           if (!d->returned) {
             d->early = std::move(out);
@@ -428,7 +448,7 @@ std::vector<Json> McpServer::HandleLine(std::string_view line) {
       }
       auto answer = std::make_shared<std::promise<Json>>();
       auto ready = answer->get_future();
-      HandleBatch(*batch, {}, [answer](Json out) { answer->set_value(std::move(out)); });
+      HandleBatch(std::move(*batch), {}, [answer](Json out) { answer->set_value(std::move(out)); });
       Json out = ready.get();
       if (out.empty()) return {};
       return {std::move(out)};

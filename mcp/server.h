@@ -35,20 +35,20 @@ class McpServer {
   ~McpServer();
   // Handles one line from the client; returns what to send back now (possibly nothing).
   std::vector<Json> HandleLine(std::string_view line);
-  // Never throws: a field of the wrong type is answered as the client's error.
-  std::optional<Json> Handle(const Message& m);
+  // Never throws: a field of the wrong type is answered as the client's error. A tools/call's
+  // arguments are taken out of `m` (the call holds them until its tool takes them).
+  std::optional<Json> Handle(Message& m);
   // Runs a tools/call request on a pooled worker, like the stdio server does, but delivers its
   // progress notifications and its response to `sink` and calls `done` at the end (also when
   // it was cancelled, in which case no response is delivered). notifications/cancelled handled
   // by this server reaches it. For Streamable HTTP, where each request has its own stream.
-  void CallWithSink(const Message& m, std::function<void(const Json&)> sink,
-                    std::function<void()> done);
+  void CallWithSink(Message& m, std::function<void(const Json&)> sink, std::function<void()> done);
   // Cancels every running call and waits for all of them.
   void Drain(bool cancel);
   // A JSON-RPC batch (2025-03-26 only; refused with -32600 otherwise): each element is handled
   // as on its own, tools/call on workers; `deliver` gets the array of responses once all are
   // in (an empty array when there are none), `notify` their progress notifications.
-  void HandleBatch(const Json& batch, std::function<void(const Json&)> notify,
+  void HandleBatch(Json batch, std::function<void(const Json&)> notify,
                    std::function<void(Json)> deliver);
   // Stdio: each answer of a pooled call is made into its bytes at once and handed to `write`,
   // which blocks while the client does not read; until written it is held only as those bytes.
@@ -71,13 +71,13 @@ class McpServer {
     std::function<void()> on_end;
     std::int64_t reserved = 0;  // counted in pending_output_ until its answer is made
   };
-  std::optional<Json> Dispatch(const Message& m);
+  std::optional<Json> Dispatch(Message& m);
   Json Initialize(const Json& params);
   Json Instructions();
   void StartCall(const Message& m, Json args, std::function<void(const Json&)> sink = {},
                  std::function<void()> on_end = {});
   void RunCall(ActiveCall* call, const std::string& key, const Json& id, const std::string& name,
-               const Json& args, const Json& token);
+               Json args, const Json& token);
   // The refusal of a call while the client owes reading past the bound; nullopt to admit it.
   std::optional<Json> RefuseForBacklog(const Message& m, std::int64_t reserve);
   Session& session_;

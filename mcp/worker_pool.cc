@@ -4,15 +4,16 @@
 
 namespace cordon::mcp {
 
-void WorkerPool::Submit(std::function<void()> job) {
+bool WorkerPool::Submit(std::function<void()> job) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return;
+  if (stopping_) return false;
   queue_.push_back(std::move(job));
   if (idle_ < queue_.size() && workers_.size() < max_) {
     workers_.emplace_back([this] { Work(); });
   } else {
     cv_.notify_one();
   }
+  return true;
 }
 
 void WorkerPool::Work() {

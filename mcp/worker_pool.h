@@ -21,8 +21,9 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Runs `job` on an idle worker, a new one, or (at the cap) the first to become free.
-  void Submit(std::function<void()> job);
-  // Lets queued jobs finish, then joins every worker. Submit after Stop is ignored.
+  // False, and the job is not run, once Stop has begun.
+  [[nodiscard]] bool Submit(std::function<void()> job);
+  // Lets queued jobs finish, then joins every worker. Submit after Stop refuses the job.
   void Stop();
 
  private:

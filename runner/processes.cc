@@ -208,12 +208,12 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
           rules.protected_from[name] = w->second;
       }
     }
+    // An index or a moved ref is checked with the host's git, confined (runner/git_reader.h),
+    // in this session's commits and in the recovery of a killed cordon's stages alike.
     staging_ = std::make_unique<StagedWorkspace>(
         stage_quarantine_.empty() ? CordonStateDir() + "/quarantine/unnamed" : stage_quarantine_,
-        std::move(rules), stage_origin_, stage_sink_, stage_recovered_);
+        std::move(rules), stage_origin_, stage_sink_, stage_recovered_, RunGitConfined);
     staging_->SetBeforeImages(before_images_);
-    // An index or a moved ref is checked with the host's git, confined (runner/git_reader.h).
-    staging_->SetGitReader(RunGitConfined);
     staging_ready_ = staging_.get();
   }
   return staging_.get();

@@ -196,7 +196,8 @@ Status Call::Begin(const CallAsk& ask) {
 }
 
 Json Call::Run(const Result<const Json*>& input, std::size_t input_bytes,
-               const std::atomic<bool>* cancel) {
+               const std::atomic<bool>* cancel, Json* consumable) {
+  consumable_ = input && consumable == *input ? consumable : nullptr;
   // --- failclosed: a poisoned session takes no further calls (nothing is run or written).
   if (std::optional<Error> poison = session_.poisoned()) {
     done_ = true;
@@ -284,7 +285,8 @@ Result<Json> Call::ActBuiltin(const ToolSpec& spec, const Json& args,
                   .cancel = cancel,
                   .redactor = &session_.redactor_,
                   .caller = caller_->label(),
-                  .call = number_};
+                  .call = number_,
+                  .input = consumable_ == &args ? consumable_ : nullptr};
   try {
     return spec.run(args, ctx);
   } catch (const std::exception& e) {

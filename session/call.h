@@ -51,8 +51,10 @@ class Call {
 
   // The whole pipeline of a call made through cordon's own server (serve, call): lookup,
   // validate, authorize, execute, finish. Always a CallToolResult (errors are isError results).
+  // `consumable`: the input itself (equal to *input) when the caller gives it up: the built-in
+  // tool may take values out of it (ToolContext::input).
   Json Run(const Result<const Json*>& input, std::size_t input_bytes,
-           const std::atomic<bool>* cancel);
+           const std::atomic<bool>* cancel, Json* consumable = nullptr);
 
   // A call whose act happens elsewhere (wrap): the poison check, the authorize step under
   // `ask`, then tool_started before the act. An error means the act must not start (the
@@ -94,6 +96,7 @@ class Call {
   void Record(const Json& result, const std::optional<Error>& error, Form form);
 
   Session& session_;
+  Json* consumable_ = nullptr;  // Run's `consumable`
   std::shared_ptr<Caller> caller_;
   const std::string tool_;
   const std::uint64_t number_;

@@ -770,6 +770,12 @@ Json Session::Call(const std::string& tool, const Json& input, const std::atomic
   return Run(tool, &input, 0, cancel, owner);
 }
 
+Json Session::Call(const std::string& tool, Json&& input, const std::atomic<bool>* cancel,
+                   const std::string& owner) {
+  Json given = std::move(input);
+  return Run(tool, &given, 0, cancel, owner, &given);
+}
+
 Json Session::CallJsonText(const std::string& tool, std::string_view input_text) {
   ParseLimits limits;
   limits.max_bytes = static_cast<std::size_t>(policy_.limits.max_input_bytes);
@@ -844,9 +850,9 @@ bool CapStructuredResult(Json& structured, std::size_t cap) {
 // Record. tool_started reaches the log before anything the call does or causes.
 Json Session::Run(const std::string& tool, const Result<const Json*>& input,
                   std::size_t input_bytes, const std::atomic<bool>* cancel,
-                  const std::string& owner) {
+                  const std::string& owner, Json* consumable) {
   cordon::Call call(*this, callers_->Get(owner), tool);
-  return call.Run(input, input_bytes, cancel);
+  return call.Run(input, input_bytes, cancel, consumable);
 }
 
 }  // namespace cordon

@@ -96,6 +96,10 @@ class Session {
   // label, in tool_started.mcp_session); it owns the jobs the call starts, and sees no other's.
   Json Call(const std::string& tool, const Json& input, const std::atomic<bool>* cancel = nullptr,
             const std::string& owner = "");
+  // As Call, with the input given up: the tool may take its values (a run_shell's arguments are
+  // then held once, by its process).
+  Json Call(const std::string& tool, Json&& input, const std::atomic<bool>* cancel = nullptr,
+            const std::string& owner = "");
   // As Call, but parses the JSON text first (bounded: size, depth).
   Json CallJsonText(const std::string& tool, std::string_view input_text);
 
@@ -182,7 +186,7 @@ class Session {
   // The pipeline for one call (session/call.h): `input` is the parsed input, or why it could
   // not be parsed.
   Json Run(const std::string& tool, const Result<const Json*>& input, std::size_t input_bytes,
-           const std::atomic<bool>* cancel, const std::string& owner);
+           const std::atomic<bool>* cancel, const std::string& owner, Json* consumable = nullptr);
   void RecordProcess(const ConfinedProcess& p, const std::string& job_id, bool cancel_requested,
                      const Json& changes);
   // Each caller's tags, usage and ended flag (session/callers.h), from options' tags.

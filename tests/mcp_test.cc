@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/hash.h"
 #include "mcp/http_gate.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/server.h"
@@ -100,7 +101,7 @@ TEST(WorkerPool, ReusesWorkersGrowsToItsCapAndFinishesQueuedJobsOnStop) {
   std::set<std::thread::id> threads;
   std::atomic<int> running{0}, most{0}, done{0};
   for (int i = 0; i < 40; ++i) {
-    pool.Submit([&] {
+    ASSERT_TRUE(pool.Submit([&] {
       const int now = ++running;
       for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
       }
@@ -111,14 +112,14 @@ TEST(WorkerPool, ReusesWorkersGrowsToItsCapAndFinishesQueuedJobsOnStop) {
       }
       --running;
       ++done;
-    });
+    }));
   }
   pool.Stop();  // the queued jobs run before Stop returns
   EXPECT_EQ(done.load(), 40);
   EXPECT_LE(most.load(), 3);
   EXPECT_GE(most.load(), 2) << "jobs never ran side by side";
   EXPECT_LE(threads.size(), 3u);
-  pool.Submit([&] { ++done; });  // after Stop: ignored, nothing runs
+  EXPECT_FALSE(pool.Submit([&] { ++done; }));  // after Stop: refused, nothing runs
   EXPECT_EQ(done.load(), 40);
 }
 
@@ -906,6 +907,97 @@ TEST_F(McpServerTest, CancellationKillsTheConfinedProcessAndProgressIsReported) 
     const std::string n = e.path().filename().string();
     if (n[0] < '0' || n[0] > '9') continue;
     EXPECT_NE(cordon::testing::ReadFile(e.path().string() + "/cmdline"), cmd);
+  }
+}
+
+// A call that reaches a server already drained (serve --http's stop took its session while the
+// request was on its way) is answered with an error, never dropped: a dropped job left its
+// client waiting for good and the server's destructor waiting on the call (issue 33, part 7).
+TEST_F(McpServerTest, ACallArrivingAfterTheDrainIsAnsweredNotLost) {
+  auto s = Start();
+  std::mutex mu;
+  std::vector<Json> sent;
+  {
+    McpServer server(*s, [&](const Json& out) {
+      std::lock_guard<std::mutex> lock(mu);
+      sent.push_back(out);
+    });
+    server.Drain(true);
+    EXPECT_TRUE(server
+                    .HandleLine(R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{)"
+                                R"("name":"list_searchable_files","arguments":{},)"
+                                R"("_meta":{"progressToken":"p"}}})")
+                    .empty());
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(sent.size(), 1u) << "the call was neither run nor answered";
+    EXPECT_EQ(sent[0]["id"], 9);
+    EXPECT_EQ(sent[0]["error"]["code"], kInternalError) << sent[0].dump();
+    EXPECT_EQ(server.pending_output(), 0) << "its reservation was not given back";
+  }  // ~McpServer returns: nothing is left waiting
+}
+
+// A call's arguments are taken out of the request on their way to the process (issue 33, part 7:
+// held once, not copied per layer): on every path a stdio call takes (alone, in a batch, with a
+// progress token), the program still gets each argument whole, the answer shows its start and
+// size, and tool_started describes exactly what was sent.
+TEST_F(McpServerTest, ServeGivesALongArgumentWholeToTheProgramOnEveryCallPath) {
+  if (FindOnPath("bwrap").empty()) GTEST_SKIP() << "SKIPPED: bwrap is not installed";
+  std::vector<std::string> big;
+  for (char c : {'p', 'q', 'r'}) {
+    std::string b = std::string(65000, c) + "\xc3\xa9" + std::string(65000, c);
+    big.push_back(b);
+  }
+  auto call = [&](int id, const std::string& arg, bool progress) {
+    Json params = {
+        {"name", "run_shell"},
+        {"arguments",
+         {{"program", "sh"}, {"args", {"-c", "printf %s \"$1\" | sha256sum", "sh", arg, "tail"}}}}};
+    if (progress) params["_meta"] = {{"progressToken", "tok"}};
+    return Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"}, {"params", params}};
+  };
+  const std::string init =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})";
+  const std::string input = init + "\n" + call(2, big[0], false).dump() + "\n" +
+                            Json::array({call(3, big[1], false), call(4, big[2], true)}).dump() +
+                            "\n";
+  auto r = cordon::testing::Run({cordon::testing::CordonBin(), "serve", "--workspace", dir_ / "ws",
+                                 "--audit-log", dir_ / "serve.jsonl"},
+                                {"XDG_CONFIG_HOME=" + (dir_ / "config")}, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<int, Json> answers;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    Json j = Json::parse(line);
+    for (Json& one : j.is_array() ? j : Json::array({j})) {
+      if (one.contains("id")) answers[one["id"].get<int>()] = one;
+    }
+  }
+  for (int id = 2; id <= 4; ++id) {
+    const std::string& arg = big[static_cast<std::size_t>(id - 2)];
+    SCOPED_TRACE("call " + std::to_string(id));
+    ASSERT_TRUE(answers.count(id)) << r.out.substr(0, 2000);
+    const Json& sc = answers[id]["result"]["structuredContent"];
+    ASSERT_EQ(sc.value("exit_code", -1), 0) << sc.dump().substr(0, 2000);
+    EXPECT_EQ(sc["stdout"].get<std::string>().substr(0, 64), Sha256Hex(arg))
+        << "the program got the argument whole";
+    EXPECT_EQ(sc["argv"][4],
+              arg.substr(0, 200) + "... [cordon: " + std::to_string(arg.size()) + " bytes in all]");
+    EXPECT_EQ(sc["argv"][5], "tail");
+  }
+  std::map<int, Json> started;  // tool_started by its call number
+  std::istringstream log(cordon::testing::ReadFile(dir_ / "serve.jsonl"));
+  for (std::string line; std::getline(log, line);) {
+    Json rec = Json::parse(line);
+    if (rec["type"] == "tool_started") started[rec["call"].get<int>()] = rec;
+  }
+  std::set<std::string> described;
+  for (const auto& [n, rec] : started) {
+    const Json& a = rec["args"]["args"][3];
+    if (a.is_object()) described.insert(a["sha256"].get<std::string>() + ":" + a["bytes"].dump());
+  }
+  for (const std::string& arg : big) {
+    EXPECT_TRUE(described.count(Sha256Hex(arg) + ":" + std::to_string(arg.size())))
+        << "tool_started names what was sent";
   }
 }
 

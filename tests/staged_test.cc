@@ -184,6 +184,27 @@ class StagedTest : public ::testing::Test {
     WriteFile(stage + "/phase", "committing" + phase.substr(phase.find('\n')));
     return stage;
   }
+  // Host git in the workspace, with no system or user configuration.
+  testing::RunResult HostGit(std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", ws_});
+    return testing::Run(args, {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")});
+  }
+  // The workspace made a repository: branch main, one commit of what it holds.
+  bool MakeRepository() {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"init", "-q", "-b", "main"},
+          {"config", "user.email", "t@example.org"},
+          {"config", "user.name", "t"},
+          {"add", "."},
+          {"commit", "-qm", "base"}}) {
+      auto r = HostGit(args);
+      if (r.exit_code != 0) {
+        ADD_FAILURE() << "git " << args[0] << ": " << r.err;
+        return false;
+      }
+    }
+    return true;
+  }
   std::string SessionOf(const std::string& log) {
     std::string session;
     for (const auto& j : Records(log)) {
@@ -652,16 +673,8 @@ TEST_F(StagedTest, GitCommitReachesTheHostAndGitConfigurationDoesNot) {
 // ref and the path, `exec` exits 123, and what the rules allow still lands in the same call.
 TEST_F(StagedTest, GitContentTheRulesRefuseNeverLandsThroughTheIndexOrARef) {
   Policy("[filesystem]\nprotected_names = [\".tool-versions\"]\n");
-  const std::vector<std::string> git_env = {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")};
-  auto git = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"/usr/bin/git", "-C", ws_});
-    return testing::Run(args, git_env);
-  };
-  ASSERT_EQ(git({"init", "-q", "-b", "main"}).exit_code, 0);
-  ASSERT_EQ(git({"config", "user.email", "t@example.org"}).exit_code, 0);
-  ASSERT_EQ(git({"config", "user.name", "t"}).exit_code, 0);
-  ASSERT_EQ(git({"add", "."}).exit_code, 0);
-  ASSERT_EQ(git({"commit", "-qm", "base"}).exit_code, 0);
+  auto git = [&](std::vector<std::string> args) { return HostGit(std::move(args)); };
+  ASSERT_TRUE(MakeRepository());
   const std::string base = git({"rev-parse", "HEAD"}).out;
   const std::string sandbox_git = "export HOME=/tmp GIT_CONFIG_NOSYSTEM=1; ";
   // Each of the user's everyday commands on its own: what it writes into the tree, it writes
@@ -927,6 +940,63 @@ TEST_F(StagedTest, ARecoveredStageIsDecidedByTheRulesOfTheSessionThatStagedIt) {
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
   // And B's caller is told, in one line.
   EXPECT_NE(r.err.find("recovered a stage of session " + a_session), std::string::npos) << r.err;
+}
+
+// Recovery reads git content as a live commit does (issue 33, part 4 with part 1): cordon is
+// killed in the commit of a call that made a git commit of an ordinary file, and in a second of
+// one that committed a planted .envrc. The next start finishes both: the first commit and its
+// index land (before, recovery had no git reader and refused every index and ref, so a user's
+// work was quarantined), the second's stay out of the host's index and refs.
+TEST_F(StagedTest, ARecoveredStageLandsTheGitWorkItsRulesAllowAndNoneTheyRefuse) {
+  auto git = [&](std::vector<std::string> args) { return HostGit(std::move(args)); };
+  ASSERT_TRUE(MakeRepository());
+  const std::string sandbox_git = "export HOME=/tmp GIT_CONFIG_NOSYSTEM=1; ";
+  auto recover = [&](const std::string& tag) {
+    const std::string b = dir_ / ("wsb-" + tag);
+    std::filesystem::create_directories(b);
+    auto r = testing::Run({testing::CordonBin(), "exec", "--workspace", b, "--audit-log",
+                           dir_ / ("b-" + tag + ".jsonl"), "--", "/bin/true"},
+                          env_);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  };
+
+  std::string stage = KillInTheCommit(
+      sandbox_git + "echo one > one.txt && git add one.txt && git commit -qm one", "4244");
+  ASSERT_FALSE(stage.empty());
+  ASSERT_NE(git({"log", "--format=%s", "-n", "1"}).out, "one\n");
+  recover("1");
+  EXPECT_FALSE(Exists(stage));
+  EXPECT_EQ(ReadFile(ws_ + "/one.txt"), "one\n");
+  EXPECT_EQ(git({"log", "--format=%s", "-n", "1", "main"}).out, "one\n")
+      << "the recovered commit's ref did not land";
+  EXPECT_EQ(git({"ls-files", "one.txt"}).out, "one.txt\n") << "the recovered index did not land";
+  EXPECT_EQ(git({"status", "--porcelain"}).out, "") << "the host's index and tree disagree";
+  std::vector<Json> recs = Recoveries(Log());
+  ASSERT_EQ(recs.size(), 1u) << ReadFile(Log());
+  EXPECT_EQ(recs[0].value("outcome", ""), "finished") << recs[0].dump(1);
+  for (const auto& e : recs[0]["changes"].value("refused", Json::array()))
+    ADD_FAILURE() << "recovery refused " << e.dump();
+
+  const std::string one = git({"rev-parse", "main"}).out;
+  stage = KillInTheCommit(sandbox_git +
+                              "echo 'touch /tmp/pwned' > .envrc && git add -f .envrc && "
+                              "git commit -qm planted",
+                          "4245");
+  ASSERT_FALSE(stage.empty());
+  recover("2");
+  EXPECT_FALSE(Exists(ws_ + "/.envrc"));
+  EXPECT_EQ(git({"rev-parse", "main"}).out, one) << "main moved to the planted commit";
+  EXPECT_EQ(git({"ls-files", ".envrc"}).out, "") << "the host's index names .envrc";
+  (void)git({"checkout", "--", "."});
+  (void)git({"reset", "-q", "--hard"});
+  EXPECT_FALSE(Exists(ws_ + "/.envrc")) << "git wrote the planted file into the tree";
+  recs = Recoveries(Log());
+  ASSERT_EQ(recs.size(), 2u) << ReadFile(Log());
+  bool named = false;
+  for (const auto& e : recs[1]["changes"].value("refused", Json::array()))
+    named = named || e.value("reason", "") == "git_content";
+  EXPECT_TRUE(named) << "the recovery record does not say git content was refused: "
+                     << recs[1].dump(1);
 }
 
 // Where the log of the session that staged cannot be extended so that it still verifies (an

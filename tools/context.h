@@ -111,6 +111,10 @@ struct ToolContext {
   std::string caller{};
   // The call's number in the session (ProcessRequest::call of what it starts).
   std::uint64_t call = 0;
+  // The tool's input itself, when the tool may take values out of it (move them): set when the
+  // caller gave the input up (Session::Call with an rvalue) and nothing reads it after the tool.
+  // A megabyte of run_shell arguments is then held once, by the process, not also by the input.
+  Json* input = nullptr;
 };
 
 }  // namespace cordon

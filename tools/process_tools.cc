@@ -93,11 +93,16 @@ Result<Json> RunShell(const Json& in, ToolContext& ctx) {
     return Fail(Code::kSandboxUnavailable, "no process host in this session");
   ProcessRequest req = ctx.services.ProcessTemplate() != nullptr ? *ctx.services.ProcessTemplate()
                                                                  : ProcessRequest{};
-  // Read in place: the arguments can be a megabyte, and nothing else holds a copy of them.
+  // The arguments can be a megabyte: taken out of the input when the caller gave it up
+  // (ctx.input), so that the process's argv is their one copy; read in place otherwise.
   std::vector<std::string> argv{in["program"].get<std::string>()};
   if (const auto args = in.find("args"); args != in.end()) {
     argv.reserve(1 + args->size());
-    for (const auto& a : *args) argv.push_back(a.get<std::string>());
+    if (ctx.input == &in) {
+      for (auto& a : (*ctx.input)["args"]) argv.push_back(std::move(a.get_ref<std::string&>()));
+    } else {
+      for (const auto& a : *args) argv.push_back(a.get<std::string>());
+    }
   }
   req.argv = std::move(argv);
   for (const auto& a : req.argv) {

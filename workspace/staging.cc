@@ -751,14 +751,15 @@ std::vector<FileChange> Stage::TakeUnreported() {
 std::string StagedWorkspace::StageRoot() { return CordonStateDir() + "/stage"; }
 
 StagedWorkspace::StagedWorkspace(std::string quarantine, CommitRules rules, StageOrigin origin,
-                                 Sink sink, const RecoverySink& recovered)
+                                 Sink sink, const RecoverySink& recovered, GitReader git_reader)
     : quarantine_(std::move(quarantine)),
       rules_(std::move(rules)),
       origin_(std::move(origin)),
-      sink_(std::move(sink)) {
+      sink_(std::move(sink)),
+      git_reader_(std::move(git_reader)) {
   const std::string root = StageRoot();
   (void)MakeDirs(root, 0700);
-  std::vector<StageRecovery> done = Recover(root, quarantine_);
+  std::vector<StageRecovery> done = Recover(root, quarantine_, git_reader_);
   if (recovered && !done.empty()) recovered(std::move(done));
   dir_ = root + "/" + std::to_string(::getpid()) + "-" + RandomSuffix();
   timer_ = std::thread([this] {
@@ -927,7 +928,8 @@ std::vector<std::string> UpperPaths(const std::string& dir, const std::vector<st
 }  // namespace
 
 std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_root,
-                                                    const std::string& quarantine) {
+                                                    const std::string& quarantine,
+                                                    const GitReader& git_reader) {
   std::vector<StageRecovery> done;
   DIR* d = ::opendir(stage_root.c_str());
   if (d == nullptr) return done;
@@ -995,6 +997,9 @@ std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_roo
           s->rules_ = std::move(carry->rules);
           s->origin_ = carry->origin;
           s->masked_ = std::move(carry->masked);
+          // Its git content is read as a live session's is: without a reader a legitimate
+          // commit made before the kill would be refused with the rest of the index.
+          s->git_reader_ = git_reader;
           s->quarantine_ = quarantine + "/recovered-" + session;
           const std::size_t nl = phase.find('\n');
           s->t0_ns_ = nl == std::string::npos ? 0 : std::atoll(phase.c_str() + nl + 1);

@@ -172,9 +172,12 @@ class StagedWorkspace {
   // Receives what recovery did with the stages killed cordons left (one entry per stage), once,
   // from the constructor: the session records each in the log of the session that staged it.
   using RecoverySink = std::function<void(std::vector<StageRecovery>)>;
-  // `rules` and `origin` go into every stage this session makes (Stage::Create).
+  // `rules` and `origin` go into every stage this session makes (Stage::Create). `git_reader`:
+  // how every stage's final commit, and the recovery of a killed cordon's stages, reads the git
+  // content it would land (workspace/git_content.h); without one, an index or a moved ref is
+  // refused (fail closed).
   StagedWorkspace(std::string quarantine, CommitRules rules, StageOrigin origin, Sink sink,
-                  const RecoverySink& recovered = {});
+                  const RecoverySink& recovered = {}, GitReader git_reader = {});
   ~StagedWorkspace();
   StagedWorkspace(const StagedWorkspace&) = delete;
   StagedWorkspace& operator=(const StagedWorkspace&) = delete;
@@ -183,12 +186,6 @@ class StagedWorkspace {
   void SetBeforeImages(std::shared_ptr<BeforeImageStore> store) {
     std::lock_guard<std::mutex> lock(mu_);
     before_images_ = std::move(store);
-  }
-  // How later stages' final commits read the git content they would land
-  // (workspace/git_content.h). Without one, an index or a moved ref is refused (fail closed).
-  void SetGitReader(GitReader reader) {
-    std::lock_guard<std::mutex> lock(mu_);
-    git_reader_ = std::move(reader);
   }
   // <state>/stage, where every session's stages live.
   static std::string StageRoot();
@@ -218,7 +215,8 @@ class StagedWorkspace {
   // missing or unreadable goes to the quarantine whole. What it did, one entry per stage.
   // Called once per session, before its first stage.
   static std::vector<StageRecovery> Recover(const std::string& stage_root,
-                                            const std::string& quarantine);
+                                            const std::string& quarantine,
+                                            const GitReader& git_reader = {});
 
  private:
   void Report(const CommitOutcome& o, const Stage& stage, const char* when);
