@@ -88,6 +88,16 @@ bool IsGitSyncedFile(std::string_view name) {
 
 bool IsGitWritable(std::string_view rel) { return WritableParts(Split(rel), 0); }
 
+bool IsGitContentPath(std::string_view rel) {
+  const std::vector<std::string_view> parts = Split(rel);
+  const auto git = std::find(parts.begin(), parts.end(), ".git");
+  if (git == parts.end() || git + 1 == parts.end()) return false;
+  if (std::find(git + 1, parts.end(), "refs") != parts.end()) return true;
+  std::string_view leaf = parts.back();
+  if (leaf.ends_with(".lock")) leaf.remove_suffix(5);
+  return leaf == "index" || leaf == "HEAD" || leaf == "packed-refs";
+}
+
 bool GitRuleAllowsWrite(std::string_view rel) {
   const std::vector<std::string_view> parts = Split(rel);
   for (std::size_t i = 0; i < parts.size(); ++i) {

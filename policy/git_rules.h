@@ -23,6 +23,11 @@ bool IsGitSyncedFile(std::string_view name);
 // contents, a synced file, or git's lock file for one). modules/NAME/... and worktrees/NAME/...
 // are git directories of their own and follow the same rule.
 bool IsGitWritable(std::string_view rel);
+// `rel` is relative to the workspace: true when it lies inside a directory named `.git` and
+// names git content (a ref below any refs/, an index, a HEAD, a packed-refs, or git's lock file
+// for one). What it names is checked against the tree rules only when git writes it in a
+// sandbox (workspace/git_content.h): the file tools never write it.
+bool IsGitContentPath(std::string_view rel);
 // `rel` is relative to the workspace: false when it lies inside a directory named `.git` (at
 // any depth) and IsGitWritable refuses what follows. A path that only names `.git` itself is
 // left to IsProtectedPath.

@@ -20,6 +20,9 @@
 #include "runner/git_reader.h"
 #include "runner/host_capabilities.h"
 #include "runner/preset_cache.h"
+#include "workspace/git_content.h"
+#include "workspace/repo_config.h"
+#include "workspace/stage.h"
 
 namespace cordon {
 
@@ -182,6 +185,61 @@ Json CommitSummary(const CommitOutcome& o) {
 }
 
 }  // namespace
+
+std::vector<GitContentFinding> ProcessHost::CheckGitView(const std::string& git_dir,
+                                                         const std::string& view_dir,
+                                                         const std::vector<std::string>& changed) {
+  CommitRules rules;
+  rules.extra_protected = policy_.filesystem.protected_names;
+  rules.repo_protected = RepoProtectedPaths(workspace_.root());
+  // The paths git would write into the tree, root-relative as the rules read them.
+  const std::string& root = workspace_.root();
+  std::string rel;
+  if (git_dir.size() > root.size() && git_dir.compare(0, root.size(), root) == 0 &&
+      git_dir[root.size()] == '/') {
+    rel = git_dir.substr(root.size() + 1);
+  }
+  const std::string scratch = CordonStateDir() + "/git-check";
+  std::error_code ec;
+  std::filesystem::create_directories(scratch, ec);
+  ::chmod(scratch.c_str(), 0700);
+  return CheckGitDirContent({.host_git = git_dir,
+                             .new_git = view_dir,
+                             .worktree = rel.empty() ? std::string() : GitWorktreeOf(rel),
+                             .changed = changed,
+                             .entry_prefix = "",
+                             .scratch = scratch},
+                            rules, RunGitConfined);
+}
+
+void ProcessHost::ReportGitViewRefusals(const std::vector<GitViewRefusal>& refused,
+                                        const char* when, ConfinedProcess* p) {
+  if (refused.empty()) return;
+  Json listed = Json::array();
+  for (const auto& r : refused) {
+    GuardEvent e;
+    e.path = r.git_dir + "/" + r.name;
+    e.entry_kind = "file";
+    e.quarantine = r.quarantine;
+    e.when = when;
+    e.reason = "git_content";
+    e.git = Json::array();
+    for (const auto& f : r.why) {
+      if (e.git.size() < 20) e.git.push_back(GitContentFindingJson(f));
+    }
+    if (stage_sink_) stage_sink_(e);
+    if (listed.size() < 50) listed.push_back({{"path", e.path}, {"reason", "git_content"}});
+  }
+  if (p != nullptr) {
+    p->SetWorkspaceCommit(
+        {{"mode", "direct"},
+         {"refused", std::move(listed)},
+         {"note",
+          "git content the workspace rules refuse (an index entry or a commit that adds such a "
+          "path) stayed out of the host repository; the sandbox's copies are in cordon's "
+          "quarantine"}});
+  }
+}
 
 StagingSupport ProcessHost::Staging() {
   std::lock_guard<std::mutex> lock(staging_mu_);
@@ -493,7 +551,7 @@ void ProcessHost::Ended(ConfinedProcess& p, ChangeWatch& watch, const std::strin
     staging_->Retire(std::move(watch.stage));
     return;
   }
-  git_views_.SyncOut();
+  ReportGitViewRefusals(git_views_.SyncOut(), "process_end", &p);
   // Its connections' network records come before its process record.
   p.ReleaseEgress();
   --running_;

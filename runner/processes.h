@@ -59,7 +59,9 @@ class ProcessHost {
       const std::function<void(ConfinedProcess&)>& started);
   // Writes what the sandboxes changed in the git views back to the host (workspace/git_view.h):
   // after each process, and at each tool-call boundary while a long-lived one runs.
-  void SyncGitViews() { git_views_.SyncOut(); }
+  // Git content a sync-out would land is checked like the tree first (docs/adr/0014): what is
+  // refused is recorded (reason git_content) and stays out of the host repository.
+  void SyncGitViews() { ReportGitViewRefusals(git_views_.SyncOut(), "call_boundary", nullptr); }
   // The session's workspace guard: it sweeps after each process and, while one runs, at each
   // call boundary (SweepAtCallBoundary).
   void SetGuard(std::unique_ptr<WorkspaceGuard> guard) { guard_ = std::move(guard); }
@@ -80,6 +82,12 @@ class ProcessHost {
   // first staged launch recovered of the stages killed cordons left (StagedWorkspace::Recover).
   void SetStaging(std::string quarantine, StageOrigin origin, StagedWorkspace::Sink sink,
                   StagedWorkspace::RecoverySink recovered) {
+    git_views_.SetCheck(
+        [this](const std::string& git_dir, const std::string& view_dir,
+               const std::vector<std::string>& changed) {
+          return CheckGitView(git_dir, view_dir, changed);
+        },
+        quarantine);
     stage_quarantine_ = std::move(quarantine);
     stage_origin_ = std::move(origin);
     stage_sink_ = std::move(sink);
@@ -228,6 +236,14 @@ class ProcessHost {
   char** envp_;
   Recorder record_;
   GitViews git_views_;  // outlives every job (members go after the destructor's joins)
+  // The direct mode's check of what a git view's sync-out would land (GitViewCheck).
+  std::vector<GitContentFinding> CheckGitView(const std::string& git_dir,
+                                              const std::string& view_dir,
+                                              const std::vector<std::string>& changed);
+  // Records each refusal (the staged mode's sink, reason git_content) and, for a process's end,
+  // puts them in its result's workspace object (exec exits 123 for them as for a staged one).
+  void ReportGitViewRefusals(const std::vector<GitViewRefusal>& refused, const char* when,
+                             ConfinedProcess* p);
   std::mutex mu_;
   // (owner, id): each owner has its own ids.
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Job>> jobs_;

@@ -300,6 +300,94 @@ class DirectModeTest : public ::testing::Test {
   std::vector<std::string> env_;
 };
 
+// What lands through git is checked like the tree in the direct mode too (issue 33, part 1):
+// its git view synced the index and wrote refs/ straight into the host repository, so
+// `git add -f .envrc` put .envrc in the host's index and a commit of it moved the host's branch;
+// the user's `git checkout -- .` or `reset --hard` then wrote it into the tree. Now the view's
+// refs are private copies too, and the index, refs and packed refs a sync-out would land are
+// checked first: the host keeps its own, the record names the ref, commit and path, exec exits
+// 123, and an allowed commit and branch land as before.
+TEST_F(DirectModeTest, GitContentTheRulesRefuseNeverLandsThroughTheIndexOrARef) {
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", ws_});
+    return testing::Run(args, {"GIT_CONFIG_NOSYSTEM=1", "HOME=" + (dir_ / "home")});
+  };
+  WriteFile(ws_ + "/src/a.c", "int a;\n");
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"init", "-q", "-b", "main"},
+                                               {"config", "user.email", "t@example.org"},
+                                               {"config", "user.name", "t"},
+                                               {"add", "."},
+                                               {"commit", "-qm", "base"}}) {
+    ASSERT_EQ(git(args).exit_code, 0) << args[0];
+  }
+  const std::string base = git({"rev-parse", "HEAD"}).out;
+  const std::string sandbox_git = "export HOME=/tmp GIT_CONFIG_NOSYSTEM=1; ";
+  auto host_writes_nothing_refused = [&](const std::string& when) {
+    EXPECT_EQ(git({"ls-files", ".envrc", "sub/.envrc"}).out, "")
+        << "the host's index names a refused path " << when;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"checkout", "--", "."},
+          std::vector<std::string>{"reset", "-q", "--hard"}}) {
+      (void)git(args);
+      for (const char* name : {"/.envrc", "/sub/.envrc"})
+        EXPECT_FALSE(std::filesystem::exists(ws_ + name))
+            << name << " reached the tree by git " << args[0] << " " << when;
+    }
+  };
+  auto refusals = [&]() {
+    std::vector<Json> out;
+    for (const auto& j : Records("protected_path_removed"))
+      if (j.value("reason", "") == "git_content") out.push_back(j);
+    return out;
+  };
+
+  // 1. The index alone.
+  auto r =
+      Exec({"sh", "-c", sandbox_git + "echo 'touch /tmp/pwned' > .envrc && git add -f .envrc"});
+  EXPECT_EQ(r.exit_code, 123) << r.out << r.err;
+  host_writes_nothing_refused("after git add -f");
+  ASSERT_FALSE(refusals().empty()) << ReadFile(log_);
+  EXPECT_EQ(refusals().back()["git"][0].value("path", ""), ".envrc") << refusals().back().dump();
+
+  // 2. A commit on the branch, a branch above it, and an allowed branch in the same call.
+  r = Exec({"sh", "-c",
+            sandbox_git +
+                "git reset -q && mkdir -p sub && echo x > sub/.envrc && git add -f sub/.envrc && "
+                "git commit -qm planted && git checkout -qb also && echo y > y && git add y && "
+                "git commit -qm more && git checkout -q main~1 && git checkout -qb clean && "
+                "echo ok > ok.txt && git add ok.txt && git commit -qm clean"});
+  EXPECT_EQ(r.exit_code, 123) << r.out << r.err;
+  EXPECT_EQ(git({"rev-parse", "main"}).out, base) << "main moved to the planted commit";
+  EXPECT_NE(git({"rev-parse", "--verify", "-q", "also"}).exit_code, 0)
+      << "the branch above the planted commit reached the host";
+  EXPECT_EQ(git({"log", "--format=%s", "-n", "1", "clean"}).out, "clean\n")
+      << "the allowed branch did not land";
+  host_writes_nothing_refused("after a commit");
+  bool named = false;
+  for (const auto& j : refusals()) {
+    for (const auto& g : j.value("git", Json::array()))
+      named = named || (g.value("path", "") == "sub/.envrc" && g.value("commit", "").size() == 40);
+  }
+  EXPECT_TRUE(named) << "no record names the planted commit and its path: " << ReadFile(log_);
+
+  // 3. The same after `git gc`: the refs go into packed-refs and the loose files are deleted.
+  r = Exec({"sh", "-c",
+            sandbox_git + "git checkout -q main && echo x > .envrc && git add -f .envrc && "
+                          "git commit -qm again && git gc -q --prune=now"});
+  EXPECT_EQ(r.exit_code, 123) << r.out << r.err;
+  EXPECT_EQ(git({"rev-parse", "main"}).out, base) << "main moved, or was lost, through packed-refs";
+  EXPECT_EQ(git({"log", "--format=%s", "-n", "1", "clean"}).out, "clean\n");
+  host_writes_nothing_refused("after git gc");
+  EXPECT_EQ(git({"fsck", "--no-dangling"}).exit_code, 0) << git({"fsck"}).err;
+
+  // 4. Ordinary work still lands: a commit on main, seen by host git at once.
+  r = Exec({"sh", "-c",
+            sandbox_git + "git checkout -q main && echo 2 > src/a.c && git commit -qam two"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(git({"log", "--format=%s", "-n", "1", "main"}).out, "two\n");
+  EXPECT_EQ(git({"status", "--porcelain"}).out, "") << "the host's index and tree disagree";
+}
+
 TEST_F(DirectModeTest, PlantingThenPassingTheEntryCapFailsTheCall) {
   WriteFile(dir_ / "cap.toml", "[sandbox]\nmax_scan_entries = 300\n");
   auto r = Exec({"sh", "-c",

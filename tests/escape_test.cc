@@ -408,11 +408,14 @@ TEST_F(EscapeTest, GitHooksAndConfigAreReadOnlyButObjectsAreWritable) {
     Probe({"write", ws_ + p});
     EXPECT_FALSE(testing::Exists(ws_ + p)) << p << " reached the host";
   }
-  // What a commit writes at the top (HEAD, index) goes through; a HEAD git cannot read (the
-  // probe writes "pwned") stays in the view: host git would take .git for no repository.
+  // What a commit writes at the top (HEAD, index) goes through when git reads it; an index git
+  // cannot read (the probe writes "pwned") is git content no check can read, and stays out
+  // (issue 33: fail closed, exec exits 123), as a HEAD git cannot read stays in the view: host
+  // git would take .git for no repository.
+  const std::string index_before = ReadFile(ws_ + "/.git/index");
   auto index = Probe({"write", ws_ + "/.git/index"});
-  EXPECT_EQ(index.exit_code, 0) << index.out << index.err;
-  EXPECT_EQ(ReadFile(ws_ + "/.git/index"), "pwned\n");
+  EXPECT_EQ(index.exit_code, 123) << index.out << index.err;
+  EXPECT_EQ(ReadFile(ws_ + "/.git/index"), index_before);
   Probe({"write", ws_ + "/.git/HEAD"});
   EXPECT_FALSE(testing::Exists(ws_ + "/.git/HEAD"));
 }
@@ -630,8 +633,19 @@ TEST_F(EscapeTest, GitCommondirPlantedByTheFileToolsIsRefused) {
   auto fresh = Call("create_file", {{"path", "newrepo/.git/HEAD"}, {"content", "ref: x\n"}});
   EXPECT_NE(fresh.out.find("denied_by_policy"), std::string::npos) << fresh.out << fresh.err;
   EXPECT_FALSE(testing::Exists(ws_ + "/newrepo/.git"));
-  // What a commit needs stays writable for the file tools too.
-  auto ok = Call("create_file", {{"path", ".git/refs/heads/by-tool"}, {"content", "x\n"}});
+  // Git content is git's to write, in a sandbox, where what it names is checked (issue 33): a
+  // ref the file tools wrote would move a branch to a commit nobody checked.
+  const std::string head = testing::ReadFile(ws_ + "/.git/HEAD");
+  for (const char* p : {".git/refs/heads/by-tool", ".git/refs/heads/main", ".git/HEAD",
+                        ".git/packed-refs", ".git/index", ".git/refs/heads/main.lock"}) {
+    auto w = Call("create_file",
+                  {{"path", p}, {"content", "0123456789012345678901234567890123456789\n"}});
+    EXPECT_NE(w.out.find("git content"), std::string::npos) << p << ": " << w.out << w.err;
+  }
+  EXPECT_FALSE(testing::Exists(ws_ + "/.git/refs/heads/by-tool"));
+  EXPECT_EQ(testing::ReadFile(ws_ + "/.git/HEAD"), head);
+  // What else a commit writes stays writable for the file tools.
+  auto ok = Call("create_file", {{"path", ".git/COMMIT_EDITMSG"}, {"content", "x\n"}});
   EXPECT_EQ(ok.out.find("denied_by_policy"), std::string::npos) << ok.out << ok.err;
   HostGitUses(ws_);
   EXPECT_FALSE(SentinelRan());

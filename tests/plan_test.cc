@@ -608,6 +608,7 @@ TEST(GitView, ListsCopiesAndSyncsOnlyTheAllowedFiles) {
   std::filesystem::create_directories(git + "/modules/libs/foo/objects");
   std::filesystem::create_directories(git + "/worktrees/wt");
   testing::WriteFile(git + "/HEAD", "ref: refs/heads/main\n");
+  testing::WriteFile(git + "/refs/heads/main", std::string(40, '1') + "\n");
   testing::WriteFile(git + "/index", "INDEX1");
   testing::WriteFile(git + "/config", "[core]\n");
   testing::WriteFile(git + "/modules/libs/foo/HEAD", "ref: refs/heads/main\n");
@@ -629,7 +630,8 @@ TEST(GitView, ListsCopiesAndSyncsOnlyTheAllowedFiles) {
     EXPECT_EQ(mounts[1].git_dir, git + "/modules/libs/foo");
     EXPECT_EQ(mounts[2].git_dir, git + "/worktrees/wt");
     EXPECT_EQ(mounts[0].view_dir, (*dry)[0].view_dir) << "the plan names the view that runs";
-    EXPECT_EQ(mounts[0].shared, (std::vector<std::string>{"objects", "refs"}));
+    EXPECT_EQ(mounts[0].shared, (std::vector<std::string>{"objects"}));
+    EXPECT_EQ(mounts[0].trees, (std::vector<std::string>{"refs"})) << "each ref is a copy";
     EXPECT_EQ(mounts[0].read_only,
               (std::vector<std::string>{"config", "hooks", "modules", "worktrees"}));
     EXPECT_EQ(mounts[0].copied, (std::vector<std::string>{"HEAD", "index"}));
@@ -651,7 +653,20 @@ TEST(GitView, ListsCopiesAndSyncsOnlyTheAllowedFiles) {
     testing::WriteFile(v + "/commondir", "/tmp/evil\n");
     testing::WriteFile(v + "/config.new", "[core]\n\tfsmonitor = touch /tmp/pwned\n");
     ASSERT_EQ(::symlink("/etc/shadow", (v + "/MERGE_HEAD").c_str()), 0);
+    // Refs: the host's are copies in the view; a new branch below a new directory, a moved one,
+    // and a symlink planted among them.
+    EXPECT_EQ(testing::ReadFile(v + "/refs/heads/main"), std::string(40, '1') + "\n");
+    std::filesystem::create_directories(v + "/refs/heads/topic");
+    testing::WriteFile(v + "/refs/heads/topic/x", std::string(40, '2') + "\n");
+    testing::WriteFile(v + "/refs/heads/main.new", std::string(40, '3') + "\n");
+    ASSERT_EQ(::rename((v + "/refs/heads/main.new").c_str(), (v + "/refs/heads/main").c_str()), 0);
+    ASSERT_EQ(::symlink("/etc/shadow", (v + "/refs/heads/evil").c_str()), 0);
+    ASSERT_EQ(::symlink("/etc", (v + "/refs/tags").c_str()), 0);
     views.SyncOut();
+    EXPECT_EQ(testing::ReadFile(git + "/refs/heads/topic/x"), std::string(40, '2') + "\n");
+    EXPECT_EQ(testing::ReadFile(git + "/refs/heads/main"), std::string(40, '3') + "\n");
+    EXPECT_FALSE(testing::Exists(git + "/refs/heads/evil")) << "a symlink is never followed";
+    EXPECT_FALSE(testing::Exists(git + "/refs/tags")) << "nor one for a directory";
     EXPECT_EQ(testing::ReadFile(git + "/index"), "INDEX2");
     EXPECT_EQ(testing::ReadFile(git + "/ORIG_HEAD"), "deadbeef\n");
     EXPECT_FALSE(testing::Exists(git + "/commondir"));
@@ -662,10 +677,17 @@ TEST(GitView, ListsCopiesAndSyncsOnlyTheAllowedFiles) {
     testing::WriteFile(git + "/HEAD", "ref: refs/heads/other\n");
     ASSERT_TRUE(views.Prepare({git}, true));
     EXPECT_EQ(testing::ReadFile(v + "/HEAD"), "ref: refs/heads/other\n");
-    // Deleted in the view (ORIG_HEAD): deleted on the host, which still had the synced copy.
+    // Deleted in the view (ORIG_HEAD, a branch): deleted on the host, which still had the
+    // synced copy.
     ASSERT_EQ(::unlink((v + "/ORIG_HEAD").c_str()), 0);
+    ASSERT_EQ(::unlink((v + "/refs/heads/topic/x").c_str()), 0);
     views.SyncOut();
     EXPECT_FALSE(testing::Exists(git + "/ORIG_HEAD"));
+    EXPECT_FALSE(testing::Exists(git + "/refs/heads/topic/x"));
+    // A ref the host deletes goes from the view at the next sync-in.
+    ASSERT_EQ(::unlink((git + "/refs/heads/main").c_str()), 0);
+    ASSERT_TRUE(views.Prepare({git}, true));
+    EXPECT_FALSE(testing::Exists(v + "/refs/heads/main"));
     for (const auto& n : std::filesystem::directory_iterator(git)) {
       EXPECT_EQ(n.path().filename().string().rfind(".cordon-sync-", 0), std::string::npos);
     }

@@ -986,6 +986,23 @@ TEST(GitRules, TheMinimumStructureAndAHeadGitReads) {
   }
 }
 
+// What the file tools never write inside a `.git` (issue 33): git content, whose meaning is
+// checked only when git writes it in a sandbox.
+TEST(GitRules, GitContentIsEveryRefIndexHeadAndPackedRefs) {
+  for (const char* p :
+       {".git/refs/heads/main", ".git/refs/tags/v1", ".git/refs/heads/a/b.lock", ".git/HEAD",
+        ".git/index", ".git/index.lock", ".git/packed-refs", "sub/.git/refs/remotes/o/m",
+        ".git/modules/lib/refs/heads/x", ".git/modules/lib/HEAD", ".git/worktrees/w/index",
+        ".git/logs/refs/heads/main"}) {
+    EXPECT_TRUE(IsGitContentPath(p)) << p;
+  }
+  for (const char* p :
+       {"refs/heads/main", "src/HEAD", "index", ".git", ".git/COMMIT_EDITMSG", ".git/ORIG_HEAD",
+        ".git/objects/ab/cdef", ".git/logs/HEAD.txt", "docs/packed-refs.md"}) {
+    EXPECT_FALSE(IsGitContentPath(p)) << p;
+  }
+}
+
 TEST(GitRules, OnlyWhatACommitNeedsIsWritable) {
   for (const char* p :
        {"HEAD", "index", "index.lock", "HEAD.lock", "packed-refs", "packed-refs.lock", "ORIG_HEAD",

@@ -150,6 +150,15 @@ Status CheckGitRule(const std::string& root, const std::string& rel) {
                     "index, packed-refs, *_HEAD, COMMIT_EDITMSG and their lock files may be "
                     "written (config, hooks, commondir, info and the rest tell git what to run)");
   }
+  if (IsGitContentPath(rel)) {
+    // A ref written here would move a branch to a commit nobody checked (issue 33): git content
+    // is checked when git writes it in a sandbox, at the staged commit or the git view's sync.
+    return Fail(Code::kDeniedByPolicy,
+                rel +
+                    " is git content (a ref, the index, HEAD or packed-refs): git writes it, "
+                    "through run_shell, where what it names is checked against the workspace "
+                    "rules; the file tools do not");
+  }
   for (std::size_t pos = rel.find(".git/"); pos != std::string::npos;
        pos = rel.find(".git/", pos + 1)) {
     if (pos != 0 && rel[pos - 1] != '/') continue;

@@ -198,6 +198,20 @@ Result<std::string> MakeScratchGitDir(const std::string& scratch, const std::str
 
 }  // namespace
 
+std::string GitWorktreeOf(const std::string& git_dir) { return WorktreeOf(git_dir); }
+
+Json GitContentFindingJson(const GitContentFinding& f) {
+  Json why = {{"ref", EscapePathBytes(f.ref)}};
+  if (!f.error.empty()) {
+    why["error"] = EscapePathBytes(f.error);
+  } else {
+    if (!f.commit.empty()) why["commit"] = f.commit;
+    why["path"] = EscapePathBytes(f.path);
+    why["rule"] = f.rule;
+  }
+  return why;
+}
+
 const char* GitTreePathRule(std::string_view rel, const CommitRules& rules) {
   if (IsProtectedPath(rel, rules.extra_protected)) return "protected_path";
   if (std::any_of(rules.repo_protected.begin(), rules.repo_protected.end(),
@@ -222,109 +236,95 @@ std::vector<std::size_t> GitContentEntries(std::span<const UpperEntry> upper,
   return out;
 }
 
-std::vector<GitContentFinding> CheckGitContent(const std::string& root, const std::string& upper,
-                                               const std::string& scratch,
-                                               std::span<const CommitDecision> decisions,
-                                               std::span<const std::size_t> entries,
-                                               const CommitRules& rules, const GitReader& reader) {
+std::vector<GitContentFinding> CheckGitDirContent(const GitDirContent& in, const CommitRules& rules,
+                                                  const GitReader& reader) {
   std::vector<GitContentFinding> findings;
-  // By repository: the entries that land its index and refs.
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> by_repo;
-  for (std::size_t i : entries) {
-    const std::string& rel = decisions[i].rel;
-    auto [git_dir, what] = GitContentOf(rel, rules);
-    if (!what.empty()) by_repo[git_dir].push_back({rel, what});
-  }
-  for (const auto& [git_dir, items] : by_repo) {
-    auto fail_all = [&](const std::string& why) {
-      for (const auto& [rel, what] : items) findings.push_back({rel, what, "", "", "", why});
-    };
-    if (!reader) {
-      fail_all("no git reader: git content cannot be checked here");
-      continue;
+  auto entry_of = [&](const std::string& what) { return JoinRel(in.entry_prefix, what); };
+  auto fail_all = [&](const std::string& why) {
+    for (const auto& what : in.changed) findings.push_back({entry_of(what), what, "", "", "", why});
+    return findings;
+  };
+  if (in.changed.empty()) return findings;
+  if (!reader) return fail_all("no git reader: git content cannot be checked here");
+  const std::string& host_git = in.host_git;
+  const std::string& upper_git = in.new_git;
+  auto scratch_dir = MakeScratchGitDir(in.scratch, host_git, upper_git);
+  if (!scratch_dir) return fail_all(scratch_dir.error().message);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
     }
-    const std::string host_git = JoinRel(root, git_dir);
-    const std::string upper_git = JoinRel(upper, git_dir);
-    auto scratch_dir = MakeScratchGitDir(scratch, host_git, upper_git);
-    if (!scratch_dir) {
-      fail_all(scratch_dir.error().message);
-      continue;
-    }
-    struct Cleanup {
-      std::string dir;
-      ~Cleanup() {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
-      }
-    } cleanup{*scratch_dir};
-    const std::vector<std::string> env = {
-        "PATH=/usr/bin:/bin",      "HOME=" + *scratch_dir,  "LC_ALL=C",
-        "GIT_DIR=" + *scratch_dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-        "GIT_ATTR_NOSYSTEM=1",     "GIT_NO_LAZY_FETCH=1",   "GIT_NO_REPLACE_OBJECTS=1",
-        "GIT_OPTIONAL_LOCKS=0",    "GIT_TERMINAL_PROMPT=0", "GIT_CEILING_DIRECTORIES=/"};
-    const std::vector<std::string> readable = {*scratch_dir, host_git, upper_git};
-    auto run = [&](std::vector<std::string> args, std::vector<std::string> extra_env,
-                   std::string input) -> Result<std::string> {
-      GitReadRequest req{std::move(args), env, readable, std::move(input)};
-      for (auto& e : extra_env) req.env.push_back(std::move(e));
-      return reader(req);
-    };
-    const std::string worktree = WorktreeOf(git_dir);
+  } cleanup{*scratch_dir};
+  const std::vector<std::string> env = {
+      "PATH=/usr/bin:/bin",      "HOME=" + *scratch_dir,  "LC_ALL=C",
+      "GIT_DIR=" + *scratch_dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+      "GIT_ATTR_NOSYSTEM=1",     "GIT_NO_LAZY_FETCH=1",   "GIT_NO_REPLACE_OBJECTS=1",
+      "GIT_OPTIONAL_LOCKS=0",    "GIT_TERMINAL_PROMPT=0", "GIT_CEILING_DIRECTORIES=/"};
+  const std::vector<std::string> readable = {*scratch_dir, host_git, upper_git};
+  auto run = [&](std::vector<std::string> args, std::vector<std::string> extra_env,
+                 std::string input) -> Result<std::string> {
+    GitReadRequest req{std::move(args), env, readable, std::move(input)};
+    for (auto& e : extra_env) req.env.push_back(std::move(e));
+    return reader(req);
+  };
+  const std::string& worktree = in.worktree;
 
-    // The index: each entry the host's index does not hold as it is.
-    for (const auto& [rel, what] : items) {
-      if (what != "index") continue;
-      auto now = run({"ls-files", "--stage", "-z"}, {"GIT_INDEX_FILE=" + upper_git + "/index"}, "");
-      if (!now) {
-        findings.push_back({rel, "index", "", "", "", "git ls-files: " + now.error().message});
+  // The index: each entry the host's index does not hold as it is.
+  for (const auto& what : in.changed) {
+    if (what != "index") continue;
+    const std::string rel = entry_of(what);
+    auto now = run({"ls-files", "--stage", "-z"}, {"GIT_INDEX_FILE=" + upper_git + "/index"}, "");
+    if (!now) {
+      findings.push_back({rel, "index", "", "", "", "git ls-files: " + now.error().message});
+      continue;
+    }
+    std::map<std::string, std::string> before;
+    struct stat st {};
+    if (::lstat((host_git + "/index").c_str(), &st) == 0) {
+      auto was = run({"ls-files", "--stage", "-z"}, {"GIT_INDEX_FILE=" + host_git + "/index"}, "");
+      if (!was) {
+        findings.push_back(
+            {rel, "index", "", "", "", "git ls-files of the host's index: " + was.error().message});
         continue;
       }
-      std::map<std::string, std::string> before;
-      struct stat st {};
-      if (::lstat((host_git + "/index").c_str(), &st) == 0) {
-        auto was =
-            run({"ls-files", "--stage", "-z"}, {"GIT_INDEX_FILE=" + host_git + "/index"}, "");
-        if (!was) {
-          findings.push_back({rel, "index", "", "", "",
-                              "git ls-files of the host's index: " + was.error().message});
-          continue;
-        }
-        before = IndexEntries(*was);
-      }
-      for (const auto& [key, head] : IndexEntries(*now)) {
-        auto it = before.find(key);
-        if (it != before.end() && it->second == head) continue;
-        const std::string path = JoinRel(worktree, key.substr(0, key.find('\0')));
-        if (const char* rule = GitTreePathRule(path, rules))
-          findings.push_back({rel, "index", "", path, rule, ""});
-      }
+      before = IndexEntries(*was);
     }
+    for (const auto& [key, head] : IndexEntries(*now)) {
+      auto it = before.find(key);
+      if (it != before.end() && it->second == head) continue;
+      const std::string path = JoinRel(worktree, key.substr(0, key.find('\0')));
+      if (const char* rule = GitTreePathRule(path, rules))
+        findings.push_back({rel, "index", "", path, rule, ""});
+    }
+  }
 
-    // The refs: each moved ref's new commits, and what each adds or changes.
-    std::set<std::string> host_tips;
-    HostTips(host_git, host_tips);
-    struct Moved {
-      std::string rel, ref;
-      std::vector<std::string> tips;
-    };
-    std::vector<Moved> moved;
-    for (const auto& [rel, what] : items) {
-      if (what == "index") continue;
-      std::vector<std::string> tips;
-      if (what == "packed-refs") {
-        const auto now = PackedRefs(ReadSmallFile(upper_git + "/packed-refs", 64u << 20));
-        const auto was = PackedRefs(ReadSmallFile(host_git + "/packed-refs", 64u << 20));
-        for (const auto& [name, oid] : now) {
-          auto it = was.find(name);
-          if (it == was.end() || it->second != oid) tips.push_back(oid);
-        }
-      } else {
-        const std::string v = FirstLine(ReadSmallFile(JoinRel(upper, rel)));
-        if (IsHex(v)) tips.push_back(v);  // a symbolic ref moves nothing by itself
+  // The refs: each moved ref's new commits, and what each adds or changes.
+  std::set<std::string> host_tips;
+  HostTips(host_git, host_tips);
+  struct Moved {
+    std::string rel, ref;
+    std::vector<std::string> tips;
+  };
+  std::vector<Moved> moved;
+  for (const auto& what : in.changed) {
+    if (what == "index") continue;
+    std::vector<std::string> tips;
+    if (what == "packed-refs") {
+      const auto now = PackedRefs(ReadSmallFile(upper_git + "/packed-refs", 64u << 20));
+      const auto was = PackedRefs(ReadSmallFile(host_git + "/packed-refs", 64u << 20));
+      for (const auto& [name, oid] : now) {
+        auto it = was.find(name);
+        if (it == was.end() || it->second != oid) tips.push_back(oid);
       }
-      if (!tips.empty()) moved.push_back({rel, what, std::move(tips)});
+    } else {
+      const std::string v = FirstLine(ReadSmallFile(upper_git + "/" + what));
+      if (IsHex(v)) tips.push_back(v);  // a symbolic ref moves nothing by itself
     }
-    if (moved.empty()) continue;
+    if (!tips.empty()) moved.push_back({entry_of(what), what, std::move(tips)});
+  }
+  if (!moved.empty()) {
     std::string not_host;  // "^OID" lines: git before 2.42 takes no --not on stdin
     for (const auto& t : host_tips) not_host += "^" + t + "\n";
     std::map<std::size_t, std::vector<std::string>> commits_of;  // moved[i] -> new commits
@@ -338,72 +338,97 @@ std::vector<GitContentFinding> CheckGitContent(const std::string& root, const st
             {moved[m].rel, moved[m].ref, "", "", "", "git rev-list: " + listed.error().message});
         continue;
       }
-      std::istringstream in(*listed);
-      for (std::string c; std::getline(in, c);) {
+      std::istringstream lines(*listed);
+      for (std::string c; std::getline(lines, c);) {
         if (!IsHex(c)) continue;
         commits_of[m].push_back(c);
         all_commits.insert(c);
       }
     }
-    if (all_commits.empty()) continue;
-    std::string input;
-    for (const auto& c : all_commits) input += c + "\n";
-    // -c: a merge's paths that differ from every parent (what the merge itself brings).
-    auto diffs =
-        run({"diff-tree", "--stdin", "-r", "-c", "-z", "--root", "--no-renames"}, {}, input);
-    if (!diffs) {
-      for (const auto& [m, commits] : commits_of)
-        findings.push_back(
-            {moved[m].rel, moved[m].ref, "", "", "", "git diff-tree: " + diffs.error().message});
-      continue;
-    }
-    std::map<std::string, std::vector<std::pair<std::string, const char*>>> bad;  // commit ->
-    std::string commit;
-    const std::string& out = *diffs;
-    for (std::size_t start = 0; start < out.size();) {
-      std::size_t end = out.find('\0', start);
-      if (end == std::string::npos) end = out.size();
-      const std::string token = out.substr(start, end - start);
-      start = end + 1;
-      if (IsHex(FirstLine(token))) {
-        commit = FirstLine(token);
-        continue;
-      }
-      if (token.empty() || token[0] != ':') continue;
-      // The header's last field is the status, one letter per parent; the path follows.
-      const std::string status = token.substr(token.rfind(' ') + 1);
-      end = out.find('\0', start);
-      if (end == std::string::npos) end = out.size();
-      const std::string path = JoinRel(worktree, std::string_view(out).substr(start, end - start));
-      start = end + 1;
-      if (status.find_first_not_of('D') == std::string::npos) continue;  // deleted everywhere
-      if (const char* rule = GitTreePathRule(path, rules)) bad[commit].push_back({path, rule});
-    }
-    for (const auto& [m, commits] : commits_of) {
-      for (const auto& c : commits) {
-        auto it = bad.find(c);
-        if (it == bad.end()) continue;
-        for (const auto& [path, rule] : it->second)
-          findings.push_back({moved[m].rel, moved[m].ref, c, path, rule, ""});
+    if (!all_commits.empty()) {
+      std::string input;
+      for (const auto& c : all_commits) input += c + "\n";
+      // -c: a merge's paths that differ from every parent (what the merge itself brings).
+      auto diffs =
+          run({"diff-tree", "--stdin", "-r", "-c", "-z", "--root", "--no-renames"}, {}, input);
+      if (!diffs) {
+        for (const auto& [m, commits] : commits_of)
+          findings.push_back(
+              {moved[m].rel, moved[m].ref, "", "", "", "git diff-tree: " + diffs.error().message});
+      } else {
+        std::map<std::string, std::vector<std::pair<std::string, const char*>>> bad;  // commit ->
+        std::string commit;
+        const std::string& out = *diffs;
+        for (std::size_t start = 0; start < out.size();) {
+          std::size_t end = out.find('\0', start);
+          if (end == std::string::npos) end = out.size();
+          const std::string token = out.substr(start, end - start);
+          start = end + 1;
+          if (IsHex(FirstLine(token))) {
+            commit = FirstLine(token);
+            continue;
+          }
+          if (token.empty() || token[0] != ':') continue;
+          // The header's last field is the status, one letter per parent; the path follows.
+          const std::string status = token.substr(token.rfind(' ') + 1);
+          end = out.find('\0', start);
+          if (end == std::string::npos) end = out.size();
+          const std::string path =
+              JoinRel(worktree, std::string_view(out).substr(start, end - start));
+          start = end + 1;
+          if (status.find_first_not_of('D') == std::string::npos) continue;  // deleted everywhere
+          if (const char* rule = GitTreePathRule(path, rules)) bad[commit].push_back({path, rule});
+        }
+        for (const auto& [m, commits] : commits_of) {
+          for (const auto& c : commits) {
+            auto it = bad.find(c);
+            if (it == bad.end()) continue;
+            for (const auto& [path, rule] : it->second)
+              findings.push_back({moved[m].rel, moved[m].ref, c, path, rule, ""});
+          }
+        }
       }
     }
   }
   // A HEAD that lands naming a branch whose move was refused would leave host git on a branch
   // the host does not have (or has elsewhere): it stays the host's too.
-  for (const auto& [git_dir, items] : by_repo) {
-    for (const auto& [rel, what] : items) {
-      if (what != "HEAD") continue;
-      const std::string head = FirstLine(ReadSmallFile(JoinRel(upper, rel)));
-      if (!head.starts_with("ref: ")) continue;
-      const std::string target = head.substr(5);
-      for (const GitContentFinding& f : std::vector<GitContentFinding>(findings)) {
-        if (f.entry == JoinRel(git_dir, target) ||
-            (f.entry == JoinRel(git_dir, "packed-refs") && f.ref == "packed-refs")) {
-          findings.push_back({rel, "HEAD", "", "", "", "it names " + target + ", refused"});
-          break;
-        }
+  for (const auto& what : in.changed) {
+    if (what != "HEAD") continue;
+    const std::string head = FirstLine(ReadSmallFile(upper_git + "/HEAD"));
+    if (!head.starts_with("ref: ")) continue;
+    const std::string target = head.substr(5);
+    for (const GitContentFinding& f : std::vector<GitContentFinding>(findings)) {
+      if (f.entry == entry_of(target) ||
+          (f.entry == entry_of("packed-refs") && f.ref == "packed-refs")) {
+        findings.push_back(
+            {entry_of("HEAD"), "HEAD", "", "", "", "it names " + target + ", refused"});
+        break;
       }
     }
+  }
+  return findings;
+}
+
+std::vector<GitContentFinding> CheckGitContent(const std::string& root, const std::string& upper,
+                                               const std::string& scratch,
+                                               std::span<const CommitDecision> decisions,
+                                               std::span<const std::size_t> entries,
+                                               const CommitRules& rules, const GitReader& reader) {
+  std::vector<GitContentFinding> findings;
+  // By repository: what of its index and refs the entries land.
+  std::map<std::string, std::vector<std::string>> by_repo;
+  for (std::size_t i : entries) {
+    auto [git_dir, what] = GitContentOf(decisions[i].rel, rules);
+    if (!what.empty()) by_repo[git_dir].push_back(what);
+  }
+  for (auto& [git_dir, changed] : by_repo) {
+    GitDirContent in{.host_git = JoinRel(root, git_dir),
+                     .new_git = JoinRel(upper, git_dir),
+                     .worktree = WorktreeOf(git_dir),
+                     .changed = std::move(changed),
+                     .entry_prefix = git_dir,
+                     .scratch = scratch};
+    for (auto& f : CheckGitDirContent(in, rules, reader)) findings.push_back(std::move(f));
   }
   return findings;
 }

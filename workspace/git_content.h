@@ -46,6 +46,10 @@ struct GitContentFinding {
   std::string error;   // set instead of commit/path when the check could not complete
 };
 
+// A finding as a record's `git` item: {ref, commit, path, rule} or {ref, error}, each name from
+// the sandbox's git content escaped as record paths are.
+Json GitContentFindingJson(const GitContentFinding& f);
+
 // The entries of a commit's listing that land git content: a repository's index, a file below
 // its refs/, its packed-refs, its HEAD. `decisions` are PlanCommit's; only installs count.
 std::vector<std::size_t> GitContentEntries(std::span<const UpperEntry> upper,
@@ -61,6 +65,27 @@ std::vector<GitContentFinding> CheckGitContent(const std::string& root, const st
                                                std::span<const CommitDecision> decisions,
                                                std::span<const std::size_t> entries,
                                                const CommitRules& rules, const GitReader& reader);
+
+// One repository's git content as it would land: `new_git` holds the changed files under the
+// names git gives them in `host_git` (index, HEAD, packed-refs, refs/...), `changed` names them,
+// `worktree` is the root-relative directory git writes the repository's tree into. A finding's
+// `entry` is `entry_prefix`/NAME. The staged commit (CheckGitContent, with the upper layer's
+// copy of the git directory) and the direct mode's git view (its private copies) both check
+// through it. `scratch`: a directory of cordon's own for the scratch git directory.
+struct GitDirContent {
+  std::string host_git;
+  std::string new_git;
+  std::string worktree;
+  std::vector<std::string> changed;
+  std::string entry_prefix;
+  std::string scratch;
+};
+std::vector<GitContentFinding> CheckGitDirContent(const GitDirContent& in, const CommitRules& rules,
+                                                  const GitReader& reader);
+
+// The root-relative directory git writes the tree of the repository whose git directory is
+// `git_dir` (root-relative) into: a `.git`'s parent, a submodule's directory for .git/modules/NAME.
+std::string GitWorktreeOf(const std::string& git_dir);
 
 // The tree rule for a path git would write into the tree (root-relative): the reason it is
 // refused, or nullptr.

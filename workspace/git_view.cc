@@ -18,10 +18,13 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <set>
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
 #include "policy/git_rules.h"
+#include "workspace/stage_fs.h"
 
 namespace cordon {
 namespace {
@@ -89,6 +92,8 @@ GitViewMount ListGitDir(const std::string& git_dir) {
       char buf[PATH_MAX];
       ssize_t len = ::readlink(p.c_str(), buf, sizeof buf - 1);
       if (len > 0) m.symlinks.emplace_back(n, std::string(buf, static_cast<std::size_t>(len)));
+    } else if (S_ISDIR(st.st_mode) && n == "refs") {
+      m.trees.push_back(n);  // each ref is a private copy, checked before it lands
     } else if (S_ISDIR(st.st_mode) && IsGitSharedDir(n)) {
       m.shared.push_back(n);
     } else if (S_ISREG(st.st_mode) && IsGitSyncedFile(n)) {
@@ -158,6 +163,51 @@ bool CopyAt(int from, int to, const std::string& name, bool git_lock = false) {
   return false;
 }
 
+constexpr int kMaxTreeDepth = 64;
+constexpr std::size_t kMaxTreeFiles = 200000;
+
+// The regular files below `tree` in `root_fd`, each directory opened from its parent without
+// following a symlink, as paths relative to root_fd ("refs/heads/main"). git's lock files and
+// cordon's own temporary files are left out.
+void ListTree(int root_fd, const std::string& tree, std::vector<std::string>& out) {
+  std::function<void(int, const std::string&, int)> walk = [&](int parent, const std::string& rel,
+                                                               int depth) {
+    if (depth > kMaxTreeDepth || out.size() >= kMaxTreeFiles) return;
+    auto fd = stage::OpenDirBeneath(parent, stage::LeafOf(rel), rel);
+    if (!fd) return;
+    auto names = stage::ReadNames(fd->get(), rel);
+    if (!names) return;
+    for (const auto& n : *names) {
+      if (n.ends_with(".lock") || n.starts_with(".cordon-sync-")) continue;
+      auto st = stage::StatAt(fd->get(), n, rel + "/" + n);
+      if (!st || !*st) continue;
+      if (S_ISDIR((**st).stx_mode)) {
+        walk(fd->get(), rel + "/" + n, depth + 1);
+      } else if (S_ISREG((**st).stx_mode)) {
+        out.push_back(rel + "/" + n);
+      }
+    }
+  };
+  walk(root_fd, tree, 0);
+}
+
+// What a file of a git directory lands as git content (workspace/git_content.h).
+bool IsGitContentName(const std::string& n) {
+  return n == "index" || n == "HEAD" || n == "packed-refs" || n.starts_with("refs/");
+}
+
+// The order a sync-out writes in: an index's shared part before the index that names it, the
+// packed refs before the loose ones a pack-refs deletes, the refs before the index and HEAD
+// that may name them, HEAD last.
+int SyncRank(const std::string& n) {
+  if (n.starts_with("sharedindex.")) return 0;
+  if (n == "packed-refs") return 1;
+  if (n.starts_with("refs/")) return 2;
+  if (n == "index") return 3;
+  if (n == "HEAD") return 5;
+  return 4;
+}
+
 // Whether the view's HEAD (below `view_fd`, never through a symlink) is one git reads.
 bool ReadsAsHead(int view_fd) {
   const std::optional<std::string> head = ReadSmallFileAt(view_fd, "HEAD", 511);
@@ -215,6 +265,7 @@ Json GitViewsJson(const std::vector<GitViewMount>& views) {
                    {"shared", v.shared},
                    {"read_only", v.read_only},
                    {"copied", v.copied},
+                   {"trees", v.trees},
                    {"symlinks", links}});
   }
   return out;
@@ -228,8 +279,9 @@ GitViews::GitViews() {
 
 GitViews::~GitViews() {
   std::lock_guard<std::mutex> lock(mu_);
+  std::vector<GitViewRefusal> refused;  // the last process's end already reported its own
   for (auto& [git_dir, v] : views_) {
-    if (v.made) SyncOutLocked(git_dir, v);
+    if (v.made) SyncOutLocked(git_dir, v, refused);
   }
   std::error_code ec;  // remove_all does not follow the symlinks a command left there
   std::filesystem::remove_all(root_, ec);
@@ -339,7 +391,9 @@ Status GitViews::Materialize(const GitViewMount& m, View& v) {
   }
   // Sync-in: a host file changed since the last sync replaces a view copy left unchanged.
   std::set<std::string> names(m.copied.begin(), m.copied.end());
-  for (const auto& [n, s] : v.files) names.insert(n);
+  for (const auto& [n, s] : v.files) {
+    if (n.find('/') == std::string::npos) names.insert(n);  // a tree's files: SyncInTree
+  }
   // A split index's shared part first: the index names it, and the host's index must never name
   // a sharedindex.* the host does not have yet.
   std::vector<std::string> order(names.begin(), names.end());
@@ -362,47 +416,170 @@ Status GitViews::Materialize(const GitViewMount& m, View& v) {
     rec.host = host_sig;
     rec.view = StatSig(view.get(), n);
   }
+  v.trees = m.trees;
+  for (const auto& t : v.trees) SyncInTree(host.get(), view.get(), t, v);
   return {};
 }
 
-void GitViews::SyncOut() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [git_dir, v] : views_) {
-    if (v.made) SyncOutLocked(git_dir, v);
+namespace {
+// A file's signature below a chain's root, never through a symlink; none when it is not there.
+template <class StatFn>
+auto SigIn(stage::DirChain& chain, const std::string& rel, StatFn stat_sig) {
+  auto dir = chain.Open(stage::ParentOf(rel));
+  return dir ? stat_sig(*dir, std::string(stage::LeafOf(rel))) : decltype(stat_sig(0, rel)){};
+}
+}  // namespace
+
+void GitViews::SyncInTree(int host_fd, int view_fd, const std::string& tree, View& v) {
+  // The tree's own directory in the view (git takes a directory without refs/ for no repository).
+  if (::mkdirat(view_fd, tree.c_str(), 0700) != 0 && errno != EEXIST) return;
+  std::vector<std::string> host_files;
+  ListTree(host_fd, tree, host_files);
+  std::set<std::string> names(host_files.begin(), host_files.end());
+  const std::string prefix = tree + "/";
+  for (const auto& [n, s] : v.files) {
+    if (n.starts_with(prefix)) names.insert(n);
+  }
+  stage::DirChain host_dirs(host_fd), view_dirs(view_fd);
+  for (const auto& n : names) {
+    Synced& rec = v.files[n];
+    const Sig host_sig = SigIn(host_dirs, n, StatSig);
+    if (host_sig == rec.host) continue;
+    const std::string parent(stage::ParentOf(n)), leaf(stage::LeafOf(n));
+    if (SigIn(view_dirs, n, StatSig) == rec.view) {
+      if (host_sig.exists) {
+        auto from = host_dirs.Open(parent);
+        auto to = view_dirs.Open(parent, 0700);
+        // A view whose tree the sandbox broke (a symlink for a directory) does not show this
+        // ref; it is tried again at the next sync.
+        if (!from || !to || !CopyAt(*from, *to, leaf)) continue;
+      } else if (auto in = view_dirs.Open(parent)) {
+        ::unlinkat(*in, leaf.c_str(), 0);
+      }
+    }
+    rec.host = host_sig;
+    rec.view = SigIn(view_dirs, n, StatSig);
   }
 }
 
-void GitViews::SyncOutLocked(const std::string& git_dir, View& v) {
+std::vector<GitViewRefusal> GitViews::SyncOut() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<GitViewRefusal> refused;
+  for (auto& [git_dir, v] : views_) {
+    if (v.made) SyncOutLocked(git_dir, v, refused);
+  }
+  return refused;
+}
+
+void GitViews::SyncOutLocked(const std::string& git_dir, View& v,
+                             std::vector<GitViewRefusal>& refused) {
   UniqueFd view = OpenDirNoFollow(v.dir);
   UniqueFd host = OpenDirNoFollow(git_dir);
   if (!view.valid() || !host.valid()) return;
+  stage::DirChain host_dirs(host.get()), view_dirs(view.get());
+  struct Change {
+    std::string name;
+    bool install = false;  // false: deleted in the view
+    Sig view_sig;
+  };
+  std::vector<Change> changes;
   std::set<std::string> names;
   for (const auto& [n, s] : v.files) names.insert(n);
   for (const auto& n : DirNames(v.dir)) {
     if (IsGitSyncedFile(n)) names.insert(n);
   }
+  std::vector<std::string> tree_files;
+  for (const auto& t : v.trees) ListTree(view.get(), t, tree_files);
+  names.insert(tree_files.begin(), tree_files.end());
   for (const auto& n : names) {
     if (v.mount_points.count(n)) continue;
     Synced& rec = v.files[n];
-    const Sig view_sig = StatSig(view.get(), n);
+    const Sig view_sig = SigIn(view_dirs, n, StatSig);
     if (view_sig.exists && view_sig != rec.view) {
       // A HEAD git cannot read makes host git take the directory for no repository and fall
       // through to a parent directory's: it stays in the view, as does a deleted one (below).
       if (n == "HEAD" && !ReadsAsHead(view.get())) continue;
-      struct stat st {};
-      if (::fstatat(host.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
-        continue;  // the host has something else under this name: it is not replaced
+      if (auto dir = host_dirs.Open(stage::ParentOf(n))) {
+        struct stat st {};
+        const std::string leaf(stage::LeafOf(n));
+        if (::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+          continue;  // the host has something else under this name: it is not replaced
       }
-      if (!CopyAt(view.get(), host.get(), n, true)) continue;  // tried again at the next sync
-      rec.view = view_sig;
-      rec.host = StatSig(host.get(), n);
+      changes.push_back({n, true, view_sig});
     } else if (!view_sig.exists && rec.view.exists) {
-      // Deleted in the view (MERGE_HEAD after a commit): deleted on the host only if the
-      // host's is still the one last synced.
-      if (n != "HEAD" && rec.host.exists && StatSig(host.get(), n) == rec.host)
-        ::unlinkat(host.get(), n.c_str(), 0);
+      changes.push_back({n, false, {}});
+    }
+  }
+  // What would land as git content is checked first (docs/adr/0014).
+  std::map<std::string, std::vector<GitContentFinding>> why;
+  if (check_) {
+    std::vector<std::string> content;
+    for (const auto& c : changes) {
+      if (c.install && IsGitContentName(c.name)) content.push_back(c.name);
+    }
+    if (!content.empty()) {
+      for (auto& f : check_(git_dir, v.dir, content)) why[f.entry].push_back(std::move(f));
+    }
+    // `git pack-refs` (git gc) moves loose refs into packed-refs and deletes the loose files:
+    // with the packed-refs refused, those deletions would drop the host's refs.
+    if (why.count("packed-refs")) {
+      for (const auto& c : changes) {
+        if (!c.install && c.name.starts_with("refs/")) {
+          why[c.name].push_back(
+              {c.name, c.name, "", "", "", "deleted by a pack-refs whose packed-refs was refused"});
+        }
+      }
+    }
+  }
+  std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
+    return SyncRank(a.name) < SyncRank(b.name);
+  });
+  for (const auto& c : changes) {
+    Synced& rec = v.files[c.name];
+    const std::string parent(stage::ParentOf(c.name)), leaf(stage::LeafOf(c.name));
+    if (auto w = why.find(c.name); w != why.end()) {
+      GitViewRefusal r{git_dir, c.name, "", std::move(w->second)};
+      auto in_view = view_dirs.Open(parent, 0700);
+      // The view's copy is kept in the quarantine (cordon's own directory)...
+      if (c.install && in_view && !quarantine_.empty()) {
+        const std::string q = quarantine_ + "/git-view-" + std::to_string(::getpid()) + "-" +
+                              std::to_string(++quarantined_);
+        std::error_code ec;
+        std::filesystem::create_directories(q + (parent.empty() ? "" : "/" + parent), ec);
+        UniqueFd qdir = OpenDirNoFollow(q + (parent.empty() ? "" : "/" + parent));
+        if (!ec && qdir.valid() && CopyAt(*in_view, qdir.get(), leaf))
+          r.quarantine = q + "/" + c.name;
+      }
+      // ...and the view holds the host's again, so that the sandbox's next git sees what the
+      // host repository holds.
+      if (in_view) {
+        auto in_host = host_dirs.Open(parent);
+        if (in_host && StatSig(*in_host, leaf).exists) {
+          (void)CopyAt(*in_host, *in_view, leaf);
+        } else {
+          ::unlinkat(*in_view, leaf.c_str(), 0);
+        }
+      }
+      rec.host = SigIn(host_dirs, c.name, StatSig);
+      rec.view = SigIn(view_dirs, c.name, StatSig);
+      refused.push_back(std::move(r));
+      continue;
+    }
+    if (c.install) {
+      auto from = view_dirs.Open(parent);
+      auto to = host_dirs.Open(parent, 0777);  // a new branch's directory (refs/heads/topic/)
+      if (!from || !to || !CopyAt(*from, *to, leaf, true)) continue;  // tried at the next sync
+      rec.view = c.view_sig;
+      rec.host = StatSig(*to, leaf);
+    } else {
+      // Deleted in the view (MERGE_HEAD after a commit, a deleted branch): deleted on the host
+      // only if the host's is still the one last synced; HEAD never.
+      if (c.name != "HEAD" && rec.host.exists) {
+        if (auto dir = host_dirs.Open(parent); dir && StatSig(*dir, leaf) == rec.host)
+          ::unlinkat(*dir, leaf.c_str(), 0);
+      }
       rec.view = {};
-      rec.host = StatSig(host.get(), n);
+      rec.host = SigIn(host_dirs, c.name, StatSig);
     }
   }
 }

@@ -674,17 +674,8 @@ CommitOutcome Stage::Commit(bool final) {
       } else {
         for (const GitContentFinding& f : CheckGitContent(
                  roots_[i].root, roots_[i].upper, dir_, decisions, git, root_rules, git_reader_)) {
-          // Names from the sandbox's git content: escaped as record paths are.
-          Json why = {{"ref", EscapePathBytes(f.ref)}};
-          if (!f.error.empty()) {
-            why["error"] = EscapePathBytes(f.error);
-          } else {
-            if (!f.commit.empty()) why["commit"] = f.commit;
-            why["path"] = EscapePathBytes(f.path);
-            why["rule"] = f.rule;
-          }
           Json& list = git_refusals[f.entry];
-          if (list.size() < 20) list.push_back(std::move(why));
+          if (list.size() < 20) list.push_back(GitContentFindingJson(f));
         }
         // `git pack-refs` (git gc) moves loose refs into packed-refs and deletes the loose files:
         // with the packed-refs refused, those deletions would drop the host's refs.
