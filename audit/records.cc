@@ -688,9 +688,10 @@ constexpr AuditFieldInfo kProtectedPathRemoved[] = {
      "refused it (a recovery's refusals are in its `recovery` record)"},
     {"error", false, kStr, "why it could not be moved (it is still there)"},
     {"reason", false, kStr,
-     "staged mode: the rule that kept it out of the tree (protected_path, git_metadata, "
+     "the rule that kept it out of the tree: staged mode (protected_path, git_metadata, "
      "new_git_dir, repo_executes, special_file, setid_bits, masked_path, below_refused, "
-     "not_a_directory, conflict, git_content)"},
+     "not_a_directory, conflict, git_content); direct mode, git_content only (a git view's "
+     "index, HEAD, packed-refs or ref)"},
     {"git", false, ArrayOf(kGitContentShape),
      "reason git_content: what the index or ref would have landed (at most 20 per entry; "
      "docs/adr/0014-git-content-at-the-commit.md)"},
