@@ -15,6 +15,7 @@ output is printed when it ends; the exit status is 1 when any run failed.
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,25 +78,36 @@ def main():
             groups[key].append(case)
 
     base_env = [f"PATH=/usr/local/bin:/usr/bin:/bin", f"USER={user}", "TMPDIR=/tmp",
-                f"HOME={os.path.expanduser('~' + user)}", f"CI={os.environ.get('CI', '')}",
-                f"CORDON_TEST_BIN={dest}/bin/cordon", f"CORDON_TEST_PROBE={dest}/bin/cordon-probe",
-                f"CORDON_TEST_POLICY_DIR={dest}/share/cordon/policies.d"]
+                f"HOME={os.path.expanduser('~' + user)}", f"CI={os.environ.get('CI', '')}"]
     for name in ("MCP_PEERS_DIR", "CORDON_EGRESS_CLIENTS_DIR", "CORDON_TEST_DATA_DIR",
                  "CORDON_TEST_RESTRICT", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
         if os.environ.get(name):
             base_env.append(f"{name}={os.environ[name]}")
+
+    # CORDON_UNPRIV_PLAIN_DEST: a second install-like copy (test-unprivileged.sh makes it) whose
+    # cordon the programs not matched by CORDON_UNPRIV_SANITIZED_PROGRAMS run against; without
+    # it every program runs against DEST's.
+    plain = os.environ.get("CORDON_UNPRIV_PLAIN_DEST")
+    sanitized = re.compile(os.environ.get("CORDON_UNPRIV_SANITIZED_PROGRAMS", ".*"))
+
+    def binaries(program):
+        at = dest if not plain or sanitized.fullmatch(os.path.basename(program)) else plain
+        return [f"CORDON_TEST_BIN={at}/bin/cordon", f"CORDON_TEST_PROBE={at}/bin/cordon-probe",
+                f"CORDON_TEST_POLICY_DIR={at}/share/cordon/policies.d"]
 
     def run(item):
         key, cases = item
         cmd, env = list(key[0]), list(key[1])
         if cases:
             cmd.insert(1, "--gtest_filter=" + ":".join(cases))
-        argv = ["runuser", "-u", user, "--", "env", "-i", *base_env, *env, *cmd]
+        argv = ["runuser", "-u", user, "--", "env", "-i", *base_env, *binaries(cmd[0]), *env,
+                *cmd]
         start = time.time()
         p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, errors="replace")
         what = os.path.basename(cmd[0]) + (f" ({len(cases)} cases)" if cases else "") + (
-            " " + " ".join(env) if env else "")
+            " " + " ".join(env) if env else "") + (
+            "" if binaries(cmd[0])[0] == f"CORDON_TEST_BIN={dest}/bin/cordon" else " [plain cordon]")
         return p.returncode, what, time.time() - start, p.stdout
 
     # A program with many cases is split into runs of at most CHUNK cases, and the runs with the

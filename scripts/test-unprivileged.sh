@@ -31,6 +31,16 @@ cp -r policies.d "$dest/share/cordon/policies.d"
 # The leak matrix's secrets and the restricted hosts' seccomp profile.
 cp -r tests/data "$dest/data"
 cp packaging/seccomp/cordon-seccomp.json "$dest/data/"
+# CORDON_UNPRIV_SANITIZED_PROGRAMS (with CORDON_UNPRIV_BIN_DIR): only the test programs it
+# matches run against that cordon; the others run against $build's, laid out the same way in
+# $dest/plain (CI: the sanitizers on the core escape suites, the rest at the Release binary's cost).
+if [ -n "${CORDON_UNPRIV_SANITIZED_PROGRAMS:-}" ]; then
+  mkdir -p "$dest/plain/bin" "$dest/plain/share/cordon"
+  cp "$build/cordon" "$build/cordon-shim" "$build/tests/cordon-probe" \
+    "$build/tests/cordon-test-restrict" "$dest/plain/bin/"
+  cp -r policies.d "$dest/plain/share/cordon/policies.d"
+  export CORDON_UNPRIV_PLAIN_DEST="$dest/plain"
+fi
 chmod -R a+rX "$dest"
 # The egress clients (issue 12) and the pinned MCP peers, where they were installed.
 clients=${CORDON_EGRESS_CLIENTS_DIR:-/tmp/cordon-egress-clients}
