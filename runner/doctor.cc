@@ -26,6 +26,7 @@
 #include "core/unique_fd.h"
 #include "runner/cgroup.h"
 #include "runner/egress_binding.h"
+#include "runner/git_reader.h"
 #include "runner/host_capabilities.h"
 #include "runner/host_probe.h"
 #include "runner/kernel_audit.h"
@@ -531,6 +532,26 @@ bool RunDoctor(Json* report, const std::string& shim_path, bool deep, bool allow
                     ": in the staged workspace, renaming a directory that existed before "
                     "the call fails with EXDEV (only mv, which copies, works)",
         "a kernel >= 5.5 with seccomp user notification; Yama's ptrace_scope at 0 or 1");
+  }
+  {
+    // Git content (issue 33, docs/adr/0014): what a staged commit or a git view's sync would land
+    // through git (an index, a ref) is read by the host's git, confined. Without it every such
+    // change is refused (fail closed): commits made inside never reach the host.
+    GitReadRequest version{.args = {"--version"},
+                           .env = {"PATH=/usr/bin:/bin", "HOME=/nonexistent", "LC_ALL=C",
+                                   "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
+                           .readable = {},
+                           .input = ""};
+    const Result<std::string> git = RunGitConfined(version);
+    std::string line = git ? git->substr(0, git->find('\n')) : git.error().message;
+    add("git_content_check", git.has_value(), false,
+        git ? line +
+                  ", confined: an index or ref a commit or a git view's sync would land is "
+                  "checked against the workspace rules first"
+            : "the host's git cannot run confined (" + line +
+                  "): every index or ref change made inside is refused, so git commits made "
+                  "in the sandbox never reach the host",
+        "install git (apt-get install git); the check also needs Landlock (the landlock check)");
   }
   const std::string rg = FindOnPath("rg");
   add("ripgrep", !rg.empty(), false,

@@ -676,7 +676,7 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
   for (const char* n :
        {"bwrap", "sandbox_host", "clone3", "landlock", "landlock_denials", "seccomp", "cgroup",
         "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log", "audit_checkpoints",
-        "read_url", "redaction", "pidfd_process_group"}) {
+        "read_url", "redaction", "pidfd_process_group", "git_content_check"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   for (const auto& c : j["checks"]) {
@@ -686,6 +686,11 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
     // stop_local_server's group signal: this 6.18 kernel has PIDFD_SIGNAL_PROCESS_GROUP (6.9).
     if (c["name"] == "pidfd_process_group") {
       EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    }
+    // Git content is read by the host's git, confined (issue 33): git and Landlock are here.
+    if (c["name"] == "git_content_check") {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+      EXPECT_NE(c["detail"].get<std::string>().find("git version"), std::string::npos) << c.dump();
     }
   }
   // The memory limit without a cgroup (issue 11): RLIMIT_DATA, probed in a child.
