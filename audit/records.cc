@@ -146,6 +146,27 @@ Json RecoveryRecord::ToJson() const {
   return j;
 }
 
+Json ApprovalRecord::ToJson() const {
+  Json j = {{"id", id},
+            {"call", call},
+            {"tool", tool},
+            {"kind", kind},
+            {"subject", subject},
+            {"rule", rule},
+            {"rule_source", rule_source},
+            {"asked_via", asked_via},
+            {"answer", answer},
+            {"wait_ms", wait_ms}};
+  Put(j, "argv", argv);
+  Put(j, "paths", paths);
+  Put(j, "operation", operation);
+  Put(j, "client", client);
+  Put(j, "why_no_one", why_no_one);
+  Put(j, "kept_from", kept_from);
+  Put(j, "mcp_session", mcp_session);
+  return j;
+}
+
 Json SetuidStrippedRecord::ToJson() const {
   Json j = {
       {"path", path}, {"mode_before", mode_before}, {"mode_after", mode_after}, {"when", when}};
@@ -850,6 +871,30 @@ constexpr AuditFieldInfo kNetwork[] = {
     {"http_status", false, kInt, "plain HTTP: the upstream's status; a refusal: 403"},
 };
 
+constexpr AuditFieldInfo kApproval[] = {
+    {"id", true, kStr, "the approval's id in the session (ap-N)", 9},
+    {"call", true, kInt, "the call that caused the question"},
+    {"tool", true, kStr, "tool name", 1},
+    {"kind", true, kStr,
+     "what was asked about: call (a tool rule), launch (an argv rule), write (a path rule)", 2},
+    {"subject", true, kStr, "what the rule matched, on one line, redacted", 5},
+    {"argv", false, kStrs, "launch: the command's argv, redacted"},
+    {"paths", false, kStrs, "write: the workspace-relative paths"},
+    {"operation", false, kStr, "write: create, edit or replace"},
+    {"rule", true, kStr, "the [[approvals.rules]] id that asked", 3},
+    {"rule_source", true, kStr, "where that rule is: file:line"},
+    {"asked_via", true, kStr,
+     "elicitation (the MCP client), terminal, command (cordon approvals), none (no one could be "
+     "asked), kept (an earlier `session` answer held)",
+     6},
+    {"answer", true, kStr, "once, session, deny, declined, cancelled, timeout or no_client", 4},
+    {"client", false, kStr, "who answered, as it named itself (self-declared)"},
+    {"why_no_one", false, kStr, "no_client: why no one could be asked", 7},
+    {"kept_from", false, kStr, "kept: the id of the approval whose `session` answer held"},
+    {"mcp_session", false, kStr, "serve --http: the MCP session that made the call"},
+    {"wait_ms", true, kInt, "how long the question waited for its answer", 8},
+};
+
 constexpr AuditRecordInfo kCatalog[] = {
     {SessionStartedRecord::kType, "a session began", kSessionStarted},
     {ToolStartedRecord::kType, "a tool call was received", kToolStarted},
@@ -897,6 +942,11 @@ constexpr AuditRecordInfo kCatalog[] = {
      "a start of cordon finished or quarantined a stage a killed cordon left, by that stage's own "
      "rules",
      kRecovery},
+    // --- approvals (issue 34)
+    {ApprovalRecord::kType,
+     "an approval rule asked about a call, a launch or a write, and how it was answered; written "
+     "before what it allowed",
+     kApproval},
 };
 static_assert(std::size(kCatalog) == std::variant_size_v<AuditRecord>);
 

@@ -387,6 +387,30 @@ struct RecoveryRecord {
   Json ToJson() const;
 };
 
+// --- approvals (issue 34): one question an `ask` rule raised, and its answer. Written before
+// what it allowed happens (or, for a refusal, before the call's error).
+struct ApprovalRecord {
+  static constexpr std::string_view kType = "approval";
+  std::string id{};  // "ap-N", unique in the session; a later kept answer names it
+  std::uint64_t call = 0;
+  std::string tool{};
+  std::string kind{};     // call | launch | write
+  std::string subject{};  // one line, redacted
+  std::optional<std::vector<std::string>> argv{};
+  std::optional<std::vector<std::string>> paths{};
+  std::optional<std::string> operation{};
+  std::string rule{};
+  std::string rule_source{};
+  std::string asked_via{};  // elicitation | terminal | command | none | kept
+  std::string answer{};     // once | session | deny | declined | cancelled | timeout | no_client
+  std::optional<std::string> client{};  // who answered, as it named itself
+  std::optional<std::string> why_no_one{};
+  std::optional<std::string> kept_from{};  // asked_via kept: the approval whose answer held
+  std::optional<std::string> mcp_session{};
+  std::int64_t wait_ms = 0;
+  Json ToJson() const;
+};
+
 using AuditRecord =
     std::variant<SessionStartedRecord, ToolStartedRecord, ToolFinishedRecord, PolicyDeniedRecord,
                  FileWriteRecord, ProcessRecord, McpDiagnosticRecord, McpTrustRecord,
@@ -403,7 +427,9 @@ using AuditRecord =
                  // --- supervision (issue 23)
                  SessionTagRecord, LocalServerStoppedRecord,
                  // --- recovery (issue 33)
-                 RecoveryRecord>;
+                 RecoveryRecord,
+                 // --- approvals (issue 34)
+                 ApprovalRecord>;
 
 std::string_view RecordType(const AuditRecord& record);
 Json RecordFields(const AuditRecord& record);

@@ -227,6 +227,8 @@ RecordKinds KindsOf(const Json& rec) {
       (type == "file_write" && status == "failed") || type == "gap" ||
       ((type == "protected_path_removed" || type == "setuid_stripped") && rec.contains("error"));
   k.refused = type == "policy_denied" || type == "access_denied" ||
+              (type == "approval" && JsonStringField(rec, "answer") != "once" &&
+               JsonStringField(rec, "answer") != "session") ||
               (type == "network" && JsonStringField(rec, "decision") == "denied");
   k.changed = (type == "file_write" && status == "written") ||
               (type == "process" && HasChanges(rec)) || type == "protected_path_removed" ||

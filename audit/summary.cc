@@ -179,6 +179,15 @@ void AddRecord(Pending& p, const SummaryLimits& limits, const Json& rec, std::ui
   } else if (type == "policy_denied") {
     AddDenial(p, limits, type, JsonStringField(rec, "rule"),
               JsonStringField(rec, "tool") + " " + JsonStringField(rec, "scope"));
+  } else if (type == "approval") {
+    const std::string rule = JsonStringField(rec, "rule"), answer = JsonStringField(rec, "answer");
+    ++p.s.approvals[rule][answer];
+    ++p.s.approvals_total;
+    // A question not answered yes refused what it asked about: a denial, under its rule.
+    if (answer != "once" && answer != "session") {
+      AddDenial(p, limits, type, rule,
+                JsonStringField(rec, "tool") + " " + JsonStringField(rec, "subject"));
+    }
   } else if (type == "network") {
     const std::string host = JsonStringField(rec, "host"),
                       decision = JsonStringField(rec, "decision");
@@ -320,6 +329,7 @@ Json SessionSummary::ToJson() const {
         {"omitted", files_total - files.size()}}},
       {"denials", {{"total", denials_total}, {"by_rule", denial_list}}},
       {"network", net},
+      {"approvals", {{"total", approvals_total}, {"by_rule", approvals}}},
       {"redactions",
        {{"records", redactions},
         {"output", output_redactions},

@@ -95,6 +95,9 @@ struct SessionSummary {
   std::vector<SummaryDenial> denials;  // by (type, rule), in order of first appearance
   std::uint64_t denials_total = 0;
   std::vector<SummaryNetwork> network;  // by (host, decision), sorted
+  // approval records (issue 34): rule id -> answer -> count.
+  std::map<std::string, std::map<std::string, std::uint64_t>> approvals;
+  std::uint64_t approvals_total = 0;
   // Secrets redacted: sums of the records' `redactions` and tool_finished's `output_redactions`
   // (and its per-rule counts). Counts only: a summary never holds a value.
   std::uint64_t redactions = 0, output_redactions = 0;

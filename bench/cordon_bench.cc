@@ -326,6 +326,93 @@ void BM_HtmlToText_Hostile_10MB(benchmark::State& state) {
 }
 BENCHMARK(BM_HtmlToText_Hostile_10MB)->Unit(benchmark::kMillisecond);
 
+// --- approvals (issue 34): the shipped rules' path matchers over a 10,000-entry listing, beside
+// the protected-path check every commit and file tool already runs per entry; and the argv
+// matchers over everyday commands, beside splitting the same command text into words.
+namespace {
+const Policy& ShippedPolicy() {
+  static const Policy policy = [] {
+    PolicySources sources;
+    sources.dirs.push_back(CORDON_POLICY_DIR);
+    auto p = LoadPolicy(sources);
+    if (!p) std::abort();
+    return std::move(*p);
+  }();
+  return policy;
+}
+std::vector<std::string> Listing() {
+  std::vector<std::string> out;
+  const char* dirs[] = {"src", "src/net", "lib/util", "docs", "tests/unit", "deploy", "web/app"};
+  for (int i = 0; i < 10000; ++i) {
+    out.push_back(std::string(dirs[i % 7]) + "/file_" + std::to_string(i) +
+                  (i % 3 == 0   ? ".c"
+                   : i % 3 == 1 ? ".yaml"
+                                : ".md"));
+  }
+  return out;
+}
+}  // namespace
+
+static void BM_ApprovalPathRules_10k(benchmark::State& state) {
+  const Policy& policy = ShippedPolicy();
+  const auto paths = Listing();
+  for (auto _ : state) {
+    std::size_t asked = 0;
+    for (const auto& p : paths) {
+      asked += EvaluatePath(policy.approval_rules, p).rule != nullptr ? 1 : 0;
+    }
+    benchmark::DoNotOptimize(asked);
+  }
+}
+BENCHMARK(BM_ApprovalPathRules_10k)->Unit(benchmark::kMicrosecond);
+
+static void BM_Baseline_ProtectedPath_10k(benchmark::State& state) {
+  const auto paths = Listing();
+  for (auto _ : state) {
+    std::size_t hit = 0;
+    for (const auto& p : paths) hit += IsProtectedPath(p) ? 1 : 0;
+    benchmark::DoNotOptimize(hit);
+  }
+}
+BENCHMARK(BM_Baseline_ProtectedPath_10k)->Unit(benchmark::kMicrosecond);
+
+namespace {
+const std::vector<std::vector<std::string>>& Commands() {
+  static const std::vector<std::vector<std::string>> commands = {
+      {"git", "status"},
+      {"npm", "test"},
+      {"python3", "-m", "pytest", "-q", "tests/"},
+      {"sh", "-c", "cd web && npm ci && npm run build && git add -A && git commit -m wip"},
+      {"bash", "-lc", "make -j4 && ./run_tests --filter=unit 2>&1 | tail -50"},
+      {"git", "-C", "sub", "push", "origin", "main"},
+  };
+  return commands;
+}
+}  // namespace
+
+static void BM_ApprovalArgvRules_Commands(benchmark::State& state) {
+  const Policy& policy = ShippedPolicy();
+  for (auto _ : state) {
+    std::size_t asked = 0;
+    for (const auto& argv : Commands()) {
+      asked += EvaluateArgv(policy.approval_rules, ArgvSubject{.argv = argv}).rule != nullptr;
+    }
+    benchmark::DoNotOptimize(asked);
+  }
+}
+BENCHMARK(BM_ApprovalArgvRules_Commands)->Unit(benchmark::kMicrosecond);
+
+static void BM_Baseline_SplitWords_Commands(benchmark::State& state) {
+  for (auto _ : state) {
+    std::size_t words = 0;
+    for (const auto& argv : Commands()) {
+      for (const auto& a : argv) words += SplitShellWords(a).words.size();
+    }
+    benchmark::DoNotOptimize(words);
+  }
+}
+BENCHMARK(BM_Baseline_SplitWords_Commands)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace cordon
 

@@ -597,6 +597,10 @@ void PrintSessionSummary(const SessionSummary& s) {
     }
     o << "\n";
   }
+  o << "  approvals   " << s.approvals_total << " question(s)\n";
+  for (const auto& [rule, answers] : s.approvals) {
+    o << "    " << Plain(rule) << "  " << Counts(answers) << "\n";
+  }
   o << "  network     " << s.network.size() << " host(s)\n";
   for (const auto& n : s.network) {
     o << "    " << Plain(n.host) << "  " << Plain(n.decision) << "  " << n.connections

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "cli/terminal_asker.h"
 #include "core/redact.h"
 #include "core/signals.h"
 #include "runner/mask.h"
@@ -118,6 +119,9 @@ void AddSessionFlags(CLI::App* app, SessionFlags* f) {
   app->add_flag("--allow-dangerous-workspace", f->allow_dangerous_workspace,
                 "let / or your home directory be a writable workspace (a confined command "
                 "could then rewrite your shell startup files, ~/.gitconfig, ...)");
+  app->add_flag("--non-interactive", f->non_interactive,
+                "ask no one: every approval rule's `ask` is refused at once with "
+                "approval_required (as under CI=true)");
 }
 
 void AddTagFlag(CLI::App* app, SessionFlags* f) {
@@ -282,6 +286,8 @@ SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& clie
   o.shipped_policy_dir = ShippedPolicyDir();
   o.client = client;
   o.tags = f.tags;
+  const std::string command = client == "mcp" ? "serve" : client;
+  o.asker = AskerFor(command, f.non_interactive);
   return o;
 }
 

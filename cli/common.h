@@ -72,6 +72,7 @@ struct SessionFlags {
   std::vector<std::string> policy_files;
   bool allow_dangerous_workspace = false;
   std::vector<std::string> tags;  // --tag (serve, exec, call)
+  bool non_interactive = false;   // --non-interactive: every approval `ask` is refused at once
 };
 void AddSessionFlags(CLI::App* app, SessionFlags* flags);
 // --tag TAG (may be repeated): the session's tags, checked by NormalizeSessionTag.

@@ -19,6 +19,7 @@
 #include "audit/checkpoint.h"
 #include "audit/knowledge.h"
 #include "cli/common.h"
+#include "cli/terminal_asker.h"
 #include "core/text.h"
 #include "runner/launch.h"
 #include "tools/curl_loader.h"
@@ -229,6 +230,46 @@ Json CredentialStoresCheck() {
                "[redact] credential_stores");
 }
 
+// Issue 34: the approval rules the policy here loads (ask, allow, deny, and where each comes
+// from), and who an `ask` would go to from this shell: the terminal, or no one (CI=true, or no
+// controlling terminal), in which case every ask is refused at once.
+Json ApprovalsCheck(const std::vector<std::string>& extra) {
+  std::error_code ec;
+  const std::string here = std::filesystem::current_path(ec).string();
+  PolicySources sources = DefaultPolicySources(ShippedPolicyDir(), ec ? std::string() : here);
+  sources.extra_files = extra;
+  auto policy = LoadPolicy(sources);
+  if (!policy) return Check("approvals", false, policy.error().message, "fix the policy");
+  std::size_t by[3] = {0, 0, 0};
+  for (const ApprovalRule& r : policy->approval_rules) ++by[static_cast<int>(r.decision)];
+  std::string who;
+  const ApprovalReply probe = [] {
+    ApprovalQuestion none;
+    auto asker = AskerFor("exec", false);
+    // Only "no one" answers without asking; a terminal asker is not put a question here.
+    if (dynamic_cast<NobodyAsker*>(asker.get()) != nullptr) return asker->Ask(none);
+    const int fd = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+      return ApprovalReply{.answer = ApprovalAnswer::kNoClient,
+                           .via = AskedVia::kNone,
+                           .why_no_one = "no terminal to ask on"};
+    }
+    ::close(fd);
+    return ApprovalReply{.answer = ApprovalAnswer::kOnce, .via = AskedVia::kTerminal};
+  }();
+  who = probe.via == AskedVia::kTerminal
+            ? "exec and call ask on this terminal"
+            : "exec and call would ask no one here (" + probe.why_no_one +
+                  "): every ask is refused at once with approval_required";
+  return Check("approvals", true,
+               std::to_string(policy->approval_rules.size()) + " approval rules (" +
+                   std::to_string(by[1]) + " ask, " + std::to_string(by[2]) + " deny, " +
+                   std::to_string(by[0]) + " allow; `cordon policy show` lists them); " + who +
+                   "; serve and wrap refuse every ask until they ask their MCP client "
+                   "(elicitation)",
+               "");
+}
+
 // Issue 10, fail closed: the default audit log directory takes files, and its filesystem can
 // reserve room ahead of an act (fallocate past the end), which the writer relies on.
 Json AuditLogCheck() {
@@ -419,6 +460,7 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
     report["checks"].push_back(AuditLogCheck());
     report["checks"].push_back(AuditSigningCheck());
     report["checks"].push_back(ReadUrlCheck());
+    report["checks"].push_back(ApprovalsCheck(*policies));
     Json install = InstallCheck();
     const bool installed = install["ok"].get<bool>();
     report["checks"].push_back(std::move(install));

@@ -47,6 +47,8 @@ std::string_view CodeName(Code code) {
       return "shared_group";
     case Code::kUnsupported:
       return "unsupported";
+    case Code::kApprovalRequired:
+      return "approval_required";
   }
   return "internal";
 }

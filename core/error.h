@@ -36,6 +36,8 @@ enum class Code {
   kNotOwned,
   kSharedGroup,
   kUnsupported,
+  // --- approvals (issue 34): an `ask` rule matched and no one approved.
+  kApprovalRequired,
 };
 
 std::string_view CodeName(Code code);

@@ -3,7 +3,8 @@
 // Pure: no I/O, no kernel; the facts a decision needs (what a launcher fetches, a parsed host)
 // are gathered by the caller and passed in, so every decision is table-tested
 // (tests/decision_test.cc). The call's authorize step, the launch and the egress proxy all ask
-// here; approvals will add an `ask` verdict, in this one place.
+// here; approval rules (policy/approvals.h) add the third verdict, `ask`: the caller then asks the
+// session's Asker (policy/asker.h) and goes on only on an approving answer.
 #pragma once
 
 #include <optional>
@@ -13,12 +14,13 @@
 #include <vector>
 
 #include "core/error.h"
+#include "policy/approvals.h"
 #include "policy/egress.h"
 #include "policy/policy.h"
 
 namespace cordon {
 
-enum class Verdict { kAllow, kDeny };
+enum class Verdict { kAllow, kAsk, kDeny };
 std::string_view VerdictName(Verdict v);
 
 struct Decision {
@@ -28,6 +30,7 @@ struct Decision {
   std::string reason{};  // one line, for the agent and the record (empty when allowed)
   Code code = Code::kDeniedByPolicy;  // the error code of a deny
   bool allowed() const { return verdict == Verdict::kAllow; }
+  bool asks() const { return verdict == Verdict::kAsk; }
   // The deny as an Error (code and reason); for an allow, an internal error saying so.
   Error ToError() const;
 };
@@ -53,6 +56,23 @@ struct LaunchAsk {
   std::string_view remedy{};
 };
 Decision Decide(const Policy& policy, const LaunchAsk& ask);
+
+// A command about to run (run_shell, a background job, exec): the approval rules' argv matchers.
+// `program` is argv[0] resolved on the sandbox's PATH and through symlinks ("" when unknown).
+struct CommandAsk {
+  std::string_view tool;
+  std::span<const std::string> argv;
+  std::string_view program{};
+};
+Decision Decide(const Policy& policy, const CommandAsk& ask);
+
+// A file tool's write: every path it would change (workspace-relative), by the path matchers.
+// The decision is the strictest over the paths; `rule` names the rule, `reason` the path.
+struct WriteAsk {
+  std::string_view tool;
+  std::span<const std::string> paths;
+};
+Decision Decide(const Policy& policy, const WriteAsk& ask);
 
 // An egress connection through the proxy, decided on the name before any DNS query (DecideName).
 struct ConnectAsk {

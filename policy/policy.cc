@@ -522,6 +522,20 @@ std::string Policy::CanonicalJson() const {
     j["redact"]["credential_stores"] = redact_credential_stores;
   if (!redact_rule_files.empty()) j["redact"]["rule_files"] = redact_rule_files;
   j["audit"]["fsync"] = Name(kFsyncModeNames, audit_fsync);
+  // Only when there are any: the policies recorded before approvals existed keep their hash.
+  for (const ApprovalRule& r : approval_rules) {
+    nlohmann::json rule = {{"id", r.id}, {"decision", Name(kApprovalDecisionNames, r.decision)}};
+    const std::string matcher(Name(kApprovalMatcherNames, r.matcher));
+    if (r.matcher == ApprovalMatcher::kArgv) {
+      rule[matcher] = r.argv;
+    } else {
+      rule[matcher] = r.pattern;
+    }
+    rule["layer"] = r.layer;
+    j["approvals"]["rules"].push_back(std::move(rule));
+  }
+  if (approvals_timeout_secs != 300) j["approvals"]["timeout_secs"] = approvals_timeout_secs;
+  if (approvals_held_days != 7) j["approvals"]["held_days"] = approvals_held_days;
   // Only when set: the policies recorded before these keys existed keep their hash.
   if (!audit_signing_key.empty()) j["audit"]["signing_key"] = audit_signing_key;
   if (audit_checkpoint_records != 1000) j["audit"]["checkpoint_records"] = audit_checkpoint_records;
@@ -711,6 +725,7 @@ struct KeyInput {
   std::string where;  // "file:line"
   const std::string& source;
   bool tighten_only;
+  PolicyLayer layer = PolicyLayer::kUser;
 };
 
 // A positive integer, or invalid_input naming the key.
@@ -1030,6 +1045,14 @@ Status ApplyEnvKey(Policy& policy, const KeyInput& in) {
   return {};
 }
 
+// A rule table's string field into `out`, or invalid_input naming it (`at`: "file:line: key").
+Status StringInto(const toml::node& v, const std::string& at, std::string& out) {
+  auto s = v.value<std::string>();
+  if (!v.is_string() || !s) return Fail(Code::kInvalidInput, at + " must be a string");
+  out = *s;
+  return {};
+}
+
 // [[redact.rules]]: one table per rule (core/redact.h says what each field means).
 Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
   if (in.key == "scan_files") {
@@ -1062,12 +1085,7 @@ Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
     for (auto&& [k, v] : *t) {
       const std::string key(k.str());
       const std::string at = Where(in.source, v) + ": redact.rules." + key;
-      auto str = [&](std::string& out) -> Status {
-        auto s = v.value<std::string>();
-        if (!v.is_string() || !s) return Fail(Code::kInvalidInput, at + " must be a string");
-        out = *s;
-        return {};
-      };
+      auto str = [&](std::string& out) { return StringInto(v, at, out); };
       if (key == "id") {
         TRY(str(r.id));
       } else if (key == "pattern") {
@@ -1132,6 +1150,119 @@ Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
   return {};
 }
 
+// [approvals]: rules, remove, timeout_secs, held_days (policy/approvals.h). A rule's examples are
+// run here, so a rule that does not do what its examples say refuses its file.
+Status ApplyApprovalRule(Policy& policy, const KeyInput& in, const toml::node& item) {
+  const toml::table* t = item.as_table();
+  const std::string where = Where(in.source, item);
+  if (t == nullptr) {
+    return Fail(Code::kInvalidInput, where + ": each [[approvals.rules]] entry must be a table");
+  }
+  ApprovalRule r;
+  r.where = where;
+  r.layer = in.layer;
+  int matchers = 0;
+  for (auto&& [k, v] : *t) {
+    const std::string key(k.str());
+    const std::string at = Where(in.source, v) + ": approvals.rules." + key;
+    auto str = [&](std::string& out) { return StringInto(v, at, out); };
+    if (key == "id") {
+      TRY(str(r.id));
+    } else if (key == "decision") {
+      ASSIGN_OR_RETURN(r.decision, NamedValue(kApprovalDecisionNames, v, in.name + ".decision",
+                                              Where(in.source, v)));
+    } else if (key == "reason") {
+      TRY(str(r.reason));
+    } else if (key == "tool" || key == "path" || key == "domain") {
+      TRY(str(r.pattern));
+      r.matcher = key == "tool"   ? ApprovalMatcher::kTool
+                  : key == "path" ? ApprovalMatcher::kPath
+                                  : ApprovalMatcher::kDomain;
+      ++matchers;
+    } else if (key == "argv") {
+      ASSIGN_OR_RETURN(r.argv, StringArray(v, in.source, "approvals.rules.argv"));
+      r.matcher = ApprovalMatcher::kArgv;
+      ++matchers;
+    } else if (key == "match") {
+      ASSIGN_OR_RETURN(r.match, StringArray(v, in.source, "approvals.rules.match"));
+    } else if (key == "not_match") {
+      ASSIGN_OR_RETURN(r.not_match, StringArray(v, in.source, "approvals.rules.not_match"));
+    } else {
+      return UnknownKey(in.source, v, "approvals.rules." + key);
+    }
+  }
+  if (r.id.empty() || t->get("decision") == nullptr || matchers != 1) {
+    return Fail(Code::kInvalidInput, where +
+                                         ": an [[approvals.rules]] entry needs id, decision and "
+                                         "exactly one of tool, argv, path, domain");
+  }
+  TRY(CheckApprovalRule(r));
+  auto same = std::find_if(policy.approval_rules.begin(), policy.approval_rules.end(),
+                           [&](const ApprovalRule& o) { return o.id == r.id; });
+  if (in.tighten_only) {
+    // A project file is written by the agent: it may ask about more, or deny more, and nothing
+    // else (an allow, or a rule replacing one of the user's, would loosen).
+    if (r.decision == ApprovalDecision::kAllow) {
+      policy.notes.push_back(where + ": a project file cannot allow (approval rule \"" + r.id +
+                             "\" is not applied)");
+      return {};
+    }
+    if (same != policy.approval_rules.end()) {
+      policy.notes.push_back(where + ": a project file cannot replace the approval rule \"" + r.id +
+                             "\" (" + same->where + "); it adds new ids only");
+      return {};
+    }
+  } else if (same != policy.approval_rules.end()) {
+    policy.approval_rules.erase(same);  // replaced: the rule is now this layer's
+  }
+  policy.approval_rules.push_back(std::move(r));
+  return {};
+}
+
+Status ApplyApprovalsKey(Policy& policy, const KeyInput& in) {
+  if (in.key == "rules") {
+    const toml::array* rules = in.node.as_array();
+    if (rules == nullptr) {
+      return Fail(Code::kInvalidInput,
+                  in.where + ": approvals.rules must be an array of tables ([[approvals.rules]])");
+    }
+    for (auto&& item : *rules) TRY(ApplyApprovalRule(policy, in, item));
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
+  if (in.key == "remove") {
+    ASSIGN_OR_RETURN(std::vector<std::string> ids,
+                     StringArray(in.node, in.source, "approvals.remove"));
+    if (in.tighten_only) {
+      policy.notes.push_back(in.where + ": a project file cannot remove approval rules");
+      return {};
+    }
+    for (const std::string& id : ids) {
+      const auto gone =
+          std::erase_if(policy.approval_rules, [&](const ApprovalRule& r) { return r.id == id; });
+      if (gone == 0) {
+        policy.notes.push_back(in.where + ": approvals.remove names \"" + id +
+                               "\", which no layer below defines");
+      }
+    }
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
+  if (in.key == "timeout_secs" || in.key == "held_days") {
+    ASSIGN_OR_RETURN(std::int64_t v, PositiveInteger(in.node, in.name, in.where));
+    std::int64_t& slot =
+        in.key == "timeout_secs" ? policy.approvals_timeout_secs : policy.approvals_held_days;
+    if (in.tighten_only) {
+      policy.notes.push_back(in.where + ": a project file cannot set " + in.name);
+      return {};
+    }
+    slot = v;
+    policy.provenance[in.name] = in.where;
+    return {};
+  }
+  return UnknownKey(in.source, in.node, in.name);
+}
+
 // [scopes] only = [...]: the exact set of scopes. After it (and in a project file) a layer may
 // only narrow: only keeps what both name, and grant cannot add.
 Status ApplyScopesKey(Policy& policy, const KeyInput& in) {
@@ -1187,13 +1318,20 @@ constexpr Section kSections[] = {
     {"limits", ApplyLimitKey},    {"scopes", ApplyScopesKey},  {"redact", ApplyRedactKey},
     {"audit", ApplyAuditKey},     {"examples", CheckExamples}, {"filesystem", nullptr},
     {"network", ApplyNetworkKey}, {"seccomp", nullptr},        {"sandbox", ApplySandboxKey},
-    {"tools", ApplyToolSection},  {"env", ApplyEnvKey},
+    {"tools", ApplyToolSection},  {"env", ApplyEnvKey},        {"approvals", ApplyApprovalsKey},
 };
 
 }  // namespace
 
 Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source,
                        bool tighten_only) {
+  return ApplyPolicyText(policy, text, source,
+                         tighten_only ? PolicyLayer::kProject : PolicyLayer::kCli);
+}
+
+Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source,
+                       PolicyLayer layer) {
+  const bool tighten_only = layer == PolicyLayer::kProject;
   ASSIGN_OR_RETURN(toml::table root, ParseToml(text, source));
   for (auto&& [k, node] : root) {
     const std::string key(k.str());
@@ -1214,7 +1352,7 @@ Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string&
         return UnknownKey(source, sub, name);
       } else {
         TRY(section->apply(policy,
-                           {sk.str(), sub, name, Where(source, sub), source, tighten_only}));
+                           {sk.str(), sub, name, Where(source, sub), source, tighten_only, layer}));
       }
     }
   }
@@ -1295,7 +1433,7 @@ Status LoadFile(Policy& policy, const std::string& path, PolicyLayer layer, bool
   }
   std::string text = std::move(*read);
   policy.files.push_back({path, Sha256Hex(text), layer});
-  return ApplyPolicyText(policy, text, path, layer == PolicyLayer::kProject);
+  return ApplyPolicyText(policy, text, path, layer);
 }
 
 // [redact] rule_files, once every layer is read: each file's rules join redact_rules. A file

@@ -19,6 +19,7 @@
 #include "core/fsync_mode.h"
 #include "core/network_mode.h"
 #include "core/redact.h"
+#include "policy/approvals.h"
 
 namespace cordon {
 
@@ -189,6 +190,14 @@ struct Policy {
   bool audit_before_images = false;
   std::int64_t audit_before_images_max_file_bytes = 1 << 20;
   std::int64_t audit_before_images_max_session_bytes = 64 << 20;
+  // [[approvals.rules]] (policy/approvals.h, docs/policy.md "Approvals"), in layer order, each
+  // with its file:line and layer. A later layer other than the project's replaces a rule by id
+  // (approvals.remove drops one); a project file only adds ask and deny rules.
+  std::vector<ApprovalRule> approval_rules;
+  // [approvals] timeout_secs: how long a question waits for its answer; held_days: how long a
+  // change held for approval waits before it goes to the quarantine.
+  std::int64_t approvals_timeout_secs = 300;
+  std::int64_t approvals_held_days = 7;
   FilesystemPolicy filesystem;
   EnvPolicy env;  // [env]
   NetworkMode network = NetworkMode::kNone;
@@ -285,6 +294,9 @@ Result<Policy> LoadPolicy(const PolicySources& sources);
 // Applies one TOML text as a layer. `tighten_only` is the project rule. Exposed for tests.
 Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source_name,
                        bool tighten_only);
+// As above, naming the layer (its approval rules are evaluated as that layer's).
+Status ApplyPolicyText(Policy& policy, std::string_view text, const std::string& source_name,
+                       PolicyLayer layer);
 
 // Expands ${WORKSPACE} and a leading ~ (the invoking user's HOME) in a policy path.
 std::string ExpandPath(std::string_view path, const std::string& workspace,

@@ -150,6 +150,8 @@ Json PolicyShowEffective(const Policy& policy) {
   put("network", "deny_domains", policy.egress.deny_domains);
   put("network", "presets", policy.egress.presets);
   put("network", "resolve", policy.egress.resolve);
+  put("approvals", "timeout_secs", policy.approvals_timeout_secs);
+  put("approvals", "held_days", policy.approvals_held_days);
   if (!e.contains("tools")) e["tools"] = Json::object();
   return e;
 }
@@ -196,6 +198,21 @@ std::string PolicyShowText(const Policy& policy) {
         }
       }
       if (policy.tools.empty()) out << "# (no per-tool settings)\n";
+      continue;
+    }
+    if (section == "approvals") {
+      // One line per rule, in the order they are evaluated, each with the line that wrote it.
+      out << "approvals.rules = [    # last set by " << DecidedBy(policy, "approvals.rules")
+          << "\n";
+      for (const ApprovalRule& r : policy.approval_rules) {
+        Json rule = {{"id", r.id}, {"decision", Name(kApprovalDecisionNames, r.decision)}};
+        const std::string matcher(Name(kApprovalMatcherNames, r.matcher));
+        rule[matcher] = r.matcher == ApprovalMatcher::kArgv ? Json(r.argv) : Json(r.pattern);
+        out << "  " << rule.dump() << ",    # " << r.layer << ", " << r.where << "\n";
+      }
+      out << "]\n";
+      scalar("approvals.timeout_secs", policy.approvals_timeout_secs);
+      scalar("approvals.held_days", policy.approvals_held_days);
       continue;
     }
     if (body.is_array()) {  // "scopes": the list scopes.grant

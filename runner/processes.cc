@@ -374,6 +374,7 @@ Result<std::unique_ptr<ConfinedProcess>> ProcessHost::Launch(const ProcessReques
     // A commit that could not complete stops the session (fail closed).
     if (auto poisoned = s->poisoned()) return std::unexpected(*poisoned);
   }
+  if (launch_gate_) TRY(launch_gate_(req));
   // The direct mode's sweep runs before the plan's scan (what it moves must not be bound).
   ASSIGN_OR_RETURN(const SandboxHost* host, Host());
   ASSIGN_OR_RETURN(std::vector<std::string> staged_roots, StagingRoots(req, *host));

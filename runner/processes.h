@@ -70,6 +70,10 @@ class ProcessHost {
   using EgressBinder = std::function<Result<std::shared_ptr<EgressBinding>>(
       const EgressPolicy& policy, const ProcessRequest& req)>;
   void SetEgress(EgressBinder binder) { egress_ = std::move(binder); }
+  // Approvals (issue 34): asked before every launch, before anything is acquired or any time
+  // limit starts; an error refuses the launch. The session's rules and its Asker decide.
+  using LaunchGate = std::function<Status(const ProcessRequest& req)>;
+  void SetLaunchGate(LaunchGate gate) { launch_gate_ = std::move(gate); }
   // The session's redactor, for the cuts of every process's output (it outlives the host).
   void SetRedactor(const Redactor* redactor) { redactor_ = redactor; }
   // Staged mode (docs/adr/0006-staged-workspace.md): where refused entries go and who records
@@ -259,6 +263,7 @@ class ProcessHost {
   std::atomic<int> running_{0};
   const Redactor* redactor_ = nullptr;
   EgressBinder egress_;
+  LaunchGate launch_gate_;
   bool warm_enabled_ = false;
   std::vector<std::pair<std::string, std::string>> git_identity_;
   WarmPool warm_pool_;

@@ -78,6 +78,19 @@ class CallServices final : public ToolServices {
     (void)call_.WriteStarted();  // written before the tool ran
     (void)s_.Audit(rec, true);
   }
+  Status ApproveWrite(const std::string& path, std::string_view op) override {
+    const std::string paths[] = {path};
+    const Decision d = Decide(s_.policy_, WriteAsk{.tool = call_.tool(), .paths = paths});
+    if (d.allowed()) return {};
+    TRY(call_.WriteStarted());  // tool_started precedes the question's record
+    return s_.Settle(d,
+                     ApprovalQuestion{.kind = "write",
+                                      .tool = call_.tool(),
+                                      .subject = std::string(op) + " " + path,
+                                      .paths = {path},
+                                      .operation = std::string(op)},
+                     call_.number(), call_.caller().label());
+  }
   const EgressPolicy* EgressRules() override { return egress_ ? &egress_->policy() : nullptr; }
   Result<UniqueFd> ConnectEgress() override {
     if (!egress_) return ToolServices::ConnectEgress();
@@ -165,6 +178,12 @@ Status Call::WriteStarted() {
 Status Call::Authorize(const CallAsk& ask, bool builtin) {
   const Decision d = Decide(session_.policy_, ask);
   if (d.allowed()) return {};
+  if (d.asks()) {  // a tool rule of [[approvals.rules]]: asked before anything runs
+    TRY(WriteStarted());
+    return session_.Approve(
+        d, ApprovalQuestion{.kind = "call", .tool = tool_, .subject = "a call to " + tool_},
+        number_, caller_->label());
+  }
   PolicyDeniedRecord denied{
       .call = number_, .tool = tool_, .scope = std::string(ask.scope), .rule = d.rule};
   if (builtin) denied.decided_by = d.source;

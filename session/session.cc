@@ -252,6 +252,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   sources.extra_files = options.policy_files;
   ASSIGN_OR_RETURN(s->policy_, LoadSessionPolicy(options, sources));
   s->tool_process_ = options.tool_process;
+  s->asker_ = options.asker;
   ASSIGN_OR_RETURN(Json redaction_json, SetUpRedactor(s->redactor_, s->policy_, envp));
   if (s->policy_.redact_scan_files) s->StartSecretScan();
   std::optional<std::string> key;
@@ -452,6 +453,7 @@ void Session::StartProcessHost(Result<SandboxHost> host, char** envp,
   processes_->EnableWarm(warm);
   processes_->SetGitIdentity(GitIdentityVariables(git_identity, policy_.env));
   network_gate_->session = raw;
+  processes_->SetLaunchGate([raw](const ProcessRequest& req) { return raw->GateLaunch(req); });
   processes_->SetEgress([raw](const EgressPolicy& policy, const ProcessRequest& req) {
     std::string identity = req.egress_identity.empty() ? "tool " + req.tool : req.egress_identity;
     return raw->BindEgress(policy, std::move(identity));
@@ -720,6 +722,8 @@ void Session::EndOwner(const std::string& owner) {
   if (owner.empty()) return;
   processes_->EndOwner(owner);  // its jobs' records are written before this returns
   callers_->End(owner);
+  std::lock_guard lock(approvals_mu_);
+  kept_approvals_.erase(owner);  // its `session` answers end with it
 }
 
 std::shared_ptr<Caller> Session::CallerFor(const std::string& label) {

@@ -15,6 +15,8 @@
 #include "audit/audit.h"
 #include "core/fs.h"
 #include "core/redact.h"
+#include "policy/asker.h"
+#include "policy/decision.h"
 #include "policy/policy.h"
 #include "runner/git_identity.h"
 #include "runner/processes.h"
@@ -76,6 +78,9 @@ struct SessionOptions {
   // --tag (serve, exec, call): the session's tags (NormalizeSessionTag'd), in session_started;
   // every owner's (MCP session's) tags start from them.
   std::vector<std::string> tags;
+  // Who an `ask` of [[approvals.rules]] is put to (policy/asker.h): the terminal, the MCP
+  // client, nobody. Null: nobody ("no one to ask in this command").
+  std::shared_ptr<Asker> asker;
 };
 
 // Caps a server's CallToolResult for the agent: text items cut at `cap` bytes with a marker,
@@ -183,6 +188,24 @@ class Session {
   std::shared_ptr<BeforeImageStore> before_images_;
   ProcessRequest tool_process_;  // SessionOptions::tool_process
   ExternalTools* external_ = nullptr;
+  // --- approvals (issue 34, session/approvals.cc) ---
+  std::shared_ptr<Asker> asker_;
+  std::mutex ask_mu_;  // one question at a time: a terminal has one reader
+  std::mutex approvals_mu_;
+  // Per caller (MCP session) label: rule id -> the approval whose `session` answer holds.
+  std::map<std::string, std::map<std::string, std::string>> kept_approvals_;
+  std::atomic<std::uint64_t> approvals_{0};
+  // Puts the question an `ask` decision raised to the Asker (or finds a kept `session` answer),
+  // writes the approval record before anything it allows, and says whether to go on: an error
+  // names the rule, who could not be asked and the line that allows it.
+  Status Approve(const Decision& d, ApprovalQuestion q, std::uint64_t call,
+                 const std::string& owner);
+  // A decision of the approval rules (allow, ask or deny) for a launch or a write: a deny is
+  // recorded as policy_denied, an ask goes to Approve.
+  Status Settle(const Decision& d, ApprovalQuestion q, std::uint64_t call,
+                const std::string& owner);
+  // ProcessHost's launch gate: the argv rules for run_shell, its jobs and exec.
+  Status GateLaunch(const ProcessRequest& req);
   // The pipeline for one call (session/call.h): `input` is the parsed input, or why it could
   // not be parsed.
   Json Run(const std::string& tool, const Result<const Json*>& input, std::size_t input_bytes,

@@ -230,6 +230,10 @@ TEST_F(AuditSchemaTest, LogsOfRealRunsMatchTheSchemaInBothValidators) {
   r = Cordon({"call", "run_shell", "--workspace", ws_, "--audit-log", log, "--policy",
               dir_ / "ro.toml", "--json", R"({"program":"touch","args":["y.txt"]})"});
   EXPECT_NE(r.exit_code, 0) << r.out;
+  // An approval rule's ask that no one can answer (--non-interactive): an approval record.
+  r = Cordon(
+      {"exec", "--workspace", ws_, "--audit-log", log, "--non-interactive", "--", "git", "push"});
+  EXPECT_EQ(r.exit_code, 125) << r.err;
   // A refused domain through the egress proxy.
   if (!FindOnPath("curl").empty()) {
     r = Cordon({"exec", "--workspace", ws_, "--audit-log", log, "--network", "proxy", "--",

@@ -361,6 +361,24 @@ std::vector<AuditRecord> FullRecords() {
                      .error = "e",
                      .stage_log_error = "e",
                      .copy = "/q/recovery-1-x-1.json"},
+      // --- approvals (issue 34)
+      ApprovalRecord{.id = "ap-1",
+                     .call = 3,
+                     .tool = "run_shell",
+                     .kind = "launch",
+                     .subject = "git push",
+                     .argv = std::vector<std::string>{"git", "push"},
+                     .paths = std::vector<std::string>{"deploy/a.yaml"},
+                     .operation = "create",
+                     .rule = "git-push",
+                     .rule_source = "policies.d/20-approvals.toml:22",
+                     .asked_via = "kept",
+                     .answer = "session",
+                     .client = "c",
+                     .why_no_one = "w",
+                     .kept_from = "ap-0",
+                     .mcp_session = "m",
+                     .wait_ms = 5},
   };
 }
 

@@ -676,7 +676,7 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
   for (const char* n :
        {"bwrap", "sandbox_host", "clone3", "landlock", "landlock_denials", "seccomp", "cgroup",
         "memory_rlimit", "change_window", "ripgrep", "fd", "audit_log", "audit_checkpoints",
-        "read_url", "redaction", "pidfd_process_group", "git_content_check"}) {
+        "read_url", "redaction", "pidfd_process_group", "git_content_check", "approvals"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   for (const auto& c : j["checks"]) {
@@ -691,6 +691,19 @@ TEST_F(CliTest, DoctorReportsEveryLayer) {
     if (c["name"] == "git_content_check") {
       EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
       EXPECT_NE(c["detail"].get<std::string>().find("git version"), std::string::npos) << c.dump();
+    }
+    // Approvals (issue 34): the shipped rules load, and with no terminal no one is asked.
+    if (c["name"] == "approvals") {
+      EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+      EXPECT_NE(c["detail"].get<std::string>().find("8 approval rules (8 ask"), std::string::npos)
+          << c.dump();
+      const std::string d = c["detail"].get<std::string>();
+      EXPECT_TRUE(d.find("refused at once") != std::string::npos ||
+                  d.find("ask on this terminal") != std::string::npos)
+          << d;
+      if (testing::InCi()) {
+        EXPECT_NE(d.find("(CI="), std::string::npos) << d;
+      }
     }
   }
   // The memory limit without a cgroup (issue 11): RLIMIT_DATA, probed in a child.

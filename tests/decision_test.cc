@@ -147,5 +147,162 @@ TEST(Decision, ConnectionsAreDecidedOnTheNameWithTheRuleAndItsSource) {
   }
 }
 
+// Approval rules through the seam: a tool, a command and a write each come out allow, ask or
+// deny with the rule's id and file:line; within a layer the first match decides, across layers
+// the strictest; a tool the scopes refuse is refused, never asked about.
+TEST(Decision, ApprovalRulesGiveTheThirdVerdictWithTheRuleAndItsLine) {
+  Policy p = WithScopes({"fs:read", "process:run"});
+  ASSERT_TRUE(ApplyPolicyText(p, R"([[approvals.rules]]
+id = "dry-run-ok"
+decision = "allow"
+argv = ["git", "push", "--dry-run"]
+match = ["git push --dry-run"]
+
+[[approvals.rules]]
+id = "push"
+decision = "ask"
+argv = ["git", "push"]
+match = ["git push"]
+
+[[approvals.rules]]
+id = "reads"
+decision = "ask"
+tool = "read_*"
+match = ["read_file_range"]
+
+[[approvals.rules]]
+id = "deploy"
+decision = "ask"
+path = "deploy/**"
+match = ["deploy/a.yaml"]
+)",
+                              "user.toml", PolicyLayer::kUser));
+  ASSERT_TRUE(ApplyPolicyText(p, R"([[approvals.rules]]
+id = "never-deploy-prod"
+decision = "deny"
+path = "deploy/prod/**"
+match = ["deploy/prod/x"]
+)",
+                              ".cordon/policy.toml", PolicyLayer::kProject));
+  const std::vector<std::string> push = {"git", "push", "origin"};
+  const std::vector<std::string> dry = {"git", "push", "--dry-run"};
+  const std::vector<std::string> status = {"git", "status"};
+  Decision d = Decide(p, CommandAsk{.tool = "run_shell", .argv = push});
+  EXPECT_EQ(d.verdict, Verdict::kAsk);
+  EXPECT_EQ(d.rule, "push");
+  EXPECT_EQ(d.source, "user.toml:7");
+  EXPECT_EQ(d.code, Code::kApprovalRequired);
+  EXPECT_NE(d.reason.find("git push"), std::string::npos) << d.reason;
+  // The first match in the layer: the allow above the ask.
+  d = Decide(p, CommandAsk{.tool = "run_shell", .argv = dry});
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
+  EXPECT_EQ(d.rule, "dry-run-ok");
+  EXPECT_TRUE(Decide(p, CommandAsk{.tool = "run_shell", .argv = status}).allowed());
+  d = Decide(p, CallAsk{"read_file_range", "fs:read", true});
+  EXPECT_EQ(d.verdict, Verdict::kAsk);
+  EXPECT_EQ(d.source, "user.toml:13");
+  // Not granted: refused by the scope, not asked.
+  d = Decide(p, CallAsk{"create_file", "fs:write", true});
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.rule, "scopes.grant");
+  // Across layers the strictest: the project's deny beats the user's ask.
+  const std::vector<std::string> prod = {"deploy/a.yaml", "deploy/prod/x"};
+  d = Decide(p, WriteAsk{.tool = "create_file", .paths = prod});
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.rule, "never-deploy-prod");
+  EXPECT_EQ(d.source, ".cordon/policy.toml:1");
+  EXPECT_NE(d.reason.find("deploy/prod/x"), std::string::npos) << d.reason;
+  const std::vector<std::string> one = {"deploy/a.yaml"};
+  EXPECT_EQ(Decide(p, WriteAsk{.tool = "create_file", .paths = one}).verdict, Verdict::kAsk);
+  const std::vector<std::string> other = {"src/a.c"};
+  EXPECT_TRUE(Decide(p, WriteAsk{.tool = "create_file", .paths = other}).allowed());
+}
+
+// The loader: examples run, a project file only adds ask and deny, a later layer replaces by id
+// or removes, and each rule keeps its file:line.
+TEST(Decision, TheLoaderChecksExamplesAndKeepsTheProjectToAskAndDeny) {
+  Policy p;
+  auto st = ApplyPolicyText(p, R"(
+[[approvals.rules]]
+id = "x"
+decision = "ask"
+argv = ["git", "push"]
+match = ["git pull"]
+)",
+                            "bad.toml", PolicyLayer::kUser);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("bad.toml:2"), std::string::npos) << st.error().message;
+  st = ApplyPolicyText(p, R"([[approvals.rules]]
+id = "x"
+decision = "ask"
+argv = ["git", "push"]
+match = ["git push"]
+not_match = ["git push --force"]
+)",
+                       "bad.toml", PolicyLayer::kUser);
+  ASSERT_FALSE(st) << "a not_match example that matches refuses the file";
+  st = ApplyPolicyText(p, "[[approvals.rules]]\nid = \"x\"\ndecision = \"maybe\"\ntool = \"a\"\n",
+                       "bad.toml", PolicyLayer::kUser);
+  ASSERT_FALSE(st);
+  st = ApplyPolicyText(
+      p, "[[approvals.rules]]\nid = \"x\"\ndecision = \"ask\"\ntool = \"a\"\npath = \"b\"\n",
+      "bad.toml", PolicyLayer::kUser);
+  ASSERT_FALSE(st) << "one matcher only";
+  const char* shipped = R"([[approvals.rules]]
+id = "push"
+decision = "ask"
+argv = ["git", "push"]
+match = ["git push"]
+)";
+  ASSERT_TRUE(ApplyPolicyText(p, shipped, "shipped.toml", PolicyLayer::kShipped));
+  // The project: an allow and a replacement are notes; a new ask is kept.
+  ASSERT_TRUE(ApplyPolicyText(p, R"([[approvals.rules]]
+id = "push"
+decision = "allow"
+argv = ["git", "push"]
+match = ["git push"]
+
+[[approvals.rules]]
+id = "mine"
+decision = "deny"
+argv = ["git", "push"]
+match = ["git push"]
+
+[[approvals.rules]]
+id = "ok"
+decision = "ask"
+tool = "x"
+match = ["x"]
+
+[approvals]
+remove = ["push"]
+)",
+                              "project.toml", PolicyLayer::kProject));
+  ASSERT_EQ(p.approval_rules.size(), 3u);
+  EXPECT_EQ(p.approval_rules[0].id, "push");
+  EXPECT_EQ(p.approval_rules[1].id, "mine");
+  EXPECT_EQ(p.approval_rules[2].id, "ok");
+  std::string notes;
+  for (const auto& n : p.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("project.toml:1: a project file cannot allow"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("cannot remove approval rules"), std::string::npos) << notes;
+  // A user layer replaces by id (the rule is now the user's, at its line) or removes.
+  Policy q;
+  ASSERT_TRUE(ApplyPolicyText(q, shipped, "shipped.toml", PolicyLayer::kShipped));
+  ASSERT_TRUE(ApplyPolicyText(q, R"([[approvals.rules]]
+id = "push"
+decision = "deny"
+argv = ["git", "push"]
+match = ["git push"]
+)",
+                              "user.toml", PolicyLayer::kUser));
+  ASSERT_EQ(q.approval_rules.size(), 1u);
+  EXPECT_EQ(q.approval_rules[0].decision, ApprovalDecision::kDeny);
+  EXPECT_EQ(q.approval_rules[0].where, "user.toml:1");
+  ASSERT_TRUE(
+      ApplyPolicyText(q, "[approvals]\nremove = [\"push\"]\n", "cli.toml", PolicyLayer::kCli));
+  EXPECT_TRUE(q.approval_rules.empty());
+}
+
 }  // namespace
 }  // namespace cordon

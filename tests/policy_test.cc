@@ -817,10 +817,12 @@ TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   // (tools.run_shell.timeout_secs and limits.cpu_secs, issue 21), and the scope session:operate
   // (granted, issue 23), and the credential stores on the deny list and read by value
   // ([redact] credential_stores, issue 32), and the words the context rules name ([redact]
-  // secret_words, issue 32 part 2).
+  // secret_words, issue 32 part 2), and the shipped approval rules (policies.d/20-approvals.toml,
+  // issue 34).
   EXPECT_EQ(p->redact_credential_stores.size(), 21u);
   EXPECT_EQ(p->redact_secret_words.size(), 12u);
-  EXPECT_EQ(p->Sha256(), "cd4091a28a29a8edf3aa6b9dea890118df03fc3871eb0257a9e30e0f3f60509a");
+  EXPECT_EQ(p->approval_rules.size(), 8u);
+  EXPECT_EQ(p->Sha256(), "1e460e73c7b3f8bce0285aafd1805086e519d7076e6141f31c2c8dbc858a71bc");
 }
 
 template <typename E, std::size_t N>

@@ -80,6 +80,14 @@ class ToolServices {
   virtual void RecordFileWrite(const FileWriteReport& report);
   // read_url's rules, to check a redirect's name before following it (the proxy decides
   // again). Null: the session has no proxy for read_url, which then refuses (denied_by_policy).
+  // Approvals (issue 34): the path rules of [[approvals.rules]] for a file tool's write of
+  // `path` (`op`: create, edit, replace), asked before anything is written or kept. An error
+  // refuses the write. Without a session there are no rules to ask by.
+  virtual Status ApproveWrite(const std::string& path, std::string_view op) {
+    (void)path;
+    (void)op;
+    return {};
+  }
   virtual const EgressPolicy* EgressRules() { return nullptr; }
   // A stream socket connected to the session's egress proxy and served under those rules.
   virtual Result<UniqueFd> ConnectEgress();

@@ -39,6 +39,8 @@ Json WriteResult(const std::string& rel, std::string_view op, const WriteOutcome
 // Installs content and writes the file_write audit record, success or failure.
 Result<Json> Install(ToolContext& ctx, const std::string& rel, std::string_view op,
                      std::string_view content, const FileContent* original, std::int64_t edits) {
+  // An `ask` path rule is answered before the redactor learns the content or an image is kept.
+  TRY(ctx.services.ApproveWrite(rel, op));
   const std::string before_sha = original != nullptr ? Sha256Hex(original->data) : "";
   // The secret lines of what the agent writes (a key body, a block scalar's value, a .env's
   // values) are known from now on, before the file exists: a line view of it (read_file_range,

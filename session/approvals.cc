@@ -1,0 +1,162 @@
+// Approvals in the session (issue 34, docs/adr/0015-approvals.md): the one place an `ask` of
+// [[approvals.rules]] is put to the session's Asker, a kept `session` answer is found, and the
+// approval record is written before what it allows.
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+
+#include "runner/host_probe.h"
+#include "session/session.h"
+
+namespace cordon {
+namespace {
+
+// The command as one line for the question and the record: each word quoted when it needs it.
+std::string CommandLine(std::span<const std::string> argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain =
+        !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789-_./=:,@%+") == std::string::npos;
+    out += plain ? a : Json(a).dump();
+    if (out.size() > 2000) {
+      out.resize(2000);
+      out += "...";
+      break;
+    }
+  }
+  return out;
+}
+
+// argv[0] as it will run, for the argv matchers: a path is taken from the working directory, a
+// name from PATH, and either through its symlinks ("" when not found). A guide, not the
+// boundary: what the command changes is checked at the commit whatever this finds.
+std::string ProgramFor(const ProcessRequest& req) {
+  if (req.argv.empty()) return "";
+  std::string path = req.argv[0];
+  if (path.find('/') == std::string::npos) {
+    path = FindOnPath(path);
+  } else if (path[0] != '/' && !req.cwd.empty()) {
+    path = req.cwd + "/" + path;
+  }
+  if (path.empty()) return "";
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real) == nullptr) return path;
+  return real;
+}
+
+}  // namespace
+
+Status Session::Settle(const Decision& d, ApprovalQuestion q, std::uint64_t call,
+                       const std::string& owner) {
+  if (d.allowed()) return {};
+  if (d.asks()) return Approve(d, std::move(q), call, owner);
+  PolicyDeniedRecord denied{.call = call, .tool = q.tool, .rule = "approvals.rules " + d.rule};
+  denied.decided_by = d.source;
+  TRY(Audit(denied, true, AuditWriter::When::kBeforeAct));
+  return std::unexpected(d.ToError());
+}
+
+Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t call,
+                        const std::string& owner) {
+  q.rule_id = d.rule;
+  q.rule_source = d.source;
+  q.reason = d.reason;
+  q.timeout_secs = policy_.approvals_timeout_secs;
+  ApprovalRecord rec{.id = "ap-" + std::to_string(++approvals_),
+                     .call = call,
+                     .tool = q.tool,
+                     .kind = q.kind,
+                     .subject = q.subject,
+                     .rule = d.rule,
+                     .rule_source = d.source};
+  redactor_.Redact(rec.subject);
+  if (!q.argv.empty()) {
+    rec.argv = q.argv;
+    for (std::string& a : *rec.argv) {
+      if (a.size() > 4096) a = a.substr(0, 4096) + "...";
+      redactor_.Redact(a);
+    }
+  }
+  if (!q.paths.empty()) rec.paths = q.paths;
+  if (!q.operation.empty()) rec.operation = q.operation;
+  if (!owner.empty()) rec.mcp_session = owner;
+  // The question is shown as the record keeps it: a secret in an argument is never put on a
+  // terminal or sent to a client.
+  q.subject = rec.subject;
+  if (rec.argv) q.argv = *rec.argv;
+  std::optional<std::string> kept;
+  {
+    std::lock_guard lock(approvals_mu_);
+    auto by_owner = kept_approvals_.find(owner);
+    if (by_owner != kept_approvals_.end()) {
+      if (auto it = by_owner->second.find(d.rule); it != by_owner->second.end()) kept = it->second;
+    }
+  }
+  ApprovalReply reply;
+  if (kept) {
+    reply = {.answer = ApprovalAnswer::kSession, .via = AskedVia::kKept};
+    rec.kept_from = *kept;
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(ask_mu_);
+      reply = asker_ ? asker_->Ask(q)
+                     : NobodyAsker("no one to ask in this command").Ask(q);
+    }
+    rec.wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+  }
+  rec.asked_via = std::string(Name(kAskedViaNames, reply.via));
+  rec.answer = std::string(Name(kApprovalAnswerNames, reply.answer));
+  if (!reply.client.empty()) rec.client = reply.client;
+  if (!reply.why_no_one.empty()) rec.why_no_one = reply.why_no_one;
+  // The record comes before what it allows: an approval the log lacks is not given.
+  TRY(Audit(rec, true, AuditWriter::When::kBeforeAct));
+  if (reply.answer == ApprovalAnswer::kSession && !kept) {
+    std::lock_guard lock(approvals_mu_);
+    kept_approvals_[owner].emplace(d.rule, rec.id);
+  }
+  if (Approves(reply.answer)) return {};
+  const std::string allow_line =
+      "to allow it without asking, a policy layer of yours (not the project's) can say "
+      "[approvals] remove = [\"" +
+      d.rule + "\"] (docs/policy.md, \"Approvals\")";
+  switch (reply.answer) {
+    case ApprovalAnswer::kDeny:
+    case ApprovalAnswer::kDeclined:
+      return Fail(Code::kDeniedByPolicy, d.reason + "; the person asked refused it (" + rec.id +
+                                             ", " + rec.answer + ")");
+    case ApprovalAnswer::kCancelled:
+      return Fail(Code::kCancelled,
+                  d.reason + "; the question was cancelled (" + rec.id + ")");
+    case ApprovalAnswer::kTimeout:
+      return Fail(Code::kApprovalRequired,
+                  d.reason + "; no answer came within " + std::to_string(q.timeout_secs) +
+                      " s (approvals.timeout_secs; " + rec.id + "); " + allow_line);
+    default:
+      break;
+  }
+  return Fail(Code::kApprovalRequired, d.reason + "; no one could be asked (" +
+                                           reply.why_no_one + "; " + rec.id + "); " +
+                                           allow_line);
+}
+
+Status Session::GateLaunch(const ProcessRequest& req) {
+  // argv rules are for the commands an agent or a person starts (run_shell, its jobs, exec);
+  // a configured or wrapped server is decided by its own keys.
+  if (req.tool != "run_shell" && req.tool != "exec") return {};
+  const std::string program = ProgramFor(req);
+  const Decision d =
+      Decide(policy_, CommandAsk{.tool = req.tool, .argv = req.argv, .program = program});
+  if (d.allowed()) return {};
+  ApprovalQuestion q{.kind = "launch",
+                     .tool = req.tool,
+                     .subject = CommandLine(req.argv),
+                     .argv = req.argv};
+  return Settle(d, std::move(q), req.call, req.owner);
+}
+
+}  // namespace cordon
