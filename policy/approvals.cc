@@ -116,9 +116,9 @@ bool PathPatternMatches(std::string_view pattern, std::string_view path) {
 struct SplitWords {
   std::vector<std::string> words;
   std::vector<char> op;  // op[i]: words[i] is a control operator, not a quoted ";" or "|"
-  bool opaque = false;   // an expansion ($, a backquote) or one of what `hard` says
-  // What no word-by-word reading can follow: `eval`, a here-document, an unclosed quote, a text
-  // past 64 KiB. An ask rule then applies wherever its program is named.
+  bool opaque = false;   // an expansion ($, a backquote), `eval`, a here-document, or `hard`
+  // What no word-by-word reading can follow: an unclosed quote, a text past 64 KiB. An ask rule
+  // then applies wherever its program is named.
   bool hard = false;
 };
 
@@ -180,8 +180,8 @@ SplitWords Split(std::string_view text) {
         }
         break;
       case '<':
-        if (next_is('<')) {  // a here-document's body is text this splitter does not read
-          out.opaque = out.hard = true;
+        if (next_is('<')) {   // a here-document's body is text this splitter does not read
+          out.opaque = true;  // its body is read as words: `sh <<EOF\ngit push` still asks
           emit("<<", false);
           i += 2;
         } else {
@@ -271,7 +271,7 @@ SplitWords Split(std::string_view text) {
   }
   flush();
   for (const std::string& w : out.words) {
-    if (w == "eval") out.opaque = out.hard = true;
+    if (w == "eval") out.opaque = true;  // its arguments are read as texts (ScanWords)
   }
   return out;
 }
@@ -323,6 +323,90 @@ bool SetsGitConfig(std::string_view word) {
 bool ConfigCanAlias(std::string_view kv) {
   const std::string key = AsciiLower(kv.substr(0, kv.find('=')));
   return key.starts_with("alias.") || key.starts_with("include");
+}
+
+// git's own commands: an alias never replaces one (git runs the command, not an alias of that
+// name), so configuration that could define an alias does not change what these do.
+bool IsGitCommand(std::string_view w) {
+  static constexpr std::string_view kCommands[] = {"add",
+                                                   "am",
+                                                   "annotate",
+                                                   "apply",
+                                                   "archive",
+                                                   "bisect",
+                                                   "blame",
+                                                   "branch",
+                                                   "bundle",
+                                                   "cat-file",
+                                                   "check-attr",
+                                                   "check-ignore",
+                                                   "checkout",
+                                                   "cherry",
+                                                   "cherry-pick",
+                                                   "clean",
+                                                   "clone",
+                                                   "commit",
+                                                   "commit-tree",
+                                                   "config",
+                                                   "count-objects",
+                                                   "describe",
+                                                   "diff",
+                                                   "diff-files",
+                                                   "diff-index",
+                                                   "diff-tree",
+                                                   "difftool",
+                                                   "fetch",
+                                                   "for-each-ref",
+                                                   "format-patch",
+                                                   "fsck",
+                                                   "gc",
+                                                   "grep",
+                                                   "hash-object",
+                                                   "help",
+                                                   "init",
+                                                   "log",
+                                                   "ls-files",
+                                                   "ls-remote",
+                                                   "ls-tree",
+                                                   "maintenance",
+                                                   "merge",
+                                                   "merge-base",
+                                                   "mergetool",
+                                                   "mv",
+                                                   "name-rev",
+                                                   "notes",
+                                                   "pull",
+                                                   "range-diff",
+                                                   "read-tree",
+                                                   "rebase",
+                                                   "reflog",
+                                                   "remote",
+                                                   "repack",
+                                                   "replace",
+                                                   "reset",
+                                                   "restore",
+                                                   "rev-list",
+                                                   "rev-parse",
+                                                   "revert",
+                                                   "rm",
+                                                   "shortlog",
+                                                   "show",
+                                                   "show-ref",
+                                                   "sparse-checkout",
+                                                   "stash",
+                                                   "status",
+                                                   "switch",
+                                                   "symbolic-ref",
+                                                   "tag",
+                                                   "update-index",
+                                                   "update-ref",
+                                                   "var",
+                                                   "verify-commit",
+                                                   "version",
+                                                   "whatchanged",
+                                                   "worktree",
+                                                   "write-tree"};
+  return std::find(std::begin(kCommands), std::end(kCommands), w) != std::end(kCommands);
 }
 
 struct GitOptions {
@@ -522,6 +606,10 @@ struct ArgvMatch {
   std::string prog;               // the basename of the rule's program
   std::vector<std::string> rest;  // the rule's words after the program (and git's options)
   bool ask = false;               // opaque text matches ask rules whose program it names
+  // An allow rule allows only a command that is exactly its words (through wrappers): never a
+  // part of a shell text, a word anywhere in an argv, or what an alias may be. Otherwise an
+  // allow above an ask in its layer would let `sh -c 'git push; echo git push --dry-run'` by.
+  bool allow = false;
   std::size_t budget = kArgvWorkBudget;
   bool exhausted = false;
 
@@ -539,7 +627,9 @@ struct ArgvMatch {
 // The rule's prefix at the start of `w`: the program by basename, git's global options skipped.
 bool DirectMatch(ArgvMatch& m, std::span<const std::string> w, std::string_view program,
                  bool git_config) {
-  if (w.empty() || Basename(program.empty() ? std::string_view(w[0]) : program) != m.prog) {
+  // The name it was called by or the one it resolves to: npm is a symlink to npm-cli.js,
+  // cargo to rustup, sh to busybox; a workspace symlink `g` to git.
+  if (w.empty() || (Basename(w[0]) != m.prog && (program.empty() || Basename(program) != m.prog))) {
     return false;
   }
   std::span<const std::string> rest = w.subspan(1);
@@ -548,8 +638,11 @@ bool DirectMatch(ArgvMatch& m, std::span<const std::string> w, std::string_view 
     // Each git word in a text is a start: `git -C git -C git ...` would read its options again
     // from each one.
     if (!m.Spend(g.next)) return false;
-    if (g.alias || git_config) return true;
     rest = rest.subspan(g.next);
+    // An alias may stand for the rule's words, unless the subcommand is one of git's own.
+    if (!m.allow && (g.alias || git_config) && !rest.empty() && !IsGitCommand(rest[0])) {
+      return true;
+    }
   }
   return rest.size() >= m.rest.size() && std::equal(m.rest.begin(), m.rest.end(), rest.begin());
 }
@@ -594,9 +687,9 @@ bool WildMatch(const ArgvMatch& m, std::span<const std::string> seg, bool names_
 // Whether words[i] is where a command starts: the text's start, after a control operator, a
 // keyword that starts a command list, a wrapper, or the assignments before a command.
 bool AtCommand(const SplitWords& s, std::size_t i) {
-  static constexpr std::string_view kBefore[] = {"do",  "then",  "else",    "elif", "!",
-                                                 "{",   "exec",  "command", "time", "nohup",
-                                                 "env", "xargs", "setsid",  "sudo", "doas"};
+  static constexpr std::string_view kBefore[] = {
+      "do",   "then",  "else", "elif",  "!",      "{",    "exec", "command",
+      "time", "nohup", "env",  "xargs", "setsid", "sudo", "doas", "eval"};
   while (i > 0) {
     const std::string& prev = s.words[i - 1];
     if (s.op[i - 1]) return true;
@@ -608,9 +701,33 @@ bool AtCommand(const SplitWords& s, std::size_t i) {
   return true;
 }
 
-// A command substitution ($(...) or `...`) in `text` that names the program: its output is a
-// word no reading can know (`$(which git) push`). Linear: each substitution is searched once.
-bool SubstitutionNames(std::string_view text, std::string_view prog) {
+// Whether the substitution at `at` stands where a command starts: at the text's start, after an
+// operator, or after a word that starts a command (`do`, `eval`, `exec`, ...), a quote aside.
+// `for f in $(git ls-files)`, `cd "$(git rev-parse ...)"` and `V=$(git describe)` are arguments.
+bool SubstitutionAtCommand(std::string_view text, std::size_t at) {
+  std::size_t i = at;
+  if (i > 0 && text[i - 1] == '"') --i;
+  while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')) --i;
+  if (i == 0 || std::string_view(";&|(){}\n`").find(text[i - 1]) != std::string_view::npos) {
+    return true;
+  }
+  std::size_t start = i;
+  while (start > 0 &&
+         std::string_view(" \t\n;&|(){}").find(text[start - 1]) == std::string_view::npos) {
+    --start;
+  }
+  static constexpr std::string_view kStarts[] = {"do",   "then",  "else",    "elif", "!",
+                                                 "eval", "exec",  "command", "time", "nohup",
+                                                 "env",  "xargs", "setsid",  "sudo", "doas"};
+  const std::string_view prev = text.substr(start, i - start);
+  return std::find(std::begin(kStarts), std::end(kStarts), prev) != std::end(kStarts);
+}
+
+// Each command substitution ($(...) or `...`) in `text`: what it runs is a text of its own, read
+// as one (`echo "$(git push)"`, ``echo `git push` ``); and where it stands for the program, an
+// ask rule applies when it names the program (`$(which git) push`). Each is read once at each
+// depth.
+bool ScanSubstitutions(ArgvMatch& m, std::string_view text, int depth) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     std::size_t begin = 0, end = std::string_view::npos;
     if (text[i] == '`') {
@@ -618,10 +735,10 @@ bool SubstitutionNames(std::string_view text, std::string_view prog) {
       end = text.find('`', begin);
     } else if (text[i] == '$' && i + 1 < text.size() && text[i + 1] == '(') {
       begin = i + 2;
-      int depth = 1;
+      int open = 1;
       for (std::size_t j = begin; j < text.size(); ++j) {
-        depth += text[j] == '(' ? 1 : text[j] == ')' ? -1 : 0;
-        if (depth == 0) {
+        open += text[j] == '(' ? 1 : text[j] == ')' ? -1 : 0;
+        if (open == 0) {
           end = j;
           break;
         }
@@ -630,7 +747,10 @@ bool SubstitutionNames(std::string_view text, std::string_view prog) {
       continue;
     }
     if (end == std::string_view::npos) end = text.size();
-    if (BoundedContains(text.substr(begin, end - begin), prog)) return true;
+    const std::string_view inner = text.substr(begin, end - begin);
+    if (m.ask && SubstitutionAtCommand(text, i) && BoundedContains(inner, m.prog)) return true;
+    if (ScanText(m, inner, depth + 1)) return true;
+    if (m.exhausted) return false;
     i = end;
   }
   return false;
@@ -667,6 +787,12 @@ bool ScanWords(ArgvMatch& m, const SplitWords& s, int depth) {
     if (DirectMatch(m, seg, {}, git_config)) return true;
     if (m.ask && s.opaque && WildMatch(m, seg, names_prog, AtCommand(s, i))) return true;
     const std::string_view name = Basename(seg[0]);
+    if (name == "eval") {
+      // Its arguments are joined and run as a text: each is read as one (`eval 'git push'`).
+      for (std::size_t k = 1; k < seg.size(); ++k) {
+        if (ScanText(m, seg[k], depth + 1)) return true;
+      }
+    }
     if (IsShell(name)) {
       std::size_t scanned = 0;
       const auto text = ShellCommandText(seg, &scanned);
@@ -699,7 +825,7 @@ bool ScanText(ArgvMatch& m, std::string_view text, int depth) {
   if (!m.Spend(std::min(text.size(), kMaxShellText) + 1)) return false;
   const SplitWords s = Split(text);
   if (s.hard && m.ask && BoundedContains(text, m.prog)) return true;
-  if (s.opaque && m.ask && SubstitutionNames(text.substr(0, kMaxShellText), m.prog)) return true;
+  if (s.opaque && ScanSubstitutions(m, text.substr(0, kMaxShellText), depth)) return true;
   return ScanWords(m, s, depth);
 }
 
@@ -711,9 +837,13 @@ bool MatchChain(ArgvMatch& m, std::span<const std::string> argv, std::string_vie
   for (int depth = 0; depth <= kMaxDepth; ++depth) {
     if (argv.empty() || !m.Spend(argv.size() + 1)) return false;
     if (DirectMatch(m, argv, program, git_config)) return true;
-    const std::string_view name = Basename(program.empty() ? std::string_view(argv[0]) : program);
+    // A multi-call binary (busybox, uutils) acts by the name it was called by.
+    const std::string_view called = Basename(argv[0]);
+    const bool by_call = IsShell(called) || Unwrap(called, argv).has_value();
+    const std::string_view name = by_call || program.empty() ? called : Basename(program);
     program = {};
     if (IsShell(name)) {
+      if (m.allow) return false;
       std::size_t scanned = 0;
       const auto text = ShellCommandText(argv, &scanned);
       return text && ScanText(m, *text, depth + 1);
@@ -876,6 +1006,7 @@ bool RuleMatchesArgv(const ApprovalRule& rule, const ArgvSubject& subject) {
   if (m.prog == "git") rest = rest.subspan(SkipGitGlobalOptions(rest).next);
   m.rest.assign(rest.begin(), rest.end());
   m.ask = rule.decision == ApprovalDecision::kAsk;
+  m.allow = rule.decision == ApprovalDecision::kAllow;
   std::vector<std::string> only_program;
   std::span<const std::string> argv = subject.argv;
   if (argv.empty()) {
@@ -883,7 +1014,15 @@ bool RuleMatchesArgv(const ApprovalRule& rule, const ArgvSubject& subject) {
     only_program.emplace_back(subject.program);
     argv = only_program;
   }
-  const bool matched = MatchChain(m, argv, subject.program);
+  bool matched = MatchChain(m, argv, subject.program);
+  if (!matched && !m.exhausted && !m.allow) {
+    // A launcher cordon does not know (find -exec, unshare, flock, ssh-agent, git submodule
+    // foreach): the rule's words anywhere in the argv, and each `sh -c TEXT` in it, as in a text.
+    SplitWords words;
+    words.words.assign(argv.begin(), argv.end());
+    words.op.assign(argv.size(), 0);
+    matched = ScanWords(m, words, 1);
+  }
   if (!m.exhausted) return matched;
   // Too much to read: an ask rule asks when its program is named at all.
   return m.ask && (BoundedContains(subject.program, m.prog) ||

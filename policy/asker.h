@@ -28,15 +28,17 @@ inline bool Approves(ApprovalAnswer a) {
 // elsewhere), nobody (no one could be asked), or an earlier `session` answer that still holds.
 enum class AskedVia { kElicitation, kTerminal, kCommand, kNone, kKept };
 inline constexpr EnumName<AskedVia> kAskedViaNames[] = {
-    {AskedVia::kElicitation, "elicitation"}, {AskedVia::kTerminal, "terminal"},
-    {AskedVia::kCommand, "command"},         {AskedVia::kNone, "none"},
+    {AskedVia::kElicitation, "elicitation"},
+    {AskedVia::kTerminal, "terminal"},
+    {AskedVia::kCommand, "command"},
+    {AskedVia::kNone, "none"},
     {AskedVia::kKept, "kept"},
 };
 
 struct ApprovalQuestion {
-  std::string kind{};     // "call", "launch", "write" (and later "commit", "connect")
-  std::string tool{};     // the tool the call is to
-  std::string subject{};  // one line: the tool name, the argv, the path and its operation
+  std::string kind{};               // "call", "launch", "write" (and later "commit", "connect")
+  std::string tool{};               // the tool the call is to
+  std::string subject{};            // one line: the tool name, the argv, the path and its operation
   std::vector<std::string> argv{};  // a launch's argv (the record keeps it, redacted)
   std::vector<std::string> paths{};
   std::string operation{};  // a write's: "create", "edit", "replace"
@@ -49,7 +51,7 @@ struct ApprovalQuestion {
 struct ApprovalReply {
   ApprovalAnswer answer = ApprovalAnswer::kNoClient;
   AskedVia via = AskedVia::kNone;
-  std::string client{};        // who answered: a client's self-declared name, "terminal"
+  std::string client{};      // who answered: a client's self-declared name, "terminal"
   std::string why_no_one{};  // with kNoClient: why no one could be asked
 };
 

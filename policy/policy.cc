@@ -1150,6 +1150,9 @@ Status ApplyRedactKey(Policy& policy, const KeyInput& in) {
   return {};
 }
 
+constexpr std::size_t kMaxApprovalRulesPerFile = 256;
+constexpr std::size_t kMaxProjectApprovalRules = 64;
+
 // [approvals]: rules, remove, timeout_secs, held_days (policy/approvals.h). A rule's examples are
 // run here, so a rule that does not do what its examples say refuses its file.
 Status ApplyApprovalRule(Policy& policy, const KeyInput& in, const toml::node& item) {
@@ -1226,8 +1229,18 @@ Status ApplyApprovalsKey(Policy& policy, const KeyInput& in) {
       return Fail(Code::kInvalidInput,
                   in.where + ": approvals.rules must be an array of tables ([[approvals.rules]])");
     }
+    // Every rule is read for every command, write or call: a file (the project's above all, which
+    // the agent can write) cannot make each decision cost seconds with thousands of rules.
+    const std::size_t cap = in.tighten_only ? kMaxProjectApprovalRules : kMaxApprovalRulesPerFile;
+    if (rules->size() > cap) {
+      return Fail(Code::kInvalidInput, in.where + ": " + std::to_string(rules->size()) +
+                                           " approval rules; a " +
+                                           (in.tighten_only ? "project " : "") +
+                                           "policy file may hold " + std::to_string(cap));
+    }
+    const std::size_t before = policy.approval_rules.size();
     for (auto&& item : *rules) TRY(ApplyApprovalRule(policy, in, item));
-    policy.provenance[in.name] = in.where;
+    if (policy.approval_rules.size() != before) policy.provenance[in.name] = in.where;
     return {};
   }
   if (in.key == "remove") {

@@ -12,21 +12,33 @@ namespace cordon {
 namespace {
 
 // The command as one line for the question and the record: each word quoted when it needs it.
+// Past 8 KiB it is cut, and says how much of it was not shown: a person is never asked about a
+// command whose end they cannot see without being told so.
+constexpr std::size_t kShownCommandBytes = 8192;
 std::string CommandLine(std::span<const std::string> argv) {
   std::string out;
   for (const std::string& a : argv) {
     if (!out.empty()) out += ' ';
-    const bool plain =
-        !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                          "0123456789-_./=:,@%+") == std::string::npos;
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789-_./=:,@%+") == std::string::npos;
     out += plain ? a : Json(a).dump();
-    if (out.size() > 2000) {
-      out.resize(2000);
-      out += "...";
-      break;
-    }
+  }
+  if (out.size() > kShownCommandBytes) {
+    const std::size_t hidden = out.size() - kShownCommandBytes;
+    out.resize(kShownCommandBytes);
+    out += " ... [cordon: " + std::to_string(hidden) +
+           " more bytes of this command are not shown; answer no unless you know them]";
   }
   return out;
+}
+
+// One argument for the record: whole up to 4 KiB, then cut with its size.
+std::string RecordedWord(std::string a) {
+  if (a.size() <= 4096) return a;
+  const std::size_t total = a.size();
+  a.resize(4096);
+  return a + "... [cordon: " + std::to_string(total) + " bytes in all]";
 }
 
 // argv[0] as it will run, for the argv matchers: a path is taken from the working directory, a
@@ -71,13 +83,15 @@ Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t cal
                      .subject = q.subject,
                      .rule = d.rule,
                      .rule_source = d.source};
-  redactor_.Redact(rec.subject);
+  // Redacted whole, then cut: a secret across the cut would not be found in either half.
   if (!q.argv.empty()) {
-    rec.argv = q.argv;
-    for (std::string& a : *rec.argv) {
-      if (a.size() > 4096) a = a.substr(0, 4096) + "...";
-      redactor_.Redact(a);
-    }
+    std::vector<std::string> redacted = q.argv;
+    for (std::string& a : redacted) redactor_.Redact(a);
+    rec.subject = CommandLine(redacted);
+    rec.argv.emplace();
+    for (std::string& a : redacted) rec.argv->push_back(RecordedWord(std::move(a)));
+  } else {
+    redactor_.Redact(rec.subject);
   }
   if (!q.paths.empty()) rec.paths = q.paths;
   if (!q.operation.empty()) rec.operation = q.operation;
@@ -102,12 +116,11 @@ Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t cal
     const auto t0 = std::chrono::steady_clock::now();
     {
       std::lock_guard lock(ask_mu_);
-      reply = asker_ ? asker_->Ask(q)
-                     : NobodyAsker("no one to ask in this command").Ask(q);
+      reply = asker_ ? asker_->Ask(q) : NobodyAsker("no one to ask in this command").Ask(q);
     }
-    rec.wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - t0)
-                      .count();
+    rec.wait_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
   rec.asked_via = std::string(Name(kAskedViaNames, reply.via));
   rec.answer = std::string(Name(kApprovalAnswerNames, reply.answer));
@@ -127,11 +140,10 @@ Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t cal
   switch (reply.answer) {
     case ApprovalAnswer::kDeny:
     case ApprovalAnswer::kDeclined:
-      return Fail(Code::kDeniedByPolicy, d.reason + "; the person asked refused it (" + rec.id +
-                                             ", " + rec.answer + ")");
+      return Fail(Code::kDeniedByPolicy,
+                  d.reason + "; the person asked refused it (" + rec.id + ", " + rec.answer + ")");
     case ApprovalAnswer::kCancelled:
-      return Fail(Code::kCancelled,
-                  d.reason + "; the question was cancelled (" + rec.id + ")");
+      return Fail(Code::kCancelled, d.reason + "; the question was cancelled (" + rec.id + ")");
     case ApprovalAnswer::kTimeout:
       return Fail(Code::kApprovalRequired,
                   d.reason + "; no answer came within " + std::to_string(q.timeout_secs) +
@@ -139,9 +151,8 @@ Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t cal
     default:
       break;
   }
-  return Fail(Code::kApprovalRequired, d.reason + "; no one could be asked (" +
-                                           reply.why_no_one + "; " + rec.id + "); " +
-                                           allow_line);
+  return Fail(Code::kApprovalRequired, d.reason + "; no one could be asked (" + reply.why_no_one +
+                                           "; " + rec.id + "); " + allow_line);
 }
 
 Status Session::GateLaunch(const ProcessRequest& req) {
@@ -152,10 +163,7 @@ Status Session::GateLaunch(const ProcessRequest& req) {
   const Decision d =
       Decide(policy_, CommandAsk{.tool = req.tool, .argv = req.argv, .program = program});
   if (d.allowed()) return {};
-  ApprovalQuestion q{.kind = "launch",
-                     .tool = req.tool,
-                     .subject = CommandLine(req.argv),
-                     .argv = req.argv};
+  ApprovalQuestion q{.kind = "launch", .tool = req.tool, .argv = req.argv};
   return Settle(d, std::move(q), req.call, req.owner);
 }
 

@@ -213,6 +213,15 @@ TEST_F(ApprovalsTest, ThePersonAtTheTerminalDecidesYesNoOrEndOfInput) {
                                                          << run.screen;
     EXPECT_EQ(run.exit_code, c.runs ? 0 : 125) << run.screen;
   }
+  // A command too long to show whole says so on the screen, and the record keeps the same.
+  const std::string long_arg(9000, 'x');
+  PtyRun run =
+      UnderPty({"exec", "--workspace", ws_, "--audit-log", dir_ / "long.jsonl", "--policy",
+                dir_ / "ask.toml", "--", "sh", "-c", "echo " + long_arg + "; touch hidden.txt"},
+               "n\r");
+  EXPECT_NE(run.screen.find("more bytes of this command are not shown"), std::string::npos)
+      << run.screen.substr(0, 300);
+  EXPECT_FALSE(testing::Exists(ws_ + "/hidden.txt"));
   const auto approvals = Records("approval");
   ASSERT_EQ(approvals.size(), std::size(cases)) << ReadFile(log());
   for (std::size_t k = 0; k < approvals.size(); ++k) {

@@ -299,7 +299,7 @@ TEST(ApprovalArgv, GitPushIsSeenThroughWrappersShellsAndOptions) {
       {{"git", "--exec-path=/x", "--namespace=n", "--no-optional-locks", "push"}, "", true},
       {{"/usr/bin/git", "push"}, "", true},
       {{"./tools/g", "push"}, "/usr/bin/git", true},  // a symlink resolved to git
-      {{"git", "push"}, "/usr/bin/echo", false},      // the program is what runs
+      {{"git", "push"}, "/usr/bin/echo", true},       // called git: asked, whatever it is
       {{"env", "git", "push"}, "", true},
       {{"env", "-i", "FOO=1", "git", "push", "origin", "main"}, "", true},
       {{"env", "-u", "HOME", "-C", "/tmp", "--", "git", "push"}, "", true},
@@ -361,7 +361,27 @@ TEST(ApprovalArgv, GitPushIsSeenThroughWrappersShellsAndOptions) {
       {{"git"}, "", false},
       {{"gitk", "push"}, "", false},
       {{"echo", "hi"}, "", false},
-      {{"echo", "git", "push"}, "", false},  // an argv is not shell text
+      // the rule's words anywhere in an argv, as in a text: a launcher cordon does not know
+      {{"echo", "git", "push"}, "", true},
+      {{"find", ".", "-maxdepth", "0", "-exec", "git", "push", "origin", "main", ";"}, "", true},
+      {{"unshare", "-r", "git", "push"}, "", true},
+      {{"flock", "-x", "/tmp/l", "sh", "-c", "git push"}, "", true},
+      {{"ssh-agent", "sh", "-c", "git push -v origin main"}, "", true},
+      {{"git", "submodule", "foreach", "git", "push"}, "", true},
+      // called by one name, resolved to another: either is the program
+      {{"./bb/sh", "-c", "git push"}, "/usr/bin/busybox", true},
+      {{"./bb/env", "git", "push"}, "/usr/bin/coreutils", true},
+      {{"sh", "-c", "eval 'git push'"}, "", true},
+      {{"sh", "-c", "c='git push'; eval \"$c\""}, "", true},
+      // everyday texts that are not git push
+      {{"sh", "-c", "for f in $(git ls-files); do echo $f; done"}, "", false},
+      {{"sh", "-c", "V=$(git describe --always); echo $V"}, "", false},
+      {{"sh", "-c", "git diff $(git merge-base HEAD main) --stat"}, "", false},
+      {{"sh", "-c", "git commit -F - <<'EOF'\nfix\nEOF"}, "", false},
+      {{"sh", "-c", "eval \"$(ssh-agent -s)\" && git status"}, "", false},
+      {{"env", "GIT_CONFIG_GLOBAL=/dev/null", "git", "status"}, "", false},
+      {{"git", "-c", "include.path=/dev/null", "status"}, "", false},
+      {{"sh", "-c", "export GIT_CONFIG_GLOBAL=/dev/null; git status"}, "", false},
       {{"sh", "-c", "git status"}, "", false},
       {{"sh", "-c", "echo $HOME"}, "", false},
       {{"sh", "-c", "digit push; gitk push"}, "", false},
@@ -370,7 +390,8 @@ TEST(ApprovalArgv, GitPushIsSeenThroughWrappersShellsAndOptions) {
       {{"sh", "-c", "git -C \"$d\" push"}, "", true},
       {{"sh", "-c", "c='git push'; $c"}, "", true},
       {{"sh", "-c", "$(which git) push"}, "", true},
-      {{"sh", "-c", "cd \"$(git rev-parse --show-toplevel)\" && make"}, "", true},
+      {{"sh", "-c", "cd \"$(git rev-parse --show-toplevel)\" && make"}, "", false},
+      {{"sh", "-c", "echo \"$(git push 2>&1)\""}, "", true},
       {{"sh", "-c", "for f in *.c; do git add \"$f\"; done"}, "", false},
       {{"sh", "-c", "\"$PYTHON\" -m pytest && git status"}, "", false},
       {{"sh", "-c", "mkdir -p \"$(dirname a/b)\" && git init -q"}, "", false},
@@ -380,7 +401,8 @@ TEST(ApprovalArgv, GitPushIsSeenThroughWrappersShellsAndOptions) {
       {{"sh", "-c", "echo \"git_dir=$GIT_DIR\"; ls $HOME/git-repos"}, "", false},
       {{"sh", "-c", "git ; push"}, "", false},
       {{"sh", "-c", "git '' push"}, "", false},
-      {{"sh", "script.sh", "git", "push"}, "", false},  // a script file: not read
+      {{"sh", "script.sh", "git", "push"}, "", true},  // the words are in the argv
+      {{"sh", "script.sh", "status"}, "", false},      // a script file is not read
       {{"sh", "-c"}, "", false},
       {{"env"}, "", false},
       {{"timeout", "5"}, "", false},
@@ -389,6 +411,36 @@ TEST(ApprovalArgv, GitPushIsSeenThroughWrappersShellsAndOptions) {
   for (const ArgvRow& row : rows) {
     EXPECT_EQ(Matches(rule, row), row.match) << Joined(row.argv) << " program=" << row.program;
   }
+}
+
+// npm resolves to npm-cli.js and cargo to rustup on ordinary installs: the name a command was
+// called by counts as well as the one it resolves to.
+TEST(ApprovalArgv, TheNameItWasCalledByCountsBesideTheResolvedOne) {
+  EXPECT_TRUE(Matches(
+      ArgvRule({"npm", "publish"}),
+      {{"npm", "publish", "--access", "public"}, "/usr/share/nodejs/npm/bin/npm-cli.js", true}));
+  EXPECT_TRUE(Matches(ArgvRule({"cargo", "publish"}),
+                      {{"cargo", "publish"}, "/home/u/.cargo/bin/rustup", true}));
+  EXPECT_FALSE(Matches(ArgvRule({"cargo", "publish"}),
+                       {{"cargo", "build"}, "/home/u/.cargo/bin/rustup", false}));
+}
+
+// An allow rule allows a command that is exactly its words, never a part of a text: above an
+// ask in its layer, it would otherwise let the ask's command by beside it.
+TEST(ApprovalArgv, AnAllowRuleAllowsOnlyTheCommandItself) {
+  ApprovalRule allow = ArgvRule({"git", "push", "--dry-run"}, ApprovalDecision::kAllow);
+  EXPECT_TRUE(Matches(allow, {{"git", "push", "--dry-run"}, "", true}));
+  EXPECT_TRUE(Matches(allow, {{"env", "git", "-C", "x", "push", "--dry-run"}, "", true}));
+  EXPECT_FALSE(Matches(allow, {{"sh", "-c", "git push; echo git push --dry-run"}, "", false}));
+  EXPECT_FALSE(Matches(allow, {{"echo", "git", "push", "--dry-run"}, "", false}));
+  EXPECT_FALSE(Matches(allow, {{"git", "-c", "alias.p=push", "p"}, "", false}));
+  ApprovalRule ask = ArgvRule({"git", "push"});
+  allow.layer = ask.layer;
+  const ApprovalRule rules[] = {allow, ask};
+  const std::vector<std::string> both = {"sh", "-c", "git push; echo git push --dry-run"};
+  EXPECT_EQ(EvaluateArgv(rules, ArgvSubject{both}).decision, ApprovalDecision::kAsk);
+  const std::vector<std::string> alias = {"git", "-c", "alias.p=push", "p"};
+  EXPECT_EQ(EvaluateArgv(rules, ArgvSubject{alias}).decision, ApprovalDecision::kAsk);
 }
 
 TEST(ApprovalArgv, OpaqueTextMatchesOnlyAskRules) {
@@ -452,7 +504,9 @@ TEST_F(ApprovalArgvHostile, WrappersDeeperThanAPersonWritesAreOpaque) {
   deep.push_back("git");
   deep.push_back("push");
   EXPECT_TRUE(Matches(ask_, {deep, "", true}));
-  EXPECT_FALSE(Matches(deny_, {deep, "", false}));  // opaque: only ask rules
+  // Past the depth the wrapper chain is not followed, but the words are in the argv: read as a
+  // text's words, so a deny rule sees them too.
+  EXPECT_TRUE(Matches(deny_, {deep, "", true}));
 }
 
 TEST_F(ApprovalArgvHostile, ShellsNestedPastTheLimitAreOpaque) {

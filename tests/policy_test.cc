@@ -821,8 +821,8 @@ TEST(Policy, ShippedDefaultKeepsItsMeaning) {
   // issue 34).
   EXPECT_EQ(p->redact_credential_stores.size(), 21u);
   EXPECT_EQ(p->redact_secret_words.size(), 12u);
-  EXPECT_EQ(p->approval_rules.size(), 8u);
-  EXPECT_EQ(p->Sha256(), "1e460e73c7b3f8bce0285aafd1805086e519d7076e6141f31c2c8dbc858a71bc");
+  EXPECT_EQ(p->approval_rules.size(), 17u);
+  EXPECT_EQ(p->Sha256(), "64682c3075f242236e6e1547fb171ee20f0f22004ad9510a4a2da7b1ad32012c");
 }
 
 template <typename E, std::size_t N>
