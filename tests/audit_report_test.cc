@@ -315,6 +315,8 @@ TEST_F(AuditReportTest, ARealLogInChromium) {
       0);
   Exec({"/usr/bin/curl", "-sS", "--max-time", "20", "http://refused.example.test/"},
        {"--network", "proxy"});
+  // An approval no one could give (issue 34), a hostile value in the command it asked about.
+  EXPECT_EQ(Exec({"git", "push", kBreakout}, {"--non-interactive"}).exit_code, 125);
 
   const std::string good = dir_ / "good.html";
   const std::vector<std::string> verify = {"--pubkey", Pub(), "--witness", Witness()};
@@ -360,11 +362,12 @@ TEST_F(AuditReportTest, ARealLogInChromium) {
     const std::string type = j["type"];
     calls += type == "tool_started";
     commands += type == "process";
-    denied += type == "policy_denied" || (type == "network" && j["decision"] == "denied");
+    denied += type == "policy_denied" || (type == "network" && j["decision"] == "denied") ||
+              (type == "approval" && j["answer"] != "once" && j["answer"] != "session");
     network += type == "network";
   }
   EXPECT_EQ(commands, 3u);
-  EXPECT_EQ(denied, 2u);
+  EXPECT_EQ(denied, 3u);
 
   const char* shot = std::getenv("CORDON_REPORT_SCREENSHOT");
   Json pages = Browse({good, bad, dir_ / "tampered.html"}, shot != nullptr ? shot : "");
@@ -385,7 +388,7 @@ TEST_F(AuditReportTest, ARealLogInChromium) {
   EXPECT_EQ(p["counts"]["commands"], 3);
   // The three created files, and made.txt.
   EXPECT_EQ(p["counts"]["files"], 4);
-  EXPECT_EQ(p["counts"]["denials"], 2);
+  EXPECT_EQ(p["counts"]["denials"], 3);
   EXPECT_EQ(p["counts"]["network"], network);
   EXPECT_EQ(p["pwned"], "undefined") << "a hostile value ran";
   EXPECT_EQ(p["on_attributes"], 0);
@@ -398,9 +401,12 @@ TEST_F(AuditReportTest, ARealLogInChromium) {
   for (const std::string& hostile : {kScriptEnd, kBreakout, kJsUrl, kLineSep}) {
     EXPECT_NE(text.find(hostile), std::string::npos) << "not shown as text: " << hostile;
   }
+  // The approvals table: the rule, how it was asked and the answer.
+  EXPECT_NE(text.find("execlaunchgit push"), std::string::npos) << "no approvals row";
+  EXPECT_NE(text.find("noneno_client"), std::string::npos) << "no approvals row";
   // The filters, on the timeline's rows (every record).
   EXPECT_EQ(p["filters"]["all"], lines.size());
-  EXPECT_EQ(p["filters"]["denied"], 2);
+  EXPECT_EQ(p["filters"]["denied"], 3);
   EXPECT_EQ(p["filters"]["process"], 3);
   EXPECT_EQ(p["filters"]["create_file"], 9);  // tool_started, file_write, tool_finished each
   EXPECT_EQ(p["filters"]["path_made"], 1);    // the process that wrote made.txt

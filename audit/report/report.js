@@ -228,11 +228,20 @@
     const r = x.rec;
     if (r.type === 'policy_denied') return [r.type, str(r.tool), 'scope ' + str(r.scope), str(r.rule), str(r.decided_by), where(x)];
     if (r.type === 'network') return [r.type, str(r.identity), str(r.host) + ':' + str(r.port), str(r.rule), str(r.reason), where(x)];
+    if (r.type === 'approval') return [r.type, str(r.tool), cut(str(r.subject), 400), str(r.rule), str(r.rule_source) + ': ' + str(r.answer) + ' (' + str(r.asked_via) + ')', where(x)];
     const what = (Array.isArray(r.denials) ? r.denials : []).map(obj).map(function (d) {
       return str(d.path !== undefined ? d.path : d.address !== undefined ? d.address : d.object);
     }).join(', ');
     return [str(r.type), str(r.tool), what, str(r.layer), '', where(x)];
   }), 'nothing was denied');
+
+  add(body, el('h2', null, 'Approvals'));
+  table(body, ['tool', 'kind', 'what', 'rule', 'rule source', 'asked via', 'answer', 'waited ms', 'line'],
+    ofType('approval').map(function (x) {
+      const r = x.rec;
+      return [str(r.tool), str(r.kind), cut(str(r.subject), 400), str(r.rule), str(r.rule_source),
+        str(r.asked_via), str(r.answer), str(r.wait_ms), where(x)];
+    }), 'no approval was asked for');
 
   add(body, el('h2', null, 'Network'));
   table(body, ['who', 'to', 'decision', 'rule', 'reason / error', 'bytes up', 'bytes down', 'line'],
