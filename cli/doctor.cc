@@ -233,12 +233,7 @@ Json CredentialStoresCheck() {
 // Issue 34: the approval rules the policy here loads (ask, allow, deny, and where each comes
 // from), and who an `ask` would go to from this shell: the terminal, or no one (CI=true, or no
 // controlling terminal), in which case every ask is refused at once.
-Json ApprovalsCheck(const std::vector<std::string>& extra) {
-  std::error_code ec;
-  const std::string here = std::filesystem::current_path(ec).string();
-  PolicySources sources = DefaultPolicySources(ShippedPolicyDir(), ec ? std::string() : here);
-  sources.extra_files = extra;
-  auto policy = LoadPolicy(sources);
+Json ApprovalsCheck(const Result<Policy>& policy) {
   if (!policy) return Check("approvals", false, policy.error().message, "fix the policy");
   std::size_t by[3] = {0, 0, 0};
   for (const ApprovalRule& r : policy->approval_rules) ++by[static_cast<int>(r.decision)];
@@ -448,19 +443,18 @@ void AddDoctorCommand(CLI::App& root, Context& ctx) {
       "and the shipped policy are writable by root or you only, 1 when not");
   ctx.run[cmd] = [json, deep, policies]() -> int {
     Json report;
-    bool allow_weaker = false;
-    {
-      std::error_code ec;
-      const std::string here = std::filesystem::current_path(ec).string();
-      PolicySources sources = DefaultPolicySources(ShippedPolicyDir(), ec ? std::string() : here);
-      sources.extra_files = *policies;
-      if (auto policy = LoadPolicy(sources)) allow_weaker = policy->allow_weaker_sandbox;
-    }
+    // The policy here with the --policy layers: its allow_weaker, and its approval rules.
+    std::error_code ec;
+    const std::string here = std::filesystem::current_path(ec).string();
+    PolicySources sources = DefaultPolicySources(ShippedPolicyDir(), ec ? std::string() : here);
+    sources.extra_files = *policies;
+    const Result<Policy> policy = LoadPolicy(sources);
+    const bool allow_weaker = policy && policy->allow_weaker_sandbox;
     const bool confines = RunDoctor(&report, "", *deep, allow_weaker);
     report["checks"].push_back(AuditLogCheck());
     report["checks"].push_back(AuditSigningCheck());
     report["checks"].push_back(ReadUrlCheck());
-    report["checks"].push_back(ApprovalsCheck(*policies));
+    report["checks"].push_back(ApprovalsCheck(policy));
     Json install = InstallCheck();
     const bool installed = install["ok"].get<bool>();
     report["checks"].push_back(std::move(install));

@@ -991,10 +991,7 @@ bool RuleMatchesDomain(const ApprovalRule& rule, std::string_view host, int port
   std::string name = AsciiLower(host);
   if (!name.empty() && name.back() == '.') name.pop_back();
   if (const auto ip = ParseIpAddress(name)) return r->address && r->host == ip->Text();
-  if (r->address) return false;
-  if (!r->wildcard) return name == r->host;
-  return name.size() > r->host.size() + 1 && name.ends_with(r->host) &&
-         name[name.size() - r->host.size() - 1] == '.';
+  return r->MatchesName(name);
 }
 
 bool RuleMatchesArgv(const ApprovalRule& rule, const ArgvSubject& subject) {

@@ -143,19 +143,19 @@ bool InPrefix(const IpAddress& a, const unsigned char* prefix, int bits, bool v4
   return (b[i] & mask) == (prefix[i] & mask);
 }
 
-bool NameMatches(const DomainRule& rule, std::string_view name) {
-  if (rule.address) return false;
-  if (!rule.wildcard) return name == rule.host;
-  return name.size() > rule.host.size() + 1 && name.ends_with(rule.host) &&
-         name[name.size() - rule.host.size() - 1] == '.';
-}
-
 std::string PortsText(const DomainRule& r) {
   if (r.port) return std::to_string(*r.port);
   return "80 and 443";
 }
 
 }  // namespace
+
+bool DomainRule::MatchesName(std::string_view name) const {
+  if (address) return false;
+  if (!wildcard) return name == host;
+  return name.size() > host.size() + 1 && name.ends_with(host) &&
+         name[name.size() - host.size() - 1] == '.';
+}
 
 bool DomainRule::AllowsPort(int p) const {
   if (port) return p == *port;
@@ -404,8 +404,7 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
   NameDecision d;
   const std::string shown = host.address && !host.address->v4 ? "[" + host.name + "]" : host.name;
   for (const DomainRule& r : policy.deny) {
-    const bool match =
-        r.address ? (host.address && r.host == host.name) : NameMatches(r, host.name);
+    const bool match = r.address ? (host.address && r.host == host.name) : r.MatchesName(host.name);
     if (match && (!r.port || *r.port == port)) {
       d.rule = r;
       d.reason = shown + " is denied by deny_domains rule " + r.text + " (" + r.source + ")";
@@ -414,8 +413,7 @@ NameDecision DecideName(const EgressPolicy& policy, const EgressHost& host, int 
   }
   const DomainRule* name_match = nullptr;
   for (const DomainRule& r : policy.allow) {
-    const bool match =
-        host.address ? (r.address && r.host == host.name) : NameMatches(r, host.name);
+    const bool match = host.address ? (r.address && r.host == host.name) : r.MatchesName(host.name);
     if (!match) continue;
     if (r.AllowsPort(port)) {
       d.allowed = true;

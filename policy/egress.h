@@ -32,6 +32,9 @@ struct DomainRule {
   std::optional<int> port;
   std::string source;  // "policies.d/10-net.toml:3", "--allow-domain", "preset npm", ...
   bool AllowsPort(int p) const;
+  // Whether a name rule matches `name` (lower case, no trailing dot): that name, or for a
+  // wildcard a name below its suffix. An address rule matches no name.
+  bool MatchesName(std::string_view name) const;
 };
 // Refuses an empty entry, a bare "*", a wildcard inside a label ("a*.b"), a name that is not a
 // DNS name, a port outside 1..65535 and a NUL byte, naming what is wrong.
