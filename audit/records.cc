@@ -143,6 +143,7 @@ Json RecoveryRecord::ToJson() const {
   Put(j, "error", error);
   Put(j, "stage_log_error", stage_log_error);
   Put(j, "copy", copy);
+  Put(j, "held", held);
   return j;
 }
 
@@ -394,6 +395,8 @@ constexpr AuditFieldInfo kChangeFields[] = {
     {"before_image", false, kStr,
      "[audit] before_images: stored, over_file_cap, over_session_cap or failed"},
     {"before_image_error", false, kStr, "why the before-image was not stored (failed)"},
+    {"approval", false, kStr,
+     "a change held for approval and installed on its answer: the approval record's id", 34},
 };
 constexpr AuditShape kChangeShape{"change", kChangeFields};
 
@@ -414,6 +417,8 @@ constexpr AuditFieldInfo kRefusedFields[] = {
     {"path_escaped", false, kBool, "the path's bytes were escaped"},
     {"git", false, ArrayOf(kGitContentShape),
      "reason git_content: what the index or ref would have landed"},
+    {"approval", false, kStr,
+     "reason approval_denied (or a conflict found when approved): the approval record's id", 34},
 };
 constexpr AuditShape kRefusedShape{"refused_change", kRefusedFields};
 
@@ -821,8 +826,11 @@ constexpr AuditFieldInfo kRecovery[] = {
     {"stage", true, kStr, "the stage directory a killed cordon left (<state>/stage/PID-RANDOM/N)"},
     {"outcome", true, kStr,
      "finished (committed by the rules the stage carries), quarantined (whole: nothing of it "
-     "reached the tree) or kept (its commit could not complete; the next start tries again)",
+     "reached the tree), kept (its commit could not complete; the next start tries again), held "
+     "(changes an approval rule held wait for an answer in the held store: `cordon approvals`; "
+     "none is in the tree) or expired (held past approvals.held_days: moved to the quarantine)",
      21},
+    {"held", false, kStr, "held: its id in the held store (`cordon approvals show ID`)", 34},
     {"reason", false, kStr,
      "quarantined: never_committed (it was killed before its commit), recovery_died (a recovery "
      "of it crashed) or rules_unreadable (its rules file is missing or torn: an older cordon's)",

@@ -366,7 +366,7 @@ struct LocalServerStoppedRecord {
 struct RecoveryRecord {
   static constexpr std::string_view kType = "recovery";
   std::string stage{};                       // the stage directory as it was
-  std::string outcome{};                     // finished | quarantined | kept
+  std::string outcome{};  // finished | quarantined | kept | held | expired
   std::optional<std::string> reason{};       // quarantined: never_committed, recovery_died, ...
   std::optional<std::string> rules_error{};  // why the stage's rules file could not be read
   // The session that staged it, from the stage's rules file (absent when it was unreadable).
@@ -384,6 +384,7 @@ struct RecoveryRecord {
   // Recorded here, not in stage_log: why that log could not take it, and where its copy is.
   std::optional<std::string> stage_log_error{};
   std::optional<std::string> copy{};
+  std::optional<std::string> held{};  // held: its id in the held store
   Json ToJson() const;
 };
 

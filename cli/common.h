@@ -161,6 +161,7 @@ void AddMcpCommand(CLI::App& root, Context& ctx);
 void AddDoctorCommand(CLI::App& root, Context& ctx);
 void AddToolsCommand(CLI::App& root, Context& ctx);
 void AddPolicyCommand(CLI::App& root, Context& ctx);
+void AddApprovalsCommand(CLI::App& root, Context& ctx);
 void AddAuditCommand(CLI::App& root, Context& ctx);
 void AddSetupCommand(CLI::App& root, Context& ctx);
 // The hidden `_generate`: completions, man page and the command list, from this same tree.

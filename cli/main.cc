@@ -158,6 +158,7 @@ int Run(int argc, char** argv, char** envp) {
   AddDoctorCommand(app, ctx);
   AddToolsCommand(app, ctx);
   AddPolicyCommand(app, ctx);
+  AddApprovalsCommand(app, ctx);
   AddAuditCommand(app, ctx);
   AddSetupCommand(app, ctx);
   AddVersionCommand(app, ctx);

@@ -76,6 +76,15 @@ ApprovalReply TerminalAsker::Ask(const ApprovalQuestion& q) {
     text += "  " + TerminalSafe(q.tool, true) + " would run: " + TerminalSafe(q.subject, true);
   } else if (q.kind == "write") {
     text += "  " + TerminalSafe(q.tool, true) + " would " + TerminalSafe(q.subject, true);
+  } else if (q.kind == "commit") {
+    // Every diff line is indented: no line the process wrote can pass for cordon's own.
+    text += "  " + TerminalSafe(q.tool, true) + " would " + TerminalSafe(q.subject, true) + "\n";
+    std::string_view d = q.detail;
+    while (!d.empty()) {
+      const std::size_t nl = d.find('\n');
+      text += "    | " + TerminalSafe(d.substr(0, nl), true) + "\n";
+      d = nl == std::string_view::npos ? std::string_view() : d.substr(nl + 1);
+    }
   } else {
     text += "  " + TerminalSafe(q.subject, true);
   }

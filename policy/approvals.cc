@@ -111,6 +111,42 @@ bool PathPatternMatches(std::string_view pattern, std::string_view path) {
   return false;
 }
 
+bool PatternCouldMatchBelow(std::string_view pattern, std::string_view dir) {
+  bool anchored = false;
+  while (!pattern.empty() && pattern.front() == '/') {
+    anchored = true;
+    pattern.remove_prefix(1);
+  }
+  while (!pattern.empty() && pattern.back() == '/') pattern.remove_suffix(1);
+  if (pattern.empty()) return false;
+  if (pattern.find('/') == std::string_view::npos && !anchored) return true;
+  std::vector<std::string_view> pat = Components(pattern);
+  while (!pat.empty() && pat.back() == "**") pat.pop_back();
+  const std::vector<std::string_view> txt = Components(dir);
+  if (txt.empty()) return true;  // the workspace's root: anything could be below it
+  // A prefix of `dir` that the whole pattern matches covers everything below it.
+  std::vector<char> reach(txt.size() + 1, 0), next(txt.size() + 1, 0);
+  reach[0] = 1;
+  for (std::size_t m = 0; m < pat.size(); ++m) {
+    // The pattern's first m components match all of `dir`: a later one could match below it.
+    if (reach[txt.size()]) return true;
+    const std::string_view p = pat[m];
+    if (p == "**") {
+      char any = 0;
+      for (std::size_t j = 0; j <= txt.size(); ++j)
+        next[j] = any = static_cast<char>(any | reach[j]);
+    } else {
+      next[0] = 0;
+      for (std::size_t j = 1; j <= txt.size(); ++j)
+        next[j] = static_cast<char>(reach[j - 1] && SegmentMatches(p, txt[j - 1]));
+    }
+    reach.swap(next);
+  }
+  // The whole pattern matched `dir` or one of its ancestors: what is below matches (a rule on a
+  // directory covers what is in it; a trailing `**` is what is below).
+  return std::any_of(reach.begin() + 1, reach.end(), [](char c) { return c != 0; });
+}
+
 // --- shell words ---
 
 struct SplitWords {
@@ -981,6 +1017,10 @@ bool RuleMatchesTool(const ApprovalRule& rule, std::string_view tool) {
 
 bool RuleMatchesPath(const ApprovalRule& rule, std::string_view path) {
   return rule.matcher == ApprovalMatcher::kPath && PathPatternMatches(rule.pattern, path);
+}
+
+bool RuleCouldMatchBelow(const ApprovalRule& rule, std::string_view dir) {
+  return rule.matcher == ApprovalMatcher::kPath && PatternCouldMatchBelow(rule.pattern, dir);
 }
 
 bool RuleMatchesDomain(const ApprovalRule& rule, std::string_view host, int port) {

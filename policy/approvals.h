@@ -87,6 +87,10 @@ bool RuleMatchesArgv(const ApprovalRule& rule, const ArgvSubject& subject);
 // matches the last component at any depth (as .gitignore reads it); `**` matches any number of
 // whole components, `*` and `?` never match '/'.
 bool RuleMatchesPath(const ApprovalRule& rule, std::string_view path);
+// Whether some path strictly below the directory `dir` could match a path rule: what a commit
+// asks about before it deletes or replaces a directory with everything below it. Conservative:
+// a pattern without '/' (any depth) could always match below.
+bool RuleCouldMatchBelow(const ApprovalRule& rule, std::string_view dir);
 // `host` a lower-case name or canonical address, `port` 1..65535 (0: any).
 bool RuleMatchesDomain(const ApprovalRule& rule, std::string_view host, int port);
 

@@ -36,12 +36,14 @@ inline constexpr EnumName<AskedVia> kAskedViaNames[] = {
 };
 
 struct ApprovalQuestion {
-  std::string kind{};               // "call", "launch", "write" (and later "commit", "connect")
+  std::string kind{};               // "call", "launch", "write", "commit" (and later "connect")
   std::string tool{};               // the tool the call is to
   std::string subject{};            // one line: the tool name, the argv, the path and its operation
   std::vector<std::string> argv{};  // a launch's argv (the record keeps it, redacted)
   std::vector<std::string> paths{};
   std::string operation{};  // a write's: "create", "edit", "replace"
+  // A commit's: what the held entries would change, a redacted unified diff (capped).
+  std::string detail{};
   std::string rule_id{};
   std::string rule_source{};  // "file:line"
   std::string reason{};       // the rule's own reason, or a line saying what it guards

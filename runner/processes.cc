@@ -259,6 +259,11 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
     CommitRules rules;
     rules.extra_protected = policy_.filesystem.protected_names;
     rules.xattr_allow = policy_.filesystem.xattr_allow;
+    // The path rules of [[approvals.rules]] (allow ones too: within a layer the first match
+    // decides): what a commit holds for an answer or refuses (issue 34).
+    for (const ApprovalRule& r : policy_.approval_rules) {
+      if (r.matcher == ApprovalMatcher::kPath) rules.approval_paths.push_back(r);
+    }
     if (auto it = policy_.entry_provenance.find("filesystem.protected_names");
         it != policy_.entry_provenance.end()) {
       for (const auto& name : rules.extra_protected) {
@@ -272,6 +277,9 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
         stage_quarantine_.empty() ? CordonStateDir() + "/quarantine/unnamed" : stage_quarantine_,
         std::move(rules), stage_origin_, stage_sink_, stage_recovered_, RunGitConfined);
     staging_->SetBeforeImages(before_images_);
+    // With no one set to ask, held entries are answered no at once (quarantined, recorded).
+    staging_->SetHolding(hold_asker_ ? hold_asker_ : [](const HeldQuestion&) { return HeldAnswer{}; },
+                         policy_.approvals_held_days);
     staging_ready_ = staging_.get();
   }
   return staging_.get();
@@ -342,6 +350,7 @@ Result<LaunchPlan> ProcessHost::Plan(const ProcessRequest& request, LaunchResour
     if (acquired != nullptr) {
       ASSIGN_OR_RETURN(StagedWorkspace * staging, StagingFor());
       ASSIGN_OR_RETURN(std::shared_ptr<Stage> made, staging->NewStage(roots));
+      made->SetCaller(req.call, req.tool, req.owner);
       facts.staged = made->roots();
       if (stage != nullptr) *stage = std::move(made);
     } else {

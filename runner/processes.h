@@ -82,6 +82,9 @@ class ProcessHost {
   void SetBeforeImages(std::shared_ptr<BeforeImageStore> store) {
     before_images_ = std::move(store);
   }
+  // How a final commit's held entries are asked about (issue 34): the session's Asker, through
+  // Session::AskHeld. Without it they are quarantined (no one to ask).
+  void SetHolding(HoldAsker asker) { hold_asker_ = std::move(asker); }
   // `origin`: this session, as every stage it makes carries it. `recovered`: what the session's
   // first staged launch recovered of the stages killed cordons left (StagedWorkspace::Recover).
   void SetStaging(std::string quarantine, StageOrigin origin, StagedWorkspace::Sink sink,
@@ -272,6 +275,7 @@ class ProcessHost {
   StagedWorkspace::Sink stage_sink_;
   StageOrigin stage_origin_;
   StagedWorkspace::RecoverySink stage_recovered_;
+  HoldAsker hold_asker_;
   std::shared_ptr<BeforeImageStore> before_images_;
   std::mutex staging_mu_;
   std::optional<StagingSupport> staging_support_;

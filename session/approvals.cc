@@ -1,10 +1,12 @@
 // Approvals in the session (issue 34, docs/adr/0015-approvals.md): the one place an `ask` of
 // [[approvals.rules]] is put to the session's Asker, a kept `session` answer is found, and the
 // approval record is written before what it allows.
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 
+#include "core/line_diff.h"
 #include "runner/host_probe.h"
 #include "session/session.h"
 
@@ -71,7 +73,7 @@ Status Session::Settle(const Decision& d, ApprovalQuestion q, std::uint64_t call
 }
 
 Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t call,
-                        const std::string& owner) {
+                        const std::string& owner, std::string* approval_id) {
   q.rule_id = d.rule;
   q.rule_source = d.source;
   q.reason = d.reason;
@@ -122,6 +124,7 @@ Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t cal
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
             .count();
   }
+  if (approval_id != nullptr) *approval_id = rec.id;
   rec.asked_via = std::string(Name(kAskedViaNames, reply.via));
   rec.answer = std::string(Name(kApprovalAnswerNames, reply.answer));
   if (!reply.client.empty()) rec.client = reply.client;
@@ -153,6 +156,54 @@ Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t cal
   }
   return Fail(Code::kApprovalRequired, d.reason + "; no one could be asked (" + reply.why_no_one +
                                            "; " + rec.id + "); " + allow_line);
+}
+
+HeldAnswer Session::AskHeld(const HeldQuestion& held) {
+  HeldAnswer out;
+  if (held.entries.empty()) return out;
+  // One question per commit. Its rule is the first held entry's; entries held by other rules
+  // are named in the question and asked about with it.
+  Decision d{.verdict = Verdict::kAsk,
+             .rule = held.entries[0].rule,
+             .source = held.entries[0].rule_source};
+  std::vector<std::string> rules;
+  for (const HeldEntry& h : held.entries) {
+    if (std::find(rules.begin(), rules.end(), h.rule) == rules.end()) rules.push_back(h.rule);
+  }
+  if (rules.size() > 1) {
+    d.rule.clear();
+    for (const std::string& r : rules) d.rule += (d.rule.empty() ? "" : ",") + r;
+  }
+  for (const ApprovalRule& r : policy_.approval_rules) {
+    if (r.id == held.entries[0].rule) d.reason = r.reason;
+  }
+  if (d.reason.empty())
+    d.reason = "the changes of " + held.tool + " to paths that rule " + d.rule + " holds";
+  ApprovalQuestion q{.kind = "commit", .tool = held.tool};
+  std::string subject;
+  for (const HeldEntry& h : held.entries) {
+    q.paths.push_back(h.path);
+    if (subject.size() < 2048) subject += (subject.empty() ? "" : ", ") + h.path + " (" + h.op + ")";
+  }
+  q.subject = "change " + std::to_string(held.entries.size()) + " held path" +
+              (held.entries.size() == 1 ? "" : "s") + ": " + subject;
+  // The diff, redacted, cut at 4 KiB: a person sees what would land, never a secret in it.
+  std::string diff;
+  for (const HeldQuestion::Content& c : held.contents) {
+    std::string part = UnifiedDiff(c.before, c.after, "a/" + c.path, "b/" + c.path);
+    if (c.before_cut || c.after_cut) part += "[cordon: " + c.path + " is longer than shown]\n";
+    diff += part;
+    if (diff.size() > 4096) break;
+  }
+  redactor_.Redact(diff);
+  if (diff.size() > 4096) {
+    diff.resize(4096);
+    diff += "\n[cordon: the rest of the diff is not shown]\n";
+  }
+  q.detail = std::move(diff);
+  const Status st = Approve(d, std::move(q), held.call, held.owner, &out.approval);
+  out.approve = st.has_value();
+  return out;
 }
 
 Status Session::GateLaunch(const ProcessRequest& req) {

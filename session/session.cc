@@ -141,6 +141,8 @@ Result<Policy> LoadSessionPolicy(const SessionOptions& options, const PolicySour
   return policy;
 }
 
+}  // namespace
+
 // What the redactor knows before anything is read or run: the policy's rules and values, the
 // secret-looking environment, the named variables, the user's credential stores. (The
 // workspace's secret files are scanned beside the session: Session::StartSecretScan.) Returns
@@ -170,6 +172,8 @@ Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, char** envp
   }
   return redaction_json;
 }
+
+namespace {
 
 // A weaker mode is never chosen silently: once per session, on stderr (MCP's stdout is
 // untouched), and in every process record's confinement.
@@ -454,6 +458,7 @@ void Session::StartProcessHost(Result<SandboxHost> host, char** envp,
   processes_->SetGitIdentity(GitIdentityVariables(git_identity, policy_.env));
   network_gate_->session = raw;
   processes_->SetLaunchGate([raw](const ProcessRequest& req) { return raw->GateLaunch(req); });
+  processes_->SetHolding([raw](const HeldQuestion& q) { return raw->AskHeld(q); });
   processes_->SetEgress([raw](const EgressPolicy& policy, const ProcessRequest& req) {
     std::string identity = req.egress_identity.empty() ? "tool " + req.tool : req.egress_identity;
     return raw->BindEgress(policy, std::move(identity));

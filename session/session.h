@@ -91,6 +91,11 @@ bool CapToolResult(Json& result, std::size_t cap);
 // Returns whether anything was cut.
 bool CapStructuredResult(Json& structured, std::size_t cap);
 
+// What the redactor knows before anything is read or run: the policy's rules and values, the
+// secret-looking environment, the named variables, the user's credential stores. Returns
+// session_started's `redaction`. (Also `cordon approvals show`'s, for the diff it prints.)
+Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, char** envp);
+
 class Session {
  public:
   static Result<std::unique_ptr<Session>> Start(const SessionOptions& options, char** envp);
@@ -199,7 +204,10 @@ class Session {
   // writes the approval record before anything it allows, and says whether to go on: an error
   // names the rule, who could not be asked and the line that allows it.
   Status Approve(const Decision& d, ApprovalQuestion q, std::uint64_t call,
-                 const std::string& owner);
+                 const std::string& owner, std::string* approval_id = nullptr);
+  // A final commit's held entries (workspace/staging.h): one question with the paths, their
+  // operations and a redacted diff; the answer the stage applies.
+  HeldAnswer AskHeld(const HeldQuestion& q);
   // A decision of the approval rules (allow, ask or deny) for a launch or a write: a deny is
   // recorded as policy_denied, an ask goes to Approve.
   Status Settle(const Decision& d, ApprovalQuestion q, std::uint64_t call,

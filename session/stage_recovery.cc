@@ -43,6 +43,7 @@ RecoveryRecord RecoveryRecordOf(const StageRecovery& r, const std::string& recov
     if (escaped) rec.left_escaped = true;
   }
   if (!r.error.empty()) rec.error = r.error;
+  if (!r.held.empty()) rec.held = r.held;
   return rec;
 }
 
@@ -52,6 +53,14 @@ std::string RecoverySummary(const StageRecovery& r, const std::string& recorded_
   if (r.outcome == "quarantined") {
     what = "quarantined whole (" + r.reason + "): " + std::to_string(r.left.size()) +
            " entries, none installed, in " + r.quarantine;
+  } else if (r.outcome == "held") {
+    what = std::to_string(r.left.size()) +
+           " changes an approval rule held wait for an answer, none installed (cordon approvals "
+           "show " +
+           r.held + ")";
+  } else if (r.outcome == "expired") {
+    what = "held past approvals.held_days, unanswered: " +
+           std::to_string(r.commit.refused.size()) + " entries moved to the quarantine";
   } else {
     what = std::string(r.outcome == "finished" ? "finished" : "not finished") +
            " by its own rules: " + std::to_string(r.commit.changes.size()) + " installed, " +
@@ -64,7 +73,7 @@ std::string RecoverySummary(const StageRecovery& r, const std::string& recorded_
                       true);
 }
 
-Status StageLogAppender::Append(const std::string& path, const RecoveryRecord& record) {
+Status StageLogAppender::Append(const std::string& path, const AuditRecord& record) {
   auto it = writers_.find(path);
   if (it == writers_.end()) {
     // Never a new file: a log that is gone is not made again here.

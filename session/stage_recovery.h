@@ -30,7 +30,7 @@ class StageLogAppender {
  public:
   StageLogAppender(std::string session, const Redactor* redactor)
       : session_(std::move(session)), redactor_(redactor) {}
-  Status Append(const std::string& path, const RecoveryRecord& record);
+  Status Append(const std::string& path, const AuditRecord& record);
 
  private:
   std::string session_;

@@ -138,6 +138,8 @@ struct FileChange {
   // [audit] before_images: what storing the old content did (stored, over_file_cap,
   // over_session_cap, failed) and, failed, why. Empty when off or nothing was replaced.
   std::string before_image, before_image_error;
+  // A change held for approval and installed on its answer: the approval record's id.
+  std::string approval;
   // For hashing: the before and after identity.
   std::optional<SnapEntry> was, now;
 };

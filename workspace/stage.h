@@ -20,6 +20,7 @@
 
 #include "core/before_images.h"
 #include "core/error.h"
+#include "policy/approvals.h"
 #include "workspace/changes.h"
 
 namespace cordon {
@@ -27,6 +28,8 @@ namespace cordon {
 // What an upper-layer entry is. A whiteout (a character device 0:0) deletes the lower entry of
 // that name; anything else that is not a file, directory or symlink is kOther (refused).
 enum class UpperKind { kFile, kDir, kSymlink, kWhiteout, kOther };
+// file, dir, symlink, whiteout, other: as records name them.
+const char* UpperTypeName(UpperKind k);
 
 // The identity of an inode as statx saw it: a ledger compares these between commits.
 struct InodeSig {
@@ -52,6 +55,10 @@ struct UpperEntry {
   InodeSig host_sig;
   // Filled by MarkUnreadableHeads: a git directory's HEAD whose content git cannot read.
   bool unreadable_head = false;
+  // Filled by MarkHeldBelow: the strictest rule of CommitRules::approval_paths that a host entry
+  // below this one matches, when this entry would take them with it (a whiteout or an opaque
+  // directory over a host directory, a file in a directory's place); -1: none.
+  int below_rule = -1;
 };
 
 struct UpperLimits {
@@ -98,6 +105,11 @@ struct CommitRules {
   // filesystem.xattr_allow: the `user.*` extended attributes a file the process made keeps on
   // the host (XattrAllowed); every other one it set stays in the stage.
   std::vector<std::string> xattr_allow;
+  // The `path` rules of [[approvals.rules]] (policy/approvals.h) that ask or deny, as the staging
+  // session's policy had them: an entry an `ask` rule matches is held for an answer (kHold), one a
+  // `deny` rule matches is refused (approval_denied). Applied to the workspace's root only (the
+  // rules' paths are relative to it); Stage::Commit clears them for the other roots.
+  std::vector<ApprovalRule> approval_paths;
 };
 
 // Every field of CommitRules as JSON, and back: a stage carries the rules its commit needs
@@ -122,6 +134,12 @@ void FindRepositoryDirs(int root_fd, std::span<const UpperEntry> upper, CommitRu
 // repository and fall through to a parent directory's. One that cannot be read is marked too.
 void MarkUnreadableHeads(int upper_fd, std::vector<UpperEntry>& entries, const CommitRules& rules);
 
+// Walks the host directories that the listed entries would delete or replace (below `root_fd`,
+// through descriptors, never following a symlink) for paths an `ask` or `deny` rule of
+// rules.approval_paths matches, and sets each such entry's below_rule. A walk that cannot finish
+// (unreadable, past its bounds) takes the strictest rule that could match there.
+void MarkHeldBelow(int root_fd, std::vector<UpperEntry>& entries, const CommitRules& rules);
+
 enum class CommitAction {
   kKeepDir,  // a directory only copied up (something below it changed): ensure it exists
   kMkdir,    // a directory the host does not have
@@ -142,10 +160,17 @@ struct CommitDecision {
   bool opaque = false;    // kMkdir/kKeepDir of an opaque directory: host children not in the
                           // upper are deleted first
   std::size_t entry = 0;  // index into the listing
+  // Held for an answer (issue 34): the id and file:line of the `ask` path rule that matched. The
+  // action is what approval installs; until then the entry stays in the upper layer.
+  std::string hold{}, hold_source{};
 };
 
 // Pure: the listing (with host facts) and the rules in, one decision per entry out, in the
-// listing's order. A refused directory refuses everything below it (below_refused).
+// listing's order. A refused directory refuses everything below it (below_refused). An entry
+// the rules would land that an `ask` rule of rules.approval_paths matches is held (hold set), as
+// is a change that would take host entries below it with it (a deleted or opaque directory, a
+// file in a directory's place) when a rule could match one of them, and everything below a held
+// directory; one a `deny` rule matches is refused (approval_denied).
 std::vector<CommitDecision> PlanCommit(std::span<const UpperEntry> upper, const CommitRules& rules);
 
 // What a commit remembers between commit points of a long-lived process, whose overlay stays
@@ -192,6 +217,7 @@ struct RefusedEntry {
   std::string quarantine;  // where it went (absolute), empty when nothing was kept (a whiteout)
   // git_content: what it would have landed, [{ref, commit, path, rule}] or [{ref, error}].
   Json git = nullptr;
+  std::string approval{};  // approval_denied: the approval record's id (empty: a deny rule)
 };
 
 struct CommitOutcome {

@@ -24,15 +24,6 @@
 #include "workspace/stage_fs.h"
 
 namespace cordon {
-namespace {
-
-using stage::LeafOf;
-using stage::ParentOf;
-using stage::SigOf;
-using stage::StatAt;
-
-// A deletion's walk stops here: the commit fails rather than walk without end.
-constexpr std::uint64_t kMaxTreeEntries = 1u << 22;
 
 const char* UpperTypeName(UpperKind k) {
   switch (k) {
@@ -49,6 +40,15 @@ const char* UpperTypeName(UpperKind k) {
   }
   return "other";
 }
+namespace {
+
+using stage::LeafOf;
+using stage::ParentOf;
+using stage::SigOf;
+using stage::StatAt;
+
+// A deletion's walk stops here: the commit fails rather than walk without end.
+constexpr std::uint64_t kMaxTreeEntries = 1u << 22;
 
 const char* HostTypeName(mode_t m) {
   if (S_ISREG(m)) return "file";

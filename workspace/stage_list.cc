@@ -261,6 +261,56 @@ void ReadHostFacts(int root_fd, std::vector<UpperEntry>& entries) {
   }
 }
 
+void MarkHeldBelow(int root_fd, std::vector<UpperEntry>& entries, const CommitRules& rules) {
+  if (rules.approval_paths.empty()) return;
+  const auto stricter = [&](int a, int b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return ApprovalStrictness(rules.approval_paths[b].decision) >
+                   ApprovalStrictness(rules.approval_paths[a].decision)
+               ? b
+               : a;
+  };
+  for (UpperEntry& e : entries) {
+    e.below_rule = -1;
+    const bool takes_below =
+        e.host == HostKind::kDir && (e.kind != UpperKind::kDir || e.opaque);
+    if (!takes_below) continue;
+    // The rules that could match below at all, strictest first found.
+    int could = -1;
+    for (std::size_t r = 0; r < rules.approval_paths.size(); ++r) {
+      if (rules.approval_paths[r].decision == ApprovalDecision::kAllow) continue;
+      if (RuleCouldMatchBelow(rules.approval_paths[r], e.rel)) could = stricter(could, int(r));
+    }
+    if (could < 0) continue;
+    stage::DirChain chain(root_fd);
+    auto dir = chain.Open(e.rel);
+    if (!dir) {
+      e.below_rule = could;  // cannot look: as if it matched
+      continue;
+    }
+    int found = -1;
+    WalkOptions opts;
+    opts.max_depth = 64;
+    opts.max_entries = 100000;
+    opts.too_deep = TooDeep::kFail;
+    opts.too_many = TooDeep::kFail;
+    opts.what = "the host directory " + e.rel;
+    WalkHooks hooks;
+    hooks.visit = [&](const WalkEntry& w) -> Result<Visit> {
+      const std::string path = e.rel + "/" + *w.rel;
+      const ApprovalMatch m = EvaluatePath(rules.approval_paths, path);
+      if (m.rule != nullptr && m.decision != ApprovalDecision::kAllow) {
+        found = stricter(found, int(m.rule - rules.approval_paths.data()));
+        if (m.decision == ApprovalDecision::kDeny) return Visit::kStop;
+      }
+      return w.type == DT_DIR || w.type == DT_UNKNOWN ? Visit::kDescend : Visit::kNext;
+    };
+    const auto walked = WalkTree(*dir, opts, hooks);
+    e.below_rule = walked ? found : could;
+  }
+}
+
 void MarkUnreadableHeads(int upper_fd, std::vector<UpperEntry>& entries, const CommitRules& rules) {
   stage::DirChain chain(upper_fd);
   for (UpperEntry& e : entries) {

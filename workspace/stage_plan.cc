@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "policy/git_rules.h"
@@ -226,6 +227,8 @@ std::vector<CommitDecision> PlanCommit(std::span<const UpperEntry> upper,
   // Refused directories: whatever is below one is refused with it. Looked up by each ancestor,
   // so the result does not depend on siblings being adjacent in the listing.
   std::set<std::string, std::less<>> refused;
+  // Held directories (issue 34): what is below one is held with it, by its rule.
+  std::map<std::string, std::pair<std::string, std::string>, std::less<>> held;
   for (std::size_t i = 0; i < upper.size(); ++i) {
     const UpperEntry& e = upper[i];
     bool below = false;
@@ -234,7 +237,36 @@ std::vector<CommitDecision> PlanCommit(std::span<const UpperEntry> upper,
       below = refused.find(p) != refused.end();
     }
     CommitDecision d = below ? Refuse(e, i, "below_refused") : Decide(e, i, rules);
+    if (d.action != CommitAction::kRefuse && !rules.approval_paths.empty()) {
+      const std::pair<std::string, std::string>* under = nullptr;
+      for (std::string_view p = stage::ParentOf(e.rel); !p.empty() && under == nullptr;
+           p = stage::ParentOf(p)) {
+        if (auto it = held.find(p); it != held.end()) under = &it->second;
+      }
+      if (under != nullptr) {
+        d.hold = under->first;
+        d.hold_source = under->second;
+      } else if (d.action != CommitAction::kKeepDir || d.opaque) {
+        // A change (a directory only copied up is none): the entry's own path, and what it
+        // would take with it from the host.
+        const ApprovalMatch m = EvaluatePath(rules.approval_paths, e.rel);
+        const ApprovalRule* rule = m.decision != ApprovalDecision::kAllow ? m.rule : nullptr;
+        if (e.below_rule >= 0 &&
+            static_cast<std::size_t>(e.below_rule) < rules.approval_paths.size()) {
+          const ApprovalRule& b = rules.approval_paths[e.below_rule];
+          if (rule == nullptr || ApprovalStrictness(b.decision) > ApprovalStrictness(rule->decision))
+            rule = &b;
+        }
+        if (rule != nullptr && rule->decision == ApprovalDecision::kDeny) {
+          d = Refuse(e, i, "approval_denied");
+        } else if (rule != nullptr) {
+          d.hold = rule->id;
+          d.hold_source = rule->where;
+        }
+      }
+    }
     if (d.action == CommitAction::kRefuse && e.kind == UpperKind::kDir) refused.insert(e.rel);
+    if (!d.hold.empty() && e.kind == UpperKind::kDir) held.emplace(e.rel, std::pair(d.hold, d.hold_source));
     out.push_back(std::move(d));
   }
   return out;
@@ -309,6 +341,7 @@ Json StagedChangesJson(const CommitOutcome& outcome, std::size_t max_entries,
     if (c.sha256_after) j["sha256_after"] = *c.sha256_after;
     if (!c.before_image.empty()) j["before_image"] = c.before_image;
     if (!c.before_image_error.empty()) j["before_image_error"] = c.before_image_error;
+    if (!c.approval.empty()) j["approval"] = c.approval;
     entries.push_back(std::move(j));
   }
   Json refused = Json::array();
@@ -320,6 +353,7 @@ Json StagedChangesJson(const CommitOutcome& outcome, std::size_t max_entries,
     j["quarantine"] = EscapePathBytes(r.quarantine, &q_escaped);
     if (q_escaped) j["path_escaped"] = true;
     if (!r.git.is_null()) j["git"] = r.git;
+    if (!r.approval.empty()) j["approval"] = r.approval;
     refused.push_back(std::move(j));
   }
   Json conflicts = Json::array();
@@ -408,24 +442,59 @@ Result<std::vector<std::string>> NamesFromJson(const Json& j, const char* key) {
 Json CommitRulesJson(const CommitRules& rules) {
   // Every field, by position: a field added to CommitRules stops this from compiling.
   const auto& [extra_protected, protected_from, repo_protected, git_dirs, new_git_dirs, masked,
-               xattr_allow] = rules;
+               xattr_allow, approval_paths] = rules;
   Json from = Json::array();
   for (const auto& [name, where] : protected_from)
     from.push_back(Json::array({NameJson(name), NameJson(where)}));
+  Json approvals = Json::array();
+  for (const ApprovalRule& r : approval_paths) {
+    approvals.push_back({{"id", r.id},
+                         {"decision", std::string(Name(kApprovalDecisionNames, r.decision))},
+                         {"path", NameJson(r.pattern)},
+                         {"where", NameJson(r.where)},
+                         {"layer", static_cast<int>(r.layer)},
+                         {"reason", NameJson(r.reason)}});
+  }
   return {{"extra_protected", NamesJson(extra_protected)}, {"protected_from", std::move(from)},
           {"repo_protected", NamesJson(repo_protected)},   {"git_dirs", NamesJson(git_dirs)},
           {"new_git_dirs", NamesJson(new_git_dirs)},       {"masked", NamesJson(masked)},
-          {"xattr_allow", NamesJson(xattr_allow)}};
+          {"xattr_allow", NamesJson(xattr_allow)},         {"approval_paths", std::move(approvals)}};
 }
 
 Result<CommitRules> CommitRulesFromJson(const Json& j) {
-  // A stage made before xattr_allow existed has six fields: it installs no extended attribute.
+  // A stage made before xattr_allow existed has six fields: it installs no extended attribute;
+  // one made before approval_paths, seven: it holds nothing for an answer.
   const bool has_xattr_allow = j.is_object() && j.contains("xattr_allow");
-  if (!j.is_object() || j.size() != (has_xattr_allow ? 7u : 6u))
-    return Fail(Code::kInvalidInput, "the commit rules are not an object of their seven fields");
+  const bool has_approvals = j.is_object() && j.contains("approval_paths");
+  if (!j.is_object() || j.size() != 6u + has_xattr_allow + has_approvals)
+    return Fail(Code::kInvalidInput, "the commit rules are not an object of their eight fields");
   CommitRules rules;
   auto& [extra_protected, protected_from, repo_protected, git_dirs, new_git_dirs, masked,
-         xattr_allow] = rules;
+         xattr_allow, approval_paths] = rules;
+  if (has_approvals) {
+    const Json& list = j["approval_paths"];
+    const auto bad = [] {
+      return Fail(Code::kInvalidInput, "an approval rule of the commit rules is malformed");
+    };
+    if (!list.is_array()) return bad();
+    for (const Json& r : list) {
+      if (!r.is_object() || !r.contains("id") || !r["id"].is_string() ||
+          !r.contains("decision") || !r["decision"].is_string() || !r.contains("layer") ||
+          !r["layer"].is_number_integer() || !r.contains("path") || !r.contains("where") ||
+          !r.contains("reason"))
+        return bad();
+      ApprovalRule rule;
+      rule.id = r["id"].get<std::string>();
+      ASSIGN_OR_RETURN(rule.decision, ParseName(kApprovalDecisionNames,
+                                                r["decision"].get<std::string>(), "decision"));
+      rule.matcher = ApprovalMatcher::kPath;
+      ASSIGN_OR_RETURN(rule.pattern, NameFromJson(r["path"]));
+      ASSIGN_OR_RETURN(rule.where, NameFromJson(r["where"]));
+      ASSIGN_OR_RETURN(rule.reason, NameFromJson(r["reason"]));
+      rule.layer = static_cast<PolicyLayer>(r["layer"].get<int>());
+      approval_paths.push_back(std::move(rule));
+    }
+  }
   if (has_xattr_allow) {
     ASSIGN_OR_RETURN(xattr_allow, NamesFromJson(j, "xattr_allow"));
   }

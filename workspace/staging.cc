@@ -4,10 +4,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,9 +19,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -510,6 +516,180 @@ StagingSupport ProbeStaging(const std::string& stage_dir, const std::string& roo
   return out;
 }
 
+// --- held entries (issue 34) ---
+
+namespace {
+
+std::int64_t RealtimeNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+constexpr int kHeldVersion = 1;
+
+Json HeldEntryJson(const HeldEntry& h) {
+  return {{"root", h.root}, {"rel", NameJson(h.rel)},   {"path", NameJson(h.path)},
+          {"op", h.op},     {"type", h.type},           {"rule", h.rule},
+          {"rule_source", NameJson(h.rule_source)}};
+}
+
+Json HeldManifestJson(const HeldManifest& m) {
+  Json entries = Json::array();
+  for (const HeldEntry& h : m.entries) entries.push_back(HeldEntryJson(h));
+  Json j = {{"version", kHeldVersion},
+            {"held_at_ns", m.held_at_ns},
+            {"expires_at_ns", m.expires_at_ns},
+            {"call", m.call},
+            {"tool", NameJson(m.tool)},
+            {"owner", NameJson(m.owner)},
+            {"entries", std::move(entries)}};
+  if (m.answer) {
+    j["answer"] = {{"approve", m.answer->approve},
+                   {"approval", m.answer->approval},
+                   {"deny_reason", m.deny_reason}};
+  }
+  return j;
+}
+
+// Reads at most `cap` bytes of the regular file `rel` beneath `dir_fd`, never through a symlink.
+// False when there is no regular file there.
+bool ReadBeneath(int dir_fd, const std::string& rel, std::size_t cap, std::string* out,
+                 bool* cut) {
+  open_how how{};
+  how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, dir_fd, rel.c_str(), &how, sizeof how)));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  out->clear();
+  char buf[16384];
+  while (out->size() < cap) {
+    const ssize_t n = ::read(fd.get(), buf, std::min(sizeof buf, cap - out->size()));
+    if (n <= 0) break;
+    out->append(buf, static_cast<std::size_t>(n));
+  }
+  *cut = static_cast<std::uint64_t>(st.st_size) > out->size();
+  return true;
+}
+
+}  // namespace
+
+Result<HeldManifest> ReadHeldManifest(const std::string& stage_dir) {
+  const std::string path = stage_dir + "/held.json";
+  const std::string text = ReadAll(path);
+  const Json j = Json::parse(text, nullptr, false);
+  const auto bad = [&](const std::string& why) {
+    return Fail(Code::kInvalidInput, path + ": " + why);
+  };
+  if (!j.is_object()) return bad("not a JSON object (missing or torn)");
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<std::int64_t>() != kHeldVersion)
+    return bad("not version " + std::to_string(kHeldVersion));
+  for (const char* key : {"held_at_ns", "expires_at_ns", "call"}) {
+    if (!j.contains(key) || !j[key].is_number_integer()) return bad(std::string("no ") + key);
+  }
+  if (!j.contains("entries") || !j["entries"].is_array() || !j.contains("tool") ||
+      !j.contains("owner"))
+    return bad("no entries");
+  HeldManifest m;
+  m.held_at_ns = j["held_at_ns"].get<std::int64_t>();
+  m.expires_at_ns = j["expires_at_ns"].get<std::int64_t>();
+  m.call = j["call"].get<std::uint64_t>();
+  ASSIGN_OR_RETURN(m.tool, NameFromJson(j["tool"]));
+  ASSIGN_OR_RETURN(m.owner, NameFromJson(j["owner"]));
+  for (const Json& e : j["entries"]) {
+    if (!e.is_object() || !e.contains("root") || !e["root"].is_number_unsigned() ||
+        !e.contains("rel") || !e.contains("path") || !e.contains("op") || !e["op"].is_string() ||
+        !e.contains("type") || !e["type"].is_string() || !e.contains("rule") ||
+        !e["rule"].is_string() || !e.contains("rule_source"))
+      return bad("an entry is malformed");
+    HeldEntry h;
+    h.root = e["root"].get<std::size_t>();
+    ASSIGN_OR_RETURN(h.rel, NameFromJson(e["rel"]));
+    ASSIGN_OR_RETURN(h.path, NameFromJson(e["path"]));
+    h.op = e["op"].get<std::string>();
+    h.type = e["type"].get<std::string>();
+    h.rule = e["rule"].get<std::string>();
+    ASSIGN_OR_RETURN(h.rule_source, NameFromJson(e["rule_source"]));
+    m.entries.push_back(std::move(h));
+  }
+  if (j.contains("answer")) {
+    const Json& a = j["answer"];
+    if (!a.is_object() || !a.contains("approve") || !a["approve"].is_boolean() ||
+        !a.contains("approval") || !a["approval"].is_string() || !a.contains("deny_reason") ||
+        !a["deny_reason"].is_string())
+      return bad("its answer is malformed");
+    m.answer = HeldAnswer{.approve = a["approve"].get<bool>(),
+                          .approval = a["approval"].get<std::string>()};
+    m.deny_reason = a["deny_reason"].get<std::string>();
+  }
+  return m;
+}
+
+Status Stage::WriteHeld() {
+  return WriteDurably(dir_ + "/held.json", DumpJson(HeldManifestJson(manifest_)) + "\n");
+}
+
+HeldQuestion Stage::Question() const {
+  HeldQuestion q;
+  q.stage = dir_;
+  q.call = manifest_.call;
+  q.tool = manifest_.tool;
+  q.owner = manifest_.owner;
+  q.entries = manifest_.entries;
+  for (const HeldEntry& h : manifest_.entries) {
+    if (q.contents.size() >= 20) break;
+    if (h.type != "file" && h.type != "whiteout") continue;
+    if (h.root >= state_.size()) continue;
+    HeldQuestion::Content c;
+    c.path = h.path;
+    bool before = ReadBeneath(state_[h.root].root_fd.get(), h.rel, 64 << 10, &c.before,
+                              &c.before_cut);
+    bool after = h.type == "file" && ReadBeneath(state_[h.root].upper_fd.get(), h.rel, 64 << 10,
+                                                 &c.after, &c.after_cut);
+    if (before || after) q.contents.push_back(std::move(c));
+  }
+  return q;
+}
+
+Result<std::unique_ptr<Stage>> Stage::Reopen(const std::string& dir, std::string quarantine,
+                                             GitReader git_reader) {
+  ASSIGN_OR_RETURN(StageCarry carry, ReadStageCarry(dir));
+  const std::vector<std::string> roots = SplitNul(ReadAll(dir + "/roots"));
+  if (roots.empty()) return Fail(Code::kInvalidInput, dir + "/roots names no root");
+  std::unique_ptr<Stage> s(new Stage());
+  s->dir_ = dir;
+  s->rules_ = std::move(carry.rules);
+  s->origin_ = carry.origin;
+  s->masked_ = std::move(carry.masked);
+  s->rules_written_ = true;
+  s->git_reader_ = std::move(git_reader);
+  s->quarantine_ = std::move(quarantine);
+  const std::string phase = ReadAll(dir + "/phase");
+  const std::size_t nl = phase.find('\n');
+  s->t0_ns_ = nl == std::string::npos ? 0 : std::atoll(phase.c_str() + nl + 1);
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    StagedRoot r{roots[i], dir + "/u" + std::to_string(i), dir + "/w" + std::to_string(i)};
+    RootState st;
+    st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!st.root_fd.valid()) return SysFail(Code::kInvalidInput, "open", r.root);
+    st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!st.upper_fd.valid()) return SysFail(Code::kInvalidInput, "open", r.upper);
+    struct stat a {
+    }, b{};
+    st.same_fs = ::fstat(st.root_fd.get(), &a) == 0 && ::fstat(st.upper_fd.get(), &b) == 0 &&
+                 a.st_dev == b.st_dev;
+    s->roots_.push_back(std::move(r));
+    s->state_.push_back(std::move(st));
+  }
+  if (::access((dir + "/held.json").c_str(), F_OK) == 0) {
+    ASSIGN_OR_RETURN(s->manifest_, ReadHeldManifest(dir));
+    s->holding_ = true;
+  }
+  return s;
+}
+
 // --- Stage ---
 
 std::string StageRulesFile(const std::string& stage_dir) { return stage_dir + "/rules.json"; }
@@ -562,8 +742,8 @@ Status Stage::WriteRules() {
 
 Stage::~Stage() {
   // A final commit that could not complete leaves its stage ("committing") for the next start
-  // to finish: what the rules allow is never dropped.
-  if (!dir_.empty() && !total_.error) RemoveTree(dir_);
+  // to finish: what the rules allow is never dropped. Held entries no one answered stay too.
+  if (!dir_.empty() && !total_.error && !holding_) RemoveTree(dir_);
 }
 
 void Stage::WritePhase(const char* phase) {
@@ -596,9 +776,11 @@ bool Stage::failed() const {
 }
 
 CommitOutcome Stage::Commit(bool final) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   CommitOutcome all;
   ++commits_;
+  // Held entries wait for their answer (Answer): nothing else commits this stage meanwhile.
+  if (holding_) return all;
   // A commit whose upper layers are empty has nothing to commit: the phase file stays
   // "running" (a crash now quarantines what a live process writes later, as it would have before
   // this point; a final commit's stage holds nothing to quarantine). Rewriting it twice was most
@@ -611,6 +793,52 @@ CommitOutcome Stage::Commit(bool final) {
   // SetMasked): one that cannot leaves a stage recovery quarantines whole, never installs.
   if (!rules_written_) (void)WriteRules();
   WritePhase("committing");
+  std::vector<HeldEntry> held;
+  all = CommitRoots(final, Pass::kFirst, &held, "", "");
+  if (!all.error && !held.empty()) {
+    // Held entries stay in the upper layer, named in the manifest, the phase `held`: a restart
+    // keeps them held (never installs them) until they are answered.
+    manifest_ = HeldManifest{};
+    manifest_.entries = std::move(held);
+    manifest_.held_at_ns = RealtimeNs();
+    manifest_.expires_at_ns = manifest_.held_at_ns + held_days_ * 86400 * 1000000000LL;
+    manifest_.call = call_;
+    manifest_.tool = tool_;
+    manifest_.owner = owner_;
+    holding_ = true;
+    if (Status st = WriteHeld(); !st) {
+      // What is held cannot be named on disk: the commit fails closed, the entries stay in the
+      // stage ("committing"), and a restart decides them again.
+      all.error = st.error();
+      for (const HeldEntry& h : manifest_.entries) all.not_done.push_back(h.path);
+    } else {
+      WritePhase("held");
+      if (hold_asker_) {
+        const HeldQuestion q = Question();
+        const HoldAsker asker = hold_asker_;
+        lock.unlock();
+        const HeldAnswer answer = asker(q);
+        lock.lock();
+        Merge(all, AnswerLocked(answer, "approval_denied"));
+      }
+    }
+  } else if (!all.error) {
+    WritePhase("running");
+  }
+  CommitOutcome merged = all;
+  if (!final) {
+    // Tried again at the next point; only the final commit's failure is the stage's.
+    merged.error.reset();
+    merged.not_done.clear();
+  }
+  Merge(total_, merged);
+  if (per_call_) MergeChanges(unreported_, merged.changes);
+  return all;
+}
+
+CommitOutcome Stage::CommitRoots(bool final, Pass pass, std::vector<HeldEntry>* held,
+                                 const std::string& approval, const std::string& deny_reason) {
+  CommitOutcome all;
   for (std::size_t i = 0; i < roots_.size(); ++i) {
     RootState& st = state_[i];
     const std::string prefix = i == 0 ? "" : roots_[i].root + "/";
@@ -656,7 +884,68 @@ CommitOutcome Stage::Commit(bool final) {
       for (const auto& e : *listing) rels.push_back(e.rel);
       root_rules.repo_protected = RepoProtectedPaths(st.root_fd.get(), rels);
     }
+    if (i != 0) root_rules.approval_paths.clear();  // the rules' paths are the workspace's
+    MarkHeldBelow(st.root_fd.get(), *listing, root_rules);
     std::vector<CommitDecision> decisions = PlanCommit(*listing, root_rules);
+    if (pass == Pass::kFirst) {
+      // Held for an answer (issue 34): out of this commit. A live process's wait for its final
+      // commit; the final commit's go into the manifest and are asked about.
+      std::size_t kept = 0;
+      for (std::size_t k = 0; k < decisions.size(); ++k) {
+        if (decisions[k].hold.empty()) {
+          if (kept != k) decisions[kept] = std::move(decisions[k]);
+          ++kept;
+          continue;
+        }
+        if (!final || held == nullptr) continue;
+        const CommitDecision& d = decisions[k];
+        const UpperEntry& e = (*listing)[d.entry];
+        HeldEntry h;
+        h.root = i;
+        h.rel = d.rel;
+        h.path = prefix + d.rel;
+        h.op = e.kind == UpperKind::kWhiteout   ? "deleted"
+               : e.host == HostKind::kMissing   ? "created"
+               : e.kind == UpperKind::kDir && e.opaque ? "replaced"
+                                                : "modified";
+        h.type = UpperTypeName(e.kind);
+        h.rule = d.hold;
+        h.rule_source = d.hold_source;
+        held->push_back(std::move(h));
+      }
+      decisions.resize(kept);
+    } else {
+      // An answer: the manifest's entries of this root, and the directories above them.
+      std::set<std::string, std::less<>> mine, above;
+      for (const HeldEntry& h : manifest_.entries) {
+        if (h.root != i) continue;
+        mine.insert(h.rel);
+        for (std::string_view p = stage::ParentOf(h.rel); !p.empty(); p = stage::ParentOf(p))
+          above.emplace(p);
+      }
+      std::size_t kept = 0;
+      for (std::size_t k = 0; k < decisions.size(); ++k) {
+        CommitDecision& d = decisions[k];
+        if (mine.contains(d.rel)) {
+          d.hold.clear();
+          if (pass == Pass::kDeny) {
+            d.action = CommitAction::kRefuse;
+            d.reason = deny_reason;
+          }
+        } else if (above.contains(d.rel) && d.action != CommitAction::kRefuse) {
+          // Made or kept by the first commit: only ensured (an opaque one's host children were
+          // cleared then, and what it installed since is not the upper layer's any more).
+          d.hold.clear();
+          d.opaque = false;
+          if (d.action == CommitAction::kChmod) d.action = CommitAction::kKeepDir;
+        } else {
+          continue;
+        }
+        if (kept != k) decisions[kept] = std::move(d);
+        ++kept;
+      }
+      decisions.resize(kept);
+    }
     // What would land git content (an index, a moved ref) is checked like the tree
     // (workspace/git_content.h). Only once the process is gone: while it runs, the upper layer
     // can change between the check and the install, so those entries wait for the final commit.
@@ -707,6 +996,10 @@ CommitOutcome Stage::Commit(bool final) {
     o = ApplyCommit(st.root_fd.get(), st.upper_fd.get(), *listing, decisions, opts, &st.ledger);
     for (auto& r : o.refused) {
       if (auto it = git_refusals.find(r.rel); it != git_refusals.end()) r.git = it->second;
+      if (pass != Pass::kFirst) r.approval = approval;
+    }
+    if (pass == Pass::kApprove) {
+      for (auto& c : o.changes) c.approval = approval;
     }
     if (!prefix.empty()) {
       for (auto& c : o.changes) {
@@ -719,17 +1012,47 @@ CommitOutcome Stage::Commit(bool final) {
     }
     Merge(all, o);
   }
-  // A commit that could not complete leaves the phase at "committing": a later start finishes it.
-  if (!all.error) WritePhase("running");
-  CommitOutcome merged = all;
-  if (!final) {
-    // Tried again at the next point; only the final commit's failure is the stage's.
-    merged.error.reset();
-    merged.not_done.clear();
-  }
-  Merge(total_, merged);
-  if (per_call_) MergeChanges(unreported_, merged.changes);
   return all;
+}
+
+CommitOutcome Stage::AnswerLocked(const HeldAnswer& answer, const std::string& deny_reason) {
+  manifest_.answer = answer;
+  manifest_.deny_reason = deny_reason;
+  CommitOutcome o;
+  if (Status st = WriteHeld(); !st) {
+    o.error = st.error();
+    for (const HeldEntry& h : manifest_.entries) o.not_done.push_back(h.path);
+    return o;
+  }
+  WritePhase("committing");
+  o = CommitRoots(true, answer.approve ? Pass::kApprove : Pass::kDeny, nullptr, answer.approval,
+                  deny_reason);
+  if (!o.error) {
+    holding_ = false;
+    ::unlink((dir_ + "/held.json").c_str());
+    WritePhase("running");
+  }
+  return o;
+}
+
+CommitOutcome Stage::Answer(const HeldAnswer& answer, const std::string& deny_reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!holding_) return {};
+  CommitOutcome o = AnswerLocked(answer, deny_reason);
+  Merge(total_, o);
+  return o;
+}
+
+void Stage::SetCaller(std::uint64_t call, std::string tool, std::string owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  call_ = call;
+  tool_ = std::move(tool);
+  owner_ = std::move(owner);
+}
+
+std::vector<HeldEntry> Stage::held() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return holding_ ? manifest_.entries : std::vector<HeldEntry>{};
 }
 
 std::vector<FileChange> Stage::TakeUnreported() {
@@ -740,6 +1063,10 @@ std::vector<FileChange> Stage::TakeUnreported() {
 // --- StagedWorkspace ---
 
 std::string StagedWorkspace::StageRoot() { return CordonStateDir() + "/stage"; }
+
+std::string StagedWorkspace::HeldRoot(const std::string& stage_root) {
+  return std::filesystem::path(stage_root).parent_path().string() + "/held";
+}
 
 StagedWorkspace::StagedWorkspace(std::string quarantine, CommitRules rules, StageOrigin origin,
                                  Sink sink, const RecoverySink& recovered, GitReader git_reader)
@@ -816,6 +1143,8 @@ Result<std::shared_ptr<Stage>> StagedWorkspace::NewStage(const std::vector<std::
     std::lock_guard<std::mutex> lock(mu_);
     stage->before_images_ = before_images_;
     stage->git_reader_ = git_reader_;
+    stage->hold_asker_ = hold_asker_;
+    stage->held_days_ = held_days_;
   }
   return std::shared_ptr<Stage>(std::move(stage));
 }
@@ -918,13 +1247,28 @@ std::vector<std::string> UpperPaths(const std::string& dir, const std::vector<st
 
 }  // namespace
 
-std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_root,
-                                                    const std::string& quarantine,
-                                                    const GitReader& git_reader) {
-  std::vector<StageRecovery> done;
-  DIR* d = ::opendir(stage_root.c_str());
-  if (d == nullptr) return done;
+namespace {
+
+// Moves a stage whose entries are held into the held store, as `id`.
+bool MoveToHeld(const std::string& dir, const std::string& stage_root, const std::string& id,
+                std::string* error) {
+  const std::string store = StagedWorkspace::HeldRoot(stage_root);
+  if (Status st = MakeDirs(store, 0700); !st) {
+    *error = st.error().message;
+    return false;
+  }
+  if (::rename(dir.c_str(), (store + "/" + id).c_str()) != 0) {
+    *error = "rename " + dir + " to " + store + "/" + id + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// The session directories of <state>/stage whose cordon is gone.
+std::vector<std::string> GoneSessions(const std::string& stage_root) {
   std::vector<std::string> gone;
+  DIR* d = ::opendir(stage_root.c_str());
+  if (d == nullptr) return gone;
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == "..") continue;
@@ -937,6 +1281,74 @@ std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_roo
     if (pid > 0 && !PidAlive(pid)) gone.push_back(name);
   }
   ::closedir(d);
+  return gone;
+}
+
+}  // namespace
+
+std::vector<std::string> StagedWorkspace::CollectHeld(const std::string& stage_root) {
+  std::vector<std::string> moved;
+  for (const std::string& session : GoneSessions(stage_root)) {
+    if (session.rfind("probe-", 0) == 0) continue;
+    const std::string sdir = stage_root + "/" + session;
+    DIR* sd = ::opendir(sdir.c_str());
+    std::vector<std::string> stages;
+    while (sd != nullptr) {
+      dirent* e = ::readdir(sd);
+      if (e == nullptr) break;
+      if (e->d_name[0] != '.') stages.emplace_back(e->d_name);
+    }
+    if (sd != nullptr) ::closedir(sd);
+    for (const std::string& n : stages) {
+      const std::string dir = sdir + "/" + n;
+      // Only a question the kill left open: an answer given, a commit not done or a recovery
+      // under way is the next start's to finish.
+      if (ReadAll(dir + "/phase").rfind("held", 0) != 0) continue;
+      if (::access((dir + "/recovering").c_str(), F_OK) == 0) continue;
+      auto m = ReadHeldManifest(dir);
+      if (!m || m->answer) continue;
+      std::string error;
+      if (MoveToHeld(dir, stage_root, session + "-" + n, &error))
+        moved.push_back(session + "-" + n);
+    }
+  }
+  return moved;
+}
+
+std::vector<StagedWorkspace::HeldStage> StagedWorkspace::ListHeld(const std::string& stage_root) {
+  (void)CollectHeld(stage_root);
+  std::vector<HeldStage> out;
+  const std::string store = HeldRoot(stage_root);
+  if (DIR* hd = ::opendir(store.c_str())) {
+    while (dirent* e = ::readdir(hd)) {
+      if (e->d_name[0] == '.') continue;
+      HeldStage h;
+      h.id = e->d_name;
+      h.dir = store + "/" + h.id;
+      if (auto carry = ReadStageCarry(h.dir)) {
+        h.origin = carry->origin;
+      } else {
+        h.error = carry.error().message;
+      }
+      if (auto m = ReadHeldManifest(h.dir)) {
+        h.manifest = std::move(*m);
+      } else if (h.error.empty()) {
+        h.error = m.error().message;
+      }
+      out.push_back(std::move(h));
+    }
+    ::closedir(hd);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const HeldStage& a, const HeldStage& b) { return a.id < b.id; });
+  return out;
+}
+
+std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_root,
+                                                    const std::string& quarantine,
+                                                    const GitReader& git_reader) {
+  std::vector<StageRecovery> done;
+  const std::vector<std::string> gone = GoneSessions(stage_root);
   for (const auto& session : gone) {
     const std::string sdir = stage_root + "/" + session;
     bool busy = false;  // a stage another cordon is recovering: its session directory stays
@@ -975,6 +1387,41 @@ std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_roo
           rec.rules_error = carry.error().message;
         }
         const bool committing = phase.rfind("committing", 0) == 0 && !marked;
+        // Held entries (issue 34): an answer written before the kill is applied; without one
+        // they go on waiting, in the held store (`cordon approvals`), never installed.
+        if (!marked && carry && !roots.empty() &&
+            ::access((dir + "/held.json").c_str(), F_OK) == 0) {
+          auto s = Stage::Reopen(dir, quarantine + "/recovered-" + session, git_reader);
+          if (s && (*s)->manifest_.answer) {
+            rec.commit = (*s)->Answer(*(*s)->manifest_.answer, (*s)->manifest_.deny_reason);
+            rec.quarantine = (*s)->quarantine_ + "/" + n;
+            if (rec.commit.error) {
+              rec.outcome = "kept";
+              rec.error = rec.commit.error->message;
+              (*s)->dir_.clear();
+            } else {
+              rec.outcome = "finished";
+            }
+            done.push_back(std::move(rec));
+            continue;
+          }
+          if (s) {
+            for (const HeldEntry& h : (*s)->manifest_.entries) rec.left.push_back(h.path);
+            (*s)->dir_.clear();  // not removed: moved
+            s->reset();
+            if (std::string error; MoveToHeld(dir, stage_root, rec.name, &error)) {
+              rec.outcome = "held";
+              rec.held = rec.name;
+              done.push_back(std::move(rec));
+              continue;
+            } else {
+              rec.error = error;
+            }
+          } else {
+            rec.rules_error = s.error().message;
+          }
+          rec.left.clear();
+        }
         if (committing && !roots.empty() && carry) {
           if (FILE* mark = std::fopen((dir + "/recovering").c_str(), "w")) {
             std::fprintf(mark, "%d\n", static_cast<int>(::getpid()));
@@ -1011,6 +1458,22 @@ std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_roo
           if (ok) {
             rec.commit = s->Commit(true);
             rec.quarantine = s->quarantine_ + "/" + n;
+            if (!rec.commit.error && s->holding_) {
+              // Its path rules held entries and no one is here to ask: they wait in the store.
+              for (const HeldEntry& h : s->manifest_.entries) rec.left.push_back(h.path);
+              s->dir_.clear();
+              s.reset();
+              ::unlink((dir + "/recovering").c_str());
+              if (std::string error; MoveToHeld(dir, stage_root, rec.name, &error)) {
+                rec.outcome = "held";
+                rec.held = rec.name;
+              } else {
+                rec.outcome = "kept";
+                rec.error = error;
+              }
+              done.push_back(std::move(rec));
+              continue;
+            }
             if (rec.commit.error) {
               // Still cannot finish: kept as it is for the next start, and said.
               rec.outcome = "kept";
@@ -1044,6 +1507,43 @@ std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_roo
       }
     }
     if (!busy) RemoveTree(sdir);
+  }
+  // Held entries no one answered within approvals.held_days go to the quarantine, recorded.
+  const std::string store = HeldRoot(stage_root);
+  std::vector<std::string> held;
+  if (DIR* hd = ::opendir(store.c_str())) {
+    while (dirent* e = ::readdir(hd)) {
+      if (e->d_name[0] != '.') held.emplace_back(e->d_name);
+    }
+    ::closedir(hd);
+  }
+  std::sort(held.begin(), held.end());
+  for (const std::string& id : held) {
+    const std::string dir = store + "/" + id;
+    UniqueFd lock(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    auto m = ReadHeldManifest(dir);
+    if (!m || (!m->answer && m->expires_at_ns > RealtimeNs())) continue;
+    auto s = Stage::Reopen(dir, quarantine + "/expired-" + id, git_reader);
+    if (!s) continue;
+    StageRecovery rec;
+    rec.stage = dir;
+    rec.name = id;
+    rec.origin = (*s)->origin_;
+    for (const auto& r : (*s)->roots_) rec.roots.push_back(r.root);
+    // An answer given through `cordon approvals` whose commit did not finish is finished now.
+    const HeldAnswer answer = m->answer ? *m->answer : HeldAnswer{};
+    rec.commit =
+        (*s)->Answer(answer, m->answer ? m->deny_reason : std::string("approval_expired"));
+    rec.quarantine = (*s)->quarantine_ + "/" + id;
+    if (rec.commit.error) {
+      rec.outcome = "kept";
+      rec.error = rec.commit.error->message;
+      (*s)->dir_.clear();
+    } else {
+      rec.outcome = m->answer ? "finished" : "expired";
+    }
+    done.push_back(std::move(rec));
   }
   return done;
 }

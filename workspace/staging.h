@@ -74,6 +74,51 @@ struct StageOrigin {
   std::string policy_sha256;  // its effective policy's hash (session_started.policy_sha256)
 };
 
+// A change held for an answer (issue 34, docs/adr/0015-approvals.md): one entry of a stage's
+// held manifest (<stage>/held.json).
+struct HeldEntry {
+  std::size_t root = 0;  // index into the stage's roots
+  std::string rel;       // root-relative, as the commit names it
+  std::string path;      // as records name it: the first root's relative, the others' absolute
+  std::string op;        // created, modified, deleted, replaced (a directory in place of another)
+  std::string type;      // file, dir, symlink, whiteout, other
+  std::string rule, rule_source;
+};
+
+// What a stage asks about its held entries, once per commit, after the rest is installed.
+struct HeldQuestion {
+  std::string stage;  // the stage directory
+  std::uint64_t call = 0;
+  std::string tool, owner;  // the process's tool and MCP session (ProcessRequest)
+  std::vector<HeldEntry> entries;
+  // Up to 20 held regular files (and deleted ones): the host's bytes and the staged ones, each
+  // read through descriptors and cut at 64 KiB (`cut` says so), for the question's diff.
+  struct Content {
+    std::string path, before, after;
+    bool before_cut = false, after_cut = false;
+  };
+  std::vector<Content> contents;
+};
+
+struct HeldAnswer {
+  bool approve = false;
+  std::string approval;  // the approval record's id ("" when none was written)
+};
+// Asks; blocks until answered. Under CI and with no one to ask it answers no at once.
+using HoldAsker = std::function<HeldAnswer(const HeldQuestion&)>;
+
+// A stage's held manifest, as written when its entries were held (Stage::held_manifest()).
+struct HeldManifest {
+  std::int64_t held_at_ns = 0, expires_at_ns = 0;  // CLOCK_REALTIME
+  std::uint64_t call = 0;
+  std::string tool, owner;
+  std::vector<HeldEntry> entries;
+  // Set once an answer is given, before it is applied: a restart finishes it.
+  std::optional<HeldAnswer> answer;
+  std::string deny_reason = "approval_denied";
+};
+Result<HeldManifest> ReadHeldManifest(const std::string& stage_dir);
+
 // What recovery did with one stage a killed cordon left (StagedWorkspace::Recover).
 struct StageRecovery {
   std::string stage;  // the stage directory as it was
@@ -82,8 +127,10 @@ struct StageRecovery {
   std::optional<StageOrigin> origin;
   std::vector<std::string> roots;
   // finished (committed by its own rules), quarantined (whole, never installed), kept (its
-  // commit could not complete: left for the next start).
+  // commit could not complete: left for the next start), held (entries wait for an answer in
+  // the held store: `cordon approvals`), expired (held past approvals.held_days: quarantined).
   std::string outcome;
+  std::string held;  // held: its id in the held store (StagedWorkspace::HeldRoot)
   // quarantined: never_committed, recovery_died, rules_unreadable (and rules_error says why).
   std::string reason, rules_error;
   std::string quarantine;  // quarantined: where the stage went; finished: its refusals' directory
@@ -130,9 +177,33 @@ class Stage {
   std::vector<FileChange> TakeUnreported();
   bool failed() const;
   const std::string& dir() const { return dir_; }
+  // Who the process is, for the question about its held entries (issue 34).
+  void SetCaller(std::uint64_t call, std::string tool, std::string owner);
+  // The entries a final commit held that wait for an answer (empty: none wait). A stage with
+  // such entries is kept on disk (~Stage) with its manifest and the phase `held`.
+  std::vector<HeldEntry> held() const;
+  // The answer for held entries: installs them through the same commit (approve; conflicts
+  // measured from the window's start), or moves them to the quarantine with `deny_reason`. The
+  // answer is written into the manifest before it is applied, so that a restart finishes it.
+  CommitOutcome Answer(const HeldAnswer& answer, const std::string& deny_reason = "approval_denied");
+  // A stage a cordon left on disk, by its own rules file, roots and phase (the window's start),
+  // and its held manifest when it has one: for recovery and `cordon approvals`.
+  static Result<std::unique_ptr<Stage>> Reopen(const std::string& dir, std::string quarantine,
+                                               GitReader git_reader = {});
+  // The question about the held entries: their paths and operations, and the bytes of up to 20
+  // of them on both sides, read through descriptors.
+  HeldQuestion Question() const;
+  const StageOrigin& origin() const { return origin_; }
 
  private:
   friend class StagedWorkspace;  // recovery rebuilds a stage a killed cordon left
+  enum class Pass { kFirst, kApprove, kDeny };
+  // One commit over every root: kFirst holds what the path rules ask about (in *held when
+  // final); kApprove and kDeny apply an answer to the manifest's entries only.
+  CommitOutcome CommitRoots(bool final, Pass pass, std::vector<HeldEntry>* held,
+                            const std::string& approval, const std::string& deny_reason);
+  CommitOutcome AnswerLocked(const HeldAnswer& answer, const std::string& deny_reason);
+  Status WriteHeld();  // mu_ held: the manifest, durably
   struct RootState {
     UniqueFd root_fd, upper_fd;
     bool same_fs = false;
@@ -156,6 +227,13 @@ class Stage {
   bool per_call_ = false;
   std::vector<FileChange> unreported_;
   std::uint64_t commits_ = 0;
+  // Held entries (issue 34).
+  HoldAsker hold_asker_;
+  std::int64_t held_days_ = 7;
+  HeldManifest manifest_;
+  bool holding_ = false;  // manifest_ names entries that wait for an answer
+  std::uint64_t call_ = 0;
+  std::string tool_, owner_;
 };
 
 // A stage's rules file, <dir>/rules.json: {version, session, audit_log, policy_sha256, rules
@@ -182,6 +260,13 @@ class StagedWorkspace {
   StagedWorkspace(const StagedWorkspace&) = delete;
   StagedWorkspace& operator=(const StagedWorkspace&) = delete;
 
+  // How held entries are asked about, and how long they wait unanswered (issue 34): given to
+  // every later stage.
+  void SetHolding(HoldAsker asker, std::int64_t held_days) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_asker_ = std::move(asker);
+    held_days_ = held_days;
+  }
   // [audit] before_images: the store every later stage's commits keep replaced files in.
   void SetBeforeImages(std::shared_ptr<BeforeImageStore> store) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -189,6 +274,20 @@ class StagedWorkspace {
   }
   // <state>/stage, where every session's stages live.
   static std::string StageRoot();
+  // <state>/held: stages whose held entries wait for an answer after their cordon ended, one
+  // directory each, named by its id (`cordon approvals`). Beside `stage_root`.
+  static std::string HeldRoot(const std::string& stage_root = StageRoot());
+  // Moves the stages of sessions that are gone whose phase is `held` (their question was open
+  // when cordon was killed) into the held store; the ids moved.
+  static std::vector<std::string> CollectHeld(const std::string& stage_root = StageRoot());
+  // The held store's stages (after CollectHeld), by id.
+  struct HeldStage {
+    std::string id, dir;
+    std::optional<StageOrigin> origin;
+    HeldManifest manifest;
+    std::string error;  // why its manifest or its rules could not be read
+  };
+  static std::vector<HeldStage> ListHeld(const std::string& stage_root = StageRoot());
   // This session's directory there (made with its first stage, or by EnsureDir).
   const std::string& dir() const { return dir_; }
   Status EnsureDir();
@@ -229,6 +328,8 @@ class StagedWorkspace {
   std::vector<std::shared_ptr<Stage>> live_;
   std::shared_ptr<BeforeImageStore> before_images_;
   GitReader git_reader_;
+  HoldAsker hold_asker_;
+  std::int64_t held_days_ = 7;
   std::optional<Error> poisoned_;
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;
