@@ -366,7 +366,7 @@ struct LocalServerStoppedRecord {
 struct RecoveryRecord {
   static constexpr std::string_view kType = "recovery";
   std::string stage{};                       // the stage directory as it was
-  std::string outcome{};  // finished | quarantined | kept | held | expired
+  std::string outcome{};                     // finished | quarantined | kept | held | expired
   std::optional<std::string> reason{};       // quarantined: never_committed, recovery_died, ...
   std::optional<std::string> rules_error{};  // why the stage's rules file could not be read
   // The session that staged it, from the stage's rules file (absent when it was unreadable).

@@ -13,8 +13,8 @@
 #include <iostream>
 
 #include "cli/common.h"
-#include "core/line_diff.h"
 #include "core/fs.h"
+#include "core/line_diff.h"
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "runner/git_reader.h"
@@ -131,9 +131,9 @@ Result<Opened> Open(const StagedWorkspace::HeldStage& h) {
   if (!o.lock.valid()) return SysFail(Code::kInvalidInput, "open", h.dir);
   if (::flock(o.lock.get(), LOCK_EX | LOCK_NB) != 0)
     return Fail(Code::kConflict, "another cordon is answering " + h.id + " now");
-  ASSIGN_OR_RETURN(o.stage,
-                   Stage::Reopen(h.dir, CordonStateDir() + "/quarantine/" + h.origin->session,
-                                 RunGitConfined));
+  ASSIGN_OR_RETURN(
+      o.stage,
+      Stage::Reopen(h.dir, CordonStateDir() + "/quarantine/" + h.origin->session, RunGitConfined));
   o.manifest = h.manifest;
   return o;
 }
@@ -157,8 +157,8 @@ int CmdShow(const SessionFlags& session, const std::string& id) {
   Redactor redactor;
   (void)SetUpRedactor(redactor, *policy, environ);
   const HeldQuestion q = opened->stage->Question();
-  std::string text = h->id + ": held " + Ago(h->manifest.held_at_ns) + " from " + q.tool +
-                     " by " + Rules(h->manifest) + "\n";
+  std::string text = h->id + ": held " + Ago(h->manifest.held_at_ns) + " from " + q.tool + " by " +
+                     Rules(h->manifest) + "\n";
   for (const HeldEntry& e : q.entries) text += "  " + e.op + " " + EscapePathBytes(e.path) + "\n";
   std::string diff;
   for (const HeldQuestion::Content& c : q.contents) {
@@ -201,7 +201,8 @@ int CmdAnswer(const SessionFlags& session, const std::string& id, bool approve) 
   for (const HeldEntry& e : m.entries) {
     paths.push_back(EscapePathBytes(e.path));
     if (rec.subject.size() < 2048)
-      rec.subject += (rec.subject.empty() ? "" : ", ") + EscapePathBytes(e.path) + " (" + e.op + ")";
+      rec.subject +=
+          (rec.subject.empty() ? "" : ", ") + EscapePathBytes(e.path) + " (" + e.op + ")";
   }
   rec.subject = "change " + std::to_string(m.entries.size()) + " held path" +
                 (m.entries.size() == 1 ? "" : "s") + ": " + rec.subject;
@@ -244,7 +245,8 @@ int CmdAnswer(const SessionFlags& session, const std::string& id, bool approve) 
   for (const std::string& c : done.commit.conflicts)
     text += "\n  " + EscapePathBytes(c) + " (conflict: the host's version is kept)";
   text += "\nrecorded in " + h->origin->audit_log;
-  if (!logged) text += " (the commit's record could not be written: " + logged.error().message + ")";
+  if (!logged)
+    text += " (the commit's record could not be written: " + logged.error().message + ")";
   std::cout << TerminalSafe(text) << "\n";
   if (done.commit.error) {
     std::fprintf(stderr, "cordon: approvals: the commit could not complete: %s\n",
@@ -273,9 +275,8 @@ void AddApprovalsCommand(CLI::App& root, Context& ctx) {
   CLI::App* list = cmd->add_subcommand("list", "list the held changes")->group("Commands");
   list->add_flag("--json", f->json, "print JSON");
   ctx.run[list] = [f] { return CmdList(f->json); };
-  CLI::App* show =
-      cmd->add_subcommand("show", "print a held change's paths and its redacted diff")
-          ->group("Commands");
+  CLI::App* show = cmd->add_subcommand("show", "print a held change's paths and its redacted diff")
+                       ->group("Commands");
   show->add_option("ID", f->id, "the id `cordon approvals list` shows")->required();
   AddSessionFlags(show, &f->session);
   ctx.run[show] = [f] { return CmdShow(f->session, f->id); };

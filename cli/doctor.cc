@@ -25,6 +25,7 @@
 #include "tools/curl_loader.h"
 #include "workspace/credential_stores.h"
 #include "workspace/secret_files.h"
+#include "workspace/staging.h"
 
 namespace cordon::cli {
 namespace {
@@ -256,10 +257,30 @@ Json ApprovalsCheck(const Result<Policy>& policy) {
             ? "exec and call ask on this terminal"
             : "exec and call would ask no one here (" + probe.why_no_one +
                   "): every ask is refused at once with approval_required";
+  // Held commits (part b): what a process changes under a path rule is held at its commit, in
+  // the staged workspace only; what waits unanswered is in the held store.
+  std::size_t paths = 0, waiting = 0;
+  for (const ApprovalRule& r : policy->approval_rules)
+    paths += r.matcher == ApprovalMatcher::kPath && r.decision != ApprovalDecision::kAllow;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(StagedWorkspace::HeldRoot(), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++waiting;
+  const std::string held =
+      std::to_string(paths) + " path rules hold what a process changes under them at its commit " +
+      (policy->workspace_mode == WorkspaceMode::kDirect
+           ? "only in the staged workspace, and workspace_mode is direct here: they apply to the "
+             "file tools only"
+           : "(see workspace_staging; in the direct mode they apply to the file "
+             "tools only)") +
+      "; " + std::to_string(waiting) +
+      (waiting == 1 ? " held change waits" : " held changes wait") +
+      " for an answer (`cordon approvals list`)";
   return Check("approvals", true,
                std::to_string(policy->approval_rules.size()) + " approval rules (" +
                    std::to_string(by[1]) + " ask, " + std::to_string(by[2]) + " deny, " +
                    std::to_string(by[0]) + " allow; `cordon policy show` lists them); " + who +
+                   "; " + held +
                    "; serve and wrap refuse every ask until they ask their MCP client "
                    "(elicitation)",
                "");

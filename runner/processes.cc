@@ -278,8 +278,9 @@ Result<StagedWorkspace*> ProcessHost::StagingFor() {
         std::move(rules), stage_origin_, stage_sink_, stage_recovered_, RunGitConfined);
     staging_->SetBeforeImages(before_images_);
     // With no one set to ask, held entries are answered no at once (quarantined, recorded).
-    staging_->SetHolding(hold_asker_ ? hold_asker_ : [](const HeldQuestion&) { return HeldAnswer{}; },
-                         policy_.approvals_held_days);
+    staging_->SetHolding(
+        hold_asker_ ? hold_asker_ : [](const HeldQuestion&) { return HeldAnswer{}; },
+        policy_.approvals_held_days);
     staging_ready_ = staging_.get();
   }
   return staging_.get();

@@ -183,7 +183,8 @@ HeldAnswer Session::AskHeld(const HeldQuestion& held) {
   std::string subject;
   for (const HeldEntry& h : held.entries) {
     q.paths.push_back(h.path);
-    if (subject.size() < 2048) subject += (subject.empty() ? "" : ", ") + h.path + " (" + h.op + ")";
+    if (subject.size() < 2048)
+      subject += (subject.empty() ? "" : ", ") + h.path + " (" + h.op + ")";
   }
   q.subject = "change " + std::to_string(held.entries.size()) + " held path" +
               (held.entries.size() == 1 ? "" : "s") + ": " + subject;

@@ -59,8 +59,8 @@ std::string RecoverySummary(const StageRecovery& r, const std::string& recorded_
            "show " +
            r.held + ")";
   } else if (r.outcome == "expired") {
-    what = "held past approvals.held_days, unanswered: " +
-           std::to_string(r.commit.refused.size()) + " entries moved to the quarantine";
+    what = "held past approvals.held_days, unanswered: " + std::to_string(r.commit.refused.size()) +
+           " entries moved to the quarantine";
   } else {
     what = std::string(r.outcome == "finished" ? "finished" : "not finished") +
            " by its own rules: " + std::to_string(r.commit.changes.size()) + " installed, " +

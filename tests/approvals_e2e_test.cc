@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pty.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,7 +94,9 @@ not_match = ["ls"]
   }
 
   // Runs cordon with a pseudo-terminal as its controlling terminal and CI cleared; once the
-  // question is on the screen, types `answer` (a line, or "\x04" for end of input).
+  // question is on the screen, types `answer` (a line, or "\x04" for end of input), or with
+  // kKill sends cordon SIGKILL instead.
+  static constexpr const char* kKill = "<kill -9>";
   PtyRun UnderPty(std::vector<std::string> args, const std::string& answer) {
     PtyRun run;
     std::vector<std::string> argv = Args(std::move(args));
@@ -120,7 +123,11 @@ not_match = ["ls"]
         run.screen.append(buf, static_cast<std::size_t>(n));
       }
       if (!answered && run.screen.find("Allow it?") != std::string::npos) {
-        (void)!::write(master, answer.data(), answer.size());
+        if (answer == kKill) {
+          ::kill(pid, SIGKILL);
+        } else {
+          (void)!::write(master, answer.data(), answer.size());
+        }
         answered = true;
       }
     }
@@ -132,6 +139,23 @@ not_match = ["ls"]
   }
 
   std::string log() { return dir_ / "audit.jsonl"; }
+  // The held store's entries as `cordon approvals list --json` shows them.
+  Json Held() {
+    auto r = testing::Run(Args({"approvals", "list", "--json"}), env_);
+    Json j = Json::parse(r.out, nullptr, false);
+    return j.is_object() ? j["held"] : Json(r.out + r.err);
+  }
+  // A staged exec of `script` in the workspace, with the shipped rules.
+  std::vector<std::string> Staged(const std::string& script) {
+    return {"exec", "--workspace", ws_, "--audit-log", log(), "--", "sh", "-c", script};
+  }
+  // The host tree the held-commit tests start from.
+  void HostTree() {
+    WriteFile(ws_ + "/deploy/old.yaml", "replicas: 1\n");
+    WriteFile(ws_ + "/deploy/keep/x.yaml", "keep\n");
+    WriteFile(ws_ + "/build/tmp.o", "obj\n");
+    WriteFile(ws_ + "/vendor/lib/deploy/site.yaml", "site\n");
+  }
   TempDir dir_;
   std::string ws_;
   std::vector<std::string> env_;
@@ -378,6 +402,187 @@ match = ["git push"]
   EXPECT_NE(r.exit_code, 125) << r.err;
   EXPECT_NE(r.err.find("No configured push destination"), std::string::npos)
       << "git itself ran: " << r.err;
+}
+
+// --- part (b): what a process changed is held at its commit ---
+
+TEST_F(ApprovalsTest, AProcessChangeToAHeldPathNeverReachesTheHostWithNoOneToAsk) {
+  HostTree();
+  // One command changes held paths (created, modified, deleted, a new nested workflow, a
+  // Dockerfile at depth) and others; `rm -rf vendor` would take a held path below it with it.
+  auto r = InCi(
+      Staged("echo x > deploy/app.yaml; echo y > src/a.c; echo 'replicas: 9' > deploy/old.yaml; "
+             "mkdir -p .github/workflows && echo w > .github/workflows/ci.yml; "
+             "mkdir -p svc && echo FROM > svc/Dockerfile.dev; rm -rf build vendor; "
+             "mv deploy/keep moved"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // What no rule holds is on the host when the command returns.
+  EXPECT_EQ(ReadFile(ws_ + "/src/a.c"), "y\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/build"));
+  EXPECT_EQ(ReadFile(ws_ + "/moved/x.yaml"), "keep\n");
+  // What a rule holds is not, and no one could be asked: it stayed out.
+  EXPECT_FALSE(testing::Exists(ws_ + "/deploy/app.yaml"));
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/old.yaml"), "replicas: 1\n");
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/keep/x.yaml"), "keep\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/.github/workflows/ci.yml"));
+  EXPECT_FALSE(testing::Exists(ws_ + "/svc/Dockerfile.dev"));
+  EXPECT_EQ(ReadFile(ws_ + "/vendor/lib/deploy/site.yaml"), "site\n");
+  EXPECT_NE(r.err.find("approval_denied"), std::string::npos) << r.err;
+  // One question for the commit, answered no_client, naming every held path.
+  const auto approvals = Records("approval");
+  ASSERT_EQ(approvals.size(), 1u) << ReadFile(log());
+  const Json& a = approvals[0];
+  EXPECT_EQ(a["kind"], "commit");
+  EXPECT_EQ(a["answer"], "no_client");
+  for (const char* p : {"deploy/app.yaml", "deploy/old.yaml", "deploy/keep",
+                        ".github/workflows/ci.yml", "svc/Dockerfile.dev", "vendor"}) {
+    EXPECT_NE(std::find(a["paths"].begin(), a["paths"].end(), Json(p)), a["paths"].end())
+        << p << " in " << a.dump();
+  }
+  // Each one's content went to the quarantine with a record naming the approval.
+  const auto removed = Records("protected_path_removed");
+  bool app_kept = false;
+  for (const Json& rm : removed) {
+    EXPECT_EQ(rm["reason"], "approval_denied") << rm.dump();
+    if (rm["path"] == ws_ + "/deploy/app.yaml")
+      app_kept = ReadFile(rm["quarantine"].get<std::string>()) == "x\n";
+  }
+  EXPECT_TRUE(app_kept) << ReadFile(log());
+  const auto processes = Records("process");
+  ASSERT_EQ(processes.size(), 1u);
+  for (const Json& refused : processes[0]["changes"]["refused"])
+    EXPECT_EQ(refused["approval"], a["id"]) << refused.dump();
+  EXPECT_TRUE(Held().empty()) << Held().dump();
+  auto verify = testing::Run(Args({"audit", "verify", log()}), env_);
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+TEST_F(ApprovalsTest, ThePersonAtTheTerminalSeesTheRedactedDiffAndDecidesWhatLands) {
+  HostTree();
+  const std::string token = "ghp_" + std::string(36, 'Q');
+  PtyRun run = UnderPty(Staged("echo 'image: v2' > deploy/app.yaml; echo 'replicas: 3' > "
+                               "deploy/old.yaml; echo 'token: " +
+                               token + "' >> deploy/old.yaml; echo y > src/a.c"),
+                        "y\r");
+  EXPECT_EQ(run.exit_code, 0) << run.screen;
+  EXPECT_NE(run.screen.find("deploy/app.yaml (created)"), std::string::npos) << run.screen;
+  EXPECT_NE(run.screen.find("+image: v2"), std::string::npos) << run.screen;
+  EXPECT_NE(run.screen.find("-replicas: 1"), std::string::npos) << run.screen;
+  EXPECT_EQ(run.screen.find(token), std::string::npos) << "a secret is never shown: " << run.screen;
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/app.yaml"), "image: v2\n");
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/old.yaml"), "replicas: 3\ntoken: " + token + "\n");
+  auto approvals = Records("approval");
+  ASSERT_EQ(approvals.size(), 1u) << ReadFile(log());
+  EXPECT_EQ(approvals[0]["answer"], "once");
+  EXPECT_EQ(approvals[0]["asked_via"], "terminal");
+  // The commit record's entries installed on that answer name it.
+  const auto processes = Records("process");
+  ASSERT_EQ(processes.size(), 1u);
+  std::size_t named = 0;
+  for (const Json& e : processes[0]["changes"]["entries"]) {
+    if (e["path"].get<std::string>().starts_with("deploy/")) {
+      EXPECT_EQ(e["approval"], approvals[0]["id"]) << e.dump();
+      ++named;
+    } else {
+      EXPECT_FALSE(e.contains("approval")) << e.dump();
+    }
+  }
+  EXPECT_EQ(named, 2u) << processes[0].dump();
+  // No: the held change goes to the quarantine; the rest lands.
+  run = UnderPty(Staged("echo 'image: v3' > deploy/app.yaml; echo z > src/b.c"), "n\r");
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/app.yaml"), "image: v2\n") << run.screen;
+  EXPECT_EQ(ReadFile(ws_ + "/src/b.c"), "z\n");
+  approvals = Records("approval");
+  ASSERT_EQ(approvals.size(), 2u);
+  EXPECT_EQ(approvals[1]["answer"], "deny");
+}
+
+TEST_F(ApprovalsTest, AKillWhileTheQuestionIsOpenLeavesTheChangeHeldUntilAnsweredElsewhere) {
+  HostTree();
+  const std::string script =
+      "echo x > deploy/app.yaml; echo 'replicas: 5' > deploy/old.yaml; echo y > src/a.c";
+  PtyRun run = UnderPty(Staged(script), kKill);
+  EXPECT_NE(run.screen.find("Allow it?"), std::string::npos) << run.screen;
+  // The rest was installed before the question; the held change is in neither tree.
+  EXPECT_EQ(ReadFile(ws_ + "/src/a.c"), "y\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/deploy/app.yaml"));
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/old.yaml"), "replicas: 1\n");
+  // A later start (another session, no one to ask) keeps it held and says so, in the log of
+  // the session that staged it.
+  auto later =
+      InCi({"exec", "--workspace", ws_, "--audit-log", dir_ / "later.jsonl", "--", "true"});
+  EXPECT_EQ(later.exit_code, 0) << later.err;
+  EXPECT_NE(later.err.find("wait for an answer"), std::string::npos) << later.err;
+  EXPECT_FALSE(testing::Exists(ws_ + "/deploy/app.yaml"));
+  Json held = Held();
+  ASSERT_EQ(held.size(), 1u) << held.dump();
+  const std::string id = held[0]["id"];
+  EXPECT_EQ(held[0]["entries"].size(), 2u) << held.dump();
+  bool said_held = false;
+  for (const Json& rec : Records("recovery")) said_held = said_held || rec.value("held", "") == id;
+  EXPECT_TRUE(said_held) << ReadFile(log());
+  auto show = testing::Run(Args({"approvals", "show", id}), env_);
+  EXPECT_NE(show.out.find("+x"), std::string::npos) << show.out << show.err;
+  // The host edits a held path meanwhile: on approval the host's version is kept.
+  WriteFile(ws_ + "/deploy/old.yaml", "replicas: 2 (by hand)\n");
+  auto approve = testing::Run(Args({"approvals", "approve", id}), env_);
+  EXPECT_EQ(approve.exit_code, 0) << approve.out << approve.err;
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/app.yaml"), "x\n");
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/old.yaml"), "replicas: 2 (by hand)\n");
+  EXPECT_NE(approve.out.find("conflict"), std::string::npos) << approve.out;
+  EXPECT_TRUE(Held().empty());
+  // Recorded in the log of the session that staged it: the approval, then what it installed.
+  // (The question the kill interrupted has no record: it was never answered.)
+  const auto approvals = Records("approval");
+  ASSERT_EQ(approvals.size(), 1u) << ReadFile(log());
+  EXPECT_EQ(approvals[0]["asked_via"], "command");
+  EXPECT_EQ(approvals[0]["answer"], "once");
+  bool installed = false;
+  for (const Json& rec : Records("recovery")) {
+    for (const Json& e : rec.value("changes", Json::object()).value("entries", Json::array())) {
+      if (e["path"] == "deploy/app.yaml") installed = e["approval"] == approvals[0]["id"];
+    }
+  }
+  EXPECT_TRUE(installed) << ReadFile(log());
+  auto verify = testing::Run(Args({"audit", "verify", log()}), env_);
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  // Denied from elsewhere: quarantined, never installed.
+  run = UnderPty(Staged("echo bad > deploy/app.yaml"), kKill);
+  held = Held();
+  ASSERT_EQ(held.size(), 1u) << held.dump();
+  auto deny = testing::Run(Args({"approvals", "deny", held[0]["id"]}), env_);
+  EXPECT_EQ(deny.exit_code, 0) << deny.out << deny.err;
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/app.yaml"), "x\n");
+  EXPECT_TRUE(Held().empty());
+  auto unknown = testing::Run(Args({"approvals", "approve", "no-such-id"}), env_);
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("no held change has the id"), std::string::npos) << unknown.err;
+}
+
+TEST_F(ApprovalsTest, AHeldChangeNoOneAnswersGoesToTheQuarantineAfterHeldDays) {
+  HostTree();
+  PtyRun run = UnderPty(Staged("echo x > deploy/app.yaml"), kKill);
+  Json held = Held();
+  ASSERT_EQ(held.size(), 1u) << held.dump() << run.screen;
+  // Time passes: the manifest's expiry is moved into the past (as held_days would).
+  const std::string manifest = held[0]["dir"].get<std::string>() + "/held.json";
+  Json m = Json::parse(ReadFile(manifest));
+  m["expires_at_ns"] = 1;
+  WriteFile(manifest, m.dump());
+  auto later =
+      InCi({"exec", "--workspace", ws_, "--audit-log", dir_ / "later.jsonl", "--", "true"});
+  EXPECT_EQ(later.exit_code, 0) << later.err;
+  EXPECT_TRUE(Held().empty());
+  EXPECT_FALSE(testing::Exists(ws_ + "/deploy/app.yaml"));
+  bool expired = false;
+  for (const Json& rec : Records("recovery")) {
+    if (rec["outcome"] != "expired") continue;
+    for (const Json& e : rec["changes"]["refused"]) {
+      expired = e["reason"] == "approval_expired" &&
+                ReadFile(e["quarantine"].get<std::string>()) == "x\n";
+    }
+  }
+  EXPECT_TRUE(expired) << ReadFile(log());
 }
 
 }  // namespace

@@ -199,6 +199,34 @@ TEST(ApprovalPath, GitignoreReading) {
 
 // ---------------------------------------------------------------- domain
 
+TEST(ApprovalPath, WhatCouldMatchBelowADirectory) {
+  // A commit asks before it deletes or replaces a directory below which a rule could match.
+  struct Row {
+    const char* pattern;
+    const char* dir;
+    bool could;
+  } rows[] = {
+      {"**/deploy/**", "vendor", true},      // vendor/x/deploy/y
+      {"**/deploy/**", "deploy", true},      // deploy/y
+      {"**/deploy/**", "a/deploy/b", true},  // below a matched directory
+      {".github/workflows/**", ".github", true},
+      {".github/workflows/**", "src", false},  // anchored: never below src
+      {".github/workflows/**", ".githubx", false},
+      {".github/workflows/*.yml", ".github/workflows", true},
+      {".github/workflows/*.yml", ".github/workflows/sub", false},  // * stays in one component
+      {"Dockerfile*", "anything/at/all", true},                     // no '/': any depth
+      {"/Dockerfile", "src", false},                                // anchored at the root
+      {"config/prod.yaml", "config", true},
+      {"config/prod.yaml", "config/prod.yaml", true},  // a directory of that name: what is in it
+      {"config/prod.yaml", "conf", false},
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(RuleCouldMatchBelow(Rule(ApprovalMatcher::kPath, r.pattern), r.dir), r.could)
+        << r.pattern << " below " << r.dir;
+  }
+  EXPECT_FALSE(RuleCouldMatchBelow(Rule(ApprovalMatcher::kTool, "*"), "a"));
+}
+
 TEST(ApprovalDomain, NamesAddressesAndPorts) {
   struct Row {
     std::string pattern, host;

@@ -190,6 +190,75 @@ TEST(PlanCommit, BelowARefusedDirectoryDoesNotDependOnListingOrder) {
   EXPECT_EQ(got[1].action, CommitAction::kInstall);
 }
 
+// The path rules of [[approvals.rules]]: an ask holds (the action is what approval installs),
+// a deny refuses, a later layer's allow lets through only when no stricter rule matches, and
+// what is below a held directory is held with it. The rules travel with the stage.
+TEST(PlanCommit, ApprovalPathRulesHoldOrRefuseWhatTheyMatch) {
+  using K = UpperKind;
+  using H = HostKind;
+  CommitRules rules;
+  auto rule = [](std::string id, ApprovalDecision d, std::string path) {
+    ApprovalRule r;
+    r.id = std::move(id);
+    r.decision = d;
+    r.matcher = ApprovalMatcher::kPath;
+    r.pattern = std::move(path);
+    r.where = "t.toml:1";
+    return r;
+  };
+  rules.approval_paths = {rule("ask-deploy", ApprovalDecision::kAsk, "**/deploy/**"),
+                          rule("no-secrets", ApprovalDecision::kDeny, "secrets/**"),
+                          rule("ask-ci", ApprovalDecision::kAsk, ".github/workflows/**")};
+  std::vector<UpperEntry> listing = {
+      Entry(".github", K::kDir, H::kDir),
+      Entry(".github/workflows", K::kDir),  // new, and no match itself: made (empty)
+      Entry(".github/workflows/ci.yml", K::kFile),
+      Entry("deploy", K::kDir, H::kDir),  // only copied up: no change of its own
+      Entry("deploy/a.yaml", K::kFile),
+      Entry("deploy/gone.yaml", K::kWhiteout, H::kFile),
+      Entry("secrets", K::kDir),
+      Entry("secrets/k", K::kFile),
+      Entry("src/a.c", K::kFile),
+      Entry("vendor", K::kWhiteout, H::kDir)};  // below it a held path could be
+  listing.back().below_rule = 0;
+  const auto got = PlanCommit(listing, rules);
+  ASSERT_EQ(got.size(), listing.size());
+  const std::vector<std::pair<std::string, std::string>> held = {{"", ""},
+                                                                 {"", ""},
+                                                                 {"ask-ci", "t.toml:1"},
+                                                                 {"", ""},
+                                                                 {"ask-deploy", "t.toml:1"},
+                                                                 {"ask-deploy", "t.toml:1"},
+                                                                 {"", ""},
+                                                                 {"", ""},
+                                                                 {"", ""},
+                                                                 {"ask-deploy", "t.toml:1"}};
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].hold, held[i].first) << got[i].rel;
+    if (!held[i].first.empty()) {
+      EXPECT_EQ(got[i].hold_source, held[i].second) << got[i].rel;
+    }
+  }
+  EXPECT_EQ(got[1].action, CommitAction::kMkdir);
+  EXPECT_EQ(got[5].action, CommitAction::kDelete);
+  EXPECT_EQ(got[6].action, CommitAction::kMkdir);  // secrets/ itself is no match of secrets/**
+  EXPECT_EQ(got[7].action, CommitAction::kRefuse);
+  EXPECT_EQ(got[7].reason, "approval_denied");
+  EXPECT_EQ(got[8].action, CommitAction::kInstall);
+  // A later layer's allow does not undo an earlier layer's ask (the strictest wins).
+  ApprovalRule allow = rule("ok", ApprovalDecision::kAllow, "deploy/a.yaml");
+  allow.layer = PolicyLayer::kUser;
+  rules.approval_paths.push_back(allow);
+  EXPECT_EQ(PlanCommit(listing, rules)[4].hold, "ask-deploy");
+  // The stage's rules file carries them, and an older stage's (without them) still reads.
+  auto back = CommitRulesFromJson(CommitRulesJson(rules));
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_EQ(back->approval_paths.size(), 4u);
+  EXPECT_EQ(back->approval_paths[1].decision, ApprovalDecision::kDeny);
+  EXPECT_EQ(back->approval_paths[3].layer, PolicyLayer::kUser);
+  EXPECT_EQ(PlanCommit(listing, *back)[7].reason, "approval_denied");
+}
+
 // What the sandbox masks (the policy's deny list, cordon's own files) is never written or
 // deleted by a commit, nor is a directory holding one deleted or replaced.
 TEST(PlanCommit, AMaskedPathAndTheDirectoriesAboveItAreNeverTakenOrReplaced) {

@@ -273,8 +273,7 @@ void MarkHeldBelow(int root_fd, std::vector<UpperEntry>& entries, const CommitRu
   };
   for (UpperEntry& e : entries) {
     e.below_rule = -1;
-    const bool takes_below =
-        e.host == HostKind::kDir && (e.kind != UpperKind::kDir || e.opaque);
+    const bool takes_below = e.host == HostKind::kDir && (e.kind != UpperKind::kDir || e.opaque);
     if (!takes_below) continue;
     // The rules that could match below at all, strictest first found.
     int could = -1;

@@ -254,7 +254,8 @@ std::vector<CommitDecision> PlanCommit(std::span<const UpperEntry> upper,
         if (e.below_rule >= 0 &&
             static_cast<std::size_t>(e.below_rule) < rules.approval_paths.size()) {
           const ApprovalRule& b = rules.approval_paths[e.below_rule];
-          if (rule == nullptr || ApprovalStrictness(b.decision) > ApprovalStrictness(rule->decision))
+          if (rule == nullptr ||
+              ApprovalStrictness(b.decision) > ApprovalStrictness(rule->decision))
             rule = &b;
         }
         if (rule != nullptr && rule->decision == ApprovalDecision::kDeny) {
@@ -266,7 +267,8 @@ std::vector<CommitDecision> PlanCommit(std::span<const UpperEntry> upper,
       }
     }
     if (d.action == CommitAction::kRefuse && e.kind == UpperKind::kDir) refused.insert(e.rel);
-    if (!d.hold.empty() && e.kind == UpperKind::kDir) held.emplace(e.rel, std::pair(d.hold, d.hold_source));
+    if (!d.hold.empty() && e.kind == UpperKind::kDir)
+      held.emplace(e.rel, std::pair(d.hold, d.hold_source));
     out.push_back(std::move(d));
   }
   return out;
@@ -455,10 +457,11 @@ Json CommitRulesJson(const CommitRules& rules) {
                          {"layer", static_cast<int>(r.layer)},
                          {"reason", NameJson(r.reason)}});
   }
-  return {{"extra_protected", NamesJson(extra_protected)}, {"protected_from", std::move(from)},
-          {"repo_protected", NamesJson(repo_protected)},   {"git_dirs", NamesJson(git_dirs)},
-          {"new_git_dirs", NamesJson(new_git_dirs)},       {"masked", NamesJson(masked)},
-          {"xattr_allow", NamesJson(xattr_allow)},         {"approval_paths", std::move(approvals)}};
+  return {
+      {"extra_protected", NamesJson(extra_protected)}, {"protected_from", std::move(from)},
+      {"repo_protected", NamesJson(repo_protected)},   {"git_dirs", NamesJson(git_dirs)},
+      {"new_git_dirs", NamesJson(new_git_dirs)},       {"masked", NamesJson(masked)},
+      {"xattr_allow", NamesJson(xattr_allow)},         {"approval_paths", std::move(approvals)}};
 }
 
 Result<CommitRules> CommitRulesFromJson(const Json& j) {
@@ -478,10 +481,9 @@ Result<CommitRules> CommitRulesFromJson(const Json& j) {
     };
     if (!list.is_array()) return bad();
     for (const Json& r : list) {
-      if (!r.is_object() || !r.contains("id") || !r["id"].is_string() ||
-          !r.contains("decision") || !r["decision"].is_string() || !r.contains("layer") ||
-          !r["layer"].is_number_integer() || !r.contains("path") || !r.contains("where") ||
-          !r.contains("reason"))
+      if (!r.is_object() || !r.contains("id") || !r["id"].is_string() || !r.contains("decision") ||
+          !r["decision"].is_string() || !r.contains("layer") || !r["layer"].is_number_integer() ||
+          !r.contains("path") || !r.contains("where") || !r.contains("reason"))
         return bad();
       ApprovalRule rule;
       rule.id = r["id"].get<std::string>();

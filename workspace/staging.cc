@@ -529,20 +529,21 @@ std::int64_t RealtimeNs() {
 constexpr int kHeldVersion = 1;
 
 Json HeldEntryJson(const HeldEntry& h) {
-  return {{"root", h.root}, {"rel", NameJson(h.rel)},   {"path", NameJson(h.path)},
-          {"op", h.op},     {"type", h.type},           {"rule", h.rule},
+  return {{"root", h.root},
+          {"rel", NameJson(h.rel)},
+          {"path", NameJson(h.path)},
+          {"op", h.op},
+          {"type", h.type},
+          {"rule", h.rule},
           {"rule_source", NameJson(h.rule_source)}};
 }
 
 Json HeldManifestJson(const HeldManifest& m) {
   Json entries = Json::array();
   for (const HeldEntry& h : m.entries) entries.push_back(HeldEntryJson(h));
-  Json j = {{"version", kHeldVersion},
-            {"held_at_ns", m.held_at_ns},
-            {"expires_at_ns", m.expires_at_ns},
-            {"call", m.call},
-            {"tool", NameJson(m.tool)},
-            {"owner", NameJson(m.owner)},
+  Json j = {{"version", kHeldVersion},          {"held_at_ns", m.held_at_ns},
+            {"expires_at_ns", m.expires_at_ns}, {"call", m.call},
+            {"tool", NameJson(m.tool)},         {"owner", NameJson(m.owner)},
             {"entries", std::move(entries)}};
   if (m.answer) {
     j["answer"] = {{"approve", m.answer->approve},
@@ -554,8 +555,7 @@ Json HeldManifestJson(const HeldManifest& m) {
 
 // Reads at most `cap` bytes of the regular file `rel` beneath `dir_fd`, never through a symlink.
 // False when there is no regular file there.
-bool ReadBeneath(int dir_fd, const std::string& rel, std::size_t cap, std::string* out,
-                 bool* cut) {
+bool ReadBeneath(int dir_fd, const std::string& rel, std::size_t cap, std::string* out, bool* cut) {
   open_how how{};
   how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
@@ -644,8 +644,8 @@ HeldQuestion Stage::Question() const {
     if (h.root >= state_.size()) continue;
     HeldQuestion::Content c;
     c.path = h.path;
-    bool before = ReadBeneath(state_[h.root].root_fd.get(), h.rel, 64 << 10, &c.before,
-                              &c.before_cut);
+    bool before =
+        ReadBeneath(state_[h.root].root_fd.get(), h.rel, 64 << 10, &c.before, &c.before_cut);
     bool after = h.type == "file" && ReadBeneath(state_[h.root].upper_fd.get(), h.rel, 64 << 10,
                                                  &c.after, &c.after_cut);
     if (before || after) q.contents.push_back(std::move(c));
@@ -904,10 +904,10 @@ CommitOutcome Stage::CommitRoots(bool final, Pass pass, std::vector<HeldEntry>* 
         h.root = i;
         h.rel = d.rel;
         h.path = prefix + d.rel;
-        h.op = e.kind == UpperKind::kWhiteout   ? "deleted"
-               : e.host == HostKind::kMissing   ? "created"
+        h.op = e.kind == UpperKind::kWhiteout          ? "deleted"
+               : e.host == HostKind::kMissing          ? "created"
                : e.kind == UpperKind::kDir && e.opaque ? "replaced"
-                                                : "modified";
+                                                       : "modified";
         h.type = UpperTypeName(e.kind);
         h.rule = d.hold;
         h.rule_source = d.hold_source;
@@ -1533,8 +1533,7 @@ std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_roo
     for (const auto& r : (*s)->roots_) rec.roots.push_back(r.root);
     // An answer given through `cordon approvals` whose commit did not finish is finished now.
     const HeldAnswer answer = m->answer ? *m->answer : HeldAnswer{};
-    rec.commit =
-        (*s)->Answer(answer, m->answer ? m->deny_reason : std::string("approval_expired"));
+    rec.commit = (*s)->Answer(answer, m->answer ? m->deny_reason : std::string("approval_expired"));
     rec.quarantine = (*s)->quarantine_ + "/" + id;
     if (rec.commit.error) {
       rec.outcome = "kept";

@@ -185,7 +185,8 @@ class Stage {
   // The answer for held entries: installs them through the same commit (approve; conflicts
   // measured from the window's start), or moves them to the quarantine with `deny_reason`. The
   // answer is written into the manifest before it is applied, so that a restart finishes it.
-  CommitOutcome Answer(const HeldAnswer& answer, const std::string& deny_reason = "approval_denied");
+  CommitOutcome Answer(const HeldAnswer& answer,
+                       const std::string& deny_reason = "approval_denied");
   // A stage a cordon left on disk, by its own rules file, roots and phase (the window's start),
   // and its held manifest when it has one: for recovery and `cordon approvals`.
   static Result<std::unique_ptr<Stage>> Reopen(const std::string& dir, std::string quarantine,
