@@ -396,7 +396,7 @@ constexpr AuditFieldInfo kChangeFields[] = {
      "[audit] before_images: stored, over_file_cap, over_session_cap or failed"},
     {"before_image_error", false, kStr, "why the before-image was not stored (failed)"},
     {"approval", false, kStr,
-     "a change held for approval and installed on its answer: the approval record's id", 34},
+     "a change held for approval and installed on its answer: the approval record's id"},
 };
 constexpr AuditShape kChangeShape{"change", kChangeFields};
 
@@ -418,7 +418,7 @@ constexpr AuditFieldInfo kRefusedFields[] = {
     {"git", false, ArrayOf(kGitContentShape),
      "reason git_content: what the index or ref would have landed"},
     {"approval", false, kStr,
-     "reason approval_denied (or a conflict found when approved): the approval record's id", 34},
+     "reason approval_denied (or a conflict found when approved): the approval record's id"},
 };
 constexpr AuditShape kRefusedShape{"refused_change", kRefusedFields};
 
@@ -830,7 +830,7 @@ constexpr AuditFieldInfo kRecovery[] = {
      "(changes an approval rule held wait for an answer in the held store: `cordon approvals`; "
      "none is in the tree) or expired (held past approvals.held_days: moved to the quarantine)",
      21},
-    {"held", false, kStr, "held: its id in the held store (`cordon approvals show ID`)", 34},
+    {"held", false, kStr, "held: its id in the held store (`cordon approvals show ID`)"},
     {"reason", false, kStr,
      "quarantined: never_committed (it was killed before its commit), recovery_died (a recovery "
      "of it crashed) or rules_unreadable (its rules file is missing or torn: an older cordon's)",

@@ -37,6 +37,9 @@ std::string Ago(std::int64_t ns) {
   return std::to_string(secs / 86400) + " days ago";
 }
 
+// A path as one line on a terminal: a name with a newline cannot start a line of its own.
+std::string Shown(const std::string& path) { return TerminalSafe(EscapePathBytes(path), true); }
+
 std::string Rules(const HeldManifest& m) {
   std::string out;
   for (const HeldEntry& h : m.entries) {
@@ -108,7 +111,7 @@ int CmdList(bool json) {
               (h.origin ? " of session " + h.origin->session : "") + " by " + Rules(h.manifest) +
               "\n";
       for (const HeldEntry& e : h.manifest.entries)
-        text += "    " + e.op + " " + EscapePathBytes(e.path) + "\n";
+        text += "    " + e.op + " " + Shown(e.path) + "\n";
     }
     std::cout << TerminalSafe(text);
   }
@@ -159,12 +162,16 @@ int CmdShow(const SessionFlags& session, const std::string& id) {
   const HeldQuestion q = opened->stage->Question();
   std::string text = h->id + ": held " + Ago(h->manifest.held_at_ns) + " from " + q.tool + " by " +
                      Rules(h->manifest) + "\n";
-  for (const HeldEntry& e : q.entries) text += "  " + e.op + " " + EscapePathBytes(e.path) + "\n";
+  for (const HeldEntry& e : q.entries) text += "  " + e.op + " " + Shown(e.path) + "\n";
   std::string diff;
   for (const HeldQuestion::Content& c : q.contents) {
-    diff += UnifiedDiff(c.before, c.after, "a/" + c.path, "b/" + c.path);
-    if (c.before_cut || c.after_cut) diff += "[cordon: " + c.path + " is longer than shown]\n";
+    diff += UnifiedDiff(c.before, c.after, "a/" + Shown(c.path), "b/" + Shown(c.path));
+    if (c.before_cut || c.after_cut)
+      diff += "[cordon: " + Shown(c.path) + " is longer than shown]\n";
   }
+  if (q.contents.size() < q.entries.size())
+    diff += "[cordon: the diff covers the first " + std::to_string(q.contents.size()) +
+            " files of " + std::to_string(q.entries.size()) + " held paths]\n";
   redactor.Redact(diff);
   std::cout << TerminalSafe(text + diff);
   return kExitOk;
@@ -240,10 +247,16 @@ int CmdAnswer(const SessionFlags& session, const std::string& id, bool approve) 
                      std::to_string(done.commit.refused.size()) + " in the quarantine, " +
                      std::to_string(done.commit.conflicts.size()) +
                      " kept the host's version (changed on the host since)";
-  for (const RefusedEntry& r : done.commit.refused)
-    text += "\n  " + EscapePathBytes(r.rel) + " (" + r.reason + ") -> " + r.quarantine;
-  for (const std::string& c : done.commit.conflicts)
-    text += "\n  " + EscapePathBytes(c) + " (conflict: the host's version is kept)";
+  std::size_t printed = 0;
+  for (const RefusedEntry& r : done.commit.refused) {
+    if (++printed > 50) break;
+    text += "\n  " + Shown(r.rel) + " (" + r.reason + ") -> " + Shown(r.quarantine);
+  }
+  for (const std::string& c : done.commit.conflicts) {
+    if (++printed > 50) break;
+    text += "\n  " + Shown(c) + " (conflict: the host's version is kept)";
+  }
+  if (printed > 50) text += "\n  ... (the record lists them all)";
   text += "\nrecorded in " + h->origin->audit_log;
   if (!logged)
     text += " (the commit's record could not be written: " + logged.error().message + ")";

@@ -288,6 +288,7 @@ SessionOptions SessionOptionsFrom(const SessionFlags& f, const std::string& clie
   o.tags = f.tags;
   const std::string command = client == "mcp" ? "serve" : client;
   o.asker = AskerFor(command, f.non_interactive);
+  o.ask_client = command == "serve" && NoOneToAsk(f.non_interactive).empty();
   return o;
 }
 

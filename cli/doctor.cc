@@ -281,8 +281,8 @@ Json ApprovalsCheck(const Result<Policy>& policy) {
                    std::to_string(by[1]) + " ask, " + std::to_string(by[2]) + " deny, " +
                    std::to_string(by[0]) + " allow; `cordon policy show` lists them); " + who +
                    "; " + held +
-                   "; serve and wrap refuse every ask until they ask their MCP client "
-                   "(elicitation)",
+                   "; serve over stdio asks a client that declares elicitation; serve --http "
+                   "and wrap refuse every ask at once",
                "");
 }
 

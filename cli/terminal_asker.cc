@@ -111,22 +111,30 @@ ApprovalReply TerminalAsker::Ask(const ApprovalQuestion& q) {
   return r;
 }
 
-std::shared_ptr<Asker> AskerFor(const std::string& command, bool non_interactive) {
-  if (non_interactive) return std::make_shared<NobodyAsker>("--non-interactive");
+std::string NoOneToAsk(bool non_interactive) {
+  if (non_interactive) return "--non-interactive";
   if (const char* ci = std::getenv("CI"); ci != nullptr) {
     const std::string v = ci;
-    if (!v.empty() && v != "0" && v != "false") {
-      return std::make_shared<NobodyAsker>("CI=" + TerminalSafe(v.substr(0, 16), true) +
-                                           " in cordon's environment");
-    }
+    if (!v.empty() && v != "0" && v != "false")
+      return "CI=" + TerminalSafe(v.substr(0, 16), true) + " in cordon's environment";
   }
+  return "";
+}
+
+std::shared_ptr<Asker> AskerFor(const std::string& command, bool non_interactive) {
+  if (const std::string why = NoOneToAsk(non_interactive); !why.empty())
+    return std::make_shared<NobodyAsker>(why);
   if (command == "exec" || command == "cli" || command == "mcp-cli") {
     return std::make_shared<TerminalAsker>();
   }
+  if (command == "serve") {
+    return std::make_shared<NobodyAsker>(
+        "cordon serve asks through its MCP client's elicitation, and no client that declared "
+        "the elicitation capability has initialized (serve --http does not ask yet)");
+  }
   return std::make_shared<NobodyAsker>(
       "cordon " + command +
-      " asks only through an MCP client's elicitation, which is not built "
-      "yet (issue 34, part c)");
+      " does not ask its MCP client yet (issue 34, part c: wrap's elicitation is not built)");
 }
 
 }  // namespace cordon::cli

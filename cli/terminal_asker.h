@@ -18,7 +18,10 @@ class TerminalAsker final : public Asker {
 
 // Who `command`'s questions go to: nobody under --non-interactive or CI (a CI variable other
 // than "", "0" or "false" in cordon's own environment), else the terminal for exec, call and
-// mcp, and nobody for serve and wrap until they ask their MCP client (elicitation).
+// mcp; for serve, nobody until its client declares elicitation in `initialize` (then the MCP
+// server asks through it, mcp/elicitation.h); for wrap, nobody (not built yet).
 std::shared_ptr<Asker> AskerFor(const std::string& command, bool non_interactive);
+// Why no one may be asked at all (--non-interactive, CI), or "" when someone may be.
+std::string NoOneToAsk(bool non_interactive);
 
 }  // namespace cordon::cli

@@ -100,6 +100,21 @@ Json McpServer::Initialize(const Json& params) {
                  {"serverInfo", {{"name", "cordon"}, {"version", kCordonVersion}}}};
   Json instructions = Instructions();
   if (!instructions.is_null()) result["instructions"] = instructions;
+  // Approvals (issue 34): over stdio, a client that declares elicitation is asked through it;
+  // one that does not makes every `ask` an approval_required at once, saying so.
+  if (session_.ask_client() && wire_ == Wire::kStdio && send_ && !asker_) {
+    const Json caps = params.is_object() ? params.value("capabilities", Json()) : Json();
+    std::string client = "the MCP client";
+    if (params.is_object() && params.contains("clientInfo") && params["clientInfo"].is_object())
+      client = params["clientInfo"].value("name", client);
+    if (caps.is_object() && caps.contains("elicitation") && caps["elicitation"].is_object()) {
+      asker_ = std::make_shared<ElicitationAsker>(send_, version, client);
+      session_.SetAsker(asker_);
+    } else {
+      session_.SetAsker(std::make_shared<NobodyAsker>(
+          client.substr(0, 64) + " did not declare the elicitation capability in initialize"));
+    }
+  }
   if (params.is_object() && params.contains("clientInfo")) {
     McpClientRecord rec{.client_info = params["clientInfo"], .protocol_version = version};
     if (!owner_.empty()) rec.mcp_session = owner_;
@@ -289,7 +304,11 @@ std::optional<Json> McpServer::Handle(Message& m) {
 }
 
 std::optional<Json> McpServer::Dispatch(Message& m) {
-  if (m.kind == Message::Kind::kResponse) return std::nullopt;  // cordon sends no requests yet
+  if (m.kind == Message::Kind::kResponse) {
+    // An answer to one of cordon's questions (elicitation/create); any other is dropped.
+    if (asker_) (void)asker_->Deliver(m.id, m.result, m.error);
+    return std::nullopt;
+  }
   if (m.kind == Message::Kind::kNotification) {
     if (m.method == "notifications/initialized") initialized_ = true;
     if (m.method == "notifications/cancelled" && m.params.is_object() &&
@@ -324,8 +343,9 @@ std::optional<Json> McpServer::Dispatch(Message& m) {
     Json args = std::move(checked.args);
     // Unknown or ungranted tools come back as isError results, as the tool contract says.
     const bool wants_progress = !ProgressToken(p).is_null();
-    const bool quick =
-        !wants_progress && session_.IsQuick(p["name"].get_ref<const std::string&>(), args);
+    // A call that may ask its client never runs on the reading thread: the answer comes in on it.
+    const bool quick = !wants_progress && !asker_ &&
+                       session_.IsQuick(p["name"].get_ref<const std::string&>(), args);
     if (send_ && !quick) {
       StartCall(m, std::move(args));
       return std::nullopt;
@@ -517,7 +537,9 @@ int ServeStdio(Session& session, int in_fd, int out_fd,
         });
     if (failed || !flush()) return 1;
   }
-  // EOF: running calls finish and answer; a termination signal cancels them.
+  // EOF: running calls finish and answer; a termination signal cancels them. A question put to
+  // the client can no longer be answered: it ends as cancelled.
+  server.CloseAsker();
   server.Drain(TerminationSignal() != 0);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "mcp/elicitation.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/worker_pool.h"
 #include "session/session.h"
@@ -57,6 +58,10 @@ class McpServer {
   // call's reservation (what it may still return, at its output cap). A tools/call that would
   // take it past limits.max_pending_output_bytes is refused with output_backlog.
   std::int64_t pending_output() const { return pending_output_.load(); }
+  // The client is gone: questions put to it are answered cancelled (mcp/elicitation.h).
+  void CloseAsker() {
+    if (asker_) asker_->Close();
+  }
   // The negotiated protocol version ("" before initialize).
   std::string version() const {
     std::lock_guard<std::mutex> lock(calls_mu_);
@@ -91,6 +96,8 @@ class McpServer {
   mutable std::mutex calls_mu_;
   std::condition_variable calls_cv_;                          // signalled when a call leaves calls_
   std::map<std::string, std::unique_ptr<ActiveCall>> calls_;  // by request id (JSON text)
+  // serve over stdio, a client that declared elicitation: approvals are asked through it.
+  std::shared_ptr<ElicitationAsker> asker_;
   WorkerPool pool_{64};
 };
 

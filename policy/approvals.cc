@@ -1023,6 +1023,17 @@ bool RuleCouldMatchBelow(const ApprovalRule& rule, std::string_view dir) {
   return rule.matcher == ApprovalMatcher::kPath && PatternCouldMatchBelow(rule.pattern, dir);
 }
 
+bool RuleReachesThrough(const ApprovalRule& rule, std::string_view rel) {
+  if (rule.matcher != ApprovalMatcher::kPath) return false;
+  if (PathPatternMatches(rule.pattern, rel) ||
+      PathPatternMatches(rule.pattern, std::string(rel) + "/x"))
+    return true;
+  std::string_view p = rule.pattern;
+  while (!p.empty() && p.front() == '/') p.remove_prefix(1);
+  const bool anchored = p.find('/') != std::string_view::npos || p.size() != rule.pattern.size();
+  return anchored && !p.starts_with("**") && PatternCouldMatchBelow(rule.pattern, rel);
+}
+
 bool RuleMatchesDomain(const ApprovalRule& rule, std::string_view host, int port) {
   if (rule.matcher != ApprovalMatcher::kDomain) return false;
   const auto r = ParseDomainRule(rule.pattern, rule.where);

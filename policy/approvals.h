@@ -91,6 +91,11 @@ bool RuleMatchesPath(const ApprovalRule& rule, std::string_view path);
 // asks about before it deletes or replaces a directory with everything below it. Conservative:
 // a pattern without '/' (any depth) could always match below.
 bool RuleCouldMatchBelow(const ApprovalRule& rule, std::string_view dir);
+// Whether a symlink, or a directory whose mode changes, at `rel` reaches what a path rule names:
+// the rule matches it, or a name inside it, or (an anchored pattern that does not start with
+// `**`) a path below it. A name rule (no '/') names files wherever they are, so a link to a
+// directory never hides one from it.
+bool RuleReachesThrough(const ApprovalRule& rule, std::string_view rel);
 // `host` a lower-case name or canonical address, `port` 1..65535 (0: any).
 bool RuleMatchesDomain(const ApprovalRule& rule, std::string_view host, int port);
 

@@ -7,8 +7,10 @@
 #include <cstdlib>
 
 #include "core/line_diff.h"
+#include "core/text.h"
 #include "runner/host_probe.h"
 #include "session/session.h"
+#include "workspace/stage.h"
 
 namespace cordon {
 namespace {
@@ -180,26 +182,42 @@ HeldAnswer Session::AskHeld(const HeldQuestion& held) {
   if (d.reason.empty())
     d.reason = "the changes of " + held.tool + " to paths that rule " + d.rule + " holds";
   ApprovalQuestion q{.kind = "commit", .tool = held.tool};
+  // Every path as one line: a name with a newline in it must not draw a line of the diff.
+  const auto shown = [](const std::string& p) { return TerminalSafe(EscapePathBytes(p), true); };
   std::string subject;
+  std::size_t listed = 0;
   for (const HeldEntry& h : held.entries) {
     q.paths.push_back(h.path);
-    if (subject.size() < 2048)
-      subject += (subject.empty() ? "" : ", ") + h.path + " (" + h.op + ")";
+    if (subject.size() >= 2048) continue;
+    subject += (subject.empty() ? "" : ", ") + shown(h.path) + " (" + h.op + ")";
+    ++listed;
   }
+  if (listed < held.entries.size())
+    subject += " and " + std::to_string(held.entries.size() - listed) + " more";
   q.subject = "change " + std::to_string(held.entries.size()) + " held path" +
               (held.entries.size() == 1 ? "" : "s") + ": " + subject;
-  // The diff, redacted, cut at 4 KiB: a person sees what would land, never a secret in it.
+  // The diff, redacted, cut at 4 KiB: a person sees what would land, never a secret in it, and
+  // is told how much of it is not shown.
   std::string diff;
+  std::size_t diffed = 0;
   for (const HeldQuestion::Content& c : held.contents) {
-    std::string part = UnifiedDiff(c.before, c.after, "a/" + c.path, "b/" + c.path);
-    if (c.before_cut || c.after_cut) part += "[cordon: " + c.path + " is longer than shown]\n";
-    diff += part;
     if (diff.size() > 4096) break;
+    std::string part = UnifiedDiff(c.before, c.after, "a/" + shown(c.path), "b/" + shown(c.path));
+    if (c.before_cut || c.after_cut)
+      part += "[cordon: " + shown(c.path) + " is longer than shown]\n";
+    diff += part;
+    ++diffed;
   }
   redactor_.Redact(diff);
   if (diff.size() > 4096) {
     diff.resize(4096);
     diff += "\n[cordon: the rest of the diff is not shown]\n";
+  }
+  if (diffed < held.entries.size()) {
+    diff += "[cordon: the diff above covers " + std::to_string(diffed) + " of the " +
+            std::to_string(held.entries.size()) +
+            " held paths; `cordon approvals` cannot show the others before this answer: answer "
+            "no unless you know them]\n";
   }
   q.detail = std::move(diff);
   const Status st = Approve(d, std::move(q), held.call, held.owner, &out.approval);

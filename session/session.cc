@@ -257,6 +257,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options, c
   ASSIGN_OR_RETURN(s->policy_, LoadSessionPolicy(options, sources));
   s->tool_process_ = options.tool_process;
   s->asker_ = options.asker;
+  s->ask_client_ = options.ask_client;
   ASSIGN_OR_RETURN(Json redaction_json, SetUpRedactor(s->redactor_, s->policy_, envp));
   if (s->policy_.redact_scan_files) s->StartSecretScan();
   std::optional<std::string> key;

@@ -81,6 +81,9 @@ struct SessionOptions {
   // Who an `ask` of [[approvals.rules]] is put to (policy/asker.h): the terminal, the MCP
   // client, nobody. Null: nobody ("no one to ask in this command").
   std::shared_ptr<Asker> asker;
+  // serve: an MCP client that declares elicitation in `initialize` is asked through it
+  // (mcp/elicitation.h); false under CI=true and --non-interactive.
+  bool ask_client = false;
 };
 
 // Caps a server's CallToolResult for the agent: text items cut at `cap` bytes with a marker,
@@ -98,6 +101,12 @@ Result<Json> SetUpRedactor(Redactor& redactor, const Policy& policy, char** envp
 
 class Session {
  public:
+  // The MCP server's asker, once the client's capabilities are known (mcp/elicitation.h).
+  void SetAsker(std::shared_ptr<Asker> asker) {
+    std::lock_guard lock(ask_mu_);
+    asker_ = std::move(asker);
+  }
+  bool ask_client() const { return ask_client_; }
   static Result<std::unique_ptr<Session>> Start(const SessionOptions& options, char** envp);
   ~Session();
 
@@ -195,6 +204,7 @@ class Session {
   ExternalTools* external_ = nullptr;
   // --- approvals (issue 34, session/approvals.cc) ---
   std::shared_ptr<Asker> asker_;
+  bool ask_client_ = false;
   std::mutex ask_mu_;  // one question at a time: a terminal has one reader
   std::mutex approvals_mu_;
   // Per caller (MCP session) label: rule id -> the approval whose `session` answer holds.

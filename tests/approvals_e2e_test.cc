@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -457,13 +458,59 @@ TEST_F(ApprovalsTest, AProcessChangeToAHeldPathNeverReachesTheHostWithNoOneToAsk
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 }
 
+// What the adversarial review of part (b) found: a link, a directory's mode and git's own
+// objects are other ways to the same paths.
+TEST_F(ApprovalsTest, ALinkAModeOrAGitCommitCannotCarryAHeldPathPastTheQuestion) {
+  HostTree();
+  ASSERT_EQ(testing::Run({"/bin/sh", "-c",
+                          "cd '" + ws_ +
+                              "' && git init -q . && git -c user.email=a@b -c user.name=a "
+                              "commit -q --allow-empty -m init && mkdir -p .github && chmod 755 "
+                              "deploy"})
+                .exit_code,
+            0);
+  auto r = InCi(
+      Staged("mkdir ci && ln -s ../ci .github/workflows && echo 'on: push' > ci/evil.yml; "
+             "mkdir elsewhere && ln -s elsewhere infra-deploy && ln -s elsewhere svc-deploy; "
+             "rm -rf vendor && ln -s elsewhere vendor; chmod 777 deploy; "
+             "echo evil > deploy/app.yaml && git add -A && git -c user.email=a@b -c user.name=a "
+             "commit -qm evil"));
+  // The workflow directory as a link, a directory that held a held path replaced by a link, and
+  // a held directory's new mode stayed out.
+  struct stat st {};
+  EXPECT_NE(::lstat((ws_ + "/.github/workflows").c_str(), &st), 0) << r.err;
+  ASSERT_EQ(::lstat((ws_ + "/vendor").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode)) << r.err;
+  EXPECT_EQ(ReadFile(ws_ + "/vendor/lib/deploy/site.yaml"), "site\n");
+  ASSERT_EQ(::stat((ws_ + "/deploy").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u) << r.err;
+  // Links that lead nowhere a rule names land (names are not rules).
+  EXPECT_EQ(::lstat((ws_ + "/infra-deploy").c_str(), &st), 0) << r.err;
+  // git's index and the commit would land deploy/app.yaml: they stayed out (exit 123).
+  EXPECT_EQ(r.exit_code, 123) << r.err;
+  auto git_log = testing::Run({"/usr/bin/git", "-C", ws_, "log", "--format=%s"});
+  EXPECT_EQ(git_log.out, "init\n") << git_log.out << git_log.err;
+  auto files = testing::Run({"/usr/bin/git", "-C", ws_, "ls-files"});
+  EXPECT_EQ(files.out.find("deploy/app.yaml"), std::string::npos) << files.out;
+  bool git_named = false;
+  for (const Json& rm : Records("protected_path_removed")) {
+    git_named = git_named || rm.dump().find("approval_path") != std::string::npos;
+  }
+  EXPECT_TRUE(git_named) << ReadFile(log());
+}
+
 TEST_F(ApprovalsTest, ThePersonAtTheTerminalSeesTheRedactedDiffAndDecidesWhatLands) {
   HostTree();
   const std::string token = "ghp_" + std::string(36, 'Q');
   PtyRun run = UnderPty(Staged("echo 'image: v2' > deploy/app.yaml; echo 'replicas: 3' > "
                                "deploy/old.yaml; echo 'token: " +
-                               token + "' >> deploy/old.yaml; echo y > src/a.c"),
+                               token +
+                               "' >> deploy/old.yaml; echo y > src/a.c; "
+                               "echo n > \"deploy/$(printf 'n\\n+forged')\""),
                         "y\r");
+  // A name cannot draw a line of the diff: its newline is shown escaped.
+  EXPECT_EQ(run.screen.find("| +forged"), std::string::npos) << run.screen;
+  EXPECT_NE(run.screen.find("\\u{000A}+forged"), std::string::npos) << run.screen;
   EXPECT_EQ(run.exit_code, 0) << run.screen;
   EXPECT_NE(run.screen.find("deploy/app.yaml (created)"), std::string::npos) << run.screen;
   EXPECT_NE(run.screen.find("+image: v2"), std::string::npos) << run.screen;
@@ -487,7 +534,7 @@ TEST_F(ApprovalsTest, ThePersonAtTheTerminalSeesTheRedactedDiffAndDecidesWhatLan
       EXPECT_FALSE(e.contains("approval")) << e.dump();
     }
   }
-  EXPECT_EQ(named, 2u) << processes[0].dump();
+  EXPECT_EQ(named, 3u) << processes[0].dump();
   // No: the held change goes to the quarantine; the rest lands.
   run = UnderPty(Staged("echo 'image: v3' > deploy/app.yaml; echo z > src/b.c"), "n\r");
   EXPECT_EQ(ReadFile(ws_ + "/deploy/app.yaml"), "image: v2\n") << run.screen;
@@ -583,6 +630,140 @@ TEST_F(ApprovalsTest, AHeldChangeNoOneAnswersGoesToTheQuarantineAfterHeldDays) {
     }
   }
   EXPECT_TRUE(expired) << ReadFile(log());
+}
+
+// --- part (c): serve asks its MCP client (elicitation), with the real TypeScript SDK client ---
+
+class ApprovalsElicitationTest : public ApprovalsTest {
+ protected:
+  void SetUp() override {
+    ApprovalsTest::SetUp();
+    if (IsSkipped()) return;
+    peers_ = testing::FromEnv("MCP_PEERS_DIR", "/tmp/mcp-peers");
+    if (OnPath("node").empty() ||
+        !testing::Exists(peers_ + "/node_modules/@modelcontextprotocol/sdk/package.json")) {
+      if (testing::InCi()) FAIL() << "CI=true, and node or the MCP SDK is missing";
+      GTEST_SKIP() << "SKIPPED ELICITATION TEST: node or the MCP SDK is missing; run "
+                      "scripts/install-mcp-peers.sh";
+    }
+  }
+  // tests/data/sdk_elicit.mjs around `cordon serve` (CI cleared, so that someone may be asked):
+  // one call per entry of `calls`, each question answered by the next of `answers`. The lines
+  // it printed: {"connected"}, one per call, then {"closed", "elicitations"}.
+  std::vector<Json> Serve(const std::vector<Json>& calls, const std::string& answers,
+                          const std::vector<std::string>& serve_flags = {},
+                          bool elicitation = true) {
+    std::vector<std::string> argv = {"/usr/bin/env", "-u", "CI", OnPath("node"),
+                                     CORDON_SOURCE_DIR "/tests/data/sdk_elicit.mjs"};
+    if (!answers.empty()) argv.insert(argv.end(), {"--answers", answers});
+    if (!elicitation) argv.push_back("--no-elicitation");
+    argv.insert(argv.end(),
+                {"--", testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log", log()});
+    argv.insert(argv.end(), serve_flags.begin(), serve_flags.end());
+    std::string in;
+    for (const Json& c : calls) in += c.dump() + "\n";
+    std::vector<std::string> env = env_;
+    env.push_back("MCP_PEERS_DIR=" + peers_);
+    auto r = testing::Run(argv, env, in);
+    std::vector<Json> out;
+    for (const std::string& line : SplitLines(r.out)) {
+      Json j = Json::parse(line, nullptr, false);
+      if (!j.is_discarded()) out.push_back(std::move(j));
+    }
+    EXPECT_EQ(out.size(), calls.size() + 2) << r.out << r.err;
+    return out;
+  }
+  static Json Shell(const std::string& script) {
+    return {{"name", "run_shell"}, {"arguments", {{"program", "sh"}, {"args", {"-c", script}}}}};
+  }
+  // The text of a call's result (its error message, when it is one).
+  static std::string Text(const Json& line) {
+    if (!line.contains("result") || !line["result"].is_object()) return line.dump();
+    return line["result"]["content"][0].value("text", "");
+  }
+  std::string peers_;
+};
+
+TEST_F(ApprovalsElicitationTest, TheClientIsAskedAndItsAnswerDecides) {
+  const std::vector<std::string> flags = {"--policy", dir_ / "ask.toml"};
+  // once, then session (the next matching call is not asked again), then decline, then cancel.
+  auto out = Serve({Shell("touch once.txt"), Shell("touch s1.txt"), Shell("touch s2.txt")},
+                   "once,session", flags);
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_TRUE(testing::Exists(ws_ + "/once.txt")) << Text(out[1]);
+  EXPECT_TRUE(testing::Exists(ws_ + "/s1.txt")) << Text(out[2]);
+  EXPECT_TRUE(testing::Exists(ws_ + "/s2.txt")) << Text(out[3]);
+  const Json& asked = out.back()["elicitations"];
+  ASSERT_EQ(asked.size(), 2u) << out.back().dump();
+  EXPECT_EQ(asked[0]["mode"], "form") << "the SDK speaks 2025-11-25";
+  EXPECT_NE(asked[0]["message"].get<std::string>().find("t-touch"), std::string::npos);
+  EXPECT_NE(asked[0]["message"].get<std::string>().find("ask.toml:1"), std::string::npos);
+  EXPECT_NE(asked[0]["message"].get<std::string>().find("touch once.txt"), std::string::npos);
+  EXPECT_EQ(asked[0]["requestedSchema"]["properties"]["decision"]["enum"],
+            Json({"once", "session", "deny"}));
+  auto approvals = Records("approval");
+  ASSERT_EQ(approvals.size(), 3u) << ReadFile(log());
+  EXPECT_EQ(approvals[0]["asked_via"], "elicitation");
+  EXPECT_EQ(approvals[0]["answer"], "once");
+  EXPECT_EQ(approvals[0]["client"], "cordon-sdk-elicit");
+  EXPECT_EQ(approvals[1]["answer"], "session");
+  EXPECT_EQ(approvals[2]["asked_via"], "kept");
+  EXPECT_EQ(approvals[2]["kept_from"], approvals[1]["id"]);
+  out = Serve({Shell("touch declined.txt"), Shell("touch cancelled.txt")}, "decline,cancel", flags);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_FALSE(testing::Exists(ws_ + "/declined.txt"));
+  EXPECT_FALSE(testing::Exists(ws_ + "/cancelled.txt"));
+  EXPECT_NE(Text(out[1]).find("denied_by_policy"), std::string::npos) << Text(out[1]);
+  EXPECT_NE(Text(out[2]).find("cancelled"), std::string::npos) << Text(out[2]);
+  approvals = Records("approval");
+  ASSERT_EQ(approvals.size(), 5u);
+  EXPECT_EQ(approvals[3]["answer"], "declined");
+  EXPECT_EQ(approvals[4]["answer"], "cancelled");
+}
+
+TEST_F(ApprovalsElicitationTest, NoAnswerTimesOutAndAClientWithoutElicitationIsRefusedAtOnce) {
+  WriteFile(dir_ / "short.toml", "[approvals]\ntimeout_secs = 2\n");
+  const std::vector<std::string> flags = {"--policy", dir_ / "ask.toml", "--policy",
+                                          dir_ / "short.toml"};
+  // No answer: the call waits the question's timeout (progress keeps the client waiting), then
+  // is refused; nothing ran.
+  auto out = Serve({Shell("touch late.txt")}, "never", flags);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_NE(Text(out[1]).find("approval_required"), std::string::npos) << Text(out[1]);
+  EXPECT_GE(out[1]["elapsed_ms"].get<int>(), 2000) << out[1].dump();
+  EXPECT_FALSE(testing::Exists(ws_ + "/late.txt"));
+  // A client that did not declare elicitation: refused at once, saying so.
+  out = Serve({Shell("touch never.txt")}, "", flags, /*elicitation=*/false);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_NE(Text(out[1]).find("approval_required"), std::string::npos) << Text(out[1]);
+  EXPECT_NE(Text(out[1]).find("did not declare the elicitation capability"), std::string::npos)
+      << Text(out[1]);
+  EXPECT_TRUE(out.back()["elicitations"].empty());
+  EXPECT_FALSE(testing::Exists(ws_ + "/never.txt"));
+  const auto approvals = Records("approval");
+  ASSERT_EQ(approvals.size(), 2u) << ReadFile(log());
+  EXPECT_EQ(approvals[0]["answer"], "timeout");
+  EXPECT_EQ(approvals[1]["answer"], "no_client");
+}
+
+TEST_F(ApprovalsElicitationTest, AHeldCommitIsAskedThroughTheClientWithItsDiff) {
+  WriteFile(ws_ + "/deploy/old.yaml", "replicas: 1\n");
+  auto out = Serve({Shell("echo 'replicas: 4' > deploy/old.yaml; echo y > src/a.c"),
+                    Shell("echo bad > deploy/new.yaml")},
+                   "once,deny");
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(ReadFile(ws_ + "/deploy/old.yaml"), "replicas: 4\n") << Text(out[1]);
+  EXPECT_EQ(ReadFile(ws_ + "/src/a.c"), "y\n");
+  EXPECT_FALSE(testing::Exists(ws_ + "/deploy/new.yaml")) << Text(out[2]);
+  const Json& asked = out.back()["elicitations"];
+  ASSERT_EQ(asked.size(), 2u) << out.back().dump();
+  EXPECT_NE(asked[0]["message"].get<std::string>().find("+replicas: 4"), std::string::npos)
+      << asked[0].dump();
+  const auto approvals = Records("approval");
+  ASSERT_EQ(approvals.size(), 2u);
+  EXPECT_EQ(approvals[0]["kind"], "commit");
+  EXPECT_EQ(approvals[0]["asked_via"], "elicitation");
+  EXPECT_EQ(approvals[1]["answer"], "deny");
 }
 
 }  // namespace

@@ -360,7 +360,8 @@ std::vector<AuditRecord> FullRecords() {
                      .left_escaped = false,
                      .error = "e",
                      .stage_log_error = "e",
-                     .copy = "/q/recovery-1-x-1.json"},
+                     .copy = "/q/recovery-1-x-1.json",
+                     .held = "1-x-1"},
       // --- approvals (issue 34)
       ApprovalRecord{.id = "ap-1",
                      .call = 3,

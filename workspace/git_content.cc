@@ -220,6 +220,11 @@ const char* GitTreePathRule(std::string_view rel, const CommitRules& rules) {
   if (HasComponent(rel, ".git")) return "git_dir_in_tree";
   const std::string_view base = LeafOf(rel);
   if (base == "HEAD" || base == "commondir" || base == "gitdir") return "bare_repository";
+  // A path an approval rule asks about (or denies) lands through git's index or a commit only as
+  // a work-tree write would: that needs an answer the commit cannot give a git object, so it is
+  // refused (issue 34; the work-tree file itself is held).
+  const ApprovalMatch m = EvaluatePath(rules.approval_paths, rel);
+  if (m.rule != nullptr && m.decision != ApprovalDecision::kAllow) return "approval_path";
   return nullptr;
 }
 

@@ -258,6 +258,16 @@ std::vector<CommitDecision> PlanCommit(std::span<const UpperEntry> upper,
               ApprovalStrictness(b.decision) > ApprovalStrictness(rule->decision))
             rule = &b;
         }
+        // A symlink (`ln -s src deploy`) or a directory's new mode (`chmod 777 deploy`) reaches
+        // what is below it: held when a rule names what it leads to.
+        if (e.kind == UpperKind::kSymlink || d.action == CommitAction::kChmod) {
+          for (const ApprovalRule& r : rules.approval_paths) {
+            if (r.decision == ApprovalDecision::kAllow || !RuleReachesThrough(r, e.rel)) continue;
+            if (rule == nullptr ||
+                ApprovalStrictness(r.decision) > ApprovalStrictness(rule->decision))
+              rule = &r;
+          }
+        }
         if (rule != nullptr && rule->decision == ApprovalDecision::kDeny) {
           d = Refuse(e, i, "approval_denied");
         } else if (rule != nullptr) {
