@@ -290,8 +290,10 @@ void MarkHeldBelow(int root_fd, std::vector<UpperEntry>& entries, const CommitRu
     }
     int found = -1;
     WalkOptions opts;
-    opts.max_depth = 64;
-    opts.max_entries = 100000;
+    // As far as the deletion itself goes (ApplyCommit walks the same tree to delete it): a big
+    // `rm -rf node_modules` is walked, not held for the want of a walk.
+    opts.max_depth = 1024;
+    opts.max_entries = 1u << 22;
     opts.too_deep = TooDeep::kFail;
     opts.too_many = TooDeep::kFail;
     opts.what = "the host directory " + e.rel;
