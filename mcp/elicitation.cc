@@ -18,19 +18,19 @@ Json ElicitationRequest(const Json& id, const ApprovalQuestion& q, const std::st
   if (!q.detail.empty()) message += "\n\n" + q.detail;
   message += "\n\nRule " + q.rule_id + " (" + q.rule_source +
              "). Answer once, session (this rule, for the rest of this MCP session) or deny.";
-  Json params = {
-      {"message", message},
-      {"requestedSchema",
-       {{"type", "object"},
-        {"properties",
-         {{"decision",
-           {{"type", "string"},
-            {"title", "Decision"},
-            {"description", "once: allow this time; session: allow this rule for the rest of "
-                            "the session; deny: refuse"},
-            {"enum", {"once", "session", "deny"}},
-            {"enumNames", {"Allow once", "Allow for this session", "Deny"}}}}}},
-        {"required", {"decision"}}}}};
+  Json params = {{"message", message},
+                 {"requestedSchema",
+                  {{"type", "object"},
+                   {"properties",
+                    {{"decision",
+                      {{"type", "string"},
+                       {"title", "Decision"},
+                       {"description",
+                        "once: allow this time; session: allow this rule for the rest of "
+                        "the session; deny: refuse"},
+                       {"enum", {"once", "session", "deny"}},
+                       {"enumNames", {"Allow once", "Allow for this session", "Deny"}}}}}},
+                   {"required", {"decision"}}}}};
   if (version >= "2025-11-25") params["mode"] = "form";
   return {{"jsonrpc", "2.0"}, {"id", id}, {"method", "elicitation/create"}, {"params", params}};
 }

@@ -257,6 +257,20 @@ TEST(PlanCommit, ApprovalPathRulesHoldOrRefuseWhatTheyMatch) {
   EXPECT_EQ(back->approval_paths[1].decision, ApprovalDecision::kDeny);
   EXPECT_EQ(back->approval_paths[3].layer, PolicyLayer::kUser);
   EXPECT_EQ(PlanCommit(listing, *back)[7].reason, "approval_denied");
+  // A hard link to a held file waits with it, wherever it is in the listing.
+  std::vector<UpperEntry> links = {Entry("a-notes.txt", K::kFile),
+                                   Entry("deploy", K::kDir, H::kDir),
+                                   Entry("deploy/h.yaml", K::kFile), Entry("z.txt", K::kFile)};
+  for (std::size_t k : {0u, 2u}) {
+    links[k].nlink = 2;
+    links[k].sig.dev = 1;
+    links[k].sig.ino = 77;
+  }
+  links[3].sig.ino = 78;
+  const auto planned = PlanCommit(links, rules);
+  EXPECT_EQ(planned[2].hold, "ask-deploy");
+  EXPECT_EQ(planned[0].hold, "ask-deploy") << "the other name of a held inode";
+  EXPECT_TRUE(planned[3].hold.empty());
 }
 
 // What the sandbox masks (the policy's deny list, cordon's own files) is never written or

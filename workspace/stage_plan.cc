@@ -281,6 +281,27 @@ std::vector<CommitDecision> PlanCommit(std::span<const UpperEntry> upper,
       held.emplace(e.rel, std::pair(d.hold, d.hold_source));
     out.push_back(std::move(d));
   }
+  // A file with other links shares its inode with them: when one name is held, the others wait
+  // with it (`ln deploy/a notes.txt` would otherwise land notes.txt now, and a write to it later
+  // would change the held file).
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::pair<std::string, std::string>> linked;
+  for (const CommitDecision& d : out) {
+    const UpperEntry& e = upper[d.entry];
+    if (!d.hold.empty() && e.kind == UpperKind::kFile && e.nlink > 1)
+      linked.emplace(std::pair(e.sig.dev, e.sig.ino), std::pair(d.hold, d.hold_source));
+  }
+  if (!linked.empty()) {
+    for (CommitDecision& d : out) {
+      const UpperEntry& e = upper[d.entry];
+      if (!d.hold.empty() || d.action != CommitAction::kInstall || e.kind != UpperKind::kFile ||
+          e.nlink < 2)
+        continue;
+      if (auto it = linked.find(std::pair(e.sig.dev, e.sig.ino)); it != linked.end()) {
+        d.hold = it->second.first;
+        d.hold_source = it->second.second;
+      }
+    }
+  }
   return out;
 }
 
