@@ -343,8 +343,9 @@ bool BoundedContains(std::string_view text, std::string_view needle) {
 }
 
 bool IsShell(std::string_view name) {
-  static constexpr std::string_view kShells[] = {"sh",   "bash", "dash", "zsh",   "ksh",
-                                                 "mksh", "ash",  "yash", "rbash", "posh"};
+  // script(1) runs `-c TEXT` through the user's shell, as a shell does.
+  static constexpr std::string_view kShells[] = {"sh",  "bash", "dash",  "zsh",  "ksh",   "mksh",
+                                                 "ash", "yash", "rbash", "posh", "script"};
   return std::find(std::begin(kShells), std::end(kShells), name) != std::end(kShells);
 }
 
@@ -609,6 +610,24 @@ std::optional<Unwrapped> Unwrap(std::string_view name, std::span<const std::stri
   return u;
 }
 
+// watch(1): without -x it joins its operands with spaces and runs them as a shell text; with -x
+// they are the argv. `*next`: the first operand.
+std::optional<std::string> WatchText(std::span<const std::string> w, std::size_t* next) {
+  bool exec = false;
+  for (std::size_t i = 1; i < w.size() && w[i].size() > 1 && w[i][0] == '-'; ++i) {
+    const std::string_view a = w[i];
+    if (a == "--") break;
+    exec = exec || a == "--exec" ||
+           (!a.starts_with("--") && a.find('x') != std::string_view::npos &&
+            a.find_first_of("nq") == std::string_view::npos);
+  }
+  *next = SkipOptions(w, 1, {"nq", {"interval", "equexit"}});
+  if (exec || *next >= w.size()) return std::nullopt;
+  std::string text;
+  for (std::size_t i = *next; i < w.size(); ++i) text += (i == *next ? "" : " ") + w[i];
+  return text;
+}
+
 // The TEXT of `sh [options] -c TEXT`, or nullopt when the shell reads a file or its stdin.
 // `*scanned`: how many words were read, for the work budget.
 std::optional<std::string_view> ShellCommandText(std::span<const std::string> w,
@@ -834,6 +853,11 @@ bool ScanWords(ArgvMatch& m, const SplitWords& s, int depth) {
       const auto text = ShellCommandText(seg, &scanned);
       if (!m.Spend(scanned)) return false;
       if (text && ScanText(m, *text, depth + 1)) return true;
+    } else if (name == "watch") {
+      std::size_t next = 0;
+      if (!m.Spend(seg.size())) return false;
+      if (const auto text = WatchText(seg, &next); text && ScanText(m, *text, depth + 1))
+        return true;
     } else if (name == "env") {
       const Unwrapped u = UnwrapEnv(seg);
       if (!m.Spend(u.next)) return false;
@@ -875,7 +899,7 @@ bool MatchChain(ArgvMatch& m, std::span<const std::string> argv, std::string_vie
     if (DirectMatch(m, argv, program, git_config)) return true;
     // A multi-call binary (busybox, uutils) acts by the name it was called by.
     const std::string_view called = Basename(argv[0]);
-    const bool by_call = IsShell(called) || Unwrap(called, argv).has_value();
+    const bool by_call = IsShell(called) || called == "watch" || Unwrap(called, argv).has_value();
     const std::string_view name = by_call || program.empty() ? called : Basename(program);
     program = {};
     if (IsShell(name)) {
@@ -883,6 +907,14 @@ bool MatchChain(ArgvMatch& m, std::span<const std::string> argv, std::string_vie
       std::size_t scanned = 0;
       const auto text = ShellCommandText(argv, &scanned);
       return text && ScanText(m, *text, depth + 1);
+    }
+    if (name == "watch") {
+      std::size_t next = 0;
+      const auto text = WatchText(argv, &next);
+      if (text) return !m.allow && ScanText(m, *text, depth + 1);
+      if (next >= argv.size()) return false;
+      argv = argv.subspan(next);
+      continue;
     }
     const std::optional<Unwrapped> u = Unwrap(name, argv);
     if (!u || (!u->prefix && u->next >= argv.size())) return false;

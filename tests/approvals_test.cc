@@ -351,6 +351,14 @@ TEST(ApprovalArgv, GitPushIsSeenThroughWrappersShellsAndOptions) {
       {{"command", "-p", "git", "push"}, "", true},
       {{"exec", "-a", "name", "git", "push"}, "", true},
       {{"sh", "-c", "git push"}, "", true},
+      // Launchers that run their words as a shell text, or as another user.
+      {{"script", "-qc", "git push", "/dev/null"}, "", true},
+      {{"script", "-q", "-c", "cd x; git push", "log"}, "", true},
+      {{"watch", "-n", "5", "git push"}, "", true},
+      {{"watch", "-x", "git", "push"}, "", true},
+      {{"sudo", "-u", "bob", "git", "push"}, "", true},
+      {{"sudo", "-E", "sh", "-c", "git push"}, "", true},
+      {{"doas", "git", "push"}, "", true},
       {{"bash", "-lc", "cd x && git -C y push --force"}, "", true},
       {{"bash", "--login", "-c", "git push"}, "", true},
       {{"bash", "-o", "pipefail", "-ec", "git push"}, "", true},
@@ -383,6 +391,8 @@ TEST(ApprovalArgv, GitPushIsSeenThroughWrappersShellsAndOptions) {
       {{"sh", "-c", "echo `git push`"}, "", true},
       // not git push
       {{"git", "status"}, "", false},
+      {{"watch", "-n", "5", "git status"}, "", false},
+      {{"script", "-qc", "git status", "/dev/null"}, "", false},
       {{"git", "pushx"}, "", false},
       {{"git", "log", "--", "push"}, "", false},
       {{"git", "-C", "push", "status"}, "", false},
