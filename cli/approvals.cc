@@ -11,10 +11,10 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <optional>
 
 #include "cli/common.h"
 #include "core/fs.h"
-#include "core/line_diff.h"
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "runner/git_reader.h"
@@ -141,61 +141,58 @@ Result<Opened> Open(const StagedWorkspace::HeldStage& h) {
   return o;
 }
 
-int CmdShow(const SessionFlags& session, const std::string& id) {
-  const auto all = StagedWorkspace::ListHeld();
-  const auto* h = Find(all, id);
-  if (h == nullptr) return NotFound(id);
-  auto opened = Open(*h);
+// The held stage `id`, opened and locked, and a redactor set up as a session's is (the diff and
+// the records are redacted as the session's were); nullopt, or the exit code after saying why.
+struct Answering {
+  std::vector<StagedWorkspace::HeldStage> all;
+  const StagedWorkspace::HeldStage* held = nullptr;
+  Opened opened;
+  Redactor redactor;
+};
+std::optional<int> Prepare(const SessionFlags& session, const std::string& id, Answering& a) {
+  a.all = StagedWorkspace::ListHeld();
+  a.held = Find(a.all, id);
+  if (a.held == nullptr) return NotFound(id);
+  auto opened = Open(*a.held);
   if (!opened) {
     std::fprintf(stderr, "cordon: approvals: %s\n",
                  TerminalSafe(opened.error().ToString()).c_str());
     return kExitToolError;
   }
-  // The diff is redacted as the session's records are: a secret the process wrote is not shown.
+  a.opened = std::move(*opened);
   auto policy = LoadEffectivePolicy(SessionOptionsFrom(session, "cli"));
   if (!policy) {
     std::fprintf(stderr, "cordon: policy: %s\n", TerminalSafe(policy.error().ToString()).c_str());
     return kExitStart;
   }
-  Redactor redactor;
-  (void)SetUpRedactor(redactor, *policy, environ);
-  const HeldQuestion q = opened->stage->Question();
-  std::string text = h->id + ": held " + Ago(h->manifest.held_at_ns) + " from " + q.tool + " by " +
-                     Rules(h->manifest) + "\n";
+  (void)SetUpRedactor(a.redactor, *policy, environ);
+  return std::nullopt;
+}
+
+int CmdShow(const SessionFlags& session, const std::string& id) {
+  Answering a;
+  if (const auto exit = Prepare(session, id, a)) return *exit;
+  const HeldQuestion q = a.opened.stage->Question();
+  std::string text = a.held->id + ": held " + Ago(a.held->manifest.held_at_ns) + " from " + q.tool +
+                     " by " + Rules(a.held->manifest) + "\n";
   for (const HeldEntry& e : q.entries) text += "  " + e.op + " " + Shown(e.path) + "\n";
-  std::string diff;
-  for (const HeldQuestion::Content& c : q.contents) {
-    diff += UnifiedDiff(c.before, c.after, "a/" + Shown(c.path), "b/" + Shown(c.path));
-    if (c.before_cut || c.after_cut)
-      diff += "[cordon: " + Shown(c.path) + " is longer than shown]\n";
-  }
-  if (q.contents.size() < q.entries.size())
-    diff += "[cordon: the diff covers the first " + std::to_string(q.contents.size()) +
-            " files of " + std::to_string(q.entries.size()) + " held paths]\n";
-  redactor.Redact(diff);
+  std::size_t files = 0;
+  std::string diff = HeldDiff(q, SIZE_MAX, &files);
+  if (files < q.entries.size())
+    diff += "[cordon: the diff covers the first " + std::to_string(files) + " files of " +
+            std::to_string(q.entries.size()) + " held paths]\n";
+  a.redactor.Redact(diff);
   std::cout << TerminalSafe(text + diff);
   return kExitOk;
 }
 
 int CmdAnswer(const SessionFlags& session, const std::string& id, bool approve) {
-  const auto all = StagedWorkspace::ListHeld();
-  const auto* h = Find(all, id);
-  if (h == nullptr) return NotFound(id);
-  auto opened = Open(*h);
-  if (!opened) {
-    std::fprintf(stderr, "cordon: approvals: %s\n",
-                 TerminalSafe(opened.error().ToString()).c_str());
-    return kExitToolError;
-  }
-  auto policy = LoadEffectivePolicy(SessionOptionsFrom(session, "cli"));
-  if (!policy) {
-    std::fprintf(stderr, "cordon: policy: %s\n", TerminalSafe(policy.error().ToString()).c_str());
-    return kExitStart;
-  }
-  Redactor redactor;
-  (void)SetUpRedactor(redactor, *policy, environ);
+  Answering a;
+  if (const auto exit = Prepare(session, id, a)) return *exit;
+  const StagedWorkspace::HeldStage* h = a.held;
+  Opened* opened = &a.opened;
   const std::string self = NewSessionId();
-  StageLogAppender appender(self, &redactor);
+  StageLogAppender appender(self, &a.redactor);
   const HeldManifest& m = opened->manifest;
   ApprovalRecord rec{.id = "ap-1",
                      .call = m.call,
@@ -205,14 +202,8 @@ int CmdAnswer(const SessionFlags& session, const std::string& id, bool approve) 
                      .rule = m.entries.empty() ? "" : m.entries[0].rule,
                      .rule_source = m.entries.empty() ? "" : m.entries[0].rule_source};
   std::vector<std::string> paths;
-  for (const HeldEntry& e : m.entries) {
-    paths.push_back(EscapePathBytes(e.path));
-    if (rec.subject.size() < 2048)
-      rec.subject +=
-          (rec.subject.empty() ? "" : ", ") + EscapePathBytes(e.path) + " (" + e.op + ")";
-  }
-  rec.subject = "change " + std::to_string(m.entries.size()) + " held path" +
-                (m.entries.size() == 1 ? "" : "s") + ": " + rec.subject;
+  for (const HeldEntry& e : m.entries) paths.push_back(EscapePathBytes(e.path));
+  rec.subject = HeldSubject(m.entries);  // as the session's own question says it
   rec.paths = paths;
   rec.asked_via = "command";
   rec.answer = approve ? "once" : "deny";

@@ -81,25 +81,40 @@ std::vector<char> ComponentReach(std::span<const std::string_view> pat,
   return reach;
 }
 
+// A path pattern as the gitignore reading takes it: leading and trailing '/' dropped (a leading
+// one, or one inside, anchors it at the workspace's root), its components, and whether it ended
+// in `**` (what is below, not the directory itself; those `**` are dropped). Nullopt: empty.
+struct PathPattern {
+  std::vector<std::string_view> components;
+  bool anchored = false;
+  bool below = false;
+};
+std::optional<PathPattern> ParsePathPattern(std::string_view pattern) {
+  PathPattern out;
+  while (!pattern.empty() && pattern.front() == '/') {
+    out.anchored = true;
+    pattern.remove_prefix(1);
+  }
+  while (!pattern.empty() && pattern.back() == '/') pattern.remove_suffix(1);
+  if (pattern.empty()) return std::nullopt;
+  if (pattern.find('/') != std::string_view::npos) out.anchored = true;
+  out.components = Components(pattern);
+  while (!out.components.empty() && out.components.back() == "**") {
+    out.components.pop_back();
+    out.below = true;
+  }
+  return out;
+}
+
 // The gitignore reading of a path pattern: without a '/' it matches a component at any depth;
 // a path under a matched one matches too (a rule on a directory covers what is in it); a
 // trailing `**` matches what is below, not the directory itself.
 bool PathPatternMatches(std::string_view pattern, std::string_view path) {
-  bool anchored = false;
-  while (!pattern.empty() && pattern.front() == '/') {
-    anchored = true;
-    pattern.remove_prefix(1);
-  }
-  while (!pattern.empty() && pattern.back() == '/') pattern.remove_suffix(1);
-  if (pattern.empty()) return false;
-  if (pattern.find('/') != std::string_view::npos) anchored = true;
-  std::vector<std::string_view> pat = Components(pattern);
-  if (!anchored) pat.insert(pat.begin(), "**");
-  bool below = false;
-  while (!pat.empty() && pat.back() == "**") {
-    pat.pop_back();
-    below = true;
-  }
+  std::optional<PathPattern> parsed = ParsePathPattern(pattern);
+  if (!parsed) return false;
+  std::vector<std::string_view>& pat = parsed->components;
+  if (!parsed->anchored) pat.insert(pat.begin(), "**");
+  const bool below = parsed->below;
   const std::vector<std::string_view> txt = Components(path);
   if (txt.empty()) return false;
   const std::vector<char> reach = ComponentReach(pat, txt);
@@ -112,16 +127,10 @@ bool PathPatternMatches(std::string_view pattern, std::string_view path) {
 }
 
 bool PatternCouldMatchBelow(std::string_view pattern, std::string_view dir) {
-  bool anchored = false;
-  while (!pattern.empty() && pattern.front() == '/') {
-    anchored = true;
-    pattern.remove_prefix(1);
-  }
-  while (!pattern.empty() && pattern.back() == '/') pattern.remove_suffix(1);
-  if (pattern.empty()) return false;
-  if (pattern.find('/') == std::string_view::npos && !anchored) return true;
-  std::vector<std::string_view> pat = Components(pattern);
-  while (!pat.empty() && pat.back() == "**") pat.pop_back();
+  const std::optional<PathPattern> parsed = ParsePathPattern(pattern);
+  if (!parsed) return false;
+  if (!parsed->anchored) return true;  // a name at any depth
+  const std::vector<std::string_view>& pat = parsed->components;
   const std::vector<std::string_view> txt = Components(dir);
   if (txt.empty()) return true;  // the workspace's root: anything could be below it
   // A prefix of `dir` that the whole pattern matches covers everything below it.

@@ -160,6 +160,38 @@ Status Session::Approve(const Decision& d, ApprovalQuestion q, std::uint64_t cal
                                            "; " + rec.id + "); " + allow_line);
 }
 
+namespace {
+// A path as one line: a name with a newline in it must not draw a line of the question.
+std::string ShownPath(const std::string& p) { return TerminalSafe(EscapePathBytes(p), true); }
+}  // namespace
+
+std::string HeldSubject(std::span<const HeldEntry> entries) {
+  std::string subject;
+  std::size_t listed = 0;
+  for (const HeldEntry& h : entries) {
+    if (subject.size() >= 2048) continue;
+    subject += (subject.empty() ? "" : ", ") + ShownPath(h.path) + " (" + h.op + ")";
+    ++listed;
+  }
+  if (listed < entries.size())
+    subject += " and " + std::to_string(entries.size() - listed) + " more";
+  return "change " + std::to_string(entries.size()) + " held path" +
+         (entries.size() == 1 ? "" : "s") + ": " + subject;
+}
+
+std::string HeldDiff(const HeldQuestion& held, std::size_t stop_after, std::size_t* files) {
+  std::string diff;
+  *files = 0;
+  for (const HeldQuestion::Content& c : held.contents) {
+    if (diff.size() > stop_after) break;
+    diff += UnifiedDiff(c.before, c.after, "a/" + ShownPath(c.path), "b/" + ShownPath(c.path));
+    if (c.before_cut || c.after_cut)
+      diff += "[cordon: " + ShownPath(c.path) + " is longer than shown]\n";
+    ++*files;
+  }
+  return diff;
+}
+
 HeldAnswer Session::AskHeld(const HeldQuestion& held) {
   HeldAnswer out;
   if (held.entries.empty()) return out;
@@ -182,32 +214,12 @@ HeldAnswer Session::AskHeld(const HeldQuestion& held) {
   if (d.reason.empty())
     d.reason = "the changes of " + held.tool + " to paths that rule " + d.rule + " holds";
   ApprovalQuestion q{.kind = "commit", .tool = held.tool};
-  // Every path as one line: a name with a newline in it must not draw a line of the diff.
-  const auto shown = [](const std::string& p) { return TerminalSafe(EscapePathBytes(p), true); };
-  std::string subject;
-  std::size_t listed = 0;
-  for (const HeldEntry& h : held.entries) {
-    q.paths.push_back(h.path);
-    if (subject.size() >= 2048) continue;
-    subject += (subject.empty() ? "" : ", ") + shown(h.path) + " (" + h.op + ")";
-    ++listed;
-  }
-  if (listed < held.entries.size())
-    subject += " and " + std::to_string(held.entries.size() - listed) + " more";
-  q.subject = "change " + std::to_string(held.entries.size()) + " held path" +
-              (held.entries.size() == 1 ? "" : "s") + ": " + subject;
+  for (const HeldEntry& h : held.entries) q.paths.push_back(h.path);
+  q.subject = HeldSubject(held.entries);
   // The diff, redacted, cut at 4 KiB: a person sees what would land, never a secret in it, and
   // is told how much of it is not shown.
-  std::string diff;
   std::size_t diffed = 0;
-  for (const HeldQuestion::Content& c : held.contents) {
-    if (diff.size() > 4096) break;
-    std::string part = UnifiedDiff(c.before, c.after, "a/" + shown(c.path), "b/" + shown(c.path));
-    if (c.before_cut || c.after_cut)
-      part += "[cordon: " + shown(c.path) + " is longer than shown]\n";
-    diff += part;
-    ++diffed;
-  }
+  std::string diff = HeldDiff(held, 4096, &diffed);
   redactor_.Redact(diff);
   if (diff.size() > 4096) {
     diff.resize(4096);

@@ -94,6 +94,13 @@ bool CapToolResult(Json& result, std::size_t cap);
 // Returns whether anything was cut.
 bool CapStructuredResult(Json& structured, std::size_t cap);
 
+// What a question about held entries says (session/approvals.cc), for the session's question
+// and `cordon approvals` alike: the paths with their operations, one line each, cut at 2 KiB
+// with how many more; and the unified diff of their contents (not redacted), ending once it has
+// passed `stop_after` bytes, with *files the files it covers.
+std::string HeldSubject(std::span<const HeldEntry> entries);
+std::string HeldDiff(const HeldQuestion& held, std::size_t stop_after, std::size_t* files);
+
 // What the redactor knows before anything is read or run: the policy's rules and values, the
 // secret-looking environment, the named variables, the user's credential stores. Returns
 // session_started's `redaction`. (Also `cordon approvals show`'s, for the diff it prints.)

@@ -647,16 +647,16 @@ class ApprovalsElicitationTest : public ApprovalsTest {
                       "scripts/install-mcp-peers.sh";
     }
   }
-  // tests/data/sdk_elicit.mjs around `cordon serve` (CI cleared, so that someone may be asked):
+  // tests/data/sdk_session.mjs around `cordon serve` (CI cleared, so that someone may be asked):
   // one call per entry of `calls`, each question answered by the next of `answers`. The lines
   // it printed: {"connected"}, one per call, then {"closed", "elicitations"}.
   std::vector<Json> Serve(const std::vector<Json>& calls, const std::string& answers,
                           const std::vector<std::string>& serve_flags = {},
                           bool elicitation = true) {
     std::vector<std::string> argv = {"/usr/bin/env", "-u", "CI", OnPath("node"),
-                                     CORDON_SOURCE_DIR "/tests/data/sdk_elicit.mjs"};
+                                     CORDON_SOURCE_DIR "/tests/data/sdk_session.mjs"};
     if (!answers.empty()) argv.insert(argv.end(), {"--answers", answers});
-    if (!elicitation) argv.push_back("--no-elicitation");
+    if (elicitation) argv.push_back("--elicitation");
     argv.insert(argv.end(),
                 {"--", testing::CordonBin(), "serve", "--workspace", ws_, "--audit-log", log()});
     argv.insert(argv.end(), serve_flags.begin(), serve_flags.end());
@@ -705,7 +705,7 @@ TEST_F(ApprovalsElicitationTest, TheClientIsAskedAndItsAnswerDecides) {
   ASSERT_EQ(approvals.size(), 3u) << ReadFile(log());
   EXPECT_EQ(approvals[0]["asked_via"], "elicitation");
   EXPECT_EQ(approvals[0]["answer"], "once");
-  EXPECT_EQ(approvals[0]["client"], "cordon-sdk-elicit");
+  EXPECT_EQ(approvals[0]["client"], "cordon-sdk-session");
   EXPECT_EQ(approvals[1]["answer"], "session");
   EXPECT_EQ(approvals[2]["asked_via"], "kept");
   EXPECT_EQ(approvals[2]["kept_from"], approvals[1]["id"]);

@@ -671,15 +671,7 @@ Result<std::unique_ptr<Stage>> Stage::Reopen(const std::string& dir, std::string
   s->t0_ns_ = nl == std::string::npos ? 0 : std::atoll(phase.c_str() + nl + 1);
   for (std::size_t i = 0; i < roots.size(); ++i) {
     StagedRoot r{roots[i], dir + "/u" + std::to_string(i), dir + "/w" + std::to_string(i)};
-    RootState st;
-    st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!st.root_fd.valid()) return SysFail(Code::kInvalidInput, "open", r.root);
-    st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!st.upper_fd.valid()) return SysFail(Code::kInvalidInput, "open", r.upper);
-    struct stat a {
-    }, b{};
-    st.same_fs = ::fstat(st.root_fd.get(), &a) == 0 && ::fstat(st.upper_fd.get(), &b) == 0 &&
-                 a.st_dev == b.st_dev;
+    ASSIGN_OR_RETURN(RootState st, OpenRoot(r, Code::kInvalidInput));
     s->roots_.push_back(std::move(r));
     s->state_.push_back(std::move(st));
   }
@@ -694,6 +686,19 @@ Result<std::unique_ptr<Stage>> Stage::Reopen(const std::string& dir, std::string
 
 std::string StageRulesFile(const std::string& stage_dir) { return stage_dir + "/rules.json"; }
 
+Result<Stage::RootState> Stage::OpenRoot(const StagedRoot& r, Code code) {
+  RootState st;
+  st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!st.root_fd.valid()) return SysFail(code, "open", r.root);
+  st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!st.upper_fd.valid()) return SysFail(code, "open", r.upper);
+  struct stat a {
+  }, b{};
+  st.same_fs = ::fstat(st.root_fd.get(), &a) == 0 && ::fstat(st.upper_fd.get(), &b) == 0 &&
+               a.st_dev == b.st_dev;
+  return st;
+}
+
 Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<std::string>& roots,
                                              std::string quarantine, CommitRules rules,
                                              StageOrigin origin) {
@@ -707,15 +712,7 @@ Result<std::unique_ptr<Stage>> Stage::Create(std::string dir, const std::vector<
     StagedRoot r{roots[i], s->dir_ + "/u" + std::to_string(i), s->dir_ + "/w" + std::to_string(i)};
     TRY(MakeDir(r.upper, 0700));
     TRY(MakeDir(r.work, 0700));
-    RootState st;
-    st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!st.root_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", r.root);
-    st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!st.upper_fd.valid()) return SysFail(Code::kSandboxUnavailable, "open", r.upper);
-    struct stat a {
-    }, b{};
-    st.same_fs = ::fstat(st.root_fd.get(), &a) == 0 && ::fstat(st.upper_fd.get(), &b) == 0 &&
-                 a.st_dev == b.st_dev;
+    ASSIGN_OR_RETURN(RootState st, OpenRoot(r, Code::kSandboxUnavailable));
     s->roots_.push_back(std::move(r));
     s->state_.push_back(std::move(st));
   }
@@ -1444,16 +1441,13 @@ std::vector<StageRecovery> StagedWorkspace::Recover(const std::string& stage_roo
           bool ok = true;
           for (std::size_t i = 0; i < roots.size(); ++i) {
             StagedRoot r{roots[i], dir + "/u" + std::to_string(i), dir + "/w" + std::to_string(i)};
-            Stage::RootState st;
-            st.root_fd = UniqueFd(::open(r.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-            st.upper_fd = UniqueFd(::open(r.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-            if (!st.root_fd.valid() || !st.upper_fd.valid()) ok = false;
-            struct stat a {
-            }, b{};
-            st.same_fs = ok && ::fstat(st.root_fd.get(), &a) == 0 &&
-                         ::fstat(st.upper_fd.get(), &b) == 0 && a.st_dev == b.st_dev;
+            Result<Stage::RootState> st = Stage::OpenRoot(r, Code::kInvalidInput);
+            if (!st) {
+              ok = false;  // quarantined whole, below
+              break;
+            }
             s->roots_.push_back(std::move(r));
-            s->state_.push_back(std::move(st));
+            s->state_.push_back(std::move(*st));
           }
           if (ok) {
             rec.commit = s->Commit(true);

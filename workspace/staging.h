@@ -210,6 +210,9 @@ class Stage {
     bool same_fs = false;
     CommitLedger ledger;
   };
+  // Opens a staged root's host tree and upper layer, and sees whether they share a filesystem
+  // (a final commit then renames out of the upper layer). A failure is reported as `code`.
+  static Result<RootState> OpenRoot(const StagedRoot& r, Code code);
   Stage() = default;
   void WritePhase(const char* phase);
   Status WriteRules();  // mu_ held
